@@ -1,0 +1,9 @@
+# tests/local.mk: shared test support and the per-module test fragments.
+# Each module's cmocka tests live in tests/<module>.mk.
+EXTRA_DIST += tests/README.md
+include $(srcdir)/tests/wire.mk
+include $(srcdir)/tests/policy.mk
+include $(srcdir)/tests/rewrite.mk
+include $(srcdir)/tests/sim.mk
+include $(srcdir)/tests/hostd.mk
+include $(srcdir)/tests/guestlib.mk

@@ -1,0 +1,37 @@
+/* test-pol-config.c: policy configuration defaults and validation. */
+#include "policy/pol.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+static void config_default_threshold_is_paper_value(void **state) {
+  (void)state;
+  pol_config_t c;
+  pol_config_init(&c);
+  assert_int_equal(c.threshold_ns, 31600);
+  assert_int_equal(pol_config_check(&c, NULL), 0);
+}
+
+static void config_rejects_threshold_out_of_range(void **state) {
+  (void)state;
+  pol_config_t c;
+  const char *why = NULL;
+  pol_config_init(&c);
+  c.threshold_ns = 10;
+  assert_int_equal(pol_config_check(&c, &why), -EINVAL);
+  assert_non_null(why);
+  c.threshold_ns = 2000000000ull;
+  assert_int_equal(pol_config_check(&c, &why), -EINVAL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(config_default_threshold_is_paper_value),
+      cmocka_unit_test(config_rejects_threshold_out_of_range),
+  };
+  return cmocka_run_group_tests_name("pol-config", tests, NULL, NULL);
+}
