@@ -23,4 +23,10 @@ int rw_diag_set(rw_diag_t *d, int code, int line, int column, const char *fmt, .
 /* Formats *d as "line:col: text" into buf (always NUL-terminated). */
 void rw_diag_format(const rw_diag_t *d, char *buf, size_t len);
 
+/* ---- fatbin reader (rewrite/fatbin*.c) ---- */
+
+/* ---- PTX IR, parser, printer (rewrite/ptx-*.c) ---- */
+
+/* ---- transformations (rewrite/xform-*.c) ---- */
+
 #endif /* TALLY_RW_H */

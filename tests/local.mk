@@ -7,3 +7,4 @@ include $(srcdir)/tests/rewrite.mk
 include $(srcdir)/tests/sim.mk
 include $(srcdir)/tests/hostd.mk
 include $(srcdir)/tests/guestlib.mk
+include $(srcdir)/tests/gpu.mk

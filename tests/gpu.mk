@@ -1,0 +1,1 @@
+# tests/gpu.mk: GPU end-to-end programs (make check-gpu).
