@@ -1,1 +1,110 @@
-# tests/gpu.mk: GPU end-to-end programs (make check-gpu).
+# tests/gpu.mk: GPU end-to-end programs (make check-gpu) and the forward benchmark.
+#
+# Nothing here is part of `make all`, and `make check` only runs tests/gpu/test-e2e-runner
+# (the runner's own logic against fakes, no GPU): the programs need nvcc, and only a GPU
+# machine can run them.  `make check-gpu` builds them as prerequisites of the GPU test
+# tests/gpu/e2e-run (a script generated from tests/gpu/e2e-run.sh).  `make gpu-programs`
+# only builds them (about 20 s of nvcc on 2 cores), e.g. for CI on a machine without a GPU.
+#
+#   make check-gpu        e2e: every program natively, then through tallyd over shm and TCP
+#   make forward-bench    benchmark table: native vs tally-shm vs tally-tcp
+#   make gpu-e2e          both of the above, in that order
+#
+# Runtime-API programs are built twice: nvcc's default static cudart (-static) and
+# -cudart shared (-shared).  Every image holds sm_90 SASS plus compute_90 PTX.
+
+GPU_ARCH_FLAGS = -arch=sm_90 -gencode arch=compute_90,code=compute_90
+# No -Werror: nvcc's generated host stubs are compiled by whatever gcc the GPU machine has.
+GPU_NVCC_OPTS = -O2 -std=c++17 $(GPU_ARCH_FLAGS) -Xcompiler -Wall,-Wextra \
+	-I$(srcdir)/tests/gpu
+GPU_SHARED_LINK = -Xlinker --enable-new-dtags,-rpath,$(CUDA_LIBDIR)
+GPU_CC_OPTS = -std=gnu11 -O2 $(WARN_CFLAGS) $(CUDA_CPPFLAGS) -I$(srcdir)/tests/gpu
+GPU_DRV_LINK = -L$(CUDA_LIBDIR)/stubs -lcuda
+
+GPU_RT_NAMES = rt-device rt-memory rt-stream rt-launch rt-errors rt-sticky
+GPU_RT_PROGS = $(foreach n,$(GPU_RT_NAMES),tests/gpu/$(n)-static tests/gpu/$(n)-shared)
+GPU_DRV_PROGS = tests/gpu/drv-context tests/gpu/drv-module
+GPU_IMAGES = tests/gpu/drv-kernels.ptx tests/gpu/drv-kernels.cubin tests/gpu/drv-kernels.fatbin
+GPU_E2E_PROGS = $(GPU_RT_PROGS) $(GPU_DRV_PROGS) $(GPU_IMAGES) tests/gpu/tenant-static
+GPU_BENCH_PROGS = tests/bench/forward-bench-bin
+
+GPU_TESTS += tests/gpu/e2e-run
+CLEANFILES += $(GPU_E2E_PROGS) $(GPU_BENCH_PROGS) tests/gpu/e2e-run tests/bench/forward-bench \
+	tests/gpu/test-e2e-runner
+EXTRA_DIST += tests/gpu/README.md tests/gpu/e2e-common.h tests/gpu/e2e-run.sh tests/gpu/tallyd-lib.sh \
+	tests/gpu/test-e2e-runner.sh \
+	$(foreach n,$(GPU_RT_NAMES),tests/gpu/$(n).cu) tests/gpu/tenant.cu \
+	tests/gpu/drv-kernels.cu tests/gpu/drv-context.c tests/gpu/drv-module.c \
+	tests/gpu/e2e_util.py tests/gpu/numba-kernels.py tests/gpu/cupy-ops.py \
+	tests/gpu/driver-trace/README.md tests/gpu/driver-trace/passshim.c \
+	tests/gpu/driver-trace/trace.sh \
+	tests/bench/forward-bench.cu tests/bench/forward-bench.sh
+
+GPU_COMMON_DEPS = $(srcdir)/tests/gpu/e2e-common.h
+
+tests/gpu/%-static: $(srcdir)/tests/gpu/%.cu $(GPU_COMMON_DEPS)
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(NVCC) $(GPU_NVCC_OPTS) -cudart static -o $@ $<
+
+tests/gpu/%-shared: $(srcdir)/tests/gpu/%.cu $(GPU_COMMON_DEPS)
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(NVCC) $(GPU_NVCC_OPTS) -cudart shared $(GPU_SHARED_LINK) -o $@ $<
+
+tests/gpu/drv-%: $(srcdir)/tests/gpu/drv-%.c $(GPU_COMMON_DEPS)
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(CC) $(GPU_CC_OPTS) -o $@ $< $(GPU_DRV_LINK)
+
+# drv-module loads these three images from its own directory.
+tests/gpu/drv-kernels.ptx: $(srcdir)/tests/gpu/drv-kernels.cu
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(NVCC) -ptx -gencode arch=compute_90,code=compute_90 -o $@ $<
+tests/gpu/drv-kernels.cubin: $(srcdir)/tests/gpu/drv-kernels.cu
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(NVCC) -cubin -gencode arch=compute_90,code=sm_90 -o $@ $<
+tests/gpu/drv-kernels.fatbin: $(srcdir)/tests/gpu/drv-kernels.cu
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(NVCC) -fatbin $(GPU_ARCH_FLAGS) -o $@ $<
+
+tests/bench/forward-bench-bin: $(srcdir)/tests/bench/forward-bench.cu
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(NVCC) $(GPU_NVCC_OPTS) -cudart static -o $@ $<
+
+# The scripts learn where the sources and the build tree are when they are generated.
+# ([@] keeps config.status from substituting the pattern itself.)
+GPU_SCRIPT_SED = sed -e 's|@abs_top_srcdir[@]|$(abs_top_srcdir)|g'
+
+# e2e-run itself does not need the programs (test-e2e-runner runs it on fakes); check-gpu
+# builds them through the extra prerequisite below.
+tests/gpu/e2e-run: $(srcdir)/tests/gpu/e2e-run.sh $(srcdir)/tests/gpu/tallyd-lib.sh Makefile
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(GPU_SCRIPT_SED) $(srcdir)/tests/gpu/e2e-run.sh >$@.tmp && \
+	  chmod +x $@.tmp && mv -f $@.tmp $@
+
+tests/bench/forward-bench: $(srcdir)/tests/bench/forward-bench.sh $(srcdir)/tests/gpu/tallyd-lib.sh Makefile \
+		$(GPU_BENCH_PROGS)
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(GPU_SCRIPT_SED) $(srcdir)/tests/bench/forward-bench.sh >$@.tmp && \
+	  chmod +x $@.tmp && mv -f $@.tmp $@
+
+check-gpu: $(GPU_E2E_PROGS)
+
+tests/gpu/test-e2e-runner: $(srcdir)/tests/gpu/test-e2e-runner.sh tests/gpu/e2e-run Makefile
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(GPU_SCRIPT_SED) $(srcdir)/tests/gpu/test-e2e-runner.sh >$@.tmp && \
+	  chmod +x $@.tmp && mv -f $@.tmp $@
+
+# CPU test of the runner's own logic against a fake tallyd and fake programs (no GPU).
+if HAVE_CMOCKA
+TESTS += tests/gpu/test-e2e-runner
+endif
+
+gpu-programs: $(GPU_E2E_PROGS) $(GPU_BENCH_PROGS) tests/gpu/e2e-run tests/bench/forward-bench
+
+forward-bench: all tests/bench/forward-bench
+	@tests/bench/forward-bench
+
+gpu-e2e: all
+	@$(MAKE) $(AM_MAKEFLAGS) check-gpu; rc=$$?; \
+	  $(MAKE) $(AM_MAKEFLAGS) forward-bench || rc=1; exit $$rc
+
+.PHONY: gpu-programs forward-bench gpu-e2e

@@ -1,0 +1,181 @@
+#!/bin/bash
+# forward-bench: issue 4's forwarding benchmark, native vs Tally side by side in one run
+# (generated from tests/bench/forward-bench.sh by `make`).
+#
+# Starts one tallyd (UNIX socket + TCP loopback), then for each round runs
+# tests/bench/forward-bench-bin natively, through Tally over shared memory (tally-shm) and over
+# TCP loopback (tally-tcp), one after the other, so drift hits every column alike.  Each
+# metric is the median over rounds of the per-run figure (itself a median or p99 over many
+# samples, see forward-bench.cu).  Prints a markdown table of native, tally-shm, tally-tcp,
+# the ratios to native and whether tally-shm meets issue 4's target, plus the command that
+# reproduces it.  Nothing is asserted: the exit status is 0 when every run completed with a
+# correct result, 1 otherwise, 77 without a GPU.
+#
+# usage: forward-bench [-r ROUNDS] [-t shm|tcp|both] [--null-stream] [--scale F]
+#   -r  rounds (default 3)   -t  Tally transports (default both)
+#   --null-stream, --scale F  passed to forward-bench-bin (see forward-bench.cu)
+set -u
+
+# The build tree is two levels above this script; the source tree is where `make` said,
+# or, when the tree was moved since (copied to another machine), the build tree or its parent.
+self_dir=$(cd "$(dirname "$0")" && pwd)
+: "${TALLY_BUILDDIR:=$(cd "$self_dir/../.." && pwd)}"
+if [ -z "${TALLY_SRCDIR:-}" ]; then
+  for d in "@abs_top_srcdir@" "$TALLY_BUILDDIR" "$TALLY_BUILDDIR/.."; do
+    if [ -f "$d/tests/gpu/tallyd-lib.sh" ]; then
+      TALLY_SRCDIR=$(cd "$d" && pwd)
+      break
+    fi
+  done
+fi
+export TALLY_BUILDDIR TALLY_SRCDIR
+. "$TALLY_SRCDIR/tests/gpu/tallyd-lib.sh"
+
+rounds=3
+transports="shm tcp"
+binargs=()
+orig_args="$*"
+while [ $# -gt 0 ]; do
+  case $1 in
+    -r) rounds=$2; shift ;;
+    -t) case $2 in both) transports="shm tcp" ;; shm | tcp) transports=$2 ;;
+          *) echo "forward-bench: -t takes shm, tcp or both" >&2; exit 2 ;; esac; shift ;;
+    --null-stream) binargs+=(--null-stream) ;;
+    --scale) binargs+=(--scale "$2"); shift ;;
+    *) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
+  esac
+  shift
+done
+
+B=$TL_BUILDDIR
+BIN=$B/tests/bench/forward-bench-bin
+if ! tl_have_gpu; then
+  echo "skip: no GPU (nvidia-smi lists none)"
+  exit 77
+fi
+[ -x "$BIN" ] || { echo "forward-bench: $BIN not built (make tests/bench/forward-bench)"; exit 1; }
+
+TL_WORK=$(mktemp -d "${TMPDIR:-/tmp}/tally-bench.XXXXXX")
+LOGS=$B/tests/bench/forward-bench-logs
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+cleanup() {
+  tl_stop >/dev/null 2>&1
+  cp -f "$TL_WORK"/tallyd.*.log "$LOGS"/ 2>/dev/null
+  rm -rf "$TL_WORK"
+}
+trap cleanup EXIT
+trap 'echo "forward-bench: interrupted"; exit 1' INT TERM HUP
+
+tally_ok=1
+if ! tl_start; then
+  echo "forward-bench: tallyd unavailable: $TL_ERR (Tally columns will read 'failed')"
+  tally_ok=0
+fi
+
+guest_real=$(readlink -f "$TL_GUESTDIR/libcuda.so.1" 2>/dev/null)
+status=0
+for r in $(seq 1 "$rounds"); do
+  for cfg in native $transports; do
+    out=$LOGS/$cfg.$r.out
+    if [ "$cfg" != native ]; then
+      if [ $tally_ok = 0 ] || ! { tl_alive || tl_start; }; then
+        echo "rc 1" >"$out"
+        status=1
+        continue
+      fi
+    fi
+    # latency-critical: the tenant's kernels are launched as they are (no best-effort
+    # slicing or holding), so the table shows the cost of forwarding alone.
+    tl_run "$cfg" 300 latency-critical "forward-bench" -- "$BIN" "${binargs[@]}" \
+      >"$out" 2>"$LOGS/$cfg.$r.err"
+    rc=$?
+    if [ $rc = 0 ] && [ "$cfg" != native ]; then
+      # A Tally column is only valid if the run really loaded the guest library.
+      drv=$(sed -n 's/^e2e-driver: //p' "$LOGS/$cfg.$r.err" | tail -n 1)
+      if [ "$(readlink -f "$drv" 2>/dev/null)" != "$guest_real" ]; then
+        echo "forward-bench: $cfg round $r loaded '$drv', not Tally's guest library" >&2
+        rc=99
+      fi
+    fi
+    echo "rc $rc" >>"$out"
+    if [ $rc != 0 ]; then
+      echo "forward-bench: $cfg round $r exited $rc: $(tail -n 1 "$LOGS/$cfg.$r.err")" >&2
+      status=1
+    fi
+  done
+done
+
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+echo
+echo "forward-bench: $gpu; $rounds rounds; stream ${binargs[*]:-created}; $(tl_describe)"
+echo "reproduce: cd $B && tests/bench/forward-bench $orig_args   (or: make forward-bench)"
+echo
+
+# Aggregate: per config and key, the median over rounds that completed (rc 0).
+for cfg in native $transports; do
+  for r in $(seq 1 "$rounds"); do
+    f=$LOGS/$cfg.$r.out
+    grep -q '^rc 0$' "$f" 2>/dev/null || continue
+    awk -v c="$cfg" '$1 != "rc" && $1 != "stream" { print c, $1, $2 }' "$f"
+  done
+done | awk -v transports="$transports" '
+  { v[$1 " " $2] = v[$1 " " $2] " " $3 }
+  function median(s,   a, n, i, j, t) {
+    n = split(s, a, " ")
+    if (n == 0) return ""
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  function cell(c, k,   m) { m = median(v[c " " k]); return m == "" ? "failed" : m }
+  function ratio(c, k,   a, b) {
+    a = median(v[c " " k]); b = median(v["native " k])
+    if (a == "" || b == "" || b + 0 == 0) return "-"
+    return sprintf("%.2fx", a / b)
+  }
+  # target: "le R" (tally/native <= R) or "ge R" (tally/native >= R) for tally-shm
+  function verdict(k, t,   a, b, op, r) {
+    if (t == "") return "-"
+    split(t, op, " ")
+    a = median(v["shm " k]); b = median(v["native " k])
+    if (a == "" || b == "" || b + 0 == 0) return "n/a"
+    r = a / b
+    return ((op[1] == "le" && r <= op[2]) || (op[1] == "ge" && r >= op[2])) ? "yes" : "NO"
+  }
+  END {
+    nk = split("launch_ns_p50 launch_ns_p99 launch_sync_us_p50 launch_sync_us_p99 h2d_gbps d2h_gbps chain_ms_p50", keys, " ")
+    split("kernel launch p50 (ns)|kernel launch p99 (ns)|launch + sync p50 (us)|launch + sync p99 (us)|H2D 64 MiB pinned (GB/s)|D2H 64 MiB pinned (GB/s)|1000-kernel chain (ms)", labels, "|")
+    # target for tally-shm / native ("le R": at most R, "ge R": at least R; "" none)
+    targets[1] = "le 1.00"; targets[2] = ""; targets[3] = "le 2.00"; targets[4] = ""
+    targets[5] = "ge 0.80"; targets[6] = "ge 0.80"; targets[7] = "le 1.05"
+    for (i = 1; i <= nk; i++) {
+      split(targets[i], tt, " ")
+      ttext[i] = targets[i] == "" ? "" : (tt[1] == "le" ? "<= " : ">= ") tt[2] "x"
+    }
+    hs = index(transports, "shm") > 0; ht = index(transports, "tcp") > 0
+    printf "| metric | native |%s%s%s%s target (shm) | shm meets |\n", hs ? " tally-shm |" : "", ht ? " tally-tcp |" : "", hs ? " shm/native |" : "", ht ? " tcp/native |" : ""
+    printf "|---|---|%s%s%s%s---|---|\n", hs ? "---|" : "", ht ? "---|" : "", hs ? "---|" : "", ht ? "---|" : ""
+    for (i = 1; i <= nk; i++) {
+      k = keys[i]
+      printf "| %s | %s |", labels[i], cell("native", k)
+      if (hs) printf " %s |", cell("shm", k)
+      if (ht) printf " %s |", cell("tcp", k)
+      if (hs) printf " %s |", ratio("shm", k)
+      if (ht) printf " %s |", ratio("tcp", k)
+      printf " %s | %s |\n", ttext[i] == "" ? "-" : ttext[i], hs ? verdict(k, targets[i]) : "-"
+    }
+    printf "\nresults correct (chain and copies): "
+    bad = 0
+    split("native " transports, cfgs, " ")
+    for (j in cfgs) {
+      c = cfgs[j]
+      if (median(v[c " chain_ok"]) != 1 || median(v[c " copy_ok"]) != 1) { printf "%s NO; ", c; bad = 1 }
+    }
+    print bad ? "" : "yes, every configuration"
+  }'
+if grep -qs '^chain_ok 0\|^copy_ok 0' "$LOGS"/*.out; then
+  status=1
+fi
+echo
+echo "per-run outputs: $LOGS"
+exit $status
