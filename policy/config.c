@@ -1,25 +1,101 @@
-/* config.c: defaults and validation of the policy's configuration.
+/* config.c: defaults and validation of the policy's configuration, and the
+ * names of the policy kinds.
  *
  * A policy configuration comes from tallyd's config file or tally-sim's
  * flags, so it is outside input: every field is checked here, once, before
- * any scheduler sees it.
+ * any scheduler sees it.  Each default below carries its reason; the
+ * measured ones come from /work/shared/BRIEF.md ("Facts measured on the GPU
+ * machine", H200, driver 580.159, CUDA 13.0).
  */
 #include "policy/pol.h"
 
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
+
+static const char *const kind_names[POL_KIND_COUNT] = {
+    [POL_KIND_TALLY] = "tally",         [POL_KIND_PAPER] = "paper",
+    [POL_KIND_TIMESLICE] = "timeslice", [POL_KIND_MPS] = "mps",
+    [POL_KIND_MPS_PRIO] = "mps-prio",   [POL_KIND_TGS] = "tgs",
+};
 
 void pol_config_init(pol_config_t *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
   cfg->threshold_ns = POL_DEFAULT_THRESHOLD_NS;
+  /* An eager tenant's next launch follows the previous one within a launch
+   * call (4.2 us p50) plus framework overhead; 50 us (about 5x the 9.3 us
+   * launch+sync round trip) keeps BE out of the gaps inside one request
+   * while costing BE little between requests. */
+  cfg->resume_idle_ns = 50000;
+  /* Flag in device memory set by an async copy on a high-priority stream:
+   * signal -> kernel done 27.7 us p50 (BRIEF). */
+  cfg->flag_latency_ns = 27700;
+  /* A launch issued when the previous one's completion reaches the host
+   * leaves the device idle about one launch+sync round trip: 9.3 us p50. */
+  cfg->launch_gap_ns = 9300;
+  /* Cross-process time-slicing on the H200: ~2 ms slices (BRIEF). */
+  cfg->timeslice_ns = 2000000;
+  /* TGS-like controller: 5 ms intervals hold ~2-5 LC requests of ~1-2 ms,
+   * enough to see a delay; 50 us of queueing is well above the ~5 us launch
+   * latency an unloaded GPU shows, so noise does not trigger a back-off. */
+  cfg->tgs_interval_ns = 5000000;
+  cfg->tgs_delay_ns = 50000;
+  /* One block per SM of an H200 (132 SMs): the least a kernel can hold. */
+  cfg->default_resident = 132;
+  /* Kernel times vary a few percent run to run; a 50% jump three times in a
+   * row is a change of input or clocks, not noise. */
+  cfg->drift_pct = 50;
+  cfg->drift_samples = 3;
+  /* Two samples: the first launch of a kernel also pays cold caches. */
+  cfg->min_samples = 2;
+  /* Off: BE is held while the LC is active, the strictest promise. */
+  cfg->share_block_ns = 0;
 }
 
 int pol_config_check(const pol_config_t *cfg, const char **why) {
+  const char *bad = NULL;
   /* Below ~1 us no launch can meet the threshold (launch alone is ~4 us on
    * the H200, BRIEF.md); above 1 s the "latency-critical" promise is void. */
-  if (cfg->threshold_ns < 1000 || cfg->threshold_ns > 1000000000ull) {
+  if (cfg->threshold_ns < 1000 || cfg->threshold_ns > 1000000000ull)
+    bad = "threshold must be between 1 us and 1 s";
+  else if (cfg->resume_idle_ns > 1000000000ull)
+    bad = "resume idle time must be at most 1 s";
+  else if (cfg->flag_latency_ns > 1000000000ull || cfg->launch_gap_ns > 1000000000ull)
+    bad = "flag latency and launch gap must be at most 1 s";
+  else if (cfg->timeslice_ns < 1000 || cfg->timeslice_ns > 10000000000ull)
+    bad = "time slice must be between 1 us and 10 s";
+  else if (cfg->tgs_interval_ns < 1000 || cfg->tgs_interval_ns > 10000000000ull)
+    bad = "TGS interval must be between 1 us and 10 s";
+  else if (cfg->default_resident < 1 || cfg->default_resident > (1u << 20))
+    bad = "default resident blocks must be between 1 and 2^20";
+  else if (cfg->drift_pct < 1 || cfg->drift_pct > 1000)
+    bad = "drift percent must be between 1 and 1000";
+  else if (cfg->drift_samples < 1 || cfg->drift_samples > 1000)
+    bad = "drift samples must be between 1 and 1000";
+  else if (cfg->min_samples < 1 || cfg->min_samples > 1000)
+    bad = "min samples must be between 1 and 1000";
+  else if (cfg->share_block_ns > cfg->threshold_ns)
+    bad = "shared block time must not exceed the threshold";
+  if (bad) {
     if (why)
-      *why = "threshold must be between 1 us and 1 s";
+      *why = bad;
     return -EINVAL;
   }
   return 0;
+}
+
+const char *pol_kind_name(pol_kind_t kind) {
+  if ((unsigned)kind >= POL_KIND_COUNT)
+    return "unknown";
+  return kind_names[kind];
+}
+
+int pol_kind_parse(const char *name, pol_kind_t *kind) {
+  for (int k = 0; k < POL_KIND_COUNT; k++) {
+    if (strcmp(name, kind_names[k]) == 0) {
+      *kind = (pol_kind_t)k;
+      return 0;
+    }
+  }
+  return -EINVAL;
 }

@@ -1,26 +1,349 @@
 /* main.c: tally-sim, the command-line front end of the simulator.
  *
  * With no arguments it is Tally's main job on a machine without a GPU: it
- * runs the bundled workload pairs under every policy and prints the
- * comparison.  Until the simulator core lands it says so and exits non-zero,
- * rather than pretend.
+ * runs the bundled SYNTHETIC workload pairs under every policy and prints the
+ * comparison (its first line says so).  Options pick other traces, an Azure
+ * Functions 2021 CSV, policies, load, duration, seed, CSV output and a PNG
+ * plot.  Progress goes to stderr; results to stdout.  Exit 0, 1 on a run
+ * error, 2 on a usage error.
  */
 #include "sim/sim.h"
 
+#include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#ifndef SIM_TRACE_DIR
+#define SIM_TRACE_DIR "sim/traces"
+#endif
+#ifndef SIM_INSTALLED_TRACE_DIR
+#define SIM_INSTALLED_TRACE_DIR SIM_TRACE_DIR
+#endif
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: tally-sim [--help]\n"
-             "Runs the bundled synthetic workload pairs under every scheduling policy\n"
-             "(ours, time-slicing, MPS, MPS-priority, TGS-like) and prints a comparison.\n");
+  fprintf(f,
+          "usage: tally-sim [options]\n"
+          "Simulates one GPU (H200 constants by default) shared by a latency-critical (LC)\n"
+          "tenant and a best-effort (BE) tenant under each scheduling policy and prints\n"
+          "LC p50/p99 and overhead against alone, BE throughput against alone, and system\n"
+          "throughput.  With no options: the bundled SYNTHETIC pairs, every policy.\n"
+          "\n"
+          "  --lc FILE --be FILE   one pair of kernel traces (format: sim/trace.c)\n"
+          "  --traces DIR          folder of the bundled traces (default $TALLY_SIM_TRACES,\n"
+          "                        else %s if present,\n"
+          "                        else %s)\n"
+          "  --azure FILE          LC arrivals from an Azure Functions 2021 CSV\n"
+          "                        (app,func,end_timestamp,duration); default: the bundled\n"
+          "                        SYNTHETIC bursty generator\n"
+          "  --func NAME           function to take from the CSV (default: busiest)\n"
+          "  --policy LIST         comma list of tally,paper,timeslice,mps,mps-prio,tgs\n"
+          "  --load X              LC load, fraction of its alone capacity (default 0.5)\n"
+          "  --duration S          simulated seconds per run (default 2)\n"
+          "  --seed N              seed of the arrival process (default 1)\n"
+          "  --threshold-us X      our turnaround threshold (default 31.6)\n"
+          "  --resume-idle-us X    our LC idle window before BE resumes (default 50)\n"
+          "  --share-block-us X    ours: BE blocks up to X us may run while the LC is\n"
+          "                        active (default 0: hold all BE)\n"
+          "  --sms N               SMs (default 132)\n"
+          "  --profiles FILE       ours: load profiles before, save after\n"
+          "  --csv                 CSV on stdout instead of the table\n"
+          "  --plot FILE.png       write latency CDFs and the trade-off (needs gnuplot)\n"
+          "  --quiet               no progress on stderr\n"
+          "  --help\n",
+          SIM_TRACE_DIR, SIM_INSTALLED_TRACE_DIR);
+}
+
+/* On a terminal: one updating line.  Elsewhere (logs, CI): one line per
+ * run, so the log stays readable. */
+static void progress(void *arg, const char *what, uint64_t now, uint64_t end) {
+  static const char *last; /* main thread only: the run last announced */
+  (void)arg;
+  if (isatty(STDERR_FILENO)) {
+    fprintf(stderr, "\r  %-60s %3u%%", what, (unsigned)(now * 100 / (end ? end : 1)));
+  } else if (last != what) {
+    fprintf(stderr, "tally-sim: running %s\n", what);
+    last = what;
+  }
+  fflush(stderr);
+}
+
+static int parse_policies(const char *s, bool kinds[POL_KIND_COUNT]) {
+  char buf[256];
+  if (strlen(s) >= sizeof(buf))
+    return -EINVAL;
+  strcpy(buf, s);
+  for (int k = 0; k < POL_KIND_COUNT; k++)
+    kinds[k] = false;
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    pol_kind_t k;
+    if (pol_kind_parse(t, &k) < 0)
+      return -EINVAL;
+    kinds[k] = true;
+  }
+  return 0;
+}
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  size_t cap = 0, n = 0;
+  if (!f)
+    return NULL;
+  for (;;) {
+    if (n == cap) {
+      if (cap >= (1ull << 32))
+        goto fail; /* 4 GiB: larger than any MAF2 day */
+      size_t c = cap ? cap * 2 : 65536;
+      char *p = realloc(buf, c);
+      if (!p)
+        goto fail;
+      buf = p;
+      cap = c;
+    }
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (r == 0)
+      break;
+  }
+  if (ferror(f))
+    goto fail;
+  fclose(f);
+  *len = n;
+  return buf;
+fail:
+  free(buf);
+  fclose(f);
+  return NULL;
+}
+
+static int load_trace(const char *dir, const char *file, sim_trace_t *t) {
+  char path[4096], err[256];
+  if (dir)
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+  else
+    snprintf(path, sizeof(path), "%s", file);
+  int rc = sim_trace_load(path, t, err, sizeof(err));
+  if (rc < 0)
+    fprintf(stderr, "tally-sim: %s: %s\n", path, err);
+  return rc;
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    usage(stdout);
-    return 0;
+  sim_compare_config_t cc;
+  const char *lc_path = NULL, *be_path = NULL, *azure = NULL, *plot = NULL;
+  const char *dir = getenv("TALLY_SIM_TRACES");
+  bool csv = false, quiet = false;
+  char *azure_text = NULL;
+  sim_row_t *rows = NULL;
+  size_t nrows = 0;
+  int status = 0;
+  enum {
+    O_LC = 256,
+    O_BE,
+    O_TRACES,
+    O_AZURE,
+    O_FUNC,
+    O_POLICY,
+    O_LOAD,
+    O_DURATION,
+    O_SEED,
+    O_THRESH,
+    O_IDLE,
+    O_SHARE,
+    O_SMS,
+    O_PROFILES,
+    O_CSV,
+    O_PLOT,
+    O_QUIET,
+    O_HELP
+  };
+  static const struct option opts[] = {{"lc", required_argument, 0, O_LC},
+                                       {"be", required_argument, 0, O_BE},
+                                       {"traces", required_argument, 0, O_TRACES},
+                                       {"azure", required_argument, 0, O_AZURE},
+                                       {"func", required_argument, 0, O_FUNC},
+                                       {"policy", required_argument, 0, O_POLICY},
+                                       {"load", required_argument, 0, O_LOAD},
+                                       {"duration", required_argument, 0, O_DURATION},
+                                       {"seed", required_argument, 0, O_SEED},
+                                       {"threshold-us", required_argument, 0, O_THRESH},
+                                       {"resume-idle-us", required_argument, 0, O_IDLE},
+                                       {"share-block-us", required_argument, 0, O_SHARE},
+                                       {"sms", required_argument, 0, O_SMS},
+                                       {"profiles", required_argument, 0, O_PROFILES},
+                                       {"csv", no_argument, 0, O_CSV},
+                                       {"plot", required_argument, 0, O_PLOT},
+                                       {"quiet", no_argument, 0, O_QUIET},
+                                       {"help", no_argument, 0, O_HELP},
+                                       {0, 0, 0, 0}};
+  sim_compare_config_init(&cc);
+  if (!dir)
+    dir = access(SIM_TRACE_DIR, R_OK) == 0 ? SIM_TRACE_DIR : SIM_INSTALLED_TRACE_DIR;
+  int o;
+  while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    char *end = NULL;
+    double d;
+    switch (o) {
+    case O_LC:
+      lc_path = optarg;
+      break;
+    case O_BE:
+      be_path = optarg;
+      break;
+    case O_TRACES:
+      dir = optarg;
+      break;
+    case O_AZURE:
+      azure = optarg;
+      break;
+    case O_FUNC:
+      cc.azure_func = optarg;
+      break;
+    case O_POLICY:
+      if (parse_policies(optarg, cc.kinds) < 0) {
+        fprintf(stderr, "tally-sim: bad --policy '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    case O_LOAD:
+      cc.load = strtod(optarg, &end);
+      if (*end || !(cc.load > 0 && cc.load < 1)) {
+        fprintf(stderr, "tally-sim: --load must be in (0, 1)\n");
+        return 2;
+      }
+      break;
+    case O_DURATION:
+      d = strtod(optarg, &end);
+      if (*end || !(d >= 0.001 && d <= 3600)) {
+        fprintf(stderr, "tally-sim: --duration must be 0.001..3600 seconds\n");
+        return 2;
+      }
+      cc.duration_ns = (uint64_t)(d * 1e9);
+      break;
+    case O_SEED:
+      cc.seed = strtoull(optarg, &end, 0);
+      if (*end) {
+        fprintf(stderr, "tally-sim: bad --seed\n");
+        return 2;
+      }
+      break;
+    case O_THRESH:
+    case O_IDLE:
+    case O_SHARE:
+      d = strtod(optarg, &end);
+      if (*end || !(d >= 0 && d <= 1e6)) {
+        fprintf(stderr, "tally-sim: bad microseconds '%s'\n", optarg);
+        return 2;
+      }
+      if (o == O_THRESH)
+        cc.pol.threshold_ns = (uint64_t)(d * 1000);
+      else if (o == O_IDLE)
+        cc.pol.resume_idle_ns = (uint64_t)(d * 1000);
+      else
+        cc.pol.share_block_ns = (uint64_t)(d * 1000);
+      break;
+    case O_SMS:
+      cc.gpu.sm_count = (uint32_t)strtoul(optarg, &end, 10);
+      cc.pol.default_resident = cc.gpu.sm_count ? cc.gpu.sm_count : 1;
+      if (*end) {
+        fprintf(stderr, "tally-sim: bad --sms\n");
+        return 2;
+      }
+      break;
+    case O_PROFILES:
+      cc.profile_path = optarg;
+      break;
+    case O_CSV:
+      csv = true;
+      break;
+    case O_PLOT:
+      plot = optarg;
+      break;
+    case O_QUIET:
+      quiet = true;
+      break;
+    case O_HELP:
+    case 'h':
+      usage(stdout);
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
   }
-  fprintf(stderr, "tally-sim: the simulator core is not built yet (issue: policy/ + sim/).\n");
-  return 2;
+  if (optind < argc || (!lc_path) != (!be_path)) {
+    usage(stderr);
+    return 2;
+  }
+  const char *why = NULL;
+  if (sim_gpu_config_check(&cc.gpu, &why) < 0 || pol_config_check(&cc.pol, &why) < 0) {
+    fprintf(stderr, "tally-sim: %s\n", why);
+    return 2;
+  }
+  if (azure) {
+    azure_text = read_file(azure, &cc.azure_len);
+    if (!azure_text) {
+      fprintf(stderr, "tally-sim: cannot read %s\n", azure);
+      return 1;
+    }
+    cc.azure_text = azure_text;
+  }
+  if (!quiet)
+    cc.progress = progress;
+  if (!csv)
+    printf("tally-sim: discrete-event simulation of one GPU (%u SMs, H200 constants) on %s;\n"
+           "arrivals: %s at %.0f%% load, %g s simulated per run, seed %llu.\n"
+           "Simulated numbers, not measurements.\n\n",
+           cc.gpu.sm_count, lc_path ? "the given kernel traces" : "the bundled SYNTHETIC traces",
+           azure ? "Azure Functions 2021 CSV" : "bundled SYNTHETIC bursty generator", cc.load * 100,
+           (double)cc.duration_ns / 1e9, (unsigned long long)cc.seed);
+  fflush(stdout);
+  size_t npairs = lc_path ? 1 : sim_bundled_npairs;
+  for (size_t i = 0; i < npairs && status == 0; i++) {
+    sim_trace_t lc = {0}, be = {0};
+    if (lc_path ? load_trace(NULL, lc_path, &lc) < 0
+                : load_trace(dir, sim_bundled_pairs[i].lc_file, &lc) < 0) {
+      status = 1;
+      break;
+    }
+    if (be_path ? load_trace(NULL, be_path, &be) < 0
+                : load_trace(dir, sim_bundled_pairs[i].be_file, &be) < 0) {
+      sim_trace_close(&lc);
+      status = 1;
+      break;
+    }
+    int rc = sim_compare_pair(&cc, &lc, &be, &rows, &nrows, &why);
+    if (rc < 0) {
+      fprintf(stderr, "\ntally-sim: %s/%s: %s (%s)\n", lc.name, be.name, why ? why : "failed",
+              strerror(-rc));
+      status = 1;
+    }
+    sim_trace_close(&lc);
+    sim_trace_close(&be);
+  }
+  if (!quiet && isatty(STDERR_FILENO))
+    fprintf(stderr, "\r%80s\r", "");
+  if (status == 0) {
+    if (csv)
+      sim_report_csv(stdout, rows, nrows);
+    else
+      sim_report_table(stdout, rows, nrows);
+    if (plot) {
+      int rc = sim_report_plot(plot, rows, nrows);
+      if (rc < 0 && rc != -ENOENT) {
+        fprintf(stderr, "tally-sim: plot %s: %s\n", plot, strerror(-rc));
+        status = 1;
+      } else if (rc == 0 && !csv) {
+        printf("\nplot: %s\n", plot);
+      }
+    }
+  }
+  if (fflush(stdout) != 0)
+    status = 1;
+  sim_rows_free(rows, nrows);
+  free(azure_text);
+  return status;
 }

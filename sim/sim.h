@@ -2,12 +2,24 @@
  *
  * sim/ replays kernel traces and arrival traces under each scheduling policy
  * and drives policy/ through the same interface tallyd uses.  Everything is
- * deterministic for a given seed.
+ * deterministic for a given seed: no wall clock, no hash of a pointer, no
+ * libc random number reaches the output.
+ *
+ * Pieces: rng.c (random numbers), trace.c (kernel trace text format, its
+ * table is in that file's top comment), arrivals.c (Azure Functions 2021 CSV,
+ * Poisson and bursty generators), gpu.c (the GPU model), engine.c (the event
+ * loop, tenants' host threads, policy glue, metrics), report.c (tables, CSV,
+ * gnuplot), main.c (tally-sim).
  */
 #ifndef TALLY_SIM_H
 #define TALLY_SIM_H
 
+#include "policy/pol.h"
+
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* A small, fast, seedable RNG (splitmix64 seeding xoshiro256**). The state is
  * owned by the caller; one per simulation keeps runs reproducible. */
@@ -19,5 +31,201 @@ void sim_rng_init(sim_rng_t *r, uint64_t seed);
 uint64_t sim_rng_next(sim_rng_t *r);
 /* Uniform double in [0, 1). */
 double sim_rng_uniform(sim_rng_t *r);
+/* Exponential with the given mean (> 0). */
+double sim_rng_exp(sim_rng_t *r, double mean);
+
+/* ---------------------------------------------------------------- GPU model */
+
+typedef struct sim_gpu_config {
+  uint32_t sm_count;           /* streaming multiprocessors */
+  uint32_t sm_threads;         /* resident threads per SM */
+  uint32_t sm_regs;            /* 32-bit registers per SM */
+  uint32_t sm_shmem_bytes;     /* shared memory per SM */
+  uint32_t sm_blocks;          /* resident blocks per SM */
+  uint64_t launch_ns;          /* launch call -> its first block may dispatch */
+  uint64_t notify_ns;          /* device completion -> the host sees it */
+  uint64_t kernel_gap_ns;      /* end of a kernel -> next queued kernel on its stream */
+  uint64_t flag_ns;            /* preemption flag raised -> workers see it */
+  uint32_t slice_overhead_ppm; /* extra time per block in the sliced form */
+  uint32_t ptb_overhead_ppm;   /* extra time per logical block in the PTB form */
+} sim_gpu_config_t;
+
+/* H200 defaults (reasons in gpu.c). */
+void sim_gpu_config_init(sim_gpu_config_t *c);
+/* 0 or -EINVAL with *why. */
+int sim_gpu_config_check(const sim_gpu_config_t *c, const char **why);
+
+/* ---------------------------------------------------------------- traces */
+
+typedef struct sim_kernel {
+  uint64_t kernel_id;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t regs_per_thread;
+  uint32_t shmem_bytes;
+  uint64_t block_ns; /* duration of one block running alone on the GPU */
+  uint64_t gap_ns;   /* host time between the previous submit and this one */
+  uint32_t variants; /* POL_VAR_* */
+} sim_kernel_t;
+
+#define SIM_NAME_MAX 48
+
+typedef struct sim_trace {
+  char name[SIM_NAME_MAX]; /* workload name (the tenant field) */
+  sim_kernel_t *k;
+  size_t n;
+} sim_trace_t;
+
+/* Limits: what a trace may ask of the parser before it refuses. */
+#define SIM_TRACE_MAX_KERNELS 1000000
+#define SIM_TRACE_MAX_BYTES   (256u << 20)
+
+/* Parses the kernel trace text format (table in trace.c).  On error returns
+ * -EPROTO (or -ENOMEM) and writes "line N: reason" to err; *out untouched. */
+int sim_trace_parse(const char *text, size_t len, sim_trace_t *out, char *err, size_t errlen);
+int sim_trace_load(const char *path, sim_trace_t *out, char *err, size_t errlen);
+void sim_trace_close(sim_trace_t *t);
+/* Writes t in the text format. 0 or -EIO. */
+int sim_trace_write(const sim_trace_t *t, FILE *f);
+/* Logical blocks of kernel i. */
+uint64_t sim_kernel_blocks(const sim_kernel_t *k);
+
+/* ---------------------------------------------------------------- arrivals */
+
+typedef struct sim_arrivals {
+  uint64_t *t_ns; /* sorted arrival times */
+  size_t n;
+} sim_arrivals_t;
+
+/* Poisson arrivals at rate_per_s over [0, duration_ns). 0, -EINVAL, -ENOMEM. */
+int sim_arrivals_poisson(sim_arrivals_t *a, sim_rng_t *r, double rate_per_s, uint64_t duration_ns);
+/* Bursty arrivals (SYNTHETIC; a two-state Markov-modulated Poisson process,
+ * see arrivals.c) with long-run mean rate_per_s. */
+int sim_arrivals_bursty(sim_arrivals_t *a, sim_rng_t *r, double rate_per_s, uint64_t duration_ns);
+/* Azure Functions 2021 CSV (app,func,end_timestamp,duration; seconds).
+ * Picks func (NULL: the busiest), takes arrival = end - duration, and scales
+ * inter-arrival gaps so the mean rate is rate_per_s; keeps [0, duration_ns).
+ * -EPROTO with "line N: reason" in err on bad input. */
+int sim_arrivals_azure(sim_arrivals_t *a, const char *text, size_t len, const char *func,
+                       double rate_per_s, uint64_t duration_ns, char *err, size_t errlen);
+void sim_arrivals_close(sim_arrivals_t *a);
+
+/* ---------------------------------------------------------------- runs */
+
+#define SIM_MAX_TENANTS 8
+
+typedef struct sim_tenant_spec {
+  const sim_trace_t *trace; /* one request (LC) or one training step (BE) */
+  pol_class_t cls;
+  uint32_t weight;                /* BE share, 1..1000 */
+  const sim_arrivals_t *arrivals; /* LC: open-loop request arrivals; NULL: closed loop */
+} sim_tenant_spec_t;
+
+typedef struct sim_run_config {
+  sim_gpu_config_t gpu;
+  pol_config_t pol;
+  pol_kind_t kind;
+  uint64_t duration_ns; /* measure BE work in [0, duration) */
+  uint32_t ntenants;
+  sim_tenant_spec_t tenants[SIM_MAX_TENANTS];
+  bool record_waits;        /* keep every LC kernel's wait (tests) */
+  uint64_t bucket_ns;       /* > 0: also count BE work per bucket of time */
+  const char *profile_path; /* load before, save after (NULL: none) */
+  void (*progress)(void *arg, uint64_t now_ns, uint64_t end_ns); /* may be NULL */
+  void *progress_arg;
+} sim_run_config_t;
+
+typedef struct sim_tenant_result {
+  uint64_t requests; /* LC requests (or BE iterations) completed */
+  uint64_t *lat_ns;  /* LC: latency of each completed request, in completion order */
+  size_t nlat;
+  double work_ns;        /* BE: nominal block time completed in [0, duration) */
+  uint64_t kernel_waits; /* LC: kernels measured */
+  uint64_t max_wait_ns;  /* LC: worst wait of one kernel: ready -> last block dispatched */
+  uint64_t *waits_ns;    /* record_waits: every LC kernel's wait */
+  size_t nwaits;
+  double *work_buckets; /* bucket_ns > 0: BE work in [i, i+1) x bucket_ns */
+  size_t nbuckets;
+} sim_tenant_result_t;
+
+typedef struct sim_result {
+  uint32_t ntenants;
+  sim_tenant_result_t t[SIM_MAX_TENANTS];
+  uint64_t blocks;          /* (logical) blocks simulated */
+  uint64_t events;          /* events processed */
+  uint64_t end_ns;          /* simulated time at the end */
+  uint64_t max_be_block_ns; /* longest BE block (with form overhead) that ever ran */
+  pol_stats_t pol;
+} sim_result_t;
+
+/* Runs one simulation.  0, -EINVAL (bad config: *why set if why), -ENOMEM,
+ * or a policy error.  *res must be released with sim_result_close(). */
+int sim_run(const sim_run_config_t *cfg, sim_result_t *res, const char **why);
+void sim_result_close(sim_result_t *res);
+
+/* Percentile p (0..100) of v[0..n), nearest rank; sorts v in place (so it
+ * cannot fail for memory).  0 if n == 0. */
+uint64_t sim_percentile(uint64_t *v, size_t n, double p);
+
+/* Blocks of k the GPU holds at once (occupancy x SMs); 0 if one never fits. */
+uint64_t sim_gpu_resident(const sim_gpu_config_t *g, const sim_kernel_t *k);
+
+/* ---------------------------------------------------------------- reports */
+
+typedef struct sim_row {
+  char pair[2 * SIM_NAME_MAX + 2];
+  pol_kind_t kind; /* POL_KIND_COUNT: the LC alone (reference row) */
+  double lc_p50_ms, lc_p99_ms, lc_mean_ms;
+  double lc_p99_overhead_pct; /* vs the LC alone */
+  double lc_tput;             /* requests completed / alone */
+  double be_tput;             /* BE work / BE alone */
+  double sys_tput;            /* lc_tput + be_tput */
+  double alone_p50_ms, alone_p99_ms;
+  uint64_t *lat_ns; /* owned, for CDF plots */
+  size_t nlat;
+} sim_row_t;
+
+/* One comparison: the LC trace alone, the BE trace alone, then the pair
+ * under each policy asked for.  Arrivals: Azure CSV text if given, else the
+ * bundled bursty generator, at `load` x (1 / LC service time alone). */
+typedef struct sim_compare_config {
+  sim_gpu_config_t gpu;
+  pol_config_t pol;
+  double load; /* 0 < load < 1; BRIEF's baselines: 0.5 */
+  uint64_t duration_ns;
+  uint64_t seed;
+  bool kinds[POL_KIND_COUNT]; /* which policies to run */
+  const char *azure_text;     /* NULL: bursty generator */
+  size_t azure_len;
+  const char *azure_func;   /* NULL: busiest function */
+  const char *profile_path; /* ours: load/save profiles (NULL: none) */
+  void (*progress)(void *arg, const char *what, uint64_t now_ns, uint64_t end_ns);
+  void *progress_arg;
+} sim_compare_config_t;
+
+void sim_compare_config_init(sim_compare_config_t *c);
+/* Appends rows (alone first) to *rows and *nrows (realloc'd; caller frees with
+ * sim_rows_free).  0, -EINVAL with *why, -ENOMEM, or a run's error. */
+int sim_compare_pair(const sim_compare_config_t *c, const sim_trace_t *lc, const sim_trace_t *be,
+                     sim_row_t **rows, size_t *nrows, const char **why);
+void sim_rows_free(sim_row_t *rows, size_t n);
+
+void sim_report_table(FILE *f, const sim_row_t *rows, size_t n);
+void sim_report_csv(FILE *f, const sim_row_t *rows, size_t n);
+/* Writes a PNG with latency CDFs and the throughput/latency trade-off, via
+ * gnuplot.  0, -ENOENT (no gnuplot: message on stderr), or -errno. */
+int sim_report_plot(const char *png_path, const sim_row_t *rows, size_t n);
+
+/* ---------------------------------------------------------------- bundled */
+
+/* The bundled workload pairs: LC trace file, BE trace file (in the
+ * sim/traces folder), and a label. */
+typedef struct sim_pair {
+  const char *label;
+  const char *lc_file;
+  const char *be_file;
+} sim_pair_t;
+extern const sim_pair_t sim_bundled_pairs[];
+extern const size_t sim_bundled_npairs;
 
 #endif /* TALLY_SIM_H */

@@ -1,8 +1,19 @@
 # tests/policy.mk: unit tests of policy/.
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test-pol-config
-TESTS += tests/test-pol-config
+check_PROGRAMS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom
+TESTS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom
 endif
 tests_test_pol_config_SOURCES = tests/test-pol-config.c
 tests_test_pol_config_CFLAGS = $(TEST_CFLAGS)
 tests_test_pol_config_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_pol_sched_SOURCES = tests/test-pol-sched.c
+tests_test_pol_sched_CFLAGS = $(TEST_CFLAGS)
+tests_test_pol_sched_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_pol_profile_SOURCES = tests/test-pol-profile.c
+tests_test_pol_profile_CFLAGS = $(TEST_CFLAGS)
+tests_test_pol_profile_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_pol_oom_SOURCES = tests/test-pol-oom.c
+tests_test_pol_oom_CFLAGS = $(TEST_CFLAGS)
+tests_test_pol_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc \
+	-Wl,--wrap=free
+tests_test_pol_oom_LDADD = $(POLICY_LIBS) $(TEST_LIBS)

@@ -1,0 +1,301 @@
+/* tally.c: our priority-aware policy, and our reading of the Tally paper's.
+ *
+ * The LC tenant's kernels are launched the moment they arrive, unchanged, on
+ * the high-priority stream.  BE kernels are launched only while the LC
+ * tenant is idle, in the form (original, sliced into launches of k blocks,
+ * or PTB workers that stop at a flag) that maximizes their estimated
+ * throughput subject to the TURNAROUND BUDGET:
+ *
+ *   sum over BE launches in flight of their turnaround <= threshold,
+ *
+ * where the turnaround of a launch is how long it can keep the GPU from the
+ * LC tenant once LC work arrives: the whole launch for the original and
+ * sliced forms (ceil(blocks / resident) waves), the flag latency plus one
+ * logical block for PTB (raised at once when LC work arrives).  Stream
+ * priority means an LC kernel also waits for at most one resident BE block
+ * before its own blocks dispatch; the budget bounds what follows.
+ *
+ * "Idle" (ours): no LC kernel pending or in flight, and none completed in the
+ * last resume_idle_ns; a timer wakes the policy when the window ends.
+ *
+ * UNPROFILED RULE (ours): a kernel whose profile is not known is launched
+ * only when (1) the LC tenant is idle, (2) no other BE launch is in flight,
+ * and (3) in its least-risk form: PTB if it has one (stopped by the flag
+ * after one logical block), else a single wave of blocks (no BE block enters
+ * after it, so an LC kernel waits at most one block), else, only for an
+ * original-only kernel of several waves, the original (counted as a
+ * fallback launch).  Why: with no measurement nothing bounds a launch's
+ * length except its shape; these forms bound the LC tenant's wait to one
+ * block of the kernel plus the flag latency, the least any launch can, and
+ * (2) keeps the risk from adding to another launch's.  The measurement
+ * itself comes from the completion timestamps.
+ *
+ * SHARING (ours, off by default): with share_block_ns > 0, BE kernels whose
+ * profile says a block takes at most share_block_ns keep running while the
+ * LC is active, in non-PTB forms under the same budget; each LC kernel then
+ * waits at most one such block (stream priority).  Unprofiled kernels and
+ * longer blocks still wait for the LC to go idle.
+ *
+ * A BE kernel no known form can fit (a block longer than the threshold) is
+ * launched in its least-turnaround form only when no other BE launch is in
+ * flight (a "fallback launch").  BE tenants share the budget by weight:
+ * the tenant with the least weighted device time charged goes first, and
+ * if its next launch does not fit, nobody jumps ahead of it.
+ *
+ * PAPER (our reading of arXiv 2410.07381, not its code): the same forms and
+ * threshold, but BE resumes as soon as no LC kernel is in flight (no idle
+ * window), the threshold applies to each launch alone (one launch in flight
+ * per BE tenant), unprofiled kernels are explored whenever LC is idle, and
+ * BE tenants take turns without weights.
+ */
+#include "policy/pol.h"
+#include "policy/pol-int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct choice {
+  pol_form_t form;
+  uint64_t count;
+  uint32_t workers;
+  uint64_t turn_ns;
+  uint64_t dur_ns; /* estimated device time, for the fair share */
+  bool explore;
+  bool fallback;
+} choice_t;
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
+
+static bool lc_active(const pol_sched_t *s) {
+  if (s->lc < 0)
+    return false;
+  const pol__tenant_t *lc = &s->tenants[s->lc];
+  if (pol__tenant_busy(lc))
+    return true;
+  if (s->kind == POL_KIND_PAPER || !s->lc_seen_done)
+    return false;
+  return s->now_ns < s->lc_last_done_ns + s->cfg.resume_idle_ns;
+}
+
+/* The least-risk form for a kernel without a usable profile (rule above). */
+static void explore_form(const pol_sched_t *s, const pol__sub_t *u, const pol_profile_t *pr,
+                         choice_t *c) {
+  uint64_t r = pol__resident(s, &u->k), left = u->total - u->next;
+  memset(c, 0, sizeof(*c));
+  c->explore = true;
+  c->turn_ns = s->cfg.threshold_ns; /* unknown: charge the whole budget */
+  c->dur_ns = s->cfg.threshold_ns;
+  bool ptb_known = pr && pr->ptb_samples >= s->cfg.min_samples;
+  if ((u->k.variants & POL_VAR_PTB) && !ptb_known) {
+    c->form = POL_FORM_PTB;
+    c->count = left;
+    c->workers = (uint32_t)(left < r ? left : r);
+  } else if (u->k.variants & POL_VAR_SLICED) {
+    c->form = POL_FORM_SLICED;
+    c->count = left < r ? left : r;
+  } else if (u->next == 0) {
+    c->form = POL_FORM_ORIGINAL;
+    c->count = left;
+    c->fallback = left > r; /* several waves: nothing bounds it but its length */
+  } else {
+    c->form = POL_FORM_SLICED; /* remainder of a preempted launch */
+    c->count = left;
+  }
+}
+
+/* Picks the best known form under the budget left; false if none fits.
+ * With nothing else in flight and nothing fitting, picks the least-turnaround
+ * form (fallback). */
+static bool plan(const pol_sched_t *s, const pol__sub_t *u, const pol_profile_t *pr,
+                 uint64_t budget_left, bool alone, bool no_ptb, choice_t *best) {
+  uint64_t r = pol__resident(s, &u->k), left = u->total - u->next;
+  bool wave_known = pr && pr->wave_samples >= s->cfg.min_samples && pr->wave_ns > 0;
+  bool ptb_known = pr && pr->ptb_samples >= s->cfg.min_samples && pr->ptb_block_ns > 0;
+  bool have = false, have_any = false;
+  double best_rate = -1;
+  choice_t least = {0};
+  choice_t c;
+  uint64_t gap = s->cfg.launch_gap_ns;
+
+#define CONSIDER()                                                                                 \
+  do {                                                                                             \
+    double rate = (double)c.count / (double)(c.dur_ns + gap);                                      \
+    if (!have_any || c.turn_ns < least.turn_ns)                                                    \
+      least = c;                                                                                   \
+    have_any = true;                                                                               \
+    if (c.turn_ns <= budget_left && rate > best_rate) {                                            \
+      best_rate = rate;                                                                            \
+      *best = c;                                                                                   \
+      have = true;                                                                                 \
+    }                                                                                              \
+  } while (0)
+
+  if (wave_known) {
+    memset(&c, 0, sizeof(c));
+    if (u->next == 0) {
+      c.form = POL_FORM_ORIGINAL;
+      c.count = left;
+      c.dur_ns = c.turn_ns = ceil_div(left, r) * pr->wave_ns;
+      CONSIDER();
+    }
+    if ((u->k.variants & POL_VAR_SLICED) || u->next > 0) {
+      /* Slices of 1, 2, 4, ... waves, and the whole rest. */
+      for (uint64_t k = r;; k *= 2) {
+        memset(&c, 0, sizeof(c));
+        c.form = POL_FORM_SLICED;
+        c.count = k < left ? k : left;
+        c.dur_ns = c.turn_ns = ceil_div(c.count, r) * pr->wave_ns;
+        CONSIDER();
+        if (k >= left || !(u->k.variants & POL_VAR_SLICED))
+          break;
+      }
+    }
+  }
+  if (ptb_known && (u->k.variants & POL_VAR_PTB) && !no_ptb) {
+    memset(&c, 0, sizeof(c));
+    c.form = POL_FORM_PTB;
+    c.count = left;
+    c.workers = (uint32_t)(left < r ? left : r);
+    c.dur_ns = ceil_div(left, c.workers) * pr->ptb_block_ns;
+    c.turn_ns = s->cfg.flag_latency_ns + pr->ptb_block_ns;
+    CONSIDER();
+  }
+#undef CONSIDER
+  if (have)
+    return true;
+  if (have_any && alone) {
+    *best = least;
+    best->fallback = true;
+    return true;
+  }
+  return false;
+}
+
+/* Issues at most one launch for t; 1 if issued, 0 if t must wait, <0 error.
+ * shadow: the LC is active and only sharing (see above) may go. */
+static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
+  pol__sub_t *u = pol__tenant_issuable(t);
+  pol_profile_key_t key;
+  choice_t c;
+  bool paper = s->kind == POL_KIND_PAPER;
+  if (!u || t->ptb_inflight > 0 || (paper && t->inflight > 0))
+    return 0;
+  pol__key_of(&u->k, &key);
+  const pol_profile_t *pr = pol_profiles_find(s->profiles, &key);
+  bool wave_known = pr && pr->wave_samples >= s->cfg.min_samples;
+  bool ptb_known = pr && pr->ptb_samples >= s->cfg.min_samples;
+  bool need_explore = !wave_known && !(ptb_known && (u->k.variants & POL_VAR_PTB));
+  /* Explore PTB too when it is offered and unmeasured, so the plan can
+   * compare it; that launch is preemptible, so it is as safe as any. */
+  if (!need_explore && (u->k.variants & POL_VAR_PTB) && !ptb_known)
+    need_explore = true;
+  /* Slices and originals are compared only once the wave time is known. */
+  if (!need_explore && !wave_known && (u->k.variants & (POL_VAR_SLICED)))
+    need_explore = true;
+  if (shadow && (need_explore || !wave_known || pr->wave_ns > s->cfg.share_block_ns))
+    return 0; /* unprofiled rule (1); long blocks wait for the LC to go idle */
+  if (need_explore) {
+    if (!paper && s->be_inflight > 0)
+      return 0; /* unprofiled rule (2) */
+    explore_form(s, u, pr, &c);
+  } else {
+    uint64_t budget =
+        paper
+            ? s->cfg.threshold_ns
+            : (s->be_budget_ns >= s->cfg.threshold_ns ? 0 : s->cfg.threshold_ns - s->be_budget_ns);
+    bool alone = !shadow && (paper ? t->inflight == 0 : s->be_inflight == 0);
+    if (!plan(s, u, pr, budget, alone, shadow, &c))
+      return 0;
+  }
+  if (c.fallback)
+    s->stats.fallback_launches++;
+  int rc = pol__issue(s, t, u, c.form, c.count, c.workers, POL_PRIO_LOW, c.turn_ns, c.explore);
+  if (rc < 0)
+    return rc;
+  t->vtime += (double)c.dur_ns / (double)t->weight;
+  return 1;
+}
+
+static int pump(pol_sched_t *s) {
+  int rc;
+  /* LC first: every LC kernel goes out at once, unchanged, high priority. */
+  if (s->lc >= 0) {
+    pol__tenant_t *lc = &s->tenants[s->lc];
+    rc = pol__issue_all(s, lc, POL_PRIO_HIGH, UINT32_MAX);
+    if (rc < 0)
+      return rc;
+    if (pol__tenant_busy(lc) && s->be_inflight > 0) {
+      for (uint32_t i = 0; i < s->nslots; i++) {
+        pol__launch_t *l = &s->launches[i];
+        if (l->in_use && l->form == POL_FORM_PTB && l->t->cls == POL_CLASS_BE) {
+          rc = pol__preempt(s, l);
+          if (rc < 0)
+            return rc;
+        }
+      }
+    }
+  }
+  bool shadow = lc_active(s);
+  if (shadow) {
+    if (s->lc >= 0 && !pol__tenant_busy(&s->tenants[s->lc]))
+      pol__timer_at(s, s->lc_last_done_ns + s->cfg.resume_idle_ns);
+    if (s->kind != POL_KIND_TALLY || s->cfg.share_block_ns == 0)
+      return 0;
+  }
+  /* A BE tenant coming back from idle starts at the least vtime of those
+   * that stayed busy, so an idle spell banks no credit. */
+  double vmin = -1;
+  for (uint32_t i = 0; i < s->ntenants; i++) {
+    pol__tenant_t *t = &s->tenants[i];
+    if (t->cls == POL_CLASS_BE && !t->idle && (vmin < 0 || t->vtime < vmin))
+      vmin = t->vtime;
+  }
+  for (uint32_t i = 0; i < s->ntenants; i++) {
+    pol__tenant_t *t = &s->tenants[i];
+    if (t->cls != POL_CLASS_BE)
+      continue;
+    if (t->idle && pol__tenant_busy(t)) {
+      if (vmin >= 0 && t->vtime < vmin)
+        t->vtime = vmin;
+      t->idle = false;
+    }
+  }
+  for (;;) {
+    pol__tenant_t *pick = NULL;
+    if (s->kind == POL_KIND_PAPER) {
+      /* Turns, no weights: first issuable tenant after the cursor. */
+      for (uint32_t k = 0; k < s->ntenants && !pick; k++) {
+        pol__tenant_t *t = &s->tenants[(s->rr + k) % s->ntenants];
+        if (t->cls == POL_CLASS_BE && pol__tenant_issuable(t) && t->inflight == 0) {
+          pick = t;
+          s->rr = (uint32_t)((t - s->tenants + 1) % s->ntenants);
+        }
+      }
+    } else {
+      for (uint32_t i = 0; i < s->ntenants; i++) {
+        pol__tenant_t *t = &s->tenants[i];
+        if (t->cls != POL_CLASS_BE || !pol__tenant_issuable(t) || t->ptb_inflight > 0)
+          continue;
+        if (!pick || t->vtime < pick->vtime)
+          pick = t;
+      }
+    }
+    if (!pick)
+      break;
+    rc = try_issue(s, pick, shadow);
+    if (rc < 0)
+      return rc;
+    if (rc == 0)
+      break; /* the fair-share head waits; nobody jumps ahead */
+  }
+  for (uint32_t i = 0; i < s->ntenants; i++) {
+    pol__tenant_t *t = &s->tenants[i];
+    if (t->cls == POL_CLASS_BE && !pol__tenant_busy(t))
+      t->idle = true;
+  }
+  return 0;
+}
+
+const struct pol__ops pol__ops_tally = {.pump = pump};

@@ -1,0 +1,145 @@
+/* sim-int.h: declarations shared by sim/'s own .c files (not public).
+ *
+ * Lock story: one sim__ctx belongs to one sim_run() call on one thread.
+ *
+ * Model in one paragraph (details in gpu.c and engine.c): time is integer
+ * nanoseconds.  Events sit in one binary heap ordered by (time, sequence
+ * number), so ties break by insertion order and runs are deterministic.  A
+ * "group" is n blocks of one launch dispatched on one SM at the same instant;
+ * they finish together, so one event stands for n blocks.
+ */
+#ifndef TALLY_SIM_INT_H
+#define TALLY_SIM_INT_H
+
+#include "sim/sim.h"
+
+enum sim__ev_type {
+  SIM__EV_GROUP_DONE = 1, /* a: group index */
+  SIM__EV_ELIGIBLE,       /* a: launch index (its stream may start it now) */
+  SIM__EV_FLAG,           /* a: launch index (its preemption flag is visible) */
+  SIM__EV_POL_DONE,       /* a: launch index (completion reaches the host) */
+  SIM__EV_SUB_DONE,       /* a: submission index (a kernel's completion reaches its tenant) */
+  SIM__EV_HOST,           /* a: tenant (host thread wakes: arrival or next submit) */
+  SIM__EV_TIMER,          /* policy timer */
+};
+
+typedef struct sim__ev {
+  uint64_t t;
+  uint64_t seq; /* tie-break, monotonic */
+  uint32_t type;
+  uint32_t a;
+} sim__ev_t;
+
+typedef struct sim__slot {
+  uint32_t sm, n; /* n blocks on SM sm */
+  uint32_t next;  /* next slot of the group, or free-list link (index + 1; 0 = end) */
+} sim__slot_t;
+
+typedef struct sim__group {
+  uint32_t launch;
+  uint32_t head, tail; /* slots (index + 1; 0 = none) */
+  uint32_t next_free;
+} sim__group_t;
+
+typedef struct sim__launch {
+  bool in_use;
+  uint64_t pol_id; /* policy's launch id */
+  uint32_t sub;    /* submission index */
+  uint32_t tenant;
+  int prio;
+  uint64_t seq; /* launch order, for same-priority dispatch */
+  pol_form_t form;
+  uint64_t begin, count; /* logical blocks */
+  uint64_t units;        /* dispatch units: blocks, or PTB workers */
+  uint64_t dispatched;   /* units dispatched (or cancelled) */
+  uint64_t logical_next; /* PTB: next logical block to hand out (relative) */
+  uint64_t done;         /* logical blocks finished */
+  uint32_t resident;     /* groups resident now */
+  uint32_t open_group;   /* group created at open_ns (index + 1), joinable */
+  uint64_t open_ns;
+  uint64_t block_ns;             /* effective duration of one (logical) block */
+  uint64_t nominal_ns;           /* trace duration of one block (work accounting) */
+  uint32_t threads, regs, shmem; /* per block */
+  uint64_t visible_ns;           /* launch latency over */
+  uint64_t ready_ns;             /* became eligible */
+  uint64_t first_ns, last_dispatch_ns, end_ns;
+  uint64_t flag_ns; /* UINT64_MAX: not raised */
+  bool eligible;    /* stream head and ready */
+  bool complete;
+  uint32_t stream_next; /* next launch on the stream (index + 1; 0 = none) */
+  uint32_t next_free;
+} sim__launch_t;
+
+typedef struct sim__sub {
+  bool in_use;
+  uint32_t tenant;
+  uint32_t kidx; /* kernel index in the tenant's trace */
+  uint64_t total, done;
+  uint32_t gen;
+  uint32_t next_free;
+} sim__sub_t;
+
+typedef struct sim__sm {
+  uint32_t threads, regs, shmem, blocks; /* free */
+} sim__sm_t;
+
+typedef struct sim__tenant {
+  const sim_tenant_spec_t *spec;
+  uint32_t stream_head, stream_tail; /* launch index + 1 */
+  /* host thread */
+  uint64_t req;         /* LC: index of the current request */
+  bool in_iter;         /* submitting or waiting for an iteration */
+  uint32_t next_k;      /* next kernel of the iteration to submit */
+  uint64_t outstanding; /* submitted kernels not complete (host view) */
+  uint64_t iter_start_ns;
+  uint64_t last_submit_ns;
+} sim__tenant_t;
+
+typedef struct sim__ctx {
+  const sim_run_config_t *cfg;
+  const sim_gpu_config_t *g;
+  sim_result_t *res;
+  pol_sched_t *pol;
+  uint64_t now;
+  uint64_t seq;
+  uint64_t launch_seq;
+  /* heap */
+  sim__ev_t *heap;
+  size_t nheap, capheap;
+  /* pools */
+  sim__group_t *groups;
+  uint32_t ngroups, group_free;
+  sim__slot_t *slots;
+  uint32_t nslots, slot_free;
+  sim__launch_t *launches;
+  uint32_t nlaunches, launch_free;
+  sim__sub_t *subs;
+  uint32_t nsubs, sub_free;
+  sim__sm_t *sms;
+  /* eligible launches with units left, sorted by (prio, seq) */
+  uint32_t *active;
+  uint32_t nactive, capactive;
+  sim__tenant_t tenants[SIM_MAX_TENANTS];
+  uint64_t timer_at; /* policy timer scheduled (UINT64_MAX none) */
+  bool lc_left;      /* some LC request still to finish */
+  int err;           /* first error seen (sticky) */
+} sim__ctx_t;
+
+/* engine.c */
+int sim__push(sim__ctx_t *c, uint64_t t, uint32_t type, uint32_t a);
+/* gpu.c */
+int sim__gpu_init(sim__ctx_t *c);
+void sim__gpu_fini(sim__ctx_t *c);
+/* Creates a launch from a policy action (at c->now). */
+int sim__gpu_launch(sim__ctx_t *c, const pol_action_t *a);
+int sim__gpu_preempt(sim__ctx_t *c, uint64_t pol_id);
+int sim__gpu_on_eligible(sim__ctx_t *c, uint32_t li);
+int sim__gpu_on_group_done(sim__ctx_t *c, uint32_t gi);
+int sim__gpu_on_flag(sim__ctx_t *c, uint32_t li);
+void sim__gpu_release(sim__ctx_t *c, uint32_t li);
+/* engine.c callbacks from gpu.c */
+void sim__on_blocks_done(sim__ctx_t *c, sim__launch_t *l, uint64_t n);
+void sim__on_launch_done(sim__ctx_t *c, uint32_t li);
+void sim__on_lc_wait(sim__ctx_t *c, uint32_t tenant, uint64_t wait_ns);
+
+#endif /* TALLY_SIM_INT_H */

@@ -1,0 +1,236 @@
+/* test-pol-profile.c: the profile table and its file format.
+ *
+ * Checks the encoder against the offset table in policy/profile-file.c byte
+ * by byte, round trips through memory and through a file, and feeds the
+ * decoder every kind of damage it must refuse without changing the table.
+ */
+#include "policy/pol.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static pol_profile_t rec(uint64_t id) {
+  pol_profile_t r;
+  memset(&r, 0, sizeof(r));
+  r.key.kernel_id = id;
+  r.key.grid[0] = 100 + (uint32_t)id;
+  r.key.grid[1] = 2;
+  r.key.grid[2] = 1;
+  r.key.block[0] = 128;
+  r.key.block[1] = 2;
+  r.key.block[2] = 1;
+  r.key.shmem_bytes = 4096;
+  r.wave_ns = 12345 + id;
+  r.wave_samples = 3;
+  r.ptb_block_ns = 777;
+  r.ptb_samples = 2;
+  r.drifted = 1;
+  return r;
+}
+
+static uint32_t le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t le64(const uint8_t *p) {
+  return le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+static pol_profiles_t *table_of(int n) {
+  pol_profiles_t *p;
+  assert_int_equal(pol_profiles_new(&p), 0);
+  for (int i = 1; i <= n; i++) {
+    pol_profile_t r = rec((uint64_t)i);
+    assert_int_equal(pol_profiles_put(p, &r), 0);
+  }
+  return p;
+}
+
+static void encode_follows_offset_table(void **state) {
+  (void)state;
+  pol_profiles_t *p = table_of(1);
+  uint8_t buf[256];
+  size_t len;
+  assert_int_equal(pol_profiles_encode(p, buf, sizeof(buf), &len), 0);
+  assert_int_equal(len, 24 + 64 + 8);
+  assert_memory_equal(buf, "TALLYPRF", 8);
+  assert_int_equal(le32(buf + 8), 1);
+  assert_int_equal(le32(buf + 12), 1);
+  assert_int_equal(le32(buf + 16), 64);
+  assert_int_equal(le32(buf + 20), 0);
+  const uint8_t *r = buf + 24;
+  assert_int_equal(le64(r + 0), 1);
+  assert_int_equal(le32(r + 8), 101);
+  assert_int_equal(le32(r + 12), 2);
+  assert_int_equal(le32(r + 16), 1);
+  assert_int_equal(le32(r + 20), 128);
+  assert_int_equal(le32(r + 24), 2);
+  assert_int_equal(le32(r + 28), 1);
+  assert_int_equal(le32(r + 32), 4096);
+  assert_int_equal(le64(r + 36), 12346);
+  assert_int_equal(le32(r + 44), 3);
+  assert_int_equal(le64(r + 48), 777);
+  assert_int_equal(le32(r + 56), 2);
+  assert_int_equal(le32(r + 60), 1);
+  pol_profiles_free(p);
+}
+
+static void encode_reports_needed_size(void **state) {
+  (void)state;
+  pol_profiles_t *p = table_of(3);
+  uint8_t small[10];
+  size_t len = 0;
+  assert_int_equal(pol_profiles_encode(p, small, sizeof(small), &len), -ENOSPC);
+  assert_int_equal(len, 24 + 3 * 64 + 8);
+  pol_profiles_free(p);
+}
+
+static void decode_round_trips_every_record(void **state) {
+  (void)state;
+  pol_profiles_t *p = table_of(50), *q;
+  size_t len;
+  uint8_t *buf = malloc(24 + 50 * 64 + 8);
+  assert_int_equal(pol_profiles_encode(p, buf, 24 + 50 * 64 + 8, &len), 0);
+  assert_int_equal(pol_profiles_new(&q), 0);
+  assert_int_equal(pol_profiles_decode(q, buf, len, NULL), 0);
+  assert_int_equal(pol_profiles_count(q), 50);
+  for (int i = 1; i <= 50; i++) {
+    pol_profile_t r = rec((uint64_t)i);
+    const pol_profile_t *g = pol_profiles_find(q, &r.key);
+    assert_non_null(g);
+    assert_memory_equal(g, &r, sizeof(r));
+  }
+  free(buf);
+  pol_profiles_free(p);
+  pol_profiles_free(q);
+}
+
+/* Decoding damaged bytes fails with -EPROTO and leaves the table as it was. */
+static void expect_refused(const uint8_t *buf, size_t len, const char *why_part) {
+  pol_profiles_t *q = table_of(2);
+  const char *why = NULL;
+  assert_int_equal(pol_profiles_decode(q, buf, len, &why), -EPROTO);
+  assert_non_null(why);
+  if (why_part && !strstr(why, why_part))
+    fail_msg("reason '%s' lacks '%s'", why, why_part);
+  assert_int_equal(pol_profiles_count(q), 2);
+  pol_profiles_free(q);
+}
+
+/* Recomputes the trailing checksum so a test reaches the field checks. */
+static void reseal(uint8_t *buf, size_t len) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < len - 8; i++) {
+    h ^= buf[i];
+    h *= 1099511628211ull;
+  }
+  for (int i = 0; i < 8; i++)
+    buf[len - 8 + i] = (uint8_t)(h >> (8 * i));
+}
+
+static void decode_rejects_damage(void **state) {
+  (void)state;
+  pol_profiles_t *p = table_of(2);
+  uint8_t buf[24 + 2 * 64 + 8], bad[sizeof(buf) + 64];
+  size_t len;
+  assert_int_equal(pol_profiles_encode(p, buf, sizeof(buf), &len), 0);
+  expect_refused(buf, 10, "shorter");
+  memcpy(bad, buf, len);
+  bad[0] = 'X';
+  expect_refused(bad, len, "magic");
+  memcpy(bad, buf, len);
+  bad[8] = 2;
+  expect_refused(bad, len, "version");
+  memcpy(bad, buf, len);
+  bad[16] = 65;
+  expect_refused(bad, len, "record size");
+  memcpy(bad, buf, len);
+  bad[12] = 3; /* count says 3, bytes hold 2 */
+  expect_refused(bad, len, "length");
+  memcpy(bad, buf, len);
+  bad[15] = 0xff; /* count of ~4 billion: refused before any allocation */
+  expect_refused(bad, len, "cap");
+  expect_refused(buf, len - 1, "length");
+  memcpy(bad, buf, len);
+  bad[24 + 40] ^= 1; /* one bit of a record */
+  expect_refused(bad, len, "checksum");
+  memcpy(bad, buf, len);
+  memset(bad + 24 + 8, 0, 4); /* grid x = 0 */
+  reseal(bad, len);
+  expect_refused(bad, len, "zero");
+  memcpy(bad, buf, len);
+  bad[24 + 20] = 0;
+  bad[24 + 21] = 8; /* block x = 2048 */
+  reseal(bad, len);
+  expect_refused(bad, len, "1024");
+  memcpy(bad, buf, len);
+  memcpy(bad + 24 + 64, bad + 24, 64); /* the same key twice */
+  reseal(bad, len);
+  expect_refused(bad, len, "duplicate");
+  memcpy(bad, buf, len);
+  bad[24 + 63] = 0x7f; /* drift count */
+  reseal(bad, len);
+  expect_refused(bad, len, "drift");
+  pol_profiles_free(p);
+}
+
+static void save_then_load_restores_profiles(void **state) {
+  (void)state;
+  char path[] = "/tmp/test-pol-profile-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  pol_profiles_t *p = table_of(7), *q;
+  assert_int_equal(pol_profiles_save(p, path), 0);
+  assert_int_equal(pol_profiles_new(&q), 0);
+  assert_int_equal(pol_profiles_load(q, path, NULL), 0);
+  assert_int_equal(pol_profiles_count(q), 7);
+  pol_profile_t r = rec(4);
+  assert_non_null(pol_profiles_find(q, &r.key));
+  /* A truncated file is refused, the table kept. */
+  FILE *f = fopen(path, "r+b");
+  assert_non_null(f);
+  assert_int_equal(ftruncate(fileno(f), 50), 0);
+  fclose(f);
+  const char *why = NULL;
+  assert_int_equal(pol_profiles_load(q, path, &why), -EPROTO);
+  assert_int_equal(pol_profiles_count(q), 7);
+  unlink(path);
+  assert_int_equal(pol_profiles_load(q, path, NULL), -ENOENT);
+  pol_profiles_free(p);
+  pol_profiles_free(q);
+}
+
+static void table_grows_and_replaces(void **state) {
+  (void)state;
+  pol_profiles_t *p = table_of(1000);
+  assert_int_equal(pol_profiles_count(p), 1000);
+  pol_profile_t r = rec(500);
+  r.wave_ns = 1;
+  assert_int_equal(pol_profiles_put(p, &r), 0);
+  assert_int_equal(pol_profiles_count(p), 1000);
+  assert_int_equal(pol_profiles_find(p, &r.key)->wave_ns, 1);
+  r.key.shmem_bytes = 1; /* another launch shape: another profile */
+  assert_null(pol_profiles_find(p, &r.key));
+  pol_profiles_free(p);
+  pol_profiles_free(NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(encode_follows_offset_table),
+      cmocka_unit_test(encode_reports_needed_size),
+      cmocka_unit_test(decode_round_trips_every_record),
+      cmocka_unit_test(decode_rejects_damage),
+      cmocka_unit_test(save_then_load_restores_profiles),
+      cmocka_unit_test(table_grows_and_replaces),
+  };
+  return cmocka_run_group_tests_name("pol-profile", tests, NULL, NULL);
+}

@@ -1,0 +1,508 @@
+/* test-pol-sched.c: the policies' decisions, driven by hand on virtual time.
+ *
+ * No simulator here: each test feeds pol_sched_event() the events tallyd
+ * would, and checks the actions that come back (launch now, in which form,
+ * at which priority; preempt; hold).  tests/test-sim-decisions.c checks the
+ * same rules end to end in simulation.
+ */
+#include "policy/pol.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define LC  0
+#define BE  1
+#define BE2 2
+
+typedef struct fx {
+  pol_sched_t *s;
+  pol_action_t a[256];
+  size_t n;
+  uint64_t now;
+} fx_t;
+
+static void fx_init(fx_t *f, pol_kind_t kind, const pol_config_t *cfg) {
+  pol_config_t c;
+  memset(f, 0, sizeof(*f));
+  if (!cfg) {
+    pol_config_init(&c);
+    cfg = &c;
+  }
+  assert_int_equal(pol_sched_new(kind, cfg, &f->s), 0);
+  assert_int_equal(pol_sched_tenant_add(f->s, LC, POL_CLASS_LC, 1), 0);
+  assert_int_equal(pol_sched_tenant_add(f->s, BE, POL_CLASS_BE, 1), 0);
+}
+
+static pol_kernel_t kern(uint64_t id, uint32_t grid, uint32_t variants) {
+  pol_kernel_t k = {.kernel_id = id,
+                    .grid = {grid, 1, 1},
+                    .block = {256, 1, 1},
+                    .variants = variants,
+                    .resident_blocks = 132};
+  return k;
+}
+
+/* Feeds an event and collects the actions. */
+static void feed(fx_t *f, pol_event_t ev) {
+  ev.now_ns = f->now;
+  assert_int_equal(pol_sched_event(f->s, &ev), 0);
+  f->n = pol_sched_actions(f->s, f->a, 256);
+}
+
+static void submit(fx_t *f, uint32_t tenant, uint64_t sid, pol_kernel_t k) {
+  pol_event_t ev = {.type = POL_EV_SUBMIT, .tenant = tenant, .submit_id = sid, .kernel = k};
+  feed(f, ev);
+}
+
+static void complete(fx_t *f, const pol_action_t *a, uint64_t dur_ns, uint64_t done) {
+  pol_event_t ev = {.type = POL_EV_COMPLETED,
+                    .launch_id = a->launch_id,
+                    .dev_start_ns = f->now > dur_ns ? f->now - dur_ns : 0,
+                    .dev_end_ns = f->now,
+                    .blocks_done = done};
+  if (ev.dev_start_ns == 0)
+    ev.dev_end_ns = dur_ns;
+  feed(f, ev);
+}
+
+static void timer(fx_t *f) {
+  pol_event_t ev = {.type = POL_EV_TIMER};
+  feed(f, ev);
+}
+
+/* Makes kernel id known: submits it 8 times with the LC idle and completes
+ * every launch (oldest first) after wave_ns per wave. */
+static void profile_kernel(fx_t *f, uint64_t id, uint32_t grid, uint32_t variants, uint64_t wave_ns,
+                           uint64_t *sid) {
+  pol_action_t q[512];
+  size_t nq = 0;
+  for (int i = 0; i < 8; i++) {
+    submit(f, BE, (*sid)++, kern(id, grid, variants));
+    for (;;) {
+      for (size_t j = 0; j < f->n; j++)
+        q[nq++] = f->a[j];
+      f->n = 0;
+      if (nq == 0)
+        break;
+      pol_action_t a = q[0];
+      memmove(q, q + 1, (--nq) * sizeof(*q));
+      assert_int_equal(a.type, POL_ACT_LAUNCH);
+      uint64_t waves = (a.block_count + 131) / 132;
+      uint64_t dur = a.form == POL_FORM_PTB
+                         ? ((a.block_count + a.ptb_workers - 1) / a.ptb_workers) * wave_ns
+                         : waves * wave_ns;
+      f->now += dur + 10000;
+      complete(f, &a, dur, a.block_count);
+    }
+  }
+}
+
+static void lc_kernel_is_launched_at_once_at_high_priority(void **state) {
+  (void)state;
+  fx_t f;
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  submit(&f, LC, 1, kern(7, 4096, POL_VAR_ALL));
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].type, POL_ACT_LAUNCH);
+  assert_int_equal(f.a[0].form, POL_FORM_ORIGINAL);
+  assert_int_equal(f.a[0].stream_priority, POL_PRIO_HIGH);
+  assert_int_equal(f.a[0].block_count, 4096);
+  assert_int_equal(f.a[0].tenant, LC);
+  pol_sched_free(f.s);
+}
+
+static void be_is_held_while_lc_active_and_resumes_after_idle_window(void **state) {
+  (void)state;
+  fx_t f;
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
+  pol_action_t lc = f.a[0];
+  submit(&f, BE, 2, kern(9, 132, POL_VAR_ALL));
+  assert_int_equal(f.n, 0); /* held: LC busy */
+  f.now = 20000;
+  complete(&f, &lc, 10000, 64);
+  assert_int_equal(f.n, 0); /* held: inside the idle window */
+  uint64_t t = pol_sched_next_timer_ns(f.s);
+  assert_int_equal(t, 20000 + 50000); /* default resume_idle 50 us */
+  f.now = t;
+  timer(&f);
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].tenant, BE);
+  assert_int_equal(f.a[0].stream_priority, POL_PRIO_LOW);
+  pol_sched_free(f.s);
+}
+
+static void unprofiled_kernel_is_explored_preemptible_and_alone(void **state) {
+  (void)state;
+  fx_t f;
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  assert_int_equal(pol_sched_tenant_add(f.s, BE2, POL_CLASS_BE, 1), 0);
+  f.now = 1000;
+  submit(&f, BE, 1, kern(9, 10000, POL_VAR_ALL));
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].form, POL_FORM_PTB); /* least-risk form */
+  assert_true(f.a[0].ptb_workers <= 132);
+  /* A second unprofiled kernel waits: nothing else may be in flight. */
+  submit(&f, BE2, 2, kern(10, 10000, POL_VAR_ALL));
+  assert_int_equal(f.n, 0);
+  pol_stats_t st;
+  pol_sched_stats(f.s, &st);
+  assert_int_equal(st.explore_launches, 1);
+  pol_sched_free(f.s);
+}
+
+static void unprofiled_kernel_without_ptb_goes_as_one_wave(void **state) {
+  (void)state;
+  fx_t f;
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  submit(&f, BE, 1, kern(9, 10000, POL_VAR_ORIGINAL | POL_VAR_SLICED));
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].form, POL_FORM_SLICED);
+  assert_int_equal(f.a[0].block_count, 132); /* one wave */
+  pol_sched_free(f.s);
+}
+
+static void unprofiled_kernel_is_never_launched_while_lc_active(void **state) {
+  (void)state;
+  fx_t f;
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
+  for (uint64_t i = 0; i < 20; i++) {
+    f.now += 1000;
+    submit(&f, BE, 10 + i, kern(100 + i, 50000, POL_VAR_ORIGINAL));
+    assert_int_equal(f.n, 0);
+  }
+  pol_sched_free(f.s);
+}
+
+static void running_ptb_is_preempted_when_lc_arrives(void **state) {
+  (void)state;
+  fx_t f;
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  submit(&f, BE, 1, kern(9, 100000, POL_VAR_ALL));
+  pol_action_t ptb = f.a[0];
+  assert_int_equal(ptb.form, POL_FORM_PTB);
+  f.now = 5000;
+  submit(&f, LC, 2, kern(7, 64, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 2);
+  assert_int_equal(f.a[0].type, POL_ACT_LAUNCH);
+  assert_int_equal(f.a[1].type, POL_ACT_PREEMPT);
+  assert_int_equal(f.a[1].launch_id, ptb.launch_id);
+  /* It stops after 500 logical blocks; the rest is launched again later. */
+  pol_action_t lc = f.a[0];
+  f.now = 40000;
+  complete(&f, &ptb, 30000, 500);
+  assert_int_equal(f.n, 0);
+  f.now = 50000;
+  complete(&f, &lc, 10000, 64);
+  f.now = 50000 + 50000;
+  timer(&f);
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].block_begin, 500);
+  assert_int_equal(f.a[0].block_begin + f.a[0].block_count <= 100000, 1);
+  pol_sched_free(f.s);
+}
+
+static void profiled_kernel_gets_best_form_within_threshold(void **state) {
+  (void)state;
+  fx_t f;
+  uint64_t sid = 1;
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  /* 10 us waves, 50 waves: the original would take 500 us. */
+  profile_kernel(&f, 9, 132 * 50, POL_VAR_ORIGINAL | POL_VAR_SLICED, 10000, &sid);
+  submit(&f, BE, sid++, kern(9, 132 * 50, POL_VAR_ORIGINAL | POL_VAR_SLICED));
+  assert_true(f.n >= 1);
+  assert_int_equal(f.a[0].form, POL_FORM_SLICED);
+  /* Largest slice whose waves fit 31.6 us at 10 us a wave: 2 waves; the
+   * 11.6 us left of the budget then takes one more wave, and no more. */
+  assert_int_equal(f.a[0].block_count, 264);
+  assert_int_equal(f.n, 2);
+  assert_int_equal(f.a[1].block_count, 132);
+  pol_sched_free(f.s);
+}
+
+static void long_block_kernel_falls_back_only_when_nothing_else_in_flight(void **state) {
+  (void)state;
+  fx_t f;
+  uint64_t sid = 1;
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  /* 200 us waves: no form fits 31.6 us. */
+  profile_kernel(&f, 9, 132 * 4, POL_VAR_ORIGINAL | POL_VAR_SLICED, 200000, &sid);
+  pol_stats_t st;
+  pol_sched_stats(f.s, &st);
+  assert_true(st.fallback_launches > 0);
+  submit(&f, BE, sid++, kern(9, 132 * 4, POL_VAR_ORIGINAL | POL_VAR_SLICED));
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].block_count, 132); /* the least-turnaround form: one wave */
+  pol_sched_free(f.s);
+}
+
+static void drifted_profile_is_reset_and_reexplored(void **state) {
+  (void)state;
+  fx_t f;
+  uint64_t sid = 1;
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  profile_kernel(&f, 9, 132, POL_VAR_ORIGINAL | POL_VAR_SLICED, 10000, &sid);
+  /* Now every run takes 5x longer. */
+  profile_kernel(&f, 9, 132, POL_VAR_ORIGINAL | POL_VAR_SLICED, 50000, &sid);
+  pol_stats_t st;
+  pol_sched_stats(f.s, &st);
+  assert_true(st.reprofiles >= 1);
+  pol_profile_key_t key = {.kernel_id = 9, .grid = {132, 1, 1}, .block = {256, 1, 1}};
+  const pol_profile_t *p = pol_profiles_find(pol_sched_profiles(f.s), &key);
+  assert_non_null(p);
+  /* Re-learned: the estimate follows the new time. */
+  assert_true(p->wave_ns > 40000 && p->wave_ns < 60000);
+  pol_sched_free(f.s);
+}
+
+static void saved_profiles_spare_a_restarted_scheduler_exploration(void **state) {
+  (void)state;
+  fx_t f, g;
+  uint64_t sid = 1;
+  char path[] = "/tmp/test-pol-sched-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  profile_kernel(&f, 9, 132 * 50, POL_VAR_ORIGINAL | POL_VAR_SLICED, 10000, &sid);
+  assert_int_equal(pol_profiles_save(pol_sched_profiles(f.s), path), 0);
+  pol_sched_free(f.s);
+  /* "Restart": a new scheduler loads the file and plans at once. */
+  fx_init(&g, POL_KIND_TALLY, NULL);
+  assert_int_equal(pol_profiles_load(pol_sched_profiles(g.s), path, NULL), 0);
+  g.now = 1000;
+  submit(&g, BE, 1, kern(9, 132 * 50, POL_VAR_ORIGINAL | POL_VAR_SLICED));
+  assert_int_equal(g.n, 2);
+  assert_int_equal(g.a[0].block_count, 264); /* planned, not a one-wave exploration */
+  pol_stats_t st;
+  pol_sched_stats(g.s, &st);
+  assert_int_equal(st.explore_launches, 0);
+  pol_sched_free(g.s);
+  unlink(path);
+}
+
+static void sharing_lets_only_short_profiled_blocks_run_next_to_lc(void **state) {
+  (void)state;
+  pol_config_t c;
+  fx_t f;
+  uint64_t sid = 1;
+  pol_config_init(&c);
+  c.share_block_ns = 5000;
+  fx_init(&f, POL_KIND_TALLY, &c);
+  f.now = 1000;
+  profile_kernel(&f, 9, 132 * 8, POL_VAR_ORIGINAL | POL_VAR_SLICED, 4000, &sid);  /* short */
+  profile_kernel(&f, 10, 132 * 8, POL_VAR_ORIGINAL | POL_VAR_SLICED, 9000, &sid); /* long */
+  submit(&f, LC, sid++, kern(7, 64, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 1);
+  submit(&f, BE, sid++, kern(9, 132 * 8, POL_VAR_ORIGINAL | POL_VAR_SLICED));
+  assert_true(f.n >= 1); /* 4 us blocks: runs next to the busy LC */
+  assert_int_equal(f.a[0].form, POL_FORM_SLICED);
+  pol_action_t a[8];
+  size_t n = f.n;
+  memcpy(a, f.a, n * sizeof(*a));
+  for (size_t i = 0; i < n; i++) {
+    f.now += 10000;
+    complete(&f, &a[i], 4000, a[i].block_count);
+  }
+  /* Drain kernel 9, then kernel 10 (9 us blocks) must wait. */
+  for (int guard = 0; guard < 20 && f.n > 0; guard++) {
+    pol_action_t b = f.a[0];
+    f.now += 10000;
+    complete(&f, &b, 4000, b.block_count);
+  }
+  submit(&f, BE, sid++, kern(10, 132 * 8, POL_VAR_ORIGINAL | POL_VAR_SLICED));
+  assert_int_equal(f.n, 0);
+  /* An unprofiled kernel waits too, however short. */
+  submit(&f, BE, sid++, kern(11, 132, POL_VAR_ALL));
+  assert_int_equal(f.n, 0);
+  pol_sched_free(f.s);
+  /* The shared block time may not exceed the threshold. */
+  c.share_block_ns = c.threshold_ns + 1;
+  assert_int_equal(pol_config_check(&c, NULL), -EINVAL);
+}
+
+static void weights_share_budget_by_device_time(void **state) {
+  (void)state;
+  fx_t f;
+  uint64_t sid = 1;
+  uint64_t served[3] = {0};
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  assert_int_equal(pol_sched_tenant_add(f.s, BE2, POL_CLASS_BE, 3), 0);
+  f.now = 1000;
+  profile_kernel(&f, 9, 132, POL_VAR_ORIGINAL | POL_VAR_SLICED, 10000, &sid);
+  /* Both tenants always have 100 kernels queued. */
+  pol_action_t inflight[256];
+  size_t nin = 0;
+  for (int i = 0; i < 100; i++) {
+    submit(&f, BE, sid++, kern(9, 132, POL_VAR_ORIGINAL | POL_VAR_SLICED));
+    for (size_t j = 0; j < f.n; j++)
+      inflight[nin++] = f.a[j];
+    submit(&f, BE2, sid++, kern(9, 132, POL_VAR_ORIGINAL | POL_VAR_SLICED));
+    for (size_t j = 0; j < f.n; j++)
+      inflight[nin++] = f.a[j];
+  }
+  f.n = 0;
+  /* Collect what is in flight, complete it oldest first, repeat; stop at
+   * 100 launches, while both tenants still have work queued. */
+  for (int round = 0; round < 100; round++) {
+    for (size_t i = 0; i < f.n; i++)
+      inflight[nin++] = f.a[i];
+    f.n = 0;
+    if (nin == 0)
+      break;
+    pol_action_t a = inflight[0];
+    memmove(inflight, inflight + 1, (--nin) * sizeof(*inflight));
+    served[a.tenant] += a.block_count;
+    f.now += 10000;
+    complete(&f, &a, 10000, a.block_count);
+  }
+  /* Weight 3 vs 1: expect a 3:1 split of the work, within 10%. */
+  double ratio = (double)served[BE2] / (double)served[BE];
+  assert_true(ratio > 2.7 && ratio < 3.3);
+  pol_sched_free(f.s);
+}
+
+static void mps_launches_everything_at_once(void **state) {
+  (void)state;
+  fx_t f;
+  fx_init(&f, POL_KIND_MPS, NULL);
+  submit(&f, BE, 1, kern(9, 100000, POL_VAR_ALL));
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].block_count, 100000);
+  assert_int_equal(f.a[0].stream_priority, POL_PRIO_LOW);
+  submit(&f, LC, 2, kern(7, 64, POL_VAR_ORIGINAL));
+  assert_int_equal(f.a[0].stream_priority, POL_PRIO_LOW); /* MPS: no priority */
+  pol_sched_free(f.s);
+  fx_init(&f, POL_KIND_MPS_PRIO, NULL);
+  submit(&f, LC, 2, kern(7, 64, POL_VAR_ORIGINAL));
+  assert_int_equal(f.a[0].stream_priority, POL_PRIO_HIGH);
+  pol_sched_free(f.s);
+}
+
+static void timeslice_holds_other_tenant_until_slice_ends(void **state) {
+  (void)state;
+  fx_t f;
+  fx_init(&f, POL_KIND_TIMESLICE, NULL);
+  f.now = 0;
+  submit(&f, BE, 1, kern(9, 1000, POL_VAR_ALL));
+  assert_int_equal(f.n, 1);
+  pol_action_t be = f.a[0];
+  f.now = 100000;
+  submit(&f, LC, 2, kern(7, 64, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 0); /* BE owns the slice */
+  assert_int_equal(pol_sched_next_timer_ns(f.s), 2000000);
+  f.now = 2000000;
+  timer(&f);
+  assert_int_equal(f.n, 0); /* draining BE's launch */
+  f.now = 2100000;
+  complete(&f, &be, 2000000, 1000);
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].tenant, LC);
+  pol_sched_free(f.s);
+}
+
+static void tgs_window_halves_when_lc_delayed(void **state) {
+  (void)state;
+  fx_t f;
+  fx_init(&f, POL_KIND_TGS, NULL);
+  f.now = 0;
+  for (int i = 0; i < 20; i++)
+    submit(&f, BE, 100 + i, kern(9, 132, POL_VAR_ALL));
+  /* Initial window: 8 BE launches in flight. */
+  submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
+  pol_action_t lc = f.a[0];
+  assert_int_equal(lc.tenant, LC);
+  f.now = 1000000;
+  pol_event_t ev = {.type = POL_EV_COMPLETED,
+                    .launch_id = lc.launch_id,
+                    .dev_start_ns = 900000,
+                    .dev_end_ns = 1000000,
+                    .blocks_done = 64};
+  feed(&f, ev); /* LC waited 900 us */
+  f.now = 5000000;
+  timer(&f);
+  /* Window now 4: more BE submits launch nothing (8 already in flight). */
+  submit(&f, BE, 500, kern(9, 132, POL_VAR_ALL));
+  assert_int_equal(f.n, 0);
+  pol_sched_free(f.s);
+}
+
+static void bad_events_are_rejected(void **state) {
+  (void)state;
+  fx_t f;
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  pol_event_t ev = {.type = POL_EV_SUBMIT, .tenant = 42, .kernel = kern(1, 1, 0)};
+  assert_int_equal(pol_sched_event(f.s, &ev), -EINVAL); /* unknown tenant */
+  ev.tenant = BE;
+  ev.kernel.grid[1] = 0;
+  assert_int_equal(pol_sched_event(f.s, &ev), -EINVAL); /* zero grid */
+  ev.kernel.grid[1] = 1;
+  ev.kernel.block[0] = 2048;
+  assert_int_equal(pol_sched_event(f.s, &ev), -EINVAL); /* > 1024 threads */
+  pol_event_t c = {.type = POL_EV_COMPLETED, .launch_id = 12345};
+  assert_int_equal(pol_sched_event(f.s, &c), -EINVAL);                      /* unknown launch */
+  assert_int_equal(pol_sched_tenant_add(f.s, 5, POL_CLASS_LC, 1), -EINVAL); /* 2nd LC */
+  assert_int_equal(pol_sched_tenant_add(f.s, BE, POL_CLASS_BE, 1), -EEXIST);
+  assert_int_equal(pol_sched_tenant_add(f.s, 6, POL_CLASS_BE, 0), -EINVAL);
+  /* A non-PTB launch cannot stop early. */
+  f.now = 1;
+  submit(&f, BE, 1, kern(9, 10, POL_VAR_ORIGINAL));
+  pol_event_t d = {.type = POL_EV_COMPLETED,
+                   .launch_id = f.a[0].launch_id,
+                   .dev_start_ns = 1,
+                   .dev_end_ns = 2,
+                   .blocks_done = 3};
+  assert_int_equal(pol_sched_event(f.s, &d), -EINVAL);
+  pol_sched_free(f.s);
+}
+
+static void kind_names_round_trip(void **state) {
+  (void)state;
+  for (int k = 0; k < POL_KIND_COUNT; k++) {
+    pol_kind_t out;
+    assert_int_equal(pol_kind_parse(pol_kind_name((pol_kind_t)k), &out), 0);
+    assert_int_equal(out, k);
+  }
+  pol_kind_t out;
+  assert_int_equal(pol_kind_parse("fifo", &out), -EINVAL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(lc_kernel_is_launched_at_once_at_high_priority),
+      cmocka_unit_test(be_is_held_while_lc_active_and_resumes_after_idle_window),
+      cmocka_unit_test(unprofiled_kernel_is_explored_preemptible_and_alone),
+      cmocka_unit_test(unprofiled_kernel_without_ptb_goes_as_one_wave),
+      cmocka_unit_test(unprofiled_kernel_is_never_launched_while_lc_active),
+      cmocka_unit_test(running_ptb_is_preempted_when_lc_arrives),
+      cmocka_unit_test(profiled_kernel_gets_best_form_within_threshold),
+      cmocka_unit_test(long_block_kernel_falls_back_only_when_nothing_else_in_flight),
+      cmocka_unit_test(drifted_profile_is_reset_and_reexplored),
+      cmocka_unit_test(saved_profiles_spare_a_restarted_scheduler_exploration),
+      cmocka_unit_test(sharing_lets_only_short_profiled_blocks_run_next_to_lc),
+      cmocka_unit_test(weights_share_budget_by_device_time),
+      cmocka_unit_test(mps_launches_everything_at_once),
+      cmocka_unit_test(timeslice_holds_other_tenant_until_slice_ends),
+      cmocka_unit_test(tgs_window_halves_when_lc_delayed),
+      cmocka_unit_test(bad_events_are_rejected),
+      cmocka_unit_test(kind_names_round_trip),
+  };
+  return cmocka_run_group_tests_name("pol-sched", tests, NULL, NULL);
+}

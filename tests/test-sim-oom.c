@@ -1,0 +1,123 @@
+/* test-sim-oom.c: every allocation of a simulation fails once, cleanly.
+ *
+ * malloc, calloc, realloc and free are wrapped at link time; allocation N
+ * fails, N = 0, 1, 2, ... until the scenario (parse two traces, generate
+ * arrivals, run the pair under our policy, which also drives policy/) runs
+ * through.  Each failure must surface as -ENOMEM from the call that needed
+ * memory and leak nothing.  STYLE.md section 6.
+ */
+#include "sim/sim.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+void __real_free(void *p);
+
+/* Test thread only: the countdown and the count of live allocations. */
+static long fail_at = -1, seen, live;
+
+static bool should_fail(void) {
+  return fail_at >= 0 && seen++ == fail_at;
+}
+
+void *__wrap_malloc(size_t n) {
+  void *p = should_fail() ? NULL : __real_malloc(n);
+  live += p != NULL;
+  return p;
+}
+void *__wrap_calloc(size_t n, size_t m) {
+  void *p = should_fail() ? NULL : __real_calloc(n, m);
+  live += p != NULL;
+  return p;
+}
+void *__wrap_realloc(void *old, size_t n) {
+  void *p = should_fail() ? NULL : __real_realloc(old, n);
+  live += (p != NULL && old == NULL);
+  return p;
+}
+void __wrap_free(void *p) {
+  live -= p != NULL;
+  __real_free(p);
+}
+
+static const char *lc_text = "lc 1 64 256 32 0 8000 0 o\nlc 2 96 128 32 0 5000 0 o\n";
+static const char *be_text = "be 10 4000 256 32 0 6000 0 osp\n"
+                             "be 11 2000 256 64 32768 20000 0 os\n"
+                             "be 14 300 256 32 0 100000 0 o\n";
+
+static int scenario(void) {
+  sim_trace_t lc = {0}, be = {0};
+  sim_arrivals_t arr = {0};
+  sim_rng_t r;
+  sim_run_config_t rc;
+  sim_result_t res;
+  char err[160];
+  int e = sim_trace_parse(lc_text, strlen(lc_text), &lc, err, sizeof(err));
+  if (e == 0)
+    e = sim_trace_parse(be_text, strlen(be_text), &be, err, sizeof(err));
+  sim_rng_init(&r, 1);
+  if (e == 0)
+    e = sim_arrivals_bursty(&arr, &r, 3000, 30000000);
+  if (e == 0) {
+    memset(&rc, 0, sizeof(rc));
+    sim_gpu_config_init(&rc.gpu);
+    pol_config_init(&rc.pol);
+    rc.kind = POL_KIND_TALLY;
+    rc.duration_ns = 30000000;
+    rc.record_waits = true;
+    rc.bucket_ns = 1000000;
+    rc.ntenants = 2;
+    rc.tenants[0] =
+        (sim_tenant_spec_t){.trace = &lc, .cls = POL_CLASS_LC, .weight = 1, .arrivals = &arr};
+    rc.tenants[1] = (sim_tenant_spec_t){.trace = &be, .cls = POL_CLASS_BE, .weight = 1};
+    e = sim_run(&rc, &res, NULL);
+    if (e == 0) {
+      assert_true(res.t[0].nlat > 10);
+      sim_result_close(&res);
+    }
+  }
+  if (e < 0)
+    assert_int_equal(e, -ENOMEM);
+  sim_arrivals_close(&arr);
+  sim_trace_close(&lc);
+  sim_trace_close(&be);
+  return e;
+}
+
+static void every_allocation_failure_is_enomem_without_leak(void **state) {
+  (void)state;
+  long n;
+  int failures = 0;
+  for (n = 0; n < 100000; n++) {
+    long before = live;
+    fail_at = n;
+    seen = 0;
+    int rc = scenario();
+    fail_at = -1;
+    if (live != before)
+      fail_msg("allocation %ld failed: %ld allocations leaked", n, live - before);
+    if (rc == 0)
+      break;
+    failures++;
+  }
+  print_message("# %d allocation failures injected, all -ENOMEM, none leaked\n", failures);
+  assert_true(failures > 10);
+  assert_true(n < 100000);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_allocation_failure_is_enomem_without_leak),
+  };
+  return cmocka_run_group_tests_name("sim-oom", tests, NULL, NULL);
+}
