@@ -16,8 +16,8 @@ const char *wire_strerror(int status) {
   if (status == 0)
     return "success";
   switch (status) {
-#define WIRE__CASE(name, value, msg)                                           \
-  case name:                                                                   \
+#define WIRE__CASE(name, value, msg)                                                               \
+  case name:                                                                                       \
     return msg;
     WIRE_ERRNO_MAP(WIRE__CASE)
 #undef WIRE__CASE

@@ -1,22 +1,41 @@
 /* wire.h: the public API of wire/, the Tally wire protocol.
  *
+ * API: stable (changes are listed in wire/README.md under "API changes").
+ *
  * wire/ carries every CUDA call of every tenant between the guest library and
- * tallyd.  It knows no other Tally module and no CUDA header.  Functions
- * return 0 or a negative errno value; codes errno lacks sit far from errno's
- * range (cf. libuv's UV__EOF) and are listed once, in WIRE_ERRNO_MAP.
+ * tallyd.  It knows no other Tally module and no CUDA header.  Payloads are
+ * opaque bytes to wire: callers put their own call id and arguments in them,
+ * usually with the little-endian wire_buf / wire_rd helpers below.
+ *
+ * Two sides:
+ *   - guest (client): wire_conn_*.  Blocking, no event loop, thread-safe,
+ *     at most one background thread (heartbeats).  All calls and posts of a
+ *     connection travel on ONE ordered channel, so the order of one thread's
+ *     calls is the order the daemon sees them.
+ *   - daemon (server): wire_server_* / wire_tenant_*, on a caller-supplied
+ *     libuv loop.  Callbacks run on the loop thread.
+ *
+ * Functions return 0 or a negative errno value; codes errno lacks sit far from
+ * errno's range (cf. libuv's UV__EOF) and are listed once, in WIRE_ERRNO_MAP.
+ * The byte format is specified in wire/PROTOCOL.md (tables in wire/proto.h).
  */
 #ifndef TALLY_WIRE_H
 #define TALLY_WIRE_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 /* X(name, value, message): our own codes, beyond errno's range. */
-#define WIRE_ERRNO_MAP(X)                                                      \
-  X(WIRE_EVERSION, -4000, "no protocol version in common with the peer")       \
-  X(WIRE_ETOKEN, -4001, "authentication token refused")                        \
-  X(WIRE_EPEERDEAD, -4002, "peer stopped answering (heartbeat timeout)")
+#define WIRE_ERRNO_MAP(X)                                                                          \
+  X(WIRE_EVERSION, -4000, "no protocol version in common with the peer")                           \
+  X(WIRE_ETOKEN, -4001, "authentication token refused")                                            \
+  X(WIRE_EPEERDEAD, -4002, "peer stopped answering (heartbeat timeout)")                           \
+  X(WIRE_EREFUSED, -4003, "daemon refused the tenant")                                             \
+  X(WIRE_ECLOSED, -4004, "connection closed by the peer")
 
 enum {
 #define WIRE__ENUM(name, value, msg) name = (value),
@@ -28,5 +47,312 @@ enum {
  * wire_ function: 0, a negative errno value or one of WIRE_ERRNO_MAP. Never
  * NULL. */
 const char *wire_strerror(int status);
+
+/* ------------------------------------------------------------------ limits */
+
+#define WIRE_VERSION     1   /* the protocol version this build speaks best */
+#define WIRE_VERSION_MIN 1   /* the oldest it still accepts */
+#define WIRE_TENANT_MAX  64  /* bytes of a tenant name, excluding NUL */
+#define WIRE_TOKEN_MAX   256 /* bytes of a token, excluding NUL */
+/* Default and hard ceiling of one message (a call, post or reply payload).
+ * 256 MiB memcpys must fit with their arguments; 1 GiB leaves room and still
+ * bounds what a hostile tenant can make the daemon allocate. */
+#define WIRE_MSG_MAX_DEFAULT ((size_t)1 << 30)
+
+/* ------------------------------------------------------------ content ids */
+
+/* XXH3-64 (seed 0) of len bytes: the id under which module images and other
+ * blobs travel and are cached.  Pure; any thread. */
+uint64_t wire_content_id(const void *data, size_t len);
+
+/* --------------------------------------------- little-endian arguments
+ *
+ * wire_buf_t: a growable writer.  Every put is little-endian.  Errors are
+ * sticky: after an allocation failure every later put does nothing, and
+ * wire_buf_status() (and each put) returns -ENOMEM.
+ * wire_rd_t: a bounds-checked reader over bytes the caller owns.  Every get
+ * returns 0 or -EPROTO (sticky: after one failure all later gets fail and
+ * output values are zeroed), never reading past the end.
+ */
+typedef struct wire_buf {
+  uint8_t *data; /* bytes written so far (malloc'd; NULL when cap == 0) */
+  size_t len;    /* bytes used */
+  size_t cap;    /* bytes allocated */
+  int err;       /* 0 or -ENOMEM, sticky */
+} wire_buf_t;
+
+void wire_buf_init(wire_buf_t *b);
+void wire_buf_close(wire_buf_t *b); /* frees the storage; NULL ok */
+void wire_buf_reset(wire_buf_t *b); /* len = 0, err = 0, storage kept */
+int wire_buf_reserve(wire_buf_t *b, size_t extra);
+int wire_buf_status(const wire_buf_t *b);
+int wire_buf_put_u8(wire_buf_t *b, uint8_t v);
+int wire_buf_put_u16(wire_buf_t *b, uint16_t v);
+int wire_buf_put_u32(wire_buf_t *b, uint32_t v);
+int wire_buf_put_u64(wire_buf_t *b, uint64_t v);
+int wire_buf_put_i32(wire_buf_t *b, int32_t v);
+int wire_buf_put_i64(wire_buf_t *b, int64_t v);
+int wire_buf_put_f64(wire_buf_t *b, double v);
+int wire_buf_put_bytes(wire_buf_t *b, const void *p, size_t n); /* raw, no length */
+int wire_buf_put_blob(wire_buf_t *b, const void *p, size_t n);  /* u32 length + bytes */
+int wire_buf_put_str(wire_buf_t *b, const char *s);             /* u32 length + bytes, no NUL */
+
+typedef struct wire_rd {
+  const uint8_t *data; /* not owned */
+  size_t len;          /* bytes in data */
+  size_t off;          /* next byte to read */
+  int err;             /* 0 or -EPROTO, sticky */
+} wire_rd_t;
+
+void wire_rd_init(wire_rd_t *r, const void *data, size_t len);
+int wire_rd_status(const wire_rd_t *r);
+size_t wire_rd_left(const wire_rd_t *r);
+int wire_rd_get_u8(wire_rd_t *r, uint8_t *v);
+int wire_rd_get_u16(wire_rd_t *r, uint16_t *v);
+int wire_rd_get_u32(wire_rd_t *r, uint32_t *v);
+int wire_rd_get_u64(wire_rd_t *r, uint64_t *v);
+int wire_rd_get_i32(wire_rd_t *r, int32_t *v);
+int wire_rd_get_i64(wire_rd_t *r, int64_t *v);
+int wire_rd_get_f64(wire_rd_t *r, double *v);
+int wire_rd_get_bytes(wire_rd_t *r, void *dst, size_t n); /* copies n raw bytes */
+/* Zero-copy: *p points into the reader's data (valid as long as it is).
+ * blob: u32 length + bytes; the length is checked against the bytes left. */
+int wire_rd_get_blob(wire_rd_t *r, const void **p, size_t *n);
+/* Like get_blob, but also refuses lengths above max_len and embedded NULs;
+ * the string is NOT NUL-terminated: use the returned length. */
+int wire_rd_get_str(wire_rd_t *r, const char **s, size_t *n, size_t max_len);
+
+/* ------------------------------------------------------------- handshake */
+
+typedef enum wire_prio {
+  WIRE_PRIO_LATENCY_CRITICAL = 0, /* one per GPU: highest stream priority */
+  WIRE_PRIO_BEST_EFFORT = 1,      /* scheduled around the latency-critical tenant */
+} wire_prio_t;
+
+/* Capabilities, offered by the guest and acknowledged by the daemon.  The
+ * negotiated set is the intersection. */
+#define WIRE_CAP_ZSTD (1u << 0) /* bulk payloads may be zstd-compressed (when it pays) */
+
+/* What a guest says about itself. */
+typedef struct wire_hello {
+  const char *tenant; /* 1..WIRE_TENANT_MAX bytes, no NUL inside */
+  wire_prio_t prio;
+  const char *token; /* NULL or "" = none; required by TCP daemons that have one */
+  uint32_t caps;     /* WIRE_CAP_* offered */
+} wire_hello_t;
+
+/* What the daemon learns about a tenant (valid for the tenant's lifetime). */
+typedef struct wire_tenant_info {
+  char name[WIRE_TENANT_MAX + 1]; /* NUL-terminated */
+  wire_prio_t prio;
+  uint32_t caps;         /* negotiated (intersection) */
+  uint16_t version;      /* protocol version chosen */
+  const char *transport; /* "shm", "tcp" or "rdma" (static string) */
+  bool local;            /* true for shm: uid/pid come from SO_PEERCRED */
+  uid_t uid;             /* SO_PEERCRED, or (uid_t)-1 when !local */
+  pid_t pid;             /* SO_PEERCRED, or 0 when !local */
+  char peer[64];         /* "pid 1234" or "10.0.0.2:40112", for logs */
+} wire_tenant_info_t;
+
+/* ------------------------------------------------------------ guest side */
+
+typedef struct wire_conn wire_conn_t;
+
+/* Tuning; a zeroed struct (or NULL) means every default. */
+typedef struct wire_conn_opts {
+  uint32_t heartbeat_ms;       /* idle interval between heartbeats; 0 = 500 */
+  uint32_t dead_after_ms;      /* no byte from the daemon for this long = dead; 0 = 5000 */
+  uint32_t connect_timeout_ms; /* 0 = 5000 */
+  size_t batch_bytes;          /* posts are flushed when the batch reaches this; 0 = 64 KiB */
+  bool no_thread;              /* true: no heartbeat thread (tests, benches) */
+} wire_conn_opts_t;
+
+/* Connects to url, performs the handshake and starts the connection's one
+ * background thread (all signals blocked; none with opts->no_thread).
+ * After fork() the child must not use its parent's connections: they share
+ * the parent's socket and rings; open new ones in the child.  URLs:
+ *   "unix:/path" or "/path"  shared memory, set up over that UNIX socket;
+ *   "tcp://host:port"        TCP (host may be a name, IPv4 or [IPv6]);
+ *   "rdma://host:port"       RDMA verbs (only when built with rdma-core).
+ * On success *out is a connection usable from any number of threads.
+ * On failure returns e.g. -ECONNREFUSED, WIRE_EVERSION, WIRE_ETOKEN,
+ * WIRE_EREFUSED, -ETIMEDOUT, -EINVAL (bad url or hello), and, when errbuf is
+ * not NULL, writes a NUL-terminated explanation into it that says what the
+ * daemon expected (e.g. "daemon speaks protocol versions 2..3, we offered
+ * 1..1").  errbuf may be NULL. */
+int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello,
+                   const wire_conn_opts_t *opts, char *errbuf, size_t errlen);
+
+/* Orderly close: flushes pending posts, says goodbye, joins the background
+ * thread and frees everything.  NULL ok.  No other call on c may be running
+ * or start afterwards. */
+void wire_conn_close(wire_conn_t *c);
+
+/* Synchronous call: sends the request (the concatenation of req[0..req_cnt))
+ * after every post queued before it by any thread, and waits for the reply.
+ * The reply is scattered into rep[0..rep_cnt) in order; *rep_len (may be NULL)
+ * gets the reply's full length.  A reply longer than the rep iovecs hold
+ * returns -EMSGSIZE (the excess is discarded, *rep_len still says how long it
+ * was).  Requests and replies may be of any size up to the negotiated maximum;
+ * wire picks inline frames, the shared-memory data region or chunks.
+ * Thread-safe; calls of different threads may be in flight together.
+ * Errors: -ECONNRESET / WIRE_ECLOSED / WIRE_EPEERDEAD once the connection is
+ * lost (and for every later call), -EMSGSIZE, -EINVAL. */
+int wire_conn_call(wire_conn_t *c, const struct iovec *req, int req_cnt, const struct iovec *rep,
+                   int rep_cnt, size_t *rep_len);
+
+/* Like wire_conn_call, but wire allocates the reply: *rep (free() it) holds
+ * *rep_len bytes; *rep is NULL when the reply is empty. */
+int wire_conn_call_alloc(wire_conn_t *c, const struct iovec *req, int req_cnt, void **rep,
+                         size_t *rep_len);
+
+/* Fire-and-forget: queues the request behind earlier posts and calls of this
+ * connection and returns; the bytes are copied before returning (small posts
+ * into the batch, large ones are sent at once).  The batch is flushed at the
+ * next call, when it reaches batch_bytes, by wire_conn_flush, and by the
+ * heartbeat thread when idle.  Returns 0, or the connection's error once it
+ * is lost.  Errors the DAEMON meets executing a post are not wire's: by
+ * protocol convention (PROTOCOL.md, "Deferred errors") the daemon records the
+ * first one per tenant and returns it in the reply to the next call. */
+int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt);
+
+/* Sends every queued post now.  Thread-safe. */
+int wire_conn_flush(wire_conn_t *c);
+
+/* Makes sure the daemon holds the blob data[0..len) (a module image, say),
+ * sending the bytes only if it lacks them (have/send exchange, PROTOCOL.md
+ * "Content ids").  *id gets wire_content_id(data, len); callers then refer to
+ * the blob by id inside their own payloads.  Thread-safe; one or two round
+ * trips. */
+int wire_conn_blob_offer(wire_conn_t *c, const void *data, size_t len, uint64_t *id);
+
+/* Once the connection is lost (calls return an error), why: the daemon's
+ * BYE text (e.g. its protocol-error reason), "no byte from the daemon for
+ * 5012 ms", ...; "" while healthy.  Valid until wire_conn_close. */
+const char *wire_conn_why(wire_conn_t *c);
+
+/* The negotiated capabilities (WIRE_CAP_*) and transport name ("shm"...). */
+uint32_t wire_conn_caps(const wire_conn_t *c);
+const char *wire_conn_transport(const wire_conn_t *c);
+
+/* ----------------------------------------------------------- daemon side */
+
+struct uv_loop_s; /* uv_loop_t: wire.h does not make its includers need uv.h */
+
+typedef struct wire_server wire_server_t;
+typedef struct wire_tenant wire_tenant_t;
+
+typedef enum wire_msg_kind {
+  WIRE_MSG_CALL = 1, /* synchronous: answer with wire_tenant_reply*(id) exactly once */
+  WIRE_MSG_POST = 2, /* fire-and-forget: no reply */
+} wire_msg_kind_t;
+
+typedef struct wire_msg {
+  wire_msg_kind_t kind;
+  uint64_t id;         /* correlation id of a CALL (0 for POST) */
+  const uint8_t *data; /* payload: valid until on_msg returns, or until
+                          wire_tenant_resume() if on_msg paused the tenant.
+                          Over shm it may be memory the guest can still
+                          write: read each field once (wire_rd does), never
+                          check a value and then read it again. */
+  size_t len;
+} wire_msg_t;
+
+typedef struct wire_server_cb {
+  /* A tenant finished the handshake (version agreed, token checked for
+   * network transports).  Return 0 to accept, or a negative status to
+   * refuse; the guest sees WIRE_EREFUSED (or the status if it is
+   * WIRE_ETOKEN) and refuse_why in its errbuf.  Optional (NULL = accept). */
+  int (*on_connect)(wire_server_t *s, wire_tenant_t *t, const wire_tenant_info_t *info,
+                    char *refuse_why, size_t why_len);
+  /* A call or post arrived, in the tenant's order. Required. */
+  void (*on_msg)(wire_server_t *s, wire_tenant_t *t, const wire_msg_t *m);
+  /* The tenant is gone: status 0 = orderly close by the guest; WIRE_ECLOSED /
+   * -ECONNRESET = it vanished (process died); WIRE_EPEERDEAD = heartbeat
+   * timeout; -EPROTO / -EMSGSIZE = it sent bad bytes (why says what, with an
+   * escaped sample; log it); anything else = wire_tenant_close's reason.
+   * Called once per accepted tenant; after it returns t is released (other
+   * threads' wire_tenant_ref keep the memory alive but every reply fails).
+   * Optional. */
+  void (*on_close)(wire_server_t *s, wire_tenant_t *t, int status, const char *why);
+  /* Content ids: does the daemon hold blob id?  Optional (NULL = never). */
+  bool (*blob_has)(wire_server_t *s, wire_tenant_t *t, uint64_t id);
+  /* Blob bytes arrived, already checked to hash to id; data valid during
+   * the call.  Return 0 or a negative status (sent to the guest).
+   * Optional (NULL = accepted and dropped). */
+  int (*blob_put)(wire_server_t *s, wire_tenant_t *t, uint64_t id, const void *data, size_t len);
+} wire_server_cb_t;
+
+typedef struct wire_server_opts {
+  const char *unix_path;  /* listen here for shared-memory tenants; NULL = none */
+  const char *tcp_addr;   /* "host:port" / "[v6]:port" for TCP tenants; NULL = none */
+  const char *token;      /* required from TCP (and RDMA) tenants; NULL = no check */
+  uint32_t heartbeat_ms;  /* 0 = 500 */
+  uint32_t dead_after_ms; /* silence that means a dead tenant; 0 = 5000 */
+  size_t max_msg_len;     /* largest message accepted; 0 = WIRE_MSG_MAX_DEFAULT */
+  size_t shm_ring_bytes;  /* per direction; 0 = 1 MiB; power of two */
+  size_t shm_data_bytes;  /* shared data region per direction; 0 = 64 MiB */
+  const char *rdma_addr;  /* "host:port" for RDMA tenants (rdma-core builds); NULL = none */
+  int32_t shm_spin_us;    /* > 0: after shm traffic the loop polls the rings this
+                             long before sleeping again (saves the guests'
+                             doorbell syscalls and the daemon's wakeup); pays
+                             only with idle cores: wire-bench measured it 6x
+                             slower on a loaded 2-CPU host.  <= 0 = never
+                             (default) */
+} wire_server_opts_t;
+
+/* Starts listening on loop.  cb is copied; user is returned by
+ * wire_server_data.  Returns -EADDRINUSE, -EACCES, -EINVAL, -ENOMEM,
+ * -EPROTONOSUPPORT (rdma_addr in a build without rdma-core)...
+ * The daemon process must ignore SIGPIPE: libuv writes to a vanished TCP
+ * guest can raise it (wire reports the loss as a status instead). */
+int wire_server_new(wire_server_t **out, struct uv_loop_s *loop, const wire_server_opts_t *opts,
+                    const wire_server_cb_t *cb, void *user);
+
+/* Stops listening and closes every tenant (on_close with -ECANCELED).  The
+ * memory goes once libuv has closed the handles and the last tenant ref is
+ * dropped: keep running the loop until uv_run returns.  Threads that hold
+ * tenant refs may still call wire_tenant_reply_mt / _resume / _unref
+ * afterwards (replies then fail with -ECONNRESET).  NULL ok.  Loop thread
+ * only. */
+void wire_server_close(wire_server_t *s);
+
+void *wire_server_data(const wire_server_t *s);
+/* Bound TCP port (useful with port 0), or 0 when not listening on TCP. */
+int wire_server_tcp_port(const wire_server_t *s);
+
+/* Tenant accessors; loop thread unless said otherwise. */
+const wire_tenant_info_t *wire_tenant_info(const wire_tenant_t *t);
+void wire_tenant_set_data(wire_tenant_t *t, void *data);
+void *wire_tenant_data(const wire_tenant_t *t);
+
+/* Answers call id with the concatenation of iov[0..cnt).  Loop thread only;
+ * the bytes are copied or sent before it returns.  Returns -ENOENT for an id
+ * that is not an outstanding call, -ECONNRESET once the tenant is closed. */
+int wire_tenant_reply(wire_tenant_t *t, uint64_t id, const struct iovec *iov, int cnt);
+
+/* Answers call id from ANY thread (e.g. after a stream sync on a GPU thread).
+ * Takes ownership of buf (malloc'd, len bytes) in every case: wire free()s
+ * it once sent or when the tenant is gone.  The reply is sent from the loop
+ * thread (uv_async).  Returns 0 or -ECONNRESET (tenant closed). */
+int wire_tenant_reply_mt(wire_tenant_t *t, uint64_t id, void *buf, size_t len);
+
+/* Keeps t's memory alive for another thread (for wire_tenant_reply_mt);
+ * any thread.  Every ref needs an unref. */
+void wire_tenant_ref(wire_tenant_t *t);
+void wire_tenant_unref(wire_tenant_t *t);
+
+/* Inside on_msg: keep this message's payload valid and deliver no further
+ * message of t until wire_tenant_resume (callable from any thread).  Lets a
+ * worker thread consume a large payload without a copy; order is kept.
+ * Take a wire_tenant_ref for the worker: if the tenant closes (dies) while
+ * paused, the payload stays valid until that last unref. */
+void wire_tenant_pause(wire_tenant_t *t);
+void wire_tenant_resume(wire_tenant_t *t);
+
+/* Closes t with status (e.g. -EPROTO after a malformed payload) and a reason
+ * that is passed on to on_close; the guest sees the connection lost. Loop
+ * thread only; idempotent. */
+void wire_tenant_close(wire_tenant_t *t, int status, const char *why);
 
 #endif /* TALLY_WIRE_H */

@@ -1,0 +1,473 @@
+/* test-wire-conn.c: guest <-> daemon over both transports (shm and TCP).
+ *
+ * Every test runs once per transport (the group state names which) against
+ * the harness daemon of test-wire-harness.h on its own loop thread: round
+ * trips of every message kind, bulk payloads in both directions across the
+ * inline / data-region / chunked thresholds, replies from worker threads,
+ * per-thread order of 8 threads' posts and calls, pause/resume, the blob
+ * have/send exchange, refusals and orderly close.  No sleeps: each test waits
+ * on the call it makes.
+ */
+#include "tests/test-wire-harness.h"
+#include "wire/wire-int.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+typedef struct tstate {
+  harness h;
+  bool tcp;
+} tstate;
+
+static const char *url(tstate *s) {
+  return s->tcp ? s->h.url_tcp : s->h.url_shm;
+}
+
+static wire_conn_t *open_conn(tstate *s, const char *tenant) {
+  wire_hello_t hello = {.tenant = tenant, .prio = WIRE_PRIO_BEST_EFFORT, .caps = WIRE_CAP_ZSTD};
+  wire_conn_opts_t o = {0};
+  wire_conn_t *c = NULL;
+  char err[256];
+  int rc = wire_conn_open(&c, url(s), &hello, &o, err, sizeof(err));
+  if (rc)
+    fail_msg("wire_conn_open(%s): %s (%s)", url(s), wire_strerror(rc), err);
+  return c;
+}
+
+static int setup(void **state, bool tcp) {
+  tstate *s = calloc(1, sizeof(*s));
+  /* Small shm regions so that modest payloads cross every threshold:
+   * ring 64 KiB, data 1 MiB (chunked above 512 KiB). */
+  wire_server_opts_t o = {.shm_ring_bytes = 64 << 10, .shm_data_bytes = 1 << 20};
+  s->tcp = tcp;
+  if (harness_start(&s->h, &o) != 0)
+    return -1;
+  *state = s;
+  return 0;
+}
+static int setup_shm(void **state) {
+  return setup(state, false);
+}
+static int setup_tcp(void **state) {
+  return setup(state, true);
+}
+static int teardown(void **state) {
+  tstate *s = *state;
+  harness_stop(&s->h);
+  free(s);
+  return 0;
+}
+
+static void call_echoes_small_payload(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "echo");
+  char req[] = "hello, daemon", rep[64];
+  struct iovec q = {req, sizeof(req)}, r = {rep, sizeof(rep)};
+  size_t n = 0;
+
+  assert_string_equal(wire_conn_transport(c), s->tcp ? "tcp" : "shm");
+  assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, &n), 0);
+  assert_int_equal(n, sizeof(req));
+  assert_memory_equal(rep, req, sizeof(req));
+  /* Empty request, empty reply. */
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, &n), 0);
+  assert_int_equal(n, 0);
+  wire_conn_close(c);
+}
+
+static void call_reply_longer_than_buffer_is_emsgsize(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "short");
+  char req[100], rep[10];
+  struct iovec q = {req, sizeof(req)}, r = {rep, sizeof(rep)};
+  size_t n = 0;
+
+  memset(req, 'x', sizeof(req));
+  assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, &n), -EMSGSIZE);
+  assert_int_equal(n, sizeof(req));
+  /* The connection is still fine. */
+  r.iov_len = 0;
+  q.iov_len = 0;
+  assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, &n), 0);
+  wire_conn_close(c);
+}
+
+static void bulk_round_trips(tstate *s, size_t len) {
+  wire_conn_t *c = open_conn(s, "bulk");
+  uint8_t *req = malloc(len), *rep = malloc(len);
+  void *arep = NULL;
+  struct iovec q[2] = {{req, len / 3}, {req + len / 3, len - len / 3}}, r = {rep, len};
+  size_t n = 0, i;
+
+  for (i = 0; i < len; i++)
+    req[i] = (uint8_t)(i * 131 + (i >> 12));
+  assert_int_equal(wire_conn_call(c, q, 2, &r, 1, &n), 0);
+  assert_int_equal(n, len);
+  assert_memory_equal(rep, req, len);
+  assert_int_equal(wire_conn_call_alloc(c, q, 2, &arep, &n), 0);
+  assert_int_equal(n, len);
+  assert_memory_equal(arep, req, len);
+  free(arep);
+  wire_conn_close(c);
+  free(req);
+  free(rep);
+}
+
+/* 3 KiB inline; 300 KiB in one data-region span (TCP: 2 chunks); 5 MiB
+ * chunked through the 1 MiB data region (TCP: 20 chunks). */
+static void call_bulk_3k_round_trips(void **state) {
+  bulk_round_trips(*state, 3 << 10);
+}
+static void call_bulk_300k_round_trips(void **state) {
+  bulk_round_trips(*state, 300 << 10);
+}
+static void call_bulk_5m_round_trips(void **state) {
+  bulk_round_trips(*state, 5 << 20);
+}
+
+static void zero_bulk_reply_round_trips_compressible(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "zeros");
+  uint64_t want = 8 << 20;
+  uint8_t req[9] = {'Z'};
+  uint8_t *rep = malloc(want);
+  struct iovec q = {req, sizeof(req)}, r = {rep, want};
+  size_t n = 0, i;
+
+  memcpy(req + 1, &want, 8);
+  memset(rep, 0xff, want);
+  assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, &n), 0);
+  assert_int_equal(n, want);
+  for (i = 0; i < want; i++)
+    if (rep[i] != 0)
+      fail_msg("byte %zu is %u", i, rep[i]);
+  if (s->tcp)
+    assert_true(wire_conn_caps(c) & WIRE_CAP_ZSTD);
+  free(rep);
+  wire_conn_close(c);
+}
+
+static void posts_arrive_in_order_before_the_next_call(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "posts");
+  int before = atomic_load(&s->h.posts), i;
+  uint8_t big[20000];
+
+  memset(big, 'b', sizeof(big));
+  s->h.next_seq[0] = 0;
+  for (i = 0; i < 1000; i++) {
+    uint8_t body[9] = {'S'};
+    uint32_t th = 0, seq = (uint32_t)i;
+    struct iovec v = {body, sizeof(body)};
+    memcpy(body + 1, &th, 4);
+    memcpy(body + 5, &seq, 4);
+    assert_int_equal(wire_conn_post(c, &v, 1), 0);
+    if (i % 100 == 50) { /* a large post goes alone, still in order */
+      struct iovec bv = {big, sizeof(big)};
+      assert_int_equal(wire_conn_post(c, &bv, 1), 0);
+    }
+  }
+  /* The call is answered only after the daemon saw every earlier post. */
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(atomic_load(&s->h.posts) - before, 1010);
+  assert_int_equal(atomic_load(&s->h.order_errors), 0);
+  wire_conn_close(c);
+}
+
+typedef struct thr_arg {
+  wire_conn_t *c;
+  uint32_t th;
+  int errors;
+} thr_arg;
+
+static void *thread_main(void *p) {
+  thr_arg *a = p;
+  uint32_t seq = 0;
+  int i, j;
+
+  for (i = 0; i < 200; i++) {
+    for (j = 0; j < 5; j++) {
+      uint8_t body[9] = {'S'};
+      struct iovec v = {body, sizeof(body)};
+      memcpy(body + 1, &a->th, 4);
+      memcpy(body + 5, &seq, 4);
+      seq++;
+      if (wire_conn_post(a->c, &v, 1))
+        a->errors++;
+    }
+    {
+      char req[32], rep[32];
+      struct iovec q = {req, sizeof(req)}, r = {rep, sizeof(rep)};
+      size_t n;
+      snprintf(req, sizeof(req), "%c thread %u call %d", i % 3 ? 'e' : 'W', a->th, i);
+      if (wire_conn_call(a->c, &q, 1, &r, 1, &n) || n != sizeof(req) || memcmp(req, rep, n))
+        a->errors++;
+    }
+  }
+  return NULL;
+}
+
+static void eight_threads_keep_per_thread_order(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "threads");
+  pthread_t th[8];
+  thr_arg a[8];
+  int i, before = atomic_load(&s->h.posts);
+
+  for (i = 0; i < 8; i++) {
+    s->h.next_seq[10 + i] = 0;
+    a[i] = (thr_arg){c, (uint32_t)(10 + i), 0};
+    assert_int_equal(pthread_create(&th[i], NULL, thread_main, &a[i]), 0);
+  }
+  for (i = 0; i < 8; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(a[i].errors, 0);
+  }
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(atomic_load(&s->h.posts) - before, 8 * 200 * 5);
+  assert_int_equal(atomic_load(&s->h.order_errors), 0);
+  wire_conn_close(c);
+}
+
+static void reply_from_worker_thread_reaches_caller(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "mt");
+  char req[4000], rep[4000];
+  struct iovec q = {req, sizeof(req)}, r = {rep, sizeof(rep)};
+  size_t n;
+  int i;
+
+  for (i = 0; i < 50; i++) {
+    memset(req, 'a' + i % 26, sizeof(req));
+    req[0] = 'W';
+    assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, &n), 0);
+    assert_int_equal(n, sizeof(req));
+    assert_memory_equal(rep, req, n);
+  }
+  wire_conn_close(c);
+}
+
+static void paused_tenant_keeps_payload_and_order(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c;
+  uint8_t body[1 + 100000];
+  size_t i;
+  int k;
+
+  s->h.pause_posts = true;
+  c = open_conn(s, "pause");
+  body[0] = 'P';
+  for (i = 1; i < sizeof(body); i++)
+    body[i] = (uint8_t)((i - 1) * 7);
+  for (k = 0; k < 5; k++) {
+    struct iovec v = {body, k % 2 ? 50 : sizeof(body)}; /* batched and data-region */
+    assert_int_equal(wire_conn_post(c, &v, 1), 0);
+  }
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(atomic_load(&s->h.pause_violations), 0);
+  s->h.pause_posts = false;
+  wire_conn_close(c);
+}
+
+static void blob_offer_sends_bytes_once(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "blob");
+  static uint8_t img[3 << 20];
+  uint64_t id1 = 0, id2 = 0;
+  int before;
+
+  memset(img, 0x5a, sizeof(img));
+  img[12345] = 1;
+  before = atomic_load(&s->h.blobs_put);
+  assert_int_equal(wire_conn_blob_offer(c, img, sizeof(img), &id1), 0);
+  assert_int_equal(atomic_load(&s->h.blobs_put) - before, 1);
+  assert_int_equal(wire_conn_blob_offer(c, img, sizeof(img), &id2), 0);
+  assert_int_equal(atomic_load(&s->h.blobs_put) - before, 1); /* not sent again */
+  assert_true(id1 == id2 && id1 == wire_content_id(img, sizeof(img)));
+  wire_conn_close(c);
+}
+
+static void refused_tenant_gets_the_daemons_reason(void **state) {
+  tstate *s = *state;
+  wire_hello_t hello = {.tenant = "refuse-me", .prio = WIRE_PRIO_LATENCY_CRITICAL};
+  wire_conn_t *c = NULL;
+  char err[256] = "";
+
+  assert_int_equal(wire_conn_open(&c, url(s), &hello, NULL, err, sizeof(err)), WIRE_EREFUSED);
+  assert_null(c);
+  assert_non_null(strstr(err, "refuse-me is not welcome"));
+}
+
+static void orderly_close_reports_status_zero(void **state) {
+  tstate *s = *state;
+  int closes = atomic_load(&s->h.closes);
+  wire_conn_t *c = open_conn(s, "bye");
+
+  wire_conn_close(c);
+  /* The daemon sees the BYE; wait for it by round-tripping another tenant. */
+  c = open_conn(s, "probe");
+  while (atomic_load(&s->h.closes) == closes)
+    assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(atomic_load(&s->h.last_close_status), 0);
+  wire_conn_close(c);
+}
+
+static void bad_urls_and_hellos_are_einval(void **state) {
+  wire_hello_t hello = {.tenant = "", .prio = WIRE_PRIO_BEST_EFFORT};
+  wire_conn_t *c = NULL;
+  char err[256];
+
+  (void)state;
+  assert_int_equal(wire_conn_open(&c, "tcp://127.0.0.1:1", &hello, NULL, err, sizeof(err)),
+                   -EINVAL);
+  hello.tenant = "x";
+  assert_int_equal(wire_conn_open(&c, "udp://x", &hello, NULL, err, sizeof(err)), -EINVAL);
+  assert_non_null(strstr(err, "unsupported url"));
+  hello.prio = (wire_prio_t)7;
+  assert_int_equal(wire_conn_open(&c, "tcp://127.0.0.1:1", &hello, NULL, err, sizeof(err)),
+                   -EINVAL);
+}
+
+/* Partial writes: a non-blocking socket with the smallest send buffer makes
+ * sendmsg stop mid-iovec again and again; the reader takes 7 bytes at a
+ * time.  Every byte must arrive once, in order. */
+typedef struct reader_arg {
+  int fd;
+  size_t want;
+  uint8_t *got;
+} reader_arg;
+
+static void *slow_reader(void *p) {
+  reader_arg *a = p;
+  size_t have = 0;
+  while (have < a->want) {
+    ssize_t r = read(a->fd, a->got + have, a->want - have < 7 ? a->want - have : 7);
+    if (r <= 0)
+      break;
+    have += (size_t)r;
+  }
+  return NULL;
+}
+
+static void write_all_survives_partial_writes(void **state) {
+  int sv[2], small = 4096;
+  size_t len = 1 << 20, i;
+  uint8_t *src = malloc(len);
+  reader_arg a = {0};
+  pthread_t th;
+  struct iovec v[3];
+
+  (void)state;
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+  for (i = 0; i < len; i++)
+    src[i] = (uint8_t)(i * 13 + 5);
+  a.fd = sv[1];
+  a.want = len;
+  a.got = calloc(1, len);
+  assert_int_equal(pthread_create(&th, NULL, slow_reader, &a), 0);
+  v[0] = (struct iovec){src, 3};
+  v[1] = (struct iovec){src + 3, len / 2};
+  v[2] = (struct iovec){src + 3 + len / 2, len - 3 - len / 2};
+  assert_int_equal(wire__write_all(sv[0], v, 3, NULL), 0);
+  pthread_join(th, NULL);
+  assert_memory_equal(a.got, src, len);
+  close(sv[0]);
+  close(sv[1]);
+  free(a.got);
+  free(src);
+}
+
+/* A worker may outlive the tenant and even the server (hostd's per-tenant
+ * threads): with its ref, replies and resumes fail cleanly, never touch
+ * freed memory (the sanitizer build checks that). */
+static void reply_mt_after_server_close_is_econnreset(void **state) {
+  harness h;
+  wire_hello_t hello = {.tenant = "keep", .prio = WIRE_PRIO_BEST_EFFORT};
+  wire_conn_t *c = NULL;
+
+  (void)state;
+  assert_int_equal(harness_start(&h, NULL), 0);
+  assert_int_equal(wire_conn_open(&c, h.url_shm, &hello, NULL, NULL, 0), 0);
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  wire_conn_close(c);
+  harness_stop(&h);
+  assert_non_null(h.kept);
+  assert_int_equal(wire_tenant_reply_mt(h.kept, 1, malloc(8), 8), -ECONNRESET);
+  wire_tenant_resume(h.kept);
+  wire_tenant_unref(h.kept);
+}
+
+static void daemon_close_reason_reaches_the_guest(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "culprit");
+  char req[] = "X marks a bad request";
+  struct iovec q = {req, sizeof(req)};
+
+  assert_int_equal(wire_conn_call(c, &q, 1, NULL, 0, NULL), -EPROTO);
+  assert_non_null(strstr(wire_conn_why(c), "request X is malformed"));
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), -EPROTO);
+  wire_conn_close(c);
+}
+
+/* A 5 MiB reply from a worker thread (wire_tenant_reply_mt) crosses the
+ * 1 MiB test data region in chunks: the queued reply keeps the worker's
+ * buffer (no copy) and must arrive intact. */
+static void large_reply_from_worker_thread_round_trips(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "mt-big");
+  size_t len = 5 << 20, n = 0, i;
+  uint8_t *req = malloc(len), *rep = malloc(len);
+  struct iovec q = {req, len}, r = {rep, len};
+
+  for (i = 0; i < len; i++)
+    req[i] = (uint8_t)(i * 17 + (i >> 9));
+  req[0] = 'W';
+  assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, &n), 0);
+  assert_int_equal(n, len);
+  assert_memory_equal(rep, req, len);
+  free(req);
+  free(rep);
+  wire_conn_close(c);
+}
+
+#define SHM(fn)                                                                                    \
+  { "shm_" #fn, fn, setup_shm, teardown, NULL }
+#define TCP(fn)                                                                                    \
+  { "tcp_" #fn, fn, setup_tcp, teardown, NULL }
+#define BOTH(fn) SHM(fn), TCP(fn)
+
+int main(void) {
+  /* Watchdog: a hang (a bug that keeps a call waiting) fails the program
+   * after 120 s instead of stalling make check; the suite takes seconds. */
+  alarm(120);
+  /* One group (one TAP plan); every behaviour once per transport. */
+  const struct CMUnitTest tests[] = {
+      BOTH(call_echoes_small_payload),
+      BOTH(call_reply_longer_than_buffer_is_emsgsize),
+      BOTH(call_bulk_3k_round_trips),
+      BOTH(call_bulk_300k_round_trips),
+      BOTH(call_bulk_5m_round_trips),
+      BOTH(zero_bulk_reply_round_trips_compressible),
+      BOTH(posts_arrive_in_order_before_the_next_call),
+      BOTH(eight_threads_keep_per_thread_order),
+      BOTH(reply_from_worker_thread_reaches_caller),
+      BOTH(large_reply_from_worker_thread_round_trips),
+      BOTH(paused_tenant_keeps_payload_and_order),
+      BOTH(blob_offer_sends_bytes_once),
+      BOTH(refused_tenant_gets_the_daemons_reason),
+      BOTH(orderly_close_reports_status_zero),
+      BOTH(daemon_close_reason_reaches_the_guest),
+      cmocka_unit_test(bad_urls_and_hellos_are_einval),
+      cmocka_unit_test(write_all_survives_partial_writes),
+      cmocka_unit_test(reply_mt_after_server_close_is_econnreset),
+  };
+  return cmocka_run_group_tests_name("wire-conn", tests, NULL, NULL);
+}

@@ -1,0 +1,252 @@
+/* test-wire-harness.h: a wire_server on its own loop thread, for the wire
+ * tests and wire-bench.  A CALL starting with 'X' makes the daemon close the
+ * tenant with -EPROTO and a reason; 'Z' + u64 n answers n zero bytes; 'E'
+ * answers 1 byte whatever the request size.
+ *
+ * harness_start() runs a server (UNIX socket for shm and/or TCP on an
+ * ephemeral port) on a private uv loop in a thread.  Its on_msg answers each
+ * CALL with the request bytes (echo) unless the first byte of the request is
+ * 'W': then a worker thread answers through wire_tenant_reply_mt.  POSTs are
+ * counted and their per-thread sequence checked: a post body starting with
+ * "S" u32 thread u32 seq must have seq = previous + 1 for that thread.
+ * Everything the tests read is atomic or read after harness_stop().
+ */
+#ifndef TALLY_TEST_WIRE_HARNESS_H
+#define TALLY_TEST_WIRE_HARNESS_H
+
+#include "wire/wire.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#define H_THREADS 64
+
+typedef struct harness {
+  uv_loop_t loop;
+  uv_async_t stop;
+  wire_server_t *s;
+  pthread_t th;
+  wire_server_opts_t opts;
+  char path[108];
+  char url_shm[120];
+  char url_tcp[64];
+  _Atomic int connects, closes, posts, calls, order_errors, blobs_put;
+  _Atomic int last_close_status;
+  char last_why[640]; /* written on the loop thread before closes++ */
+  uint32_t next_seq[H_THREADS];
+  _Atomic uint64_t post_bytes;
+  _Atomic uint64_t blob_have; /* id the daemon claims to hold */
+  bool pause_posts;           /* pause on each POST, resume from a thread */
+  _Atomic int pause_violations;
+  _Atomic int paused_now;
+  wire_tenant_t *kept; /* tenant "keep": a ref held for the test */
+  uint8_t *zeros;      /* 'Z' replies (loop thread) */
+  size_t zcap;
+} harness;
+
+typedef struct h_work {
+  wire_tenant_t *t;
+  uint64_t id;
+  void *buf;
+  size_t len;
+  harness *h;
+  bool resume;
+} h_work;
+
+static void *h_worker(void *arg) {
+  h_work *w = arg;
+  if (w->resume) {
+    /* The paused payload must still be readable and intact. */
+    const uint8_t *p = w->buf;
+    size_t i;
+    for (i = 0; i < w->len; i++)
+      if (p[i] != (uint8_t)(i * 7))
+        atomic_fetch_add(&w->h->pause_violations, 1);
+    atomic_store(&w->h->paused_now, 0);
+    wire_tenant_resume(w->t);
+  } else {
+    wire_tenant_reply_mt(w->t, w->id, w->buf, w->len);
+  }
+  wire_tenant_unref(w->t);
+  free(w);
+  return NULL;
+}
+
+static void h_spawn(h_work *w) {
+  pthread_t th;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&th, &a, h_worker, w) != 0)
+    abort(); /* test infrastructure: no threads, no test */
+  pthread_attr_destroy(&a);
+}
+
+static int h_on_connect(wire_server_t *s, wire_tenant_t *t, const wire_tenant_info_t *info,
+                        char *why, size_t why_len) {
+  harness *h = wire_server_data(s);
+  if (strcmp(info->name, "refuse-me") == 0) {
+    snprintf(why, why_len, "tenant name refuse-me is not welcome");
+    return -EPERM;
+  }
+  if (strcmp(info->name, "keep") == 0 && h->kept == NULL) {
+    wire_tenant_ref(t);
+    h->kept = t;
+  }
+  atomic_fetch_add(&h->connects, 1);
+  return 0;
+}
+
+static void h_on_msg(wire_server_t *s, wire_tenant_t *t, const wire_msg_t *m) {
+  harness *h = wire_server_data(s);
+  if (atomic_load(&h->paused_now))
+    atomic_fetch_add(&h->pause_violations, 1); /* delivered while paused */
+  if (m->kind == WIRE_MSG_POST) {
+    atomic_fetch_add(&h->posts, 1);
+    atomic_fetch_add(&h->post_bytes, m->len);
+    if (m->len >= 9 && m->data[0] == 'S') {
+      uint32_t th, seq;
+      memcpy(&th, m->data + 1, 4);
+      memcpy(&seq, m->data + 5, 4);
+      if (th < H_THREADS) {
+        if (seq != h->next_seq[th])
+          atomic_fetch_add(&h->order_errors, 1);
+        h->next_seq[th] = seq + 1;
+      }
+    }
+    if (h->pause_posts && m->len > 0 && m->data[0] == 'P') {
+      h_work *w = calloc(1, sizeof(*w));
+      w->t = t;
+      w->h = h;
+      w->buf = (void *)(m->data + 1);
+      w->len = m->len - 1;
+      w->resume = true;
+      wire_tenant_ref(t);
+      wire_tenant_pause(t);
+      atomic_store(&h->paused_now, 1);
+      h_spawn(w);
+    }
+    return;
+  }
+  atomic_fetch_add(&h->calls, 1);
+  if (m->len > 0 && m->data[0] == 'W') {
+    h_work *w = calloc(1, sizeof(*w));
+    w->t = t;
+    w->id = m->id;
+    w->len = m->len;
+    w->buf = malloc(m->len);
+    memcpy(w->buf, m->data, m->len);
+    w->h = h;
+    wire_tenant_ref(t);
+    h_spawn(w);
+    return;
+  }
+  if (m->len > 0 && m->data[0] == 'Z') {
+    /* Reply with (u64 size) zero bytes: bulk daemon -> guest. */
+    uint64_t n = 0;
+    struct iovec v;
+    memcpy(&n, m->data + 1, m->len >= 9 ? 8 : 0);
+    if (n > h->zcap) { /* kept: a fresh buffer per reply would time calloc */
+      free(h->zeros);
+      h->zeros = calloc(1, n);
+      h->zcap = h->zeros ? n : 0;
+    }
+    v.iov_base = h->zeros;
+    v.iov_len = n <= h->zcap ? n : 0;
+    wire_tenant_reply(t, m->id, &v, 1);
+    return;
+  }
+  if (m->len > 0 && m->data[0] == 'X') {
+    /* The daemon's verdict on a bad request: close with a reason. */
+    wire_tenant_close(t, -EPROTO, "request X is malformed (test)");
+    return;
+  }
+  if (m->len > 0 && m->data[0] == 'E') {
+    /* Tiny reply whatever the request size: bulk guest -> daemon. */
+    struct iovec v = {(void *)m->data, 1};
+    wire_tenant_reply(t, m->id, &v, 1);
+    return;
+  }
+  {
+    struct iovec v = {(void *)m->data, m->len};
+    wire_tenant_reply(t, m->id, &v, 1);
+  }
+}
+
+static void h_on_close(wire_server_t *s, wire_tenant_t *t, int status, const char *why) {
+  harness *h = wire_server_data(s);
+  atomic_store(&h->last_close_status, status);
+  snprintf(h->last_why, sizeof(h->last_why), "%s", why ? why : "");
+  atomic_fetch_add(&h->closes, 1);
+}
+
+static bool h_blob_has(wire_server_t *s, wire_tenant_t *t, uint64_t id) {
+  harness *h = wire_server_data(s);
+  return atomic_load(&h->blob_have) == id;
+}
+
+static int h_blob_put(wire_server_t *s, wire_tenant_t *t, uint64_t id, const void *d, size_t n) {
+  harness *h = wire_server_data(s);
+  atomic_store(&h->blob_have, id);
+  atomic_fetch_add(&h->blobs_put, 1);
+  return 0;
+}
+
+static void h_on_stop(uv_async_t *a) {
+  harness *h = a->data;
+  wire_server_close(h->s);
+  uv_close((uv_handle_t *)&h->stop, NULL);
+}
+
+static void *h_loop_main(void *arg) {
+  harness *h = arg;
+  uv_run(&h->loop, UV_RUN_DEFAULT);
+  return NULL;
+}
+
+static const wire_server_cb_t h_cb = {
+    .on_connect = h_on_connect,
+    .on_msg = h_on_msg,
+    .on_close = h_on_close,
+    .blob_has = h_blob_has,
+    .blob_put = h_blob_put,
+};
+
+/* opts may be NULL.  Returns 0 or a status. */
+__attribute__((unused)) static int harness_start(harness *h, const wire_server_opts_t *opts) {
+  static _Atomic int seq;
+  int rc;
+
+  memset(h, 0, sizeof(*h));
+  if (opts)
+    h->opts = *opts;
+  snprintf(h->path, sizeof(h->path), "/tmp/tally-wire-test-%d-%d.sock", (int)getpid(),
+           atomic_fetch_add(&seq, 1));
+  h->opts.unix_path = h->path;
+  if (h->opts.tcp_addr == NULL)
+    h->opts.tcp_addr = "127.0.0.1:0";
+  uv_loop_init(&h->loop);
+  rc = wire_server_new(&h->s, &h->loop, &h->opts, &h_cb, h);
+  if (rc)
+    return rc;
+  uv_async_init(&h->loop, &h->stop, h_on_stop);
+  h->stop.data = h;
+  snprintf(h->url_shm, sizeof(h->url_shm), "unix:%s", h->path);
+  snprintf(h->url_tcp, sizeof(h->url_tcp), "tcp://127.0.0.1:%d", wire_server_tcp_port(h->s));
+  return pthread_create(&h->th, NULL, h_loop_main, h) ? -EAGAIN : 0;
+}
+
+__attribute__((unused)) static void harness_stop(harness *h) {
+  uv_async_send(&h->stop);
+  pthread_join(h->th, NULL);
+  uv_loop_close(&h->loop);
+  free(h->zeros);
+  h->zeros = NULL;
+}
+
+#endif /* TALLY_TEST_WIRE_HARNESS_H */

@@ -1,0 +1,705 @@
+/* guest.c: wire_conn, the guest (client) side over any guest transport.
+ *
+ * One connection is ONE ordered channel: every post and call of every thread
+ * goes through tx_mu, so a thread's requests reach the daemon in the order it
+ * made them.  Posts up to WIRE__POST_INLINE_MAX bytes are appended to a BATCH
+ * under tx_mu (a lock, a memcpy, an unlock: the whole fire-and-forget cost);
+ * the batch goes out before the next call, when it reaches batch_bytes, on
+ * wire_conn_flush, or from the background thread once it has waited
+ * WIRE__FLUSH_US.  Calls register a waiter first, then send, then wait.
+ * Receiving uses a leader/follower scheme without a receive thread: whichever
+ * waiting thread finds no reader becomes the reader (rx role), reads frames
+ * and hands each REPLY to its waiter by correlation id; the others sleep on
+ * rx_cv.  So replies may complete out of order and a long call does not block
+ * shorter ones.  The single background thread sends heartbeats, flushes stale
+ * batches and, when nobody is reading, takes the rx role briefly so daemon
+ * heartbeats are consumed and its death is noticed within dead_after_ms.
+ * A sender blocked on a full ring or socket does the same look itself every
+ * 100 ms (tx_check), so a frozen daemon fails it instead of hanging it.
+ * Lock order: tx_mu before rx_mu; never the reverse.
+ */
+#include "wire/wire-int.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A post waits at most this long in the batch when no call follows: 200 us
+ * keeps GPU queues fed while costing the background thread ~5k wakeups/s
+ * only while posts are flowing. */
+#define WIRE__FLUSH_US 200
+
+typedef struct waiter {
+  uint64_t id;
+  const struct iovec *rep; /* caller's buffers (NULL when alloc) */
+  int rep_cnt;
+  bool alloc; /* wire allocates: abuf */
+  void *abuf; /* malloc'd reply when alloc */
+  size_t len; /* reply's full length */
+  int status; /* 0 or error */
+  bool done;  /* set by the reader under rx_mu */
+  struct waiter *next;
+} waiter;
+
+struct wire_conn {
+  wire__gtp *tp;
+  uint8_t version;
+  uint32_t caps;
+  uint32_t heartbeat_ms;
+  uint32_t dead_after_ms;
+  size_t batch_bytes;
+  size_t max_msg;
+
+  /* tx_mu: serialises every send; guards batch, batch_n, batch_since_ns. */
+  pthread_mutex_t tx_mu;
+  wire_buf_t batch;        /* BATCH payload being built */
+  uint32_t batch_n;        /* records in it */
+  uint64_t batch_since_ns; /* when its first record was added */
+  _Atomic uint64_t last_tx_ns;
+  _Atomic uint64_t next_id;
+
+  /* rx_mu: guards waiters, reading, rx (through the rx role), err/why. */
+  pthread_mutex_t rx_mu;
+  pthread_cond_t rx_cv;
+  bool reading;    /* some thread holds the rx role */
+  waiter *waiters; /* registered calls */
+  wire__rx rx;     /* touched only by the rx role holder */
+  _Atomic uint64_t last_rx_ns;
+  _Atomic int err; /* sticky connection error (0 = healthy) */
+  char why[256];   /* reason for err */
+
+  /* background thread: bg_mu guards stopping and bg_idle */
+  pthread_t bg;
+  bool bg_started;
+  pthread_mutex_t bg_mu;
+  pthread_cond_t bg_cv;
+  bool stopping;
+  _Atomic bool bg_idle; /* bg sleeps a whole heartbeat: wake it on a post */
+};
+
+/* ------------------------------------------------------------------ errors */
+
+/* Records the first connection error; wakes every waiter. rx_mu held. */
+static void set_err_locked(wire_conn_t *c, int status, const char *why) {
+  if (atomic_load(&c->err) == 0) {
+    /* why first: readers see err != 0 only after why is complete. */
+    snprintf(c->why, sizeof(c->why), "%s", why ? why : wire_strerror(status));
+    atomic_store(&c->err, status);
+  }
+  pthread_cond_broadcast(&c->rx_cv);
+}
+
+static void set_err(wire_conn_t *c, int status, const char *why) {
+  pthread_mutex_lock(&c->rx_mu);
+  set_err_locked(c, status, why);
+  pthread_mutex_unlock(&c->rx_mu);
+}
+
+/* ---------------------------------------------------------------- sending */
+
+static int emit_tp(void *arg, const struct iovec *iov, int cnt) {
+  wire__gtp *tp = arg;
+  return tp->ops->send(tp, iov, cnt);
+}
+
+/* Sends one message.  tx_mu held. */
+static int send_locked(wire_conn_t *c, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
+                       size_t len) {
+  int rc;
+
+  if ((rc = atomic_load(&c->err)) != 0)
+    return rc;
+  if (c->tp->ops->send_msg)
+    rc = c->tp->ops->send_msg(c->tp, c->version, kind, id, iov, cnt, len);
+  else
+    rc = wire__send_frames(c->version, kind, id, iov, cnt, len, WIRE__TCP_CHUNK,
+                           c->tp->zstd ? &c->tp->zs : NULL, emit_tp, c->tp);
+  if (rc)
+    set_err(c, rc, NULL);
+  atomic_store_explicit(&c->last_tx_ns, wire__now_ns(), memory_order_relaxed);
+  return rc;
+}
+
+/* Sends the batch if it holds anything.  tx_mu held. */
+static int flush_locked(wire_conn_t *c) {
+  struct iovec v;
+  uint8_t hb[WIRE__HDR_LEN];
+  wire__hdr h;
+  struct iovec fv[2];
+  int rc;
+
+  if (c->batch_n == 0)
+    return atomic_load(&c->err);
+  if ((rc = atomic_load(&c->err)) != 0)
+    goto out;
+  v.iov_base = c->batch.data;
+  v.iov_len = c->batch.len;
+  if (c->tp->ops->send_msg) {
+    /* shm: the ring takes a BATCH like any message; aux carries the count. */
+    rc = c->tp->ops->send_msg(c->tp, c->version, WIRE__K_BATCH, c->batch_n, &v, 1, v.iov_len);
+  } else {
+    h = (wire__hdr){c->version, WIRE__K_BATCH, 0, (uint32_t)c->batch.len, c->batch_n, 0};
+    wire__hdr_encode(hb, &h);
+    fv[0].iov_base = hb;
+    fv[0].iov_len = sizeof(hb);
+    fv[1] = v;
+    rc = c->tp->ops->send(c->tp, fv, 2);
+  }
+  if (rc)
+    set_err(c, rc, NULL);
+  atomic_store_explicit(&c->last_tx_ns, wire__now_ns(), memory_order_relaxed);
+out:
+  wire_buf_reset(&c->batch);
+  c->batch_n = 0;
+  return rc;
+}
+
+/* ---------------------------------------------------------------- receiving */
+
+/* wire__rx delivery on the rx role holder's thread. */
+static int on_frame(void *ctx, const wire__msg *m) {
+  wire_conn_t *c = ctx;
+  waiter *w;
+  int32_t st;
+  char why[256];
+
+  switch (m->kind) {
+  case WIRE__K_HEARTBEAT:
+    return 0;
+  case WIRE__K_BYE:
+    if (wire__status_decode(m->data, m->len, &st, why, sizeof(why)))
+      snprintf(why, sizeof(why), "daemon closed the connection (malformed BYE)");
+    set_err(c, st ? st : WIRE_ECLOSED, why[0] ? why : "daemon closed the connection");
+    return 0;
+  case WIRE__K_REPLY:
+    break;
+  default:
+    snprintf(c->rx.why, sizeof(c->rx.why), "unexpected frame kind %u from the daemon", m->kind);
+    return -EPROTO;
+  }
+  pthread_mutex_lock(&c->rx_mu);
+  for (w = c->waiters; w != NULL; w = w->next)
+    if (w->id == m->id && !w->done)
+      break;
+  if (w == NULL) {
+    pthread_mutex_unlock(&c->rx_mu);
+    snprintf(c->rx.why, sizeof(c->rx.why), "reply to unknown call id %llu",
+             (unsigned long long)m->id);
+    return -EPROTO;
+  }
+  w->len = m->len;
+  if (w->alloc) {
+    w->abuf = m->len ? malloc(m->len) : NULL;
+    if (m->len && w->abuf == NULL)
+      w->status = -ENOMEM;
+    else if (m->len)
+      memcpy(w->abuf, m->data, m->len);
+  } else {
+    size_t fit = wire__iov_copy_in(w->rep, w->rep_cnt, 0, m->data, m->len);
+    if (fit < m->len)
+      w->status = -EMSGSIZE;
+  }
+  w->done = true;
+  pthread_cond_broadcast(&c->rx_cv);
+  pthread_mutex_unlock(&c->rx_mu);
+  return 0;
+}
+
+/* Holds the rx role (rx_mu NOT held): reads what is there within timeout_ms.
+ * Returns 0 or the connection error it hit. */
+static int read_some(wire_conn_t *c, int timeout_ms) {
+  const uint8_t *p;
+  size_t n, used;
+  int rc;
+
+  rc = c->tp->ops->peek(c->tp, &p, &n, timeout_ms);
+  if (rc == -ETIMEDOUT || rc == -EINTR || rc == -EAGAIN) {
+    uint64_t idle_ms = (wire__now_ns() - atomic_load(&c->last_rx_ns)) / 1000000u;
+    if (idle_ms >= c->dead_after_ms) {
+      char why[128];
+      snprintf(why, sizeof(why), "no byte from the daemon for %llu ms (limit %u ms)",
+               (unsigned long long)idle_ms, c->dead_after_ms);
+      set_err(c, WIRE_EPEERDEAD, why);
+      return WIRE_EPEERDEAD;
+    }
+    return 0;
+  }
+  if (rc) {
+    set_err(c, rc, rc == WIRE_ECLOSED ? "daemon closed the connection (process gone?)" : NULL);
+    return rc;
+  }
+  atomic_store_explicit(&c->last_rx_ns, wire__now_ns(), memory_order_relaxed);
+  rc = wire__rx_feed(&c->rx, p, n, &used);
+  c->tp->ops->consume(c->tp, used);
+  if (rc < 0) {
+    char why[300];
+    snprintf(why, sizeof(why), "protocol error from the daemon: %s", c->rx.why);
+    set_err(c, rc, why);
+    return rc;
+  }
+  return 0;
+}
+
+/* The transport's check hook: a sender blocked on space (tx_mu held) asks
+ * whether to go on.  If nobody reads, it takes the rx role for a
+ * non-blocking look (heartbeats refresh last_rx; silence past dead_after
+ * declares the daemon dead).  Lock order tx_mu -> rx_mu holds. */
+static int tx_check(void *arg) {
+  wire_conn_t *c = arg;
+
+  pthread_mutex_lock(&c->rx_mu);
+  if (!c->reading && atomic_load(&c->err) == 0) {
+    c->reading = true;
+    pthread_mutex_unlock(&c->rx_mu);
+    read_some(c, 0);
+    pthread_mutex_lock(&c->rx_mu);
+    c->reading = false;
+    pthread_cond_broadcast(&c->rx_cv);
+  }
+  pthread_mutex_unlock(&c->rx_mu);
+  return atomic_load(&c->err);
+}
+
+/* Waits until w is done or the connection fails.  w is registered. */
+static int wait_reply(wire_conn_t *c, waiter *w) {
+  int rc;
+  int slice_ms = (int)(c->heartbeat_ms < 100 ? c->heartbeat_ms : 100);
+
+  pthread_mutex_lock(&c->rx_mu);
+  for (;;) {
+    if (w->done) {
+      rc = w->status;
+      break;
+    }
+    if ((rc = atomic_load(&c->err)) != 0)
+      break;
+    if (!c->reading) {
+      c->reading = true;
+      pthread_mutex_unlock(&c->rx_mu);
+      read_some(c, slice_ms);
+      pthread_mutex_lock(&c->rx_mu);
+      c->reading = false;
+      pthread_cond_broadcast(&c->rx_cv);
+    } else {
+      pthread_cond_wait(&c->rx_cv, &c->rx_mu);
+    }
+  }
+  /* Unlink w. */
+  {
+    waiter **pp = &c->waiters;
+    while (*pp != w)
+      pp = &(*pp)->next;
+    *pp = w->next;
+  }
+  pthread_mutex_unlock(&c->rx_mu);
+  if (rc && w->alloc) {
+    free(w->abuf);
+    w->abuf = NULL;
+  }
+  return rc;
+}
+
+static int call_kind(wire_conn_t *c, uint8_t kind, const struct iovec *req, int req_cnt,
+                     waiter *w) {
+  size_t len = wire__iov_len(req, req_cnt);
+  int rc;
+
+  if (len > c->max_msg)
+    return -EMSGSIZE;
+  w->id = atomic_fetch_add(&c->next_id, 1);
+  w->done = false;
+  w->status = 0;
+  pthread_mutex_lock(&c->rx_mu);
+  w->next = c->waiters;
+  c->waiters = w;
+  pthread_mutex_unlock(&c->rx_mu);
+
+  pthread_mutex_lock(&c->tx_mu);
+  rc = flush_locked(c);
+  if (rc == 0)
+    rc = send_locked(c, kind, w->id, req, req_cnt, len);
+  pthread_mutex_unlock(&c->tx_mu);
+  if (rc)
+    set_err(c, rc, NULL); /* wait_reply then returns it and unlinks w */
+  return wait_reply(c, w);
+}
+
+/* ------------------------------------------------------------ background */
+
+static void *bg_main(void *arg) {
+  wire_conn_t *c = arg;
+  uint64_t hb_ns = (uint64_t)c->heartbeat_ms * 1000000u;
+
+  pthread_mutex_lock(&c->bg_mu);
+  while (!c->stopping) {
+    struct timespec ts;
+    uint64_t now = wire__now_ns(), wait_ns;
+    bool have_batch, idle;
+
+    pthread_mutex_unlock(&c->bg_mu);
+    /* trylock: a thread holding tx_mu is sending (so no heartbeat is due),
+     * possibly blocked on a full ring; never queue behind it, or the
+     * liveness look below would wait for it. */
+    have_batch = false;
+    if (pthread_mutex_trylock(&c->tx_mu) == 0) {
+      have_batch = c->batch_n > 0;
+      if (have_batch && now - c->batch_since_ns >= (uint64_t)WIRE__FLUSH_US * 1000u)
+        flush_locked(c);
+      else if (!have_batch && now - atomic_load(&c->last_tx_ns) >= hb_ns)
+        send_locked(c, WIRE__K_HEARTBEAT, 0, NULL, 0, 0);
+      have_batch = c->batch_n > 0;
+      pthread_mutex_unlock(&c->tx_mu);
+    }
+
+    /* Take the rx role if free: consumes daemon heartbeats, notices death. */
+    pthread_mutex_lock(&c->rx_mu);
+    if (!c->reading && atomic_load(&c->err) == 0) {
+      c->reading = true;
+      pthread_mutex_unlock(&c->rx_mu);
+      read_some(c, 0);
+      /* Nobody waits and nothing came for two heartbeats: give back the
+       * large-reply buffer (the rx role makes this safe). */
+      if (now - atomic_load(&c->last_rx_ns) >= 2 * hb_ns)
+        wire__rx_trim(&c->rx);
+      pthread_mutex_lock(&c->rx_mu);
+      c->reading = false;
+      pthread_cond_broadcast(&c->rx_cv);
+    }
+    pthread_mutex_unlock(&c->rx_mu);
+
+    /* Sleep a flush interval while posts flow, else a heartbeat quarter. */
+    idle = !have_batch && wire__now_ns() - atomic_load(&c->last_tx_ns) > hb_ns / 4;
+    wait_ns = idle ? hb_ns / 4 : (uint64_t)WIRE__FLUSH_US * 1000u;
+    pthread_mutex_lock(&c->bg_mu);
+    if (c->stopping)
+      break;
+    atomic_store(&c->bg_idle, idle);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)(wait_ns % 1000000000u);
+    ts.tv_sec += (time_t)(wait_ns / 1000000000u) + ts.tv_nsec / 1000000000;
+    ts.tv_nsec %= 1000000000;
+    pthread_cond_timedwait(&c->bg_cv, &c->bg_mu, &ts);
+    atomic_store(&c->bg_idle, false);
+  }
+  pthread_mutex_unlock(&c->bg_mu);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ public */
+
+static const uint8_t *resolve_tp(void *ctx, uint64_t pos, uint32_t len) {
+  wire__gtp *t = ctx;
+  return t->ops->resolve(t, pos, len);
+}
+
+static int parse_prio(wire_prio_t p) {
+  return p == WIRE_PRIO_LATENCY_CRITICAL || p == WIRE_PRIO_BEST_EFFORT;
+}
+
+int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello,
+                   const wire_conn_opts_t *opts, char *errbuf, size_t errlen) {
+  wire_conn_opts_t o = {0};
+  wire_conn_t *c = NULL;
+  wire__hello h;
+  wire__welcome w;
+  wire_buf_t hb, frame;
+  char why[256] = "";
+  pthread_condattr_t ca;
+  int rc;
+
+  *out = NULL;
+  wire_buf_init(&hb);
+  wire_buf_init(&frame);
+  if (opts)
+    o = *opts;
+  if (url == NULL || hello == NULL || hello->tenant == NULL || hello->tenant[0] == 0 ||
+      strlen(hello->tenant) > WIRE_TENANT_MAX || !parse_prio(hello->prio) ||
+      (hello->token && strlen(hello->token) > WIRE_TOKEN_MAX)) {
+    snprintf(why, sizeof(why), "bad url or hello (tenant 1..%d bytes, token <= %d bytes)",
+             WIRE_TENANT_MAX, WIRE_TOKEN_MAX);
+    rc = -EINVAL;
+    goto fail;
+  }
+  memset(&h, 0, sizeof(h));
+  h.vmin = WIRE_VERSION_MIN;
+  h.vmax = WIRE_VERSION;
+  h.prio = (uint8_t)hello->prio;
+  h.caps = hello->caps;
+  snprintf(h.tenant, sizeof(h.tenant), "%s", hello->tenant);
+  snprintf(h.token, sizeof(h.token), "%s", hello->token ? hello->token : "");
+  wire__hello_encode(&hb, &h);
+  if ((rc = wire_buf_status(&hb)) != 0)
+    goto fail;
+  rc = wire__frame_put(&frame, 1, WIRE__K_HELLO, 0, hb.data, hb.len);
+  if (rc == 0)
+    rc = wire_buf_status(&frame);
+  if (rc)
+    goto fail;
+
+  c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    rc = -ENOMEM;
+    goto fail;
+  }
+  {
+    uint32_t tmo = o.connect_timeout_ms ? o.connect_timeout_ms : 5000;
+    if (strncmp(url, "tcp://", 6) == 0)
+      rc = wire__gtp_tcp_open(&c->tp, url + 6, frame.data, frame.len, tmo, &w, why, sizeof(why));
+    else if (strncmp(url, "rdma://", 7) == 0)
+      rc = wire__gtp_rdma_open(&c->tp, url + 7, frame.data, frame.len, tmo, &w, why, sizeof(why));
+    else if (strncmp(url, "unix:", 5) == 0)
+      rc = wire__gtp_shm_open(&c->tp, url + 5, frame.data, frame.len, tmo, &w, why, sizeof(why));
+    else if (url[0] == '/' || url[0] == '.')
+      rc = wire__gtp_shm_open(&c->tp, url, frame.data, frame.len, tmo, &w, why, sizeof(why));
+    else {
+      snprintf(why, sizeof(why), "unsupported url \"%s\" (unix:/path, /path or tcp://host:port)",
+               url);
+      rc = -EINVAL;
+    }
+  }
+  if (rc)
+    goto fail;
+  c->tp->check = tx_check;
+  c->tp->check_ctx = c;
+  c->version = (uint8_t)w.version;
+  c->caps = w.caps & hello->caps;
+  c->tp->zstd = (c->caps & WIRE_CAP_ZSTD) != 0;
+  c->heartbeat_ms = o.heartbeat_ms ? o.heartbeat_ms : w.heartbeat_ms;
+  c->dead_after_ms = o.dead_after_ms ? o.dead_after_ms : w.dead_after_ms;
+  c->batch_bytes = o.batch_bytes ? o.batch_bytes : 64 << 10;
+  /* A batch is one frame: keep it within a TCP/RDMA chunk. */
+  if (c->batch_bytes > WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8)
+    c->batch_bytes = WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8;
+  c->max_msg = w.max_msg_len;
+  {
+    /* Adaptive: posts hold tx_mu for tens of ns, so a contending thread
+     * spins briefly instead of sleeping in the kernel. */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&c->tx_mu, &ma);
+    pthread_mutexattr_destroy(&ma);
+  }
+  pthread_mutex_init(&c->rx_mu, NULL);
+  pthread_cond_init(&c->rx_cv, NULL);
+  pthread_mutex_init(&c->bg_mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->bg_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  wire_buf_init(&c->batch);
+  atomic_store(&c->next_id, 1);
+  atomic_store(&c->last_rx_ns, wire__now_ns());
+  atomic_store(&c->last_tx_ns, wire__now_ns());
+  wire__rx_init(&c->rx, c->max_msg,
+                1u << WIRE__K_REPLY | 1u << WIRE__K_HEARTBEAT | 1u << WIRE__K_BYE, on_frame, c);
+  c->rx.version = c->version;
+  c->rx.zstd_ok = c->tp->zstd;
+  if (c->tp->ops->resolve) {
+    c->rx.resolve = resolve_tp;
+    c->rx.resolve_ctx = c->tp;
+  }
+  if (!o.no_thread) {
+    /* The heartbeat thread lives inside the tenant's process: it must never
+     * run the application's signal handlers, so it starts with every signal
+     * blocked (the mask is inherited at creation). */
+    sigset_t all, old;
+    int prc;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    prc = pthread_create(&c->bg, NULL, bg_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (prc != 0) {
+      rc = -EAGAIN;
+      snprintf(why, sizeof(why), "cannot start the heartbeat thread");
+      wire_conn_close(c);
+      c = NULL;
+      goto fail;
+    }
+    c->bg_started = true;
+  }
+  wire_buf_close(&hb);
+  wire_buf_close(&frame);
+  *out = c;
+  return 0;
+fail:
+  if (c) {
+    if (c->tp)
+      c->tp->ops->close(c->tp);
+    free(c);
+  }
+  wire_buf_close(&hb);
+  wire_buf_close(&frame);
+  if (errbuf && errlen)
+    snprintf(errbuf, errlen, "%s", why[0] ? why : wire_strerror(rc));
+  return rc;
+}
+
+void wire_conn_close(wire_conn_t *c) {
+  if (c == NULL)
+    return;
+  if (c->bg_started) {
+    pthread_mutex_lock(&c->bg_mu);
+    c->stopping = true;
+    pthread_cond_signal(&c->bg_cv);
+    pthread_mutex_unlock(&c->bg_mu);
+    pthread_join(c->bg, NULL);
+  }
+  pthread_mutex_lock(&c->tx_mu);
+  if (atomic_load(&c->err) == 0) {
+    wire_buf_t b;
+    struct iovec v;
+    flush_locked(c);
+    wire_buf_init(&b);
+    wire__status_encode(&b, 0, "guest closed the connection");
+    v.iov_base = b.data;
+    v.iov_len = b.len;
+    if (wire_buf_status(&b) == 0)
+      send_locked(c, WIRE__K_BYE, 0, &v, 1, b.len);
+    wire_buf_close(&b);
+  }
+  pthread_mutex_unlock(&c->tx_mu);
+  c->tp->ops->close(c->tp);
+  wire__rx_close(&c->rx);
+  wire_buf_close(&c->batch);
+  pthread_mutex_destroy(&c->tx_mu);
+  pthread_mutex_destroy(&c->rx_mu);
+  pthread_cond_destroy(&c->rx_cv);
+  pthread_mutex_destroy(&c->bg_mu);
+  pthread_cond_destroy(&c->bg_cv);
+  free(c);
+}
+
+int wire_conn_call(wire_conn_t *c, const struct iovec *req, int req_cnt, const struct iovec *rep,
+                   int rep_cnt, size_t *rep_len) {
+  waiter w = {.rep = rep, .rep_cnt = rep_cnt};
+  int rc = call_kind(c, WIRE__K_CALL, req, req_cnt, &w);
+
+  if (rep_len)
+    *rep_len = w.len;
+  return rc;
+}
+
+int wire_conn_call_alloc(wire_conn_t *c, const struct iovec *req, int req_cnt, void **rep,
+                         size_t *rep_len) {
+  waiter w = {.alloc = true};
+  int rc = call_kind(c, WIRE__K_CALL, req, req_cnt, &w);
+
+  *rep = w.abuf;
+  if (rep_len)
+    *rep_len = rc ? 0 : w.len;
+  return rc;
+}
+
+int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt) {
+  size_t len = wire__iov_len(req, req_cnt);
+  int rc, i;
+
+  if (len > c->max_msg)
+    return -EMSGSIZE;
+  pthread_mutex_lock(&c->tx_mu);
+  if ((rc = atomic_load(&c->err)) != 0)
+    goto out;
+  if (len > WIRE__POST_INLINE_MAX) {
+    rc = flush_locked(c);
+    if (rc == 0)
+      rc = send_locked(c, WIRE__K_POST, 0, req, req_cnt, len);
+    goto out;
+  }
+  if (wire_buf_reserve(&c->batch, 4 + len)) {
+    rc = -ENOMEM; /* the batch so far is lost with the connection */
+    wire_buf_reset(&c->batch);
+    c->batch_n = 0;
+    set_err(c, rc, "out of memory while batching posts");
+    goto out;
+  }
+  if (c->batch_n == 0)
+    c->batch_since_ns = wire__now_ns();
+  {
+    /* The hot path of every fire-and-forget call: u32 length + bytes,
+     * written in place (room reserved above). */
+    uint8_t *d = c->batch.data + c->batch.len;
+    d[0] = (uint8_t)len;
+    d[1] = (uint8_t)(len >> 8);
+    d[2] = (uint8_t)(len >> 16);
+    d[3] = (uint8_t)(len >> 24);
+    d += 4;
+    for (i = 0; i < req_cnt; i++) {
+      if (req[i].iov_len)
+        memcpy(d, req[i].iov_base, req[i].iov_len);
+      d += req[i].iov_len;
+    }
+    c->batch.len += 4 + len;
+  }
+  c->batch_n++;
+  if (c->batch.len >= c->batch_bytes)
+    rc = flush_locked(c);
+out:
+  pthread_mutex_unlock(&c->tx_mu);
+  if (rc == 0 && atomic_load_explicit(&c->bg_idle, memory_order_relaxed)) {
+    pthread_mutex_lock(&c->bg_mu);
+    pthread_cond_signal(&c->bg_cv);
+    pthread_mutex_unlock(&c->bg_mu);
+  }
+  return rc;
+}
+
+int wire_conn_flush(wire_conn_t *c) {
+  int rc;
+
+  pthread_mutex_lock(&c->tx_mu);
+  rc = flush_locked(c);
+  pthread_mutex_unlock(&c->tx_mu);
+  return rc;
+}
+
+int wire_conn_blob_offer(wire_conn_t *c, const void *data, size_t len, uint64_t *id) {
+  uint8_t idb[8], has = 0;
+  uint64_t cid = wire_content_id(data, len);
+  struct iovec req[2], rep;
+  waiter w = {0};
+  int32_t st;
+  uint8_t stb[4];
+  int rc, i;
+
+  *id = cid;
+  for (i = 0; i < 8; i++)
+    idb[i] = (uint8_t)(cid >> (8 * i));
+  req[0].iov_base = idb;
+  req[0].iov_len = 8;
+  rep.iov_base = &has;
+  rep.iov_len = 1;
+  w.rep = &rep;
+  w.rep_cnt = 1;
+  rc = call_kind(c, WIRE__K_BLOB_HAVE, req, 1, &w);
+  if (rc || has)
+    return rc;
+  req[1].iov_base = (void *)data;
+  req[1].iov_len = len;
+  rep.iov_base = stb;
+  rep.iov_len = 4;
+  memset(&w, 0, sizeof(w));
+  w.rep = &rep;
+  w.rep_cnt = 1;
+  rc = call_kind(c, WIRE__K_BLOB_PUT, req, 2, &w);
+  if (rc)
+    return rc;
+  st = (int32_t)((uint32_t)stb[0] | (uint32_t)stb[1] << 8 | (uint32_t)stb[2] << 16 |
+                 (uint32_t)stb[3] << 24);
+  return st;
+}
+
+uint32_t wire_conn_caps(const wire_conn_t *c) {
+  return c->caps;
+}
+const char *wire_conn_transport(const wire_conn_t *c) {
+  return c->tp->ops->name;
+}
+
+const char *wire_conn_why(wire_conn_t *c) {
+  /* why is written once, under rx_mu, before err becomes non-zero. */
+  return atomic_load(&c->err) ? c->why : "";
+}

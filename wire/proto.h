@@ -1,0 +1,96 @@
+/* proto.h: the Tally wire format as tables (internal to wire/ and its tests).
+ *
+ * wire/PROTOCOL.md is the normative text; this header carries the same
+ * numbers in one place for the code, and tests/test-wire-frame.c checks the
+ * encoder against the tables below byte by byte.  All integers little-endian.
+ *
+ * Frame header, WIRE__HDR_LEN = 24 bytes:
+ *   off size field    meaning
+ *   0   4    magic    'T' 'A' 'L' 'Y' (0x594C4154 as u32)
+ *   4   1    version  protocol version of this frame (HELLO: 1)
+ *   5   1    kind     WIRE__K_* below
+ *   6   2    flags    WIRE__F_* below; unknown bits are an error
+ *   8   4    len      payload bytes that follow this header (<= WIRE__FRAME_MAX)
+ *   12  4    aux      BATCH: record count; multi-frame message: total length;
+ *                     otherwise 0
+ *   16  8    id       correlation id: CALL/REPLY/BLOB_* pair up by it; else 0
+ *
+ * BATCH payload: aux records, each  u32 len | len bytes  (a POST body each).
+ * SHM descriptor payload (flag SHMDATA): u64 pos | u32 len | u32 zero; the
+ *   bytes are at data-region offset pos % region_size, contiguous.
+ * ZSTD payload (flag ZSTD): u32 raw_len | zstd frame of raw_len bytes.
+ */
+#ifndef TALLY_WIRE_PROTO_H
+#define TALLY_WIRE_PROTO_H
+
+#include <stdint.h>
+
+#define WIRE__MAGIC   0x594C4154u /* "TALY" read as a little-endian u32 */
+#define WIRE__HDR_LEN 24
+
+/* One frame's payload at most: 1 MiB keeps per-frame buffers modest while
+ * making the 24-byte header overhead negligible (< 0.003%). */
+#define WIRE__FRAME_MAX ((uint32_t)1 << 20)
+/* TCP chunk size for messages above it: 256 KiB, measured in wire-bench to
+ * be past the knee of loopback throughput while keeping zstd's per-chunk
+ * decision fine-grained. */
+#define WIRE__TCP_CHUNK ((uint32_t)256 << 10)
+/* HELLO/WELCOME/REFUSE payloads are tiny; refuse anything past 4 KiB before
+ * authentication (cf. Redis's pre-auth length cap). */
+#define WIRE__HELLO_MAX 4096
+/* Daemon-side backlog of unsent bytes per tenant (a guest that does not
+ * read its replies): 1.25 GiB leaves room for one maximal reply plus small
+ * ones, and bounds what one tenant can pin in daemon memory. */
+#define WIRE__OUT_MAX (((size_t)5 << 30) / 4)
+/* Posts up to this size go into the batch; larger ones are sent alone. */
+#define WIRE__POST_INLINE_MAX 4096
+
+enum wire__kind {
+  WIRE__K_HELLO = 1,      /* g->d: versions, tenant, prio, caps, token */
+  WIRE__K_WELCOME = 2,    /* d->g: chosen version, caps, timers, limits */
+  WIRE__K_REFUSE = 3,     /* d->g: i32 status | str why; then close */
+  WIRE__K_CALL = 4,       /* g->d: synchronous request, id != 0 */
+  WIRE__K_REPLY = 5,      /* d->g: answer to CALL/BLOB_* with the same id */
+  WIRE__K_POST = 6,       /* g->d: fire-and-forget request */
+  WIRE__K_BATCH = 7,      /* g->d: aux POST bodies in one frame */
+  WIRE__K_HEARTBEAT = 8,  /* both: sent after heartbeat_ms of silence */
+  WIRE__K_BYE = 9,        /* both: orderly close; i32 status | str why */
+  WIRE__K_BLOB_HAVE = 10, /* g->d: u64 content id; REPLY: u8 has */
+  WIRE__K_BLOB_PUT = 11,  /* g->d: u64 content id | bytes; REPLY: i32 status */
+  WIRE__K_MAX = 11,
+};
+
+enum wire__flag {
+  WIRE__F_MORE = 1u << 0,    /* another frame of this message follows */
+  WIRE__F_ZSTD = 1u << 1,    /* payload is u32 raw_len | zstd frame */
+  WIRE__F_SHMDATA = 1u << 2, /* payload is a data-region descriptor */
+  WIRE__F_ALL = 0x7u,
+};
+
+#define WIRE__SHMDESC_LEN 16
+
+/* HELLO payload:
+ *   off size field
+ *   0   2    version_min offered
+ *   2   2    version_max offered
+ *   4   1    prio (0 latency-critical, 1 best-effort)
+ *   5   3    zero
+ *   8   4    caps offered
+ *   12  4+n  tenant name (u32 n, 1..WIRE_TENANT_MAX bytes, no NUL)
+ *   ..  4+m  token (u32 m, 0..WIRE_TOKEN_MAX bytes)
+ * WELCOME payload:
+ *   0   2    version chosen
+ *   2   2    zero
+ *   4   4    caps granted
+ *   8   4    heartbeat_ms
+ *   12  4    dead_after_ms
+ *   16  8    max_msg_len
+ *   24  4    shm ring bytes per direction (0 over TCP)
+ *   28  4    zero
+ *   32  8    shm data-region bytes per direction (0 over TCP)
+ *   (shm: the memfd and the two eventfds ride along as SCM_RIGHTS)
+ * REFUSE / BYE payload:  i32 status | u32 n | n bytes of text
+ */
+#define WIRE__WELCOME_LEN 40
+
+#endif /* TALLY_WIRE_PROTO_H */

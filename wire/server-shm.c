@@ -1,0 +1,646 @@
+/* server-shm.c: the daemon's UNIX-socket listener and shared-memory
+ * transport.
+ *
+ * A guest connects to the UNIX socket and sends its HELLO there; the daemon
+ * learns its uid/pid with SO_PEERCRED, and on acceptance makes the memfd
+ * region (shm.h) and three eventfds and sends them with the WELCOME
+ * (SCM_RIGHTS).  From then on the socket must stay silent: a byte on it is a
+ * protocol error, EOF means the guest process is gone (the kernel closes the
+ * socket when a process dies, however it dies), so death is seen at once.
+ * Messages arrive in the g2d ring; libuv watches the daemon's doorbell
+ * eventfd and drains the ring in place (payloads are delivered without a copy
+ * when contiguous).  While a tenant is paused its ring tail is not published,
+ * so the payload stays valid and the guest is held back by ring space.
+ * Replies go into the d2g ring directly; when it is full they are copied to
+ * an out queue (bounded by WIRE__OUT_MAX) that drains when the guest rings
+ * our doorbell after consuming.  The loop never blocks on a guest, and one
+ * drain consumes at most DRAIN_BUDGET bytes before letting other tenants
+ * run.  Optional spinning (shm_spin_us > 0): a uv_idle handle keeps polling
+ * every ring for a while after traffic, with the sleeping flags at 0.
+ */
+#include "wire/shm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <uv.h>
+
+typedef struct shm_stp shm_stp;
+
+/* One per server.  The idle handle is the spin: while it is active libuv
+ * polls with a zero timeout and on_idle drains every open tenant's ring, and
+ * the tenants' sleeping flags stay 0 so their guests ring no doorbell. */
+typedef struct shm_listener {
+  uv_pipe_t h;
+  uv_idle_t idle;
+  bool idle_on;
+  int handles;        /* pipe + idle still to close */
+  uint64_t active_ns; /* last time a ring had data */
+  uint64_t spin_ns;   /* 0 = never spin */
+  shm_stp *open;      /* tenants past WELCOME (loop thread) */
+  wire_server_t *s;
+  char path[108];
+} shm_listener;
+
+typedef struct out_msg {
+  wire__shm_tx tx;
+  struct iovec v; /* the owned copy */
+  struct out_msg *next;
+} out_msg;
+
+struct shm_stp {
+  uv_pipe_t sock;
+  shm_listener *l;
+  shm_stp *next_open, *prev_open; /* l->open list */
+  bool linked;
+  uv_poll_t poll; /* on efd_d, after WELCOME */
+  bool poll_init;
+  int handles; /* still to close */
+  wire_tenant_t *t;
+  int efd_d, efd_rx, efd_tx;
+  uint8_t *mem;
+  size_t size;
+  wire__shm_dir g2d, d2g;
+  bool open; /* WELCOME sent */
+  bool held; /* paused: g2d tail not published */
+  uint8_t hbuf[WIRE__HDR_LEN + WIRE__HELLO_MAX];
+  out_msg *out_head, *out_tail;
+  size_t out_bytes; /* queued, <= WIRE__OUT_MAX */
+};
+
+static void drain(shm_stp *c);
+static void spin_start(shm_listener *l);
+
+/* ----------------------------------------------------------------- sending */
+
+static void ring_guest_if_sleeping(shm_stp *c, bool published) {
+  if (published && wire__shm_consumer_sleeps(&c->d2g))
+    wire__efd_ring(c->efd_rx);
+}
+
+/* Pushes queued replies; stops at the first that lacks space. */
+static int flush_out(shm_stp *c) {
+  while (c->out_head) {
+    out_msg *m = c->out_head;
+    bool pub;
+    int rc = wire__shm_tx_step(&c->d2g, &m->tx, &pub);
+    ring_guest_if_sleeping(c, pub);
+    if (rc == -EAGAIN) {
+      wire__shm_wait_set(&c->d2g, true);
+      rc = wire__shm_tx_step(&c->d2g, &m->tx, &pub);
+      ring_guest_if_sleeping(c, pub);
+      if (rc == -EAGAIN)
+        return 0; /* the guest rings our doorbell when it frees space */
+    }
+    wire__shm_wait_set(&c->d2g, false);
+    if (rc)
+      return rc;
+    c->out_head = m->next;
+    if (c->out_head == NULL)
+      c->out_tail = NULL;
+    c->out_bytes -= m->v.iov_len;
+    free(m->v.iov_base);
+    free(m);
+  }
+  return 0;
+}
+
+static int emit_buf(void *arg, const struct iovec *iov, int cnt) {
+  wire_buf_t *b = arg;
+  int i;
+
+  for (i = 0; i < cnt; i++)
+    wire_buf_put_bytes(b, iov[i].iov_base, iov[i].iov_len);
+  return wire_buf_status(b);
+}
+
+/* Before WELCOME (a REFUSE) the socket is the only channel.  The frame is
+ * small (<= WIRE__HELLO_MAX) and the socket buffer empty: one send. */
+static int send_on_socket(shm_stp *c, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
+                          size_t len) {
+  wire_buf_t b;
+  ssize_t w;
+  int fd, rc;
+
+  if (len > WIRE__HELLO_MAX || uv_fileno((uv_handle_t *)&c->sock, &fd) != 0)
+    return -EINVAL;
+  wire_buf_init(&b);
+  rc = wire__send_frames(1, kind, id, iov, cnt, len, WIRE__FRAME_MAX, NULL, emit_buf, &b);
+  if (rc == 0) {
+    do
+      w = send(fd, b.data, b.len, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    rc = w == (ssize_t)b.len ? 0 : w < 0 ? -errno : -EIO;
+  }
+  wire_buf_close(&b);
+  return rc;
+}
+
+/* Queues m (tx progress kept) and pushes the queue. */
+static int enqueue(shm_stp *c, out_msg *m) {
+  if (c->out_tail)
+    c->out_tail->next = m;
+  else
+    c->out_head = m;
+  c->out_tail = m;
+  c->out_bytes += m->v.iov_len;
+  return flush_out(c);
+}
+
+static int shm_send_owned(wire_tenant_t *t, uint8_t kind, uint64_t id, void *buf, size_t len) {
+  shm_stp *c = wire__tenant_tp(t);
+  uint8_t version = (uint8_t)wire_tenant_info(t)->version;
+  out_msg *m = calloc(1, sizeof(*m));
+  bool pub;
+  int rc;
+
+  if (m == NULL || !c->open || c->out_bytes + len > WIRE__OUT_MAX) {
+    rc = m == NULL ? -ENOMEM : !c->open ? -ENOTCONN : -ENOBUFS;
+    free(m);
+    free(buf);
+    return rc;
+  }
+  m->v.iov_base = buf;
+  m->v.iov_len = len;
+  m->tx = (wire__shm_tx){version, kind, id, 0, &m->v, 1, len, 0, false};
+  if (c->out_head == NULL) {
+    rc = wire__shm_tx_step(&c->d2g, &m->tx, &pub);
+    ring_guest_if_sleeping(c, pub);
+    if (rc != -EAGAIN) {
+      free(buf);
+      free(m);
+      return rc;
+    }
+  }
+  /* No copy: the queue keeps the caller's buffer and the progress so far. */
+  return enqueue(c, m);
+}
+
+static int shm_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
+                    size_t len) {
+  shm_stp *c = wire__tenant_tp(t);
+  uint8_t version = (uint8_t)wire_tenant_info(t)->version;
+  wire__shm_tx tx = {version, kind, id, 0, iov, cnt, len, 0, false};
+  out_msg *m;
+  bool pub;
+  int rc;
+
+  if (!c->open)
+    return send_on_socket(c, kind, id, iov, cnt, len);
+  if (c->out_head == NULL) {
+    rc = wire__shm_tx_step(&c->d2g, &tx, &pub);
+    ring_guest_if_sleeping(c, pub);
+    if (rc != -EAGAIN)
+      return rc;
+  }
+  /* No room now: keep an owned copy (the caller's iov dies on return),
+   * within the per-tenant backlog bound. */
+  if (c->out_bytes + len > WIRE__OUT_MAX)
+    return -ENOBUFS;
+  m = calloc(1, sizeof(*m));
+  if (m == NULL)
+    return -ENOMEM;
+  m->v.iov_len = len;
+  m->v.iov_base = malloc(len ? len : 1);
+  if (m->v.iov_base == NULL) {
+    free(m);
+    return -ENOMEM;
+  }
+  wire__iov_copy_out(m->v.iov_base, iov, cnt, 0, len);
+  m->tx = tx;
+  m->tx.iov = &m->v;
+  m->tx.cnt = 1;
+  return enqueue(c, m);
+}
+
+/* --------------------------------------------------------------- receiving */
+
+static const uint8_t *resolve_g2d(void *ctx, uint64_t pos, uint32_t len) {
+  shm_stp *c = ctx;
+  return wire__shm_resolve(&c->g2d, pos, len);
+}
+
+static void publish(shm_stp *c) {
+  if (wire__shm_release(&c->g2d))
+    wire__efd_ring(c->efd_tx);
+}
+
+/* Drains the g2d ring until empty, paused or closed.  Spinning (the
+ * listener's idle handle runs): the sleeping flag stays 0 and on_idle comes
+ * back; otherwise the flag is set with the Dekker re-check. */
+/* Bytes one drain may consume before yielding the loop to other tenants
+ * (cf. Redis dictRehash's bounded steps): 1 MiB is ~0.1-0.3 ms of on_msg
+ * work for small posts, one large message otherwise. */
+#define DRAIN_BUDGET ((size_t)1 << 20)
+
+static void drain(shm_stp *c) {
+  wire_tenant_t *t = c->t;
+  shm_listener *l = c->l;
+  bool got = false;
+  size_t done = 0;
+
+  if (!c->open || c->held)
+    return;
+  if (flush_out(c) < 0) {
+    wire__tenant_lost(t, -EPROTO, "guest corrupted the reply ring's indices");
+    return;
+  }
+  wire__shm_sleep_done(&c->g2d);
+  for (;;) {
+    const uint8_t *p1, *p2;
+    size_t n1, n2, used;
+    int rc = wire__shm_readable(&c->g2d, &p1, &n1, &p2, &n2);
+
+    if (rc) {
+      wire_tenant_close(t, -EPROTO, "guest wrote an impossible ring head");
+      return;
+    }
+    if (n1 == 0) {
+      if (l->spin_ns) {
+        if (got)
+          l->active_ns = wire__now_ns();
+        spin_start(l);
+        return;
+      }
+      if (wire__shm_sleep_prepare(&c->g2d))
+        continue; /* data arrived while we were going to sleep */
+      return;
+    }
+    got = true;
+    rc = wire__tenant_feed(t, p1, n1, &used);
+    c->g2d.rd += used;
+    if (rc < 0)
+      return; /* t closed; c lives until its handles close */
+    if (rc == 1) {
+      c->held = true;
+      return;
+    }
+    publish(c);
+    done += used;
+    if (done >= DRAIN_BUDGET) {
+      /* Come back after the other tenants' events: ring our own doorbell
+       * (the guest does not, our sleeping flag being 0). */
+      wire__efd_ring(c->efd_d);
+      return;
+    }
+  }
+}
+
+static void on_idle(uv_idle_t *h) {
+  shm_listener *l = h->data;
+  shm_stp *c, *next;
+  uint64_t now = wire__now_ns();
+
+  for (c = l->open; c != NULL; c = next) {
+    next = c->next_open; /* drain may close c and unlink it */
+    drain(c);
+  }
+  if (now - l->active_ns < l->spin_ns)
+    return;
+  /* Spin budget spent: every ring goes to sleep; one that got data in the
+   * meantime keeps us spinning. */
+  for (c = l->open; c != NULL; c = c->next_open)
+    if (c->open && !c->held && wire__shm_sleep_prepare(&c->g2d))
+      l->active_ns = now;
+  if (l->active_ns != now) {
+    uv_idle_stop(&l->idle);
+    l->idle_on = false;
+  }
+}
+
+static void spin_start(shm_listener *l) {
+  if (l->idle_on)
+    return;
+  l->active_ns = wire__now_ns();
+  if (uv_idle_start(&l->idle, on_idle) == 0)
+    l->idle_on = true;
+}
+
+static void link_open(shm_stp *c) {
+  shm_listener *l = c->l;
+  c->next_open = l->open;
+  c->prev_open = NULL;
+  if (l->open)
+    l->open->prev_open = c;
+  l->open = c;
+  c->linked = true;
+}
+
+static void unlink_open(shm_stp *c) {
+  if (!c->linked)
+    return;
+  if (c->prev_open)
+    c->prev_open->next_open = c->next_open;
+  else
+    c->l->open = c->next_open;
+  if (c->next_open)
+    c->next_open->prev_open = c->prev_open;
+  c->linked = false;
+}
+
+static void shm_resume(wire_tenant_t *t) {
+  shm_stp *c = wire__tenant_tp(t);
+  size_t used;
+  int rc = wire__tenant_feed(t, NULL, 0, &used); /* finishes a paused batch */
+
+  if (rc != 0)
+    return;
+  c->held = false;
+  publish(c);
+  drain(c);
+}
+
+static void on_doorbell(uv_poll_t *p, int status, int events) {
+  shm_stp *c = p->data;
+
+  wire__efd_drain(c->efd_d);
+  drain(c);
+}
+
+/* ---------------------------------------------------------------- handshake */
+
+static int shm_welcome(wire_tenant_t *t, const void *frame, size_t len) {
+  shm_stp *c = wire__tenant_tp(t);
+  wire_server_t *s = wire__tenant_server(t);
+  const wire_server_opts_t *o = wire__server_opts(s);
+  int fds[4] = {-1, -1, -1, -1}, memfd = -1, rc, fd;
+  union {
+    struct cmsghdr h;
+    char b[CMSG_SPACE(sizeof(fds))];
+  } cb;
+  struct iovec v = {(void *)frame, len};
+  struct msghdr mh = {
+      .msg_iov = &v, .msg_iovlen = 1, .msg_control = cb.b, .msg_controllen = sizeof(cb.b)};
+  struct cmsghdr *cm;
+  ssize_t w;
+
+  if (uv_fileno((uv_handle_t *)&c->sock, &fd) != 0)
+    return -EBADF;
+  c->size = wire__shm_size(o->shm_ring_bytes, o->shm_data_bytes);
+  memfd = memfd_create("tally-wire", MFD_CLOEXEC);
+  if (memfd < 0 || ftruncate(memfd, (off_t)c->size) < 0) {
+    rc = -errno;
+    goto fail;
+  }
+  c->mem = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (c->mem == MAP_FAILED) {
+    c->mem = NULL;
+    rc = -errno;
+    goto fail;
+  }
+  wire__shm_init(c->mem, o->shm_ring_bytes, o->shm_data_bytes);
+  wire__shm_bind(c->mem, o->shm_ring_bytes, o->shm_data_bytes, &c->g2d, &c->d2g);
+  c->efd_d = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  c->efd_rx = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  c->efd_tx = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->efd_d < 0 || c->efd_rx < 0 || c->efd_tx < 0) {
+    rc = -errno;
+    goto fail;
+  }
+  fds[0] = memfd;
+  fds[1] = c->efd_d;
+  fds[2] = c->efd_rx;
+  fds[3] = c->efd_tx;
+  cm = CMSG_FIRSTHDR(&mh);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(fds));
+  memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+  /* A 64-byte WELCOME always fits an empty socket buffer: no partial send. */
+  do
+    w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+  while (w < 0 && errno == EINTR);
+  if (w != (ssize_t)len) {
+    rc = w < 0 ? -errno : -EIO;
+    goto fail;
+  }
+  close(memfd); /* the mapping keeps the region alive */
+  memfd = -1;
+  wire__tenant_set_resolve(t, resolve_g2d, c);
+  rc = uv_poll_init(wire__server_loop(s), &c->poll, c->efd_d);
+  if (rc)
+    goto fail;
+  c->poll.data = c;
+  c->poll_init = true;
+  c->handles++;
+  rc = uv_poll_start(&c->poll, UV_READABLE, on_doorbell);
+  if (rc)
+    goto fail;
+  c->open = true;
+  link_open(c);
+  return 0;
+fail:
+  if (memfd >= 0)
+    close(memfd);
+  return rc;
+}
+
+/* --------------------------------------------------------------- lifetime */
+
+typedef struct region {
+  void *mem;
+  size_t size;
+} region;
+
+static void region_unmap(void *arg) {
+  region *r = arg;
+  munmap(r->mem, r->size);
+  free(r);
+}
+
+static void on_closed(uv_handle_t *h) {
+  shm_stp *c = h->data;
+  wire_tenant_t *t = c->t;
+
+  if (--c->handles > 0)
+    return;
+  while (c->out_head) {
+    out_msg *m = c->out_head;
+    c->out_head = m->next;
+    free(m->v.iov_base);
+    free(m);
+  }
+  if (c->mem) {
+    region *r = malloc(sizeof(*r));
+    if (r == NULL || t == NULL) {
+      munmap(c->mem, c->size); /* no memory to defer with: unmap now */
+      free(r);
+    } else {
+      r->mem = c->mem;
+      r->size = c->size;
+      wire__tenant_defer(t, region_unmap, r);
+    }
+  }
+  if (c->efd_d >= 0)
+    close(c->efd_d);
+  if (c->efd_rx >= 0)
+    close(c->efd_rx);
+  if (c->efd_tx >= 0)
+    close(c->efd_tx);
+  free(c);
+  if (t)
+    wire__tenant_release(t);
+}
+
+static void shm_close(wire_tenant_t *t) {
+  shm_stp *c = wire__tenant_tp(t);
+
+  c->open = false;
+  unlink_open(c);
+  if (c->poll_init)
+    uv_close((uv_handle_t *)&c->poll, on_closed);
+  uv_close((uv_handle_t *)&c->sock, on_closed);
+}
+
+static const struct wire__stp_ops shm_ops = {
+    .name = "shm",
+    .welcome = shm_welcome,
+    .send = shm_send,
+    .send_owned = shm_send_owned,
+    .resume = shm_resume,
+    .close = shm_close,
+};
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  shm_stp *c = h->data;
+  *buf = uv_buf_init((char *)c->hbuf, sizeof(c->hbuf));
+}
+
+static void on_sock_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  shm_stp *c = st->data;
+  size_t used;
+  char why[512];
+
+  if (nread == 0)
+    return;
+  if (nread < 0) {
+    /* A guest that said BYE and closed may have left its BYE in the ring:
+     * read the ring first so an orderly close is reported as one. */
+    if (c->open && !c->held)
+      drain(c);
+    if (!c->open && c->poll_init)
+      return; /* closed while draining (BYE or bad bytes) */
+    snprintf(why, sizeof(why), "tenant \"%s\" (%s): socket %s (process gone)",
+             wire_tenant_info(c->t)->name, wire_tenant_info(c->t)->peer,
+             nread == UV_EOF ? "closed" : uv_strerror((int)nread));
+    wire__tenant_lost(c->t, nread == UV_EOF ? WIRE_ECLOSED : -ECONNRESET, why);
+    return;
+  }
+  if (c->open) {
+    snprintf(why, sizeof(why), "tenant \"%s\" (%s): %zd bytes on the socket after the handshake",
+             wire_tenant_info(c->t)->name, wire_tenant_info(c->t)->peer, nread);
+    wire_tenant_close(c->t, -EPROTO, why);
+    return;
+  }
+  wire__tenant_feed(c->t, c->hbuf, (size_t)nread, &used);
+}
+
+static void on_conn(uv_stream_t *srv, int status) {
+  shm_listener *l = srv->data;
+  shm_stp *c;
+  wire_tenant_info_t *info;
+  struct ucred cr;
+  socklen_t crl = sizeof(cr);
+  int fd;
+
+  if (status < 0)
+    return;
+  c = calloc(1, sizeof(*c));
+  if (c == NULL)
+    return;
+  c->efd_d = c->efd_rx = c->efd_tx = -1;
+  c->l = l;
+  uv_pipe_init(srv->loop, &c->sock, 0);
+  c->sock.data = c;
+  c->handles = 1;
+  if (uv_accept(srv, (uv_stream_t *)&c->sock) != 0) {
+    uv_close((uv_handle_t *)&c->sock, on_closed);
+    return;
+  }
+  c->t = wire__tenant_new(l->s, &shm_ops, c, false);
+  if (c->t == NULL) {
+    uv_close((uv_handle_t *)&c->sock, on_closed);
+    return;
+  }
+  info = wire__tenant_info_mut(c->t);
+  info->local = true;
+  if (uv_fileno((uv_handle_t *)&c->sock, &fd) == 0 &&
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0) {
+    info->uid = cr.uid;
+    info->pid = cr.pid;
+    snprintf(info->peer, sizeof(info->peer), "pid %d uid %u", (int)cr.pid, (unsigned)cr.uid);
+  }
+  if (uv_read_start((uv_stream_t *)&c->sock, on_alloc, on_sock_read) != 0)
+    wire__tenant_lost(c->t, -EIO, "cannot read the tenant's socket");
+}
+
+/* A socket file nobody listens on is left by a daemon that died: remove it.
+ * One that answers belongs to a live daemon: keep it (bind then fails). */
+static void remove_stale_socket(const char *path) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  struct stat st;
+  int fd;
+
+  if (lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode))
+    return;
+  memcpy(sa.sun_path, path, strlen(path));
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return;
+  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno == ECONNREFUSED)
+    unlink(path);
+  close(fd);
+}
+
+static void on_listener_closed(uv_handle_t *h) {
+  shm_listener *l = h->data;
+  if (--l->handles == 0)
+    free(l);
+}
+
+int wire__shm_listen(wire_server_t *s, const char *path, void **out) {
+  shm_listener *l;
+  int rc;
+
+  *out = NULL;
+  if (strlen(path) >= sizeof(l->path))
+    return -ENAMETOOLONG;
+  l = calloc(1, sizeof(*l));
+  if (l == NULL)
+    return -ENOMEM;
+  l->s = s;
+  snprintf(l->path, sizeof(l->path), "%s", path);
+  l->spin_ns = wire__server_opts(s)->shm_spin_us > 0
+                   ? (uint64_t)wire__server_opts(s)->shm_spin_us * 1000u
+                   : 0;
+  remove_stale_socket(path);
+  uv_pipe_init(wire__server_loop(s), &l->h, 0);
+  uv_idle_init(wire__server_loop(s), &l->idle);
+  l->h.data = l;
+  l->idle.data = l;
+  l->handles = 2;
+  rc = uv_pipe_bind(&l->h, path);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&l->h, 128, on_conn);
+  if (rc) {
+    uv_close((uv_handle_t *)&l->h, on_listener_closed);
+    uv_close((uv_handle_t *)&l->idle, on_listener_closed);
+    return rc;
+  }
+  *out = l;
+  return 0;
+}
+
+void wire__shm_unlisten(void *p) {
+  shm_listener *l = p;
+
+  unlink(l->path);
+  uv_close((uv_handle_t *)&l->h, on_listener_closed);
+  uv_close((uv_handle_t *)&l->idle, on_listener_closed);
+}

@@ -1,0 +1,334 @@
+/* server-tcp.c: the daemon's TCP listener and per-tenant TCP transport.
+ *
+ * libuv reads into one per-tenant buffer (a TCP chunk plus a header, so a
+ * whole chunk frame can be assembled in place) and the bytes go straight to
+ * wire__tenant_feed.  When on_msg pauses the tenant, reading stops and the
+ * unconsumed tail of that buffer is kept; resume feeds it again first.
+ * Outgoing messages are framed by wire__send_frames into one malloc'd block
+ * handed to uv_write (libuv writes at once when its queue is empty; the block
+ * is freed in the write callback).  TCP_NODELAY: replies are latency-bound.
+ * Token checks happen in server.c (need_token = true for every TCP tenant).
+ */
+#include "wire/wire-int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#define TCP_RBUF (WIRE__TCP_CHUNK + WIRE__HDR_LEN)
+
+typedef struct tcp_listener {
+  uv_tcp_t h;
+  wire_server_t *s;
+} tcp_listener;
+
+typedef struct tcp_stp {
+  uv_tcp_t h;
+  wire_tenant_t *t;
+  uint8_t *buf;              /* TCP_RBUF bytes, libuv reads here */
+  size_t hold_off, hold_end; /* paused: unconsumed bytes buf[hold_off..hold_end) */
+  bool reading;
+  wire__zstate zs; /* compression memory (loop thread) */
+} tcp_stp;
+
+typedef struct write_req {
+  uv_write_t req;
+  wire_buf_t b;
+} write_req;
+
+static void on_write(uv_write_t *req, int status) {
+  write_req *w = (write_req *)req;
+
+  wire_buf_close(&w->b);
+  free(w);
+}
+
+static int emit_buf(void *arg, const struct iovec *iov, int cnt) {
+  wire_buf_t *b = arg;
+  int i;
+
+  for (i = 0; i < cnt; i++)
+    wire_buf_put_bytes(b, iov[i].iov_base, iov[i].iov_len);
+  return wire_buf_status(b);
+}
+
+static int write_block(tcp_stp *c, write_req *w) {
+  uv_buf_t ub = uv_buf_init((char *)w->b.data, (unsigned)w->b.len);
+  int rc = uv_write(&w->req, (uv_stream_t *)&c->h, &ub, 1, on_write);
+
+  if (rc) {
+    wire_buf_close(&w->b);
+    free(w);
+  }
+  return rc;
+}
+
+/* Small messages: framed on the stack and written at once when the socket
+ * takes them whole (the common case for replies), with no allocation. */
+#define TCP_FAST_MAX 4096
+
+static int tcp_send_fast(tcp_stp *c, uint8_t version, uint8_t kind, uint64_t id,
+                         const struct iovec *iov, int cnt, size_t len) {
+  uint8_t b[WIRE__HDR_LEN + TCP_FAST_MAX];
+  wire__hdr h = {version, kind, 0, (uint32_t)len, 0, id};
+  uv_buf_t ub;
+  int r;
+
+  if (uv_stream_get_write_queue_size((uv_stream_t *)&c->h) != 0)
+    return 1; /* keep order behind queued writes */
+  wire__hdr_encode(b, &h);
+  wire__iov_copy_out(b + WIRE__HDR_LEN, iov, cnt, 0, len);
+  ub = uv_buf_init((char *)b, (unsigned)(WIRE__HDR_LEN + len));
+  r = uv_try_write((uv_stream_t *)&c->h, &ub, 1);
+  if (r == (int)ub.len)
+    return 0;
+  if (r < 0 && r != UV_EAGAIN)
+    return r;
+  {
+    /* Partly written: queue the rest (a copy; b dies on return). */
+    size_t done = r > 0 ? (size_t)r : 0;
+    write_req *w = malloc(sizeof(*w));
+    if (w == NULL)
+      return -ENOMEM;
+    wire_buf_init(&w->b);
+    if (wire_buf_put_bytes(&w->b, b + done, ub.len - done)) {
+      free(w);
+      return -ENOMEM;
+    }
+    return write_block(c, w);
+  }
+}
+
+static int tcp_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
+                    size_t len) {
+  tcp_stp *c = wire__tenant_tp(t);
+  write_req *w;
+  const wire_tenant_info_t *info = wire_tenant_info(t);
+  int rc;
+
+  if (len <= TCP_FAST_MAX) {
+    rc = tcp_send_fast(c, (uint8_t)(info->version ? info->version : 1), kind, id, iov, cnt, len);
+    if (rc <= 0)
+      return rc;
+  }
+  w = malloc(sizeof(*w));
+
+  /* A guest that sends but never reads must not make us queue without
+   * bound: past this backlog the reply fails and the tenant is closed. */
+  if (uv_stream_get_write_queue_size((uv_stream_t *)&c->h) > WIRE__OUT_MAX) {
+    free(w);
+    return -ENOBUFS;
+  }
+  if (w == NULL)
+    return -ENOMEM;
+  wire_buf_init(&w->b);
+  wire_buf_reserve(&w->b, len + WIRE__HDR_LEN);
+  rc = wire__send_frames((uint8_t)(info->version ? info->version : 1), kind, id, iov, cnt, len,
+                         WIRE__TCP_CHUNK, (info->caps & WIRE_CAP_ZSTD) ? &c->zs : NULL, emit_buf,
+                         &w->b);
+  if (rc) {
+    wire_buf_close(&w->b);
+    free(w);
+    return rc;
+  }
+  return write_block(c, w);
+}
+
+static int tcp_welcome(wire_tenant_t *t, const void *frame, size_t len) {
+  tcp_stp *c = wire__tenant_tp(t);
+  write_req *w = malloc(sizeof(*w));
+
+  if (w == NULL)
+    return -ENOMEM;
+  wire_buf_init(&w->b);
+  if (wire_buf_put_bytes(&w->b, frame, len)) {
+    free(w);
+    return -ENOMEM;
+  }
+  return write_block(c, w);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  tcp_stp *c = h->data;
+  *buf = uv_buf_init((char *)c->buf, TCP_RBUF);
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  tcp_stp *c = st->data;
+  wire_tenant_t *t = c->t;
+  size_t used;
+  int rc;
+
+  if (nread == 0)
+    return;
+  if (nread < 0) {
+    char why[512];
+    snprintf(why, sizeof(why), "tenant \"%s\" (%s): connection %s", wire_tenant_info(t)->name,
+             wire_tenant_info(t)->peer, nread == UV_EOF ? "closed" : uv_strerror((int)nread));
+    wire__tenant_lost(t, nread == UV_EOF ? WIRE_ECLOSED : -ECONNRESET, why);
+    return;
+  }
+  rc = wire__tenant_feed(t, c->buf, (size_t)nread, &used);
+  if (rc == 1) {
+    c->hold_off = used;
+    c->hold_end = (size_t)nread;
+    uv_read_stop(st);
+    c->reading = false;
+  }
+}
+
+static void tcp_resume(wire_tenant_t *t) {
+  tcp_stp *c = wire__tenant_tp(t);
+  size_t used;
+  int rc;
+
+  /* Held bytes first (an empty feed finishes a paused batch). */
+  rc = wire__tenant_feed(t, c->buf + c->hold_off, c->hold_end - c->hold_off, &used);
+  if (rc < 0)
+    return;
+  c->hold_off += used;
+  if (rc == 1)
+    return; /* paused again: keep the rest */
+  c->hold_off = c->hold_end = 0;
+  if (!c->reading && uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read) == 0)
+    c->reading = true;
+}
+
+static void on_tenant_closed(uv_handle_t *h) {
+  tcp_stp *c = h->data;
+  wire_tenant_t *t = c->t;
+
+  wire__tenant_defer(t, free, c->buf);
+  free(c);
+  wire__tenant_release(t);
+}
+
+static void tcp_close(wire_tenant_t *t) {
+  tcp_stp *c = wire__tenant_tp(t);
+
+  uv_close((uv_handle_t *)&c->h, on_tenant_closed);
+}
+
+static const struct wire__stp_ops tcp_ops = {
+    .name = "tcp",
+    .welcome = tcp_welcome,
+    .send = tcp_send,
+    .resume = tcp_resume,
+    .close = tcp_close,
+};
+
+static void on_conn(uv_stream_t *srv, int status) {
+  tcp_listener *l = srv->data;
+  tcp_stp *c;
+  struct sockaddr_storage ss;
+  int sl = sizeof(ss);
+  char ip[64] = "?";
+  wire_tenant_info_t *info;
+
+  if (status < 0)
+    return;
+  c = calloc(1, sizeof(*c));
+  if (c == NULL || (c->buf = malloc(TCP_RBUF)) == NULL) {
+    free(c);
+    return; /* the pending connection stays in the backlog until memory returns */
+  }
+  uv_tcp_init(srv->loop, &c->h);
+  c->h.data = c;
+  if (uv_accept(srv, (uv_stream_t *)&c->h) != 0) {
+    uv_close((uv_handle_t *)&c->h, (uv_close_cb)free);
+    free(c->buf);
+    return;
+  }
+  uv_tcp_nodelay(&c->h, 1);
+  c->t = wire__tenant_new(l->s, &tcp_ops, c, true);
+  if (c->t == NULL) {
+    free(c->buf);
+    c->buf = NULL;
+    uv_close((uv_handle_t *)&c->h, (uv_close_cb)free);
+    return;
+  }
+  info = wire__tenant_info_mut(c->t);
+  info->local = false;
+  if (uv_tcp_getpeername(&c->h, (struct sockaddr *)&ss, &sl) == 0) {
+    int port = 0;
+    if (ss.ss_family == AF_INET) {
+      uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+      port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+      uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+      port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    snprintf(info->peer, sizeof(info->peer), "%s:%d", ip, port);
+  }
+  if (uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read) == 0)
+    c->reading = true;
+}
+
+int wire__tcp_listen(wire_server_t *s, const char *addr, void **out) {
+  char host[256];
+  const char *colon, *h = addr;
+  size_t n;
+  struct sockaddr_storage ss;
+  tcp_listener *l;
+  int rc, port;
+
+  *out = NULL;
+  if (addr[0] == '[') {
+    const char *rb = strchr(addr, ']');
+    if (rb == NULL || rb[1] != ':')
+      return -EINVAL;
+    h = addr + 1;
+    n = (size_t)(rb - h);
+    colon = rb + 1;
+  } else {
+    colon = strrchr(addr, ':');
+    if (colon == NULL)
+      return -EINVAL;
+    n = (size_t)(colon - addr);
+  }
+  if (n >= sizeof(host))
+    return -EINVAL;
+  memcpy(host, h, n);
+  host[n] = 0;
+  port = atoi(colon + 1);
+  if (port < 0 || port > 65535)
+    return -EINVAL;
+  if (n == 0)
+    snprintf(host, sizeof(host), "0.0.0.0");
+  if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
+      uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0)
+    return -EINVAL;
+  l = calloc(1, sizeof(*l));
+  if (l == NULL)
+    return -ENOMEM;
+  l->s = s;
+  uv_tcp_init(wire__server_loop(s), &l->h);
+  l->h.data = l;
+  rc = uv_tcp_bind(&l->h, (struct sockaddr *)&ss, 0);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&l->h, 128, on_conn);
+  if (rc) {
+    uv_close((uv_handle_t *)&l->h, (uv_close_cb)free);
+    return rc;
+  }
+  *out = l;
+  return 0;
+}
+
+void wire__tcp_unlisten(void *p) {
+  tcp_listener *l = p;
+  uv_close((uv_handle_t *)&l->h, (uv_close_cb)free);
+}
+
+int wire__tcp_port(void *p) {
+  tcp_listener *l = p;
+  struct sockaddr_storage ss;
+  int sl = sizeof(ss);
+
+  if (uv_tcp_getsockname(&l->h, (struct sockaddr *)&ss, &sl) != 0)
+    return 0;
+  if (ss.ss_family == AF_INET)
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}

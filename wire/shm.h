@@ -1,0 +1,119 @@
+/* shm.h: the shared-memory transport's region layout and ring primitives,
+ * used by both sides (guest-shm.c, server-shm.c); internal to wire/.
+ *
+ * One memfd per tenant, made by the daemon and handed to the guest with
+ * SCM_RIGHTS together with three eventfds (daemon doorbell, guest rx
+ * doorbell, guest tx doorbell).  Layout (R = ring bytes, D = data bytes, both
+ * per direction; R a power of two):
+ *   off            size  meaning
+ *   0              8     magic "TALLYSHM"
+ *   8              4     layout version (1)
+ *   12             4     R
+ *   16             8     D
+ *   1024           384   g2d ring control (guest -> daemon), see below
+ *   2048           384   d2g ring control (daemon -> guest)
+ *   4096           R     g2d ring bytes
+ *   4096+R         R     d2g ring bytes
+ *   4096+2R        D     g2d data region
+ *   4096+2R+D      D     d2g data region
+ * Ring control, each field on its own 64-byte line (no false sharing):
+ *   +0    u64  head       producer: bytes ever written (byte p at ring[p % R])
+ *   +64   u64  tail       consumer: bytes ever consumed
+ *   +128  u32  sleeping   consumer: 1 = about to block, ring my doorbell
+ *   +192  u32  waiting    producer: 1 = blocked on space, ring its doorbell
+ *   +256  u64  data_tail  consumer: data-region bytes released (positions)
+ * The ring carries ordinary frames (proto.h).  Payloads above the inline
+ * limit go to the data region and the ring carries a SHMDATA descriptor
+ * (pos, len): bytes at data[pos % D], contiguous (a span that would wrap
+ * starts over at offset 0).  Positions only grow; the consumer releases data
+ * in order by storing data_tail = pos + len of the last message consumed.
+ * Every index read from shared memory is validated (head - tail <= R,
+ * descriptor inside the region): the peer may be hostile.  Wakeups follow the
+ * Dekker pattern: publish, full fence, read the peer's flag.
+ */
+#ifndef TALLY_WIRE_SHM_H
+#define TALLY_WIRE_SHM_H
+
+#include "wire/wire-int.h"
+
+#define WIRE__SHM_MAGIC "TALLYSHM"
+#define WIRE__SHM_CTL   4096
+/* Messages up to 64 KiB (a full post batch) travel inline in the ring; a
+ * larger one costs one extra descriptor frame but no ring wrap copies. */
+#define WIRE__SHM_INLINE ((size_t)64 << 10)
+
+typedef struct wire__shm_dir {
+  uint8_t *ctl;  /* this direction's control block */
+  uint8_t *ring; /* R bytes */
+  uint64_t r;    /* ring bytes (power of two) */
+  uint8_t *data; /* D bytes */
+  uint64_t d;    /* data bytes */
+  /* producer-private */
+  uint64_t head;      /* next ring byte to write (published with release) */
+  uint64_t data_head; /* next data position */
+  /* consumer-private */
+  uint64_t rd;       /* ring bytes fed to the assembler */
+  uint64_t data_end; /* end of the last data span resolved */
+} wire__shm_dir;
+
+#define WIRE__SHM_HEAD      0
+#define WIRE__SHM_TAIL      64
+#define WIRE__SHM_SLEEPING  128
+#define WIRE__SHM_WAITING   192
+#define WIRE__SHM_DATA_TAIL 256
+
+static inline uint64_t *wire__shm_u64(const wire__shm_dir *d, size_t off) {
+  return (uint64_t *)(d->ctl + off);
+}
+static inline uint32_t *wire__shm_u32(const wire__shm_dir *d, size_t off) {
+  return (uint32_t *)(d->ctl + off);
+}
+
+size_t wire__shm_size(uint64_t r, uint64_t d);
+/* Points g2d and d2g into a mapped region of wire__shm_size(r, d) bytes. */
+void wire__shm_bind(uint8_t *base, uint64_t r, uint64_t d, wire__shm_dir *g2d, wire__shm_dir *d2g);
+void wire__shm_init(uint8_t *base, uint64_t r, uint64_t d);
+/* Checks the header of a region the peer made. */
+int wire__shm_check(const uint8_t *base, size_t size, uint64_t r, uint64_t d);
+
+/* An outgoing message in progress (resumable after -EAGAIN). */
+typedef struct wire__shm_tx {
+  uint8_t version, kind;
+  uint64_t id;
+  uint32_t aux; /* BATCH count */
+  const struct iovec *iov;
+  int cnt;
+  size_t len;
+  size_t off; /* payload bytes already handed over */
+  bool done;
+} wire__shm_tx;
+
+/* Moves as much of tx as space allows.  Returns 0 when the whole message is
+ * published, -EAGAIN when ring or data space ran out (call again after the
+ * consumer frees some), <0 on error.  Single producer per direction.
+ * *published is set when at least one frame was published (ring the
+ * consumer's doorbell if it sleeps). */
+int wire__shm_tx_step(wire__shm_dir *d, wire__shm_tx *tx, bool *published);
+
+/* Consumer: the readable bytes as up to two contiguous pieces starting at
+ * rd.  Returns 0 or -EPROTO (head moved impossibly). */
+int wire__shm_readable(wire__shm_dir *d, const uint8_t **p1, size_t *n1, const uint8_t **p2,
+                       size_t *n2);
+/* Consumer: maps a descriptor; records data_end.  NULL if out of bounds. */
+const uint8_t *wire__shm_resolve(wire__shm_dir *d, uint64_t pos, uint32_t len);
+/* Consumer: publishes tail = rd and data_tail = data_end.  Returns true if
+ * the producer waits for space (ring its doorbell). */
+bool wire__shm_release(wire__shm_dir *d);
+/* Consumer about to block: sets sleeping, fences, and returns true if data
+ * arrived meanwhile (then do not block; sleeping is cleared). */
+bool wire__shm_sleep_prepare(wire__shm_dir *d);
+void wire__shm_sleep_done(wire__shm_dir *d);
+/* Producer after publishing: true if the consumer sleeps (ring it). */
+bool wire__shm_consumer_sleeps(wire__shm_dir *d);
+/* Producer blocked on space: set/clear waiting (set fences). */
+void wire__shm_wait_set(wire__shm_dir *d, bool on);
+
+int wire__efd_ring(int fd);
+void wire__efd_drain(int fd);
+
+#endif /* TALLY_WIRE_SHM_H */

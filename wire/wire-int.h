@@ -1,0 +1,293 @@
+/* wire-int.h: declarations shared by wire/'s own .c files (and its tests).
+ *
+ * Layers, bottom up:
+ *   frame.c      header encode/decode and wire__rx, the incremental message
+ *                assembler every receiver (guest, daemon, fuzzer) feeds bytes
+ *                into: it checks every length before allocating, joins
+ *                multi-frame messages, expands BATCH frames, inflates zstd and
+ *                resolves shared-memory descriptors through a hook;
+ *   hello.c      HELLO / WELCOME / REFUSE / BYE payload codecs;
+ *   txplan.c     cutting a message into frames (chunks, zstd) as iovecs;
+ *   shm.c        the shared-memory ring and data-region layout (both sides);
+ *   guest*.c     wire_conn over struct wire__gtp_ops (shm, tcp, rdma);
+ *   server*.c    wire_server over struct wire__stp_ops (shm, tcp).
+ * Nothing here is exported from the guest library (-fvisibility=hidden).
+ */
+#ifndef TALLY_WIRE_INT_H
+#define TALLY_WIRE_INT_H
+
+#include "wire/proto.h"
+#include "wire/wire.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* ------------------------------------------------------------------ frames */
+
+typedef struct wire__hdr {
+  uint8_t version;
+  uint8_t kind;
+  uint16_t flags;
+  uint32_t len;
+  uint32_t aux;
+  uint64_t id;
+} wire__hdr;
+
+void wire__hdr_encode(uint8_t out[WIRE__HDR_LEN], const wire__hdr *h);
+/* Decodes and checks 24 bytes: magic, version (== want_version unless 0),
+ * kind in 1..WIRE__K_MAX, known flags, len <= WIRE__FRAME_MAX.  Returns 0,
+ * -EPROTO or -EMSGSIZE and writes the reason into why. */
+int wire__hdr_decode(const uint8_t in[WIRE__HDR_LEN], uint8_t want_version, wire__hdr *h, char *why,
+                     size_t why_len);
+
+/* One complete message as the assembler delivers it. BATCH frames arrive as
+ * one POST per record (batch_index counts them). */
+typedef struct wire__msg {
+  uint8_t kind;
+  uint64_t id;
+  const uint8_t *data;
+  size_t len;
+} wire__msg;
+
+/* deliver returns 0 to go on, 1 to stop after this message (pause), or a
+ * negative status to fail the connection (why may be set by the callee).
+ * resolve maps a shared-memory descriptor to bytes, or returns NULL. */
+typedef int (*wire__rx_deliver_fn)(void *ctx, const wire__msg *m);
+typedef const uint8_t *(*wire__rx_resolve_fn)(void *ctx, uint64_t pos, uint32_t len);
+
+typedef struct wire__rx {
+  /* configuration (set by the owner before feeding) */
+  size_t max_msg;     /* largest message accepted */
+  uint32_t frame_max; /* largest frame payload accepted (<= WIRE__FRAME_MAX) */
+  uint8_t version;    /* version every frame must carry */
+  uint32_t kinds;     /* bit k set = kind k accepted from this peer */
+  bool zstd_ok;       /* ZSTD flag accepted */
+  wire__rx_deliver_fn deliver;
+  wire__rx_resolve_fn resolve; /* NULL: SHMDATA flag refused */
+  void *resolve_ctx;           /* first argument of resolve */
+  void *ctx;                   /* first argument of deliver */
+  /* header being assembled */
+  uint8_t hdr_bytes[WIRE__HDR_LEN];
+  size_t hdr_have;
+  bool in_payload; /* h is valid and its payload is being read */
+  wire__hdr h;
+  /* frame payload split across feeds: copied here */
+  uint8_t *fbuf;
+  size_t fcap, fhave;
+  /* multi-frame message being joined */
+  uint8_t *mbuf; /* kept between messages until wire__rx_trim */
+  size_t mcap;
+  size_t mlen, mhave;
+  uint8_t mkind;
+  uint64_t mid;
+  bool in_multi;
+  /* BATCH records still to deliver (after a pause) */
+  const uint8_t *batch_p;
+  size_t batch_left;
+  uint32_t batch_n;
+  uint8_t *zbuf; /* inflated single frames (WIRE__FRAME_MAX bytes, on first use) */
+  void *zctx;    /* ZSTD_DCtx, made on first use */
+  char why[192]; /* reason of the last error */
+} wire__rx;
+
+void wire__rx_init(wire__rx *rx, size_t max_msg, uint32_t kinds, wire__rx_deliver_fn deliver,
+                   void *ctx);
+void wire__rx_close(wire__rx *rx);
+/* Feeds n bytes.  Delivers each complete message through rx->deliver.
+ * *used gets the bytes consumed: all of them, unless deliver asked to stop,
+ * in which case the bytes [p, p + *used) must stay valid until the next call
+ * (which may pass the remaining bytes, or none, to finish a pending batch).
+ * Returns 0, 1 (stopped by deliver), or a negative status (rx->why says why;
+ * the stream is then unusable). */
+int wire__rx_feed(wire__rx *rx, const uint8_t *p, size_t n, size_t *used);
+/* Frees the buffer kept for multi-frame messages (call when the peer is
+ * idle and no delivered payload is still in use, i.e. not while paused). */
+void wire__rx_trim(wire__rx *rx);
+/* True when a paused BATCH still has records to deliver. */
+bool wire__rx_pending(const wire__rx *rx);
+
+/* Writes an escaped sample of up to 16 bytes ("\x00AB...") into out. */
+void wire__escape(char *out, size_t out_len, const uint8_t *p, size_t n);
+
+/* ------------------------------------------------------------- handshake */
+
+typedef struct wire__hello {
+  uint16_t vmin, vmax;
+  uint8_t prio;
+  uint32_t caps;
+  char tenant[WIRE_TENANT_MAX + 1];
+  char token[WIRE_TOKEN_MAX + 1];
+} wire__hello;
+
+typedef struct wire__welcome {
+  uint16_t version;
+  uint32_t caps;
+  uint32_t heartbeat_ms;
+  uint32_t dead_after_ms;
+  uint64_t max_msg_len;
+  uint32_t ring_bytes;
+  uint64_t data_bytes;
+} wire__welcome;
+
+int wire__hello_encode(wire_buf_t *b, const wire__hello *h);
+int wire__hello_decode(const uint8_t *p, size_t n, wire__hello *h, char *why, size_t why_len);
+int wire__welcome_encode(wire_buf_t *b, const wire__welcome *w);
+int wire__welcome_decode(const uint8_t *p, size_t n, wire__welcome *w, char *why, size_t why_len);
+/* REFUSE and BYE share one body: i32 status | str why. */
+int wire__status_encode(wire_buf_t *b, int32_t status, const char *why);
+int wire__status_decode(const uint8_t *p, size_t n, int32_t *status, char *why, size_t why_len);
+/* The daemon's decision on a HELLO: 0 with *version chosen, or
+ * WIRE_EVERSION / WIRE_ETOKEN / -EINVAL with a message for the guest. */
+int wire__hello_check(const wire__hello *h, const char *want_token, bool need_token,
+                      uint16_t *version, char *why, size_t why_len);
+/* Encodes one whole frame (header + payload) into b. */
+int wire__frame_put(wire_buf_t *b, uint8_t version, uint8_t kind, uint64_t id, const void *p,
+                    size_t n);
+
+/* ------------------------------------------------------------- iovecs */
+
+size_t wire__iov_len(const struct iovec *iov, int cnt);
+/* Copies n bytes starting at byte off of the iovec list into dst. */
+void wire__iov_copy_out(void *dst, const struct iovec *iov, int cnt, size_t off, size_t n);
+/* Scatters n bytes of src into the iovec list starting at byte off;
+ * returns the bytes that fit. */
+size_t wire__iov_copy_in(const struct iovec *iov, int cnt, size_t off, const void *src, size_t n);
+/* Fills out[0..max) with the slices of iov covering [off, off + n); returns
+ * how many entries it used, or -1 if max is too small. */
+int wire__iov_slice(struct iovec *out, int max, const struct iovec *iov, int cnt, size_t off,
+                    size_t n);
+
+uint64_t wire__now_ns(void);
+
+/* ------------------------------------------------------------- transports */
+
+/* Per-connection memory of whether compression pays (txplan.c): after a
+ * trial that did not, the next `skip` messages go raw without trying, and
+ * the pause doubles (up to 64) while the data stays incompressible. */
+typedef struct wire__zstate {
+  unsigned skip;
+  unsigned backoff;
+} wire__zstate;
+
+/* Guest side: blocking byte transport under wire_conn.  Ops:
+ *   send     writes the frames iov[0..cnt) completely (all or error);
+ *   send_msg optional: sends one whole message its own way (shm: data
+ *            region for large payloads); NULL = frames over send;
+ *   peek     waits up to timeout_ms for bytes from the daemon and points *p
+ *            at them (n > 0), returns 0, -ETIMEDOUT, or a loss status;
+ *   consume  releases the first n peeked bytes (they may be reused);
+ *   resolve  maps a shm descriptor (optional);
+ *   close    frees the transport (NULL ok).
+ * Thread rules: send under wire_conn's tx lock, peek/consume under its rx
+ * role (one reader at a time); the two may run concurrently. */
+typedef struct wire__gtp wire__gtp;
+struct wire__gtp_ops {
+  const char *name;
+  int (*send)(wire__gtp *t, const struct iovec *iov, int cnt);
+  int (*send_msg)(wire__gtp *t, uint8_t version, uint8_t kind, uint64_t id, const struct iovec *iov,
+                  int cnt, size_t len);
+  int (*peek)(wire__gtp *t, const uint8_t **p, size_t *n, int timeout_ms);
+  void (*consume)(wire__gtp *t, size_t n);
+  const uint8_t *(*resolve)(wire__gtp *t, uint64_t pos, uint32_t len);
+  void (*close)(wire__gtp *t);
+};
+struct wire__gtp {
+  const struct wire__gtp_ops *ops;
+  bool zstd;       /* negotiated: the tx plan may compress */
+  wire__zstate zs; /* under the connection's tx lock */
+  /* Called every 100 ms by a send blocked on a full ring or socket (tx lock
+   * held): returns the connection's error, first reading what the daemon
+   * sent if no thread is reading, so a frozen daemon is declared dead by its
+   * silence instead of hanging the sender forever (guest.c). */
+  int (*check)(void *ctx);
+  void *check_ctx;
+};
+
+/* Connect + handshake for each guest transport: fills *out on success.
+ * hello_frame is the encoded HELLO frame; *welcome is filled. On refusal
+ * returns the refusal status with why filled. */
+int wire__gtp_tcp_open(wire__gtp **out, const char *hostport, const uint8_t *hello_frame,
+                       size_t hello_len, uint32_t timeout_ms, wire__welcome *welcome, char *why,
+                       size_t why_len);
+int wire__gtp_shm_open(wire__gtp **out, const char *path, const uint8_t *hello_frame,
+                       size_t hello_len, uint32_t timeout_ms, wire__welcome *welcome, char *why,
+                       size_t why_len);
+/* guest-rdma.c, or guest-rdma-none.c (-EPROTONOSUPPORT) without rdma-core. */
+int wire__gtp_rdma_open(wire__gtp **out, const char *hostport, const uint8_t *hello_frame,
+                        size_t hello_len, uint32_t timeout_ms, wire__welcome *welcome, char *why,
+                        size_t why_len);
+/* Reads one handshake answer frame (WELCOME or REFUSE) from a blocking fd;
+ * used by tcp and shm. fds (may be NULL) receives up to nfds SCM_RIGHTS fds. */
+int wire__handshake_read(int fd, uint32_t timeout_ms, wire__welcome *w, int *fds, int nfds,
+                         int *got_fds, char *why, size_t why_len);
+/* Blocking helpers for guest transports (guest-io.c).  write_all waits in
+ * 100 ms slices, calling t->check between them (t may be NULL). */
+int wire__write_all(int fd, const struct iovec *iov, int cnt, wire__gtp *t);
+int wire__wait_fd(int fd, short events, int timeout_ms);
+
+/* Frames for one message over a byte stream: chunks of `chunk` bytes, zstd
+ * when z is not NULL (negotiated) and it pays.  Calls emit(arg, iov, cnt)
+ * once per frame.  Caller holds the connection's send lock (z is its). */
+typedef int (*wire__emit_fn)(void *arg, const struct iovec *iov, int cnt);
+int wire__send_frames(uint8_t version, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
+                      size_t len, uint32_t chunk, wire__zstate *z, wire__emit_fn emit, void *arg);
+
+/* ------------------------------------------------------------ daemon side */
+
+/* Daemon-side transport, loop thread only.  Ops:
+ *   welcome  sends the handshake answer frame (shm attaches its fds);
+ *   send     sends one message; the bytes are copied or sent before it
+ *            returns (aux: BATCH count, else 0);
+ *   resume   re-feeds bytes held back by a pause and restarts reading;
+ *   close    stops reading/writing and closes the handles; when libuv has
+ *            closed them, calls wire__tenant_release(t). */
+struct wire__stp_ops {
+  const char *name;
+  int (*welcome)(wire_tenant_t *t, const void *frame, size_t len);
+  int (*send)(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
+              size_t len);
+  /* optional: like send with one malloc'd buffer whose ownership passes to
+   * the transport in every case (it keeps it if it must queue) */
+  int (*send_owned)(wire_tenant_t *t, uint8_t kind, uint64_t id, void *buf, size_t len);
+  void (*resume)(wire_tenant_t *t);
+  void (*close)(wire_tenant_t *t);
+};
+
+/* Made by a listener when a connection arrives: state HELLO, one ref. */
+wire_tenant_t *wire__tenant_new(wire_server_t *s, const struct wire__stp_ops *ops, void *tp,
+                                bool need_token);
+void *wire__tenant_tp(const wire_tenant_t *t);
+wire_tenant_info_t *wire__tenant_info_mut(wire_tenant_t *t);
+wire_server_t *wire__tenant_server(const wire_tenant_t *t);
+/* Bytes from the guest: returns 0 (all used), 1 (paused: keep the bytes
+ * [p, p + *used) and call again after resume), or <0 (the tenant has been
+ * closed; t may not be touched unless the caller holds a ref). */
+int wire__tenant_feed(wire_tenant_t *t, const uint8_t *p, size_t n, size_t *used);
+/* The transport lost the guest (EOF, reset...): closes t with status. */
+void wire__tenant_lost(wire_tenant_t *t, int status, const char *why);
+/* Runs fn(arg) now, or, if t was closed while paused, at its last unref
+ * (a worker may still read the paused payload).  Transports pass the frees
+ * of buffers a payload may point into. */
+void wire__tenant_defer(wire_tenant_t *t, void (*fn)(void *), void *arg);
+/* Last step of closing, from the transport's close callback. */
+void wire__tenant_release(wire_tenant_t *t);
+/* Set by the transport: the resolver for shm descriptors. */
+void wire__tenant_set_resolve(wire_tenant_t *t, wire__rx_resolve_fn fn, void *ctx);
+bool wire__tenant_paused(const wire_tenant_t *t);
+
+struct uv_loop_s *wire__server_loop(const wire_server_t *s);
+const wire_server_opts_t *wire__server_opts(const wire_server_t *s);
+
+/* Listeners (server-tcp.c, server-shm.c): start / stop. */
+int wire__tcp_listen(wire_server_t *s, const char *addr, void **listener);
+void wire__tcp_unlisten(void *listener);
+int wire__tcp_port(void *listener);
+int wire__shm_listen(wire_server_t *s, const char *path, void **listener);
+void wire__shm_unlisten(void *listener);
+/* RDMA (server-rdma.c, or server-rdma-none.c: -EPROTONOSUPPORT). */
+int wire__rdma_listen(wire_server_t *s, const char *addr, void **listener);
+void wire__rdma_unlisten(void *listener);
+
+#endif /* TALLY_WIRE_INT_H */
