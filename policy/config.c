@@ -35,6 +35,16 @@ void pol_config_init(pol_config_t *cfg) {
   cfg->launch_gap_ns = 9300;
   /* Cross-process time-slicing on the H200: ~2 ms slices (BRIEF). */
   cfg->timeslice_ns = 2000000;
+  /* A switch between contexts: the shortest wait measured for a kernel
+   * behind another process's kernel was 0.19 ms (BRIEF: 0.19-2.3 ms); the
+   * residual of a slice can be ~0, so we read the 0.19 ms as the switch
+   * itself (save + restore).  Fitted, see policy/ref-timeslice.c. */
+  cfg->ts_switch_ns = 190000;
+  /* Assumed, not measured: the driver cannot tell a pause between two
+   * launches of one host thread (4.2 us per call, ~8-20 us in eager
+   * frameworks) from the end of the work; we take ~5 launch+sync round
+   * trips (9.3 us each), the same 50 us as resume_idle_ns. */
+  cfg->ts_idle_ns = 50000;
   /* TGS-like controller: 5 ms intervals hold ~2-5 LC requests of ~1-2 ms,
    * enough to see a delay; 50 us of queueing is well above the ~5 us launch
    * latency an unloaded GPU shows, so noise does not trigger a back-off. */
@@ -64,6 +74,8 @@ int pol_config_check(const pol_config_t *cfg, const char **why) {
     bad = "flag latency and launch gap must be at most 1 s";
   else if (cfg->timeslice_ns < 1000 || cfg->timeslice_ns > 10000000000ull)
     bad = "time slice must be between 1 us and 10 s";
+  else if (cfg->ts_switch_ns > cfg->timeslice_ns || cfg->ts_idle_ns > cfg->timeslice_ns)
+    bad = "time-slice switch and idle times must not exceed the slice";
   else if (cfg->tgs_interval_ns < 1000 || cfg->tgs_interval_ns > 10000000000ull)
     bad = "TGS interval must be between 1 us and 10 s";
   else if (cfg->default_resident < 1 || cfg->default_resident > (1u << 20))

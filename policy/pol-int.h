@@ -90,9 +90,13 @@ struct pol_sched {
   uint64_t be_budget_ns;
   uint32_t be_inflight;
   uint32_t rr; /* round-robin cursor (paper, timeslice) */
-  /* time-slicing */
-  int ts_owner;
-  uint64_t ts_slice_end_ns;
+  /* time-slicing (policy/ref-timeslice.c) */
+  int ts_owner;             /* tenant index owning the GPU, -1 none yet */
+  int ts_next;              /* tenant the GPU is being switched to, -1 none */
+  uint64_t ts_slice_end_ns; /* owner's next slice boundary (free-running) */
+  uint64_t ts_idle_since;   /* owner without work since, UINT64_MAX busy */
+  uint64_t ts_switch_began; /* when the pending switch began */
+  bool ts_waiting;          /* another tenant had work at the last pump */
   /* TGS-like */
   uint32_t tgs_window;
   uint64_t tgs_max_delay_ns;

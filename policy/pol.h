@@ -49,6 +49,8 @@ typedef struct pol_config {
   uint64_t flag_latency_ns;  /* preemption flag raised -> seen by the kernel (BRIEF: 27.7 us) */
   uint64_t launch_gap_ns;    /* device idle between a completion and the next dependent launch */
   uint64_t timeslice_ns;     /* time-slicing reference: slice length (BRIEF: ~2 ms) */
+  uint64_t ts_switch_ns;     /* time-slicing: a context switch keeps the GPU this long */
+  uint64_t ts_idle_ns;       /* time-slicing: owner without work this long ends its slice */
   uint64_t tgs_interval_ns;  /* TGS-like: control interval */
   uint64_t tgs_delay_ns;     /* TGS-like: LC queueing delay above which BE backs off */
   uint32_t default_resident; /* blocks the GPU holds at once when the caller says 0 */

@@ -42,6 +42,8 @@ int pol_sched_new(pol_kind_t kind, const pol_config_t *cfg, pol_sched_t **out) {
   s->cfg = *cfg;
   s->lc = -1;
   s->ts_owner = -1;
+  s->ts_next = -1;
+  s->ts_idle_since = UINT64_MAX;
   s->timer_ns = UINT64_MAX;
   s->tgs_window = 8; /* TGS-like: start with a few kernels in flight, then adapt */
   s->tgs_next_ns = UINT64_MAX;

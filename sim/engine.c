@@ -88,7 +88,7 @@ static int grow_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x) {
 }
 
 typedef struct run_caps {
-  size_t lat[SIM_MAX_TENANTS], waits[SIM_MAX_TENANTS];
+  size_t lat[SIM_MAX_TENANTS], exec[SIM_MAX_TENANTS], waits[SIM_MAX_TENANTS];
 } run_caps_t;
 
 static run_caps_t *caps_of(sim__ctx_t *c);
@@ -200,6 +200,9 @@ static int iteration_done(sim__ctx_t *c, uint32_t ti) {
   if (t->spec->cls == POL_CLASS_LC) {
     int rc = grow_u64(&r->lat_ns, &r->nlat, &caps_of(c)->lat[ti],
                       c->now - t->spec->arrivals->t_ns[t->req]);
+    if (rc < 0)
+      return rc;
+    rc = grow_u64(&r->exec_ns, &r->nexec, &caps_of(c)->exec[ti], c->now - t->iter_start_ns);
     if (rc < 0)
       return rc;
     t->req++;
@@ -471,12 +474,13 @@ out:
 void sim_result_close(sim_result_t *res) {
   for (uint32_t i = 0; i < SIM_MAX_TENANTS; i++) {
     free(res->t[i].lat_ns);
+    free(res->t[i].exec_ns);
     free(res->t[i].waits_ns);
     free(res->t[i].work_buckets);
     res->t[i].work_buckets = NULL;
     res->t[i].nbuckets = 0;
-    res->t[i].lat_ns = res->t[i].waits_ns = NULL;
-    res->t[i].nlat = res->t[i].nwaits = 0;
+    res->t[i].lat_ns = res->t[i].exec_ns = res->t[i].waits_ns = NULL;
+    res->t[i].nlat = res->t[i].nexec = res->t[i].nwaits = 0;
   }
 }
 

@@ -47,6 +47,10 @@ static void usage(FILE *f) {
           "  --resume-idle-us X    our LC idle window before BE resumes (default 50)\n"
           "  --share-block-us X    ours: BE blocks up to X us may run while the LC is\n"
           "                        active (default 0: hold all BE)\n"
+          "  --ts-slice-us X       time-slicing: slice length (default 2000)\n"
+          "  --ts-switch-us X      time-slicing: context switch time (default 190)\n"
+          "  --ts-idle-us X        time-slicing: owner idle this long ends its slice\n"
+          "                        (default 50)\n"
           "  --sms N               SMs (default 132)\n"
           "  --profiles FILE       ours: load profiles before, save after\n"
           "  --csv                 CSV on stdout instead of the table\n"
@@ -153,6 +157,9 @@ int main(int argc, char **argv) {
     O_THRESH,
     O_IDLE,
     O_SHARE,
+    O_TS_SLICE,
+    O_TS_SWITCH,
+    O_TS_IDLE,
     O_SMS,
     O_PROFILES,
     O_CSV,
@@ -172,6 +179,9 @@ int main(int argc, char **argv) {
                                        {"threshold-us", required_argument, 0, O_THRESH},
                                        {"resume-idle-us", required_argument, 0, O_IDLE},
                                        {"share-block-us", required_argument, 0, O_SHARE},
+                                       {"ts-slice-us", required_argument, 0, O_TS_SLICE},
+                                       {"ts-switch-us", required_argument, 0, O_TS_SWITCH},
+                                       {"ts-idle-us", required_argument, 0, O_TS_IDLE},
                                        {"sms", required_argument, 0, O_SMS},
                                        {"profiles", required_argument, 0, O_PROFILES},
                                        {"csv", no_argument, 0, O_CSV},
@@ -233,6 +243,9 @@ int main(int argc, char **argv) {
     case O_THRESH:
     case O_IDLE:
     case O_SHARE:
+    case O_TS_SLICE:
+    case O_TS_SWITCH:
+    case O_TS_IDLE:
       d = strtod(optarg, &end);
       if (*end || !(d >= 0 && d <= 1e6)) {
         fprintf(stderr, "tally-sim: bad microseconds '%s'\n", optarg);
@@ -242,8 +255,14 @@ int main(int argc, char **argv) {
         cc.pol.threshold_ns = (uint64_t)(d * 1000);
       else if (o == O_IDLE)
         cc.pol.resume_idle_ns = (uint64_t)(d * 1000);
-      else
+      else if (o == O_SHARE)
         cc.pol.share_block_ns = (uint64_t)(d * 1000);
+      else if (o == O_TS_SLICE)
+        cc.pol.timeslice_ns = (uint64_t)(d * 1000);
+      else if (o == O_TS_SWITCH)
+        cc.pol.ts_switch_ns = (uint64_t)(d * 1000);
+      else
+        cc.pol.ts_idle_ns = (uint64_t)(d * 1000);
       break;
     case O_SMS:
       cc.gpu.sm_count = (uint32_t)strtoul(optarg, &end, 10);

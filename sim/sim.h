@@ -139,6 +139,8 @@ typedef struct sim_tenant_result {
   uint64_t requests; /* LC requests (or BE iterations) completed */
   uint64_t *lat_ns;  /* LC: latency of each completed request, in completion order */
   size_t nlat;
+  uint64_t *exec_ns; /* LC: execution latency (start of its iteration -> end), same order */
+  size_t nexec;
   double work_ns;        /* BE: nominal block time completed in [0, duration) */
   uint64_t kernel_waits; /* LC: kernels measured */
   uint64_t max_wait_ns;  /* LC: worst wait of one kernel: ready -> last block dispatched */
@@ -181,7 +183,11 @@ typedef struct sim_row {
   double be_tput;             /* BE work / BE alone */
   double sys_tput;            /* lc_tput + be_tput */
   double alone_p50_ms, alone_p99_ms;
-  uint64_t *lat_ns; /* owned, for CDF plots */
+  /* Execution latency (request start -> end, no queueing before it): what
+   * the BRIEF's measured baselines report. */
+  double exec_p50_ms, exec_p99_ms, alone_exec_p99_ms;
+  double exec_p99_overhead_pct; /* vs the LC alone */
+  uint64_t *lat_ns;             /* owned, for CDF plots */
   size_t nlat;
 } sim_row_t;
 

@@ -28,10 +28,26 @@ static void config_rejects_threshold_out_of_range(void **state) {
   assert_int_equal(pol_config_check(&c, &why), -EINVAL);
 }
 
+static void config_rejects_timeslice_switch_longer_than_slice(void **state) {
+  (void)state;
+  pol_config_t c;
+  const char *why = NULL;
+  pol_config_init(&c);
+  assert_int_equal(c.timeslice_ns, 2000000);
+  assert_int_equal(c.ts_switch_ns, 190000);
+  c.ts_switch_ns = c.timeslice_ns + 1;
+  assert_int_equal(pol_config_check(&c, &why), -EINVAL);
+  assert_non_null(why);
+  pol_config_init(&c);
+  c.ts_idle_ns = c.timeslice_ns + 1;
+  assert_int_equal(pol_config_check(&c, &why), -EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(config_default_threshold_is_paper_value),
       cmocka_unit_test(config_rejects_threshold_out_of_range),
+      cmocka_unit_test(config_rejects_timeslice_switch_longer_than_slice),
   };
   return cmocka_run_group_tests_name("pol-config", tests, NULL, NULL);
 }

@@ -413,9 +413,142 @@ static void timeslice_holds_other_tenant_until_slice_ends(void **state) {
   assert_int_equal(f.n, 0); /* draining BE's launch */
   f.now = 2100000;
   complete(&f, &be, 2000000, 1000);
+  assert_int_equal(f.n, 0); /* the switch takes ts_switch_ns from the boundary */
+  assert_int_equal(pol_sched_next_timer_ns(f.s), 2000000 + 190000);
+  f.now = 2190000;
+  timer(&f);
   assert_int_equal(f.n, 1);
   assert_int_equal(f.a[0].tenant, LC);
   pol_sched_free(f.s);
+}
+
+/* A tiny device for the time-slicing tests: every launch runs dur_ns of
+ * its tenant (BE 50 us, LC 30 us) from when it is issued; events are fed in
+ * time order (completions, then the policy's timer, then a submit). */
+typedef struct ts_dev {
+  fx_t f;
+  pol_action_t fl[64]; /* launches in flight */
+  uint64_t end[64];
+  size_t nfl;
+  uint64_t first_launch[3]; /* per tenant, first launch time after `watch_from` */
+  uint64_t watch_from;
+} ts_dev_t;
+
+static void ts_take(ts_dev_t *d) {
+  for (size_t i = 0; i < d->f.n; i++) {
+    pol_action_t a = d->f.a[i];
+    assert_int_equal(a.type, POL_ACT_LAUNCH);
+    assert_true(d->nfl < 64);
+    d->fl[d->nfl] = a;
+    d->end[d->nfl++] = d->f.now + (a.tenant == LC ? 30000 : 50000);
+    if (d->f.now >= d->watch_from && d->first_launch[a.tenant] == UINT64_MAX)
+      d->first_launch[a.tenant] = d->f.now;
+  }
+  d->f.n = 0;
+}
+
+/* Runs the device until `until`, submitting `sub` (tenant, kernel) at sub_at
+ * if sub_at < UINT64_MAX. */
+static void ts_run(ts_dev_t *d, uint64_t until, uint64_t sub_at, uint32_t tenant, uint64_t sid) {
+  for (;;) {
+    size_t first = 0;
+    uint64_t t = UINT64_MAX;
+    for (size_t i = 0; i < d->nfl; i++)
+      if (d->end[i] < t) {
+        t = d->end[i];
+        first = i;
+      }
+    uint64_t tm = pol_sched_next_timer_ns(d->f.s);
+    uint64_t next = t < tm ? t : tm;
+    if (sub_at < next)
+      next = sub_at;
+    if (next > until)
+      return;
+    d->f.now = next;
+    if (next == t) {
+      pol_action_t a = d->fl[first];
+      d->fl[first] = d->fl[--d->nfl];
+      d->end[first] = d->end[d->nfl];
+      complete(&d->f, &a, a.tenant == LC ? 30000 : 50000, a.block_count);
+    } else if (next == tm) {
+      timer(&d->f);
+    } else {
+      submit(&d->f, tenant, sid, kern(tenant == LC ? 7 : 9, 132, POL_VAR_ORIGINAL));
+      sub_at = UINT64_MAX;
+    }
+    ts_take(d);
+  }
+}
+
+/* Records each tenant's first launch at or after `from`. */
+static void ts_watch(ts_dev_t *d, uint64_t from) {
+  d->watch_from = from;
+  for (int i = 0; i < 3; i++)
+    d->first_launch[i] = UINT64_MAX;
+}
+
+static void ts_dev_init(ts_dev_t *d) {
+  memset(d, 0, sizeof(*d));
+  fx_init(&d->f, POL_KIND_TIMESLICE, NULL);
+  ts_watch(d, UINT64_MAX);
+}
+
+/* BE has owned the GPU alone for many slices (its slices renew at
+ * boundaries nobody waits at).  An LC kernel that comes waits for the end of
+ * the current slice (boundaries every 2 ms from BE's start) plus the switch,
+ * never a fresh full slice: at most one slice + switch. */
+static void timeslice_newcomer_waits_at_most_one_slice(void **state) {
+  (void)state;
+  static const uint64_t arrivals[] = {10300000, 11999000, 12001000, 17777000};
+  static const uint64_t boundary[] = {12000000, 12000000, 14000000, 18000000};
+  for (size_t i = 0; i < sizeof(arrivals) / sizeof(arrivals[0]); i++) {
+    ts_dev_t d;
+    ts_dev_init(&d);
+    for (uint64_t k = 0; k < 1000; k++) { /* 2 x 50 us in flight: busy for 25 ms */
+      submit(&d.f, BE, 1000 + k, kern(9, 132, POL_VAR_ORIGINAL));
+      ts_take(&d);
+    }
+    assert_int_equal(d.nfl, 2); /* TS_DEPTH */
+    ts_run(&d, arrivals[i] - 1, UINT64_MAX, 0, 0);
+    ts_watch(&d, arrivals[i]);
+    ts_run(&d, arrivals[i] + 3000000, arrivals[i], LC, 1);
+    uint64_t lc_at = d.first_launch[LC];
+    assert_int_equal(lc_at, boundary[i] + 190000);
+    assert_true(lc_at - arrivals[i] <= 2000000 + 190000);
+    assert_true(lc_at - arrivals[i] >= 190000);
+    pol_sched_free(d.f.s);
+  }
+}
+
+/* The LC owns the GPU; BE waits.  When the LC has had no work for
+ * ts_idle_ns (50 us) its slice ends early and BE gets the GPU after the
+ * switch (190 us), long before the 2 ms boundary. */
+static void timeslice_idle_owner_ends_its_slice_early(void **state) {
+  (void)state;
+  ts_dev_t d;
+  ts_dev_init(&d);
+  submit(&d.f, LC, 1, kern(7, 132, POL_VAR_ORIGINAL)); /* LC owns from 0, done at 30 us */
+  ts_take(&d);
+  ts_watch(&d, 0);
+  ts_run(&d, 1000000, 10000, BE, 2); /* BE waits from 10 us */
+  assert_int_equal(d.first_launch[BE], 30000 + 50000 + 190000);
+  pol_sched_free(d.f.s);
+}
+
+/* A pause shorter than ts_idle_ns (an eager tenant between two launches)
+ * does not cost the owner its slice: the LC's next kernel goes at once. */
+static void timeslice_short_pause_keeps_the_slice(void **state) {
+  (void)state;
+  ts_dev_t d;
+  ts_dev_init(&d);
+  submit(&d.f, LC, 1, kern(7, 132, POL_VAR_ORIGINAL)); /* done at 30 us */
+  ts_take(&d);
+  ts_run(&d, 15000, 10000, BE, 2); /* BE waits from 10 us */
+  ts_watch(&d, 60000);
+  ts_run(&d, 70000, 60000, LC, 3); /* 30 us after the LC went idle */
+  assert_int_equal(d.first_launch[LC], 60000);
+  assert_int_equal(d.first_launch[BE], UINT64_MAX);
+  pol_sched_free(d.f.s);
 }
 
 static void tgs_window_halves_when_lc_delayed(void **state) {
@@ -500,6 +633,9 @@ int main(void) {
       cmocka_unit_test(weights_share_budget_by_device_time),
       cmocka_unit_test(mps_launches_everything_at_once),
       cmocka_unit_test(timeslice_holds_other_tenant_until_slice_ends),
+      cmocka_unit_test(timeslice_newcomer_waits_at_most_one_slice),
+      cmocka_unit_test(timeslice_idle_owner_ends_its_slice_early),
+      cmocka_unit_test(timeslice_short_pause_keeps_the_slice),
       cmocka_unit_test(tgs_window_halves_when_lc_delayed),
       cmocka_unit_test(bad_events_are_rejected),
       cmocka_unit_test(kind_names_round_trip),

@@ -161,6 +161,68 @@ static void be_progresses_whenever_lc_idle(void **state) {
   sim_trace_close(&bt);
 }
 
+/* Time-slicing end to end: a BE tenant keeps the GPU busy with 50 us
+ * kernels; LC requests (one 100 us wave) arrive at random.  Each request's
+ * execution waits the residual of BE's free-running 2 ms slice plus the
+ * 0.19 ms switch (and a drain of at most two BE kernels): never more than
+ * one slice, never less than the switch, about half a slice on average (a
+ * model that handed BE a fresh full slice would make every wait ~2 ms). */
+static void timeslice_request_waits_at_most_one_slice_plus_switch(void **state) {
+  (void)state;
+  sim_trace_t lc, bt;
+  sim_arrivals_t arr;
+  sim_rng_t r;
+  sim_run_config_t rc;
+  sim_result_t res;
+  const char *why = NULL;
+  load("lc 1 132 256 32 0 100000 0 o\n", &lc);
+  load("be 10 264 256 32 0 50000 0 o\n", &bt);
+  sim_rng_init(&r, 5);
+  assert_int_equal(sim_arrivals_poisson(&arr, &r, 100, 1000000000), 0);
+  base_config(&rc, POL_KIND_MPS_PRIO, 1000000000);
+  rc.ntenants = 1;
+  rc.tenants[0] =
+      (sim_tenant_spec_t){.trace = &lc, .cls = POL_CLASS_LC, .weight = 1, .arrivals = &arr};
+  assert_int_equal(sim_run(&rc, &res, &why), 0);
+  uint64_t service = res.t[0].exec_ns[0]; /* alone: launch + 100 us + notify */
+  for (size_t i = 0; i < res.t[0].nexec; i++)
+    assert_int_equal(res.t[0].exec_ns[i], service);
+  sim_result_close(&res);
+  rc.kind = POL_KIND_TIMESLICE;
+  rc.ntenants = 2;
+  rc.tenants[1] = (sim_tenant_spec_t){.trace = &bt, .cls = POL_CLASS_BE, .weight = 1};
+  assert_int_equal(sim_run(&rc, &res, &why), 0);
+  assert_true(res.t[0].nexec > 50);
+  /* Two BE kernels (50 us + launch and stream gaps) may still drain. */
+  uint64_t drain = 2 * (50000 + rc.gpu.launch_ns + rc.gpu.kernel_gap_ns);
+  double sum = 0;
+  size_t n = 0;
+  uint64_t prev_end = 0;
+  for (size_t i = 0; i < res.t[0].nexec; i++) { /* FIFO: completion order = arrival order */
+    uint64_t e = res.t[0].exec_ns[i], end = arr.t_ns[i] + res.t[0].lat_ns[i];
+    assert_true(e <= service + rc.pol.timeslice_ns + rc.pol.ts_switch_ns + drain);
+    /* A request that found BE owning the GPU (it did not queue behind the
+     * previous one, and BE had time to take over since) waits the switch. */
+    bool be_owned = end - e == arr.t_ns[i] &&
+                    arr.t_ns[i] > prev_end + rc.pol.ts_idle_ns + rc.pol.ts_switch_ns + drain;
+    if (be_owned) {
+      assert_true(e >= service + rc.pol.ts_switch_ns);
+      sum += (double)(e - service);
+      n++;
+    }
+    prev_end = end;
+  }
+  assert_true(n > 50);
+  double mean = sum / (double)n;
+  assert_true(mean > 0.25 * (double)rc.pol.timeslice_ns);
+  assert_true(mean < 0.75 * (double)rc.pol.timeslice_ns + (double)rc.pol.ts_switch_ns);
+  assert_true(res.t[1].work_ns > 0);
+  sim_result_close(&res);
+  sim_arrivals_close(&arr);
+  sim_trace_close(&lc);
+  sim_trace_close(&bt);
+}
+
 static double weighted_ratio(pol_kind_t kind, uint32_t w1, uint32_t w2) {
   sim_trace_t bt;
   sim_run_config_t rc;
@@ -260,6 +322,7 @@ int main(void) {
       cmocka_unit_test(unprofiled_kernels_never_break_the_bound),
       cmocka_unit_test(be_progresses_whenever_lc_idle),
       cmocka_unit_test(be_tenants_share_by_weight),
+      cmocka_unit_test(timeslice_request_waits_at_most_one_slice_plus_switch),
       cmocka_unit_test(late_flag_does_not_cancel_a_reused_launch),
       cmocka_unit_test(bad_run_configs_are_refused),
   };

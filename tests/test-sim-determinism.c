@@ -93,8 +93,11 @@ static double md1_mean_wait(double rho, uint64_t s_ns, uint64_t duration_ns, uin
   if (sim_run(&rc, &res, &why) != 0)
     fail_msg("sim_run: %s", why);
   assert_int_equal(res.t[0].nlat, arr.n);
+  assert_int_equal(res.t[0].nexec, arr.n);
   double sum = 0;
   for (size_t i = 0; i < res.t[0].nlat; i++) {
+    /* Execution latency leaves out the queueing: exactly the service time. */
+    assert_int_equal(res.t[0].exec_ns[i], s_ns);
     assert_true(res.t[0].lat_ns[i] >= s_ns);
     sum += (double)(res.t[0].lat_ns[i] - s_ns);
   }

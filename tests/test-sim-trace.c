@@ -114,6 +114,17 @@ static void trace_write_round_trips(void **state) {
   sim_trace_close(&u);
 }
 
+static void load_and_fit(const char *src, const char *file, const sim_gpu_config_t *g) {
+  char path[4096], err[256];
+  sim_trace_t t;
+  snprintf(path, sizeof(path), "%s/sim/traces/%s", src, file);
+  if (sim_trace_load(path, &t, err, sizeof(err)) != 0)
+    fail_msg("%s: %s", path, err);
+  for (size_t k = 0; k < t.n; k++)
+    assert_true(sim_gpu_resident(g, &t.k[k]) > 0);
+  sim_trace_close(&t);
+}
+
 static void bundled_traces_parse_and_fit(void **state) {
   (void)state;
   const char *src = getenv("TALLY_SRCDIR");
@@ -122,18 +133,12 @@ static void bundled_traces_parse_and_fit(void **state) {
   if (!src)
     skip();
   for (size_t i = 0; i < sim_bundled_npairs; i++) {
-    const char *files[2] = {sim_bundled_pairs[i].lc_file, sim_bundled_pairs[i].be_file};
-    for (int j = 0; j < 2; j++) {
-      char path[4096], err[256];
-      sim_trace_t t;
-      snprintf(path, sizeof(path), "%s/sim/traces/%s", src, files[j]);
-      if (sim_trace_load(path, &t, err, sizeof(err)) != 0)
-        fail_msg("%s: %s", path, err);
-      for (size_t k = 0; k < t.n; k++)
-        assert_true(sim_gpu_resident(&g, &t.k[k]) > 0);
-      sim_trace_close(&t);
-    }
+    load_and_fit(src, sim_bundled_pairs[i].lc_file, &g);
+    load_and_fit(src, sim_bundled_pairs[i].be_file, &g);
   }
+  /* Bundled but not in the default pairs (for --lc). */
+  load_and_fit(src, "bert-b1-infer.ktr", &g);
+  load_and_fit(src, "resnet50-b1-infer.ktr", &g);
 }
 
 static void poisson_and_bursty_hit_mean_rate(void **state) {

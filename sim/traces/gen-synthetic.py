@@ -5,7 +5,8 @@ Nothing here was recorded on a GPU.  Each trace is a hand-written model of a
 workload's kernel sequence: the layer structure of the real model (BERT-base,
 ResNet-50, GPT-2 124M), launch shapes of the kind cuBLAS/cuDNN/PyTorch use,
 and per-block durations from roofline estimates for an H200:
-  - GEMM / implicit-GEMM conv tiles of 256x128 (batch-1: 64x64) outputs,
+  - GEMM / implicit-GEMM conv tiles of 256x128 (batch-8 inference:
+    128x128, batch-1: 64x64) outputs,
     split-K above K = 4096 (as cuBLAS does for long K), at 7.5 TFLOP/s per
     SM (990 TFLOP/s dense FP16 over 132 SMs), divided by the blocks sharing
     an SM;
@@ -14,6 +15,8 @@ and per-block durations from roofline estimates for an H200:
     sharing the SM's 1/132 of 4.8 TB/s of HBM;
   - attention blocks of 128 query rows.
 A deterministic +-15% jitter (seeded LCG) breaks ties between layers.
+The batch-8 "graph" traces model one CUDA graph launch: all kernels are
+submitted back to back with no host gap (gap_ns 0), larger grids than batch 1.
 Run from anywhere: python3 sim/traces/gen-synthetic.py [outdir]
 tallyd will record real traces in the same format (sim/trace.c).
 """
@@ -52,15 +55,14 @@ class Trace:
         splits = max(1, math.ceil(k / 4096))
         k = k / splits
         grid = math.ceil(m / tm) * math.ceil(n / tn) * splits
-        big = tm * tn >= 256 * 128
-        # 256x128 tiles: 168 regs x 256 threads -> 1 block per SM.
-        # 64x64 tiles: 128 threads, 128 regs, 32 KiB -> 4 per SM share it.
-        per_sm = 1 if big else 4
-        ns = tm * tn * k * 2 / (SM_FLOP_PER_NS / per_sm)
-        if big:
-            self.add(tag, grid, 256, 168, 98304, ns, variants)
-        else:
-            self.add(tag, grid, 128, 128, 32768, ns, variants)
+        # (threads, regs, shared memory, blocks sharing an SM) per tile:
+        # 256x128: 168 regs x 256 threads -> 1 block per SM;
+        # 128x128: 256 threads x 128 regs, 64 KiB -> 2 per SM;
+        # 64x64: 128 threads, 128 regs, 32 KiB -> 4 per SM.
+        shape = {256 * 128: (256, 168, 98304, 1), 128 * 128: (256, 128, 65536, 2),
+                 64 * 64: (128, 128, 32768, 4)}[tm * tn]
+        ns = tm * tn * k * 2 / (SM_FLOP_PER_NS / shape[3])
+        self.add(tag, grid, shape[0], shape[1], shape[2], ns, variants)
     def mem(self, tag, nbytes, variants="osp"):
         # One 256-thread block per 16 KiB; 8 blocks share an SM's bandwidth.
         chunk = 16384
@@ -80,44 +82,55 @@ class Trace:
                 f.write("%s 0x%x %d %d %d %d %d %d %s\n" %
                         (self.name, kid, grid, block, regs, shmem, ns, gap, var))
 
-def bert_infer(name, gap_ns, what):
-    # BERT-base, batch 1, sequence 128, FP16: 12 layers, hidden 768, 12 heads.
-    # LC kernels are never reshaped: variants "o".
-    t = Trace(name, 11, gap_ns)
-    tok, h = 128, 768
+def bert_infer(name, gap_ns, what, batch=1):
+    # BERT-base, sequence 128, FP16: 12 layers, hidden 768, 12 heads.
+    # LC kernels are never reshaped: variants "o".  Batch 1 uses 64x64
+    # GEMM tiles (few output tiles); batch 8 (1024 tokens) 128x128, as
+    # cuBLAS picks larger tiles when there are enough of them to fill the GPU.
+    t = Trace(name, 11 if batch == 1 else 15, gap_ns)
+    tok, h = 128 * batch, 768
+    tile = (64, 64) if batch == 1 else (128, 128)
     t.mem("embed", tok * h * 2 * 4, "o")
     t.mem("embed_ln", tok * h * 2 * 3, "o")
     for l in range(12):
-        t.gemm("qkv", tok, 3 * h, h, (64, 64), "o")
-        t.attn("attn", 12, tok, 64, False, "o")
-        t.gemm("proj", tok, h, h, (64, 64), "o")
+        t.gemm("qkv", tok, 3 * h, h, tile, "o")
+        t.attn("attn", 12 * batch, 128, 64, False, "o")
+        t.gemm("proj", tok, h, h, tile, "o")
         t.mem("add_ln1", tok * h * 2 * 4, "o")
-        t.gemm("fc1_gelu", tok, 4 * h, h, (64, 64), "o")
-        t.gemm("fc2", tok, h, 4 * h, (64, 64), "o")
+        t.gemm("fc1_gelu", tok, 4 * h, h, tile, "o")
+        t.gemm("fc2", tok, h, 4 * h, tile, "o")
         t.mem("add_ln2", tok * h * 2 * 4, "o")
-    t.gemm("pooler", 1, h, h, (64, 64), "o")
+    t.gemm("pooler", batch, h, h, (64, 64), "o")
     t.mem("classifier", h * 2 * 4, "o")
     t.write(what)
 
-def resnet_infer():
-    # ResNet-50, batch 1, 224x224, FP16, BN folded into convs: 53 convs.
-    t = Trace("resnet50-b1-infer", 12)
-    t.gemm("stem", 112 * 112, 64, 7 * 7 * 3, (64, 64), "o")
-    t.mem("maxpool", 112 * 112 * 64 * 2 * 2, "o")
+def resnet_infer(batch=1):
+    # ResNet-50, 224x224, FP16, BN folded into convs: 53 convs.  Batch 8:
+    # 128x128 implicit-GEMM tiles (batch 1: 64x64), as for BERT above.
+    name = "resnet50-b%d-infer" % batch if batch == 1 else "resnet50-b%d-graph" % batch
+    t = Trace(name, 12 if batch == 1 else 16)
+    n = batch
+    tile = (64, 64) if batch == 1 else (128, 128)
+    t.gemm("stem", n * 112 * 112, 64, 7 * 7 * 3, tile, "o")
+    t.mem("maxpool", n * 112 * 112 * 64 * 2 * 2, "o")
     stages = [(3, 56, 64, 256), (4, 28, 128, 512), (6, 14, 256, 1024), (3, 7, 512, 2048)]
     cin = 64
     for si, (blocks, hw, mid, out) in enumerate(stages):
         for b in range(blocks):
-            t.gemm("s%d_c1" % si, hw * hw, mid, cin, (64, 64), "o")
-            t.gemm("s%d_c2" % si, hw * hw, mid, mid * 9, (64, 64), "o")
-            t.gemm("s%d_c3" % si, hw * hw, out, mid, (64, 64), "o")
+            t.gemm("s%d_c1" % si, n * hw * hw, mid, cin, tile, "o")
+            t.gemm("s%d_c2" % si, n * hw * hw, mid, mid * 9, tile, "o")
+            t.gemm("s%d_c3" % si, n * hw * hw, out, mid, tile, "o")
             if b == 0:
-                t.gemm("s%d_down" % si, hw * hw, out, cin, (64, 64), "o")
-            t.mem("s%d_add_relu" % si, hw * hw * out * 2 * 3, "o")
+                t.gemm("s%d_down" % si, n * hw * hw, out, cin, tile, "o")
+            t.mem("s%d_add_relu" % si, n * hw * hw * out * 2 * 3, "o")
             cin = out
-    t.mem("avgpool", 7 * 7 * 2048 * 2, "o")
-    t.gemm("fc", 1, 1000, 2048, (64, 64), "o")
-    t.write("ResNet-50 batch-1 inference, CUDA-graph style (no host gaps)")
+    t.mem("avgpool", n * 7 * 7 * 2048 * 2, "o")
+    t.gemm("fc", n, 1000, 2048, (64, 64), "o")
+    if batch == 1:
+        t.write("ResNet-50 batch-1 inference, CUDA-graph style (no host gaps)")
+    else:
+        t.write("ResNet-50 batch-%d inference, CUDA graph (kernels back to back, no host gaps)"
+                % batch)
 
 def gpt2_train():
     # GPT-2 124M, batch 8 x 1024 tokens, FP16/BF16 mixed precision, AdamW.
@@ -190,5 +203,8 @@ bert_infer("bert-b1-infer", 0, "BERT-base batch-1 inference, CUDA-graph style (n
 bert_infer("bert-b1-eager", 8000,
            "BERT-base batch-1 inference, eager: 8 us of host time per launch")
 resnet_infer()
+bert_infer("bert-b8-graph", 0,
+           "BERT-base batch-8 inference, CUDA graph (kernels back to back, no host gaps)", 8)
+resnet_infer(8)
 gpt2_train()
 resnet_train()
