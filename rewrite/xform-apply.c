@@ -1,0 +1,417 @@
+/* xform-apply.c: builds the sliced and the persistent-thread-block copies of
+ * an entry (calling conventions and control block: rw.h).
+ *
+ * The new entry shares the original's unchanged statements and gets:
+ *   - a prologue that loads the original grid dims and decomposes an
+ *     original linear block index L into virtual %ctaid.{x,y,z}: 1-D grids
+ *     take L itself, others use 32-bit div/rem (grids of 2^32 blocks or
+ *     more trap: see rw.h);
+ *   - every %ctaid.c / %nctaid.c operand replaced by a %tally_ register;
+ *   - for PTB, the worker loop around the body (thread 0 reads the preempt
+ *     flag and takes the next index with one atomic, broadcast through a
+ *     shared slot and one barrier), ret/exit turned into branches to the
+ *     epilogue, and, when the body has a CTA-wide barrier X, unified
+ *     synchronization: body barriers on X become barrier.red.popc with a
+ *     false predicate, and threads in the epilogue spin on barrier.red.popc
+ *     X with a true predicate until the popcount says every thread is done.
+ *     Done threads thus keep arriving at the body's barriers (as exited
+ *     threads would count as arrived in the original) and no barrier of the
+ *     loop can pair with a body barrier (the loop's own id is unused there).
+ * Generated code is PTX text run through the same parser: the IR never holds
+ * hand-assembled tokens.  Analysis first (xform-check.c), so a refused entry
+ * leaves the module untouched.
+ */
+#include "rewrite/rw.h"
+#include "rewrite/rw-int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int make_param(rw_ptx_module_t *m, const char *text, rw__param_t *p, rw_diag_t *d) {
+  rw__tok_t *t;
+  size_t n;
+  int rc = rw__lex(&m->arena, text, strlen(text), &t, &n, d);
+  if (rc < 0)
+    return rc;
+  p->toks = t;
+  p->ntoks = n - 1; /* without EOF */
+  for (size_t i = 0; i < p->ntoks; i++)
+    if (t[i].kind == RW__TOK_IDENT)
+      p->name = t[i].text;
+  return 0;
+}
+
+static const char *sreg_name(const rw__tok_t *t, const rw__tok_t *nx) {
+  static const char *const names[2][3] = {
+      {"%tally_ctaid_x", "%tally_ctaid_y", "%tally_ctaid_z"},
+      {"%tally_nctaid_x", "%tally_nctaid_y", "%tally_nctaid_z"}};
+  int which;
+  if (t->kind != RW__TOK_IDENT || nx == NULL || nx->kind != RW__TOK_DOTWORD || nx->space)
+    return NULL;
+  if (rw__tok_is(t, "%ctaid"))
+    which = 0;
+  else if (rw__tok_is(t, "%nctaid"))
+    which = 1;
+  else
+    return NULL;
+  if (rw__tok_is(nx, ".x"))
+    return names[which][0];
+  if (rw__tok_is(nx, ".y"))
+    return names[which][1];
+  if (rw__tok_is(nx, ".z"))
+    return names[which][2];
+  return NULL;
+}
+
+/* Returns s, or a copy of s whose %ctaid/%nctaid operands read registers. */
+static int subst_sregs(rw_ptx_module_t *m, rw__stmt_t *s, rw__stmt_t **out) {
+  *out = s;
+  if (s->kind != RW__ST_INSN)
+    return 0;
+  bool any = false;
+  for (size_t o = 0; o < s->nops && !any; o++)
+    for (size_t k = 0; k + 1 < s->ops[o].ntoks; k++)
+      if (sreg_name(&s->ops[o].toks[k], &s->ops[o].toks[k + 1]) != NULL)
+        any = true;
+  if (!any)
+    return 0;
+  rw__stmt_t *c = rw__alloc(&m->arena, sizeof(*c));
+  rw__opnd_t *ops = rw__alloc(&m->arena, s->nops * sizeof(*ops));
+  if (c == NULL || ops == NULL)
+    return -ENOMEM;
+  *c = *s;
+  c->ops = ops;
+  for (size_t o = 0; o < s->nops; o++) {
+    const rw__opnd_t *src = &s->ops[o];
+    ops[o] = *src;
+    rw__tok_t *t = rw__alloc(&m->arena, src->ntoks * sizeof(*t));
+    if (t == NULL)
+      return -ENOMEM;
+    size_t n = 0;
+    for (size_t k = 0; k < src->ntoks; k++) {
+      const char *r = k + 1 < src->ntoks ? sreg_name(&src->toks[k], &src->toks[k + 1]) : NULL;
+      t[n] = src->toks[k];
+      if (r != NULL) {
+        t[n].text = r;
+        k++; /* the component is folded into the register name */
+      }
+      n++;
+    }
+    ops[o].toks = t;
+    ops[o].ntoks = n;
+    if (ops[o].kind == RW__OP_EXPR && n == 1)
+      ops[o].kind = RW__OP_REG;
+  }
+  *out = c;
+  return 0;
+}
+
+/* Registers both kinds use.  Only what the body reads (%tally_ctaid_*,
+ * %tally_nctaid_*, and for PTB the predicate %tally_pf) stays live across
+ * it; everything else is recomputed from parameters (constant bank) each
+ * iteration, so the transformation adds little register pressure. */
+static void emit_decls(rw__buf_t *b) {
+  rw__buf_puts(b, ".reg .u32 %tally_ctaid_x, %tally_ctaid_y, %tally_ctaid_z, %tally_nctaid_x, "
+                  "%tally_nctaid_y, %tally_nctaid_z, %tally_l32, %tally_t32, %tally_n, "
+                  "%tally_nthr, %tally_nd, %tally_m;\n"
+                  ".reg .u64 %tally_idx, %tally_total, %tally_q, %tally_ctl;\n"
+                  ".reg .pred %tally_p, %tally_1d, %tally_32, %tally_t0, %tally_pf;\n");
+}
+
+/* Grid dims, total block count, and the predicates that choose how to
+ * decompose L. */
+static void emit_grid(rw__buf_t *b) {
+  rw__buf_puts(b, "ld.param.u32 %tally_nctaid_x, [tally_gx];\n"
+                  "ld.param.u32 %tally_nctaid_y, [tally_gy];\n"
+                  "ld.param.u32 %tally_nctaid_z, [tally_gz];\n"
+                  /* gy, gz <= 65535 (CUDA grid limits), so gy*gz fits in 32 bits */
+                  "mul.lo.u32 %tally_t32, %tally_nctaid_y, %tally_nctaid_z;\n"
+                  "setp.eq.u32 %tally_1d, %tally_t32, 1;\n"
+                  "mul.wide.u32 %tally_total, %tally_nctaid_x, %tally_t32;\n"
+                  "setp.le.u64 %tally_32, %tally_total, 4294967295;\n");
+}
+
+/* %tally_idx (L, < total) -> %tally_ctaid_{x,y,z}.  1-D grids take L
+ * itself; other grids use 32-bit div/rem.  Grids of 2^32 blocks or more
+ * trap (rw.h: the daemon launches the original for them): 64-bit division
+ * would cost every transformed kernel about 8 more registers (ptxas -v on a
+ * vector add: 20 instead of 12), which can lower occupancy for nothing.
+ * The branches are uniform (parameters only) but written as plain bra:
+ * after a non-aligned barrier a warp need not be converged, and bra.uni
+ * would promise it is. */
+static void emit_decompose(rw__buf_t *b) {
+  rw__buf_puts(b, "@%tally_1d bra $tally_d1;\n"
+                  "@%tally_32 bra $tally_d32;\n"
+                  "trap;\n"
+                  "$tally_d32:\n"
+                  "cvt.u32.u64 %tally_l32, %tally_idx;\n"
+                  "rem.u32 %tally_ctaid_x, %tally_l32, %tally_nctaid_x;\n"
+                  "div.u32 %tally_l32, %tally_l32, %tally_nctaid_x;\n"
+                  "rem.u32 %tally_ctaid_y, %tally_l32, %tally_nctaid_y;\n"
+                  "div.u32 %tally_ctaid_z, %tally_l32, %tally_nctaid_y;\n"
+                  "bra $tally_dd;\n"
+                  "$tally_d1:\n"
+                  "cvt.u32.u64 %tally_ctaid_x, %tally_idx;\n"
+                  "mov.u32 %tally_ctaid_y, 0;\n"
+                  "mov.u32 %tally_ctaid_z, 0;\n"
+                  "$tally_dd:\n");
+}
+
+static void emit_slice_head(rw__buf_t *b) {
+  emit_decls(b);
+  emit_grid(b);
+  rw__buf_puts(b, "ld.param.u64 %tally_idx, [tally_block_offset];\n"
+                  "mov.u32 %tally_t32, %ctaid.x;\n"
+                  "cvt.u64.u32 %tally_q, %tally_t32;\n"
+                  "add.u64 %tally_idx, %tally_idx, %tally_q;\n"
+                  "setp.ge.u64 %tally_p, %tally_idx, %tally_total;\n"
+                  "@%tally_p exit;\n");
+  emit_decompose(b);
+}
+
+/* The loop head.  Thread 0's work is predicated, not branched around, so
+ * the warps that reach the publishing barrier stay as converged as they
+ * came; the barriers are the non-aligned barrier.sync where PTX has it
+ * (6.0+), because threads reach the loop from divergent returns. */
+static void emit_ptb_head(rw__buf_t *b, const rw__xinfo_t *xi) {
+  emit_decls(b);
+  rw__buf_printf(b,
+                 ".shared .align 8 .u64 tally_slot;\n"
+                 "$tally_loop:\n"
+                 "ld.param.u64 %%tally_ctl, [tally_ctl];\n"
+                 "cvta.to.global.u64 %%tally_ctl, %%tally_ctl;\n"
+                 "mov.u32 %%tally_t32, %%tid.x;\n"
+                 "mov.u32 %%tally_n, %%tid.y;\n"
+                 "or.b32 %%tally_t32, %%tally_t32, %%tally_n;\n"
+                 "mov.u32 %%tally_n, %%tid.z;\n"
+                 "or.b32 %%tally_t32, %%tally_t32, %%tally_n;\n"
+                 "setp.eq.u32 %%tally_t0, %%tally_t32, 0;\n"
+                 "mov.u32 %%tally_t32, 1;\n"
+                 "@%%tally_t0 ld.volatile.global.u32 %%tally_t32, [%%tally_ctl+8];\n"
+                 "setp.eq.u32 %%tally_p, %%tally_t32, 0;\n"
+                 "and.pred %%tally_p, %%tally_p, %%tally_t0;\n"
+                 "mov.u64 %%tally_idx, 0xFFFFFFFFFFFFFFFF;\n"
+                 "@%%tally_p atom.global.add.u64 %%tally_idx, [%%tally_ctl], 1;\n"
+                 "@%%tally_t0 st.shared.u64 [tally_slot], %%tally_idx;\n"
+                 "%s %d;\n"
+                 "ld.shared.u64 %%tally_idx, [tally_slot];\n",
+                 xi->ptx60 ? "barrier.sync" : "bar.sync", xi->loop_bar);
+  emit_grid(b);
+  if (xi->two_rounds)
+    rw__buf_puts(b, "mov.u32 %tally_nthr, %ntid.x;\n"
+                    "mov.u32 %tally_n, %ntid.y;\n"
+                    "mul.lo.u32 %tally_nthr, %tally_nthr, %tally_n;\n"
+                    "mov.u32 %tally_n, %ntid.z;\n"
+                    "mul.lo.u32 %tally_nthr, %tally_nthr, %tally_n;\n");
+  rw__buf_puts(b, "setp.eq.u32 %tally_pf, %tally_nctaid_x, 0;\n" /* false for real grids */
+                  "setp.ge.u64 %tally_p, %tally_idx, %tally_total;\n"
+                  "@%tally_p exit;\n");
+  emit_decompose(b);
+}
+
+/* The epilogue.  One-round emulation: every round of barrier X is one
+ * barrier.red.popc where body threads say false and done threads true;
+ * the round whose count is the thread count has only done threads.
+ * Two-round emulation (the body has a CTA-wide bar.red): each barrier event
+ * is a pair of rounds, first "who is done" (same test), then the value
+ * round where done threads say false, so a body bar.red still computes its
+ * reduction over the threads that have not finished, as exited threads
+ * would not count in the original. */
+static void emit_ptb_tail(rw__buf_t *b, const rw__xinfo_t *xi) {
+  rw__buf_puts(b, "$tally_epi:\n");
+  if (xi->emul_bar >= 0 && !xi->two_rounds)
+    rw__buf_puts(b, "mov.u32 %tally_nthr, %ntid.x;\n"
+                    "mov.u32 %tally_n, %ntid.y;\n"
+                    "mul.lo.u32 %tally_nthr, %tally_nthr, %tally_n;\n"
+                    "mov.u32 %tally_n, %ntid.z;\n"
+                    "mul.lo.u32 %tally_nthr, %tally_nthr, %tally_n;\n");
+  if (xi->emul_bar >= 0)
+    rw__buf_printf(b,
+                   "$tally_spin:\n"
+                   "barrier.red.popc.u32 %%tally_n, %d, !%%tally_pf;\n"
+                   "setp.lt.u32 %%tally_p, %%tally_n, %%tally_nthr;\n",
+                   xi->emul_bar);
+  if (xi->emul_bar >= 0 && xi->two_rounds)
+    rw__buf_printf(b, "@%%tally_p barrier.red.popc.u32 %%tally_n, %d, %%tally_pf;\n", xi->emul_bar);
+  if (xi->emul_bar >= 0)
+    rw__buf_puts(b, "@%tally_p bra $tally_spin;\n");
+  else
+    /* threads arrive from divergent returns: the non-aligned form */
+    rw__buf_printf(b, "%s %d;\n", xi->ptx60 ? "barrier.sync" : "bar.sync", xi->loop_bar);
+  rw__buf_puts(b, "bra $tally_loop;\n");
+}
+
+/* The text of operand i of s into buf (NUL-terminated, truncated). */
+static void operand_text(const rw__stmt_t *s, size_t i, char *buf, size_t len) {
+  rw__buf_t b = {0};
+  rw__print_toks(&b, s->ops[i].toks, s->ops[i].ntoks, false);
+  snprintf(buf, len, "%s", b.err || b.p == NULL ? "" : b.p);
+  free(b.p);
+}
+
+/* PTB rewrite of one body statement (after sreg substitution) into out:
+ * the statement itself, or the code that replaces it. */
+static int ptb_stmt(rw_ptx_module_t *m, const rw__xinfo_t *xi, rw__stmt_t *s, rw__stmt_vec_t *out,
+                    rw_diag_t *d) {
+  char text[128], dst[160], val[160];
+  char pred[80] = "";
+  bool counted;
+  rw__bar_kind_t bk;
+  rw__buf_t b = {0};
+  int rc;
+
+  if (s->kind != RW__ST_INSN)
+    return rw__vec_push(out, s);
+  if (s->pred != NULL)
+    snprintf(pred, sizeof(pred), "@%s%s ", s->pred_neg ? "!" : "", s->pred);
+  if (strcmp(s->opcode, "ret") == 0 || strcmp(s->opcode, "exit") == 0) {
+    snprintf(text, sizeof(text), "%sbra $tally_epi;", pred);
+    return rw__parse_body_text(m, text, out, d);
+  }
+  bk = rw__bar_classify(s, &counted);
+  if (xi->emul_bar < 0 || counted || (bk != RW__BAR_SYNC && bk != RW__BAR_RED))
+    return rw__vec_push(out, s);
+  /* a CTA-wide barrier of the emulated id (the analysis allows one id) */
+  if (xi->two_rounds) /* round 1: who is done */
+    rw__buf_printf(&b, "%sbarrier.red.popc.u32 %%tally_nd, %d, %%tally_pf;\n", pred, xi->emul_bar);
+  if (bk == RW__BAR_SYNC) {
+    rw__buf_printf(&b, "%sbarrier.red.popc.u32 %%tally_n, %d, %%tally_pf;\n", pred, xi->emul_bar);
+  } else {
+    /* bar.red.popc.u32 d, a, c | bar.red.{and,or}.pred p, a, c: the value round */
+    bool popc = false, and = false;
+    operand_text(s, 0, dst, sizeof(dst));
+    operand_text(s, 2, val, sizeof(val));
+    for (size_t k = 0; k < s->nmods; k++) {
+      popc |= strcmp(s->mods[k], ".popc") == 0;
+      and |= strcmp(s->mods[k], ".and") == 0;
+    }
+    if (popc)
+      rw__buf_printf(&b, "%sbarrier.red.popc.u32 %s, %d, %s;\n", pred, dst, xi->emul_bar, val);
+    else if (and) /* all of the threads not yet done */
+      rw__buf_printf(&b,
+                     "%sbarrier.red.popc.u32 %%tally_n, %d, %s;\n"
+                     "%ssub.u32 %%tally_m, %%tally_nthr, %%tally_nd;\n"
+                     "%ssetp.eq.u32 %s, %%tally_n, %%tally_m;\n",
+                     pred, xi->emul_bar, val, pred, pred, dst);
+    else
+      rw__buf_printf(&b,
+                     "%sbarrier.red.popc.u32 %%tally_n, %d, %s;\n"
+                     "%ssetp.ne.u32 %s, %%tally_n, 0;\n",
+                     pred, xi->emul_bar, val, pred, dst);
+  }
+  rc = b.err ? b.err : rw__parse_body_text(m, b.p, out, d);
+  free(b.p);
+  return rc;
+}
+
+int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, rw_diag_t *d) {
+  rw__xinfo_t xi;
+  rw__func_t *f;
+  rw__buf_t b = {0};
+  rw__stmt_vec_t head = {0}, tail = {0};
+  size_t fidx = 0;
+  int rc;
+
+  if ((unsigned)kind >= RW_XFORM_KIND_COUNT)
+    return rw_diag_set(d, -EINVAL, 0, 0, "unknown transformation %d", (int)kind);
+  f = entry != NULL ? rw__find_func(m, entry) : NULL;
+  if (f == NULL || !f->is_entry)
+    return rw_diag_set(d, -ENOENT, 0, 0, "no entry named %s", entry ? entry : "(null)");
+  if ((rc = rw__xform_analyze(m, f, kind, &xi, NULL, d)) < 0)
+    return rc;
+  for (size_t i = 0; i < m->top.n; i++)
+    if (m->top.v[i]->kind == RW__ST_FUNC && m->top.v[i]->func == f)
+      fidx = i;
+
+  rw__buf_printf(&b, "%s%s", f->name, rw_xform_suffix(kind));
+  if (b.err)
+    return b.err;
+  for (size_t i = 0; i < m->top.n; i++) {
+    if (m->top.v[i]->kind == RW__ST_FUNC && strcmp(m->top.v[i]->func->name, b.p) == 0) {
+      rc = rw_diag_set(d, -EEXIST, 0, 0, "%s already exists", b.p);
+      goto out;
+    }
+  }
+  rw__func_t *nf = rw__alloc(&m->arena, sizeof(*nf));
+  rw__stmt_t *fs = rw__alloc(&m->arena, sizeof(*fs));
+  char *name = rw__strndup(&m->arena, b.p, b.len);
+  size_t nextra = 4; /* both kinds add four parameters (rw.h) */
+  rw__param_t *params = rw__alloc(&m->arena, (f->nparams + nextra) * sizeof(*params));
+  if (nf == NULL || fs == NULL || name == NULL || params == NULL) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  *nf = *f;
+  nf->name = name;
+  nf->has_params = true;
+  nf->body = (rw__stmt_vec_t){0};
+  if (f->nparams)
+    memcpy(params, f->params, f->nparams * sizeof(*params));
+  static const char *const extra[2][4] = {{".param .u32 tally_gx", ".param .u32 tally_gy",
+                                           ".param .u32 tally_gz",
+                                           ".param .u64 tally_block_offset"},
+                                          {".param .u32 tally_gx", ".param .u32 tally_gy",
+                                           ".param .u32 tally_gz", ".param .u64 tally_ctl"}};
+  for (size_t i = 0; i < nextra; i++)
+    if ((rc = make_param(m, extra[kind][i], &params[f->nparams + i], d)) < 0)
+      goto out;
+  nf->params = params;
+  nf->nparams = f->nparams + nextra;
+
+  /* head and tail code */
+  b.len = 0;
+  if (kind == RW_XFORM_SLICE)
+    emit_slice_head(&b);
+  else
+    emit_ptb_head(&b, &xi);
+  if (b.err) {
+    rc = b.err;
+    goto out;
+  }
+  if ((rc = rw__parse_body_text(m, b.p, &head, d)) < 0)
+    goto out;
+  if (kind == RW_XFORM_PTB) {
+    b.len = 0;
+    emit_ptb_tail(&b, &xi);
+    if (b.err) {
+      rc = b.err;
+      goto out;
+    }
+    if ((rc = rw__parse_body_text(m, b.p, &tail, d)) < 0)
+      goto out;
+  }
+
+  if ((rc = rw__module_track(m, &nf->body)) < 0)
+    goto out;
+  if ((rc = rw__vec_insert(&nf->body, 0, head.v, head.n)) < 0)
+    goto out;
+  for (size_t i = 0; i < f->body.n; i++) {
+    rw__stmt_t *s;
+    if ((rc = subst_sregs(m, f->body.v[i], &s)) < 0)
+      goto out;
+    if (kind == RW_XFORM_PTB)
+      rc = ptb_stmt(m, &xi, s, &nf->body, d);
+    else
+      rc = rw__vec_push(&nf->body, s);
+    if (rc < 0)
+      goto out;
+  }
+  if ((rc = rw__vec_insert(&nf->body, nf->body.n, tail.v, tail.n)) < 0)
+    goto out;
+  fs->kind = RW__ST_FUNC;
+  fs->func = nf;
+  fs->name = nf->name;
+  if ((rc = rw__vec_insert(&m->top, fidx + 1, &fs, 1)) < 0)
+    goto out;
+  rc = 0;
+out:
+  /* On failure nf's body vector stays tracked (freed with m) but unreachable. */
+  if (rc == -ENOMEM)
+    rw_diag_set(d, -ENOMEM, 0, 0, "out of memory");
+  free(head.v);
+  free(tail.v);
+  free(b.p);
+  return rc;
+}

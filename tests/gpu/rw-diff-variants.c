@@ -1,0 +1,583 @@
+/* rw-diff-variants.c: runs one intercepted launch as every variant and
+ * compares, or times, them (the procedure is in rw-diff.h).
+ *
+ * Variants (the PTX conventions are part A's, in rewrite/rw.h):
+ *   orig-ptx   the untransformed entry, JIT-compiled from the registered PTX
+ *   slice S    NAME__tally_slice launched ceil(total/S) times with S blocks
+ *              and block offsets 0, S, 2S...; S in {1, 7, ceil(total/3)},
+ *              skipping sizes that would need more than 4096 launches
+ *   ptb W      NAME__tally_ptb with W in {1, 5, one wave}; in diff mode the
+ *              preempt flag is set at a random moment by an async copy from
+ *              pinned memory on a high-priority stream, then cleared and the
+ *              kernel relaunched until the control block says all blocks ran
+ * Bench mode times native, orig-ptx, slice (one wave per slice) and ptb (one
+ * wave of workers) as medians of RW_BENCH_REPS runs with CUDA events, and
+ * measures preemption latency: host time from issuing the flag copy to the
+ * worker stream draining (cuStreamSynchronize returning).
+ *
+ * A failed launch or sync leaves the context unusable, so it ends the
+ * program with exit 1 after naming the kernel and variant.
+ */
+#include "tests/gpu/rw-diff.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Hook-owned resources, created on the first tested launch. */
+static CUstream hs;          /* low-priority stream for variants */
+static CUstream ps;          /* highest-priority stream for the preempt flag */
+static CUdeviceptr ctl;      /* PTB control block, 16 bytes */
+static uint32_t *one_pinned; /* pinned host word holding 1: the flag value */
+static CUevent ev0, ev1;
+static uint64_t rng;
+
+/* PTB control block layout (rewrite/rw.h): u64 next at 0, u32 flag at 8. */
+#define CTL_NEXT 0
+#define CTL_FLAG 8
+#define CTL_SIZE 16
+
+/* Slices needing more launches than this are skipped: 4096 launches of a
+ * few us each keep one variant under ~50 ms. */
+#define MAX_SLICE_LAUNCHES 4096
+
+static uint64_t rnd(void) {
+  rng ^= rng >> 12;
+  rng ^= rng << 25;
+  rng ^= rng >> 27;
+  return rng * 0x2545F4914F6CDD1DULL;
+}
+
+static int restore(int which);
+
+static void die(rwd_kernel_t *k, const char *variant, const char *what) {
+  printf("FAIL     %s variant %s: %s (context unusable, stopping)\n", k->name, variant, what);
+  fflush(stdout);
+  _exit(1);
+}
+
+static void restore_or_die(rwd_kernel_t *k, int which, const char *variant) {
+  if (restore(which) < 0)
+    die(k, variant, "restoring device state failed");
+}
+
+static void sync_or_die(rwd_kernel_t *k, const char *variant) {
+  CUresult r;
+  rwd_watch("%s variant %s", k->name, variant);
+  r = cuCtxSynchronize();
+  rwd_unwatch();
+  if (r != CUDA_SUCCESS) {
+    const char *s = NULL;
+    cuGetErrorName(r, &s);
+    die(k, variant, s ? s : "sync failed");
+  }
+}
+
+static int setup(void) {
+  int least, greatest;
+  CUcontext ctx = NULL;
+
+  if (hs != NULL)
+    return 0;
+  cuCtxGetCurrent(&ctx);
+  if (ctx == NULL) {
+    cudaFree(NULL); /* makes cudart create and bind the primary context */
+    cuCtxGetCurrent(&ctx);
+  }
+  if (ctx == NULL || rwd_cu(cuCtxGetStreamPriorityRange(&least, &greatest), "priority range") ||
+      /* hs is a blocking stream: it orders after the legacy-stream copies
+       * that restore device state (cuMemcpyDtoD does not wait for them). */
+      rwd_cu(cuStreamCreateWithPriority(&hs, CU_STREAM_DEFAULT, least), "stream") ||
+      rwd_cu(cuStreamCreateWithPriority(&ps, CU_STREAM_NON_BLOCKING, greatest), "stream") ||
+      rwd_cu(cuMemAlloc(&ctl, CTL_SIZE), "cuMemAlloc ctl") ||
+      rwd_cu(cuMemAllocHost((void **)&one_pinned, sizeof(*one_pinned)), "cuMemAllocHost") ||
+      rwd_cu(cuEventCreate(&ev0, CU_EVENT_DEFAULT), "event") ||
+      rwd_cu(cuEventCreate(&ev1, CU_EVENT_DEFAULT), "event"))
+    return -1;
+  *one_pinned = 1;
+  rng = rwd_cfg.seed ^ 0x9E3779B97F4A7C15ULL;
+  return 0;
+}
+
+/* ---- snapshots ---- */
+
+/* which 0: ptr -> before; 1: ptr -> ref and host_ref; 2: ptr -> host_out */
+static int snap(int which) {
+  rwd_alloc_t *a;
+  for (a = rwd_allocs; a != NULL; a = a->next) {
+    if (which == 0) {
+      if (a->before == 0 && rwd_cu(cuMemAlloc(&a->before, a->size), "snapshot alloc"))
+        return -1;
+      if (rwd_cu(cuMemcpyDtoD(a->before, a->ptr, a->size), "snapshot"))
+        return -1;
+    } else if (which == 1) {
+      if (a->ref == 0 && rwd_cu(cuMemAlloc(&a->ref, a->size), "snapshot alloc"))
+        return -1;
+      if (a->host_ref == NULL && (a->host_ref = malloc(a->size)) == NULL)
+        return -1;
+      if (rwd_cu(cuMemcpyDtoD(a->ref, a->ptr, a->size), "snapshot") ||
+          rwd_cu(cuMemcpyDtoH(a->host_ref, a->ptr, a->size), "snapshot"))
+        return -1;
+      if (a->mask != NULL)
+        memset(a->mask, 0, a->size);
+    } else {
+      if (a->host_out == NULL && (a->host_out = malloc(a->size)) == NULL)
+        return -1;
+      if (rwd_cu(cuMemcpyDtoH(a->host_out, a->ptr, a->size), "snapshot"))
+        return -1;
+    }
+  }
+  /* device-to-device copies return before they finish: wait for them */
+  return rwd_cu(cuCtxSynchronize(), "snapshot sync");
+}
+
+static int restore(int which) {
+  rwd_alloc_t *a;
+  for (a = rwd_allocs; a != NULL; a = a->next)
+    if (rwd_cu(cuMemcpyDtoD(a->ptr, which == 0 ? a->before : a->ref, a->size), "restore"))
+      return -1;
+  return rwd_cu(cuCtxSynchronize(), "restore sync");
+}
+
+/* Compares host_out with host_ref outside masked bytes.  Returns the number
+ * of differing bytes; describes the first in where. */
+static size_t compare(char *where, size_t where_len) {
+  rwd_alloc_t *a;
+  size_t bad = 0;
+  for (a = rwd_allocs; a != NULL; a = a->next) {
+    if (memcmp(a->host_out, a->host_ref, a->size) == 0)
+      continue;
+    for (size_t i = 0; i < a->size; i++) {
+      if (a->host_out[i] == a->host_ref[i] || (a->mask && a->mask[i]))
+        continue;
+      if (bad++ == 0)
+        snprintf(where, where_len, "allocation %#llx+%zu (of %zu): got %02x want %02x",
+                 (unsigned long long)a->ptr, i, a->size, a->host_out[i], a->host_ref[i]);
+    }
+  }
+  return bad;
+}
+
+/* Marks bytes where host_out differs from host_ref as nondeterministic. */
+static size_t mask_differences(void) {
+  rwd_alloc_t *a;
+  size_t n = 0;
+  for (a = rwd_allocs; a != NULL; a = a->next) {
+    if (memcmp(a->host_out, a->host_ref, a->size) == 0)
+      continue;
+    if (a->mask == NULL && (a->mask = calloc(1, a->size)) == NULL)
+      continue;
+    for (size_t i = 0; i < a->size; i++)
+      if (a->host_out[i] != a->host_ref[i]) {
+        a->mask[i] = 1;
+        n++;
+      }
+  }
+  return n;
+}
+
+/* ---- variants ---- */
+
+typedef struct variant_fns {
+  CUfunction orig, slice, ptb;
+  unsigned nparams;
+} variant_fns_t;
+
+static unsigned param_count(CUfunction f) {
+  size_t off, size;
+  unsigned i;
+  /* cuFuncGetParamInfo (CUDA 12.4+) fails past the last parameter; PTX
+   * allows at most 4 KiB of parameters, so 4096 bounds the loop. */
+  for (i = 0; i < 4096; i++)
+    if (cuFuncGetParamInfo(f, i, &off, &size) != CUDA_SUCCESS)
+      break;
+  return i;
+}
+
+static const char *reason_for(rwd_kernel_t *k, int kind) {
+  rwd_fatbin_t *fb = k->fb;
+  if (fb == NULL)
+    return "kernel not registered with a fatbin";
+  if (!fb->have_xform)
+    return fb->why[0] ? fb->why : "variant unavailable";
+  for (size_t i = 0; i < fb->report.n_entries; i++) {
+    rw_xform_entry_report_t *e = &fb->report.entries[i];
+    if (e->name == NULL || strcmp(e->name, k->name) != 0)
+      continue;
+    if (e->status[kind] == 0)
+      return NULL;
+    return e->reason[kind][0] ? e->reason[kind] : "refused";
+  }
+  return "entry not in the transformation report";
+}
+
+static void find_fns(rwd_kernel_t *k, variant_fns_t *v, size_t shmem) {
+  char name[4096];
+  memset(v, 0, sizeof(*v));
+  rwd_fatbin_load(k->fb);
+  if (k->fb == NULL || k->fb->mod == NULL) {
+    snprintf(k->unavailable[0], sizeof(k->unavailable[0]), "%s",
+             k->fb && k->fb->why[0] ? k->fb->why : "no module");
+    snprintf(k->unavailable[1], sizeof(k->unavailable[1]), "%s", k->unavailable[0]);
+    return;
+  }
+  if (cuModuleGetFunction(&v->orig, k->fb->mod, k->name) != CUDA_SUCCESS) {
+    v->orig = NULL;
+    snprintf(k->unavailable[0], sizeof(k->unavailable[0]), "entry not found in the PTX module");
+    snprintf(k->unavailable[1], sizeof(k->unavailable[1]), "entry not found in the PTX module");
+    return;
+  }
+  for (int kind = 0; kind < 2; kind++) {
+    const char *why = reason_for(k, kind);
+    CUfunction f = NULL;
+    if (why == NULL) {
+      snprintf(name, sizeof(name), "%s%s", k->name, kind == 0 ? "__tally_slice" : "__tally_ptb");
+      if (cuModuleGetFunction(&f, k->fb->mod, name) != CUDA_SUCCESS) {
+        f = NULL;
+        why = "transformed entry missing from the loaded module";
+      }
+    }
+    if (why != NULL)
+      snprintf(k->unavailable[kind], sizeof(k->unavailable[kind]), "%s", why);
+    if (kind == 0)
+      v->slice = f;
+    else
+      v->ptb = f;
+  }
+  /* Kernels given more than the default 48 KiB of dynamic shared memory
+   * had the attribute raised by the program on the native function. */
+  if (shmem > 48 * 1024) {
+    CUfunction fs[3] = {v->orig, v->slice, v->ptb};
+    for (int i = 0; i < 3; i++)
+      if (fs[i])
+        cuFuncSetAttribute(fs[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shmem);
+  }
+  if (v->orig)
+    v->nparams = param_count(v->orig);
+}
+
+static CUresult launch(CUfunction f, unsigned blocks, const rwd_launch_t *l, void **kp) {
+  return cuLaunchKernel(f, blocks, 1, 1, l->block.x, l->block.y, l->block.z, (unsigned)l->shmem, hs,
+                        kp, NULL);
+}
+
+/* The untransformed entry with the program's own grid and arguments. */
+static CUresult launch_orig(CUfunction f, const rwd_launch_t *l) {
+  return cuLaunchKernel(f, l->grid.x, l->grid.y, l->grid.z, l->block.x, l->block.y, l->block.z,
+                        (unsigned)l->shmem, hs, l->args, NULL);
+}
+
+/* Slice: ceil(total/S) launches of NAME__tally_slice. */
+static CUresult run_slice(CUfunction f, const rwd_launch_t *l, const variant_fns_t *v,
+                          uint64_t slice) {
+  uint32_t gx = l->grid.x, gy = l->grid.y, gz = l->grid.z;
+  uint64_t total = (uint64_t)gx * gy * gz, off;
+  void *kp[4096 + 4];
+  CUresult r = CUDA_SUCCESS;
+
+  memcpy(kp, l->args, v->nparams * sizeof(void *));
+  kp[v->nparams] = &gx;
+  kp[v->nparams + 1] = &gy;
+  kp[v->nparams + 2] = &gz;
+  kp[v->nparams + 3] = &off;
+  for (off = 0; off < total && r == CUDA_SUCCESS; off += slice) {
+    uint64_t n = total - off < slice ? total - off : slice;
+    r = launch(f, (unsigned)n, l, kp);
+  }
+  return r;
+}
+
+/* PTB: W workers; with inject, the flag is set at a random moment during
+ * each of the first three launches, then the kernel is relaunched with the
+ * same control block until it reports every block taken. */
+static CUresult run_ptb(rwd_kernel_t *k, CUfunction f, const rwd_launch_t *l,
+                        const variant_fns_t *v, unsigned workers, int inject, double native_us,
+                        unsigned *preempted, const char *vname) {
+  uint32_t gx = l->grid.x, gy = l->grid.y, gz = l->grid.z;
+  uint64_t total = (uint64_t)gx * gy * gz, next = 0;
+  void *kp[4096 + 4];
+  CUresult r;
+  unsigned round;
+
+  memcpy(kp, l->args, v->nparams * sizeof(void *));
+  kp[v->nparams] = &gx;
+  kp[v->nparams + 1] = &gy;
+  kp[v->nparams + 2] = &gz;
+  kp[v->nparams + 3] = &ctl;
+  if ((r = cuMemsetD8(ctl, 0, CTL_SIZE)) != CUDA_SUCCESS)
+    return r;
+  /* Each relaunch after a preemption takes at least one block unless the
+   * flag lands first; injection stops after round 3, so total + 8 rounds
+   * bound a correct kernel. */
+  for (round = 0; round < total + 8; round++) {
+    if ((r = launch(f, workers, l, kp)) != CUDA_SUCCESS)
+      return r;
+    if (inject && round < 3 && rnd() % 4 != 0) {
+      double span = native_us > 20 ? native_us : 20, t0 = rwd_now_us();
+      double delay = (double)(rnd() % 1000) / 1000.0 * span * 1.2;
+      while (rwd_now_us() - t0 < delay)
+        ; /* busy-wait: the point is a random moment while workers run */
+      if ((r = cuMemcpyHtoDAsync(ctl + CTL_FLAG, one_pinned, 4, ps)) != CUDA_SUCCESS)
+        return r;
+    }
+    rwd_watch("%s variant %s (round %u)", k->name, vname, round);
+    r = cuStreamSynchronize(hs);
+    if (r == CUDA_SUCCESS)
+      r = cuStreamSynchronize(ps);
+    rwd_unwatch();
+    if (r != CUDA_SUCCESS)
+      return r;
+    if ((r = cuMemcpyDtoH(&next, ctl + CTL_NEXT, sizeof(next))) != CUDA_SUCCESS)
+      return r;
+    if (next >= total)
+      return CUDA_SUCCESS;
+    (*preempted)++;
+    if ((r = cuMemsetD32(ctl + CTL_FLAG, 0, 1)) != CUDA_SUCCESS)
+      return r;
+  }
+  printf("FAIL     %s variant %s: no progress after %u relaunches (next=%llu of %llu)\n", k->name,
+         vname, round, (unsigned long long)next, (unsigned long long)total);
+  return CUDA_ERROR_LAUNCH_TIMEOUT;
+}
+
+static unsigned wave_of(CUfunction f, const rwd_launch_t *l) {
+  int per_sm = 0;
+  unsigned threads = l->block.x * l->block.y * l->block.z;
+  if (cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, (int)threads, l->shmem) !=
+          CUDA_SUCCESS ||
+      per_sm < 1)
+    per_sm = 1;
+  return (unsigned)per_sm * (unsigned)(rwd_sm_count > 0 ? rwd_sm_count : 1);
+}
+
+/* Records the outcome of one variant run. */
+static void judge(rwd_kernel_t *k, const char *vname, CUresult r) {
+  char where[200] = "";
+  size_t bad;
+  if (r != CUDA_SUCCESS) {
+    const char *s = NULL;
+    cuGetErrorName(r, &s);
+    die(k, vname, s ? s : "launch failed");
+  }
+  sync_or_die(k, vname);
+  if (snap(2) < 0)
+    die(k, vname, "snapshot failed");
+  bad = compare(where, sizeof(where));
+  if (bad == 0) {
+    k->variants_ok++;
+    return;
+  }
+  k->variants_bad++;
+  if (k->first_bad[0] == 0)
+    snprintf(k->first_bad, sizeof(k->first_bad), "%.60s: %zu bytes differ, first at %.300s", vname,
+             bad, where);
+  printf("MISMATCH %s variant %s: %zu bytes differ, first at %s\n", k->name, vname, bad, where);
+}
+
+static void diff_variants(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v,
+                          double native_us) {
+  uint64_t total = (uint64_t)l->grid.x * l->grid.y * l->grid.z;
+  uint64_t sizes[3] = {1, 7, (total + 2) / 3};
+  char vname[64];
+
+  if (v->orig != NULL) {
+    restore_or_die(k, 0, "orig-ptx");
+    judge(k, "orig-ptx", launch_orig(v->orig, l));
+  }
+  if (v->slice != NULL) {
+    for (int i = 0; i < 3; i++) {
+      if ((i > 0 && sizes[i] == sizes[0]) || (i > 1 && sizes[i] == sizes[1]))
+        continue;
+      if ((total + sizes[i] - 1) / sizes[i] > MAX_SLICE_LAUNCHES)
+        continue;
+      snprintf(vname, sizeof(vname), "slice S=%llu", (unsigned long long)sizes[i]);
+      restore_or_die(k, 0, vname);
+      judge(k, vname, run_slice(v->slice, l, v, sizes[i]));
+    }
+  }
+  if (v->ptb != NULL) {
+    unsigned ws[3] = {1, 5, wave_of(v->ptb, l)};
+    for (int i = 0; i < 3; i++) {
+      unsigned pre = 0;
+      snprintf(vname, sizeof(vname), "ptb W=%u+preempt", ws[i]);
+      restore_or_die(k, 0, vname);
+      CUresult r = run_ptb(k, v->ptb, l, v, ws[i], 1, native_us, &pre, vname);
+      k->preemptions += pre;
+      judge(k, vname, r);
+    }
+  }
+}
+
+/* ---- bench ---- */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, unsigned n) {
+  qsort(v, n, sizeof(*v), cmp_double);
+  return n ? v[n / 2] : NAN;
+}
+
+/* Times fn over RW_BENCH_REPS runs (state restored before each, outside
+ * the timed region) and returns the median in microseconds. */
+typedef CUresult (*timed_fn)(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v,
+                             unsigned param, CUstream *stream);
+
+static CUresult t_native(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v,
+                         unsigned param, CUstream *stream) {
+  (void)k, (void)v, (void)param;
+  *stream = (CUstream)l->stream;
+  return rwd_native(l) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+}
+static CUresult t_orig(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v,
+                       unsigned param, CUstream *stream) {
+  (void)k, (void)param;
+  *stream = hs;
+  return launch_orig(v->orig, l);
+}
+static CUresult t_slice(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v,
+                        unsigned param, CUstream *stream) {
+  (void)k;
+  *stream = hs;
+  return run_slice(v->slice, l, v, param);
+}
+static CUresult t_ptb(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v,
+                      unsigned param, CUstream *stream) {
+  uint32_t gx = l->grid.x, gy = l->grid.y, gz = l->grid.z;
+  void *kp[4096 + 4];
+  (void)k;
+  *stream = hs;
+  memcpy(kp, l->args, v->nparams * sizeof(void *));
+  kp[v->nparams] = &gx;
+  kp[v->nparams + 1] = &gy;
+  kp[v->nparams + 2] = &gz;
+  kp[v->nparams + 3] = &ctl;
+  return launch(v->ptb, param, l, kp);
+}
+
+static double time_variant(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v,
+                           timed_fn fn, unsigned param, const char *vname) {
+  double *t = calloc(rwd_cfg.bench_reps, sizeof(double)), m;
+  unsigned n = 0;
+  if (t == NULL)
+    return NAN;
+  for (unsigned i = 0; i < rwd_cfg.bench_reps; i++) {
+    CUstream s = NULL;
+    float ms = 0;
+    restore_or_die(k, 0, vname);
+    cuMemsetD8(ctl, 0, CTL_SIZE);
+    sync_or_die(k, vname);
+    /* the event goes on the stream the variant uses, recorded just before */
+    CUstream target = fn == t_native ? (CUstream)l->stream : hs;
+    cuEventRecord(ev0, target);
+    if (fn(k, l, v, param, &s) != CUDA_SUCCESS)
+      die(k, vname, "launch failed");
+    cuEventRecord(ev1, s);
+    sync_or_die(k, vname);
+    if (cuEventElapsedTime(&ms, ev0, ev1) == CUDA_SUCCESS)
+      t[n++] = ms * 1000.0;
+  }
+  m = median(t, n);
+  free(t);
+  return m;
+}
+
+static void bench(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v) {
+  uint64_t total = (uint64_t)l->grid.x * l->grid.y * l->grid.z;
+  unsigned wave = v->ptb ? wave_of(v->ptb, l) : v->slice ? wave_of(v->slice, l) : 0;
+  double lat[20];
+  unsigned nl = 0;
+
+  k->benched = 1;
+  k->total_blocks = (unsigned)total;
+  k->wave_blocks = wave;
+  k->native_us = time_variant(k, l, v, t_native, 0, "native");
+  k->origptx_us = v->orig ? time_variant(k, l, v, t_orig, 0, "orig-ptx") : NAN;
+  k->slice_us = v->slice ? time_variant(k, l, v, t_slice, wave, "slice") : NAN;
+  k->ptb_us = v->ptb ? time_variant(k, l, v, t_ptb, wave, "ptb") : NAN;
+  k->block_us = total > wave && wave > 0 ? k->native_us * wave / (double)total : k->native_us;
+  /* Preemption latency: only meaningful while work remains to be taken. */
+  if (v->ptb && total > wave) {
+    for (unsigned i = 0; i < 20; i++) {
+      uint64_t next = 0;
+      CUstream s;
+      restore_or_die(k, 0, "preempt");
+      cuMemsetD8(ctl, 0, CTL_SIZE);
+      sync_or_die(k, "preempt");
+      double t_launch = rwd_now_us();
+      if (t_ptb(k, l, v, wave, &s) != CUDA_SUCCESS)
+        die(k, "preempt", "launch failed");
+      double delay = (0.1 + 0.4 * (double)(rnd() % 1000) / 1000.0) * k->ptb_us;
+      while (rwd_now_us() - t_launch < delay)
+        ;
+      double t0 = rwd_now_us();
+      cuMemcpyHtoDAsync(ctl + CTL_FLAG, one_pinned, 4, ps);
+      rwd_watch("%s preempt", k->name);
+      cuStreamSynchronize(hs);
+      double t1 = rwd_now_us();
+      rwd_unwatch();
+      sync_or_die(k, "preempt");
+      cuMemcpyDtoH(&next, ctl + CTL_NEXT, sizeof(next));
+      if (next < total)
+        lat[nl++] = t1 - t0;
+    }
+  }
+  qsort(lat, nl, sizeof(lat[0]), cmp_double);
+  printf("BENCH %s total=%llu wave=%u native_us=%.2f origptx_us=%.2f slice_us=%.2f ptb_us=%.2f "
+         "block_us=%.2f preempt_n=%u preempt_p50_us=%.1f preempt_max_us=%.1f\n",
+         k->name, (unsigned long long)total, wave, k->native_us, k->origptx_us, k->slice_us,
+         k->ptb_us, k->block_us, nl, nl ? lat[nl / 2] : NAN, nl ? lat[nl - 1] : NAN);
+  for (unsigned i = 0; i < nl; i++)
+    printf("PREEMPT %s block_us=%.2f latency_us=%.1f\n", k->name, k->block_us, lat[i]);
+}
+
+/* ---- entry ---- */
+
+cudaError_t rwd_test_launch(rwd_kernel_t *k, const rwd_launch_t *l) {
+  variant_fns_t v;
+  cudaError_t native;
+  double t0, native_us;
+  char where[200];
+
+  if (setup() < 0)
+    return rwd_native(l);
+  k->tested++;
+  sync_or_die(k, "(before)");
+  find_fns(k, &v, l->shmem);
+  if (snap(0) < 0)
+    die(k, "native", "snapshot failed");
+  t0 = rwd_now_us();
+  native = rwd_native(l);
+  if (native != cudaSuccess) {
+    /* The program sees the same error it would have seen natively. */
+    k->tested--;
+    return native;
+  }
+  sync_or_die(k, "native");
+  native_us = rwd_now_us() - t0;
+  if (snap(1) < 0)
+    die(k, "native", "snapshot failed");
+  if (rwd_cfg.mode == RWD_MODE_BENCH) {
+    bench(k, l, &v);
+  } else {
+    /* second native run: bytes that differ are nondeterministic */
+    restore_or_die(k, 0, "native (again)");
+    if (rwd_native(l) != cudaSuccess)
+      die(k, "native (again)", "launch failed");
+    sync_or_die(k, "native (again)");
+    if (snap(2) < 0)
+      die(k, "native", "snapshot failed");
+    if (compare(where, sizeof(where)) > 0) {
+      k->nondet++;
+      printf("NONDET   %s: two native runs differ (%zu bytes masked), first at %s\n", k->name,
+             mask_differences(), where);
+    }
+    diff_variants(k, l, &v, native_us);
+  }
+  restore_or_die(k, 1, "(restore)");
+  return native;
+}
