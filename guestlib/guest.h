@@ -1,11 +1,29 @@
 /* guest.h: the internal-public header of guestlib/, the guest library.
  *
  * guestlib/ is installed as libcuda.so.1: its public API is the CUDA driver
- * API itself (cuda.h).  This header only carries what the rest of the
- * library and its tests share: the export macro and the environment names.
+ * API itself (cuda.h), under the names the real driver exports.  We therefore
+ * see cuda.h as the driver does (__CUDA_API_VERSION_INTERNAL): cuMemAlloc is
+ * the legacy 32-bit entry point and cuMemAlloc_v2 the one applications reach.
+ * This header carries what the library's files share: the export macro, the
+ * environment names, the process-wide guest state and its lock story, the
+ * channel to tallyd (chan.c), the local tables of allocations and functions
+ * (tables.c) and the one table that turns our own failures into CUresult.
  */
 #ifndef TALLY_GUEST_H
 #define TALLY_GUEST_H
+
+#ifndef __CUDA_API_VERSION_INTERNAL
+#define __CUDA_API_VERSION_INTERNAL 1
+#endif
+#include <cuda.h>
+#include <cudaProfiler.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "guestlib/call.h"
+#include "guestlib/codec.h"
 
 /* Only cu* entry points are visible outside libcuda.so.1 (-fvisibility=hidden
  * elsewhere), so tenant programs' own zstd/xxHash never collide with ours. */
@@ -14,9 +32,117 @@
 /* Driver version we report: CUDA 13.0. */
 #define GUEST_DRIVER_VERSION 13000
 
-#define GUEST_ENV_HOST "TALLY_HOST"         /* unset: local UNIX socket; tcp://h:p */
-#define GUEST_ENV_PRIORITY "TALLY_PRIORITY" /* latency-critical | best-effort */
-#define GUEST_ENV_NAME "TALLY_NAME"
-#define GUEST_ENV_TOKEN "TALLY_TOKEN"
+#define GUEST_ENV_HOST       "TALLY_HOST"     /* unset: local UNIX socket; tcp://h:p */
+#define GUEST_ENV_PRIORITY   "TALLY_PRIORITY" /* latency-critical | best-effort */
+#define GUEST_ENV_NAME       "TALLY_NAME"
+#define GUEST_ENV_TOKEN      "TALLY_TOKEN"
+#define GUEST_ENV_LOG        "TALLY_LOG" /* "debug" logs every call */
+#define GUEST_DEFAULT_SOCKET "/run/tally/tallyd.sock"
+
+/* Async copies up to half of wire's 64 KiB post batch go fire-and-forget;
+ * larger ones take a round trip per GUEST_CALL_CHUNK. */
+#define GUEST_BATCH_FLUSH (64u << 10)
+
+/* Process-wide guest state.  Lock story: `lock` serialises cuInit and the
+ * primary-context bookkeeping; it is never held across a round trip (the
+ * channel, wire_conn, is thread-safe on its own).  `inited` and the snapshot
+ * are written once under `lock` by cuInit and only read afterwards; `lost`
+ * is set atomically by chan.c. */
+typedef struct guest_state {
+  pthread_mutex_t lock;
+  bool inited;        /* cuInit succeeded */
+  CUresult init_rc;   /* result of the first cuInit, returned by later ones */
+  bool lost;          /* the channel broke: every call fails from now on */
+  uint32_t tenant_id; /* assigned by tallyd */
+  int ndev;
+  guest_dev_snapshot_t dev[GUEST_MAX_DEVICES];
+  char addr[512]; /* address tried, for messages */
+} guest_state_t;
+
+extern guest_state_t guest__g;
+
+/* ---- errors: our own failures (negative errno / wire codes) -> CUresult ---- */
+CUresult guest__cu_error(int status);
+void guest__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool guest__debug(void);
+/* Logs "NAME is not supported" once per *logged flag; returns NOT_SUPPORTED. */
+CUresult guest__unsupported(const char *name, int *logged);
+
+/* ---- channel (chan.c, over wire/) ---- */
+/* Connects to url ("unix:/p", "/p", "tcp://h:p") and does wire's handshake.
+ * Returns 0 or a negative status (wire_strerror); err gets wire's reason. */
+int guest__chan_open(const char *url, const char *name, int latency_critical, const char *token,
+                     char *err, size_t errlen);
+void guest__chan_close(void);
+/* Makes the daemon hold data (sent only if it lacks it); *id = its XXH3-64. */
+int guest__blob_offer(const void *data, size_t len, uint64_t *id);
+/* Queues an async request (GUEST_CALL_ASYNC); its bytes are args then bulk.
+ * Returns 0, or a negative status if the channel is lost.  Caller holds no lock. */
+int guest__post(uint32_t op, const void *args, size_t len, const void *bulk, size_t bulk_len);
+/* Sends a synchronous request (after the pending batch) and reads its reply.
+ * *rc gets the CUresult; results are copied into out (out_cap bytes; a longer
+ * reply is an error) or, when out_alloc is not NULL, returned malloc'd there
+ * (caller frees).  Returns 0 or a negative status (channel lost). */
+int guest__call(uint32_t op, uint32_t flags, const void *args, size_t len, const void *bulk,
+                size_t bulk_len, CUresult *rc, void *out, size_t out_cap, size_t *out_len,
+                void **out_alloc);
+/* Convenience: a synchronous call whose reply is at most out_cap bytes; maps
+ * channel failures to a CUresult. */
+CUresult guest__rpc(uint32_t op, uint32_t flags, const void *args, size_t len, void *out,
+                    size_t out_cap);
+
+/* Ensures cuInit ran (cudart calls in order, but driver-API programs may
+ * not): returns CUDA_ERROR_NOT_INITIALIZED when it has not. */
+CUresult guest__ready(void);
+
+/* ---- local tables (tables.c) ---- */
+typedef enum guest_mem_kind { GUEST_MEM_DEVICE = 1, GUEST_MEM_HOST = 2 } guest_mem_kind_t;
+int guest__mem_add(uint64_t base, uint64_t size, guest_mem_kind_t kind, unsigned flags);
+int guest__mem_del(uint64_t base, guest_mem_kind_t kind, uint64_t *size);
+/* Finds the allocation holding p; returns true and fills base/size/kind. */
+bool guest__mem_find(uint64_t p, uint64_t *base, uint64_t *size, guest_mem_kind_t *kind);
+
+typedef struct guest_func {
+  uint64_t handle;
+  uint64_t module;
+  uint64_t owner; /* what unloading frees it: the module, or the library of a view */
+  uint32_t nparams;
+  uint32_t argbytes;              /* offset+size of the last parameter */
+  uint32_t *off;                  /* nparams offsets */
+  uint32_t *size;                 /* nparams sizes */
+  int32_t attr[GUEST_FUNC_ATTRS]; /* cuFuncGetAttribute 0..9, updated by Set */
+  char *name;
+} guest_func_t;
+/* Records the functions of a MODULE_LOAD reply (parsed with bounds checks). */
+int guest__module_add(uint64_t module, uint64_t owner, const uint8_t *recs, size_t len,
+                      uint32_t nfunc);
+/* Forgets every function whose module or owner is h. */
+void guest__module_del(uint64_t h);
+/* Lookups return the table's entry; it lives until its module is unloaded.
+ * guest__func_find_mut is for cuFuncSetAttribute (lock held by the table). */
+const guest_func_t *guest__func_find(uint64_t handle);
+void guest__func_set_attr(uint64_t handle, int attr, int32_t value);
+const guest_func_t *guest__func_by_name(uint64_t module, const char *name);
+/* Writes up to cap handles of module's functions to out (may be NULL);
+ * returns how many the module has. */
+unsigned guest__module_funcs(uint64_t module, uint64_t *out, unsigned cap);
+
+/* ---- contexts (ctx.c) ---- */
+/* Device of the calling thread's current context (0 if none is current). */
+int guest__cur_device(void);
+
+/* ---- stream translation ---- */
+/* The calling thread's number, 1.. (the first call numbers the thread). */
+uint32_t guest__thread_index(void);
+
+/* Per-thread-default-stream entry points (_ptds/_ptsz) turn a 0 stream into
+ * CU_STREAM_PER_THREAD; legacy ones keep 0 (the tenant's legacy stream).
+ * CU_STREAM_PER_THREAD goes out as 2 | thread index << 32, so the host gives
+ * each guest thread its own default stream (guestlib/call.h). */
+static inline uint64_t guest__stream(CUstream s, int ptds) {
+  if ((s == NULL && ptds) || s == CU_STREAM_PER_THREAD)
+    return (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD | (uint64_t)guest__thread_index() << 32;
+  return (uint64_t)(uintptr_t)s;
+}
 
 #endif /* TALLY_GUEST_H */

@@ -28,6 +28,8 @@ void hostd_config_usage(FILE *f) {
           "  --state-dir DIR      module and profile caches (default %s)\n"
           "  --token-file FILE    token that TCP tenants must present\n"
           "  --log-level L        error, warn, info (default) or debug\n"
+          "  --spin-us N          after a request, poll N us for the next before sleeping\n"
+          "                       (0 = never, the default; pays with idle cores)\n"
           "  -h, --help           this text\n",
           HOSTD_DEFAULT_SOCKET, HOSTD_DEFAULT_STATE_DIR);
 }
@@ -80,6 +82,16 @@ int hostd_config_parse_args(hostd_config_t *cfg, int argc, char **argv, FILE *er
       rc = parse_level(v, &cfg->log_level);
       if (rc)
         fprintf(err, "tallyd: --log-level: expected error, warn, info or debug, got '%s'\n", v);
+    } else if (strcmp(a, "--spin-us") == 0) {
+      char *end = NULL;
+      long n = strtol(v, &end, 10);
+      /* Above 10 ms a spin is a busy loop, not a latency trick. */
+      if (!end || *end || n < 0 || n > 10000) {
+        fprintf(err, "tallyd: --spin-us: expected 0..10000, got '%s'\n", v);
+        rc = -EINVAL;
+      } else {
+        cfg->spin_us = (int)n;
+      }
     } else {
       fprintf(err, "tallyd: unknown option %s (see tallyd --help)\n", a);
       rc = -EINVAL;

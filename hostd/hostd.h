@@ -7,9 +7,10 @@
 #ifndef TALLY_HOSTD_H
 #define TALLY_HOSTD_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
-#define HOSTD_DEFAULT_SOCKET "/run/tally/tallyd.sock"
+#define HOSTD_DEFAULT_SOCKET    "/run/tally/tallyd.sock"
 #define HOSTD_DEFAULT_STATE_DIR "/var/lib/tally"
 
 typedef enum hostd_log_level {
@@ -20,13 +21,14 @@ typedef enum hostd_log_level {
 } hostd_log_level_t;
 
 typedef struct hostd_config {
-  char unix_path[108];  /* UNIX socket to listen on ("" = none) */
-  char tcp_addr[256];   /* host:port to listen on ("" = none) */
-  char gpus[128];       /* comma-separated GPU ordinals ("" = all) */
-  char state_dir[4096]; /* module and profile caches */
-  char token_file[4096];/* token required from TCP tenants ("" = none) */
+  char unix_path[108];   /* UNIX socket to listen on ("" = none) */
+  char tcp_addr[256];    /* host:port to listen on ("" = none) */
+  char gpus[128];        /* comma-separated GPU ordinals ("" = all) */
+  char state_dir[4096];  /* module and profile caches */
+  char token_file[4096]; /* token required from TCP tenants ("" = none) */
   hostd_log_level_t log_level;
-  int show_help;        /* --help was given */
+  int spin_us;   /* after traffic, poll this long before sleeping (0 = never) */
+  int show_help; /* --help was given */
 } hostd_config_t;
 
 /* Fills *cfg with defaults. */
@@ -38,5 +40,28 @@ int hostd_config_parse_args(hostd_config_t *cfg, int argc, char **argv, FILE *er
 
 /* Prints tallyd's --help text. */
 void hostd_config_usage(FILE *f);
+
+/* ---- the daemon (server.c) ---- */
+typedef struct hostd_server hostd_server_t;
+
+/* Initialises the GPU backend and the module cache, and starts listening on
+ * the configured addresses.  With handle_signals, SIGTERM and SIGINT stop the
+ * daemon.  Returns 0, -ENODEV (no usable GPU), -EADDRINUSE (a daemon already
+ * answers on the UNIX path), or another negative errno/libuv code. */
+int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handle_signals);
+/* Serves tenants until stopped; then closes every tenant (freeing all it
+ * owned) and returns 0. */
+int hostd_server_run(hostd_server_t *s);
+/* Asks a running server to stop; any thread. */
+void hostd_server_stop(hostd_server_t *s);
+/* Waits until exactly n tenants are connected; 0 or -ETIMEDOUT.  Any thread. */
+int hostd_server_wait_tenants(hostd_server_t *s, int n, int timeout_ms);
+/* The TCP port bound (useful with port 0), or 0. */
+int hostd_server_tcp_port(const hostd_server_t *s);
+/* Counters for tests: module images received, synchronous requests answered. */
+unsigned long hostd_server_blob_puts(const hostd_server_t *s);
+unsigned long hostd_server_calls(const hostd_server_t *s);
+/* Releases the server after hostd_server_run returned.  NULL ok. */
+void hostd_server_free(hostd_server_t *s);
 
 #endif /* TALLY_HOSTD_H */

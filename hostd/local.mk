@@ -1,11 +1,31 @@
 # hostd/local.mk: the host daemon tallyd.
-noinst_LIBRARIES += hostd/libtallyhostd.a
-hostd_libtallyhostd_a_SOURCES = hostd/hostd.h hostd/config.c
+#
+# The daemon's logic is one archive; the GPU backend is chosen at link time
+# (sibling files behind hostd/gpu.h): tallyd links gpu-cuda.c and the real
+# driver, unit tests link gpu-record.c and never touch a GPU.
+noinst_LIBRARIES += hostd/libtallyhostd.a hostd/libtallyhostd-cuda.a hostd/libtallyhostd-record.a
+hostd_libtallyhostd_a_SOURCES = hostd/hostd.h hostd/hostd-int.h hostd/gpu.h hostd/map.h \
+	hostd/config.c hostd/log.c hostd/map.c hostd/modcache.c hostd/tenant.c hostd/server.c
 hostd_libtallyhostd_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-hostd_libtallyhostd_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS)
-HOSTD_LIBS = hostd/libtallyhostd.a $(REWRITE_LIBS) $(POLICY_LIBS) $(WIRE_LIBS)
+hostd_libtallyhostd_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(XXHASH_CFLAGS)
+hostd_libtallyhostd_cuda_a_SOURCES = hostd/gpu-cuda.c
+hostd_libtallyhostd_cuda_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+hostd_libtallyhostd_record_a_SOURCES = hostd/gpu-record.c
+hostd_libtallyhostd_record_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+HOSTD_LIBS = hostd/libtallyhostd.a $(REWRITE_LIBS) $(POLICY_LIBS) $(WIRE_LIBS) $(UV_LIBS) \
+	$(XXHASH_LIBS) -lpthread
+# The driver is dlopened at start (gpu-cuda.c), never linked.
+HOSTD_CUDA_LIBS = hostd/libtallyhostd-cuda.a -ldl
+HOSTD_RECORD_LIBS = hostd/libtallyhostd-record.a
 bin_PROGRAMS += hostd/tallyd
 hostd_tallyd_SOURCES = hostd/main.c
 hostd_tallyd_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-hostd_tallyd_LDADD = $(HOSTD_LIBS)
+hostd_tallyd_LDADD = hostd/libtallyhostd.a $(HOSTD_CUDA_LIBS) $(HOSTD_LIBS)
+# A tallyd on the recording device: lets CPU-only machines run real
+# programs end to end through the guest (tests/test-guest-cudart.sh); never
+# installed, never GPU coverage.
+noinst_PROGRAMS += hostd/tallyd-record
+hostd_tallyd_record_SOURCES = hostd/main.c
+hostd_tallyd_record_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+hostd_tallyd_record_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS)
 EXTRA_DIST += hostd/README.md

@@ -1,10 +1,48 @@
-# tests/guestlib.mk: unit tests of guestlib/ (load the built libcuda.so.1).
+# tests/guestlib.mk: unit tests of guestlib/ (load or link the built libcuda.so.1).
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test-guest-entry
-TESTS += tests/test-guest-entry
+check_PROGRAMS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
+	tests/guest-tenant-helper tests/guest-chain
+TESTS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon
 endif
+TESTS += tests/test-guest-cudart.sh tests/test-guest-chain.sh
+EXTRA_DIST += tests/test-guest-cudart.sh tests/guest-cudart.cu tests/test-guest-chain.sh
 tests_test_guest_entry_SOURCES = tests/test-guest-entry.c
 tests_test_guest_entry_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_guest_entry_CFLAGS = $(TEST_CFLAGS)
 tests_test_guest_entry_LDADD = $(TEST_LIBS) -ldl
 EXTRA_tests_test_guest_entry_DEPENDENCIES = guestlib/libcuda.so.1
+tests_test_guest_exports_SOURCES = tests/test-guest-exports.c
+tests_test_guest_exports_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_guest_exports_CFLAGS = $(TEST_CFLAGS)
+tests_test_guest_exports_LDADD = $(TEST_LIBS) -ldl
+EXTRA_tests_test_guest_exports_DEPENDENCIES = guestlib/libcuda.so.1
+# Linked against the guest library itself, as an application is; the
+# daemon half runs in-process on the recording GPU backend.
+GUEST_LINK = guestlib/libcuda.so.1
+GUEST_RPATH = -Wl,-rpath,$(abs_top_builddir)/guestlib
+tests_test_guest_daemon_SOURCES = tests/test-guest-daemon.c
+tests_test_guest_daemon_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_guest_daemon_CFLAGS = $(TEST_CFLAGS)
+tests_test_guest_daemon_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \
+	$(GUEST_LINK) $(TEST_LIBS)
+tests_test_guest_daemon_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
+EXTRA_tests_test_guest_daemon_DEPENDENCIES = tests/guest-tenant-helper
+tests_guest_tenant_helper_SOURCES = tests/guest-tenant-helper.c
+tests_guest_tenant_helper_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_guest_tenant_helper_LDADD = $(GUEST_LINK)
+tests_guest_tenant_helper_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
+tests_guest_chain_SOURCES = tests/guest-chain.c
+tests_guest_chain_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_guest_chain_LDADD = $(GUEST_LINK)
+tests_guest_chain_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
+# The cudart script runs the programs it builds against tallyd-record.
+check_SCRIPTS = guestlib/tally-run hostd/tallyd hostd/tallyd-record
+
+# GPU end-to-end (make check-gpu): the script, with this tree's paths.
+GPU_TESTS += tests/guest-gpu-smoke
+EXTRA_DIST += tests/test-guest-gpu.sh tests/guest-gpu.cu tests/guest-gpu-drv.c \
+	tests/guest-gpu-kernel.cu
+CLEANFILES += tests/guest-gpu-smoke
+tests/guest-gpu-smoke: $(srcdir)/tests/test-guest-gpu.sh hostd/tallyd guestlib/libcuda.so.1 guestlib/tally-run
+	$(AM_V_GEN)$(MKDIR_P) tests && sed -e 's|@TALLY_SRCDIR@|$(abs_top_srcdir)|g' \
+	  $(srcdir)/tests/test-guest-gpu.sh > $@ && chmod +x $@

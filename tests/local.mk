@@ -8,3 +8,4 @@ include $(srcdir)/tests/sim.mk
 include $(srcdir)/tests/hostd.mk
 include $(srcdir)/tests/guestlib.mk
 include $(srcdir)/tests/gpu.mk
+EXTRA_DIST += tests/data/facts

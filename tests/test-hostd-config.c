@@ -12,10 +12,16 @@
 static void config_parses_every_flag(void **state) {
   (void)state;
   hostd_config_t c;
-  char *argv[] = {"tallyd", "--listen-unix", "/tmp/t.sock", "--listen-tcp", "0.0.0.0:7000",
-                  "--gpus", "0,1", "--state-dir", "/tmp/st", "--log-level", "debug", NULL};
+  char *argv[] = {"tallyd",       "--listen-unix",
+                  "/tmp/t.sock",  "--listen-tcp",
+                  "0.0.0.0:7000", "--gpus",
+                  "0,1",          "--state-dir",
+                  "/tmp/st",      "--log-level",
+                  "debug",        "--spin-us",
+                  "30",           NULL};
   hostd_config_init(&c);
-  assert_int_equal(hostd_config_parse_args(&c, 11, argv, stderr), 0);
+  assert_int_equal(hostd_config_parse_args(&c, 13, argv, stderr), 0);
+  assert_int_equal(c.spin_us, 30);
   assert_string_equal(c.unix_path, "/tmp/t.sock");
   assert_string_equal(c.tcp_addr, "0.0.0.0:7000");
   assert_string_equal(c.gpus, "0,1");
@@ -29,11 +35,13 @@ static void config_rejects_unknown_flag_and_missing_value(void **state) {
   char *bad[] = {"tallyd", "--frobnicate", "1", NULL};
   char *missing[] = {"tallyd", "--gpus", NULL};
   char *level[] = {"tallyd", "--log-level", "loud", NULL};
+  char *spin[] = {"tallyd", "--spin-us", "-3", NULL};
   FILE *devnull = fopen("/dev/null", "w");
   hostd_config_init(&c);
   assert_int_equal(hostd_config_parse_args(&c, 3, bad, devnull), -EINVAL);
   assert_int_equal(hostd_config_parse_args(&c, 2, missing, devnull), -EINVAL);
   assert_int_equal(hostd_config_parse_args(&c, 3, level, devnull), -EINVAL);
+  assert_int_equal(hostd_config_parse_args(&c, 3, spin, devnull), -EINVAL);
   fclose(devnull);
 }
 

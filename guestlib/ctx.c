@@ -1,0 +1,398 @@
+/* ctx.c: contexts as the tenant sees them, kept entirely in the guest.
+ *
+ * tallyd runs every tenant in the one primary context of each GPU (BRIEF
+ * decision 4), so a tenant's contexts are bookkeeping: which device the
+ * calling thread works on, the push/pop stack, primary-context retain
+ * counts and flags, limits.  None of these calls crosses the wire.  A context
+ * handle points at a guest_ctx below; primary contexts are static, created
+ * ones are allocated by cuCtxCreate and freed by cuCtxDestroy.
+ *
+ * Not offered: limits and cache configuration change nothing on the GPU
+ * (they would change it for every tenant); they are stored and read back.
+ */
+#include "guestlib/guest.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CTX_MAGIC     0x7a11c7c7u
+#define CTX_STACK_MAX 64 /* deeper push nesting than any runtime uses */
+
+typedef struct guest_ctx {
+  uint32_t magic;     /* CTX_MAGIC while valid */
+  int device;         /* ordinal */
+  int primary;        /* 1 for the per-device primary context */
+  unsigned int flags; /* CU_CTX_* */
+  uint64_t id;        /* cuCtxGetId */
+} guest_ctx_t;
+
+/* Primary contexts and their retain counts.  Lock: guest__g.lock. */
+static guest_ctx_t primaries[GUEST_MAX_DEVICES];
+static int primary_refs[GUEST_MAX_DEVICES];
+static uint64_t next_ctx_id = 1;
+static size_t limits[CU_LIMIT_MAX]; /* stored, see the top comment */
+
+/* The calling thread's context stack; [depth-1] is current. */
+static __thread guest_ctx_t *stack[CTX_STACK_MAX];
+static __thread int depth;
+
+static guest_ctx_t *primary_of(int dev) {
+  guest_ctx_t *c = &primaries[dev];
+  if (c->magic != CTX_MAGIC) {
+    c->magic = CTX_MAGIC;
+    c->device = dev;
+    c->primary = 1;
+    c->id = __atomic_fetch_add(&next_ctx_id, 1, __ATOMIC_RELAXED);
+  }
+  return c;
+}
+
+static guest_ctx_t *ctx_of(CUcontext h) {
+  guest_ctx_t *c = (guest_ctx_t *)h;
+  if (!c)
+    return NULL;
+  for (int i = 0; i < GUEST_MAX_DEVICES; i++)
+    if (c == &primaries[i])
+      return c->magic == CTX_MAGIC ? c : NULL;
+  return c->magic == CTX_MAGIC ? c : NULL;
+}
+
+uint32_t guest__thread_index(void) {
+  static uint32_t next_index;    /* atomic */
+  static __thread uint32_t mine; /* 0 until this thread first asks */
+  if (!mine)
+    mine = __atomic_add_fetch(&next_index, 1, __ATOMIC_RELAXED);
+  return mine;
+}
+
+int guest__cur_device(void) {
+  return depth > 0 && stack[depth - 1] ? stack[depth - 1]->device : 0;
+}
+
+/* cudart's export table (export.c) asks for the primary context this way. */
+CUresult guest__primary_ctx(CUcontext *pctx, CUdevice dev) {
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= guest__g.ndev)
+    return CUDA_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&guest__g.lock);
+  *pctx = (CUcontext)primary_of(dev);
+  pthread_mutex_unlock(&guest__g.lock);
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+  CUresult r = guest__primary_ctx(pctx, dev);
+  if (r == CUDA_SUCCESS)
+    __atomic_fetch_add(&primary_refs[dev], 1, __ATOMIC_RELAXED);
+  return r;
+}
+
+GUEST_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (dev < 0 || dev >= guest__g.ndev)
+    return CUDA_ERROR_INVALID_DEVICE;
+  if (__atomic_load_n(&primary_refs[dev], __ATOMIC_RELAXED) <= 0)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  __atomic_fetch_sub(&primary_refs[dev], 1, __ATOMIC_RELAXED);
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+GUEST_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!flags || !active)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= guest__g.ndev)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *flags = primaries[dev].flags;
+  *active = __atomic_load_n(&primary_refs[dev], __ATOMIC_RELAXED) > 0;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (dev < 0 || dev >= guest__g.ndev)
+    return CUDA_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&guest__g.lock);
+  primary_of(dev)->flags = flags;
+  pthread_mutex_unlock(&guest__g.lock);
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+  return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+GUEST_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (dev < 0 || dev >= guest__g.ndev)
+    return CUDA_ERROR_INVALID_DEVICE;
+  /* Resetting would free every allocation of the tenant; tallyd does that
+   * when the tenant leaves.  Here only the retain count goes back to 0. */
+  __atomic_store_n(&primary_refs[dev], 0, __ATOMIC_RELAXED);
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+GUEST_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) {
+  if (!pctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!guest__g.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  *pctx = depth > 0 ? (CUcontext)stack[depth - 1] : NULL;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  guest_ctx_t *c = ctx_of(ctx);
+  if (!guest__g.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (ctx && !c)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (!ctx) {
+    if (depth > 0)
+      depth--;
+    return CUDA_SUCCESS;
+  }
+  if (depth == 0)
+    depth = 1;
+  stack[depth - 1] = c;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  guest_ctx_t *c = ctx_of(ctx);
+  if (!guest__g.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!c)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (depth >= CTX_STACK_MAX)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  stack[depth++] = c;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx) {
+  if (!guest__g.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (depth == 0)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  depth--;
+  if (pctx)
+    *pctx = (CUcontext)stack[depth];
+  return CUDA_SUCCESS;
+}
+
+static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+  guest_ctx_t *c;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= guest__g.ndev)
+    return CUDA_ERROR_INVALID_DEVICE;
+  if (depth >= CTX_STACK_MAX)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  c = calloc(1, sizeof(*c));
+  if (!c)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  c->magic = CTX_MAGIC;
+  c->device = dev;
+  c->flags = flags;
+  c->id = __atomic_fetch_add(&next_ctx_id, 1, __ATOMIC_RELAXED);
+  stack[depth++] = c;
+  *pctx = (CUcontext)c;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+  return ctx_create(pctx, flags, dev);
+}
+
+GUEST_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
+                                     CUdevice dev) {
+  if (params && (params->execAffinityParams || params->cigParams))
+    return CUDA_ERROR_NOT_SUPPORTED;
+  return ctx_create(pctx, flags, dev);
+}
+
+GUEST_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  guest_ctx_t *c = ctx_of(ctx);
+  if (!guest__g.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!c || c->primary)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  for (int i = 0; i < depth; i++)
+    if (stack[i] == c) {
+      memmove(&stack[i], &stack[i + 1], (depth - i - 1) * sizeof(stack[0]));
+      depth--;
+      i--;
+    }
+  c->magic = 0;
+  free(c);
+  return CUDA_SUCCESS;
+}
+
+static CUresult cur_ctx(guest_ctx_t **out) {
+  if (!guest__g.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (depth == 0 || !stack[depth - 1])
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *out = stack[depth - 1];
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
+  guest_ctx_t *c;
+  CUresult r;
+  if (!device)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = cur_ctx(&c);
+  if (r == CUDA_SUCCESS)
+    *device = c->device;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
+  guest_ctx_t *c = ctx ? ctx_of(ctx) : NULL;
+  if (!ctx)
+    return cuCtxGetDevice(device);
+  if (!device)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!c)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *device = c->device;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxGetFlags(unsigned int *flags) {
+  guest_ctx_t *c;
+  CUresult r;
+  if (!flags)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = cur_ctx(&c);
+  if (r == CUDA_SUCCESS)
+    *flags = c->flags;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuCtxSetFlags(unsigned int flags) {
+  guest_ctx_t *c;
+  CUresult r = cur_ctx(&c);
+  if (r == CUDA_SUCCESS)
+    c->flags = flags;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id) {
+  guest_ctx_t *c = NULL;
+  CUresult r = CUDA_SUCCESS;
+  if (!id)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (ctx)
+    c = ctx_of(ctx);
+  else
+    r = cur_ctx(&c);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!c)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *id = c->id;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version) {
+  if (!version)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (ctx && !ctx_of(ctx))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *version = 3020; /* every context since CUDA 3.2 reports the 3.2 API */
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+  int dev = guest__cur_device();
+  if (!guest__g.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (least)
+    *least = guest__g.dev[dev].prio_least;
+  if (greatest)
+    *greatest = guest__g.dev[dev].prio_greatest;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxGetLimit(size_t *value, CUlimit limit) {
+  if (!value || (int)limit < 0 || limit >= CU_LIMIT_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!guest__g.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (limits[limit] == 0) {
+    /* CUDA's defaults on Hopper: 1 KiB stack, 1 MiB printf FIFO, 8 MiB heap. */
+    static const size_t defaults[CU_LIMIT_MAX] = {
+        [CU_LIMIT_STACK_SIZE] = 1024,
+        [CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20,
+        [CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20,
+        [CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2,
+        [CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
+        [CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 128,
+    };
+    *value = defaults[limit];
+  } else {
+    *value = limits[limit];
+  }
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  if ((int)limit < 0 || limit >= CU_LIMIT_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!guest__g.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  limits[limit] = value;
+  return CUDA_SUCCESS;
+}
+
+static CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
+
+GUEST_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *cfg) {
+  if (!cfg)
+    return CUDA_ERROR_INVALID_VALUE;
+  *cfg = cache_config;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache cfg) {
+  cache_config = cfg;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxGetSharedMemConfig(CUsharedconfig *cfg) {
+  if (!cfg)
+    return CUDA_ERROR_INVALID_VALUE;
+  *cfg = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxSetSharedMemConfig(CUsharedconfig cfg) {
+  (void)cfg;
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,506 @@
+/* mem.c: memory: allocation, pinned host memory, copies, memsets, pointers.
+ *
+ * Device memory is allocated by tallyd and its address is the real one
+ * (identity-mapped, BRIEF decision 2); the guest records each allocation so
+ * pointer attributes and cuMemcpy's direction are answered locally.  Host
+ * "pinned" memory is real memory of this process (page-aligned, from mmap),
+ * which is what the application may touch; tallyd does not see it.
+ *
+ * Copies carry their bytes in the request (H2D) or the reply (D2H), cut into
+ * GUEST_CALL_CHUNK pieces.  A small asynchronous H2D copy or memset is fire-
+ * and-forget; larger ones and every D2H copy take a round trip per chunk (the
+ * bytes must be in the application's buffer when the call or the stream
+ * synchronisation returns, and a round trip is the simplest way to know).
+ * 2D/3D copies between host and linear device memory are split into rows;
+ * CUDA arrays are not offered.  Per-thread-default-stream variants (_ptds,
+ * _ptsz) differ only in what stream 0 means (guest__stream).
+ */
+#include "guestlib/guest.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* ---- allocation ---- */
+
+GUEST_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
+  uint64_t args = size, p = 0;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!dptr || size == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = guest__rpc(GUEST_OP_MEM_ALLOC, 0, &args, sizeof(args), &p, sizeof(p));
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (guest__mem_add(p, size, GUEST_MEM_DEVICE, 0) != 0) {
+    (void)guest__rpc(GUEST_OP_MEM_FREE, 0, &p, sizeof(p), NULL, 0);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *dptr = (CUdeviceptr)p;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+                                         size_t height, unsigned int elem) {
+  /* CUDA pitches rows to the texture pitch alignment (512 B on Hopper). */
+  size_t align = 512, pw;
+  CUresult r;
+  if (!pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16))
+    return CUDA_ERROR_INVALID_VALUE;
+  pw = (width + align - 1) / align * align;
+  r = cuMemAlloc_v2(dptr, pw * height);
+  if (r == CUDA_SUCCESS)
+    *pitch = pw;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  uint64_t p = dptr;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (dptr == 0)
+    return CUDA_SUCCESS;
+  r = guest__rpc(GUEST_OP_MEM_FREE, GUEST_CALL_SYNCPOINT, &p, sizeof(p), NULL, 0);
+  if (r == CUDA_SUCCESS)
+    (void)guest__mem_del(p, GUEST_MEM_DEVICE, NULL);
+  return r;
+}
+
+GUEST_EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
+  uint64_t out[2];
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!free_b || !total_b)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = guest__rpc(GUEST_OP_MEM_INFO, 0, NULL, 0, out, sizeof(out));
+  if (r == CUDA_SUCCESS) {
+    *free_b = out[0];
+    *total_b = out[1];
+  }
+  return r;
+}
+
+GUEST_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+  uint64_t b, s;
+  guest_mem_kind_t k;
+  if (!guest__mem_find(p, &b, &s, &k) || k != GUEST_MEM_DEVICE)
+    return CUDA_ERROR_NOT_FOUND;
+  if (base)
+    *base = b;
+  if (size)
+    *size = s;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags) {
+  void *p;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pp || size == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (guest__mem_add((uint64_t)(uintptr_t)p, size, GUEST_MEM_HOST, flags) != 0) {
+    munmap(p, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t size) {
+  return cuMemHostAlloc(pp, size, 0);
+}
+
+GUEST_EXPORT CUresult cuMemFreeHost(void *p) {
+  uint64_t size = 0;
+  if (guest__mem_del((uint64_t)(uintptr_t)p, GUEST_MEM_HOST, &size) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  munmap(p, size);
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuMemHostGetFlags(unsigned int *flags, void *p) {
+  uint64_t base;
+  guest_mem_kind_t k;
+  if (!flags)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!guest__mem_find((uint64_t)(uintptr_t)p, &base, NULL, &k) || k != GUEST_MEM_HOST)
+    return CUDA_ERROR_INVALID_VALUE;
+  *flags = 0;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int flags) {
+  /* Registration pins pages for DMA; our copies go through the channel, so
+   * registering only makes the range known as host memory. */
+  if (!p || size == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (guest__mem_find((uint64_t)(uintptr_t)p, NULL, NULL, NULL))
+    return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  return guest__mem_add((uint64_t)(uintptr_t)p, size, GUEST_MEM_HOST, flags | 0x80000000u)
+             ? CUDA_ERROR_OUT_OF_MEMORY
+             : CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuMemHostUnregister(void *p) {
+  return guest__mem_del((uint64_t)(uintptr_t)p, GUEST_MEM_HOST, NULL) == 0
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+/* ---- copies ---- */
+
+static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
+  CUresult r = guest__ready();
+  const uint8_t *p = src;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (n && !src)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (async && n <= GUEST_BATCH_FLUSH / 2) {
+    uint64_t a[3] = {dst, s, 1};
+    int rc = guest__post(GUEST_OP_HTOD, a, sizeof(a), src, n);
+    return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  }
+  do {
+    size_t len = n > GUEST_CALL_CHUNK ? GUEST_CALL_CHUNK : n;
+    uint64_t a[3] = {dst, s, (uint64_t)async};
+    CUresult res = CUDA_SUCCESS;
+    int rc = guest__call(GUEST_OP_HTOD, async ? 0 : GUEST_CALL_SYNCPOINT, a, sizeof(a), p, len,
+                         &res, NULL, 0, NULL, NULL);
+    if (rc)
+      return guest__cu_error(rc);
+    if (res != CUDA_SUCCESS)
+      return res;
+    dst += len;
+    p += len;
+    n -= len;
+  } while (n > 0);
+  return CUDA_SUCCESS;
+}
+
+static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s) {
+  CUresult r = guest__ready();
+  uint8_t *p = dst;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (n && !dst)
+    return CUDA_ERROR_INVALID_VALUE;
+  do {
+    size_t len = n > GUEST_CALL_CHUNK ? GUEST_CALL_CHUNK : n, got = 0;
+    uint64_t a[3] = {src, len, s};
+    CUresult res = CUDA_SUCCESS;
+    int rc = guest__call(GUEST_OP_DTOH, GUEST_CALL_SYNCPOINT, a, sizeof(a), NULL, 0, &res, p, len,
+                         &got, NULL);
+    if (rc)
+      return guest__cu_error(rc);
+    if (res != CUDA_SUCCESS)
+      return res;
+    if (got != len)
+      return guest__cu_error(-EPROTO);
+    src += len;
+    p += len;
+    n -= len;
+  } while (n > 0);
+  return CUDA_SUCCESS;
+}
+
+static CUresult dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async) {
+  uint64_t a[4] = {dst, src, n, s};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (async) {
+    int rc = guest__post(GUEST_OP_DTOD, a, sizeof(a), NULL, 0);
+    return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  }
+  return guest__rpc(GUEST_OP_DTOD, GUEST_CALL_SYNCPOINT, a, sizeof(a), NULL, 0);
+}
+
+static bool is_device(uint64_t p) {
+  guest_mem_kind_t k;
+  return guest__mem_find(p, NULL, NULL, &k) && k == GUEST_MEM_DEVICE;
+}
+
+/* Unified copy: direction from the guest's own allocation table. */
+static CUresult copy_any(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async) {
+  bool dd = is_device(dst), sd = is_device(src);
+  if (dd && sd)
+    return dtod(dst, src, n, s, async);
+  if (dd)
+    return htod(dst, (const void *)(uintptr_t)src, n, s, async);
+  if (sd)
+    return dtoh((void *)(uintptr_t)dst, src, n, s);
+  memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  return CUDA_SUCCESS;
+}
+
+#define PTDS(name, params, call)                                                                   \
+  GUEST_EXPORT CUresult name params {                                                              \
+    return call(0);                                                                                \
+  }                                                                                                \
+  GUEST_EXPORT CUresult name##_ptds params {                                                       \
+    return call(1);                                                                                \
+  }
+#define PTSZ(name, params, call)                                                                   \
+  GUEST_EXPORT CUresult name params {                                                              \
+    return call(0);                                                                                \
+  }                                                                                                \
+  GUEST_EXPORT CUresult name##_ptsz params {                                                       \
+    return call(1);                                                                                \
+  }
+
+/* Stream-ordered allocation, without a pool: allocation is immediate (a
+ * fresh allocation is ready for any stream), and a free waits for the
+ * stream's earlier work first, so the memory is never freed under it. */
+static CUresult free_async(CUdeviceptr p, CUstream s, int ptds) {
+  CUresult r = ptds ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
+  return r == CUDA_SUCCESS ? cuMemFree_v2(p) : r;
+}
+#define ALLOCA(pt) ((void)(pt), (void)s, cuMemAlloc_v2(dptr, size))
+PTSZ(cuMemAllocAsync, (CUdeviceptr * dptr, size_t size, CUstream s), ALLOCA)
+#define FREEA(pt) free_async(p, s, pt)
+PTSZ(cuMemFreeAsync, (CUdeviceptr p, CUstream s), FREEA)
+
+#define HTOD(pt) htod(dst, src, n, guest__stream(NULL, pt), 0)
+PTDS(cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), HTOD)
+#define DTOH(pt) dtoh(dst, src, n, guest__stream(NULL, pt))
+PTDS(cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n), DTOH)
+#define DTOD(pt) dtod(dst, src, n, guest__stream(NULL, pt), 0)
+PTDS(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), DTOD)
+#define ANY(pt) copy_any(dst, src, n, guest__stream(NULL, pt), 0)
+PTDS(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), ANY)
+#define HTODA(pt) htod(dst, src, n, guest__stream(s, pt), 1)
+PTSZ(cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void *src, size_t n, CUstream s), HTODA)
+#define DTOHA(pt) dtoh(dst, src, n, guest__stream(s, pt))
+PTSZ(cuMemcpyDtoHAsync_v2, (void *dst, CUdeviceptr src, size_t n, CUstream s), DTOHA)
+#define DTODA(pt) dtod(dst, src, n, guest__stream(s, pt), 1)
+PTSZ(cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), DTODA)
+#define ANYA(pt) copy_any(dst, src, n, guest__stream(s, pt), 1)
+PTSZ(cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), ANYA)
+
+/* Peer copies: a tenant sees one device, so both contexts name it. */
+#define PEER(pt) dtod(dst, src, n, guest__stream(NULL, pt), 0)
+PTDS(cuMemcpyPeer, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n), PEER)
+#define PEERA(pt) dtod(dst, src, n, guest__stream(s, pt), 1)
+PTSZ(cuMemcpyPeerAsync,
+     (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream s), PEERA)
+
+/* ---- 2D / 3D copies between host and linear device memory ---- */
+
+static uint64_t side_addr(CUmemorytype t, const void *host, CUdeviceptr dev, int *is_dev) {
+  if (t == CU_MEMORYTYPE_UNIFIED) {
+    *is_dev = is_device(dev);
+    return dev;
+  }
+  *is_dev = t == CU_MEMORYTYPE_DEVICE;
+  return *is_dev ? dev : (uint64_t)(uintptr_t)host;
+}
+
+static CUresult copy_rows(CUmemorytype st, const void *sh, CUdeviceptr sdv, size_t sx, size_t sy,
+                          size_t sz, size_t spitch, size_t sheight, CUmemorytype dt, void *dh,
+                          CUdeviceptr ddv, size_t dx, size_t dy, size_t dz, size_t dpitch,
+                          size_t dheight, size_t width, size_t height, size_t depth, uint64_t s,
+                          int async) {
+  int sdev, ddev;
+  uint64_t sbase, dbase;
+  if (st == CU_MEMORYTYPE_ARRAY || dt == CU_MEMORYTYPE_ARRAY)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  sbase = side_addr(st, sh, sdv, &sdev);
+  dbase = side_addr(dt, dh, ddv, &ddev);
+  for (size_t z = 0; z < depth; z++)
+    for (size_t y = 0; y < height; y++) {
+      uint64_t so = sbase + ((sz + z) * sheight + sy + y) * spitch + sx;
+      uint64_t d = dbase + ((dz + z) * dheight + dy + y) * dpitch + dx;
+      CUresult r;
+      if (sdev && ddev)
+        r = dtod(d, so, width, s, async);
+      else if (ddev)
+        r = htod(d, (const void *)(uintptr_t)so, width, s, async);
+      else if (sdev)
+        r = dtoh((void *)(uintptr_t)d, so, width, s);
+      else {
+        memmove((void *)(uintptr_t)d, (const void *)(uintptr_t)so, width);
+        r = CUDA_SUCCESS;
+      }
+      if (r != CUDA_SUCCESS)
+        return r;
+    }
+  return CUDA_SUCCESS;
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *c, uint64_t s, int async) {
+  if (!c)
+    return CUDA_ERROR_INVALID_VALUE;
+  return copy_rows(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, 0,
+                   c->srcPitch ? c->srcPitch : c->WidthInBytes, 0, c->dstMemoryType, c->dstHost,
+                   c->dstDevice, c->dstXInBytes, c->dstY, 0,
+                   c->dstPitch ? c->dstPitch : c->WidthInBytes, 0, c->WidthInBytes, c->Height, 1, s,
+                   async);
+}
+
+static CUresult copy3d(const CUDA_MEMCPY3D *c, uint64_t s, int async) {
+  if (!c)
+    return CUDA_ERROR_INVALID_VALUE;
+  return copy_rows(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ,
+                   c->srcPitch ? c->srcPitch : c->WidthInBytes, c->srcHeight, c->dstMemoryType,
+                   c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ,
+                   c->dstPitch ? c->dstPitch : c->WidthInBytes, c->dstHeight, c->WidthInBytes,
+                   c->Height, c->Depth, s, async);
+}
+
+#define C2D(pt) copy2d(c, guest__stream(NULL, pt), 0)
+PTDS(cuMemcpy2D_v2, (const CUDA_MEMCPY2D *c), C2D)
+PTDS(cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *c), C2D)
+#define C2DA(pt) copy2d(c, guest__stream(s, pt), 1)
+PTSZ(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *c, CUstream s), C2DA)
+#define C3D(pt) copy3d(c, guest__stream(NULL, pt), 0)
+PTDS(cuMemcpy3D_v2, (const CUDA_MEMCPY3D *c), C3D)
+#define C3DA(pt) copy3d(c, guest__stream(s, pt), 1)
+PTSZ(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *c, CUstream s), C3DA)
+
+/* ---- memsets ---- */
+
+static CUresult memset_any(uint64_t p, uint32_t value, uint32_t elem, size_t count, uint64_t s,
+                           int async) {
+  uint8_t a[32];
+  uint64_t cnt = count;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  memcpy(a, &p, 8);
+  memcpy(a + 8, &value, 4);
+  memcpy(a + 12, &elem, 4);
+  memcpy(a + 16, &cnt, 8);
+  memcpy(a + 24, &s, 8);
+  if (async) {
+    int rc = guest__post(GUEST_OP_MEMSET, a, sizeof(a), NULL, 0);
+    return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  }
+  return guest__rpc(GUEST_OP_MEMSET, 0, a, sizeof(a), NULL, 0);
+}
+
+#define MS8(pt) memset_any(p, v, 1, n, guest__stream(NULL, pt), 0)
+PTDS(cuMemsetD8_v2, (CUdeviceptr p, unsigned char v, size_t n), MS8)
+#define MS16(pt) memset_any(p, v, 2, n, guest__stream(NULL, pt), 0)
+PTDS(cuMemsetD16_v2, (CUdeviceptr p, unsigned short v, size_t n), MS16)
+#define MS32(pt) memset_any(p, v, 4, n, guest__stream(NULL, pt), 0)
+PTDS(cuMemsetD32_v2, (CUdeviceptr p, unsigned int v, size_t n), MS32)
+#define MS8A(pt) memset_any(p, v, 1, n, guest__stream(s, pt), 1)
+PTSZ(cuMemsetD8Async, (CUdeviceptr p, unsigned char v, size_t n, CUstream s), MS8A)
+#define MS16A(pt) memset_any(p, v, 2, n, guest__stream(s, pt), 1)
+PTSZ(cuMemsetD16Async, (CUdeviceptr p, unsigned short v, size_t n, CUstream s), MS16A)
+#define MS32A(pt) memset_any(p, v, 4, n, guest__stream(s, pt), 1)
+PTSZ(cuMemsetD32Async, (CUdeviceptr p, unsigned int v, size_t n, CUstream s), MS32A)
+
+/* 2D memsets: one memset per row. */
+static CUresult memset2d(uint64_t p, size_t pitch, uint32_t v, uint32_t elem, size_t w, size_t h,
+                         uint64_t s, int async) {
+  for (size_t y = 0; y < h; y++) {
+    CUresult r = memset_any(p + y * pitch, v, elem, w, s, async);
+    if (r != CUDA_SUCCESS)
+      return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+#define M2D8(pt) memset2d(p, pitch, v, 1, w, h, guest__stream(NULL, pt), 0)
+PTDS(cuMemsetD2D8_v2, (CUdeviceptr p, size_t pitch, unsigned char v, size_t w, size_t h), M2D8)
+#define M2D32(pt) memset2d(p, pitch, v, 4, w, h, guest__stream(NULL, pt), 0)
+PTDS(cuMemsetD2D32_v2, (CUdeviceptr p, size_t pitch, unsigned int v, size_t w, size_t h), M2D32)
+#define M2D8A(pt) memset2d(p, pitch, v, 1, w, h, guest__stream(s, pt), 1)
+PTSZ(cuMemsetD2D8Async,
+     (CUdeviceptr p, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s), M2D8A)
+#define M2D32A(pt) memset2d(p, pitch, v, 4, w, h, guest__stream(s, pt), 1)
+PTSZ(cuMemsetD2D32Async,
+     (CUdeviceptr p, size_t pitch, unsigned int v, size_t w, size_t h, CUstream s), M2D32A)
+
+/* ---- pointer attributes of the tenant's own allocations ---- */
+
+static CUresult pointer_attr(void *data, CUpointer_attribute attr, CUdeviceptr p) {
+  uint64_t base = 0, size = 0;
+  guest_mem_kind_t k;
+  bool found = guest__mem_find(p, &base, &size, &k);
+  bool dev = found && k == GUEST_MEM_DEVICE;
+
+  if (!data)
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (attr) {
+  case CU_POINTER_ATTRIBUTE_CONTEXT: {
+    CUcontext c = NULL;
+    if (!found)
+      return CUDA_ERROR_INVALID_VALUE;
+    (void)cuCtxGetCurrent(&c);
+    *(CUcontext *)data = c;
+    return CUDA_SUCCESS;
+  }
+  case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    if (!found)
+      return CUDA_ERROR_INVALID_VALUE;
+    *(CUmemorytype *)data = dev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    return CUDA_SUCCESS;
+  case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+  case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    if (!found || (attr == CU_POINTER_ATTRIBUTE_HOST_POINTER) == dev)
+      return CUDA_ERROR_INVALID_VALUE;
+    *(void **)data = (void *)(uintptr_t)p;
+    return CUDA_SUCCESS;
+  case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+  case CU_POINTER_ATTRIBUTE_MAPPED:
+    *(int *)data = attr == CU_POINTER_ATTRIBUTE_MAPPED ? found : 0;
+    return found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+    if (!found)
+      return CUDA_ERROR_INVALID_VALUE;
+    *(int *)data = guest__cur_device();
+    return CUDA_SUCCESS;
+  case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    if (!found)
+      return CUDA_ERROR_INVALID_VALUE;
+    *(CUdeviceptr *)data = base;
+    return CUDA_SUCCESS;
+  case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    if (!found)
+      return CUDA_ERROR_INVALID_VALUE;
+    *(size_t *)data = size;
+    return CUDA_SUCCESS;
+  case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    if (!found)
+      return CUDA_ERROR_INVALID_VALUE;
+    *(unsigned long long *)data = base;
+    return CUDA_SUCCESS;
+  case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    *(int *)data = 1;
+    return found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+GUEST_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr p) {
+  return pointer_attr(data, attr, p);
+}
+
+GUEST_EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs,
+                                             void **data, CUdeviceptr p) {
+  if (!attrs || !data)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < n; i++) {
+    /* Unknown pointers give zeroed values, not an error, as the driver does. */
+    if (pointer_attr(data[i], attrs[i], p) != CUDA_SUCCESS && data[i]) {
+      if (attrs[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE || attrs[i] == CU_POINTER_ATTRIBUTE_MAPPED ||
+          attrs[i] == CU_POINTER_ATTRIBUTE_IS_MANAGED ||
+          attrs[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+        *(int *)data[i] = attrs[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL ? -2 : 0;
+      else
+        *(void **)data[i] = NULL;
+    }
+  }
+  return CUDA_SUCCESS;
+}

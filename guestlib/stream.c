@@ -1,0 +1,292 @@
+/* stream.c: streams, events and synchronisation.
+ *
+ * Stream and event handles are tallyd's real ones.  Creating, destroying and
+ * querying go one round trip each; recording an event and waiting on one
+ * are fire-and-forget (their errors surface at the next synchronising call,
+ * guestlib/call.h).  Synchronising calls carry GUEST_CALL_SYNCPOINT, which is
+ * where the host reports deferred errors.  Stream capture is not offered, so
+ * the capture status is answered locally: never capturing.  Priorities the
+ * tenant asks for are recorded by the host but its class (latency-critical or
+ * best-effort) decides the real one.
+ */
+#include "guestlib/guest.h"
+
+#include <string.h>
+
+static CUresult stream_new(CUstream *ps, unsigned int flags, int prio) {
+  uint32_t a[2] = {flags, (uint32_t)prio};
+  uint64_t s = 0;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!ps)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = guest__rpc(GUEST_OP_STREAM_NEW, 0, a, sizeof(a), &s, sizeof(s));
+  if (r == CUDA_SUCCESS)
+    *ps = (CUstream)(uintptr_t)s;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags) {
+  return stream_new(ps, flags, 0);
+}
+
+GUEST_EXPORT CUresult cuStreamCreateWithPriority(CUstream *ps, unsigned int flags, int prio) {
+  return stream_new(ps, flags, prio);
+}
+
+GUEST_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
+  uint64_t a = (uint64_t)(uintptr_t)s;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  return guest__rpc(GUEST_OP_STREAM_DEL, 0, &a, sizeof(a), NULL, 0);
+}
+
+static CUresult stream_op(uint32_t op, CUstream s, int ptds) {
+  uint64_t a = guest__stream(s, ptds);
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  return guest__rpc(op, GUEST_CALL_SYNCPOINT, &a, sizeof(a), NULL, 0);
+}
+
+GUEST_EXPORT CUresult cuStreamSynchronize(CUstream s) {
+  return stream_op(GUEST_OP_STREAM_SYNC, s, 0);
+}
+GUEST_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) {
+  return stream_op(GUEST_OP_STREAM_SYNC, s, 1);
+}
+GUEST_EXPORT CUresult cuStreamQuery(CUstream s) {
+  return stream_op(GUEST_OP_STREAM_QUERY, s, 0);
+}
+GUEST_EXPORT CUresult cuStreamQuery_ptsz(CUstream s) {
+  return stream_op(GUEST_OP_STREAM_QUERY, s, 1);
+}
+
+static CUresult ctx_sync(void) {
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  return guest__rpc(GUEST_OP_CTX_SYNC, GUEST_CALL_SYNCPOINT, NULL, 0, NULL, 0);
+}
+
+GUEST_EXPORT CUresult cuCtxSynchronize(void) {
+  return ctx_sync();
+}
+GUEST_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  (void)ctx; /* every context of the tenant is the device's one context */
+  return ctx_sync();
+}
+
+GUEST_EXPORT CUresult cuStreamGetPriority(CUstream s, int *prio) {
+  if (!prio)
+    return CUDA_ERROR_INVALID_VALUE;
+  (void)s;
+  *prio = 0;
+  return CUDA_SUCCESS;
+}
+GUEST_EXPORT CUresult cuStreamGetPriority_ptsz(CUstream s, int *prio) {
+  return cuStreamGetPriority(s, prio);
+}
+
+GUEST_EXPORT CUresult cuStreamGetFlags(CUstream s, unsigned int *flags) {
+  if (!flags)
+    return CUDA_ERROR_INVALID_VALUE;
+  (void)s;
+  *flags = 0;
+  return CUDA_SUCCESS;
+}
+GUEST_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream s, unsigned int *flags) {
+  return cuStreamGetFlags(s, flags);
+}
+
+GUEST_EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx) {
+  (void)s;
+  return cuCtxGetCurrent(pctx);
+}
+GUEST_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext *pctx) {
+  return cuStreamGetCtx(s, pctx);
+}
+
+GUEST_EXPORT CUresult cuStreamGetId(CUstream s, unsigned long long *id) {
+  if (!id)
+    return CUDA_ERROR_INVALID_VALUE;
+  *id = (unsigned long long)(uintptr_t)s;
+  return CUDA_SUCCESS;
+}
+GUEST_EXPORT CUresult cuStreamGetId_ptsz(CUstream s, unsigned long long *id) {
+  return cuStreamGetId(s, id);
+}
+
+GUEST_EXPORT CUresult cuStreamGetDevice(CUstream s, CUdevice *dev) {
+  (void)s;
+  if (!dev)
+    return CUDA_ERROR_INVALID_VALUE;
+  *dev = guest__cur_device();
+  return CUDA_SUCCESS;
+}
+GUEST_EXPORT CUresult cuStreamGetDevice_ptsz(CUstream s, CUdevice *dev) {
+  return cuStreamGetDevice(s, dev);
+}
+
+/* ---- capture status: never capturing (capture is not offered) ---- */
+
+GUEST_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
+  (void)s;
+  if (!st)
+    return CUDA_ERROR_INVALID_VALUE;
+  *st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+GUEST_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *st) {
+  return cuStreamIsCapturing(s, st);
+}
+
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *st,
+                                                cuuint64_t *id, CUgraph *graph,
+                                                const CUgraphNode **deps,
+                                                const CUgraphEdgeData **edges, size_t *ndeps) {
+  (void)s;
+  if (!st)
+    return CUDA_ERROR_INVALID_VALUE;
+  *st = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (id)
+    *id = 0;
+  if (graph)
+    *graph = NULL;
+  if (deps)
+    *deps = NULL;
+  if (edges)
+    *edges = NULL;
+  if (ndeps)
+    *ndeps = 0;
+  return CUDA_SUCCESS;
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *st,
+                                                     cuuint64_t *id, CUgraph *graph,
+                                                     const CUgraphNode **deps,
+                                                     const CUgraphEdgeData **edges, size_t *ndeps) {
+  return cuStreamGetCaptureInfo_v3(s, st, id, graph, deps, edges, ndeps);
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *st,
+                                                cuuint64_t *id, CUgraph *graph,
+                                                const CUgraphNode **deps, size_t *ndeps) {
+  return cuStreamGetCaptureInfo_v3(s, st, id, graph, deps, NULL, ndeps);
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus *st,
+                                                     cuuint64_t *id, CUgraph *graph,
+                                                     const CUgraphNode **deps, size_t *ndeps) {
+  return cuStreamGetCaptureInfo_v3(s, st, id, graph, deps, NULL, ndeps);
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *st,
+                                             cuuint64_t *id) {
+  return cuStreamGetCaptureInfo_v3(s, st, id, NULL, NULL, NULL, NULL);
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream s, CUstreamCaptureStatus *st,
+                                                  cuuint64_t *id) {
+  return cuStreamGetCaptureInfo_v3(s, st, id, NULL, NULL, NULL, NULL);
+}
+
+GUEST_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  if (!mode)
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS; /* nothing captures, so the mode changes nothing */
+}
+
+/* ---- events ---- */
+
+GUEST_EXPORT CUresult cuEventCreate(CUevent *pe, unsigned int flags) {
+  uint32_t a = flags;
+  uint64_t e = 0;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pe)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = guest__rpc(GUEST_OP_EVENT_NEW, 0, &a, sizeof(a), &e, sizeof(e));
+  if (r == CUDA_SUCCESS)
+    *pe = (CUevent)(uintptr_t)e;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+  uint64_t a = (uint64_t)(uintptr_t)e;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  return guest__rpc(GUEST_OP_EVENT_DEL, 0, &a, sizeof(a), NULL, 0);
+}
+
+static CUresult event_record(CUevent e, CUstream s, unsigned flags, int ptds) {
+  uint64_t a[3] = {(uint64_t)(uintptr_t)e, guest__stream(s, ptds), flags};
+  CUresult r = guest__ready();
+  int rc;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!e)
+    return CUDA_ERROR_INVALID_HANDLE;
+  rc = guest__post(GUEST_OP_EVENT_RECORD, a, sizeof(a), NULL, 0);
+  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+  return event_record(e, s, 0, 0);
+}
+GUEST_EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
+  return event_record(e, s, 0, 1);
+}
+GUEST_EXPORT CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int f) {
+  return event_record(e, s, f, 0);
+}
+GUEST_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int f) {
+  return event_record(e, s, f, 1);
+}
+
+static CUresult event_op(uint32_t op, CUevent e) {
+  uint64_t a = (uint64_t)(uintptr_t)e;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  return guest__rpc(op, GUEST_CALL_SYNCPOINT, &a, sizeof(a), NULL, 0);
+}
+
+GUEST_EXPORT CUresult cuEventSynchronize(CUevent e) {
+  return event_op(GUEST_OP_EVENT_SYNC, e);
+}
+GUEST_EXPORT CUresult cuEventQuery(CUevent e) {
+  return event_op(GUEST_OP_EVENT_QUERY, e);
+}
+
+GUEST_EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end) {
+  uint64_t a[2] = {(uint64_t)(uintptr_t)start, (uint64_t)(uintptr_t)end};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!ms)
+    return CUDA_ERROR_INVALID_VALUE;
+  return guest__rpc(GUEST_OP_EVENT_TIME, 0, a, sizeof(a), ms, sizeof(*ms));
+}
+
+GUEST_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
+  return cuEventElapsedTime_v2(ms, start, end);
+}
+
+static CUresult stream_wait(CUstream s, CUevent e, unsigned flags, int ptds) {
+  uint64_t a[3] = {guest__stream(s, ptds), (uint64_t)(uintptr_t)e, flags};
+  CUresult r = guest__ready();
+  int rc;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!e)
+    return CUDA_ERROR_INVALID_HANDLE;
+  rc = guest__post(GUEST_OP_STREAM_WAIT, a, sizeof(a), NULL, 0);
+  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int f) {
+  return stream_wait(s, e, f, 0);
+}
+GUEST_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int f) {
+  return stream_wait(s, e, f, 1);
+}

@@ -1,0 +1,415 @@
+/* gpu-cuda.c: the real GPU backend of tallyd, on the CUDA driver API.
+ *
+ * One device, one context: the device's primary context, retained once at
+ * init and made current on every tenant worker thread (thread_enter), so
+ * kernels of all tenants share it and can overlap (BRIEF decision 4).
+ * Streams are created CU_STREAM_NON_BLOCKING: the real legacy NULL stream
+ * is never used, so no tenant's work serialises another's; each tenant's
+ * legacy stream is emulated by hostd/tenant.c.  Every function returns the
+ * driver's CUresult unchanged.
+ *
+ * Module functions are enumerated with cuModuleEnumerateFunctions /
+ * cuLibraryEnumerateKernels (CUDA 12.4+) and described with
+ * cuFuncGetParamInfo / cuKernelGetParamInfo and ten attributes, so the guest
+ * can pack launch arguments without asking again.
+ */
+#include "hostd/gpu.h"
+#include "hostd/hostd-int.h"
+
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every driver function this backend calls, resolved at init through the
+ * driver's own cuGetProcAddress (so each gets the CUDA 13.0 version of its
+ * entry point, as cudart would): tallyd does not link libcuda, so --help
+ * works without a driver and a missing driver is one clear log line. */
+#define CUDA_FNS(X)                                                                                \
+  X(cuCtxGetStreamPriorityRange)                                                                   \
+  X(cuCtxSetCurrent)                                                                               \
+  X(cuDeviceGet)                                                                                   \
+  X(cuDeviceGetAttribute)                                                                          \
+  X(cuDeviceGetName)                                                                               \
+  X(cuDeviceGetUuid)                                                                               \
+  X(cuDevicePrimaryCtxRelease)                                                                     \
+  X(cuDevicePrimaryCtxRetain)                                                                      \
+  X(cuDeviceTotalMem)                                                                              \
+  X(cuEventCreate)                                                                                 \
+  X(cuEventDestroy)                                                                                \
+  X(cuEventElapsedTime)                                                                            \
+  X(cuEventQuery)                                                                                  \
+  X(cuEventRecordWithFlags)                                                                        \
+  X(cuEventSynchronize)                                                                            \
+  X(cuFuncGetAttribute)                                                                            \
+  X(cuFuncGetName)                                                                                 \
+  X(cuFuncGetParamInfo)                                                                            \
+  X(cuFuncSetAttribute)                                                                            \
+  X(cuInit)                                                                                        \
+  X(cuKernelGetAttribute)                                                                          \
+  X(cuKernelGetName)                                                                               \
+  X(cuKernelGetParamInfo)                                                                          \
+  X(cuKernelSetAttribute)                                                                          \
+  X(cuLaunchKernelEx)                                                                              \
+  X(cuLibraryEnumerateKernels)                                                                     \
+  X(cuLibraryGetGlobal)                                                                            \
+  X(cuLibraryGetKernelCount)                                                                       \
+  X(cuLibraryGetModule)                                                                            \
+  X(cuLibraryLoadData)                                                                             \
+  X(cuLibraryUnload)                                                                               \
+  X(cuMemAlloc)                                                                                    \
+  X(cuMemFree)                                                                                     \
+  X(cuMemGetInfo)                                                                                  \
+  X(cuMemcpyDtoDAsync)                                                                             \
+  X(cuMemcpyDtoHAsync)                                                                             \
+  X(cuMemcpyHtoDAsync)                                                                             \
+  X(cuMemsetD16Async)                                                                              \
+  X(cuMemsetD32Async)                                                                              \
+  X(cuMemsetD8Async)                                                                               \
+  X(cuModuleEnumerateFunctions)                                                                    \
+  X(cuModuleGetFunctionCount)                                                                      \
+  X(cuModuleGetGlobal)                                                                             \
+  X(cuModuleLoadData)                                                                              \
+  X(cuModuleUnload)                                                                                \
+  X(cuStreamCreateWithPriority)                                                                    \
+  X(cuStreamDestroy)                                                                               \
+  X(cuStreamQuery)                                                                                 \
+  X(cuStreamSynchronize)                                                                           \
+  X(cuStreamWaitEvent)
+
+static struct {
+#define X(n) __typeof__(&n) n;
+  CUDA_FNS(X)
+#undef X
+} D; /* written once by load_driver, before any tenant */
+
+static CUresult load_driver(void) {
+  PFN_cuGetProcAddress_v12000 gpa;
+  CUdriverProcAddressQueryResult st;
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    hostd__log(HOSTD_LOG_ERROR, "cannot load the CUDA driver: %s", dlerror());
+    return CUDA_ERROR_NO_DEVICE;
+  }
+  gpa = (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
+  if (!gpa || dlsym(lib, "cuGetExportTable") == NULL) {
+    hostd__log(HOSTD_LOG_ERROR, "libcuda.so.1 has no cuGetProcAddress_v2: driver too old");
+    return CUDA_ERROR_NO_DEVICE;
+  }
+#define X(n)                                                                                       \
+  if (gpa(#n, (void **)&D.n, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS) {    \
+    hostd__log(HOSTD_LOG_ERROR, "the CUDA driver lacks %s (needs CUDA %d)", #n, CUDA_VERSION);     \
+    return CUDA_ERROR_NOT_FOUND;                                                                   \
+  }
+  CUDA_FNS(X)
+#undef X
+  return CUDA_SUCCESS;
+}
+
+static CUcontext ctx;   /* the primary context; written once by init */
+static CUdevice device; /* the served device */
+
+static CUresult cuda_init(int ordinal, guest_dev_snapshot_t *snap) {
+  CUresult r;
+  int least = 0, greatest = 0;
+
+  if ((r = load_driver()) != CUDA_SUCCESS)
+    return r;
+  if ((r = D.cuInit(0)) != CUDA_SUCCESS || (r = D.cuDeviceGet(&device, ordinal)) != CUDA_SUCCESS)
+    return r;
+  if ((r = D.cuDevicePrimaryCtxRetain(&ctx, device)) != CUDA_SUCCESS ||
+      (r = D.cuCtxSetCurrent(ctx)) != CUDA_SUCCESS)
+    return r;
+  memset(snap, 0, sizeof(*snap));
+  if ((r = D.cuDeviceGetName(snap->name, sizeof(snap->name), device)) != CUDA_SUCCESS)
+    return r;
+  CUuuid u;
+  if ((r = D.cuDeviceGetUuid(&u, device)) != CUDA_SUCCESS)
+    return r;
+  memcpy(snap->uuid, u.bytes, 16);
+  size_t total = 0;
+  if ((r = D.cuDeviceTotalMem(&total, device)) != CUDA_SUCCESS)
+    return r;
+  snap->total_mem = total;
+  snap->primary_ctx = (uint64_t)(uintptr_t)ctx;
+  for (int a = 1; a < GUEST_ATTR_MAX && a < CU_DEVICE_ATTRIBUTE_MAX; a++) {
+    int v = 0;
+    /* Attributes this driver does not know stay 0, as the real answer would be an error. */
+    if (D.cuDeviceGetAttribute(&v, (CUdevice_attribute)a, device) == CUDA_SUCCESS)
+      snap->attr[a] = v;
+  }
+  if ((r = D.cuCtxGetStreamPriorityRange(&least, &greatest)) != CUDA_SUCCESS)
+    return r;
+  snap->prio_least = least;
+  snap->prio_greatest = greatest;
+  return CUDA_SUCCESS;
+}
+
+static void cuda_shutdown(void) {
+  if (ctx)
+    (void)D.cuDevicePrimaryCtxRelease(device);
+  ctx = NULL;
+}
+
+static CUresult cuda_thread_enter(void) {
+  return D.cuCtxSetCurrent(ctx);
+}
+
+static CUresult cuda_mem_alloc(uint64_t *p, uint64_t size) {
+  CUdeviceptr d = 0;
+  CUresult r = D.cuMemAlloc(&d, size);
+  *p = d;
+  return r;
+}
+
+static CUresult cuda_mem_free(uint64_t p) {
+  return D.cuMemFree(p);
+}
+
+static CUresult cuda_mem_info(uint64_t *f, uint64_t *t) {
+  size_t a = 0, b = 0;
+  CUresult r = D.cuMemGetInfo(&a, &b);
+  *f = a;
+  *t = b;
+  return r;
+}
+
+#define S(s) ((CUstream)(uintptr_t)(s))
+#define E(e) ((CUevent)(uintptr_t)(e))
+
+/* Pageable source: cuMemcpyHtoDAsync stages it before returning, so the
+ * caller may free src at once (CUDA programming guide, "Asynchronous
+ * concurrent execution": copies from pageable memory are synchronous with
+ * respect to the host until staged). */
+static CUresult cuda_htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
+  CUresult r = D.cuMemcpyHtoDAsync(dst, src, n, S(s));
+  if (r == CUDA_SUCCESS && !async)
+    r = D.cuStreamSynchronize(S(s));
+  return r;
+}
+
+static CUresult cuda_dtoh(void *dst, uint64_t src, size_t n, uint64_t s) {
+  CUresult r = D.cuMemcpyDtoHAsync(dst, src, n, S(s));
+  if (r == CUDA_SUCCESS)
+    r = D.cuStreamSynchronize(S(s));
+  return r;
+}
+
+static CUresult cuda_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async) {
+  CUresult r = D.cuMemcpyDtoDAsync(dst, src, n, S(s));
+  if (r == CUDA_SUCCESS && !async)
+    r = D.cuStreamSynchronize(S(s));
+  return r;
+}
+
+static CUresult cuda_memset(uint64_t p, uint32_t v, uint32_t elem, size_t count, uint64_t s) {
+  switch (elem) {
+  case 1:
+    return D.cuMemsetD8Async(p, (unsigned char)v, count, S(s));
+  case 2:
+    return D.cuMemsetD16Async(p, (unsigned short)v, count, S(s));
+  case 4:
+    return D.cuMemsetD32Async(p, v, count, S(s));
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+static CUresult cuda_stream_new(uint64_t *s, unsigned flags, int prio) {
+  CUstream st = NULL;
+  CUresult r = D.cuStreamCreateWithPriority(&st, flags | CU_STREAM_NON_BLOCKING, prio);
+  *s = (uint64_t)(uintptr_t)st;
+  return r;
+}
+
+static CUresult cuda_stream_del(uint64_t s) {
+  return D.cuStreamDestroy(S(s));
+}
+static CUresult cuda_stream_sync(uint64_t s) {
+  return D.cuStreamSynchronize(S(s));
+}
+static CUresult cuda_stream_query(uint64_t s) {
+  return D.cuStreamQuery(S(s));
+}
+static CUresult cuda_stream_wait(uint64_t s, uint64_t e, unsigned flags) {
+  return D.cuStreamWaitEvent(S(s), E(e), flags);
+}
+
+static CUresult cuda_event_new(uint64_t *e, unsigned flags) {
+  CUevent ev = NULL;
+  CUresult r = D.cuEventCreate(&ev, flags);
+  *e = (uint64_t)(uintptr_t)ev;
+  return r;
+}
+
+static CUresult cuda_event_del(uint64_t e) {
+  return D.cuEventDestroy(E(e));
+}
+static CUresult cuda_event_record(uint64_t e, uint64_t s, unsigned flags) {
+  return D.cuEventRecordWithFlags(E(e), S(s), flags);
+}
+static CUresult cuda_event_sync(uint64_t e) {
+  return D.cuEventSynchronize(E(e));
+}
+static CUresult cuda_event_query(uint64_t e) {
+  return D.cuEventQuery(E(e));
+}
+static CUresult cuda_event_time(float *ms, uint64_t a, uint64_t b) {
+  return D.cuEventElapsedTime(ms, E(a), E(b));
+}
+
+static CUresult cuda_module_load(uint64_t *h, int kind, const void *image, size_t len) {
+  CUresult r;
+  (void)len;
+  if (kind == 0) {
+    CUmodule m = NULL;
+    r = D.cuModuleLoadData(&m, image);
+    *h = (uint64_t)(uintptr_t)m;
+  } else {
+    CUlibrary l = NULL;
+    r = D.cuLibraryLoadData(&l, image, NULL, NULL, 0, NULL, NULL, 0);
+    *h = (uint64_t)(uintptr_t)l;
+  }
+  return r;
+}
+
+static CUresult cuda_module_unload(uint64_t h, int kind) {
+  return kind == 0 ? D.cuModuleUnload((CUmodule)(uintptr_t)h)
+                   : D.cuLibraryUnload((CUlibrary)(uintptr_t)h);
+}
+
+/* Describes one function or kernel and hands it to cb. */
+static CUresult describe(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
+  hostd_func_info_t fi;
+  uint32_t off[GUEST_MAX_PARAMS], size[GUEST_MAX_PARAMS];
+  const char *name = NULL;
+  CUresult r;
+
+  memset(&fi, 0, sizeof(fi));
+  fi.handle = h;
+  r = kind == 0 ? D.cuFuncGetName(&name, (CUfunction)(uintptr_t)h)
+                : D.cuKernelGetName(&name, (CUkernel)(uintptr_t)h);
+  if (r != CUDA_SUCCESS)
+    return r;
+  fi.name = name;
+  for (uint32_t i = 0; i < GUEST_MAX_PARAMS; i++) {
+    size_t o = 0, s = 0;
+    r = kind == 0 ? D.cuFuncGetParamInfo((CUfunction)(uintptr_t)h, i, &o, &s)
+                  : D.cuKernelGetParamInfo((CUkernel)(uintptr_t)h, i, &o, &s);
+    if (r != CUDA_SUCCESS)
+      break; /* CUDA_ERROR_INVALID_VALUE past the last parameter */
+    off[i] = (uint32_t)o;
+    size[i] = (uint32_t)s;
+    fi.nparams = i + 1;
+  }
+  for (int a = 0; a < GUEST_FUNC_ATTRS; a++) {
+    int v = 0;
+    if (kind == 0)
+      (void)D.cuFuncGetAttribute(&v, (CUfunction_attribute)a, (CUfunction)(uintptr_t)h);
+    else
+      (void)D.cuKernelGetAttribute(&v, (CUfunction_attribute)a, (CUkernel)(uintptr_t)h, device);
+    fi.attr[a] = v;
+  }
+  fi.off = off;
+  fi.size = size;
+  return cb(arg, &fi) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+static CUresult cuda_module_functions(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
+  unsigned int n = 0;
+  void **list;
+  CUresult r;
+
+  r = kind == 0 ? D.cuModuleGetFunctionCount(&n, (CUmodule)(uintptr_t)h)
+                : D.cuLibraryGetKernelCount(&n, (CUlibrary)(uintptr_t)h);
+  if (r != CUDA_SUCCESS)
+    return r;
+  list = calloc(n ? n : 1, sizeof(void *));
+  if (!list)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  r = kind == 0 ? D.cuModuleEnumerateFunctions((CUfunction *)list, n, (CUmodule)(uintptr_t)h)
+                : D.cuLibraryEnumerateKernels((CUkernel *)list, n, (CUlibrary)(uintptr_t)h);
+  for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++)
+    r = describe((uint64_t)(uintptr_t)list[i], kind, cb, arg);
+  free(list);
+  return r;
+}
+
+static CUresult cuda_module_global(uint64_t h, int kind, const char *name, uint64_t *p,
+                                   uint64_t *size) {
+  CUdeviceptr d = 0;
+  size_t s = 0;
+  CUresult r = kind == 0 ? D.cuModuleGetGlobal(&d, &s, (CUmodule)(uintptr_t)h, name)
+                         : D.cuLibraryGetGlobal(&d, &s, (CUlibrary)(uintptr_t)h, name);
+  *p = d;
+  *size = s;
+  return r;
+}
+
+static CUresult cuda_library_module(uint64_t lib, uint64_t *mod) {
+  CUmodule m = NULL;
+  CUresult r = D.cuLibraryGetModule(&m, (CUlibrary)(uintptr_t)lib);
+  *mod = (uint64_t)(uintptr_t)m;
+  return r;
+}
+
+static CUresult cuda_launch(uint64_t f, const uint32_t grid[3], const uint32_t block[3],
+                            uint32_t shmem, uint64_t s, const CUlaunchAttribute *attrs,
+                            uint32_t nattr, void *args, size_t argbytes) {
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &argbytes,
+                   CU_LAUNCH_PARAM_END};
+  CUlaunchConfig c;
+  memset(&c, 0, sizeof(c));
+  c.gridDimX = grid[0], c.gridDimY = grid[1], c.gridDimZ = grid[2];
+  c.blockDimX = block[0], c.blockDimY = block[1], c.blockDimZ = block[2];
+  c.sharedMemBytes = shmem;
+  c.hStream = S(s);
+  c.attrs = (CUlaunchAttribute *)attrs;
+  c.numAttrs = nattr;
+  return D.cuLaunchKernelEx(&c, (CUfunction)(uintptr_t)f, NULL, argbytes ? extra : NULL);
+}
+
+static CUresult cuda_func_attr(uint64_t f, int kind, int attr, int *v) {
+  return kind == 0 ? D.cuFuncGetAttribute(v, (CUfunction_attribute)attr, (CUfunction)(uintptr_t)f)
+                   : D.cuKernelGetAttribute(v, (CUfunction_attribute)attr, (CUkernel)(uintptr_t)f,
+                                            device);
+}
+
+static CUresult cuda_func_set_attr(uint64_t f, int kind, int attr, int v) {
+  return kind == 0 ? D.cuFuncSetAttribute((CUfunction)(uintptr_t)f, (CUfunction_attribute)attr, v)
+                   : D.cuKernelSetAttribute((CUfunction_attribute)attr, v, (CUkernel)(uintptr_t)f,
+                                            device);
+}
+
+const hostd_gpu_ops_t hostd__gpu = {
+    .name = "cuda",
+    .init = cuda_init,
+    .shutdown = cuda_shutdown,
+    .thread_enter = cuda_thread_enter,
+    .mem_alloc = cuda_mem_alloc,
+    .mem_free = cuda_mem_free,
+    .mem_info = cuda_mem_info,
+    .htod = cuda_htod,
+    .dtoh = cuda_dtoh,
+    .dtod = cuda_dtod,
+    .memset = cuda_memset,
+    .stream_new = cuda_stream_new,
+    .stream_del = cuda_stream_del,
+    .stream_sync = cuda_stream_sync,
+    .stream_query = cuda_stream_query,
+    .stream_wait = cuda_stream_wait,
+    .event_new = cuda_event_new,
+    .event_del = cuda_event_del,
+    .event_record = cuda_event_record,
+    .event_sync = cuda_event_sync,
+    .event_query = cuda_event_query,
+    .event_time = cuda_event_time,
+    .module_load = cuda_module_load,
+    .module_unload = cuda_module_unload,
+    .module_functions = cuda_module_functions,
+    .module_global = cuda_module_global,
+    .library_module = cuda_library_module,
+    .launch = cuda_launch,
+    .func_attr = cuda_func_attr,
+    .func_set_attr = cuda_func_set_attr,
+};

@@ -1,0 +1,573 @@
+/* gpu-record.c: the recording GPU backend, for unit tests only.
+ *
+ * Stands in for a GPU so hostd's logic (tables, range checks, deferred
+ * errors, cleanup) and the guest library can be tested on machines without
+ * one.  Device memory is host memory at fake addresses starting at
+ * RECORD_BASE (so a stray host pointer is never mistaken for it); copies and
+ * memsets really move bytes, so data paths can be checked end to end.
+ * Modules are a tiny text format, one statement per line:
+ *     TALLYREC
+ *     kernel NAME SIZE[,SIZE...]     (parameter sizes, naturally aligned)
+ *     global NAME BYTES
+ * Any other image (a real fatbin from cudart) loads as a module without
+ * kernels, so cudart can initialise.  Two kernels do something: "fill_u32(ptr, u32 value, u64
+ * count)" writes count values, and "fault()" makes the next synchronisation fail with
+ * CUDA_ERROR_ILLEGAL_ADDRESS (sticky, as a real fault is).  Everything else
+ * is only counted (hostd_record_count).  This never counts as GPU coverage.
+ *
+ * Lock story: one mutex guards all state; tenants call in from many threads.
+ */
+#include "hostd/gpu.h"
+#include "hostd/hostd-int.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RECORD_BASE      0x100000000000ull /* 16 TiB: far from any heap or stack */
+#define RECORD_MEM_TOTAL (80ull << 30)     /* what mem_info reports, an H200-like 80 GiB */
+#define MAX_KERNELS      64
+#define VIEW_BIT         0x4 /* handles are multiples of 0x10: bit 2 marks a view's function */
+
+typedef struct rec_alloc {
+  uint64_t addr, size;
+  uint8_t *bytes;
+  struct rec_alloc *next;
+} rec_alloc_t;
+
+typedef struct rec_kernel {
+  char name[64];
+  uint32_t nparams, off[16], size[16];
+} rec_kernel_t;
+
+typedef struct rec_module {
+  uint64_t handle;
+  uint64_t view; /* the module view of a library (cuLibraryGetModule), or 0;
+                    its function handles are the kernel handles | VIEW_BIT */
+  int nk;
+  rec_kernel_t k[MAX_KERNELS];
+  uint64_t kh[MAX_KERNELS]; /* kernel handles */
+  char gname[8][64];
+  uint64_t gaddr[8], gsize[8];
+  int ng;
+  struct rec_module *next;
+} rec_module_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static rec_alloc_t *allocs;
+static rec_module_t *modules;
+static uint64_t next_addr = RECORD_BASE, next_handle = 0x1000;
+static uint64_t used_bytes;
+static CUresult sticky; /* a "fault" kernel ran */
+static _Atomic unsigned long counts[HOSTD_RECORD_NCOUNT];
+
+unsigned long hostd_record_count(hostd_record_what_t what) {
+  return what < HOSTD_RECORD_NCOUNT ? atomic_load(&counts[what]) : 0;
+}
+
+void hostd_record_reset(void) {
+  pthread_mutex_lock(&lock);
+  sticky = CUDA_SUCCESS;
+  pthread_mutex_unlock(&lock);
+  for (int i = 0; i < HOSTD_RECORD_NCOUNT; i++)
+    atomic_store(&counts[i], 0);
+}
+
+uint64_t hostd_record_live_bytes(void) {
+  uint64_t b;
+  pthread_mutex_lock(&lock);
+  b = used_bytes;
+  pthread_mutex_unlock(&lock);
+  return b;
+}
+
+static void count(hostd_record_what_t w) {
+  atomic_fetch_add(&counts[w], 1);
+}
+
+/* Finds the allocation holding [p, p+n).  Lock held. */
+static uint8_t *find(uint64_t p, uint64_t n) {
+  for (rec_alloc_t *a = allocs; a; a = a->next)
+    if (p >= a->addr && n <= a->size && p - a->addr <= a->size - n)
+      return a->bytes + (p - a->addr);
+  return NULL;
+}
+
+static CUresult rec_init(int device, guest_dev_snapshot_t *snap) {
+  static const uint8_t uuid[16] = {0x74, 0x61, 0x6c, 0x6c, 0x79, 0x2d, 0x72, 0x65,
+                                   0x63, 0x6f, 0x72, 0x64, 0x00, 0x00, 0x00, 0x01};
+  if (device != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  memset(snap, 0, sizeof(*snap));
+  snprintf(snap->name, sizeof(snap->name), "Tally recording device (no GPU)");
+  memcpy(snap->uuid, uuid, 16);
+  snap->total_mem = RECORD_MEM_TOTAL;
+  snap->prio_least = 0;
+  snap->prio_greatest = -5;
+  /* Hopper-like values for what cudart and the occupancy code read. */
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X] = 1024;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y] = 1024;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z] = 64;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X] = 2147483647;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y] = 65535;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z] = 65535;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK] = 49152;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN] = 232448;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR] = 233472;
+  snap->attr[CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY] = 65536;
+  snap->attr[CU_DEVICE_ATTRIBUTE_WARP_SIZE] = 32;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK] = 65536;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR] = 65536;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = 132;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR] = 2048;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR] = 32;
+  snap->attr[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] = 9;
+  snap->attr[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR] = 0;
+  snap->attr[CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING] = 1;
+  snap->attr[CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS] = 1;
+  snap->attr[CU_DEVICE_ATTRIBUTE_CLOCK_RATE] = 1980000;
+  snap->attr[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID] = 0x1b;
+  snap->attr[CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY] = 1;
+  snap->attr[CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT] = 512;
+  return CUDA_SUCCESS;
+}
+
+static void rec_shutdown(void) {
+  pthread_mutex_lock(&lock);
+  while (allocs) {
+    rec_alloc_t *a = allocs;
+    allocs = a->next;
+    free(a->bytes);
+    free(a);
+  }
+  while (modules) {
+    rec_module_t *m = modules;
+    modules = m->next;
+    free(m);
+  }
+  used_bytes = 0;
+  pthread_mutex_unlock(&lock);
+}
+
+static CUresult rec_thread_enter(void) {
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
+  rec_alloc_t *a;
+  count(HOSTD_RECORD_ALLOC);
+  if (size > (1ull << 32)) /* tests never need more; keeps a typo from eating RAM */
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  a = calloc(1, sizeof(*a));
+  if (a)
+    a->bytes = calloc(1, size ? size : 1);
+  if (!a || !a->bytes) {
+    free(a);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  pthread_mutex_lock(&lock);
+  a->addr = next_addr;
+  a->size = size;
+  next_addr += (size + 511) / 512 * 512 + 512; /* 512 B aligned, with a gap */
+  a->next = allocs;
+  allocs = a;
+  used_bytes += size;
+  pthread_mutex_unlock(&lock);
+  *p = a->addr;
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_mem_free(uint64_t p) {
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  count(HOSTD_RECORD_FREE);
+  pthread_mutex_lock(&lock);
+  for (rec_alloc_t **pa = &allocs; *pa; pa = &(*pa)->next)
+    if ((*pa)->addr == p) {
+      rec_alloc_t *a = *pa;
+      *pa = a->next;
+      used_bytes -= a->size;
+      free(a->bytes);
+      free(a);
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_mem_info(uint64_t *f, uint64_t *t) {
+  pthread_mutex_lock(&lock);
+  *t = RECORD_MEM_TOTAL;
+  *f = RECORD_MEM_TOTAL - used_bytes;
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
+  uint8_t *d;
+  (void)s, (void)async;
+  count(HOSTD_RECORD_HTOD);
+  pthread_mutex_lock(&lock);
+  d = find(dst, n);
+  if (d)
+    memcpy(d, src, n);
+  pthread_mutex_unlock(&lock);
+  return d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult rec_dtoh(void *dst, uint64_t src, size_t n, uint64_t s) {
+  uint8_t *p;
+  CUresult r;
+  (void)s;
+  count(HOSTD_RECORD_DTOH);
+  pthread_mutex_lock(&lock);
+  p = find(src, n);
+  if (p)
+    memcpy(dst, p, n);
+  r = sticky ? sticky : p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async) {
+  uint8_t *d, *p;
+  (void)s, (void)async;
+  count(HOSTD_RECORD_DTOD);
+  pthread_mutex_lock(&lock);
+  d = find(dst, n);
+  p = find(src, n);
+  if (d && p)
+    memmove(d, p, n);
+  pthread_mutex_unlock(&lock);
+  return d && p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult rec_memset(uint64_t p, uint32_t v, uint32_t elem, size_t n, uint64_t s) {
+  uint8_t *d;
+  (void)s;
+  count(HOSTD_RECORD_MEMSET);
+  if (elem != 1 && elem != 2 && elem != 4)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  d = find(p, (uint64_t)n * elem);
+  for (size_t i = 0; d && i < n; i++)
+    memcpy(d + i * elem, &v, elem);
+  pthread_mutex_unlock(&lock);
+  return d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static uint64_t handle(void) {
+  uint64_t h;
+  pthread_mutex_lock(&lock);
+  h = next_handle += 0x10;
+  pthread_mutex_unlock(&lock);
+  return h;
+}
+
+static CUresult sync_result(void) {
+  CUresult r;
+  count(HOSTD_RECORD_SYNC);
+  pthread_mutex_lock(&lock);
+  r = sticky;
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_stream_new(uint64_t *s, unsigned flags, int prio) {
+  (void)flags;
+  count(HOSTD_RECORD_STREAM);
+  hostd__record_last_prio = prio;
+  *s = handle();
+  return CUDA_SUCCESS;
+}
+static CUresult rec_stream_del(uint64_t s) {
+  (void)s;
+  count(HOSTD_RECORD_STREAM_DEL);
+  return CUDA_SUCCESS;
+}
+static CUresult rec_stream_sync(uint64_t s) {
+  (void)s;
+  return sync_result();
+}
+static CUresult rec_stream_query(uint64_t s) {
+  (void)s;
+  return sync_result();
+}
+static CUresult rec_stream_wait(uint64_t s, uint64_t e, unsigned flags) {
+  (void)s, (void)e, (void)flags;
+  count(HOSTD_RECORD_WAIT);
+  return CUDA_SUCCESS;
+}
+static CUresult rec_event_new(uint64_t *e, unsigned flags) {
+  (void)flags;
+  count(HOSTD_RECORD_EVENT);
+  *e = handle();
+  return CUDA_SUCCESS;
+}
+static CUresult rec_event_del(uint64_t e) {
+  (void)e;
+  count(HOSTD_RECORD_EVENT_DEL);
+  return CUDA_SUCCESS;
+}
+static CUresult rec_event_record(uint64_t e, uint64_t s, unsigned flags) {
+  (void)e, (void)s, (void)flags;
+  count(HOSTD_RECORD_RECORD);
+  return CUDA_SUCCESS;
+}
+static CUresult rec_event_sync(uint64_t e) {
+  (void)e;
+  return sync_result();
+}
+static CUresult rec_event_query(uint64_t e) {
+  (void)e;
+  return sync_result();
+}
+static CUresult rec_event_time(float *ms, uint64_t a, uint64_t b) {
+  (void)a, (void)b;
+  *ms = 1.0f;
+  return CUDA_SUCCESS;
+}
+
+/* Parses the TALLYREC text format; returns CUDA_ERROR_INVALID_IMAGE on anything else. */
+static CUresult parse_module(rec_module_t *m, const char *text, size_t len) {
+  const char *p = text, *end = text + len;
+  char line[256];
+
+  if (len == 0)
+    return CUDA_ERROR_INVALID_IMAGE;
+  if (len < 8 || memcmp(text, "TALLYREC", 8) != 0)
+    return CUDA_SUCCESS; /* a real fatbin or cubin: loads, with no kernels we can run */
+  while (p < end && *p) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t n = nl ? (size_t)(nl - p) : strnlen(p, (size_t)(end - p));
+    char name[64], sizes[160];
+    unsigned long long bytes;
+    if (n >= sizeof(line))
+      return CUDA_ERROR_INVALID_IMAGE;
+    memcpy(line, p, n);
+    line[n] = 0;
+    p += n + (nl ? 1 : 0);
+    if (sscanf(line, "kernel %63s %159s", name, sizes) >= 1 && strncmp(line, "kernel", 6) == 0) {
+      rec_kernel_t *k;
+      uint32_t off = 0;
+      if (m->nk >= MAX_KERNELS)
+        return CUDA_ERROR_INVALID_IMAGE;
+      k = &m->k[m->nk];
+      snprintf(k->name, sizeof(k->name), "%s", name);
+      if (sscanf(line, "kernel %*s %159s", sizes) == 1)
+        for (char *t = strtok(sizes, ","); t && k->nparams < 16; t = strtok(NULL, ",")) {
+          uint32_t sz = (uint32_t)strtoul(t, NULL, 10);
+          uint32_t al = sz >= 8 ? 8 : sz >= 4 ? 4 : sz >= 2 ? 2 : 1;
+          off = (off + al - 1) / al * al;
+          k->off[k->nparams] = off;
+          k->size[k->nparams++] = sz;
+          off += sz;
+        }
+      m->kh[m->nk++] = handle();
+    } else if (sscanf(line, "global %63s %llu", name, &bytes) == 2 && m->ng < 8) {
+      uint64_t addr;
+      if (rec_mem_alloc(&addr, bytes) != CUDA_SUCCESS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      snprintf(m->gname[m->ng], sizeof(m->gname[0]), "%s", name);
+      m->gaddr[m->ng] = addr;
+      m->gsize[m->ng++] = bytes;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_module_load(uint64_t *h, int kind, const void *image, size_t len) {
+  rec_module_t *m = calloc(1, sizeof(*m));
+  CUresult r;
+  (void)kind;
+  count(HOSTD_RECORD_MODULE);
+  if (!m)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  r = parse_module(m, image, len);
+  if (r != CUDA_SUCCESS) {
+    for (int i = 0; i < m->ng; i++)
+      rec_mem_free(m->gaddr[i]);
+    free(m);
+    return r;
+  }
+  m->handle = handle();
+  pthread_mutex_lock(&lock);
+  m->next = modules;
+  modules = m;
+  pthread_mutex_unlock(&lock);
+  *h = m->handle;
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_module_unload(uint64_t h, int kind) {
+  rec_module_t *m = NULL;
+  (void)kind;
+  count(HOSTD_RECORD_MODULE_DEL);
+  pthread_mutex_lock(&lock);
+  for (rec_module_t **pm = &modules; *pm; pm = &(*pm)->next)
+    if ((*pm)->handle == h) {
+      m = *pm;
+      *pm = m->next;
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+  if (!m)
+    return CUDA_ERROR_INVALID_HANDLE;
+  for (int i = 0; i < m->ng; i++)
+    rec_mem_free(m->gaddr[i]);
+  free(m);
+  return CUDA_SUCCESS;
+}
+
+static rec_module_t *module_of(uint64_t h) {
+  rec_module_t *m;
+  pthread_mutex_lock(&lock);
+  for (m = modules; m && m->handle != h && (!m->view || m->view != h); m = m->next)
+    ;
+  pthread_mutex_unlock(&lock);
+  return m;
+}
+
+static CUresult rec_library_module(uint64_t lib, uint64_t *mod) {
+  rec_module_t *m = module_of(lib);
+  if (!m || m->handle != lib)
+    return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&lock);
+  if (!m->view)
+    m->view = (next_handle += 0x10);
+  *mod = m->view;
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_module_functions(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
+  rec_module_t *m = module_of(h);
+  (void)kind;
+  if (!m)
+    return CUDA_ERROR_INVALID_HANDLE;
+  for (int i = 0; i < m->nk; i++) {
+    hostd_func_info_t fi;
+    memset(&fi, 0, sizeof(fi));
+    fi.handle = m->kh[i] | (h == m->view ? VIEW_BIT : 0);
+    fi.name = m->k[i].name;
+    fi.nparams = m->k[i].nparams;
+    fi.off = m->k[i].off;
+    fi.size = m->k[i].size;
+    fi.attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+    fi.attr[CU_FUNC_ATTRIBUTE_NUM_REGS] = 32;
+    fi.attr[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90;
+    fi.attr[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90;
+    fi.attr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+    if (cb(arg, &fi))
+      return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_module_global(uint64_t h, int kind, const char *name, uint64_t *p,
+                                  uint64_t *size) {
+  rec_module_t *m = module_of(h);
+  (void)kind;
+  if (!m)
+    return CUDA_ERROR_INVALID_HANDLE;
+  for (int i = 0; i < m->ng; i++)
+    if (strcmp(m->gname[i], name) == 0) {
+      *p = m->gaddr[i];
+      *size = m->gsize[i];
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+static const rec_kernel_t *kernel_of(uint64_t f) {
+  const rec_kernel_t *k = NULL;
+  pthread_mutex_lock(&lock);
+  for (rec_module_t *m = modules; m && !k; m = m->next)
+    for (int i = 0; i < m->nk; i++)
+      if (m->kh[i] == (f & ~(uint64_t)VIEW_BIT))
+        k = &m->k[i];
+  pthread_mutex_unlock(&lock);
+  return k;
+}
+
+static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t block[3],
+                           uint32_t shmem, uint64_t s, const CUlaunchAttribute *attrs,
+                           uint32_t nattr, void *args, size_t argbytes) {
+  const rec_kernel_t *k = kernel_of(f);
+  (void)shmem, (void)s, (void)attrs, (void)nattr;
+  count(HOSTD_RECORD_LAUNCH);
+  if (!k)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2] ||
+      (uint64_t)block[0] * block[1] * block[2] > 1024)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (strcmp(k->name, "fault") == 0) {
+    pthread_mutex_lock(&lock);
+    sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    pthread_mutex_unlock(&lock);
+  } else if (strcmp(k->name, "fill_u32") == 0 && k->nparams == 3 && argbytes >= 24) {
+    uint64_t p, n;
+    uint32_t v;
+    uint8_t *d;
+    memcpy(&p, (uint8_t *)args + k->off[0], 8);
+    memcpy(&v, (uint8_t *)args + k->off[1], 4);
+    memcpy(&n, (uint8_t *)args + k->off[2], 8);
+    pthread_mutex_lock(&lock);
+    d = n <= (1ull << 30) ? find(p, n * 4) : NULL;
+    for (uint64_t i = 0; d && i < n; i++)
+      memcpy(d + i * 4, &v, 4);
+    if (!d)
+      sticky = CUDA_ERROR_ILLEGAL_ADDRESS; /* an out-of-bounds kernel faults */
+    pthread_mutex_unlock(&lock);
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_func_attr(uint64_t f, int kind, int attr, int *v) {
+  (void)kind, (void)attr;
+  if (!kernel_of(f))
+    return CUDA_ERROR_INVALID_HANDLE;
+  *v = 0;
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_func_set_attr(uint64_t f, int kind, int attr, int v) {
+  (void)kind, (void)attr, (void)v;
+  return kernel_of(f) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+const hostd_gpu_ops_t hostd__gpu = {
+    .name = "record",
+    .init = rec_init,
+    .shutdown = rec_shutdown,
+    .thread_enter = rec_thread_enter,
+    .mem_alloc = rec_mem_alloc,
+    .mem_free = rec_mem_free,
+    .mem_info = rec_mem_info,
+    .htod = rec_htod,
+    .dtoh = rec_dtoh,
+    .dtod = rec_dtod,
+    .memset = rec_memset,
+    .stream_new = rec_stream_new,
+    .stream_del = rec_stream_del,
+    .stream_sync = rec_stream_sync,
+    .stream_query = rec_stream_query,
+    .stream_wait = rec_stream_wait,
+    .event_new = rec_event_new,
+    .event_del = rec_event_del,
+    .event_record = rec_event_record,
+    .event_sync = rec_event_sync,
+    .event_query = rec_event_query,
+    .event_time = rec_event_time,
+    .module_load = rec_module_load,
+    .module_unload = rec_module_unload,
+    .module_functions = rec_module_functions,
+    .module_global = rec_module_global,
+    .library_module = rec_library_module,
+    .launch = rec_launch,
+    .func_attr = rec_func_attr,
+    .func_set_attr = rec_func_set_attr,
+};
+int hostd__record_last_prio;

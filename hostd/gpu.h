@@ -1,0 +1,79 @@
+/* gpu.h: the GPU backend interface of tallyd.
+ *
+ * hostd/ never calls the CUDA driver directly outside one file: everything a
+ * tenant asks of the GPU goes through hostd__gpu, an ops table with two
+ * sibling implementations chosen at link time (as libuv picks
+ * src/unix/linux.c): gpu-cuda.c (the real driver, linked into tallyd) and
+ * gpu-record.c (a recording device for unit tests: host memory stands in for
+ * device memory at fake addresses, kernels run nothing, every call is
+ * counted; it proves host logic and never counts as GPU coverage).
+ *
+ * Handles and pointers are u64 (the driver's own values, identity-mapped to
+ * tenants).  Every op returns the driver's CUresult unchanged.  Ops are
+ * called from tenant worker threads; a backend makes the served device's one
+ * context current on a thread in thread_enter.  `kind` is 0 for modules and
+ * their CUfunctions, 1 for libraries and their CUkernels.
+ */
+#ifndef TALLY_HOSTD_GPU_H
+#define TALLY_HOSTD_GPU_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "guestlib/call.h"
+
+/* One function of a loaded module, as hostd__gpu.module_functions reports it. */
+typedef struct hostd_func_info {
+  uint64_t handle;
+  const char *name;
+  uint32_t nparams;
+  const uint32_t *off, *size; /* nparams each */
+  int32_t attr[GUEST_FUNC_ATTRS];
+} hostd_func_info_t;
+
+typedef int (*hostd_func_cb)(void *arg, const hostd_func_info_t *f);
+
+typedef struct hostd_gpu_ops {
+  const char *name; /* "cuda" or "record" */
+  /* Initialises the backend for device ordinal `device`; fills the snapshot. */
+  CUresult (*init)(int device, guest_dev_snapshot_t *snap);
+  void (*shutdown)(void);
+  CUresult (*thread_enter)(void);
+  CUresult (*mem_alloc)(uint64_t *p, uint64_t size);
+  CUresult (*mem_free)(uint64_t p);
+  CUresult (*mem_info)(uint64_t *free_b, uint64_t *total_b);
+  CUresult (*htod)(uint64_t dst, const void *src, size_t n, uint64_t s, int async);
+  CUresult (*dtoh)(void *dst, uint64_t src, size_t n, uint64_t s);
+  CUresult (*dtod)(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async);
+  CUresult (*memset)(uint64_t p, uint32_t v, uint32_t elem, size_t count, uint64_t s);
+  CUresult (*stream_new)(uint64_t *s, unsigned flags, int prio);
+  CUresult (*stream_del)(uint64_t s);
+  CUresult (*stream_sync)(uint64_t s);
+  CUresult (*stream_query)(uint64_t s);
+  CUresult (*stream_wait)(uint64_t s, uint64_t e, unsigned flags);
+  CUresult (*event_new)(uint64_t *e, unsigned flags);
+  CUresult (*event_del)(uint64_t e);
+  CUresult (*event_record)(uint64_t e, uint64_t s, unsigned flags);
+  CUresult (*event_sync)(uint64_t e);
+  CUresult (*event_query)(uint64_t e);
+  CUresult (*event_time)(float *ms, uint64_t a, uint64_t b);
+  CUresult (*module_load)(uint64_t *h, int kind, const void *image, size_t len);
+  CUresult (*module_unload)(uint64_t h, int kind);
+  /* Calls cb for every function; a non-zero cb return stops and is returned
+   * as CUDA_ERROR_OUT_OF_MEMORY. */
+  CUresult (*module_functions)(uint64_t h, int kind, hostd_func_cb cb, void *arg);
+  CUresult (*module_global)(uint64_t h, int kind, const char *name, uint64_t *p, uint64_t *size);
+  /* The module view of a library (cuLibraryGetModule); owned by the library. */
+  CUresult (*library_module)(uint64_t lib, uint64_t *mod);
+  CUresult (*launch)(uint64_t f, const uint32_t grid[3], const uint32_t block[3], uint32_t shmem,
+                     uint64_t s, const CUlaunchAttribute *attrs, uint32_t nattr, void *args,
+                     size_t argbytes);
+  CUresult (*func_attr)(uint64_t f, int kind, int attr, int *v);
+  CUresult (*func_set_attr)(uint64_t f, int kind, int attr, int v);
+} hostd_gpu_ops_t;
+
+/* The backend this binary was linked with. */
+extern const hostd_gpu_ops_t hostd__gpu;
+
+#endif /* TALLY_HOSTD_GPU_H */

@@ -1,0 +1,102 @@
+/* map.c: a u64 -> u64 hash map for per-tenant handle tables.
+ *
+ * Open addressing with linear probing; deletion by backward shift, so no
+ * tombstones accumulate over a long tenant life.  Key 0 is reserved (no
+ * CUDA handle or device pointer is 0).  Not thread-safe: each map belongs
+ * to one tenant and is touched only by that tenant's worker thread.
+ */
+#include "hostd/map.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static size_t slot_of(uint64_t k, size_t mask) {
+  return (size_t)((k ^ (k >> 29)) * 0x9e3779b97f4a7c15ull >> 7) & mask;
+}
+
+void hostd__map_init(hostd_map_t *m) {
+  m->keys = NULL;
+  m->vals = NULL;
+  m->cap = 0;
+  m->len = 0;
+}
+
+void hostd__map_close(hostd_map_t *m) {
+  free(m->keys);
+  free(m->vals);
+  hostd__map_init(m);
+}
+
+static int grow(hostd_map_t *m) {
+  size_t cap = m->cap ? m->cap * 2 : 64;
+  uint64_t *k = calloc(cap, sizeof(*k)), *v = calloc(cap, sizeof(*v));
+  if (!k || !v) {
+    free(k);
+    free(v);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->keys[i])
+      continue;
+    size_t j = slot_of(m->keys[i], cap - 1);
+    while (k[j])
+      j = (j + 1) & (cap - 1);
+    k[j] = m->keys[i];
+    v[j] = m->vals[i];
+  }
+  free(m->keys);
+  free(m->vals);
+  m->keys = k;
+  m->vals = v;
+  m->cap = cap;
+  return 0;
+}
+
+int hostd__map_put(hostd_map_t *m, uint64_t key, uint64_t val) {
+  size_t j;
+  if (key == 0)
+    return -EINVAL;
+  if ((m->len + 1) * 4 > m->cap * 3 && grow(m) != 0) /* load factor <= 3/4 */
+    return -ENOMEM;
+  for (j = slot_of(key, m->cap - 1); m->keys[j] && m->keys[j] != key; j = (j + 1) & (m->cap - 1))
+    ;
+  if (!m->keys[j])
+    m->len++;
+  m->keys[j] = key;
+  m->vals[j] = val;
+  return 0;
+}
+
+bool hostd__map_get(const hostd_map_t *m, uint64_t key, uint64_t *val) {
+  if (!m->cap || key == 0)
+    return false;
+  for (size_t j = slot_of(key, m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1))
+    if (m->keys[j] == key) {
+      if (val)
+        *val = m->vals[j];
+      return true;
+    }
+  return false;
+}
+
+bool hostd__map_del(hostd_map_t *m, uint64_t key) {
+  size_t mask = m->cap - 1, j, i;
+  if (!m->cap || key == 0)
+    return false;
+  for (j = slot_of(key, mask); m->keys[j] != key; j = (j + 1) & mask)
+    if (!m->keys[j])
+      return false;
+  /* Backward-shift: move later members of the probe run into the hole. */
+  for (i = (j + 1) & mask; m->keys[i]; i = (i + 1) & mask) {
+    size_t home = slot_of(m->keys[i], mask);
+    if (((i - home) & mask) >= ((i - j) & mask)) {
+      m->keys[j] = m->keys[i];
+      m->vals[j] = m->vals[i];
+      j = i;
+    }
+  }
+  m->keys[j] = 0;
+  m->vals[j] = 0;
+  m->len--;
+  return true;
+}

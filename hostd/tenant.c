@@ -1,0 +1,793 @@
+/* tenant.c: one tenant's tables and the execution of its requests.
+ *
+ * A tenant owns what it created and nothing else: allocations (a sorted
+ * range table), streams, events, modules and their functions (hash maps).
+ * Every handle and pointer range in a request is checked against these
+ * tables before the GPU backend sees it; a copy, memset or free that
+ * touches memory the tenant does not own fails with
+ * CUDA_ERROR_INVALID_VALUE, a foreign handle with CUDA_ERROR_INVALID_HANDLE
+ * (BRIEF decision 2: pointers are identity-mapped, so the check is all that
+ * separates tenants).  Launch arguments are not checked: a kernel may still
+ * dereference anything, as on a shared GPU.
+ *
+ * Streams: host streams are created with the tenant class's priority
+ * (latency-critical the greatest, best-effort the least).  Stream 0 and
+ * CU_STREAM_LEGACY name the tenant's own emulated legacy stream, and
+ * CU_STREAM_PER_THREAD its per-thread default stream (one per tenant: the
+ * guest does not say which of its threads called).  Legacy semantics are
+ * emulated with events: work on the legacy stream waits for earlier work of
+ * every blocking stream of this tenant and vice versa (epochs below), never
+ * for other tenants.
+ *
+ * Errors of fire-and-forget requests are kept (the first one) and returned
+ * by the next request flagged GUEST_CALL_SYNCPOINT, then cleared.
+ * Single-threaded: only the tenant's worker thread touches a tenant.
+ */
+#include "hostd/hostd-int.h"
+#include "hostd/gpu.h"
+#include "hostd/map.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STREAM_LEGACY_ID     1u   /* CU_STREAM_LEGACY */
+#define STREAM_PER_THREAD_ID 2u   /* CU_STREAM_PER_THREAD */
+#define PTDS_MAX             4096 /* per-thread default streams per tenant: one per thread */
+#define KIND_MODULE          0
+#define KIND_LIBRARY         1
+#define KIND_VIEW            2 /* a library's module view: dies with the library */
+#define RANGE_ALLOC          1 /* from MEM_ALLOC: may be freed */
+#define RANGE_GLOBAL         2 /* a module global: may be copied, not freed */
+
+unsigned long hostd__op_count[GUEST_OP_COUNT];
+
+typedef struct range {
+  uint64_t base, size;
+  int kind;
+  uint64_t module; /* for globals: the module they die with */
+} range_t;
+
+/* A tenant stream (also the emulated legacy and per-thread ones). */
+typedef struct tstream {
+  uint64_t handle;      /* host stream */
+  uint64_t event;       /* for implicit synchronisation with the legacy stream */
+  bool blocking;        /* created without CU_STREAM_NON_BLOCKING */
+  uint64_t epoch;       /* bumped by each op on this stream */
+  uint64_t seen;        /* blocking stream: legacy epoch it has waited for;
+                           legacy stream: unused */
+  uint64_t legacy_seen; /* legacy's view of this stream's epoch */
+} tstream_t;
+
+struct hostd_tenant {
+  uint32_t id;
+  bool tcp;            /* came over TCP: the token is checked at hello */
+  bool hello;          /* hello done */
+  int prio;            /* host stream priority of this tenant's class */
+  tstream_t *legacy;   /* lazily created */
+  hostd_map_t ptds;    /* guest thread key (2 | N << 32) -> its default stream */
+  hostd_map_t streams; /* handle -> tstream_t* */
+  hostd_map_t events;  /* handle -> 1 */
+  hostd_map_t modules; /* handle -> kind */
+  hostd_map_t funcs;   /* handle -> module handle */
+  hostd_map_t views;   /* library -> its module view (cuLibraryGetModule) */
+  range_t *ranges;     /* sorted by base */
+  size_t nranges, capranges;
+  CUresult deferred; /* first error of a fire-and-forget request, until reported */
+};
+
+guest_dev_snapshot_t hostd__snapshot;
+int hostd__ndev;
+char hostd__token[256];
+
+hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
+  hostd_tenant_t *t = calloc(1, sizeof(*t));
+  if (!t)
+    return NULL;
+  t->id = id;
+  t->tcp = tcp;
+  t->prio = hostd__snapshot.prio_least;
+  hostd__map_init(&t->streams);
+  hostd__map_init(&t->events);
+  hostd__map_init(&t->modules);
+  hostd__map_init(&t->funcs);
+  hostd__map_init(&t->ptds);
+  hostd__map_init(&t->views);
+  return t;
+}
+
+uint32_t hostd__tenant_id(const hostd_tenant_t *t) {
+  return t->id;
+}
+
+/* ---- ranges ---- */
+
+static size_t range_upper(const hostd_tenant_t *t, uint64_t p) {
+  size_t lo = 0, hi = t->nranges;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (t->ranges[mid].base <= p)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static int range_add(hostd_tenant_t *t, uint64_t base, uint64_t size, int kind, uint64_t module) {
+  size_t i;
+  if (t->nranges == t->capranges) {
+    size_t cap = t->capranges ? t->capranges * 2 : 64;
+    range_t *n = realloc(t->ranges, cap * sizeof(*n));
+    if (!n)
+      return -ENOMEM;
+    t->ranges = n;
+    t->capranges = cap;
+  }
+  i = range_upper(t, base);
+  if (i > 0 && t->ranges[i - 1].base == base)
+    return 0; /* a global asked for twice */
+  memmove(&t->ranges[i + 1], &t->ranges[i], (t->nranges - i) * sizeof(*t->ranges));
+  t->ranges[i] = (range_t){base, size, kind, module};
+  t->nranges++;
+  return 0;
+}
+
+/* True when [p, p+n) lies inside one range of the tenant. */
+static bool owns(const hostd_tenant_t *t, uint64_t p, uint64_t n) {
+  size_t i = range_upper(t, p);
+  const range_t *r;
+  if (i == 0)
+    return false;
+  r = &t->ranges[i - 1];
+  return p - r->base <= r->size && n <= r->size - (p - r->base);
+}
+
+static void range_del_at(hostd_tenant_t *t, size_t i) {
+  memmove(&t->ranges[i], &t->ranges[i + 1], (t->nranges - i - 1) * sizeof(*t->ranges));
+  t->nranges--;
+}
+
+/* ---- streams ---- */
+
+static tstream_t *stream_make(hostd_tenant_t *t, unsigned flags, CUresult *r) {
+  tstream_t *s = calloc(1, sizeof(*s));
+  if (!s) {
+    *r = CUDA_ERROR_OUT_OF_MEMORY;
+    return NULL;
+  }
+  s->blocking = !(flags & CU_STREAM_NON_BLOCKING);
+  *r = hostd__gpu.stream_new(&s->handle, flags, t->prio);
+  if (*r == CUDA_SUCCESS)
+    *r = hostd__gpu.event_new(&s->event, CU_EVENT_DISABLE_TIMING);
+  if (*r != CUDA_SUCCESS) {
+    if (s->handle)
+      (void)hostd__gpu.stream_del(s->handle);
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+static void stream_drop(tstream_t *s) {
+  if (!s)
+    return;
+  (void)hostd__gpu.stream_sync(s->handle);
+  (void)hostd__gpu.event_del(s->event);
+  (void)hostd__gpu.stream_del(s->handle);
+  free(s);
+}
+
+/* Resolves a guest stream value; creates the emulated ones on first use.
+ * Returns NULL with *r set for a stream the tenant does not own. */
+static tstream_t *stream_of(hostd_tenant_t *t, uint64_t s, CUresult *r) {
+  uint64_t v;
+  *r = CUDA_SUCCESS;
+  if (s == 0 || s == STREAM_LEGACY_ID) {
+    if (!t->legacy)
+      t->legacy = stream_make(t, 0, r);
+    return t->legacy;
+  }
+  if ((s & 0xffffffffu) == STREAM_PER_THREAD_ID) {
+    /* One default stream per guest thread, made on first use.  No host
+     * handle has these low bits: handles are aligned pointers. */
+    tstream_t *ts;
+    if (hostd__map_get(&t->ptds, s, &v))
+      return (tstream_t *)(uintptr_t)v;
+    if (t->ptds.len >= PTDS_MAX) {
+      *r = CUDA_ERROR_OUT_OF_MEMORY;
+      return NULL;
+    }
+    ts = stream_make(t, 0, r);
+    if (ts && hostd__map_put(&t->ptds, s, (uint64_t)(uintptr_t)ts) != 0) {
+      stream_drop(ts);
+      *r = CUDA_ERROR_OUT_OF_MEMORY;
+      return NULL;
+    }
+    return ts;
+  }
+  if (hostd__map_get(&t->streams, s, &v))
+    return (tstream_t *)(uintptr_t)v;
+  *r = CUDA_ERROR_INVALID_HANDLE;
+  return NULL;
+}
+
+/* Orders an op on stream s after the legacy-stream rules, then counts it.
+ * Work on the legacy stream waits for all earlier work of blocking streams;
+ * work on a blocking stream waits for earlier legacy work. */
+static CUresult stream_enter(hostd_tenant_t *t, tstream_t *s) {
+  CUresult r = CUDA_SUCCESS;
+  if (s == t->legacy) {
+    /* Every created stream, then every per-thread default stream. */
+    for (size_t i = 0; i < t->streams.cap + t->ptds.cap && r == CUDA_SUCCESS; i++) {
+      const hostd_map_t *m = i < t->streams.cap ? &t->streams : &t->ptds;
+      size_t j = i < t->streams.cap ? i : i - t->streams.cap;
+      tstream_t *b;
+      if (!m->keys[j])
+        continue;
+      b = (tstream_t *)(uintptr_t)m->vals[j];
+      if (!b->blocking || b->legacy_seen == b->epoch)
+        continue;
+      r = hostd__gpu.event_record(b->event, b->handle, 0);
+      if (r == CUDA_SUCCESS)
+        r = hostd__gpu.stream_wait(s->handle, b->event, 0);
+      b->legacy_seen = b->epoch;
+    }
+  } else if (s->blocking && t->legacy && s->seen != t->legacy->epoch) {
+    r = hostd__gpu.event_record(t->legacy->event, t->legacy->handle, 0);
+    if (r == CUDA_SUCCESS)
+      r = hostd__gpu.stream_wait(s->handle, t->legacy->event, 0);
+    s->seen = t->legacy->epoch;
+  }
+  s->epoch++;
+  return r;
+}
+
+/* ---- teardown ---- */
+
+static void module_forget(hostd_tenant_t *t, uint64_t h) {
+  for (size_t i = 0; i < t->funcs.cap; i++)
+    if (t->funcs.keys[i] && t->funcs.vals[i] == h) {
+      hostd__map_del(&t->funcs, t->funcs.keys[i]);
+      i--; /* backward shift may have moved another entry here */
+    }
+  for (size_t i = 0; i < t->nranges;)
+    if (t->ranges[i].kind == RANGE_GLOBAL && t->ranges[i].module == h)
+      range_del_at(t, i);
+    else
+      i++;
+}
+
+void hostd__tenant_free(hostd_tenant_t *t) {
+  if (!t)
+    return;
+  /* Streams first: their pending work may still use memory and modules. */
+  stream_drop(t->legacy);
+  for (size_t i = 0; i < t->ptds.cap; i++)
+    if (t->ptds.keys[i])
+      stream_drop((tstream_t *)(uintptr_t)t->ptds.vals[i]);
+  for (size_t i = 0; i < t->streams.cap; i++)
+    if (t->streams.keys[i])
+      stream_drop((tstream_t *)(uintptr_t)t->streams.vals[i]);
+  for (size_t i = 0; i < t->events.cap; i++)
+    if (t->events.keys[i])
+      (void)hostd__gpu.event_del(t->events.keys[i]);
+  for (size_t i = 0; i < t->nranges; i++)
+    if (t->ranges[i].kind == RANGE_ALLOC)
+      (void)hostd__gpu.mem_free(t->ranges[i].base);
+  for (size_t i = 0; i < t->modules.cap; i++)
+    if (t->modules.keys[i] && t->modules.vals[i] != KIND_VIEW)
+      (void)hostd__gpu.module_unload(t->modules.keys[i], (int)t->modules.vals[i]);
+  hostd__map_close(&t->streams);
+  hostd__map_close(&t->events);
+  hostd__map_close(&t->modules);
+  hostd__map_close(&t->funcs);
+  hostd__map_close(&t->ptds);
+  hostd__map_close(&t->views);
+  free(t->ranges);
+  free(t);
+}
+
+/* ---- requests ---- */
+
+typedef struct exec {
+  hostd_tenant_t *t;
+  guest_rd_t rd;
+  guest_wr_t *out; /* results (after the reply header) */
+  const char *why; /* malformed: reason */
+} exec_t;
+
+static int func_rec(void *arg, const hostd_func_info_t *f) {
+  exec_t *x = arg;
+  uint32_t nlen = (uint32_t)strnlen(f->name, GUEST_FUNC_NAME_MAX - 1);
+  guest_wr_u64(x->out, f->handle);
+  guest_wr_u32(x->out, f->nparams);
+  guest_wr_u32(x->out, nlen);
+  for (int a = 0; a < GUEST_FUNC_ATTRS; a++)
+    guest_wr_u32(x->out, (uint32_t)f->attr[a]);
+  guest_wr_bytes(x->out, f->name, nlen);
+  for (uint32_t i = 0; i < f->nparams; i++) {
+    guest_wr_u32(x->out, f->off[i]);
+    guest_wr_u32(x->out, f->size[i]);
+  }
+  return x->out->err;
+}
+
+static CUresult do_hello(exec_t *x) {
+  uint32_t ver = guest_rd_u32(&x->rd), prio = guest_rd_u32(&x->rd);
+  char name[65], token[65];
+  guest_rd_bytes(&x->rd, name, 64);
+  guest_rd_bytes(&x->rd, token, 64);
+  name[64] = token[64] = 0;
+  if (x->rd.err)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (ver != GUEST_PROTO_VERSION) {
+    hostd__log(HOSTD_LOG_INFO, "tenant %u speaks call protocol %u, we speak %u", x->t->id, ver,
+               GUEST_PROTO_VERSION);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  /* The token was checked by wire's handshake (network tenants only). */
+  x->t->prio = prio == 0 ? hostd__snapshot.prio_greatest : hostd__snapshot.prio_least;
+  x->t->hello = true;
+  hostd__log(HOSTD_LOG_INFO, "tenant %u '%s' joined as %s", x->t->id, name,
+             prio == 0 ? "latency-critical" : "best-effort");
+  guest_wr_u32(x->out, x->t->id);
+  guest_wr_u32(x->out, (uint32_t)hostd__ndev);
+  guest_wr_bytes(x->out, &hostd__snapshot, sizeof(hostd__snapshot));
+  return CUDA_SUCCESS;
+}
+
+/* Writes u64 h, u32 nfunc and the function records of module h to the reply
+ * and registers every function handle as the tenant's.  On failure the
+ * caller forgets the functions registered so far (module_forget). */
+static CUresult describe_functions(exec_t *x, uint64_t h, int kind) {
+  size_t count_at, before;
+  uint32_t n = 0;
+  CUresult r;
+  guest_rd_t rd;
+
+  guest_wr_u64(x->out, h);
+  count_at = x->out->len;
+  guest_wr_u32(x->out, 0);
+  before = x->out->len;
+  r = hostd__gpu.module_functions(h, kind, func_rec, x);
+  if (r == CUDA_SUCCESS && x->out->err)
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  guest_rd_init(&rd, x->out->buf + before, r == CUDA_SUCCESS ? x->out->len - before : 0);
+  while (r == CUDA_SUCCESS && rd.left > 0) {
+    uint64_t fh = guest_rd_u64(&rd);
+    uint32_t np = guest_rd_u32(&rd), nl = guest_rd_u32(&rd);
+    guest_rd_bytes(&rd, NULL, GUEST_FUNC_ATTRS * 4 + nl + (size_t)np * 8);
+    if (rd.err || hostd__map_put(&x->t->funcs, fh, h) != 0)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    n++;
+  }
+  if (r == CUDA_SUCCESS)
+    memcpy(x->out->buf + count_at, &n, 4);
+  return r;
+}
+
+static CUresult do_module_load(exec_t *x) {
+  uint64_t id = guest_rd_u64(&x->rd), h = 0;
+  uint32_t kind = guest_rd_u32(&x->rd), has = guest_rd_u32(&x->rd);
+  const void *img;
+  size_t len;
+  CUresult r;
+
+  if (x->rd.err || kind > KIND_LIBRARY)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (has) {
+    len = x->rd.left;
+    img = guest_rd_view(&x->rd, len);
+    if (hostd__modcache_put(id, img, len) != 0)
+      return CUDA_ERROR_INVALID_IMAGE; /* the id does not match the bytes */
+  }
+  img = hostd__modcache_get(id, &len);
+  if (!img)
+    return CUDA_ERROR_FILE_NOT_FOUND; /* the guest must offer the blob first */
+  r = hostd__gpu.module_load(&h, (int)kind, img, len);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (hostd__map_put(&x->t->modules, h, kind) != 0) {
+    (void)hostd__gpu.module_unload(h, (int)kind);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  r = describe_functions(x, h, (int)kind);
+  if (r != CUDA_SUCCESS) {
+    module_forget(x->t, h);
+    hostd__map_del(&x->t->modules, h);
+    (void)hostd__gpu.module_unload(h, (int)kind);
+  }
+  return r;
+}
+
+static CUresult do_library_module(exec_t *x) {
+  uint64_t lib = guest_rd_u64(&x->rd), mod = 0, kind;
+  CUresult r;
+  if (x->rd.err || !hostd__map_get(&x->t->modules, lib, &kind) || kind != KIND_LIBRARY)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (hostd__map_get(&x->t->views, lib, &mod))
+    return describe_functions(x, mod, KIND_MODULE); /* asked before: the same view */
+  r = hostd__gpu.library_module(lib, &mod);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (hostd__map_put(&x->t->views, lib, mod) != 0 ||
+      hostd__map_put(&x->t->modules, mod, KIND_VIEW) != 0) {
+    hostd__map_del(&x->t->views, lib);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  r = describe_functions(x, mod, KIND_MODULE);
+  if (r != CUDA_SUCCESS) {
+    module_forget(x->t, mod);
+    hostd__map_del(&x->t->modules, mod);
+    hostd__map_del(&x->t->views, lib);
+  }
+  return r;
+}
+
+static CUresult do_launch(exec_t *x) {
+  uint64_t f = guest_rd_u64(&x->rd), s, mod;
+  uint32_t grid[3], block[3], shmem, nattr, argbytes;
+  const CUlaunchAttribute *attrs;
+  uint8_t *args;
+  tstream_t *ts;
+  CUresult r;
+
+  guest_rd_bytes(&x->rd, grid, 12);
+  guest_rd_bytes(&x->rd, block, 12);
+  shmem = guest_rd_u32(&x->rd);
+  nattr = guest_rd_u32(&x->rd);
+  s = guest_rd_u64(&x->rd);
+  argbytes = guest_rd_u32(&x->rd);
+  (void)guest_rd_u32(&x->rd);
+  if (x->rd.err || nattr > 64 || argbytes > 32768)
+    return CUDA_ERROR_INVALID_VALUE;
+  attrs =
+      (const CUlaunchAttribute *)guest_rd_view(&x->rd, (size_t)nattr * sizeof(CUlaunchAttribute));
+  args = (uint8_t *)guest_rd_view(&x->rd, argbytes);
+  if (x->rd.err)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!hostd__map_get(&x->t->funcs, f, &mod))
+    return CUDA_ERROR_INVALID_HANDLE;
+  for (uint32_t i = 0; i < nattr; i++) {
+    /* An event attribute names a handle: it must be the tenant's own. */
+    CUlaunchAttribute a;
+    memcpy(&a, &attrs[i], sizeof(a));
+    if ((a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ||
+         a.id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT) &&
+        !hostd__map_get(&x->t->events, (uint64_t)(uintptr_t)a.value.programmaticEvent.event, NULL))
+      return CUDA_ERROR_INVALID_HANDLE;
+  }
+  ts = stream_of(x->t, s, &r);
+  if (!ts)
+    return r;
+  r = stream_enter(x->t, ts);
+  if (r != CUDA_SUCCESS)
+    return r;
+  /* Copy to aligned storage: the view into the frame may be unaligned. */
+  {
+    CUlaunchAttribute al[64];
+    uint64_t argbuf[32768 / 8];
+    memcpy(al, attrs, (size_t)nattr * sizeof(CUlaunchAttribute));
+    memcpy(argbuf, args, argbytes);
+    return hostd__gpu.launch(f, grid, block, shmem, ts->handle, al, nattr, argbuf, argbytes);
+  }
+}
+
+/* Executes one request; results go to x->out.  Returns the CUresult, or sets
+ * x->why (malformed request) and returns CUDA_ERROR_INVALID_VALUE. */
+static CUresult dispatch(exec_t *x, uint32_t op) {
+  hostd_tenant_t *t = x->t;
+  guest_rd_t *rd = &x->rd;
+  tstream_t *ts;
+  CUresult r;
+  uint64_t a, b, c, d;
+
+  if (op != GUEST_OP_HELLO && !t->hello) {
+    x->why = "request before hello";
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  switch (op) {
+  case GUEST_OP_HELLO:
+    return do_hello(x);
+  case GUEST_OP_MEM_ALLOC:
+    a = guest_rd_u64(rd);
+    if (rd->err || a == 0)
+      return CUDA_ERROR_INVALID_VALUE;
+    r = hostd__gpu.mem_alloc(&b, a);
+    if (r != CUDA_SUCCESS)
+      return r;
+    if (range_add(t, b, a, RANGE_ALLOC, 0) != 0) {
+      (void)hostd__gpu.mem_free(b);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    guest_wr_u64(x->out, b);
+    return CUDA_SUCCESS;
+  case GUEST_OP_MEM_FREE: {
+    size_t i;
+    a = guest_rd_u64(rd);
+    i = range_upper(t, a);
+    if (rd->err || i == 0 || t->ranges[i - 1].base != a || t->ranges[i - 1].kind != RANGE_ALLOC)
+      return CUDA_ERROR_INVALID_VALUE;
+    r = hostd__gpu.mem_free(a);
+    if (r == CUDA_SUCCESS)
+      range_del_at(t, i - 1);
+    return r;
+  }
+  case GUEST_OP_MEM_INFO:
+    r = hostd__gpu.mem_info(&a, &b);
+    guest_wr_u64(x->out, a);
+    guest_wr_u64(x->out, b);
+    return r;
+  case GUEST_OP_HTOD: {
+    const uint8_t *bytes;
+    a = guest_rd_u64(rd);
+    b = guest_rd_u64(rd);
+    c = guest_rd_u64(rd); /* async */
+    d = rd->left;
+    bytes = guest_rd_view(rd, d);
+    if (rd->err)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!owns(t, a, d))
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!(ts = stream_of(t, b, &r)) || (r = stream_enter(t, ts)) != CUDA_SUCCESS)
+      return r;
+    return hostd__gpu.htod(a, bytes, d, ts->handle, (int)c);
+  }
+  case GUEST_OP_DTOH: {
+    a = guest_rd_u64(rd);
+    b = guest_rd_u64(rd);
+    c = guest_rd_u64(rd);
+    if (rd->err || b > GUEST_CALL_MAX_LEN)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!owns(t, a, b))
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!(ts = stream_of(t, c, &r)) || (r = stream_enter(t, ts)) != CUDA_SUCCESS)
+      return r;
+    if (guest_wr_reserve(x->out, b) != 0)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    r = hostd__gpu.dtoh(x->out->buf + x->out->len, a, b, ts->handle);
+    if (r == CUDA_SUCCESS)
+      x->out->len += b;
+    return r;
+  }
+  case GUEST_OP_DTOD:
+    a = guest_rd_u64(rd);
+    b = guest_rd_u64(rd);
+    c = guest_rd_u64(rd);
+    d = guest_rd_u64(rd);
+    if (rd->err || !owns(t, a, c) || !owns(t, b, c))
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!(ts = stream_of(t, d, &r)) || (r = stream_enter(t, ts)) != CUDA_SUCCESS)
+      return r;
+    return hostd__gpu.dtod(a, b, c, ts->handle, 1);
+  case GUEST_OP_MEMSET: {
+    uint32_t v, elem;
+    a = guest_rd_u64(rd);
+    v = guest_rd_u32(rd);
+    elem = guest_rd_u32(rd);
+    b = guest_rd_u64(rd);
+    c = guest_rd_u64(rd);
+    if (rd->err || (elem != 1 && elem != 2 && elem != 4) || b > (UINT64_MAX / 4))
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!owns(t, a, b * elem))
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!(ts = stream_of(t, c, &r)) || (r = stream_enter(t, ts)) != CUDA_SUCCESS)
+      return r;
+    return hostd__gpu.memset(a, v, elem, b, ts->handle);
+  }
+  case GUEST_OP_STREAM_NEW: {
+    uint32_t flags = guest_rd_u32(rd);
+    (void)guest_rd_u32(rd); /* the tenant's own priority: its class decides */
+    if (rd->err)
+      return CUDA_ERROR_INVALID_VALUE;
+    ts = stream_make(t, flags, &r);
+    if (!ts)
+      return r;
+    if (hostd__map_put(&t->streams, ts->handle, (uint64_t)(uintptr_t)ts) != 0) {
+      stream_drop(ts);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    guest_wr_u64(x->out, ts->handle);
+    return CUDA_SUCCESS;
+  }
+  case GUEST_OP_STREAM_DEL:
+    a = guest_rd_u64(rd);
+    if (rd->err || !hostd__map_get(&t->streams, a, &b))
+      return CUDA_ERROR_INVALID_HANDLE;
+    hostd__map_del(&t->streams, a);
+    stream_drop((tstream_t *)(uintptr_t)b);
+    return CUDA_SUCCESS;
+  case GUEST_OP_STREAM_SYNC:
+  case GUEST_OP_STREAM_QUERY:
+    a = guest_rd_u64(rd);
+    if (rd->err)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!(ts = stream_of(t, a, &r)))
+      return r;
+    if (ts == t->legacy && (r = stream_enter(t, ts)) != CUDA_SUCCESS)
+      return r; /* syncing the legacy stream also waits for blocking streams */
+    return op == GUEST_OP_STREAM_SYNC ? hostd__gpu.stream_sync(ts->handle)
+                                      : hostd__gpu.stream_query(ts->handle);
+  case GUEST_OP_CTX_SYNC:
+    /* The tenant's streams only: the context is shared with other tenants. */
+    r = CUDA_SUCCESS;
+    if (t->legacy)
+      r = hostd__gpu.stream_sync(t->legacy->handle);
+    for (size_t i = 0; r == CUDA_SUCCESS && i < t->ptds.cap; i++)
+      if (t->ptds.keys[i])
+        r = hostd__gpu.stream_sync(((tstream_t *)(uintptr_t)t->ptds.vals[i])->handle);
+    for (size_t i = 0; r == CUDA_SUCCESS && i < t->streams.cap; i++)
+      if (t->streams.keys[i])
+        r = hostd__gpu.stream_sync(t->streams.keys[i]);
+    return r;
+  case GUEST_OP_EVENT_NEW: {
+    uint32_t flags = guest_rd_u32(rd);
+    if (rd->err)
+      return CUDA_ERROR_INVALID_VALUE;
+    r = hostd__gpu.event_new(&a, flags);
+    if (r != CUDA_SUCCESS)
+      return r;
+    if (hostd__map_put(&t->events, a, 1) != 0) {
+      (void)hostd__gpu.event_del(a);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    guest_wr_u64(x->out, a);
+    return CUDA_SUCCESS;
+  }
+  case GUEST_OP_EVENT_DEL:
+    a = guest_rd_u64(rd);
+    if (rd->err || !hostd__map_del(&t->events, a))
+      return CUDA_ERROR_INVALID_HANDLE;
+    return hostd__gpu.event_del(a);
+  case GUEST_OP_EVENT_RECORD:
+    a = guest_rd_u64(rd);
+    b = guest_rd_u64(rd);
+    c = guest_rd_u64(rd);
+    if (rd->err || !hostd__map_get(&t->events, a, NULL))
+      return CUDA_ERROR_INVALID_HANDLE;
+    if (!(ts = stream_of(t, b, &r)) || (r = stream_enter(t, ts)) != CUDA_SUCCESS)
+      return r;
+    return hostd__gpu.event_record(a, ts->handle, (unsigned)c);
+  case GUEST_OP_EVENT_SYNC:
+  case GUEST_OP_EVENT_QUERY:
+    a = guest_rd_u64(rd);
+    if (rd->err || !hostd__map_get(&t->events, a, NULL))
+      return CUDA_ERROR_INVALID_HANDLE;
+    return op == GUEST_OP_EVENT_SYNC ? hostd__gpu.event_sync(a) : hostd__gpu.event_query(a);
+  case GUEST_OP_EVENT_TIME: {
+    float ms = 0;
+    a = guest_rd_u64(rd);
+    b = guest_rd_u64(rd);
+    if (rd->err || !hostd__map_get(&t->events, a, NULL) || !hostd__map_get(&t->events, b, NULL))
+      return CUDA_ERROR_INVALID_HANDLE;
+    r = hostd__gpu.event_time(&ms, a, b);
+    guest_wr_bytes(x->out, &ms, sizeof(ms));
+    return r;
+  }
+  case GUEST_OP_STREAM_WAIT:
+    a = guest_rd_u64(rd);
+    b = guest_rd_u64(rd);
+    c = guest_rd_u64(rd);
+    if (rd->err || !hostd__map_get(&t->events, b, NULL))
+      return CUDA_ERROR_INVALID_HANDLE;
+    if (!(ts = stream_of(t, a, &r)) || (r = stream_enter(t, ts)) != CUDA_SUCCESS)
+      return r;
+    return hostd__gpu.stream_wait(ts->handle, b, (unsigned)c);
+  case GUEST_OP_MODULE_LOAD:
+    return do_module_load(x);
+  case GUEST_OP_MODULE_UNLOAD: {
+    uint32_t kind;
+    a = guest_rd_u64(rd);
+    kind = guest_rd_u32(rd);
+    if (rd->err || !hostd__map_get(&t->modules, a, &b) || b != kind)
+      return CUDA_ERROR_INVALID_HANDLE;
+    r = hostd__gpu.module_unload(a, (int)kind);
+    if (r == CUDA_SUCCESS) {
+      module_forget(t, a);
+      hostd__map_del(&t->modules, a);
+      if (kind == KIND_LIBRARY && hostd__map_get(&t->views, a, &c)) {
+        module_forget(t, c); /* the view died with its library */
+        hostd__map_del(&t->modules, c);
+        hostd__map_del(&t->views, a);
+      }
+    }
+    return r;
+  }
+  case GUEST_OP_MODULE_GLOBAL: {
+    uint32_t kind;
+    char name[GUEST_FUNC_NAME_MAX];
+    a = guest_rd_u64(rd);
+    kind = guest_rd_u32(rd);
+    d = rd->left;
+    if (rd->err || d >= sizeof(name))
+      return CUDA_ERROR_INVALID_VALUE;
+    guest_rd_bytes(rd, name, d);
+    name[d] = 0;
+    if (!hostd__map_get(&t->modules, a, &b) || b != kind)
+      return CUDA_ERROR_INVALID_HANDLE;
+    r = hostd__gpu.module_global(a, (int)kind, name, &b, &c);
+    if (r != CUDA_SUCCESS)
+      return r;
+    if (range_add(t, b, c, RANGE_GLOBAL, a) != 0)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    guest_wr_u64(x->out, b);
+    guest_wr_u64(x->out, c);
+    return CUDA_SUCCESS;
+  }
+  case GUEST_OP_LAUNCH:
+    return do_launch(x);
+  case GUEST_OP_LIBRARY_MODULE:
+    return do_library_module(x);
+  case GUEST_OP_FUNC_ATTR:
+  case GUEST_OP_FUNC_SET_ATTR: {
+    int32_t attr, v = 0;
+    a = guest_rd_u64(rd);
+    attr = (int32_t)guest_rd_u32(rd);
+    if (op == GUEST_OP_FUNC_SET_ATTR)
+      v = (int32_t)guest_rd_u32(rd);
+    if (rd->err)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!hostd__map_get(&t->funcs, a, &b) || !hostd__map_get(&t->modules, b, &c))
+      return CUDA_ERROR_INVALID_HANDLE;
+    if (c == KIND_VIEW)
+      c = KIND_MODULE;
+    if (op == GUEST_OP_FUNC_SET_ATTR)
+      return hostd__gpu.func_set_attr(a, (int)c, attr, v);
+    r = hostd__gpu.func_attr(a, (int)c, attr, &v);
+    guest_wr_u32(x->out, (uint32_t)v);
+    return r;
+  }
+  default:
+    x->why = "unknown op";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uint8_t *args,
+                       size_t len, guest_wr_t *reply, const char **why) {
+  exec_t x;
+  uint8_t hdr[GUEST_REPLY_HDR_LEN] = {0};
+  CUresult r;
+  uint32_t res, rlen;
+
+  memset(&x, 0, sizeof(x));
+  x.t = t;
+  guest_rd_init(&x.rd, args, len);
+  reply->len = 0;
+  reply->err = 0;
+  guest_wr_bytes(reply, hdr, sizeof(hdr)); /* filled below */
+  x.out = reply;
+  if (op < GUEST_OP_COUNT)
+    __atomic_fetch_add(&hostd__op_count[op], 1, __ATOMIC_RELAXED);
+  r = dispatch(&x, op);
+  if (x.why) {
+    *why = x.why;
+    return -EPROTO;
+  }
+  if (flags & GUEST_CALL_ASYNC) {
+    if (r != CUDA_SUCCESS && t->deferred == CUDA_SUCCESS) {
+      /* Surfaces at the tenant's next GUEST_CALL_SYNCPOINT request. */
+      t->deferred = r;
+      hostd__log(HOSTD_LOG_DEBUG, "tenant %u: async op %u failed with %d (deferred)", t->id, op, r);
+    }
+    reply->len = 0;
+    return 0;
+  }
+  if (r != CUDA_SUCCESS)
+    reply->len = sizeof(hdr); /* no results with an error */
+  if ((flags & GUEST_CALL_SYNCPOINT) && t->deferred != CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS) {
+      r = t->deferred;
+      reply->len = sizeof(hdr);
+    }
+    t->deferred = CUDA_SUCCESS;
+  }
+  if (reply->err)
+    return reply->err;
+  res = (uint32_t)r;
+  rlen = (uint32_t)(reply->len - sizeof(hdr));
+  memcpy(reply->buf, &res, 4);
+  memcpy(reply->buf + 4, &rlen, 4);
+  return 0;
+}

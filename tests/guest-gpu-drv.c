@@ -1,0 +1,74 @@
+/* guest-gpu-drv.c: a driver-API program for tests/test-guest-gpu.sh (GPU only).
+ *
+ * Loads PTX text (JIT by the daemon's driver, as numba's path does), through
+ * cuLinkCreate/AddData/Complete then cuModuleLoadDataEx, launches a kernel
+ * with cuLaunchKernel and cuLaunchKernelEx, and prints a checksum.  Its
+ * output must be the same with and without Tally.
+ * usage: guest-gpu-drv FILE.ptx
+ */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CK(x)                                                                                      \
+  do {                                                                                             \
+    CUresult r_ = (x);                                                                             \
+    if (r_ != CUDA_SUCCESS) {                                                                      \
+      const char *n_ = NULL;                                                                       \
+      cuGetErrorName(r_, &n_);                                                                     \
+      printf("FAIL %s:%d %s -> %s\n", __FILE__, __LINE__, #x, n_ ? n_ : "?");                      \
+      return 1;                                                                                    \
+    }                                                                                              \
+  } while (0)
+
+int main(int argc, char **argv) {
+  CUdevice dev;
+  CUcontext ctx;
+  CUlinkState link;
+  CUmodule mod;
+  CUfunction f;
+  CUdeviceptr d;
+  void *cubin;
+  size_t cubin_size;
+  static char ptx[1 << 20];
+  size_t len;
+  FILE *fp;
+  int n = 4096;
+  unsigned out[4096];
+
+  if (argc != 2 || !(fp = fopen(argv[1], "rb")))
+    return 2;
+  len = fread(ptx, 1, sizeof(ptx) - 1, fp);
+  fclose(fp);
+  ptx[len] = 0;
+  CK(cuInit(0));
+  CK(cuDeviceGet(&dev, 0));
+  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CK(cuCtxPushCurrent(ctx));
+  CK(cuLinkCreate(0, NULL, NULL, &link));
+  CK(cuLinkAddData(link, CU_JIT_INPUT_PTX, ptx, len + 1, "k.ptx", 0, NULL, NULL));
+  CK(cuLinkComplete(link, &cubin, &cubin_size));
+  CK(cuModuleLoadDataEx(&mod, cubin, 0, NULL, NULL));
+  CK(cuLinkDestroy(link));
+  CK(cuModuleGetFunction(&f, mod, "iota_sq"));
+  CK(cuMemAlloc(&d, sizeof(out)));
+  CK(cuMemsetD32(d, 0, n));
+  void *args[] = {&d, &n};
+  CK(cuLaunchKernel(f, n / 128, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+  CUlaunchConfig cfg = {0};
+  cfg.gridDimX = n / 256, cfg.gridDimY = 1, cfg.gridDimZ = 1;
+  cfg.blockDimX = 256, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  CK(cuLaunchKernelEx(&cfg, f, args, NULL));
+  CK(cuCtxSynchronize());
+  CK(cuMemcpyDtoH(out, d, sizeof(out)));
+  unsigned long long sum = 0;
+  for (int i = 0; i < n; i++)
+    sum += out[i];
+  printf("drv sum %llu\n", sum);
+  CK(cuMemFree(d));
+  CK(cuModuleUnload(mod));
+  CK(cuCtxPopCurrent(&ctx));
+  CK(cuDevicePrimaryCtxRelease(dev));
+  printf("done\n");
+  return 0;
+}

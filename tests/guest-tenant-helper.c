@@ -1,0 +1,59 @@
+/* guest-tenant-helper.c: a second tenant process for test-guest-daemon.
+ *
+ * usage: guest-tenant-helper ACTION   (TALLY_HOST etc. from the environment)
+ *   init        print cuInit's result ("init N") and exit
+ *   alloc-wait  allocate 4 KiB, print "ptr 0x..", wait until stdin closes
+ *   die         allocate 1 MiB, create a stream and an event, load a module,
+ *               print "ready", then kill itself with SIGKILL (no cleanup)
+ *   stream      create a stream, print "stream ok", exit
+ * Linked against guestlib/libcuda.so.1, as an application would be.
+ */
+#include <cuda.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+  CUdeviceptr p;
+  CUresult r;
+  if (argc != 2)
+    return 2;
+  r = cuInit(0);
+  if (strcmp(argv[1], "init") == 0) {
+    printf("init %d\n", (int)r);
+    return 0;
+  }
+  if (r != CUDA_SUCCESS)
+    return 3;
+  if (strcmp(argv[1], "alloc-wait") == 0) {
+    char c;
+    if (cuMemAlloc(&p, 4096) != CUDA_SUCCESS)
+      return 4;
+    printf("ptr 0x%llx\n", (unsigned long long)p);
+    fflush(stdout);
+    while (read(0, &c, 1) > 0)
+      ;
+    return 0;
+  }
+  if (strcmp(argv[1], "die") == 0) {
+    static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\nglobal table 256\n";
+    CUstream s;
+    CUevent e;
+    CUmodule m;
+    if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS || cuStreamCreate(&s, 0) != CUDA_SUCCESS ||
+        cuEventCreate(&e, 0) != CUDA_SUCCESS || cuModuleLoadData(&m, img) != CUDA_SUCCESS)
+      return 5;
+    printf("ready\n");
+    fflush(stdout);
+    raise(SIGKILL);
+    return 6;
+  }
+  if (strcmp(argv[1], "stream") == 0) {
+    CUstream s;
+    r = cuStreamCreate(&s, 0);
+    printf("stream %s\n", r == CUDA_SUCCESS ? "ok" : "failed");
+    return 0;
+  }
+  return 2;
+}

@@ -1,0 +1,45 @@
+#!/bin/sh
+# test-guest-chain.sh: tallyd's real CUDA backend, run on our own driver.
+#
+# Starts tallyd-record (the recording device) and, in front of it, the real
+# tallyd (hostd/gpu-cuda.c) with guestlib/ on LD_LIBRARY_PATH: that tallyd
+# dlopens our libcuda.so.1 as its "driver" and is itself a tenant of the
+# recording daemon.  tests/guest-chain runs against the front tallyd (and,
+# for comparison, directly against the recording one).  This runs the real
+# backend's code (function enumeration, parameter layouts, launches through
+# CU_LAUNCH_PARAM_BUFFER_POINTER, streams, events, libraries) without a GPU;
+# it is CPU coverage of hostd, never GPU coverage.  Prints TAP.
+B=${TALLY_BUILDDIR:-.}
+echo "1..3"
+tmp=$(mktemp -d /tmp/tally-chain-XXXXXX)
+rec=
+front=
+cleanup() {
+  [ -n "$front" ] && kill "$front" 2>/dev/null
+  [ -n "$rec" ] && kill "$rec" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+wait_serving() { # bounded (5 s) wait for a daemon's "serving" line
+  i=0
+  while ! grep -qs serving "$1" && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.05; done
+}
+"$B/hostd/tallyd-record" --listen-unix "$tmp/rec.sock" --log-level info 2>"$tmp/rec.log" &
+rec=$!
+wait_serving "$tmp/rec.log"
+LD_LIBRARY_PATH="$B/guestlib" TALLY_HOST="unix:$tmp/rec.sock" TALLY_NAME=front-tallyd \
+  "$B/hostd/tallyd" --listen-unix "$tmp/front.sock" --log-level info 2>"$tmp/front.log" &
+front=$!
+wait_serving "$tmp/front.log"
+n=0
+check() {
+  n=$((n + 1)); name=$1; shift
+  if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"; else
+    echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n"; sed 's/^/# front: /' "$tmp/front.log" | tail -5; fi
+}
+direct() { TALLY_HOST="unix:$tmp/rec.sock" "$B/tests/guest-chain" | grep -qx ok; }
+chain() { TALLY_HOST="unix:$tmp/front.sock" "$B/tests/guest-chain" | grep -qx ok; }
+check "guest-chain against the recording daemon" direct
+check "guest-chain through tallyd's CUDA backend on our driver" chain
+stop() { kill -TERM "$front" && wait "$front"; rc=$?; front=; [ $rc -eq 0 ]; }
+check "front tallyd exits 0 on SIGTERM after cleaning up" stop

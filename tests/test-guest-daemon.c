@@ -1,0 +1,719 @@
+/* test-guest-daemon.c: the guest library driven against tallyd on the
+ * recording device.
+ *
+ * This process is a tenant (linked against guestlib/libcuda.so.1, calling
+ * the driver API) and also runs tallyd's server in a thread, with the
+ * recording GPU backend (hostd/gpu-record.c): host memory at fake device
+ * addresses, kernels that only count, except fill_u32 and fault.  Other
+ * tenants are child processes (tests/guest-tenant-helper).  What is checked:
+ * local answers never cross the wire, fire-and-forget batching, deferred
+ * error surfacing, handle and range validation across tenants, module
+ * images sent once, priorities by class, cleanup after a tenant dies.
+ * Never GPU coverage: the GPU tests are in tests/gpu/.
+ */
+#include <cuda.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hostd/hostd-int.h"
+
+static hostd_server_t *srv;
+static pthread_t srv_thread;
+static char dir[64], sock[96];
+static CUcontext ctx;
+
+static const char module_text[] = "TALLYREC\n"
+                                  "kernel fill_u32 8,4,8\n"
+                                  "kernel fault\n"
+                                  "kernel pair 4,8\n"
+                                  "global table 256\n";
+
+static void *run_server(void *arg) {
+  (void)arg;
+  hostd_server_run(srv);
+  return NULL;
+}
+
+static int setup(void **state) {
+  hostd_config_t cfg;
+  (void)state;
+  snprintf(dir, sizeof(dir), "/tmp/tally-test-XXXXXX");
+  if (!mkdtemp(dir))
+    return -1;
+  snprintf(sock, sizeof(sock), "%s/sock", dir);
+  hostd_config_init(&cfg);
+  snprintf(cfg.unix_path, sizeof(cfg.unix_path), "%s", sock);
+  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/state", dir);
+  cfg.log_level = HOSTD_LOG_WARN;
+  if (hostd_server_new(&srv, &cfg, false) != 0)
+    return -1;
+  if (pthread_create(&srv_thread, NULL, run_server, NULL) != 0)
+    return -1;
+  char host[320];
+  snprintf(host, sizeof(host), "unix:%s", sock);
+  setenv("TALLY_HOST", host, 1);
+  setenv("TALLY_PRIORITY", "best-effort", 1);
+  setenv("TALLY_NAME", "test-guest-daemon", 1);
+  if (cuInit(0) != CUDA_SUCCESS)
+    return -1;
+  if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+    return -1;
+  return 0;
+}
+
+static int teardown(void **state) {
+  char cmd[400];
+  (void)state;
+  hostd_server_stop(srv);
+  pthread_join(srv_thread, NULL);
+  hostd_server_free(srv);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static unsigned long ops_total(void) {
+  unsigned long n = 0;
+  for (int i = 0; i < GUEST_OP_COUNT; i++)
+    n += __atomic_load_n(&hostd__op_count[i], __ATOMIC_RELAXED);
+  return n;
+}
+
+static unsigned long ops(int op) {
+  return __atomic_load_n(&hostd__op_count[op], __ATOMIC_RELAXED);
+}
+
+/* Runs the helper with ACTION; returns a FILE* on its stdout and its pid. */
+static FILE *helper(const char *action, pid_t *pid, int *to_child, const char *extra_env) {
+  int out[2], in[2];
+  char path[4096];
+  const char *b = getenv("TALLY_BUILDDIR");
+  snprintf(path, sizeof(path), "%s/tests/guest-tenant-helper", b ? b : ".");
+  if (pipe(out) != 0 || pipe(in) != 0)
+    return NULL;
+  *pid = fork();
+  if (*pid == 0) {
+    dup2(out[1], 1);
+    dup2(in[0], 0);
+    close(out[0]);
+    close(in[1]);
+    if (extra_env)
+      putenv((char *)extra_env);
+    execl(path, path, action, (char *)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  close(in[0]);
+  if (to_child)
+    *to_child = in[1];
+  else
+    close(in[1]);
+  return fdopen(out[0], "r");
+}
+
+static int wait_exit(pid_t pid) {
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    ;
+  return st;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void init_gives_the_daemons_device_snapshot(void **state) {
+  int n = 0, major = 0, sms = 0;
+  char name[128];
+  (void)state;
+  assert_int_equal(cuDeviceGetCount(&n), CUDA_SUCCESS);
+  assert_int_equal(n, 1);
+  assert_int_equal(cuDeviceGetName(name, sizeof(name), 0), CUDA_SUCCESS);
+  assert_string_equal(name, "Tally recording device (no GPU)");
+  assert_int_equal(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0),
+                   CUDA_SUCCESS);
+  assert_int_equal(major, 9);
+  assert_int_equal(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0),
+                   CUDA_SUCCESS);
+  assert_int_equal(sms, 132);
+  assert_int_equal(cuInit(0), CUDA_SUCCESS); /* a second cuInit is a no-op */
+}
+
+static void local_queries_never_cross_the_wire(void **state) {
+  unsigned long before = ops_total();
+  CUcontext c;
+  CUdevice d;
+  CUuuid u;
+  size_t mem;
+  int v, least, greatest, active;
+  unsigned flags;
+  CUstreamCaptureStatus cs;
+  (void)state;
+  for (int i = 0; i < 1000; i++) {
+    assert_int_equal(cuDeviceGetAttribute(&v, (CUdevice_attribute)(1 + i % 100), 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxGetCurrent(&c), CUDA_SUCCESS);
+    assert_int_equal(cuCtxGetDevice(&d), CUDA_SUCCESS);
+  }
+  assert_int_equal(cuDeviceGetUuid(&u, 0), CUDA_SUCCESS);
+  assert_int_equal(cuDeviceTotalMem(&mem, 0), CUDA_SUCCESS);
+  assert_int_equal(cuCtxGetStreamPriorityRange(&least, &greatest), CUDA_SUCCESS);
+  assert_int_equal(cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+  assert_int_equal(active, 1);
+  assert_int_equal(cuStreamIsCapturing(NULL, &cs), CUDA_SUCCESS);
+  assert_int_equal(cs, CU_STREAM_CAPTURE_STATUS_NONE);
+  assert_ptr_equal(c, ctx);
+  assert_int_equal(ops_total(), before);
+}
+
+static void copies_move_bytes_through_the_daemon(void **state) {
+  CUdeviceptr p;
+  uint32_t in[1024], out[1024];
+  (void)state;
+  for (int i = 0; i < 1024; i++)
+    in[i] = (uint32_t)i * 2654435761u;
+  assert_int_equal(cuMemAlloc(&p, sizeof(in)), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyHtoD(p, in, sizeof(in)), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(out, p, sizeof(out)), CUDA_SUCCESS);
+  assert_memory_equal(in, out, sizeof(in));
+  assert_int_equal(cuMemsetD32(p + 16, 0xabcdef01u, 4), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpy((CUdeviceptr)(uintptr_t)out, p, sizeof(out)), CUDA_SUCCESS);
+  assert_int_equal(out[4], 0xabcdef01u);
+  assert_int_equal(out[8], in[8]);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+}
+
+static void large_copy_is_chunked_and_intact(void **state) {
+  size_t n = (size_t)20 << 20; /* 2.5 chunks of GUEST_CALL_CHUNK */
+  uint8_t *in = malloc(n), *out = malloc(n);
+  CUdeviceptr p;
+  unsigned long before = ops(GUEST_OP_HTOD);
+  (void)state;
+  assert_non_null(in);
+  assert_non_null(out);
+  for (size_t i = 0; i < n; i++)
+    in[i] = (uint8_t)(i * 131 + (i >> 16));
+  assert_int_equal(cuMemAlloc(&p, n), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyHtoD(p, in, n), CUDA_SUCCESS);
+  assert_int_equal(ops(GUEST_OP_HTOD) - before, 3);
+  assert_int_equal(cuMemcpyDtoH(out, p, n), CUDA_SUCCESS);
+  assert_memory_equal(in, out, n);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+  free(in);
+  free(out);
+}
+
+static void module_functions_and_layouts_are_local(void **state) {
+  CUmodule m;
+  CUfunction f, g;
+  size_t off, size;
+  unsigned long before;
+  const char *name;
+  (void)state;
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  before = ops_total();
+  assert_int_equal(cuModuleGetFunction(&f, m, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(cuFuncGetParamInfo(f, 1, &off, &size), CUDA_SUCCESS);
+  assert_int_equal(off, 8);
+  assert_int_equal(size, 4);
+  assert_int_equal(cuFuncGetParamInfo(f, 2, &off, &size), CUDA_SUCCESS);
+  assert_int_equal(off, 16);
+  assert_int_equal(cuFuncGetParamInfo(f, 3, &off, &size), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuFuncGetName(&name, f), CUDA_SUCCESS);
+  assert_string_equal(name, "fill_u32");
+  assert_int_equal(cuModuleGetFunction(&g, m, "nope"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(ops_total(), before);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  assert_int_equal(cuFuncGetName(&name, f), CUDA_ERROR_INVALID_HANDLE);
+}
+
+static void launches_are_fire_and_forget(void **state) {
+  CUmodule m;
+  CUfunction f;
+  CUdeviceptr p;
+  uint32_t out[64];
+  unsigned long launches, calls;
+  (void)state;
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&p, sizeof(out)), CUDA_SUCCESS);
+  launches = ops(GUEST_OP_LAUNCH);
+  calls = hostd_server_calls(srv);
+  for (uint32_t i = 0; i < 100; i++) {
+    uint64_t n = 64;
+    void *args[] = {&p, &i, &n};
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+  }
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+  /* 100 launches executed, one synchronous request answered: the sync. */
+  assert_int_equal(ops(GUEST_OP_LAUNCH) - launches, 100);
+  assert_int_equal(hostd_server_calls(srv) - calls, 1);
+  assert_int_equal(cuMemcpyDtoH(out, p, sizeof(out)), CUDA_SUCCESS);
+  for (int i = 0; i < 64; i++)
+    assert_int_equal(out[i], 99); /* the last launch wins: order was kept */
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+static void launch_error_surfaces_at_next_sync(void **state) {
+  CUmodule m;
+  CUfunction f;
+  CUdeviceptr p;
+  uint64_t n = 1;
+  uint32_t v = 0;
+  void *args[3];
+  (void)state;
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&p, 64), CUDA_SUCCESS);
+  args[0] = &p, args[1] = &v, args[2] = &n;
+  /* A foreign stream is only known to the daemon: the launch is
+   * fire-and-forget, so it succeeds here and fails at the next sync. */
+  assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, (CUstream)0xdead0, args, NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS); /* reported once */
+  /* A bad shape is refused at the call, as the driver does. */
+  assert_int_equal(cuLaunchKernel(f, 0, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, NULL, args, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  /* A launch through an unknown handle is refused at once, in the guest. */
+  assert_int_equal(cuLaunchKernel((CUfunction)0x4242, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+static void copies_outside_own_allocations_are_refused(void **state) {
+  CUdeviceptr p;
+  uint8_t buf[64] = {0};
+  (void)state;
+  assert_int_equal(cuMemAlloc(&p, 64), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyHtoD(p + 32, buf, 64), CUDA_ERROR_INVALID_VALUE); /* runs past the end */
+  assert_int_equal(cuMemcpyDtoH(buf, p - 8, 8), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemsetD8(p, 0, 65), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemFree(p + 8), CUDA_ERROR_INVALID_VALUE); /* not a base */
+  assert_int_equal(cuMemcpyDtoD(p, p + 32, 32), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyPeer(p, ctx, p + 32, ctx, 32), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(p), CUDA_ERROR_INVALID_VALUE); /* twice */
+}
+
+static void another_tenants_memory_is_refused(void **state) {
+  pid_t pid;
+  int to_child;
+  unsigned long long other = 0;
+  FILE *f = helper("alloc-wait", &pid, &to_child, NULL);
+  uint8_t buf[16] = {0};
+  CUdeviceptr mine;
+  (void)state;
+  assert_non_null(f);
+  assert_int_equal(fscanf(f, "ptr %llx", &other), 1);
+  assert_true(other != 0);
+  assert_int_equal(cuMemcpyHtoD((CUdeviceptr)other, buf, sizeof(buf)), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemcpyDtoH(buf, (CUdeviceptr)other, sizeof(buf)), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemsetD8((CUdeviceptr)other, 1, 16), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemAlloc(&mine, 16), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoD(mine, (CUdeviceptr)other, 16), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemFree((CUdeviceptr)other), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemFree(mine), CUDA_SUCCESS);
+  close(to_child);
+  fclose(f);
+  assert_true(WIFEXITED(wait_exit(pid)));
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+}
+
+static void foreign_handles_are_refused(void **state) {
+  CUevent e;
+  float ms;
+  (void)state;
+  assert_int_equal(cuStreamSynchronize((CUstream)0xdead0), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuStreamDestroy((CUstream)0xdead0), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuEventSynchronize((CUevent)0xbeef0), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuEventCreate(&e, 0), CUDA_SUCCESS);
+  assert_int_equal(cuEventElapsedTime(&ms, e, (CUevent)0xbeef0), CUDA_ERROR_INVALID_HANDLE);
+  /* A record on a foreign stream is fire-and-forget: refused at the next sync. */
+  assert_int_equal(cuEventRecord(e, (CUstream)0xdead0), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuEventDestroy(e), CUDA_SUCCESS);
+}
+
+static void streams_events_and_legacy_ordering(void **state) {
+  CUstream s;
+  CUevent a, b;
+  float ms = 0;
+  unsigned long waits = hostd_record_count(HOSTD_RECORD_WAIT);
+  CUdeviceptr p;
+  (void)state;
+  assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS); /* blocking stream */
+  assert_int_equal(cuEventCreate(&a, 0), CUDA_SUCCESS);
+  assert_int_equal(cuEventCreate(&b, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&p, 64), CUDA_SUCCESS);
+  assert_int_equal(cuEventRecord(a, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD8Async(p, 1, 64, s), CUDA_SUCCESS);
+  assert_int_equal(cuEventRecord(b, s), CUDA_SUCCESS);
+  /* Legacy-stream work after blocking-stream work waits for it. */
+  assert_int_equal(cuMemsetD8Async(p, 2, 64, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_true(hostd_record_count(HOSTD_RECORD_WAIT) > waits);
+  assert_int_equal(cuEventSynchronize(b), CUDA_SUCCESS);
+  assert_int_equal(cuEventElapsedTime(&ms, a, b), CUDA_SUCCESS);
+  assert_true(ms > 0);
+  assert_int_equal(cuStreamWaitEvent(NULL, b, 0), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy(a), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy(b), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+}
+
+static void module_image_is_sent_once(void **state) {
+  size_t n = 100 << 10; /* above the 64 KiB inline limit */
+  char *img = malloc(n + 1), path[600];
+  CUmodule m1, m2;
+  unsigned long before;
+  struct stat st;
+  int files = 0;
+  (void)state;
+  assert_non_null(img);
+  /* Comment lines of 64 bytes pad it; the pid makes the image unique. */
+  memset(img, '#', n);
+  for (size_t i = 63; i < n; i += 64)
+    img[i] = '\n';
+  memcpy(img, module_text, strlen(module_text));
+  snprintf(img + strlen(module_text), 32, "# unique %d", (int)getpid());
+  img[strlen(img)] = '#';
+  img[n] = 0;
+  before = hostd_server_blob_puts(srv);
+  assert_int_equal(cuModuleLoadData(&m1, img), CUDA_SUCCESS);
+  assert_int_equal(hostd_server_blob_puts(srv) - before, 1); /* the bytes, once */
+  assert_int_equal(cuModuleLoadData(&m2, img), CUDA_SUCCESS);
+  assert_int_equal(hostd_server_blob_puts(srv) - before, 1); /* the id only */
+  assert_true(m1 != m2);                                     /* own module per load */
+  snprintf(path, sizeof(path), "%s/state/modules", dir);
+  assert_int_equal(stat(path, &st), 0);
+  {
+    FILE *ls;
+    char cmd[700], line[256];
+    snprintf(cmd, sizeof(cmd), "ls '%s'", path);
+    ls = popen(cmd, "r");
+    while (ls && fgets(line, sizeof(line), ls))
+      files += strstr(line, ".img") != NULL;
+    if (ls)
+      pclose(ls);
+  }
+  assert_true(files >= 1);
+  assert_int_equal(cuModuleUnload(m1), CUDA_SUCCESS);
+  assert_int_equal(cuModuleUnload(m2), CUDA_SUCCESS);
+  free(img);
+}
+
+static void huge_module_image_loads(void **state) {
+  size_t n = (size_t)20 << 20; /* over one frame's 16 MiB */
+  char *img = malloc(n + 1);
+  CUmodule m;
+  CUfunction f;
+  unsigned long before = hostd_server_blob_puts(srv);
+  (void)state;
+  assert_non_null(img);
+  memset(img, '#', n);
+  for (size_t i = 63; i < n; i += 64)
+    img[i] = '\n';
+  memcpy(img, module_text, strlen(module_text));
+  img[n] = 0;
+  assert_int_equal(cuModuleLoadData(&m, img), CUDA_SUCCESS);
+  assert_int_equal(hostd_server_blob_puts(srv) - before, 1);
+  assert_int_equal(cuModuleGetFunction(&f, m, "pair"), CUDA_SUCCESS);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  free(img);
+}
+
+static void module_globals_are_copyable_by_their_tenant(void **state) {
+  CUmodule m;
+  CUdeviceptr g;
+  size_t bytes;
+  uint32_t v = 7, back = 0;
+  (void)state;
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetGlobal(&g, &bytes, m, "table"), CUDA_SUCCESS);
+  assert_int_equal(bytes, 256);
+  assert_int_equal(cuMemcpyHtoD(g + 4, &v, 4), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(&back, g + 4, 4), CUDA_SUCCESS);
+  assert_int_equal(back, 7);
+  assert_int_equal(cuMemFree(g), CUDA_ERROR_INVALID_VALUE); /* globals are not freed */
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyHtoD(g + 4, &v, 4), CUDA_ERROR_INVALID_VALUE); /* gone with it */
+}
+
+static void library_kernels_and_module_view(void **state) {
+  CUlibrary lib;
+  CUkernel k, ks[8];
+  CUmodule view;
+  CUfunction f;
+  CUdeviceptr p;
+  unsigned n = 0;
+  uint32_t v = 5, out[4];
+  uint64_t cnt = 4;
+  void *args[] = {&p, &v, &cnt};
+  (void)state;
+  assert_int_equal(cuLibraryLoadData(&lib, module_text, NULL, NULL, 0, NULL, NULL, 0),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLibraryGetKernelCount(&n, lib), CUDA_SUCCESS);
+  assert_int_equal(n, 3);
+  assert_int_equal(cuLibraryEnumerateKernels(ks, 8, lib), CUDA_SUCCESS);
+  assert_int_equal(cuLibraryGetKernel(&k, lib, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(cuLibraryGetModule(&view, lib), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, view, "fill_u32"), CUDA_SUCCESS);
+  assert_true((void *)f != (void *)k); /* the view has its own CUfunctions */
+  assert_int_equal(cuMemAlloc(&p, sizeof(out)), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 4, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(out, p, sizeof(out)), CUDA_SUCCESS);
+  assert_int_equal(out[3], 5);
+  v = 6;
+  assert_int_equal(cuLaunchKernel((CUfunction)k, 1, 1, 1, 4, 1, 1, 0, NULL, args, NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(out, p, sizeof(out)), CUDA_SUCCESS);
+  assert_int_equal(out[0], 6);
+  assert_int_equal(cuModuleUnload(view), CUDA_ERROR_INVALID_HANDLE); /* owned by the library */
+  assert_int_equal(cuLibraryUnload(lib), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 4, 1, 1, 0, NULL, args, NULL),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+}
+
+static void function_attributes_local_and_remote(void **state) {
+  CUmodule m;
+  CUfunction f;
+  int v = -1;
+  (void)state;
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "pair"), CUDA_SUCCESS);
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f),
+                   CUDA_SUCCESS);
+  assert_int_equal(v, 1024);
+  assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100000),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f),
+                   CUDA_SUCCESS);
+  assert_int_equal(v, 100000);
+  v = -1;
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET, f),
+                   CUDA_SUCCESS); /* past the ten sent with the module: one round trip */
+  assert_int_equal(v, 0);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+static void dead_tenant_is_cleaned_up(void **state) {
+  pid_t pid;
+  char line[32] = {0};
+  uint64_t before = hostd_record_live_bytes();
+  unsigned long streams_del = hostd_record_count(HOSTD_RECORD_STREAM_DEL);
+  unsigned long modules_del = hostd_record_count(HOSTD_RECORD_MODULE_DEL);
+  FILE *f = helper("die", &pid, NULL, NULL);
+  int st;
+  (void)state;
+  assert_non_null(f);
+  assert_non_null(fgets(line, sizeof(line), f));
+  assert_string_equal(line, "ready\n");
+  st = wait_exit(pid);
+  assert_true(WIFSIGNALED(st));
+  fclose(f);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_record_live_bytes(), before);
+  assert_true(hostd_record_count(HOSTD_RECORD_STREAM_DEL) > streams_del);
+  assert_true(hostd_record_count(HOSTD_RECORD_MODULE_DEL) > modules_del);
+}
+
+static void latency_critical_tenant_gets_the_greatest_priority(void **state) {
+  pid_t pid;
+  char line[32] = {0};
+  FILE *f;
+  CUstream s;
+  (void)state;
+  f = helper("stream", &pid, NULL, "TALLY_PRIORITY=latency-critical");
+  assert_non_null(f);
+  assert_non_null(fgets(line, sizeof(line), f));
+  assert_string_equal(line, "stream ok\n");
+  assert_int_equal(hostd__record_last_prio, -5); /* the recording device's greatest */
+  fclose(f);
+  wait_exit(pid);
+  assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS); /* this tenant is best-effort */
+  assert_int_equal(hostd__record_last_prio, 0);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+}
+
+static void unreachable_daemon_gives_no_device(void **state) {
+  pid_t pid;
+  char line[32] = {0};
+  FILE *f;
+  (void)state;
+  f = helper("init", &pid, NULL, "TALLY_HOST=unix:/nonexistent/tally.sock");
+  assert_non_null(f);
+  assert_non_null(fgets(line, sizeof(line), f));
+  assert_int_equal(atoi(line + 5), CUDA_ERROR_NO_DEVICE);
+  fclose(f);
+  wait_exit(pid);
+}
+
+static void malformed_request_closes_only_that_tenant(void **state) {
+  struct sockaddr_un sa;
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  uint8_t junk[16];
+  char c;
+  CUdeviceptr p;
+  (void)state;
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+  assert_true(fd >= 0);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  memset(junk, 0xff, sizeof(junk)); /* length 0xffffffff: over the limit */
+  assert_int_equal(write(fd, junk, sizeof(junk)), sizeof(junk));
+  /* The daemon may say why (a REFUSE frame), then hangs up. */
+  while (read(fd, &c, 1) > 0)
+    ;
+  close(fd);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(cuMemAlloc(&p, 16), CUDA_SUCCESS); /* this tenant carries on */
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+}
+
+static void pointer_attributes_of_own_allocations_are_local(void **state) {
+  CUdeviceptr p, base;
+  CUmemorytype t;
+  size_t size;
+  void *h;
+  unsigned long before;
+  (void)state;
+  assert_int_equal(cuMemAlloc(&p, 1000), CUDA_SUCCESS);
+  assert_int_equal(cuMemAllocHost(&h, 4096), CUDA_SUCCESS);
+  before = ops_total();
+  assert_int_equal(cuPointerGetAttribute(&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 10),
+                   CUDA_SUCCESS);
+  assert_int_equal(t, CU_MEMORYTYPE_DEVICE);
+  assert_int_equal(
+      cuPointerGetAttribute(&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)h),
+      CUDA_SUCCESS);
+  assert_int_equal(t, CU_MEMORYTYPE_HOST);
+  assert_int_equal(cuMemGetAddressRange(&base, &size, p + 999), CUDA_SUCCESS);
+  assert_int_equal(base, p);
+  assert_int_equal(size, 1000);
+  assert_int_equal(cuPointerGetAttribute(&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 4096),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ops_total(), before);
+  ((char *)h)[4095] = 1; /* real memory of this process */
+  assert_int_equal(cuMemFreeHost(h), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+}
+
+static void *per_thread_stream_user(void *arg) {
+  CUdeviceptr p = *(CUdeviceptr *)arg;
+  uintptr_t rc;
+  cuCtxSetCurrent(ctx);
+  rc = cuMemsetD8Async(p, 1, 64, CU_STREAM_PER_THREAD);
+  if (rc == CUDA_SUCCESS)
+    rc = cuStreamSynchronize(CU_STREAM_PER_THREAD);
+  return (void *)rc;
+}
+
+static void each_thread_gets_its_own_default_stream(void **state) {
+  CUdeviceptr p;
+  pthread_t th[2];
+  void *rc;
+  unsigned long before = hostd_record_count(HOSTD_RECORD_STREAM);
+  (void)state;
+  assert_int_equal(cuMemAlloc(&p, 64), CUDA_SUCCESS);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(pthread_create(&th[i], NULL, per_thread_stream_user, &p), 0);
+    assert_int_equal(pthread_join(th[i], &rc), 0);
+    assert_int_equal((uintptr_t)rc, CUDA_SUCCESS);
+  }
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_STREAM) - before, 2);
+  assert_ptr_equal(per_thread_stream_user(&p), (void *)CUDA_SUCCESS);
+  assert_ptr_equal(per_thread_stream_user(&p), (void *)CUDA_SUCCESS); /* reused */
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_STREAM) - before, 3);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+}
+
+static void stream_ordered_allocation_round_trips(void **state) {
+  CUdeviceptr p;
+  uint64_t before = hostd_record_live_bytes();
+  (void)state;
+  assert_int_equal(cuMemAllocAsync(&p, 4096, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD8Async(p, 0, 4096, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuMemFreeAsync(p, NULL), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_live_bytes(), before);
+}
+
+static int host_fn_calls;
+static void host_fn(void *data) {
+  host_fn_calls += *(int *)data;
+}
+
+static void host_function_runs_after_earlier_work(void **state) {
+  CUdeviceptr p;
+  int three = 3;
+  (void)state;
+  assert_int_equal(cuMemAlloc(&p, 64), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD8Async(p, 1, 64, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchHostFunc(NULL, host_fn, &three), CUDA_SUCCESS);
+  assert_int_equal(host_fn_calls, 3);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+}
+
+static void sticky_fault_is_reported_by_synchronisation(void **state) {
+  CUmodule m;
+  CUfunction f;
+  (void)state;
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "fault"), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_ERROR_ILLEGAL_ADDRESS); /* sticky */
+  hostd_record_reset();
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(init_gives_the_daemons_device_snapshot),
+      cmocka_unit_test(local_queries_never_cross_the_wire),
+      cmocka_unit_test(copies_move_bytes_through_the_daemon),
+      cmocka_unit_test(large_copy_is_chunked_and_intact),
+      cmocka_unit_test(module_functions_and_layouts_are_local),
+      cmocka_unit_test(launches_are_fire_and_forget),
+      cmocka_unit_test(launch_error_surfaces_at_next_sync),
+      cmocka_unit_test(copies_outside_own_allocations_are_refused),
+      cmocka_unit_test(another_tenants_memory_is_refused),
+      cmocka_unit_test(foreign_handles_are_refused),
+      cmocka_unit_test(streams_events_and_legacy_ordering),
+      cmocka_unit_test(module_image_is_sent_once),
+      cmocka_unit_test(huge_module_image_loads),
+      cmocka_unit_test(module_globals_are_copyable_by_their_tenant),
+      cmocka_unit_test(library_kernels_and_module_view),
+      cmocka_unit_test(function_attributes_local_and_remote),
+      cmocka_unit_test(dead_tenant_is_cleaned_up),
+      cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
+      cmocka_unit_test(unreachable_daemon_gives_no_device),
+      cmocka_unit_test(malformed_request_closes_only_that_tenant),
+      cmocka_unit_test(pointer_attributes_of_own_allocations_are_local),
+      cmocka_unit_test(host_function_runs_after_earlier_work),
+      cmocka_unit_test(each_thread_gets_its_own_default_stream),
+      cmocka_unit_test(stream_ordered_allocation_round_trips),
+      cmocka_unit_test(sticky_fault_is_reported_by_synchronisation),
+  };
+  signal(SIGPIPE, SIG_IGN);
+  return cmocka_run_group_tests_name("guest-daemon", tests, setup, teardown);
+}

@@ -1,0 +1,284 @@
+/* test-guest-exports.c: libcuda.so.1 exports the driver's surface and finds
+ * symbols the way cudart asks for them.
+ *
+ * Loads $TALLY_BUILDDIR/guestlib/libcuda.so.1 with dlopen, as cudart does.
+ * Checks: every symbol cuda.h declares is exported (read from the generated
+ * guestlib/driver-api.def), nothing but cu* is, stubs answer
+ * CUDA_ERROR_NOT_SUPPORTED, cuGetProcAddress resolves versions and
+ * per-thread flags like the driver (facts/getprocaddress.txt), and
+ * cuGetExportTable serves the tables cudart needs with the sizes measured
+ * on the real driver (facts/export-tables.txt).  No daemon is needed.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static void *lib;
+typedef CUresult (*proc_v2_t)(const char *, void **, int, cuuint64_t,
+                              CUdriverProcAddressQueryResult *);
+typedef CUresult (*export_t)(const void **, const CUuuid *);
+
+static int load(void **state) {
+  char path[4096];
+  const char *b = getenv("TALLY_BUILDDIR");
+  (void)state;
+  snprintf(path, sizeof(path), "%s/guestlib/libcuda.so.1", b ? b : ".");
+  lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+  return lib ? 0 : -1;
+}
+
+static int unload(void **state) {
+  (void)state;
+  return dlclose(lib);
+}
+
+static void every_declared_symbol_is_exported(void **state) {
+  char path[4096], line[4096];
+  const char *s = getenv("TALLY_SRCDIR");
+  FILE *f;
+  int n = 0, missing = 0;
+  (void)state;
+  snprintf(path, sizeof(path), "%s/guestlib/driver-api.def", s ? s : "..");
+  f = fopen(path, "r");
+  assert_non_null(f);
+  while (fgets(line, sizeof(line), f)) {
+    char name[256];
+    if (sscanf(line, "GUEST_API_IMPL(%255[^,]", name) != 1 &&
+        sscanf(line, "GUEST_API_STUB(%255[^,]", name) != 1)
+      continue;
+    n++;
+    if (!dlsym(lib, name)) {
+      fprintf(stderr, "not exported: %s\n", name);
+      missing++;
+    }
+  }
+  fclose(f);
+  assert_int_equal(missing, 0);
+  assert_true(n > 600); /* CUDA 13.0 declares 637 driver symbols */
+}
+
+static void internal_symbols_are_hidden(void **state) {
+  (void)state;
+  assert_null(dlsym(lib, "wire_strerror"));
+  assert_null(dlsym(lib, "guest__g"));
+  assert_null(dlsym(lib, "guest__log"));
+  assert_null(dlsym(lib, "XXH3_64bits"));
+}
+
+static void driver_version_is_13_0(void **state) {
+  (void)state;
+  CUresult (*f)(int *) = (CUresult(*)(int *))dlsym(lib, "cuDriverGetVersion");
+  int v = 0;
+  assert_non_null(f);
+  assert_int_equal(f(&v), CUDA_SUCCESS);
+  assert_int_equal(v, 13000);
+  assert_int_equal(f(NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void unimplemented_entry_point_returns_not_supported(void **state) {
+  CUresult (*f)(CUgraph *, unsigned) =
+      (CUresult(*)(CUgraph *, unsigned))dlsym(lib, "cuGraphCreate");
+  CUgraph g;
+  (void)state;
+  assert_non_null(f);
+  assert_int_equal(f(&g, 0), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(f(&g, 0), CUDA_ERROR_NOT_SUPPORTED); /* logged once, still refused */
+}
+
+static void *proc(const char *name, int version, cuuint64_t flags, CUresult *r,
+                  CUdriverProcAddressQueryResult *st) {
+  proc_v2_t p = (proc_v2_t)dlsym(lib, "cuGetProcAddress_v2");
+  void *fn = NULL;
+  assert_non_null(p);
+  *r = p(name, &fn, version, flags, st);
+  return fn;
+}
+
+static void get_proc_address_picks_the_newest_version_not_above_the_request(void **state) {
+  CUresult r;
+  CUdriverProcAddressQueryResult st;
+  (void)state;
+  assert_ptr_equal(proc("cuMemAlloc", 3020, 0, &r, &st), dlsym(lib, "cuMemAlloc_v2"));
+  assert_int_equal(r, CUDA_SUCCESS);
+  assert_int_equal(st, CU_GET_PROC_ADDRESS_SUCCESS);
+  assert_ptr_equal(proc("cuMemAlloc", 2000, 0, &r, &st), dlsym(lib, "cuMemAlloc"));
+  assert_ptr_equal(proc("cuCtxSynchronize", 13000, 0, &r, &st), dlsym(lib, "cuCtxSynchronize_v2"));
+  assert_ptr_equal(proc("cuCtxSynchronize", 12090, 0, &r, &st), dlsym(lib, "cuCtxSynchronize"));
+  assert_ptr_equal(proc("cuStreamGetCaptureInfo", 12030, 0, &r, &st),
+                   dlsym(lib, "cuStreamGetCaptureInfo_v3"));
+  assert_ptr_equal(proc("cuDeviceGet", 13000, 0, &r, &st), dlsym(lib, "cuDeviceGet"));
+  assert_ptr_equal(proc("cuGetProcAddress", 12000, 0, &r, &st), dlsym(lib, "cuGetProcAddress_v2"));
+}
+
+static void get_proc_address_honours_the_per_thread_flag(void **state) {
+  CUresult r;
+  CUdriverProcAddressQueryResult st;
+  (void)state;
+  assert_ptr_equal(
+      proc("cuMemcpyHtoD", 7000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &r, &st),
+      dlsym(lib, "cuMemcpyHtoD_v2_ptds"));
+  assert_ptr_equal(proc("cuMemcpyHtoD", 7000, 0, &r, &st), dlsym(lib, "cuMemcpyHtoD_v2"));
+  assert_ptr_equal(
+      proc("cuLaunchKernel", 7000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &r, &st),
+      dlsym(lib, "cuLaunchKernel_ptsz"));
+  /* No per-thread variant exists: the legacy one serves. */
+  assert_ptr_equal(proc("cuMemAlloc", 3020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &r, &st),
+                   dlsym(lib, "cuMemAlloc_v2"));
+}
+
+static void get_proc_address_reports_unknown_and_too_old(void **state) {
+  CUresult r;
+  CUdriverProcAddressQueryResult st;
+  (void)state;
+  assert_null(proc("cuNoSuchThing", 13000, 0, &r, &st));
+  assert_int_equal(r, CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  assert_null(proc("cuLaunchKernelEx", 11000, 0, &r, &st)); /* exists since 11.6 */
+  assert_int_equal(r, CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  assert_null(proc("cuMemAlloc", 3020, 1u << 7, &r, &st)); /* unknown flag bit */
+  assert_int_equal(r, CUDA_ERROR_INVALID_VALUE);
+}
+
+static void get_proc_address_finds_every_symbol_cudart_asks_for(void **state) {
+  char path[4096], line[512];
+  const char *s = getenv("TALLY_SRCDIR");
+  FILE *f;
+  int asked = 0, missing = 0;
+  (void)state;
+  /* The measured list (tests/data/facts/README.md). */
+  snprintf(path, sizeof(path), "%s/tests/data/facts/getprocaddress.txt", s ? s : "..");
+  f = fopen(path, "r");
+  assert_non_null(f);
+  while (fgets(line, sizeof(line), f)) {
+    char name[256];
+    int v;
+    unsigned long long fl;
+    CUresult r;
+    CUdriverProcAddressQueryResult st;
+    if (sscanf(line, "%255s v=%d flags=%llu", name, &v, &fl) != 3 || name[0] == '#')
+      continue;
+    /* Graphics interop lives in cudaGL.h, cudaEGL.h and cudaVDPAU.h, not
+     * cuda.h; cudart runs without it (it only asks). */
+    if (strncmp(name, "cuGL", 4) == 0 || strncmp(name, "cuEGL", 5) == 0 ||
+        strncmp(name, "cuVDPAU", 7) == 0 || strncmp(name, "cuGraphicsGL", 12) == 0 ||
+        strncmp(name, "cuGraphicsEGL", 13) == 0 || strncmp(name, "cuGraphicsVDPAU", 15) == 0 ||
+        strcmp(name, "cuGraphicsResourceGetMappedEglFrame") == 0)
+      continue;
+    asked++;
+    if (!proc(name, v, fl, &r, &st)) {
+      fprintf(stderr, "cuGetProcAddress(%s, %d, %llu) not found\n", name, v, fl);
+      missing++;
+    }
+  }
+  fclose(f);
+  assert_true(asked > 400);
+  assert_int_equal(missing, 0);
+}
+
+static const void *table(const char *hex) {
+  export_t e = (export_t)dlsym(lib, "cuGetExportTable");
+  CUuuid u;
+  const void *t = NULL;
+  for (int i = 0; i < 16; i++) {
+    unsigned b;
+    sscanf(hex + 2 * i, "%2x", &b);
+    u.bytes[i] = (char)b;
+  }
+  assert_non_null(e);
+  return e(&t, &u) == CUDA_SUCCESS ? t : NULL;
+}
+
+static void export_tables_for_cudart_exist_with_the_drivers_sizes(void **state) {
+  static const struct {
+    const char *uuid;
+    size_t first_word; /* 0: slot 0 is a function */
+  } want[] = {
+      {"263e88607cd2614392f6bbd5006dfa7e", 120}, {"42d85a8123f6cb478298f6e78a3aecdc", 24},
+      {"6bd5fb6c5bf4e74a8987d93912fd9df9", 104}, {"a094798c2e742e7493f20800200c0a66", 56},
+      {"c693336e1121df11a8c368f355d89593", 0},   {"d4082055bde6704b8d34ba123c66e1f2", 24},
+      {"f8cff95121468b4eb9e2fb469e7c0dd9", 24},  {"21318c60971432488ca641ff7324c8f2", 744},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+    const uintptr_t *t = table(want[i].uuid);
+    assert_non_null(t);
+    if (want[i].first_word)
+      assert_int_equal(t[0], want[i].first_word);
+    else
+      assert_true(t[0] > 4096); /* a function pointer */
+  }
+}
+
+static void unknown_export_table_is_refused(void **state) {
+  (void)state;
+  assert_null(table("00112233445566778899aabbccddeeff"));
+}
+
+static void integrity_digest_of_fixed_versions_matches(void **state) {
+  const void *const *t = table("d4082055bde6704b8d34ba123c66e1f2");
+  CUresult (*check)(unsigned, unsigned long long, unsigned long long *);
+  unsigned long long out[2];
+  (void)state;
+  assert_non_null(t);
+  check = (CUresult(*)(unsigned, unsigned long long, unsigned long long *))t[1];
+  assert_int_equal(check(10, 0, out), CUDA_SUCCESS);
+  assert_int_equal(out[0], 0x3341181c03cb675cull);
+  assert_int_equal(out[1], 0x8ed383aa1f4cd1e8ull);
+  assert_int_equal(check(11, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void error_names_and_strings_cover_every_result(void **state) {
+  CUresult (*name)(CUresult, const char **) =
+      (CUresult(*)(CUresult, const char **))dlsym(lib, "cuGetErrorName");
+  CUresult (*str)(CUresult, const char **) =
+      (CUresult(*)(CUresult, const char **))dlsym(lib, "cuGetErrorString");
+  const char *s = NULL;
+  (void)state;
+  assert_int_equal(name(CUDA_ERROR_INVALID_VALUE, &s), CUDA_SUCCESS);
+  assert_string_equal(s, "CUDA_ERROR_INVALID_VALUE");
+  assert_int_equal(name(CUDA_ERROR_ILLEGAL_ADDRESS, &s), CUDA_SUCCESS);
+  assert_string_equal(s, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  assert_int_equal(str(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+  assert_non_null(strstr(s, "memory"));
+  assert_int_equal(name((CUresult)123456, &s), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void calls_before_init_report_not_initialized(void **state) {
+  CUresult (*count)(int *) = (CUresult(*)(int *))dlsym(lib, "cuDeviceGetCount");
+  CUresult (*alloc)(CUdeviceptr *, size_t) =
+      (CUresult(*)(CUdeviceptr *, size_t))dlsym(lib, "cuMemAlloc_v2");
+  int n;
+  CUdeviceptr p;
+  (void)state;
+  assert_int_equal(count(&n), CUDA_ERROR_NOT_INITIALIZED);
+  assert_int_equal(alloc(&p, 16), CUDA_ERROR_NOT_INITIALIZED);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_declared_symbol_is_exported),
+      cmocka_unit_test(internal_symbols_are_hidden),
+      cmocka_unit_test(driver_version_is_13_0),
+      cmocka_unit_test(unimplemented_entry_point_returns_not_supported),
+      cmocka_unit_test(get_proc_address_picks_the_newest_version_not_above_the_request),
+      cmocka_unit_test(get_proc_address_honours_the_per_thread_flag),
+      cmocka_unit_test(get_proc_address_reports_unknown_and_too_old),
+      cmocka_unit_test(get_proc_address_finds_every_symbol_cudart_asks_for),
+      cmocka_unit_test(export_tables_for_cudart_exist_with_the_drivers_sizes),
+      cmocka_unit_test(unknown_export_table_is_refused),
+      cmocka_unit_test(integrity_digest_of_fixed_versions_matches),
+      cmocka_unit_test(error_names_and_strings_cover_every_result),
+      cmocka_unit_test(calls_before_init_report_not_initialized),
+  };
+  return cmocka_run_group_tests_name("guest-exports", tests, load, unload);
+}

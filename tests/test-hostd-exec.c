@@ -1,0 +1,156 @@
+/* test-hostd-exec.c: hostd's request execution on the recording device,
+ * driven directly (no guest, no wire).
+ *
+ * Checks the decoder against malformed and random requests (the same body
+ * as the libFuzzer target tests/fuzz/fuzz-hostd-exec.c, here on 3000
+ * deterministic pseudo-random inputs: no crash, only 0 or -EPROTO, no
+ * leaked device memory), and a few contracts of tenant.c: nothing before
+ * hello, unknown images are asked for, freeing a tenant frees its memory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "hostd/gpu.h"
+#include "hostd/hostd-int.h"
+
+int hostd_fuzz_exec_one(const uint8_t *data, size_t size);
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t next(void) { /* xorshift64*: deterministic, so failures replay */
+  rng ^= rng >> 12;
+  rng ^= rng << 25;
+  rng ^= rng >> 27;
+  return (uint32_t)((rng * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+static void random_requests_never_crash_or_leak(void **state) {
+  uint8_t buf[1024];
+  (void)state;
+  for (int iter = 0; iter < 3000; iter++) {
+    size_t n = 0;
+    while (n + 10 + 64 < sizeof(buf) && (next() % 8)) {
+      uint32_t op = next() % (GUEST_OP_COUNT + 2), flags = next() % 4;
+      uint16_t len = (uint16_t)(next() % 64);
+      memcpy(buf + n, &op, 4);
+      memcpy(buf + n + 4, &flags, 4);
+      memcpy(buf + n + 8, &len, 2);
+      n += 10;
+      for (uint16_t i = 0; i < len; i++) /* small values hit sizes and handles */
+        buf[n + i] = (uint8_t)(next() % 4 == 0 ? next() : next() % 3);
+      n += len;
+    }
+    (void)hostd_fuzz_exec_one(buf, n); /* aborts on a crash-worthy result */
+  }
+}
+
+static void requests_before_hello_are_refused(void **state) {
+  hostd_tenant_t *t = hostd__tenant_new(7, false);
+  guest_wr_t reply = {0};
+  uint64_t size = 64;
+  const char *why = NULL;
+  (void)state;
+  assert_non_null(t);
+  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_MEM_ALLOC, 0, (uint8_t *)&size, 8, &reply, &why),
+                   -EPROTO);
+  assert_non_null(why);
+  hostd__tenant_free(t);
+  guest_wr_free(&reply);
+}
+
+static hostd_tenant_t *tenant_after_hello(guest_wr_t *reply) {
+  uint8_t hello[4 + 4 + 64 + 64] = {0};
+  uint32_t ver = GUEST_PROTO_VERSION;
+  const char *why;
+  hostd_tenant_t *t = hostd__tenant_new(8, false);
+  memcpy(hello, &ver, 4);
+  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_HELLO, 0, hello, sizeof(hello), reply, &why), 0);
+  return t;
+}
+
+static uint32_t result_of(const guest_wr_t *reply) {
+  uint32_t r;
+  memcpy(&r, reply->buf, 4);
+  return r;
+}
+
+static void unknown_module_id_asks_for_the_bytes(void **state) {
+  guest_wr_t reply = {0};
+  hostd_tenant_t *t = tenant_after_hello(&reply);
+  uint8_t args[16] = {0x11, 0x22}; /* an id nobody offered, kind 0, no bytes */
+  const char *why;
+  (void)state;
+  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_MODULE_LOAD, 0, args, sizeof(args), &reply, &why),
+                   0);
+  assert_int_equal(result_of(&reply), CUDA_ERROR_FILE_NOT_FOUND);
+  hostd__tenant_free(t);
+  guest_wr_free(&reply);
+}
+
+static void freeing_a_tenant_frees_its_memory(void **state) {
+  guest_wr_t reply = {0};
+  uint64_t live = hostd_record_live_bytes(), size = 1 << 20;
+  hostd_tenant_t *t = tenant_after_hello(&reply);
+  const char *why;
+  (void)state;
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(
+        hostd__tenant_exec(t, GUEST_OP_MEM_ALLOC, 0, (uint8_t *)&size, 8, &reply, &why), 0);
+    assert_int_equal(result_of(&reply), CUDA_SUCCESS);
+  }
+  assert_int_equal(hostd_record_live_bytes() - live, 5u << 20);
+  hostd__tenant_free(t);
+  assert_int_equal(hostd_record_live_bytes(), live);
+  guest_wr_free(&reply);
+}
+
+static void async_error_is_kept_for_the_next_syncpoint(void **state) {
+  guest_wr_t reply = {0};
+  hostd_tenant_t *t = tenant_after_hello(&reply);
+  uint64_t rec[3] = {0xbad0, 0, 0}; /* EVENT_RECORD of an unknown event */
+  uint64_t s = 0;
+  const char *why;
+  (void)state;
+  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_EVENT_RECORD, GUEST_CALL_ASYNC, (uint8_t *)rec,
+                                      sizeof(rec), &reply, &why),
+                   0);
+  assert_int_equal(reply.len, 0); /* no reply to a post */
+  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_MEM_INFO, 0, NULL, 0, &reply, &why), 0);
+  assert_int_equal(result_of(&reply), CUDA_SUCCESS); /* not a synchronising call */
+  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, (uint8_t *)&s,
+                                      8, &reply, &why),
+                   0);
+  assert_int_equal(result_of(&reply), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, (uint8_t *)&s,
+                                      8, &reply, &why),
+                   0);
+  assert_int_equal(result_of(&reply), CUDA_SUCCESS); /* reported once */
+  hostd__tenant_free(t);
+  guest_wr_free(&reply);
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (hostd__gpu.init(0, &hostd__snapshot) != CUDA_SUCCESS)
+    return -1;
+  hostd__ndev = 1;
+  hostd__log_level = HOSTD_LOG_ERROR;
+  hostd__modcache_init(NULL);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(requests_before_hello_are_refused),
+      cmocka_unit_test(unknown_module_id_asks_for_the_bytes),
+      cmocka_unit_test(freeing_a_tenant_frees_its_memory),
+      cmocka_unit_test(async_error_is_kept_for_the_next_syncpoint),
+      cmocka_unit_test(random_requests_never_crash_or_leak),
+  };
+  return cmocka_run_group_tests_name("hostd-exec", tests, setup, NULL);
+}
