@@ -45,7 +45,7 @@
 #define GUEST_CALL_MAX_LEN  (16u << 20)
 #define GUEST_CALL_CHUNK    (8u << 20)
 #define GUEST_BLOB_MAX      (1u << 30) /* 1 GiB: cuBLASLt's largest fatbins are far below */
-#define GUEST_PROTO_VERSION 1
+#define GUEST_PROTO_VERSION 2          /* 2: 16 function attributes and their valid mask */
 #define GUEST_NAME_MAX      256
 #define GUEST_ATTR_MAX      160 /* > CU_DEVICE_ATTRIBUTE_MAX of CUDA 13.0 (148) */
 #define GUEST_MAX_DEVICES   16
@@ -141,12 +141,15 @@ typedef struct guest_dev_snapshot {
  *   0  8  function handle (CUfunction, or CUkernel for libraries)
  *   8  4  nparams (<= GUEST_MAX_PARAMS)
  *   12 4  name_len (< GUEST_FUNC_NAME_MAX)
- *   16 40 GUEST_FUNC_ATTRS x i32: cuFuncGetAttribute values 0..9 (max threads
- *         per block, static shared, const, local, registers, PTX version,
- *         binary version, cache mode, max dynamic shared, carveout)
- *   56 .. name bytes (no NUL), then nparams x (u32 offset, u32 size) from
+ *   16 4  valid: bit a set when attribute a below was answered by the driver
+ *         (a lazily loaded function cannot answer some, e.g. max threads per
+ *         block, before it is loaded: the guest asks for those with
+ *         FUNC_ATTR, which loads the function, and keeps the answer)
+ *   20 64 GUEST_FUNC_ATTRS x i32: cuFuncGetAttribute values by attribute
+ *         number, every CU_FUNC_ATTRIBUTE_* of CUDA 13.0 (0..15)
+ *   84 .. name bytes (no NUL), then nparams x (u32 offset, u32 size) from
  *         cuFuncGetParamInfo */
 #define GUEST_FUNC_NAME_MAX 4096
-#define GUEST_FUNC_ATTRS    10
+#define GUEST_FUNC_ATTRS    16 /* CU_FUNC_ATTRIBUTE_MAX of CUDA 13.0 */
 
 #endif /* TALLY_GUEST_CALL_H */

@@ -148,6 +148,8 @@ CUresult guest__rpc(uint32_t op, uint32_t flags, const void *args, size_t len, v
     return guest__cu_error(rc);
   if (res == CUDA_SUCCESS && got != out_cap)
     return guest__cu_error(-EPROTO);
+  if (res != CUDA_SUCCESS && guest__debug())
+    guest__log("request op %u answered %d", op, (int)res); /* op numbers: guestlib/call.h */
   return res;
 }
 

@@ -29,10 +29,14 @@ CUresult guest__primary_ctx(CUcontext *pctx, CUdevice dev);
 /* ---- unknown-slot stubs: one function per (table, slot) so the log names it ---- */
 
 static void slot_log(int table, int slot) {
+  /* The tables by index, as the first 8 hex digits of their UUIDs (below). */
+  static const char *const names[] = {"f8cff951", "6bd5fb6c", "a094798c", "42d85a81",
+                                      "c693336e", "263e8860", "d4082055", "21318c60"};
   static _Atomic unsigned char seen[16][96];
   if (table < 16 && slot < 96 && !__atomic_exchange_n(&seen[table][slot], 1, __ATOMIC_RELAXED))
-    guest__log("private driver table %d slot %d is not emulated (CUDA_ERROR_NOT_SUPPORTED)", table,
-               slot);
+    guest__log("private driver table %d (%s...) slot %d is not emulated "
+               "(CUDA_ERROR_NOT_SUPPORTED)",
+               table, table < 8 ? names[table] : "?", slot);
 }
 
 #define SLOT_STUB(t, s)                                                                            \
@@ -71,7 +75,24 @@ STUBS16(4)
 STUBS16(5)
 STUBS16(6)
 STUBS16(7)
-
+/* Table 7 (21318c60, 93 slots as the driver sizes it): cuBLAS(Lt) reaches past
+ * slot 15, so every slot logs its number instead of jumping through NULL. */
+/* clang-format off */
+#define T7_HIGH_SLOTS(X) \
+  X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23) \
+  X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) \
+  X(32) X(33) X(34) X(35) X(36) X(37) X(38) X(39) \
+  X(40) X(41) X(42) X(43) X(44) X(45) X(46) X(47) \
+  X(48) X(49) X(50) X(51) X(52) X(53) X(54) X(55) \
+  X(56) X(57) X(58) X(59) X(60) X(61) X(62) X(63) \
+  X(64) X(65) X(66) X(67) X(68) X(69) X(70) X(71) \
+  X(72) X(73) X(74) X(75) X(76) X(77) X(78) X(79) \
+  X(80) X(81) X(82) X(83) X(84) X(85) X(86) X(87) \
+  X(88) X(89) X(90) X(91) X(92)
+/* clang-format on */
+#define T7_STUB(n)  SLOT_STUB(7, n)
+#define T7_ENTRY(n) S(7, n),
+T7_HIGH_SLOTS(T7_STUB)
 /* ---- table 0: f8cff951-2146-8b4e-b9e2-fb469e7c0dd9, requested before cuInit.
  * Several sub-tables back to back, each led by its size; slot 1 is a logger
  * (cuDNN reports launch errors through it), slot 25 (third function of the
@@ -408,12 +429,23 @@ static const void *table_checks[15] = {
     S(5, 14),
 };
 static const void *table_integrity[3] = {SIZE(3), (const void *)integrity_check, S(6, 2)};
-static const void *table_ident[93] = {
-    SIZE(93), S(7, 1),  S(7, 2),  S(7, 3),  (const void *)ident_ctx_id,
-    S(7, 5),  S(7, 6),  S(7, 7),  S(7, 8),  S(7, 9),
-    S(7, 10), S(7, 11), S(7, 12), S(7, 13), S(7, 14),
-    S(7, 15),
-};
+static const void *table_ident[93] = {SIZE(93),
+                                      S(7, 1),
+                                      S(7, 2),
+                                      S(7, 3),
+                                      (const void *)ident_ctx_id,
+                                      S(7, 5),
+                                      S(7, 6),
+                                      S(7, 7),
+                                      S(7, 8),
+                                      S(7, 9),
+                                      S(7, 10),
+                                      S(7, 11),
+                                      S(7, 12),
+                                      S(7, 13),
+                                      S(7, 14),
+                                      S(7, 15),
+                                      T7_HIGH_SLOTS(T7_ENTRY)};
 
 static const struct {
   unsigned char uuid[16];
@@ -450,13 +482,18 @@ GUEST_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
     return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
     if (memcmp(tables[i].uuid, id->bytes, 16) == 0) {
+      if (guest__debug())
+        guest__log("cuGetExportTable: table %zu (%02x%02x%02x%02x...)", i, tables[i].uuid[0],
+                   tables[i].uuid[1], tables[i].uuid[2], tables[i].uuid[3]);
       *table = tables[i].table;
       return CUDA_SUCCESS;
     }
-  if (guest__debug()) {
+  {
+    /* Always logged: a refused table is the first thing to look for when a
+     * library (cuBLAS, cuDNN) fails to initialise through Tally. */
     const unsigned char *u = (const unsigned char *)id->bytes;
-    guest__log("cuGetExportTable: unknown table %02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-               "%02x%02x%02x%02x%02x%02x",
+    guest__log("cuGetExportTable: private driver table %02x%02x%02x%02x%02x%02x%02x%02x%02x%02x"
+               "%02x%02x%02x%02x%02x%02x is not emulated (CUDA_ERROR_INVALID_VALUE)",
                u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
                u[13], u[14], u[15]);
   }

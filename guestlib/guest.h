@@ -110,7 +110,8 @@ typedef struct guest_func {
   uint32_t argbytes;              /* offset+size of the last parameter */
   uint32_t *off;                  /* nparams offsets */
   uint32_t *size;                 /* nparams sizes */
-  int32_t attr[GUEST_FUNC_ATTRS]; /* cuFuncGetAttribute 0..9, updated by Set */
+  uint32_t attr_valid;            /* bit a: attr[a] is known (guestlib/call.h) */
+  int32_t attr[GUEST_FUNC_ATTRS]; /* cuFuncGetAttribute by number, updated by Set */
   char *name;
 } guest_func_t;
 /* Records the functions of a MODULE_LOAD reply (parsed with bounds checks). */

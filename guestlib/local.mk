@@ -48,3 +48,17 @@ guestlib/tally-run: $(srcdir)/guestlib/tally-run.in Makefile
 	    -e 's|@TALLY_INSTALL_LIBDIR@|$(pkglibdir)|g' \
 	    -e 's|@TALLY_DEFAULT_SOCKET@|/run/tally/tallyd.sock|g' \
 	    $(srcdir)/guestlib/tally-run.in > $@ && chmod +x $@
+
+# Some loaders (numba) dlopen the unversioned libcuda.so before
+# libcuda.so.1: both names must reach the guest, in the build tree (which
+# tally-run puts on LD_LIBRARY_PATH) and in $(pkglibdir).  The link is
+# relative, so it survives DESTDIR staging; uninstall removes it.
+all-local: guestlib/libcuda.so
+guestlib/libcuda.so: guestlib/libcuda.so.1
+	$(AM_V_GEN)rm -f $@ && ln -s libcuda.so.1 $@
+CLEANFILES += guestlib/libcuda.so
+install-exec-hook:
+	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)'
+	cd '$(DESTDIR)$(pkglibdir)' && rm -f libcuda.so && ln -s libcuda.so.1 libcuda.so
+uninstall-hook:
+	rm -f '$(DESTDIR)$(pkglibdir)/libcuda.so'

@@ -403,15 +403,19 @@ GUEST_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfu
     return CUDA_ERROR_INVALID_VALUE;
   if (!fn)
     return CUDA_ERROR_INVALID_HANDLE;
-  if (attr >= 0 && attr < GUEST_FUNC_ATTRS) {
+  if (attr >= 0 && attr < GUEST_FUNC_ATTRS && (fn->attr_valid & (1u << attr))) {
     *v = fn->attr[attr];
     return CUDA_SUCCESS;
   }
+  /* Unknown until the host loads the function (or an attribute newer than
+   * this protocol): one round trip, and the answer is kept. */
   memcpy(a, &h, 8);
   memcpy(a + 8, &at, 4);
   r = guest__rpc(GUEST_OP_FUNC_ATTR, 0, a, sizeof(a), &out, sizeof(out));
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
     *v = out;
+    guest__func_set_attr(h, attr, out);
+  }
   return r;
 }
 

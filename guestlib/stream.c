@@ -5,26 +5,110 @@
  * are fire-and-forget (their errors surface at the next synchronising call,
  * guestlib/call.h).  Synchronising calls carry GUEST_CALL_SYNCPOINT, which is
  * where the host reports deferred errors.  Stream capture is not offered, so
- * the capture status is answered locally: never capturing.  Priorities the
- * tenant asks for are recorded by the host but its class (latency-critical or
- * best-effort) decides the real one.
+ * the capture status is answered locally: never capturing.
+ *
+ * Priorities are virtualised: the host stream's real priority is decided by
+ * the tenant's class (latency-critical the greatest, best-effort the least;
+ * hostd/tenant.c), but the application sees what it asked for.  Each stream
+ * this process created is kept here with its flags and its requested
+ * priority clamped to the device's range, as the driver clamps it, so
+ * cuStreamGetPriority and cuStreamGetFlags answer locally and as natively.
  */
 #include "guestlib/guest.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
+/* Streams of this process: handle -> (flags, priority).  Lock story:
+ * stream_lock guards the array; never held across a round trip. */
+typedef struct stream_info {
+  uint64_t handle;
+  unsigned flags;
+  int prio;
+} stream_info_t;
+
+static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
+static stream_info_t *streams;
+static size_t nstreams, capstreams;
+
+static int stream_remember(uint64_t h, unsigned flags, int prio) {
+  int rc = 0;
+  pthread_mutex_lock(&stream_lock);
+  if (nstreams == capstreams) {
+    size_t cap = capstreams ? capstreams * 2 : 32;
+    stream_info_t *n = realloc(streams, cap * sizeof(*n));
+    if (!n)
+      rc = -ENOMEM;
+    else
+      streams = n, capstreams = cap;
+  }
+  if (rc == 0)
+    streams[nstreams++] = (stream_info_t){h, flags, prio};
+  pthread_mutex_unlock(&stream_lock);
+  return rc;
+}
+
+static void stream_forget(uint64_t h) {
+  pthread_mutex_lock(&stream_lock);
+  for (size_t i = 0; i < nstreams; i++)
+    if (streams[i].handle == h) {
+      streams[i] = streams[--nstreams];
+      break;
+    }
+  pthread_mutex_unlock(&stream_lock);
+}
+
+/* Flags and priority of stream s as the application created it.  The
+ * default streams (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) are
+ * blocking streams of priority 0, as natively. */
+static CUresult stream_lookup(CUstream s, unsigned *flags, int *prio) {
+  uint64_t h = (uint64_t)(uintptr_t)s;
+  CUresult r = CUDA_ERROR_INVALID_HANDLE;
+  if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+    *flags = 0;
+    *prio = 0;
+    return CUDA_SUCCESS;
+  }
+  pthread_mutex_lock(&stream_lock);
+  for (size_t i = 0; i < nstreams; i++)
+    if (streams[i].handle == h) {
+      *flags = streams[i].flags;
+      *prio = streams[i].prio;
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&stream_lock);
+  return r;
+}
+
 static CUresult stream_new(CUstream *ps, unsigned int flags, int prio) {
-  uint32_t a[2] = {flags, (uint32_t)prio};
+  uint32_t a[2];
   uint64_t s = 0;
   CUresult r = guest__ready();
+  const guest_dev_snapshot_t *d;
   if (r != CUDA_SUCCESS)
     return r;
   if (!ps)
     return CUDA_ERROR_INVALID_VALUE;
+  /* The driver clamps to [greatest, least] (greatest is numerically lower). */
+  d = &guest__g.dev[guest__cur_device()];
+  if (prio < d->prio_greatest)
+    prio = d->prio_greatest;
+  if (prio > d->prio_least)
+    prio = d->prio_least;
+  a[0] = flags;
+  a[1] = (uint32_t)prio;
   r = guest__rpc(GUEST_OP_STREAM_NEW, 0, a, sizeof(a), &s, sizeof(s));
-  if (r == CUDA_SUCCESS)
-    *ps = (CUstream)(uintptr_t)s;
-  return r;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (stream_remember(s, flags, prio) != 0) {
+    uint64_t h = s;
+    (void)guest__rpc(GUEST_OP_STREAM_DEL, 0, &h, sizeof(h), NULL, 0);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *ps = (CUstream)(uintptr_t)s;
+  return CUDA_SUCCESS;
 }
 
 GUEST_EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags) {
@@ -40,7 +124,10 @@ GUEST_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  return guest__rpc(GUEST_OP_STREAM_DEL, 0, &a, sizeof(a), NULL, 0);
+  r = guest__rpc(GUEST_OP_STREAM_DEL, 0, &a, sizeof(a), NULL, 0);
+  if (r == CUDA_SUCCESS)
+    stream_forget(a);
+  return r;
 }
 
 static CUresult stream_op(uint32_t op, CUstream s, int ptds) {
@@ -80,22 +167,20 @@ GUEST_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
 }
 
 GUEST_EXPORT CUresult cuStreamGetPriority(CUstream s, int *prio) {
+  unsigned flags;
   if (!prio)
     return CUDA_ERROR_INVALID_VALUE;
-  (void)s;
-  *prio = 0;
-  return CUDA_SUCCESS;
+  return stream_lookup(s, &flags, prio);
 }
 GUEST_EXPORT CUresult cuStreamGetPriority_ptsz(CUstream s, int *prio) {
   return cuStreamGetPriority(s, prio);
 }
 
 GUEST_EXPORT CUresult cuStreamGetFlags(CUstream s, unsigned int *flags) {
+  int prio;
   if (!flags)
     return CUDA_ERROR_INVALID_VALUE;
-  (void)s;
-  *flags = 0;
-  return CUDA_SUCCESS;
+  return stream_lookup(s, flags, &prio);
 }
 GUEST_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream s, unsigned int *flags) {
   return cuStreamGetFlags(s, flags);

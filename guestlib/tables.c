@@ -168,6 +168,7 @@ int guest__module_add(uint64_t module, uint64_t owner, const uint8_t *recs, size
     f->owner = owner;
     f->nparams = guest_rd_u32(&r);
     name_len = guest_rd_u32(&r);
+    f->attr_valid = guest_rd_u32(&r);
     for (int a = 0; a < GUEST_FUNC_ATTRS; a++)
       f->attr[a] = (int32_t)guest_rd_u32(&r);
     if (r.err || f->nparams > GUEST_MAX_PARAMS || name_len >= GUEST_FUNC_NAME_MAX) {
@@ -244,8 +245,10 @@ void guest__func_set_attr(uint64_t handle, int attr, int32_t value) {
   guest_func_t **p;
   pthread_mutex_lock(&func_lock);
   p = lookup(handle);
-  if (p && attr >= 0 && attr < GUEST_FUNC_ATTRS)
+  if (p && attr >= 0 && attr < GUEST_FUNC_ATTRS) {
     (*p)->attr[attr] = value;
+    (*p)->attr_valid |= 1u << attr;
+  }
   pthread_mutex_unlock(&func_lock);
 }
 

@@ -10,8 +10,13 @@
  *
  * Module functions are enumerated with cuModuleEnumerateFunctions /
  * cuLibraryEnumerateKernels (CUDA 12.4+) and described with
- * cuFuncGetParamInfo / cuKernelGetParamInfo and ten attributes, so the guest
- * can pack launch arguments without asking again.
+ * cuFuncGetParamInfo / cuKernelGetParamInfo and every CU_FUNC_ATTRIBUTE_*,
+ * so the guest packs launch arguments and answers cuFuncGetAttribute without
+ * asking again.  Functions are not loaded for this: with lazy loading (the
+ * default since CUDA 12.2) three attributes (max threads per block, const
+ * bytes, max dynamic shared bytes) answer CUDA_ERROR_FUNCTION_NOT_LOADED and
+ * are marked invalid; a later query of one loads that function (cuFuncLoad),
+ * so a cuBLAS library of thousands of kernels is not loaded whole.
  */
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
@@ -33,6 +38,7 @@
   X(cuDeviceGetName)                                                                               \
   X(cuDeviceGetUuid)                                                                               \
   X(cuDevicePrimaryCtxRelease)                                                                     \
+  X(cuDevicePrimaryCtxReset)                                                                       \
   X(cuDevicePrimaryCtxRetain)                                                                      \
   X(cuDeviceTotalMem)                                                                              \
   X(cuEventCreate)                                                                                 \
@@ -44,9 +50,11 @@
   X(cuFuncGetAttribute)                                                                            \
   X(cuFuncGetName)                                                                                 \
   X(cuFuncGetParamInfo)                                                                            \
+  X(cuFuncLoad)                                                                                    \
   X(cuFuncSetAttribute)                                                                            \
   X(cuInit)                                                                                        \
   X(cuKernelGetAttribute)                                                                          \
+  X(cuKernelGetFunction)                                                                           \
   X(cuKernelGetName)                                                                               \
   X(cuKernelGetParamInfo)                                                                          \
   X(cuKernelSetAttribute)                                                                          \
@@ -106,6 +114,9 @@ static CUresult load_driver(void) {
   return CUDA_SUCCESS;
 }
 
+/* Every attribute we describe must exist in the driver's header. */
+_Static_assert(GUEST_FUNC_ATTRS <= CU_FUNC_ATTRIBUTE_MAX, "GUEST_FUNC_ATTRS past cuda.h");
+
 static CUcontext ctx;   /* the primary context; written once by init */
 static CUdevice device; /* the served device */
 
@@ -152,6 +163,22 @@ static void cuda_shutdown(void) {
 }
 
 static CUresult cuda_thread_enter(void) {
+  return D.cuCtxSetCurrent(ctx);
+}
+
+/* cuDevicePrimaryCtxReset destroys every allocation and object of the
+ * primary context and clears its sticky error; the context comes back on
+ * next use.  It is retained again (one extra reference, kept until exit, so
+ * the count never drops to zero) to learn its handle, which worker threads
+ * make current again before their next request (tenant.c). */
+static CUresult cuda_reset(void) {
+  CUcontext c = NULL;
+  CUresult r = D.cuDevicePrimaryCtxReset(device);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if ((r = D.cuDevicePrimaryCtxRetain(&c, device)) != CUDA_SUCCESS)
+    return r;
+  ctx = c;
   return D.cuCtxSetCurrent(ctx);
 }
 
@@ -304,11 +331,14 @@ static CUresult describe(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
   }
   for (int a = 0; a < GUEST_FUNC_ATTRS; a++) {
     int v = 0;
-    if (kind == 0)
-      (void)D.cuFuncGetAttribute(&v, (CUfunction_attribute)a, (CUfunction)(uintptr_t)h);
-    else
-      (void)D.cuKernelGetAttribute(&v, (CUfunction_attribute)a, (CUkernel)(uintptr_t)h, device);
-    fi.attr[a] = v;
+    CUresult ra =
+        kind == 0
+            ? D.cuFuncGetAttribute(&v, (CUfunction_attribute)a, (CUfunction)(uintptr_t)h)
+            : D.cuKernelGetAttribute(&v, (CUfunction_attribute)a, (CUkernel)(uintptr_t)h, device);
+    if (ra == CUDA_SUCCESS) {
+      fi.attr[a] = v;
+      fi.attr_valid |= 1u << a;
+    }
   }
   fi.off = off;
   fi.size = size;
@@ -369,16 +399,45 @@ static CUresult cuda_launch(uint64_t f, const uint32_t grid[3], const uint32_t b
   return D.cuLaunchKernelEx(&c, (CUfunction)(uintptr_t)f, NULL, argbytes ? extra : NULL);
 }
 
-static CUresult cuda_func_attr(uint64_t f, int kind, int attr, int *v) {
+static CUresult func_attr_once(uint64_t f, int kind, int attr, int *v) {
   return kind == 0 ? D.cuFuncGetAttribute(v, (CUfunction_attribute)attr, (CUfunction)(uintptr_t)f)
                    : D.cuKernelGetAttribute(v, (CUfunction_attribute)attr, (CUkernel)(uintptr_t)f,
                                             device);
 }
 
-static CUresult cuda_func_set_attr(uint64_t f, int kind, int attr, int v) {
+/* Loads a lazily loaded function (a kernel through its function in the
+ * current context). */
+static CUresult func_load(uint64_t f, int kind) {
+  CUfunction fn = (CUfunction)(uintptr_t)f;
+  CUresult r;
+  if (kind != 0 && (r = D.cuKernelGetFunction(&fn, (CUkernel)(uintptr_t)f)) != CUDA_SUCCESS)
+    return r;
+  return D.cuFuncLoad(fn);
+}
+
+static CUresult cuda_func_attr(uint64_t f, int kind, int attr, int *v) {
+  CUresult r = func_attr_once(f, kind, attr, v);
+  if (r != CUDA_ERROR_FUNCTION_NOT_LOADED)
+    return r;
+  if ((r = func_load(f, kind)) != CUDA_SUCCESS)
+    return r;
+  return func_attr_once(f, kind, attr, v);
+}
+
+static CUresult func_set_attr_once(uint64_t f, int kind, int attr, int v) {
   return kind == 0 ? D.cuFuncSetAttribute((CUfunction)(uintptr_t)f, (CUfunction_attribute)attr, v)
                    : D.cuKernelSetAttribute((CUfunction_attribute)attr, v, (CUkernel)(uintptr_t)f,
                                             device);
+}
+
+/* cuda.h documents FUNCTION_NOT_LOADED for queries only; handled here too. */
+static CUresult cuda_func_set_attr(uint64_t f, int kind, int attr, int v) {
+  CUresult r = func_set_attr_once(f, kind, attr, v);
+  if (r != CUDA_ERROR_FUNCTION_NOT_LOADED)
+    return r;
+  if ((r = func_load(f, kind)) != CUDA_SUCCESS)
+    return r;
+  return func_set_attr_once(f, kind, attr, v);
 }
 
 const hostd_gpu_ops_t hostd__gpu = {
@@ -386,6 +445,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .init = cuda_init,
     .shutdown = cuda_shutdown,
     .thread_enter = cuda_thread_enter,
+    .reset = cuda_reset,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
     .mem_info = cuda_mem_info,

@@ -13,7 +13,10 @@
  * kernels, so cudart can initialise.  Two kernels do something: "fill_u32(ptr, u32 value, u64
  * count)" writes count values, and "fault()" makes the next synchronisation fail with
  * CUDA_ERROR_ILLEGAL_ADDRESS (sticky, as a real fault is).  Everything else
- * is only counted (hostd_record_count).  This never counts as GPU coverage.
+ * is only counted (hostd_record_count).  Functions load lazily, as with the
+ * driver's default CUDA_MODULE_LOADING=LAZY: until a function attribute
+ * query loads one, the three attributes that need a loaded function answer
+ * CUDA_ERROR_FUNCTION_NOT_LOADED.  This never counts as GPU coverage.
  *
  * Lock story: one mutex guards all state; tenants call in from many threads.
  */
@@ -39,7 +42,17 @@ typedef struct rec_alloc {
 typedef struct rec_kernel {
   char name[64];
   uint32_t nparams, off[16], size[16];
+  bool loaded;                    /* a query loaded it (lazy loading) */
+  int32_t attr[GUEST_FUNC_ATTRS]; /* cuFuncGetAttribute values, set by Set */
 } rec_kernel_t;
+
+/* The attributes the driver answers only for loaded functions (cuda.h,
+ * cuFuncGetAttribute). */
+static bool needs_load(int attr) {
+  return attr == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ||
+         attr == CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES ||
+         attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+}
 
 typedef struct rec_module {
   uint64_t handle;
@@ -72,6 +85,12 @@ void hostd_record_reset(void) {
   pthread_mutex_unlock(&lock);
   for (int i = 0; i < HOSTD_RECORD_NCOUNT; i++)
     atomic_store(&counts[i], 0);
+}
+
+void hostd_record_inject(int r) {
+  pthread_mutex_lock(&lock);
+  sticky = (CUresult)r;
+  pthread_mutex_unlock(&lock);
 }
 
 uint64_t hostd_record_live_bytes(void) {
@@ -152,6 +171,16 @@ static void rec_shutdown(void) {
 }
 
 static CUresult rec_thread_enter(void) {
+  return CUDA_SUCCESS;
+}
+
+/* As cuDevicePrimaryCtxReset: everything is gone and the fault cleared. */
+static CUresult rec_reset(void) {
+  count(HOSTD_RECORD_RESET);
+  rec_shutdown();
+  pthread_mutex_lock(&lock);
+  sticky = CUDA_SUCCESS;
+  pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 
@@ -365,6 +394,14 @@ static CUresult parse_module(rec_module_t *m, const char *text, size_t len) {
           k->size[k->nparams++] = sz;
           off += sz;
         }
+      /* Hopper-like values: distinct, so tests see the right one arrive. */
+      k->attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+      k->attr[CU_FUNC_ATTRIBUTE_NUM_REGS] = 32;
+      k->attr[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90;
+      k->attr[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90;
+      k->attr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+      k->attr[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
+      k->attr[CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE] = 0;
       m->kh[m->nk++] = handle();
     } else if (sscanf(line, "global %63s %llu", name, &bytes) == 2 && m->ng < 8) {
       uint64_t addr;
@@ -455,11 +492,13 @@ static CUresult rec_module_functions(uint64_t h, int kind, hostd_func_cb cb, voi
     fi.nparams = m->k[i].nparams;
     fi.off = m->k[i].off;
     fi.size = m->k[i].size;
-    fi.attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
-    fi.attr[CU_FUNC_ATTRIBUTE_NUM_REGS] = 32;
-    fi.attr[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90;
-    fi.attr[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90;
-    fi.attr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+    pthread_mutex_lock(&lock);
+    for (int a = 0; a < GUEST_FUNC_ATTRS; a++)
+      if (m->k[i].loaded || !needs_load(a)) {
+        fi.attr[a] = m->k[i].attr[a];
+        fi.attr_valid |= 1u << a;
+      }
+    pthread_mutex_unlock(&lock);
     if (cb(arg, &fi))
       return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -481,8 +520,8 @@ static CUresult rec_module_global(uint64_t h, int kind, const char *name, uint64
   return CUDA_ERROR_NOT_FOUND;
 }
 
-static const rec_kernel_t *kernel_of(uint64_t f) {
-  const rec_kernel_t *k = NULL;
+static rec_kernel_t *kernel_of(uint64_t f) {
+  rec_kernel_t *k = NULL;
   pthread_mutex_lock(&lock);
   for (rec_module_t *m = modules; m && !k; m = m->next)
     for (int i = 0; i < m->nk; i++)
@@ -525,17 +564,32 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
   return CUDA_SUCCESS;
 }
 
+/* As gpu-cuda.c: a query loads the function when the attribute needs it. */
 static CUresult rec_func_attr(uint64_t f, int kind, int attr, int *v) {
-  (void)kind, (void)attr;
-  if (!kernel_of(f))
+  rec_kernel_t *k = kernel_of(f);
+  (void)kind;
+  if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
-  *v = 0;
+  if (attr < 0 || attr >= GUEST_FUNC_ATTRS)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  k->loaded = true;
+  *v = k->attr[attr];
+  pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 
 static CUresult rec_func_set_attr(uint64_t f, int kind, int attr, int v) {
-  (void)kind, (void)attr, (void)v;
-  return kernel_of(f) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  rec_kernel_t *k = kernel_of(f);
+  (void)kind;
+  if (!k)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (attr < 0 || attr >= GUEST_FUNC_ATTRS)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  k->attr[attr] = v;
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
 }
 
 const hostd_gpu_ops_t hostd__gpu = {
@@ -543,6 +597,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .init = rec_init,
     .shutdown = rec_shutdown,
     .thread_enter = rec_thread_enter,
+    .reset = rec_reset,
     .mem_alloc = rec_mem_alloc,
     .mem_free = rec_mem_free,
     .mem_info = rec_mem_info,

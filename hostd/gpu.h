@@ -29,6 +29,7 @@ typedef struct hostd_func_info {
   const char *name;
   uint32_t nparams;
   const uint32_t *off, *size; /* nparams each */
+  uint32_t attr_valid;        /* bit a: attr[a] was answered (guestlib/call.h) */
   int32_t attr[GUEST_FUNC_ATTRS];
 } hostd_func_info_t;
 
@@ -40,6 +41,10 @@ typedef struct hostd_gpu_ops {
   CUresult (*init)(int device, guest_dev_snapshot_t *snap);
   void (*shutdown)(void);
   CUresult (*thread_enter)(void);
+  /* Resets the device's one context after a context-corrupting error:
+   * every allocation, stream, event and module in it is gone.  Called with
+   * no other op running (hostd/tenant.c, recover). */
+  CUresult (*reset)(void);
   CUresult (*mem_alloc)(uint64_t *p, uint64_t size);
   CUresult (*mem_free)(uint64_t p);
   CUresult (*mem_info)(uint64_t *free_b, uint64_t *total_b);
@@ -69,6 +74,7 @@ typedef struct hostd_gpu_ops {
   CUresult (*launch)(uint64_t f, const uint32_t grid[3], const uint32_t block[3], uint32_t shmem,
                      uint64_t s, const CUlaunchAttribute *attrs, uint32_t nattr, void *args,
                      size_t argbytes);
+  /* Loads a lazily loaded function first when the attribute needs it. */
   CUresult (*func_attr)(uint64_t f, int kind, int attr, int *v);
   CUresult (*func_set_attr)(uint64_t f, int kind, int attr, int v);
 } hostd_gpu_ops_t;

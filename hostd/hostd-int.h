@@ -54,6 +54,9 @@ void hostd__tenant_free(hostd_tenant_t *t);
 int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uint8_t *args,
                        size_t len, guest_wr_t *reply, const char **why);
 uint32_t hostd__tenant_id(const hostd_tenant_t *t);
+/* The name of r when it corrupts a CUDA context (illegal address, ...), else
+ * NULL: tallyd then resets the shared context (tenant.c, recover). */
+const char *hostd__ctx_fatal(int r); /* r: a CUresult */
 
 /* The served device's snapshot (filled by hostd__gpu.init), and the token
  * TCP tenants must present ("" = none).  Written once before any tenant. */
@@ -79,11 +82,15 @@ typedef enum hostd_record_what {
   HOSTD_RECORD_MODULE,
   HOSTD_RECORD_MODULE_DEL,
   HOSTD_RECORD_LAUNCH,
+  HOSTD_RECORD_RESET, /* context resets (sticky error recovery) */
   HOSTD_RECORD_NCOUNT
 } hostd_record_what_t;
 unsigned long hostd_record_count(hostd_record_what_t what);
 void hostd_record_reset(void);
 uint64_t hostd_record_live_bytes(void);
 extern int hostd__record_last_prio; /* priority of the last stream created */
+/* Makes every synchronisation fail with CUresult r from now on, as a kernel
+ * fault does (sticky), until the context is reset. */
+void hostd_record_inject(int r);
 
 #endif /* TALLY_HOSTD_INT_H */

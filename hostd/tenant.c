@@ -21,13 +21,30 @@
  *
  * Errors of fire-and-forget requests are kept (the first one) and returned
  * by the next request flagged GUEST_CALL_SYNCPOINT, then cleared.
- * Single-threaded: only the tenant's worker thread touches a tenant.
+ *
+ * Recovery from sticky errors.  A kernel fault (illegal address, ...)
+ * corrupts the CUDA context, and all tenants share one (BRIEF decision 4):
+ * when any call returns a context-corrupting error (ctx_fatal), every tenant
+ * live on the GPU loses everything it had there, as a process does natively
+ * when its own context is corrupted.  recover() marks each of them lost with
+ * that error (every later call of theirs returns it, so the faulting tenant
+ * sees it at its next synchronising call, as natively, and the others at
+ * their next call), forgets their tables without touching the GPU, resets
+ * the primary context (hostd__gpu.reset) and bumps ctx_gen; tenants that
+ * connect afterwards are served normally.  Known limitation (hostd/README.md):
+ * healthy tenants lose their memory too, because one context is shared.
+ *
+ * Lock story: a tenant's tables are touched only by its worker thread, except
+ * by recover(), which holds ctx_lock for writing while every request holds it
+ * for reading (so no request runs during a reset).  `lost`, `gen` and the
+ * live list (reg_lock, taken after ctx_lock) are written under the write lock.
  */
 #include "hostd/hostd-int.h"
 #include "hostd/gpu.h"
 #include "hostd/map.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,8 +90,18 @@ struct hostd_tenant {
   hostd_map_t views;   /* library -> its module view (cuLibraryGetModule) */
   range_t *ranges;     /* sorted by base */
   size_t nranges, capranges;
-  CUresult deferred; /* first error of a fire-and-forget request, until reported */
+  CUresult deferred;           /* first error of a fire-and-forget request, until reported */
+  CUresult lost;               /* context-corrupting error that took everything (recover) */
+  uint64_t gen;                /* ctx_gen when it joined */
+  hostd_tenant_t *prev, *next; /* live list (reg_lock) */
 };
+
+/* Writer-preferring: a recovery must not wait behind a stream of new requests. */
+static pthread_rwlock_t ctx_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static hostd_tenant_t *live;     /* every tenant not yet freed */
+static uint64_t ctx_gen;         /* context resets so far (ctx_lock) */
+static __thread uint64_t my_gen; /* ctx_gen this worker thread last made current */
 
 guest_dev_snapshot_t hostd__snapshot;
 int hostd__ndev;
@@ -93,6 +120,15 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   hostd__map_init(&t->funcs);
   hostd__map_init(&t->ptds);
   hostd__map_init(&t->views);
+  pthread_rwlock_rdlock(&ctx_lock);
+  t->gen = my_gen = ctx_gen; /* the caller makes the context current next */
+  pthread_mutex_lock(&reg_lock);
+  t->next = live;
+  if (live)
+    live->prev = t;
+  live = t;
+  pthread_mutex_unlock(&reg_lock);
+  pthread_rwlock_unlock(&ctx_lock);
   return t;
 }
 
@@ -169,13 +205,22 @@ static tstream_t *stream_make(hostd_tenant_t *t, unsigned flags, CUresult *r) {
   return s;
 }
 
-static void stream_drop(tstream_t *s) {
+/* Frees a tenant stream; gpu false: its host objects died with the context. */
+static void stream_release(tstream_t *s, bool gpu) {
   if (!s)
     return;
+  if (!gpu) {
+    free(s);
+    return;
+  }
   (void)hostd__gpu.stream_sync(s->handle);
   (void)hostd__gpu.event_del(s->event);
   (void)hostd__gpu.stream_del(s->handle);
   free(s);
+}
+
+static void stream_drop(tstream_t *s) {
+  stream_release(s, true);
 }
 
 /* Resolves a guest stream value; creates the emulated ones on first use.
@@ -258,34 +303,115 @@ static void module_forget(hostd_tenant_t *t, uint64_t h) {
       i++;
 }
 
+/* Frees everything the tenant owns and empties its tables; gpu false: the
+ * objects died with the context (recover), so only our memory is freed. */
+static void tenant_release(hostd_tenant_t *t, bool gpu) {
+  /* Streams first: their pending work may still use memory and modules. */
+  stream_release(t->legacy, gpu);
+  t->legacy = NULL;
+  for (size_t i = 0; i < t->ptds.cap; i++)
+    if (t->ptds.keys[i])
+      stream_release((tstream_t *)(uintptr_t)t->ptds.vals[i], gpu);
+  for (size_t i = 0; i < t->streams.cap; i++)
+    if (t->streams.keys[i])
+      stream_release((tstream_t *)(uintptr_t)t->streams.vals[i], gpu);
+  for (size_t i = 0; gpu && i < t->events.cap; i++)
+    if (t->events.keys[i])
+      (void)hostd__gpu.event_del(t->events.keys[i]);
+  for (size_t i = 0; gpu && i < t->nranges; i++)
+    if (t->ranges[i].kind == RANGE_ALLOC)
+      (void)hostd__gpu.mem_free(t->ranges[i].base);
+  for (size_t i = 0; gpu && i < t->modules.cap; i++)
+    if (t->modules.keys[i] && t->modules.vals[i] != KIND_VIEW)
+      (void)hostd__gpu.module_unload(t->modules.keys[i], (int)t->modules.vals[i]);
+  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds, &t->views};
+  for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+    hostd__map_close(maps[i]);
+    hostd__map_init(maps[i]);
+  }
+  t->nranges = 0;
+}
+
 void hostd__tenant_free(hostd_tenant_t *t) {
   if (!t)
     return;
-  /* Streams first: their pending work may still use memory and modules. */
-  stream_drop(t->legacy);
-  for (size_t i = 0; i < t->ptds.cap; i++)
-    if (t->ptds.keys[i])
-      stream_drop((tstream_t *)(uintptr_t)t->ptds.vals[i]);
-  for (size_t i = 0; i < t->streams.cap; i++)
-    if (t->streams.keys[i])
-      stream_drop((tstream_t *)(uintptr_t)t->streams.vals[i]);
-  for (size_t i = 0; i < t->events.cap; i++)
-    if (t->events.keys[i])
-      (void)hostd__gpu.event_del(t->events.keys[i]);
-  for (size_t i = 0; i < t->nranges; i++)
-    if (t->ranges[i].kind == RANGE_ALLOC)
-      (void)hostd__gpu.mem_free(t->ranges[i].base);
-  for (size_t i = 0; i < t->modules.cap; i++)
-    if (t->modules.keys[i] && t->modules.vals[i] != KIND_VIEW)
-      (void)hostd__gpu.module_unload(t->modules.keys[i], (int)t->modules.vals[i]);
-  hostd__map_close(&t->streams);
-  hostd__map_close(&t->events);
-  hostd__map_close(&t->modules);
-  hostd__map_close(&t->funcs);
-  hostd__map_close(&t->ptds);
-  hostd__map_close(&t->views);
+  pthread_rwlock_rdlock(&ctx_lock); /* not during a recovery */
+  pthread_mutex_lock(&reg_lock);
+  if (t->prev)
+    t->prev->next = t->next;
+  else
+    live = t->next;
+  if (t->next)
+    t->next->prev = t->prev;
+  pthread_mutex_unlock(&reg_lock);
+  tenant_release(t, t->lost == CUDA_SUCCESS);
+  pthread_rwlock_unlock(&ctx_lock);
+  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds, &t->views};
+  for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
+    hostd__map_close(maps[i]);
   free(t->ranges);
   free(t);
+}
+
+/* ---- recovery from context-corrupting errors ---- */
+
+/* The name of r when it is one of the errors after which the driver refuses
+ * every further call in the context (cuda.h: "This leaves the process in an
+ * inconsistent state and any further CUDA work will return the same error"). */
+const char *hostd__ctx_fatal(int r) {
+  switch (r) {
+#define FATAL(e)                                                                                   \
+  case e:                                                                                          \
+    return #e;
+    FATAL(CUDA_ERROR_ECC_UNCORRECTABLE)
+    FATAL(CUDA_ERROR_ILLEGAL_ADDRESS)
+    FATAL(CUDA_ERROR_LAUNCH_TIMEOUT)
+    FATAL(CUDA_ERROR_ASSERT)
+    FATAL(CUDA_ERROR_HARDWARE_STACK_ERROR)
+    FATAL(CUDA_ERROR_ILLEGAL_INSTRUCTION)
+    FATAL(CUDA_ERROR_MISALIGNED_ADDRESS)
+    FATAL(CUDA_ERROR_INVALID_ADDRESS_SPACE)
+    FATAL(CUDA_ERROR_INVALID_PC)
+    FATAL(CUDA_ERROR_LAUNCH_FAILED)
+    FATAL(CUDA_ERROR_EXTERNAL_DEVICE)
+#undef FATAL
+  default:
+    return NULL;
+  }
+}
+
+/* Called by tenant t's worker, outside ctx_lock, after one of its calls
+ * returned the context-corrupting error err.  Does nothing when another
+ * tenant already recovered the context t was using. */
+static void recover(hostd_tenant_t *t, CUresult err) {
+  unsigned n = 0;
+  CUresult r;
+
+  pthread_rwlock_wrlock(&ctx_lock);
+  if (t->gen != ctx_gen) {
+    pthread_rwlock_unlock(&ctx_lock);
+    return;
+  }
+  pthread_mutex_lock(&reg_lock);
+  for (hostd_tenant_t *u = live; u; u = u->next) {
+    u->lost = err;
+    u->deferred = CUDA_SUCCESS;
+    tenant_release(u, false);
+    n++;
+  }
+  pthread_mutex_unlock(&reg_lock);
+  hostd__log(HOSTD_LOG_ERROR,
+             "tenant %u: %s (%d) corrupted the GPU's shared CUDA context; all %u live "
+             "tenant(s) lost their memory, streams, events and modules and get this error on "
+             "every further call (one context is shared: hostd/README.md); resetting it",
+             t->id, hostd__ctx_fatal(err), (int)err, n);
+  r = hostd__gpu.reset();
+  ctx_gen++;
+  if (r != CUDA_SUCCESS)
+    hostd__log(HOSTD_LOG_ERROR, "context reset failed with %d: new tenants may fail too", r);
+  else
+    hostd__log(HOSTD_LOG_INFO, "context reset: serving new tenants");
+  pthread_rwlock_unlock(&ctx_lock);
 }
 
 /* ---- requests ---- */
@@ -303,6 +429,7 @@ static int func_rec(void *arg, const hostd_func_info_t *f) {
   guest_wr_u64(x->out, f->handle);
   guest_wr_u32(x->out, f->nparams);
   guest_wr_u32(x->out, nlen);
+  guest_wr_u32(x->out, f->attr_valid);
   for (int a = 0; a < GUEST_FUNC_ATTRS; a++)
     guest_wr_u32(x->out, (uint32_t)f->attr[a]);
   guest_wr_bytes(x->out, f->name, nlen);
@@ -357,7 +484,7 @@ static CUresult describe_functions(exec_t *x, uint64_t h, int kind) {
   while (r == CUDA_SUCCESS && rd.left > 0) {
     uint64_t fh = guest_rd_u64(&rd);
     uint32_t np = guest_rd_u32(&rd), nl = guest_rd_u32(&rd);
-    guest_rd_bytes(&rd, NULL, GUEST_FUNC_ATTRS * 4 + nl + (size_t)np * 8);
+    guest_rd_bytes(&rd, NULL, 4 + GUEST_FUNC_ATTRS * 4 + nl + (size_t)np * 8);
     if (rd.err || hostd__map_put(&x->t->funcs, fh, h) != 0)
       r = CUDA_ERROR_OUT_OF_MEMORY;
     n++;
@@ -610,10 +737,12 @@ static CUresult dispatch(exec_t *x, uint32_t op) {
     return op == GUEST_OP_STREAM_SYNC ? hostd__gpu.stream_sync(ts->handle)
                                       : hostd__gpu.stream_query(ts->handle);
   case GUEST_OP_CTX_SYNC:
-    /* The tenant's streams only: the context is shared with other tenants. */
-    r = CUDA_SUCCESS;
-    if (t->legacy)
-      r = hostd__gpu.stream_sync(t->legacy->handle);
+    /* The tenant's streams only: the context is shared with other tenants.
+     * The legacy stream always (made if need be), so a corrupted context is
+     * reported even to a tenant that never used a stream, as natively. */
+    if (!(ts = stream_of(t, 0, &r)))
+      return r;
+    r = hostd__gpu.stream_sync(ts->handle);
     for (size_t i = 0; r == CUDA_SUCCESS && i < t->ptds.cap; i++)
       if (t->ptds.keys[i])
         r = hostd__gpu.stream_sync(((tstream_t *)(uintptr_t)t->ptds.vals[i])->handle);
@@ -748,7 +877,7 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
                        size_t len, guest_wr_t *reply, const char **why) {
   exec_t x;
   uint8_t hdr[GUEST_REPLY_HDR_LEN] = {0};
-  CUresult r;
+  CUresult r, lost;
   uint32_t res, rlen;
 
   memset(&x, 0, sizeof(x));
@@ -760,7 +889,20 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
   x.out = reply;
   if (op < GUEST_OP_COUNT)
     __atomic_fetch_add(&hostd__op_count[op], 1, __ATOMIC_RELAXED);
-  r = dispatch(&x, op);
+  pthread_rwlock_rdlock(&ctx_lock);
+  if (my_gen != ctx_gen) {
+    /* The context was reset since this thread last made it current. */
+    (void)hostd__gpu.thread_enter();
+    my_gen = ctx_gen;
+  }
+  lost = t->lost; /* read under the lock: recover() writes it */
+  if (lost != CUDA_SUCCESS && op != GUEST_OP_HELLO)
+    r = lost; /* everything it had is gone: every call fails, as natively */
+  else
+    r = dispatch(&x, op);
+  pthread_rwlock_unlock(&ctx_lock);
+  if (!x.why && lost == CUDA_SUCCESS && hostd__ctx_fatal(r))
+    recover(t, r); /* a no-op when another tenant's call recovered first */
   if (x.why) {
     *why = x.why;
     return -EPROTO;

@@ -2,7 +2,9 @@
  *
  * Loads PTX text (JIT by the daemon's driver, as numba's path does), through
  * cuLinkCreate/AddData/Complete then cuModuleLoadDataEx, launches a kernel
- * with cuLaunchKernel and cuLaunchKernelEx, and prints a checksum.  Its
+ * with cuLaunchKernel and cuLaunchKernelEx, and prints a checksum, every
+ * CU_FUNC_ATTRIBUTE_* of the kernel (queried before its first launch: lazy
+ * loading) and a priority stream's range-clamped priority and flags.  Its
  * output must be the same with and without Tally.
  * usage: guest-gpu-drv FILE.ptx
  */
@@ -51,6 +53,23 @@ int main(int argc, char **argv) {
   CK(cuModuleLoadDataEx(&mod, cubin, 0, NULL, NULL));
   CK(cuLinkDestroy(link));
   CK(cuModuleGetFunction(&f, mod, "iota_sq"));
+  for (int a = 0; a < CU_FUNC_ATTRIBUTE_MAX; a++) {
+    int v = -1;
+    CUresult r = cuFuncGetAttribute(&v, (CUfunction_attribute)a, f);
+    printf("func attr %d: %d (%d)\n", a, v, (int)r);
+  }
+  {
+    int least = 0, greatest = 0, prio = 0;
+    unsigned flags = 0;
+    CUstream s;
+    CK(cuCtxGetStreamPriorityRange(&least, &greatest));
+    printf("stream priority range %d..%d\n", least, greatest);
+    CK(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, greatest - 1));
+    CK(cuStreamGetPriority(s, &prio));
+    CK(cuStreamGetFlags(s, &flags));
+    printf("stream priority %d flags %u\n", prio, flags);
+    CK(cuStreamDestroy(s));
+  }
   CK(cuMemAlloc(&d, sizeof(out)));
   CK(cuMemsetD32(d, 0, n));
   void *args[] = {&d, &n};

@@ -6,6 +6,10 @@
  *   die         allocate 1 MiB, create a stream and an event, load a module,
  *               print "ready", then kill itself with SIGKILL (no cleanup)
  *   stream      create a stream, print "stream ok", exit
+ *   alloc-wait-sync  as alloc-wait, then synchronise and allocate again and
+ *               print both results ("after SYNC ALLOC")
+ *   healthy     allocate, memset, copy back, check, free: print "healthy N"
+ *               (N the first failing CUresult, 0 when all worked)
  * Linked against guestlib/libcuda.so.1, as an application would be.
  */
 #include <cuda.h>
@@ -26,7 +30,7 @@ int main(int argc, char **argv) {
   }
   if (r != CUDA_SUCCESS)
     return 3;
-  if (strcmp(argv[1], "alloc-wait") == 0) {
+  if (strcmp(argv[1], "alloc-wait") == 0 || strcmp(argv[1], "alloc-wait-sync") == 0) {
     char c;
     if (cuMemAlloc(&p, 4096) != CUDA_SUCCESS)
       return 4;
@@ -34,6 +38,26 @@ int main(int argc, char **argv) {
     fflush(stdout);
     while (read(0, &c, 1) > 0)
       ;
+    if (strcmp(argv[1], "alloc-wait-sync") == 0) {
+      CUresult s = cuCtxSynchronize();
+      printf("after %d %d\n", (int)s, (int)cuMemAlloc(&p, 4096));
+    }
+    return 0;
+  }
+  if (strcmp(argv[1], "healthy") == 0) {
+    unsigned v[64] = {0};
+    r = cuMemAlloc(&p, sizeof(v));
+    if (r == CUDA_SUCCESS)
+      r = cuMemsetD32(p, 7, 64);
+    if (r == CUDA_SUCCESS)
+      r = cuMemcpyDtoH(v, p, sizeof(v));
+    if (r == CUDA_SUCCESS)
+      r = cuCtxSynchronize();
+    if (r == CUDA_SUCCESS && (v[0] != 7 || v[63] != 7))
+      r = CUDA_ERROR_UNKNOWN;
+    if (r == CUDA_SUCCESS)
+      r = cuMemFree(p);
+    printf("healthy %d\n", (int)r);
     return 0;
   }
   if (strcmp(argv[1], "die") == 0) {

@@ -496,21 +496,45 @@ static void function_attributes_local_and_remote(void **state) {
   CUmodule m;
   CUfunction f;
   int v = -1;
+  unsigned long asked;
   (void)state;
   assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
   assert_int_equal(cuModuleGetFunction(&f, m, "pair"), CUDA_SUCCESS);
+  /* Known at load: answered locally, every CU_FUNC_ATTRIBUTE_* up to 15. */
+  asked = ops(GUEST_OP_FUNC_ATTR);
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_SUCCESS);
+  assert_int_equal(v, 32);
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, f),
+                   CUDA_SUCCESS);
+  assert_int_equal(v, -1);
+  v = -1;
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET, f),
+                   CUDA_SUCCESS);
+  assert_int_equal(v, 0);
+  assert_int_equal(ops(GUEST_OP_FUNC_ATTR), asked);
+  /* Needs the (lazily loaded) function: one round trip loads it, then kept. */
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f),
                    CUDA_SUCCESS);
   assert_int_equal(v, 1024);
+  assert_int_equal(ops(GUEST_OP_FUNC_ATTR), asked + 1);
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f),
+                   CUDA_SUCCESS);
+  assert_int_equal(v, 1024);
+  assert_int_equal(ops(GUEST_OP_FUNC_ATTR), asked + 1);
+  /* Set forwards and updates the local copy. */
   assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100000),
                    CUDA_SUCCESS);
+  assert_int_equal(ops(GUEST_OP_FUNC_SET_ATTR) > 0, 1);
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f),
                    CUDA_SUCCESS);
   assert_int_equal(v, 100000);
-  v = -1;
-  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET, f),
-                   CUDA_SUCCESS); /* past the ten sent with the module: one round trip */
-  assert_int_equal(v, 0);
+  assert_int_equal(ops(GUEST_OP_FUNC_ATTR), asked + 1);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  /* A new load of the same image reports what the host now knows. */
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "pair"), CUDA_SUCCESS);
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f), CUDA_SUCCESS);
+  assert_int_equal(v, 90);
   assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
 }
 
@@ -552,6 +576,38 @@ static void latency_critical_tenant_gets_the_greatest_priority(void **state) {
   assert_int_equal(hostd__record_last_prio, 0);
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
   assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+}
+
+static void stream_priority_and_flags_are_what_the_app_asked(void **state) {
+  CUstream hi, lo;
+  int least = 1, greatest = 1, prio = 99;
+  unsigned flags = 99;
+  unsigned long before;
+  (void)state;
+  assert_int_equal(cuCtxGetStreamPriorityRange(&least, &greatest), CUDA_SUCCESS);
+  assert_int_equal(least, 0);
+  assert_int_equal(greatest, -5);
+  /* Below the greatest: clamped to it, as the driver does. */
+  assert_int_equal(cuStreamCreateWithPriority(&hi, CU_STREAM_NON_BLOCKING, -100), CUDA_SUCCESS);
+  assert_int_equal(hostd__record_last_prio, 0); /* the host stream has the tenant's class */
+  assert_int_equal(cuStreamCreateWithPriority(&lo, CU_STREAM_DEFAULT, 7), CUDA_SUCCESS);
+  before = ops_total();
+  assert_int_equal(cuStreamGetPriority(hi, &prio), CUDA_SUCCESS);
+  assert_int_equal(prio, -5);
+  assert_int_equal(cuStreamGetFlags(hi, &flags), CUDA_SUCCESS);
+  assert_int_equal(flags, CU_STREAM_NON_BLOCKING);
+  assert_int_equal(cuStreamGetPriority(lo, &prio), CUDA_SUCCESS);
+  assert_int_equal(prio, 0); /* above the least: clamped to it */
+  assert_int_equal(cuStreamGetFlags(lo, &flags), CUDA_SUCCESS);
+  assert_int_equal(flags, 0);
+  assert_int_equal(cuStreamGetPriority(NULL, &prio), CUDA_SUCCESS);
+  assert_int_equal(prio, 0);
+  assert_int_equal(cuStreamGetFlags(CU_STREAM_PER_THREAD, &flags), CUDA_SUCCESS);
+  assert_int_equal(flags, 0);
+  assert_int_equal(ops_total(), before); /* answered locally */
+  assert_int_equal(cuStreamDestroy(hi), CUDA_SUCCESS);
+  assert_int_equal(cuStreamGetPriority(hi, &prio), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuStreamDestroy(lo), CUDA_SUCCESS);
 }
 
 static void unreachable_daemon_gives_no_device(void **state) {
@@ -673,17 +729,50 @@ static void host_function_runs_after_earlier_work(void **state) {
   assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
 }
 
-static void sticky_fault_is_reported_by_synchronisation(void **state) {
+/* Must run last: this process's tenant stays lost, as a process whose
+ * context faulted does natively. */
+static void sticky_fault_resets_the_context_for_later_tenants(void **state) {
   CUmodule m;
   CUfunction f;
+  CUdeviceptr p;
+  pid_t pid;
+  int to_child, sync_r = -1, alloc_r = -1;
+  char line[64] = {0};
+  unsigned long resets = hostd_record_count(HOSTD_RECORD_RESET);
+  FILE *other;
   (void)state;
+  /* Another tenant, live with memory of its own on the same GPU. */
+  other = helper("alloc-wait-sync", &pid, &to_child, NULL);
+  assert_non_null(other);
+  assert_non_null(fgets(line, sizeof(line), other));
+  assert_memory_equal(line, "ptr ", 4);
+  assert_int_equal(cuMemAlloc(&p, 4096), CUDA_SUCCESS);
   assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
   assert_int_equal(cuModuleGetFunction(&f, m, "fault"), CUDA_SUCCESS);
   assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+  /* The faulting tenant learns at its next synchronisation, as natively. */
   assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), resets + 1);
+  /* Everything of every tenant went with the context. */
+  assert_int_equal(hostd_record_live_bytes(), 0);
   assert_int_equal(cuStreamSynchronize(NULL), CUDA_ERROR_ILLEGAL_ADDRESS); /* sticky */
-  hostd_record_reset();
-  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&p, 4096), CUDA_ERROR_ILLEGAL_ADDRESS);
+  /* The other live tenant lost its memory too: its calls fail the same way. */
+  close(to_child);
+  assert_non_null(fgets(line, sizeof(line), other));
+  assert_int_equal(sscanf(line, "after %d %d", &sync_r, &alloc_r), 2);
+  assert_int_equal(sync_r, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(alloc_r, CUDA_ERROR_ILLEGAL_ADDRESS);
+  fclose(other);
+  wait_exit(pid);
+  /* A tenant that comes afterwards is served normally. */
+  other = helper("healthy", &pid, NULL, NULL);
+  assert_non_null(other);
+  assert_non_null(fgets(line, sizeof(line), other));
+  assert_string_equal(line, "healthy 0\n");
+  fclose(other);
+  wait_exit(pid);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), resets + 1); /* only once */
 }
 
 int main(void) {
@@ -706,13 +795,14 @@ int main(void) {
       cmocka_unit_test(function_attributes_local_and_remote),
       cmocka_unit_test(dead_tenant_is_cleaned_up),
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
+      cmocka_unit_test(stream_priority_and_flags_are_what_the_app_asked),
       cmocka_unit_test(unreachable_daemon_gives_no_device),
       cmocka_unit_test(malformed_request_closes_only_that_tenant),
       cmocka_unit_test(pointer_attributes_of_own_allocations_are_local),
       cmocka_unit_test(host_function_runs_after_earlier_work),
       cmocka_unit_test(each_thread_gets_its_own_default_stream),
       cmocka_unit_test(stream_ordered_allocation_round_trips),
-      cmocka_unit_test(sticky_fault_is_reported_by_synchronisation),
+      cmocka_unit_test(sticky_fault_resets_the_context_for_later_tenants),
   };
   signal(SIGPIPE, SIG_IGN);
   return cmocka_run_group_tests_name("guest-daemon", tests, setup, teardown);

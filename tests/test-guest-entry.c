@@ -1,6 +1,7 @@
 /* test-guest-entry.c: the built libcuda.so.1 loads and answers like a driver.
  *
- * Loads $TALLY_BUILDDIR/guestlib/libcuda.so.1 with dlopen, as cudart does.
+ * Loads $TALLY_BUILDDIR/guestlib/libcuda.so.1 with dlopen, as cudart does,
+ * and the unversioned libcuda.so link beside it, as numba does.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -45,10 +46,25 @@ static void internal_symbols_are_hidden(void **state) {
   assert_null(dlsym(lib, "wire_strerror"));
 }
 
+/* numba dlopens the unversioned name first: it must be this library. */
+static void unversioned_name_loads_the_guest(void **state) {
+  char path[4096];
+  const char *b = getenv("TALLY_BUILDDIR");
+  void *h;
+  (void)state;
+  snprintf(path, sizeof(path), "%s/guestlib/libcuda.so", b ? b : ".");
+  h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  assert_non_null(h);
+  assert_ptr_equal(h, lib); /* the same object, reached through the link */
+  assert_ptr_equal(dlsym(h, "cuDriverGetVersion"), dlsym(lib, "cuDriverGetVersion"));
+  dlclose(h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(driver_version_is_13_0),
       cmocka_unit_test(internal_symbols_are_hidden),
+      cmocka_unit_test(unversioned_name_loads_the_guest),
   };
   return cmocka_run_group_tests_name("guest-entry", tests, load, unload);
 }

@@ -224,6 +224,17 @@ static void unknown_export_table_is_refused(void **state) {
   assert_null(table("00112233445566778899aabbccddeeff"));
 }
 
+/* cuBLAS(Lt) calls slots of 21318c60 past the few we know: none may be NULL,
+ * and an unknown one answers CUDA_ERROR_NOT_SUPPORTED (logging its number). */
+static void context_table_has_no_null_slot(void **state) {
+  const uintptr_t *t = table("21318c60971432488ca641ff7324c8f2");
+  (void)state;
+  assert_non_null(t);
+  for (size_t i = 1; i < t[0] / sizeof(void *); i++)
+    assert_true(t[i] != 0);
+  assert_int_equal(((CUresult(*)(void))t[51])(), CUDA_ERROR_NOT_SUPPORTED);
+}
+
 static void integrity_digest_of_fixed_versions_matches(void **state) {
   const void *const *t = table("d4082055bde6704b8d34ba123c66e1f2");
   CUresult (*check)(unsigned, unsigned long long, unsigned long long *);
@@ -276,6 +287,7 @@ int main(void) {
       cmocka_unit_test(get_proc_address_finds_every_symbol_cudart_asks_for),
       cmocka_unit_test(export_tables_for_cudart_exist_with_the_drivers_sizes),
       cmocka_unit_test(unknown_export_table_is_refused),
+      cmocka_unit_test(context_table_has_no_null_slot),
       cmocka_unit_test(integrity_digest_of_fixed_versions_matches),
       cmocka_unit_test(error_names_and_strings_cover_every_result),
       cmocka_unit_test(calls_before_init_report_not_initialized),

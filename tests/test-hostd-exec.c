@@ -5,7 +5,9 @@
  * as the libFuzzer target tests/fuzz/fuzz-hostd-exec.c, here on 3000
  * deterministic pseudo-random inputs: no crash, only 0 or -EPROTO, no
  * leaked device memory), and a few contracts of tenant.c: nothing before
- * hello, unknown images are asked for, freeing a tenant frees its memory.
+ * hello, unknown images are asked for, freeing a tenant frees its memory,
+ * a context-corrupting error (injected) loses every live tenant's state,
+ * resets the context once and leaves later tenants working.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -134,6 +136,64 @@ static void async_error_is_kept_for_the_next_syncpoint(void **state) {
   guest_wr_free(&reply);
 }
 
+static uint32_t call(hostd_tenant_t *t, uint32_t op, uint32_t flags, const void *args, size_t len,
+                     guest_wr_t *reply) {
+  const char *why = NULL;
+  assert_int_equal(hostd__tenant_exec(t, op, flags, args, len, reply, &why), 0);
+  return result_of(reply);
+}
+
+static void context_corrupting_error_resets_once_for_all_tenants(void **state) {
+  static const int fatal[] = {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED,
+                              CUDA_ERROR_MISALIGNED_ADDRESS, CUDA_ERROR_ASSERT,
+                              CUDA_ERROR_HARDWARE_STACK_ERROR};
+  guest_wr_t reply = {0};
+  uint64_t size = 4096, s = 0;
+  (void)state;
+  for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) {
+    unsigned long resets = hostd_record_count(HOSTD_RECORD_RESET);
+    hostd_tenant_t *a = tenant_after_hello(&reply), *b = tenant_after_hello(&reply), *c;
+    assert_int_equal(call(a, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
+    assert_int_equal(call(b, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
+    assert_non_null(hostd__ctx_fatal(fatal[i]));
+    hostd_record_inject(fatal[i]);
+    /* a synchronises first: it is told, the context is reset. */
+    assert_int_equal(call(a, GUEST_OP_CTX_SYNC, GUEST_CALL_SYNCPOINT, NULL, 0, &reply), fatal[i]);
+    assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), resets + 1);
+    assert_int_equal(hostd_record_live_bytes(), 0); /* everything went with it */
+    /* Both stay lost: every call returns the same error, no second reset. */
+    assert_int_equal(call(a, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), fatal[i]);
+    assert_int_equal(call(b, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), fatal[i]);
+    assert_int_equal(call(b, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, &s, 8, &reply), fatal[i]);
+    assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), resets + 1);
+    /* A tenant that joins afterwards works. */
+    c = tenant_after_hello(&reply);
+    assert_int_equal(call(c, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
+    assert_int_equal(call(c, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, &s, 8, &reply),
+                     CUDA_SUCCESS);
+    hostd__tenant_free(a);
+    hostd__tenant_free(b);
+    hostd__tenant_free(c);
+    assert_int_equal(hostd_record_live_bytes(), 0);
+  }
+  guest_wr_free(&reply);
+}
+
+static void ordinary_errors_do_not_reset_the_context(void **state) {
+  guest_wr_t reply = {0};
+  hostd_tenant_t *t = tenant_after_hello(&reply);
+  unsigned long resets = hostd_record_count(HOSTD_RECORD_RESET);
+  uint64_t bad = 0x1234, size = 64;
+  (void)state;
+  assert_null(hostd__ctx_fatal(CUDA_ERROR_INVALID_VALUE));
+  assert_null(hostd__ctx_fatal(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)); /* not sticky */
+  assert_int_equal(call(t, GUEST_OP_MEM_FREE, 0, &bad, 8, &reply), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(call(t, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), resets);
+  hostd__tenant_free(t);
+  guest_wr_free(&reply);
+}
+
 static int setup(void **state) {
   (void)state;
   if (hostd__gpu.init(0, &hostd__snapshot) != CUDA_SUCCESS)
@@ -150,6 +210,8 @@ int main(void) {
       cmocka_unit_test(unknown_module_id_asks_for_the_bytes),
       cmocka_unit_test(freeing_a_tenant_frees_its_memory),
       cmocka_unit_test(async_error_is_kept_for_the_next_syncpoint),
+      cmocka_unit_test(context_corrupting_error_resets_once_for_all_tenants),
+      cmocka_unit_test(ordinary_errors_do_not_reset_the_context),
       cmocka_unit_test(random_requests_never_crash_or_leak),
   };
   return cmocka_run_group_tests_name("hostd-exec", tests, setup, NULL);
