@@ -180,8 +180,6 @@ size_t rw__opcode_table(const char *const **out); /* for tests */
 typedef struct rw__xinfo {
   unsigned bar_used; /* bit i: the entry body names barrier i */
   int loop_bar;      /* barrier id the worker loop uses (free in the body) */
-  int emul_bar;      /* CTA-wide barrier id to emulate for done threads, -1 none */
-  bool two_rounds;   /* the body has a CTA-wide bar.red: emulate with two rounds */
   bool ptx60;        /* .version >= 6.0: barrier.sync/barrier.red non-aligned exist */
 } rw__xinfo_t;
 

@@ -64,17 +64,17 @@ typedef enum rw_fatbin_comp {
 
 /* One entry of an image, as rw_fatbin_next() reports it. */
 typedef struct rw_fatbin_entry {
-  unsigned index;          /* 0-based position over the whole image */
-  unsigned container;      /* 0-based fatbin within the image (host ELFs hold several) */
-  unsigned kind;           /* RW_FATBIN_KIND_PTX, RW_FATBIN_KIND_ELF, or a raw other value */
-  unsigned arch;           /* SM number: 90 for sm_90 / compute_90; 0 if unknown */
-  unsigned version_major;  /* PTX ISA version for PTX, ELF version for cubins */
-  unsigned version_minor;  /* ditto */
-  uint64_t flags;          /* RW_FATBIN_FLAG_* bits as stored */
-  rw_fatbin_comp_t comp;   /* how the payload is stored */
-  size_t payload_offset;   /* payload start, in bytes from the image start */
-  size_t stored_size;      /* payload bytes as stored (compressed size if compressed) */
-  size_t size;             /* bytes after decompression (== stored_size if not) */
+  unsigned index;         /* 0-based position over the whole image */
+  unsigned container;     /* 0-based fatbin within the image (host ELFs hold several) */
+  unsigned kind;          /* RW_FATBIN_KIND_PTX, RW_FATBIN_KIND_ELF, or a raw other value */
+  unsigned arch;          /* SM number: 90 for sm_90 / compute_90; 0 if unknown */
+  unsigned version_major; /* PTX ISA version for PTX, ELF version for cubins */
+  unsigned version_minor; /* ditto */
+  uint64_t flags;         /* RW_FATBIN_FLAG_* bits as stored */
+  rw_fatbin_comp_t comp;  /* how the payload is stored */
+  size_t payload_offset;  /* payload start, in bytes from the image start */
+  size_t stored_size;     /* payload bytes as stored (compressed size if compressed) */
+  size_t size;            /* bytes after decompression (== stored_size if not) */
 } rw_fatbin_entry_t;
 
 /* An open image: a cursor over its entries.  Not thread-safe; one owner. */
@@ -210,16 +210,17 @@ const char *rw_ptx_entry_name(const rw_ptx_module_t *m, size_t i);
  * block for a new launch, zero all 16 bytes.
  *
  * Unified synchronization (PTB): ret/exit in the body become branches to a
- * per-index epilogue that every thread reaches.  When some threads can finish
- * the body while others still have a CTA-wide barrier ahead (a control-flow
- * and uniformity analysis decides), the body's CTA-wide barriers
- * (bar.sync/barrier.sync without a thread count) become barrier.red.popc so
- * threads already in the epilogue keep arriving at them until all are done;
- * when the body also has CTA-wide bar.red (__syncthreads_count/and/or), each
- * barrier becomes two rounds ("who is done", then the value) so the
- * reduction covers only threads not yet done, as in the original where
- * exited threads do not count.  Barriers with a thread count and bar.arrive
- * are left alone; the loop's own barrier uses the lowest id the body does not.
+ * per-index epilogue where every thread meets at the loop's barrier (the
+ * lowest id the body does not use) before the next index is taken; the
+ * body's own barriers stay as they are.  PTB is refused (RW_REFUSE_BARRIER,
+ * RW_REFUSE_WARPSYNC) when a control-flow and uniformity analysis finds that
+ * some threads can finish the body while others of the block can still
+ * reach a CTA-wide barrier or a warp-synchronous instruction with a fixed
+ * member mask: the original relies on finished threads having exited (PTX
+ * ISA: a barrier waits for all non-exited threads of the warp), which a
+ * worker that must run the next index cannot do.  Such kernels are sliced.
+ * (An emulation of the barriers for finished threads failed on an H200;
+ * xform-apply.c records why.)
  */
 typedef enum rw_xform_kind {
   RW_XFORM_SLICE = 0, /* NAME__tally_slice */

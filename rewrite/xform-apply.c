@@ -9,14 +9,24 @@
  *   - every %ctaid.c / %nctaid.c operand replaced by a %tally_ register;
  *   - for PTB, the worker loop around the body (thread 0 reads the preempt
  *     flag and takes the next index with one atomic, broadcast through a
- *     shared slot and one barrier), ret/exit turned into branches to the
- *     epilogue, and, when the body has a CTA-wide barrier X, unified
- *     synchronization: body barriers on X become barrier.red.popc with a
- *     false predicate, and threads in the epilogue spin on barrier.red.popc
- *     X with a true predicate until the popcount says every thread is done.
- *     Done threads thus keep arriving at the body's barriers (as exited
- *     threads would count as arrived in the original) and no barrier of the
- *     loop can pair with a body barrier (the loop's own id is unused there).
+ *     shared slot and one barrier), ret/exit turned into branches to a
+ *     per-block epilogue where every thread meets at the loop's barrier
+ *     before thread 0 writes the slot again.  The body's own barriers stay
+ *     as they are: xform-check.c refuses bodies in which a thread can finish
+ *     while others still reach a CTA-wide barrier.
+ * Withdrawn design, for the record: such bodies once got "unified
+ * synchronization" by emulation (body barriers became barrier.red.popc with
+ * a false predicate; finished threads spun in the epilogue on
+ * barrier.red.popc with a true one until all were done).  It failed on an
+ * H200 (rw-diff-stress, early_return_then_barrier<2>: odd threads' output
+ * never written; <3>: CUDA_ERROR_MISALIGNED_ADDRESS).  PTX ISA 9.0 says a
+ * barrier instruction "causes executing thread to wait for all non-exited
+ * threads from its warp and marks warps' arrival at barrier": lanes of one
+ * warp cannot arrive from two different barrier instructions.  In the SASS
+ * ptxas made of it (cuobjdump), the finished lanes wait at the BSYNC that
+ * reconverges the early-return branch while the other lanes run the body
+ * barrier through a BRA.DIV / WARPSYNC.COLLECTIVE sequence meant for whole
+ * warps, so barrier arrivals and counts come out wrong.
  * Generated code is PTX text run through the same parser: the IR never holds
  * hand-assembled tokens.  Analysis first (xform-check.c), so a refused entry
  * leaves the module untouched.
@@ -109,15 +119,14 @@ static int subst_sregs(rw_ptx_module_t *m, rw__stmt_t *s, rw__stmt_t **out) {
 }
 
 /* Registers both kinds use.  Only what the body reads (%tally_ctaid_*,
- * %tally_nctaid_*, and for PTB the predicate %tally_pf) stays live across
+ * %tally_nctaid_*) stays live across
  * it; everything else is recomputed from parameters (constant bank) each
  * iteration, so the transformation adds little register pressure. */
 static void emit_decls(rw__buf_t *b) {
   rw__buf_puts(b, ".reg .u32 %tally_ctaid_x, %tally_ctaid_y, %tally_ctaid_z, %tally_nctaid_x, "
-                  "%tally_nctaid_y, %tally_nctaid_z, %tally_l32, %tally_t32, %tally_n, "
-                  "%tally_nthr, %tally_nd, %tally_m;\n"
+                  "%tally_nctaid_y, %tally_nctaid_z, %tally_l32, %tally_t32, %tally_n;\n"
                   ".reg .u64 %tally_idx, %tally_total, %tally_q, %tally_ctl;\n"
-                  ".reg .pred %tally_p, %tally_1d, %tally_32, %tally_t0, %tally_pf;\n");
+                  ".reg .pred %tally_p, %tally_1d, %tally_32, %tally_t0;\n");
 }
 
 /* Grid dims, total block count, and the predicates that choose how to
@@ -199,111 +208,31 @@ static void emit_ptb_head(rw__buf_t *b, const rw__xinfo_t *xi) {
                  "ld.shared.u64 %%tally_idx, [tally_slot];\n",
                  xi->ptx60 ? "barrier.sync" : "bar.sync", xi->loop_bar);
   emit_grid(b);
-  if (xi->two_rounds)
-    rw__buf_puts(b, "mov.u32 %tally_nthr, %ntid.x;\n"
-                    "mov.u32 %tally_n, %ntid.y;\n"
-                    "mul.lo.u32 %tally_nthr, %tally_nthr, %tally_n;\n"
-                    "mov.u32 %tally_n, %ntid.z;\n"
-                    "mul.lo.u32 %tally_nthr, %tally_nthr, %tally_n;\n");
-  rw__buf_puts(b, "setp.eq.u32 %tally_pf, %tally_nctaid_x, 0;\n" /* false for real grids */
-                  "setp.ge.u64 %tally_p, %tally_idx, %tally_total;\n"
+  rw__buf_puts(b, "setp.ge.u64 %tally_p, %tally_idx, %tally_total;\n"
                   "@%tally_p exit;\n");
   emit_decompose(b);
 }
 
-/* The epilogue.  One-round emulation: every round of barrier X is one
- * barrier.red.popc where body threads say false and done threads true;
- * the round whose count is the thread count has only done threads.
- * Two-round emulation (the body has a CTA-wide bar.red): each barrier event
- * is a pair of rounds, first "who is done" (same test), then the value
- * round where done threads say false, so a body bar.red still computes its
- * reduction over the threads that have not finished, as exited threads
- * would not count in the original. */
+/* The epilogue: every thread meets at the loop barrier before thread 0
+ * writes the slot again.  Threads arrive from divergent returns, hence the
+ * non-aligned form where PTX has it (6.0+). */
 static void emit_ptb_tail(rw__buf_t *b, const rw__xinfo_t *xi) {
-  rw__buf_puts(b, "$tally_epi:\n");
-  if (xi->emul_bar >= 0 && !xi->two_rounds)
-    rw__buf_puts(b, "mov.u32 %tally_nthr, %ntid.x;\n"
-                    "mov.u32 %tally_n, %ntid.y;\n"
-                    "mul.lo.u32 %tally_nthr, %tally_nthr, %tally_n;\n"
-                    "mov.u32 %tally_n, %ntid.z;\n"
-                    "mul.lo.u32 %tally_nthr, %tally_nthr, %tally_n;\n");
-  if (xi->emul_bar >= 0)
-    rw__buf_printf(b,
-                   "$tally_spin:\n"
-                   "barrier.red.popc.u32 %%tally_n, %d, !%%tally_pf;\n"
-                   "setp.lt.u32 %%tally_p, %%tally_n, %%tally_nthr;\n",
-                   xi->emul_bar);
-  if (xi->emul_bar >= 0 && xi->two_rounds)
-    rw__buf_printf(b, "@%%tally_p barrier.red.popc.u32 %%tally_n, %d, %%tally_pf;\n", xi->emul_bar);
-  if (xi->emul_bar >= 0)
-    rw__buf_puts(b, "@%tally_p bra $tally_spin;\n");
-  else
-    /* threads arrive from divergent returns: the non-aligned form */
-    rw__buf_printf(b, "%s %d;\n", xi->ptx60 ? "barrier.sync" : "bar.sync", xi->loop_bar);
-  rw__buf_puts(b, "bra $tally_loop;\n");
-}
-
-/* The text of operand i of s into buf (NUL-terminated, truncated). */
-static void operand_text(const rw__stmt_t *s, size_t i, char *buf, size_t len) {
-  rw__buf_t b = {0};
-  rw__print_toks(&b, s->ops[i].toks, s->ops[i].ntoks, false);
-  snprintf(buf, len, "%s", b.err || b.p == NULL ? "" : b.p);
-  free(b.p);
+  rw__buf_printf(b, "$tally_epi:\n%s %d;\nbra $tally_loop;\n",
+                 xi->ptx60 ? "barrier.sync" : "bar.sync", xi->loop_bar);
 }
 
 /* PTB rewrite of one body statement (after sreg substitution) into out:
- * the statement itself, or the code that replaces it. */
-static int ptb_stmt(rw_ptx_module_t *m, const rw__xinfo_t *xi, rw__stmt_t *s, rw__stmt_vec_t *out,
-                    rw_diag_t *d) {
-  char text[128], dst[160], val[160];
+ * ret/exit become branches to the epilogue; the rest stays. */
+static int ptb_stmt(rw_ptx_module_t *m, rw__stmt_t *s, rw__stmt_vec_t *out, rw_diag_t *d) {
+  char text[128];
   char pred[80] = "";
-  bool counted;
-  rw__bar_kind_t bk;
-  rw__buf_t b = {0};
-  int rc;
 
-  if (s->kind != RW__ST_INSN)
+  if (s->kind != RW__ST_INSN || (strcmp(s->opcode, "ret") != 0 && strcmp(s->opcode, "exit") != 0))
     return rw__vec_push(out, s);
   if (s->pred != NULL)
     snprintf(pred, sizeof(pred), "@%s%s ", s->pred_neg ? "!" : "", s->pred);
-  if (strcmp(s->opcode, "ret") == 0 || strcmp(s->opcode, "exit") == 0) {
-    snprintf(text, sizeof(text), "%sbra $tally_epi;", pred);
-    return rw__parse_body_text(m, text, out, d);
-  }
-  bk = rw__bar_classify(s, &counted);
-  if (xi->emul_bar < 0 || counted || (bk != RW__BAR_SYNC && bk != RW__BAR_RED))
-    return rw__vec_push(out, s);
-  /* a CTA-wide barrier of the emulated id (the analysis allows one id) */
-  if (xi->two_rounds) /* round 1: who is done */
-    rw__buf_printf(&b, "%sbarrier.red.popc.u32 %%tally_nd, %d, %%tally_pf;\n", pred, xi->emul_bar);
-  if (bk == RW__BAR_SYNC) {
-    rw__buf_printf(&b, "%sbarrier.red.popc.u32 %%tally_n, %d, %%tally_pf;\n", pred, xi->emul_bar);
-  } else {
-    /* bar.red.popc.u32 d, a, c | bar.red.{and,or}.pred p, a, c: the value round */
-    bool popc = false, and = false;
-    operand_text(s, 0, dst, sizeof(dst));
-    operand_text(s, 2, val, sizeof(val));
-    for (size_t k = 0; k < s->nmods; k++) {
-      popc |= strcmp(s->mods[k], ".popc") == 0;
-      and |= strcmp(s->mods[k], ".and") == 0;
-    }
-    if (popc)
-      rw__buf_printf(&b, "%sbarrier.red.popc.u32 %s, %d, %s;\n", pred, dst, xi->emul_bar, val);
-    else if (and) /* all of the threads not yet done */
-      rw__buf_printf(&b,
-                     "%sbarrier.red.popc.u32 %%tally_n, %d, %s;\n"
-                     "%ssub.u32 %%tally_m, %%tally_nthr, %%tally_nd;\n"
-                     "%ssetp.eq.u32 %s, %%tally_n, %%tally_m;\n",
-                     pred, xi->emul_bar, val, pred, pred, dst);
-    else
-      rw__buf_printf(&b,
-                     "%sbarrier.red.popc.u32 %%tally_n, %d, %s;\n"
-                     "%ssetp.ne.u32 %s, %%tally_n, 0;\n",
-                     pred, xi->emul_bar, val, pred, dst);
-  }
-  rc = b.err ? b.err : rw__parse_body_text(m, b.p, out, d);
-  free(b.p);
-  return rc;
+  snprintf(text, sizeof(text), "%sbra $tally_epi;", pred);
+  return rw__parse_body_text(m, text, out, d);
 }
 
 int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, rw_diag_t *d) {
@@ -392,7 +321,7 @@ int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, 
     if ((rc = subst_sregs(m, f->body.v[i], &s)) < 0)
       goto out;
     if (kind == RW_XFORM_PTB)
-      rc = ptb_stmt(m, &xi, s, &nf->body, d);
+      rc = ptb_stmt(m, s, &nf->body, d);
     else
       rc = rw__vec_push(&nf->body, s);
     if (rc < 0)

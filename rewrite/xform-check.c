@@ -16,21 +16,20 @@
  *     %ctaid/%nctaid without a .x/.y/.z component;
  *   - callees that read %ctaid/%nctaid (they would see the worker's ids) or,
  *     for PTB, that exit or hold CTA barriers;
- *   - PTB barrier patterns the unified synchronization cannot keep correct
- *     (see rw.h): barrier ids in registers, two CTA-wide barrier ids, one id
- *     used both CTA-wide and with a count, all 16 ids in use, PTX older than
- *     6.0 with CTA-wide barriers;
+ *   - PTB barrier patterns the worker loop cannot work around: barrier ids
+ *     in registers (the loop needs an id the body never names), all 16 ids
+ *     in use;
  *   - PTB when some threads can finish the body while others of the block
- *     can still reach a warp-synchronous instruction with an immediate
- *     member mask (shfl/vote/match/redux/elect.sync, bar.warp.sync, or a
- *     call to a function holding one), as decided by xform-flow.c: PTX ISA
- *     9.0 says they wait for the "non-exited" threads of the mask, and under
- *     the worker loop a finished thread has not exited, it waits in the
- *     epilogue: a deadlock;
+ *     can still reach a CTA-wide barrier or a warp-synchronous instruction
+ *     with an immediate member mask (shfl/vote/match/redux/elect.sync,
+ *     bar.warp.sync, or a call to a function holding one), as decided by
+ *     xform-flow.c.  PTX ISA 9.0: warp-synchronous instructions wait for the
+ *     "non-exited" threads of the mask, and a barrier instruction "causes
+ *     executing thread to wait for all non-exited threads from its warp";
+ *     under the worker loop a finished thread has not exited, it waits in
+ *     the epilogue, so neither can be kept (xform-apply.c tells how an
+ *     emulation of the barriers failed on the GPU);
  *   - names that clash with the tally_ names the transformation adds.
- * The same flow question about CTA-wide barriers decides whether they need
- * emulation; when no thread can finish with one still ahead of others, the
- * body's barriers are kept as they are.
  */
 #include "rewrite/rw.h"
 #include "rewrite/rw-int.h"
@@ -72,11 +71,10 @@ typedef struct scan {
   rw_refusal_t why;
   rw_diag_t *d;
   bool indirect_call;
-  bool has_ctaid_sreg;      /* unused by the decision; kept for tests' sake */
-  unsigned fullcta;         /* ids of CTA-wide (count-less) barriers in the entry */
-  unsigned counted;         /* ids of barriers with a thread count in the entry */
-  const rw__stmt_t *mix_at; /* first barrier that made fullcta/counted conflict */
-  bool callee_warp;         /* a callee has a warp-sync instruction with a fixed mask */
+  bool has_ctaid_sreg; /* unused by the decision; kept for tests' sake */
+  unsigned fullcta;    /* ids of CTA-wide (count-less) barriers in the entry */
+  unsigned counted;    /* ids of barriers with a thread count in the entry */
+  bool callee_warp;    /* a callee has a warp-sync instruction with a fixed mask */
   size_t ncalled, capcalled;
   const char **called; /* callee names, in discovery order */
 } scan_t;
@@ -177,10 +175,6 @@ static int scan_tok(scan_t *sc, const rw__tok_t *t, const rw__tok_t *nx, bool in
 }
 
 /* Two CTA-wide ids, or one id used both CTA-wide and with a count. */
-static bool barriers_conflict(unsigned fullcta, unsigned counted) {
-  return (fullcta & (fullcta - 1)) != 0 || (fullcta & counted) != 0;
-}
-
 static int scan_barrier(scan_t *sc, const rw__stmt_t *s, bool in_entry) {
   bool counted;
   rw__bar_kind_t kind = rw__bar_classify(s, &counted);
@@ -206,15 +200,11 @@ static int scan_barrier(scan_t *sc, const rw__stmt_t *s, bool in_entry) {
     if (op == NULL || s->nops != 3)
       return refuse(sc, RW_REFUSE_UNPARSED, s->line, s->col, "%s.red of an unknown form",
                     s->opcode);
-    sc->xi->two_rounds = true;
   }
-  bool was_mixed = barriers_conflict(sc->fullcta, sc->counted);
   if (counted)
     sc->counted |= 1u << id;
   else
     sc->fullcta |= 1u << id;
-  if (!was_mixed && barriers_conflict(sc->fullcta, sc->counted))
-    sc->mix_at = s;
   return 0;
 }
 
@@ -329,7 +319,6 @@ int rw__xform_analyze(const rw_ptx_module_t *m, const rw__func_t *f, rw_xform_ki
   int rc;
 
   memset(xi, 0, sizeof(*xi));
-  xi->emul_bar = -1;
   xi->ptx60 = ptx_version_at_least_60(m);
   for (size_t k = 0; k < f->nperf_toks; k++) {
     const rw__tok_t *t = &f->perf_toks[k];
@@ -398,25 +387,17 @@ int rw__xform_analyze(const rw_ptx_module_t *m, const rw__func_t *f, rw_xform_ki
                   "instruction with a fixed member mask");
       goto out;
     }
-    if (!bar_risk) {
-      /* every thread that finishes has passed every CTA-wide barrier: the
-       * body's barriers stay as they are */
-      xi->two_rounds = false;
-    } else if (barriers_conflict(sc.fullcta, sc.counted)) {
-      rc = refuse(&sc, RW_REFUSE_BARRIER, sc.mix_at->line, sc.mix_at->col, "%s",
-                  (sc.fullcta & (sc.fullcta - 1))
-                      ? "a second CTA-wide barrier id (one is emulated at most)"
-                      : "one barrier id used both CTA-wide and with a thread count");
+    if (bar_risk) {
+      /* PTX ISA 9.0, barrier: a barrier instruction "causes executing
+       * thread to wait for all non-exited threads from its warp and marks
+       * warps' arrival".  A worker cannot keep a finished thread alive
+       * while the rest of its warp meets a CTA barrier (see the note on the
+       * withdrawn emulation in xform-apply.c), and letting it exit would
+       * end the worker after one block, which slicing does better. */
+      rc = refuse(&sc, RW_REFUSE_BARRIER, bat->line, bat->col, "%s",
+                  "threads may finish here while others of their block still reach a CTA-wide "
+                  "barrier (slicing handles this kernel)");
       goto out;
-    } else if (sc.fullcta) {
-      xi->emul_bar = __builtin_ctz(sc.fullcta);
-      if (!xi->ptx60) {
-        rc = refuse(&sc, RW_REFUSE_BARRIER, 0, 0, "%s",
-                    "PTX before 6.0 lacks the non-aligned barrier.red the loop needs");
-        goto out;
-      }
-    } else {
-      xi->two_rounds = false;
     }
   }
   rc = 0;

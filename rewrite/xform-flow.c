@@ -5,9 +5,10 @@
  * Why: under the PTB worker loop a thread that finishes the body does not
  * exit, it waits in the epilogue.  Two kinds of instruction then deadlock
  * where the original ran: a CTA-wide barrier (the original counted exited
- * threads as arrived; xform-apply.c emulates that) and a warp-synchronous
- * instruction with a fixed member mask (PTX ISA 9.0: shfl.sync and friends
- * wait for the "non-exited" threads of the mask; that is refused).
+ * threads as arrived; an emulation of that failed on the GPU, see
+ * xform-apply.c) and a warp-synchronous instruction with a fixed member
+ * mask (PTX ISA 9.0: shfl.sync and friends wait for the "non-exited"
+ * threads of the mask).  xform-check.c refuses PTB for both.
  *
  * The question "can a thread finish while another can still reach T" is
  * answered on a CFG of the body's instructions (bra, brx, ret, exit):
@@ -15,9 +16,10 @@
  * a brx whose predicate or index is not block-uniform) can reach T and can
  * also reach a ret/exit without passing T.  Uniformity is a flow-
  * insensitive taint over register names: values from %ctaid, %nctaid,
- * %ntid, entry parameters, .const loads, immediates and arithmetic on them
- * are uniform; %tid, memory loads, atomics, warp ops, call results and
- * anything else are not.  The analysis is conservative: it may report yes
+ * %ntid, entry parameters, immediates, arithmetic on them, and weak loads
+ * from .global/.shared/.const at such an address (is_block_shared_weak_load)
+ * are uniform; %tid, other memory loads, atomics, warp ops, call results
+ * and anything else are not.  The analysis is conservative: it may report yes
  * where the program is in fact uniform, never no where it is not.
  */
 #include "rewrite/rw.h"
@@ -117,11 +119,30 @@ static bool is_varying_sreg(const char *n) {
   return false;
 }
 
+/* A weak load from .global or .shared (PTX ISA memory consistency model: a
+ * weak load that races with a write reads an undefined value, so in a
+ * well-formed kernel every thread of the block that loads from the same
+ * address at the same point reads the same value), .const, or ldu.  Not
+ * .local (one copy per thread) nor generic (may be local), and not strong
+ * or volatile loads (.volatile, .relaxed, .acquire, .mmio, cache op .cv):
+ * those may legitimately race, e.g. CUB's look-back status reads. */
+static bool is_block_shared_weak_load(const rw__stmt_t *s) {
+  static const char *const strong[] = {".volatile", ".relaxed", ".acquire", ".mmio", ".cv"};
+  if (strcmp(s->opcode, "ldu") == 0 || has_mod(s, ".const"))
+    return true;
+  if (!has_mod(s, ".global") && !has_mod(s, ".shared") && !has_mod(s, ".shared::cta"))
+    return false;
+  for (size_t i = 0; i < sizeof(strong) / sizeof(strong[0]); i++)
+    if (has_mod(s, strong[i]))
+      return false;
+  return true;
+}
+
 /* Does instruction s produce a value that may differ between threads? */
 static bool produces_varying(const rw__func_t *f, const nameset_t *nu, const rw__stmt_t *s) {
   bool ld = strcmp(s->opcode, "ld") == 0 || strcmp(s->opcode, "ldu") == 0;
   if (ld) {
-    if (has_mod(s, ".const"))
+    if (is_block_shared_weak_load(s))
       ; /* uniform if its address is: checked below */
     else if (has_mod(s, ".param") && s->nops >= 2 && s->ops[1].kind == RW__OP_ADDR &&
              s->ops[1].ntoks >= 2 && is_entry_param(f, s->ops[1].toks[1].text))

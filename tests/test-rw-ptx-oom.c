@@ -76,7 +76,9 @@ static const char src[] =
     ".visible .entry k(.param .u64 p, .param .u32 n)\n{\n"
     ".reg .pred %p<2>;\n.reg .b32 %r<4>;\n.reg .b64 %rd<3>;\n"
     "ld.param.u64 %rd1, [p];\nld.param.u32 %r1, [n];\nmov.u32 %r2, %tid.x;\n"
-    "setp.ge.u32 %p1, %r2, %r1;\n@%p1 ret;\nbar.sync 0;\nmov.u32 %r3, %ctaid.x;\n"
+    /* the barrier comes before the early return: PTB refuses a CTA-wide
+     * barrier that threads can reach after others finished */
+    "bar.sync 0;\nsetp.ge.u32 %p1, %r2, %r1;\n@%p1 ret;\nmov.u32 %r3, %ctaid.x;\n"
     "cvta.to.global.u64 %rd2, %rd1;\nst.global.u32 [%rd2], %r3;\nret;\n}\n";
 
 static void parse_and_print_fail_cleanly_at_every_allocation(void **state) {

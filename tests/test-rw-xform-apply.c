@@ -1,7 +1,9 @@
 /* test-rw-xform-apply.c: slicing and PTB transformations add entries with
  * the documented calling convention, keep the original, virtualize %ctaid
  * and %nctaid, make early returns reach the worker loop's epilogue, keep
- * barriers correct, and every transformed module assembles with ptxas. */
+ * the body's barriers, refuse PTB where a thread can finish before others
+ * reach a CTA-wide barrier, and every transformed module assembles with
+ * ptxas. */
 #include "rewrite/rw.h"
 #include "rewrite/rw-int.h"
 
@@ -149,33 +151,85 @@ static void ptb_leaves_counted_barriers_and_uses_a_free_id(void **state) {
   const char *src = ".version 8.0\n.target sm_90\n.address_size 64\n"
                     ".visible .entry k(.param .u64 p)\n{\n.reg .pred %p<2>;\n.reg .b32 %r<2>;\n"
                     "mov.u32 %r1, %tid.x;\nsetp.eq.u32 %p1, %r1, 0;\n"
-                    "@%p1 exit;\nbar.sync 0, 64;\nbar.sync 1;\nbar.arrive 3, 64;\nret;\n}\n";
+                    "bar.sync 0, 64;\nbar.sync 1;\nbar.arrive 3, 64;\n@%p1 exit;\nret;\n}\n";
   assert_int_equal(rw_ptx_parse(src, strlen(src), &m, NULL), 0);
   assert_int_equal(rw_xform_apply(m, "k", RW_XFORM_PTB, NULL), 0);
   s = print_func(m, "k__tally_ptb");
-  assert_int_equal(count(s, "barrier.sync \t2;"), 1); /* loop head; id 1 is emulated */
-  assert_int_equal(count(s, "barrier.red.popc.u32 \t%tally_n, 1, !%tally_pf;"), 1);
+  /* ids 0, 1, 3 are the body's: the loop takes 2, at its head and epilogue */
+  assert_int_equal(count(s, "barrier.sync \t2;"), 2);
+  assert_int_equal(count(s, "\tbar.sync \t1;"), 1);
   free(s);
   rw_ptx_free(m);
 }
 
-static void ptb_emulates_cta_wide_barriers_for_done_threads(void **state) {
+/* The H200 failure (rewrite/xform-apply.c): early_return_then_barrier<2>,
+ * where even threads return and odd ones then wait at bar.sync 0.  PTB is
+ * refused, with the module left as it was; slicing
+ * still transforms it, and the slice assembles. */
+static void ptb_refuses_cta_barrier_after_divergent_return(void **state) {
   (void)state;
+  size_t len, olen;
+  char *text = load("early-return.ptx", &len), *out;
+  rw_ptx_module_t *m = parse_file("early-return.ptx");
+  rw_diag_t d = {0};
+  rw_refusal_t why = RW_REFUSE_NONE;
+  assert_int_equal(rw_xform_check(m, "early_return_k2", RW_XFORM_PTB, &why, &d), -ENOTSUP);
+  assert_int_equal(why, RW_REFUSE_BARRIER);
+  /* the divergent decision the flow analysis names: the first on the way,
+   * @%p1 bra $L__BB5_2 (g >= n; from there on threads are not uniform) */
+  assert_int_equal(d.line, 31);
+  assert_non_null(strstr(d.text, "CTA-wide barrier"));
+  assert_int_equal(rw_xform_apply(m, "early_return_k2", RW_XFORM_PTB, &d), -ENOTSUP);
+  assert_int_equal(rw_ptx_entry_count(m), 1);
+  assert_null(rw__find_func(m, "early_return_k2__tally_ptb"));
+  rw_ptx_free(m);
+
+  /* the same kernels in barriers.ptx: exit or ret before barrier.sync and
+   * before bar.red (__syncthreads_count/and/or) */
+  m = parse_file("barriers.ptx");
+  assert_int_equal(rw_xform_check(m, "cta_wide", RW_XFORM_PTB, &why, &d), -ENOTSUP);
+  assert_int_equal(why, RW_REFUSE_BARRIER);
+  assert_int_equal(rw_xform_check(m, "reductions", RW_XFORM_PTB, &why, &d), -ENOTSUP);
+  assert_int_equal(why, RW_REFUSE_BARRIER);
+  rw_ptx_free(m);
+
+  rw_xform_report_t r;
+  assert_int_equal(rw_transform_ptx(text, len, RW_XFORM_MASK_ALL, &out, &olen, &r), 0);
+  assert_int_equal(r.n_entries, 1);
+  assert_int_equal(r.entries[0].status[RW_XFORM_SLICE], 0);
+  assert_int_equal(r.entries[0].why[RW_XFORM_PTB], RW_REFUSE_BARRIER);
+  assert_non_null(strstr(out, ".entry early_return_k2__tally_slice("));
+  assert_null(strstr(out, "__tally_ptb"));
+  /* no emulated barrier is generated anywhere */
+  assert_null(strstr(out, "barrier.red"));
+  rw_xform_report_free(&r);
+  free(text);
+  assemble(out, olen);
+  free(out);
+}
+
+/* Every PTB copy: the epilogue is the loop barrier, reached before the
+ * branch back to the take (thread 0 rewrites the broadcast slot only after
+ * every thread has read it), and no barrier.red appears that the original
+ * did not have. */
+static void ptb_epilogue_is_one_plain_barrier_before_the_next_take(void **state) {
+  (void)state;
+  const char *names[] = {"named", "cta_wide", "reductions"};
   rw_ptx_module_t *m = parse_file("barriers.ptx");
-  assert_int_equal(rw_xform_apply(m, "cta_wide", RW_XFORM_PTB, NULL), 0);
-  char *s = print_func(m, "cta_wide__tally_ptb");
-  /* both body barriers (barrier.sync 0, bar.sync 0) arrive "not done" */
-  assert_int_equal(count(s, "barrier.red.popc.u32 \t%tally_n, 0, %tally_pf;"), 2);
-  assert_int_equal(count(s, "barrier.sync \t0;"), 0);
-  assert_int_equal(count(s, "bar.sync \t0;"), 0);
-  /* done threads keep arriving "done" until all threads are */
-  char *spin = strstr(s, "$tally_spin:\n\tbarrier.red.popc.u32 \t%tally_n, 0, !%tally_pf;\n"
-                         "\tsetp.lt.u32 \t%tally_p, %tally_n, %tally_nthr;\n"
-                         "\t@%tally_p bra \t$tally_spin;\n\tbra \t$tally_loop;\n");
-  assert_non_null(spin);
-  /* the early exit of the body goes there */
-  assert_int_equal(count(s, "@%p1 bra \t$tally_epi;"), 1);
+  assert_int_equal(rw_xform_apply(m, "named", RW_XFORM_PTB, NULL), 0);
+  char *s = print_func(m, "named__tally_ptb");
+  assert_non_null(strstr(s, "$tally_epi:\n\tbarrier.sync \t0;\n\tbra \t$tally_loop;\n}"));
+  char *take = strstr(s, "atom.global.add.u64");
+  char *pub = strstr(s, "st.shared.u64 \t[tally_slot], %tally_idx;\n\tbarrier.sync \t0;\n"
+                        "\tld.shared.u64 \t%tally_idx, [tally_slot];");
+  assert_non_null(take);
+  assert_non_null(pub);
+  assert_true(take < pub);
+  assert_null(strstr(s, "barrier.red"));
+  assert_null(strstr(s, "%tally_pf"));
   free(s);
+  for (size_t i = 1; i < 3; i++)
+    assert_int_equal(rw_xform_apply(m, names[i], RW_XFORM_PTB, NULL), -ENOTSUP);
   rw_ptx_free(m);
 }
 
@@ -196,32 +250,6 @@ static void ptb_keeps_barriers_when_no_thread_finishes_early(void **state) {
   assert_null(strstr(s, "barrier.red")); /* no emulated rounds */
   assert_null(strstr(s, "$tally_spin"));
   assert_int_equal(count(s, "barrier.sync \t1;"), 2); /* loop head and epilogue */
-  free(s);
-  rw_ptx_free(m);
-}
-
-static void ptb_emulates_cta_wide_reductions_in_two_rounds(void **state) {
-  (void)state;
-  rw_ptx_module_t *m = parse_file("barriers.ptx");
-  assert_int_equal(rw_xform_apply(m, "reductions", RW_XFORM_PTB, NULL), 0);
-  char *s = print_func(m, "reductions__tally_ptb");
-  /* each of the four barrier events starts with a "who is done" round */
-  assert_int_equal(count(s, "barrier.red.popc.u32 \t%tally_nd, 0, %tally_pf;"), 4);
-  /* __syncthreads_count: the value round counts the threads not yet done */
-  assert_non_null(strstr(s, "barrier.red.popc.u32 \t%r3, 0, %p2;"));
-  /* __syncthreads_and: all of the threads not yet done */
-  assert_non_null(strstr(s, "barrier.red.popc.u32 \t%tally_n, 0, !%p2;\n"
-                            "\tsub.u32 \t%tally_m, %tally_nthr, %tally_nd;\n"
-                            "\tsetp.eq.u32 \t%p3, %tally_n, %tally_m;\n"));
-  /* __syncthreads_or */
-  assert_non_null(strstr(s, "barrier.red.popc.u32 \t%tally_n, 0, %p2;\n"
-                            "\tsetp.ne.u32 \t%p4, %tally_n, 0;\n"));
-  /* done threads answer both rounds until a first round counts everyone */
-  assert_non_null(strstr(s, "$tally_spin:\n\tbarrier.red.popc.u32 \t%tally_n, 0, !%tally_pf;\n"
-                            "\tsetp.lt.u32 \t%tally_p, %tally_n, %tally_nthr;\n"
-                            "\t@%tally_p barrier.red.popc.u32 \t%tally_n, 0, %tally_pf;\n"
-                            "\t@%tally_p bra \t$tally_spin;\n"));
-  assert_null(strstr(s, "bar.red"));
   free(s);
   rw_ptx_free(m);
 }
@@ -253,9 +281,13 @@ static void transformed_modules_assemble_with_ptxas(void **state) {
     assert_int_equal(rw_transform_ptx(text, len, RW_XFORM_MASK_ALL, &out, &olen, &r), 0);
     for (size_t e = 0; e < r.n_entries; e++) {
       for (int k = 0; k < RW_XFORM_KIND_COUNT; k++) {
-        /* features: threads can skip to the end past a full-mask shfl.sync */
-        bool expect_refusal = k == RW_XFORM_PTB && strcmp(r.entries[e].name, "features") == 0;
-        if (expect_refusal && r.entries[e].why[k] == RW_REFUSE_WARPSYNC)
+        /* features: threads can skip to the end past a full-mask shfl.sync;
+         * cta_wide, reductions: past CTA-wide barriers */
+        const char *n = r.entries[e].name;
+        if (k == RW_XFORM_PTB &&
+            ((strcmp(n, "features") == 0 && r.entries[e].why[k] == RW_REFUSE_WARPSYNC) ||
+             ((strcmp(n, "cta_wide") == 0 || strcmp(n, "reductions") == 0) &&
+              r.entries[e].why[k] == RW_REFUSE_BARRIER)))
           continue;
         if (r.entries[e].status[k] != 0)
           fail_msg("%s %s: %s", files[i], r.entries[e].name, r.entries[e].reason[k]);
@@ -327,9 +359,9 @@ int main(void) {
       cmocka_unit_test(ptb_adds_entry_with_control_block_param),
       cmocka_unit_test(ptb_turns_ret_and_exit_into_branches_to_the_epilogue),
       cmocka_unit_test(ptb_leaves_counted_barriers_and_uses_a_free_id),
-      cmocka_unit_test(ptb_emulates_cta_wide_barriers_for_done_threads),
+      cmocka_unit_test(ptb_refuses_cta_barrier_after_divergent_return),
+      cmocka_unit_test(ptb_epilogue_is_one_plain_barrier_before_the_next_take),
       cmocka_unit_test(ptb_keeps_barriers_when_no_thread_finishes_early),
-      cmocka_unit_test(ptb_emulates_cta_wide_reductions_in_two_rounds),
       cmocka_unit_test(applying_twice_fails_and_unknown_entry_is_enoent),
       cmocka_unit_test(transformed_modules_assemble_with_ptxas),
       cmocka_unit_test(prologue_decomposes_linear_index_and_traps_on_huge_grids),

@@ -82,12 +82,48 @@ static void return_in_loop_reaches_barrier_of_next_iteration(void **state) {
   int line;
   /* the barrier is textually before the return, but the loop brings it back */
   assert_int_equal(analyze("mov.u32 %r1, 0;\n$L_top:\nbar.sync 0;\nld.param.u64 %rd1, [p];\n"
+                           "mov.u32 %r3, %tid.x;\nmul.wide.u32 %rd2, %r3, 4;\n"
+                           "add.s64 %rd1, %rd1, %rd2;\n"
                            "ld.global.u32 %r2, [%rd1];\nsetp.gt.u32 %p1, %r2, 9;\n@%p1 ret;\n"
                            "add.u32 %r1, %r1, 1;\nsetp.lt.u32 %p2, %r1, 8;\n"
                            "@%p2 bra $L_top;\nret;\n",
                            &risk, &line),
                    0);
-  assert_true(risk); /* a loaded value varies per thread */
+  assert_true(risk); /* loaded from a per-thread address */
+}
+
+/* CUB's segmented kernels: if (end[blockIdx.x] - begin[blockIdx.x] < 1)
+ * return; -- a weak load from a block-uniform address is the same for the
+ * whole block (a racing write would make it undefined, PTX memory model),
+ * so that return is uniform.  Strong, volatile, local and generic loads are
+ * not trusted. */
+static void weak_load_from_uniform_address_is_uniform(void **state) {
+  (void)state;
+  static const char *const cases[][2] = {
+      {"ld.global.u32", "0"},
+      {"ld.global.nc.u32", "0"},
+      {"ld.shared.u32", "0"},
+      {"ldu.global.u32", "0"},
+      {"ld.volatile.global.u32", "1"},
+      {"ld.relaxed.gpu.global.u32", "1"},
+      {"ld.acquire.gpu.global.u32", "1"},
+      {"ld.global.cv.u32", "1"},
+      {"ld.local.u32", "1"},
+      {"ld.u32", "1"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char body[1024];
+    bool risk;
+    int line;
+    snprintf(body, sizeof(body),
+             "ld.param.u64 %%rd1, [p];\nmov.u32 %%r1, %%ctaid.x;\nmul.wide.u32 %%rd2, %%r1, 4;\n"
+             "add.s64 %%rd3, %%rd1, %%rd2;\n%s %%r2, [%%rd3];\nsetp.lt.s32 %%p1, %%r2, 1;\n"
+             "@%%p1 bra $L_end;\nbar.sync 0;\n$L_end:\nret;\n",
+             cases[i][0]);
+    assert_int_equal(analyze(body, &risk, &line), 0);
+    if (risk != (cases[i][1][0] == '1'))
+      fail_msg("%s: risk %d", cases[i][0], risk);
+  }
 }
 
 static void values_that_depend_on_tid_taint_through_arithmetic(void **state) {
@@ -116,6 +152,7 @@ int main(void) {
       cmocka_unit_test(divergent_branch_after_last_barrier_is_not),
       cmocka_unit_test(return_in_loop_reaches_barrier_of_next_iteration),
       cmocka_unit_test(values_that_depend_on_tid_taint_through_arithmetic),
+      cmocka_unit_test(weak_load_from_uniform_address_is_uniform),
       cmocka_unit_test(branch_to_unknown_label_is_not_guessed),
   };
   return cmocka_run_group_tests_name("rw-xform-flow", tests, NULL, NULL);

@@ -75,8 +75,8 @@ static const struct refusal_case {
     {"ctaid_vector", RW_REFUSE_UNPARSED, RW_REFUSE_UNPARSED, true, "%ctaid"},
     {"callee_exit", RW_REFUSE_NONE, RW_REFUSE_CALLEE, false, "exit;"},
     {"bar_reg_id", RW_REFUSE_NONE, RW_REFUSE_BARRIER, true, "bar.sync %r1"},
-    {"bar_mixed_count", RW_REFUSE_NONE, RW_REFUSE_BARRIER, true, "bar.sync 0, 64"},
-    {"two_cta_ids", RW_REFUSE_NONE, RW_REFUSE_BARRIER, true, "bar.sync 1"},
+    {"bar_mixed_count", RW_REFUSE_NONE, RW_REFUSE_BARRIER, true, "@%p1 exit"},
+    {"two_cta_ids", RW_REFUSE_NONE, RW_REFUSE_BARRIER, true, "@%p1 exit"},
     {"warp_after_return", RW_REFUSE_NONE, RW_REFUSE_WARPSYNC, true, "@%p1 bra $L_end"},
     {"ok_plain", RW_REFUSE_NONE, RW_REFUSE_NONE, true, NULL},
 };

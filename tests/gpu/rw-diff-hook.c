@@ -158,6 +158,13 @@ static void configure(void) {
     rwd_cfg.mode = RWD_MODE_OFF;
   rwd_cfg.launches = env_uint("RW_DIFF_LAUNCHES", rwd_cfg.mode == RWD_MODE_BENCH ? 1 : 2);
   rwd_cfg.timeout_s = env_uint("RW_DIFF_TIMEOUT", 60);
+  /* make check-gpu stops a test at 300 s.  Measured on an H200: the JIT of
+   * one transformed module takes up to 39 s (cub-sort: 32 entries, 5 MB of
+   * PTX), and one variant run may take the watchdog's 60 s before it is
+   * called a hang, so a tested launch starts no later than 150 s in:
+   * 150 + 39 + 60 = 249 s, with room for the native tail of the program. */
+  rwd_cfg.budget_s = env_uint("RW_DIFF_BUDGET", 150);
+  rwd_cfg.start_us = rwd_now_us();
   rwd_cfg.bench_reps = env_uint("RW_BENCH_REPS", 21);
   rwd_cfg.require_variants = env_uint("RW_DIFF_REQUIRE_VARIANTS", 0) != 0;
   rwd_cfg.seed =
@@ -258,6 +265,13 @@ static void untrack(void *p) {
   }
 }
 
+/* Marks the tracked allocation that starts at p as scratch (rw-diff.h). */
+void rwdiff_mark_scratch(const void *p) {
+  for (rwd_alloc_t *a = rwd_allocs; a != NULL; a = a->next)
+    if (a->ptr == (CUdeviceptr)p)
+      a->scratch = 1;
+}
+
 cudaError_t cudaMalloc(void **p, size_t n) {
   cudaError_t r;
   resolve_cudaMalloc();
@@ -345,6 +359,10 @@ static cudaError_t dispatch(const rwd_launch_t *l) {
   k->launches++;
   if (k->tested >= rwd_cfg.launches)
     return rwd_native(l);
+  if (rwd_now_us() - rwd_cfg.start_us > rwd_cfg.budget_s * 1e6) {
+    k->over_budget++;
+    return rwd_native(l);
+  }
   return rwd_test_launch(k, l);
 }
 
@@ -586,6 +604,7 @@ static const char *short_name(const char *n, char *buf, size_t len) {
 int rwdiff_finish(int sanity_failures) {
   rwd_kernel_t *k;
   unsigned nk = 0, pass = 0, fail = 0, untested = 0, vok = 0, vbad = 0, pre = 0, unavail = 0;
+  unsigned over = 0, sdiff = 0;
   rwd_fatbin_t *fb;
 
   configure();
@@ -604,6 +623,8 @@ int rwdiff_finish(int sanity_failures) {
     vok += k->variants_ok;
     vbad += k->variants_bad;
     pre += k->preemptions;
+    over += k->over_budget;
+    sdiff += k->scratch_diffs;
     if (k->tested == 0) {
       verdict = "UNTESTED";
       untested++;
@@ -618,20 +639,25 @@ int rwdiff_finish(int sanity_failures) {
       unavail++;
     if (rwd_cfg.mode == RWD_MODE_BENCH)
       continue;
-    printf(
-        "%-8s %s launches=%u tested=%u variants_ok=%u bad=%u preempted=%u nondet=%u%s%s%s%s%s%s\n",
-        verdict, short_name(k->name, buf, sizeof(buf)), k->launches, k->tested, k->variants_ok,
-        k->variants_bad, k->preemptions, k->nondet, k->unavailable[0][0] ? " slice: " : "",
-        k->unavailable[0], k->unavailable[1][0] ? " ptb: " : "", k->unavailable[1],
-        k->first_bad[0] ? " first mismatch: " : "", k->first_bad);
+    printf("%-8s %s launches=%u tested=%u variants_ok=%u bad=%u preempted=%u nondet=%u "
+           "scratch_diffs=%u%s%s%s%s%s%s\n",
+           verdict, short_name(k->name, buf, sizeof(buf)), k->launches, k->tested, k->variants_ok,
+           k->variants_bad, k->preemptions, k->nondet, k->scratch_diffs,
+           k->unavailable[0][0] ? " slice: " : "", k->unavailable[0],
+           k->unavailable[1][0] ? " ptb: " : "", k->unavailable[1],
+           k->first_bad[0] ? " first mismatch: " : "", k->first_bad);
   }
   if (rwd_cfg.mode == RWD_MODE_BENCH)
     return 0;
+  if (over > 0)
+    printf("BUDGET   %u launches ran natively only: RW_DIFF_BUDGET=%u s was spent (%.0f s so far); "
+           "run with a filter (argv[1]) or a larger budget outside make check-gpu\n",
+           over, rwd_cfg.budget_s, (rwd_now_us() - rwd_cfg.start_us) / 1e6);
   printf("TOTAL kernels=%u pass=%u fail=%u untested=%u with-unavailable-variants=%u "
-         "variant-runs-identical=%u variant-runs-different=%u preemptions=%u sanity-failures=%d "
-         "seed=%llu\n",
-         nk, pass, fail, untested, unavail, vok, vbad, pre, sanity_failures,
-         (unsigned long long)rwd_cfg.seed);
+         "variant-runs-identical=%u variant-runs-different=%u scratch-only-differences=%u "
+         "preemptions=%u sanity-failures=%d over-budget-launches=%u elapsed_s=%.1f seed=%llu\n",
+         nk, pass, fail, untested, unavail, vok, vbad, sdiff, pre, sanity_failures, over,
+         (rwd_now_us() - rwd_cfg.start_us) / 1e6, (unsigned long long)rwd_cfg.seed);
   if (fail > 0 || sanity_failures > 0)
     return 1;
   if (rwd_cfg.require_variants && unavail > 0)

@@ -18,7 +18,11 @@
  *      at several slice sizes, NAME__tally_ptb at several worker counts with
  *      preemption injected at random moments and resumed by relaunch --
  *      restores "before", runs it with cuLaunchKernel, and compares every
- *      allocation byte for byte with "ref";
+ *      allocation byte for byte with "ref".  Allocations the program marked
+ *      as scratch (rwdiff_mark_scratch: CUB's d_temp_storage, whose
+ *      decoupled look-back tile status holds partial aggregates that depend
+ *      on the order blocks ran in) are compared too, but a difference there
+ *      is reported on a SCRATCH line, not counted as a failure;
  *   4. restores "ref", so the program continues as if it ran natively once.
  * A watchdog (SIGALRM) turns a hang into a failure naming kernel and variant.
  * In bench mode (RW_DIFF_MODE=bench) step 3 times variants instead and
@@ -79,6 +83,8 @@ typedef struct rwd_kernel {
   unsigned variants_bad;    /* variant runs that differed */
   unsigned preemptions;     /* PTB runs stopped by the flag and resumed */
   unsigned nondet;          /* launches whose two native runs differed */
+  unsigned scratch_diffs;   /* variant runs that differed only in scratch allocations */
+  unsigned over_budget;     /* launches run natively only because RW_DIFF_BUDGET ran out */
   char unavailable[2][300]; /* [kind] why slice/ptb could not run ("" if it could) */
   char first_bad[512];      /* the first mismatch, for the report */
   /* bench mode */
@@ -96,6 +102,7 @@ typedef struct rwd_alloc {
   size_t size;
   CUdeviceptr before, ref;                   /* device snapshots, allocated on first use */
   unsigned char *host_ref, *host_out, *mask; /* host copies; mask: 1 = nondeterministic byte */
+  int scratch; /* rwdiff_mark_scratch (CUB temp storage): differences reported, not failed */
   struct rwd_alloc *next;
 } rwd_alloc_t;
 
@@ -104,6 +111,8 @@ typedef struct rwd_config {
   int mode;             /* RWD_MODE_* */
   unsigned launches;    /* RW_DIFF_LAUNCHES: launches tested per kernel (default 2) */
   unsigned timeout_s;   /* RW_DIFF_TIMEOUT: watchdog per variant run (default 60) */
+  unsigned budget_s;    /* RW_DIFF_BUDGET: no new tested launch after this (default 150) */
+  double start_us;      /* when the configuration was read (program start) */
   unsigned bench_reps;  /* RW_BENCH_REPS: timed repetitions (default 21) */
   int require_variants; /* RW_DIFF_REQUIRE_VARIANTS=1: unavailable variants fail */
   uint64_t seed;        /* RW_DIFF_SEED or clock: preemption timing */
@@ -137,7 +146,9 @@ double rwd_now_us(void);
 /* Prints "driver call failed" once with its name and result. */
 int rwd_cu(CUresult r, const char *what);
 
-/* Program entry points (called from rw-diff-main.cu). */
+/* Program entry points (called from rw-diff-main.cu and, for
+ * rwdiff_mark_scratch, from tests/corpus/cub-common.cuh). */
+void rwdiff_mark_scratch(const void *p);
 int rwdiff_finish(int sanity_failures);
 int rwdiff_selftest(void);
 uint64_t rwdiff_seed(void);
