@@ -32,7 +32,7 @@ static void slot_log(int table, int slot) {
   /* The tables by index, as the first 8 hex digits of their UUIDs (below). */
   static const char *const names[] = {"f8cff951", "6bd5fb6c", "a094798c", "42d85a81",
                                       "c693336e", "263e8860", "d4082055", "21318c60"};
-  static _Atomic unsigned char seen[16][96];
+  static unsigned char seen[16][96]; /* set once per slot with __atomic_exchange_n */
   if (table < 16 && slot < 96 && !__atomic_exchange_n(&seen[table][slot], 1, __ATOMIC_RELAXED))
     guest__log("private driver table %d (%s...) slot %d is not emulated "
                "(CUDA_ERROR_NOT_SUPPORTED)",

@@ -7,7 +7,7 @@ guestlib_libcuda_so_1_SOURCES = guestlib/guest.h guestlib/call.h guestlib/codec.
 	guestlib/stubs.c
 guestlib_libcuda_so_1_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 guestlib_libcuda_so_1_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -fvisibility=hidden
-guestlib_libcuda_so_1_LDFLAGS = $(AM_LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,--no-undefined
+guestlib_libcuda_so_1_LDFLAGS = $(AM_LDFLAGS) -shared -Wl,-soname,libcuda.so.1 $(SHLIB_NO_UNDEFINED)
 # wire/'s guest objects need no libuv; zstd (and rdma-core when built) come along.
 guestlib_libcuda_so_1_LDADD = wire/libtallywire.a $(ZSTD_LIBS) $(RDMA_LIBS) -lpthread -ldl
 EXTRA_DIST += guestlib/README.md guestlib/driver-api.annot guestlib/driver-api.def \
