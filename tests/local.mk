@@ -9,3 +9,4 @@ include $(srcdir)/tests/hostd.mk
 include $(srcdir)/tests/guestlib.mk
 include $(srcdir)/tests/gpu.mk
 EXTRA_DIST += tests/data/facts
+EXTRA_DIST += tests/fuzz-replay.h

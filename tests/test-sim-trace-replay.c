@@ -5,49 +5,20 @@
  * LLVMFuzzerTestOneInput, so a fixed crash stays fixed in builds without
  * libFuzzer.  Run with --enable-sanitizers for the overread checks.
  */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <cmocka.h>
+
+#include "tests/fuzz-replay.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void fuzz_corpus_replays_without_crash(void **state) {
-  const char *src = getenv("TALLY_SRCDIR");
-  char dir[1024], path[2048];
-  struct dirent *de;
-  int n = 0;
   (void)state;
-  snprintf(dir, sizeof(dir), "%s/tests/fuzz/corpus/sim-trace", src ? src : ".");
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  while ((de = readdir(d)) != NULL) {
-    if (de->d_name[0] == '.')
-      continue;
-    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long len = ftell(f);
-    assert_true(len >= 0);
-    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
-    /* Exact-size allocation so ASan catches a read one byte past. */
-    unsigned char *buf = malloc(len > 0 ? (size_t)len : 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    LLVMFuzzerTestOneInput(buf, (size_t)len);
-    free(buf);
-    n++;
-  }
-  closedir(d);
-  assert_true(n >= 6);
+  assert_true(fuzz_replay_corpus("sim-trace", LLVMFuzzerTestOneInput) >= 6);
 }
 
 int main(void) {
