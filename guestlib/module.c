@@ -199,8 +199,16 @@ GUEST_EXPORT CUresult cuModuleGetFunction(CUfunction *pf, CUmodule mod, const ch
   if (!pf || !name)
     return CUDA_ERROR_INVALID_VALUE;
   f = guest__func_by_name((uint64_t)(uintptr_t)mod, name);
-  if (!f)
+  if (!f) {
+    /* Libraries probe for optional kernels (cuBLASLt asks for
+     * nopClusterDiscoveryTool at cublasCreate), so only under debug. */
+    if (guest__debug())
+      guest__log("cuModuleGetFunction/cuLibraryGetKernel(%#llx, %.200s): not found in its %u "
+                 "function(s) (CUDA_ERROR_NOT_FOUND)",
+                 (unsigned long long)(uintptr_t)mod, name,
+                 guest__module_funcs((uint64_t)(uintptr_t)mod, NULL, 0));
     return CUDA_ERROR_NOT_FOUND;
+  }
   *pf = (CUfunction)(uintptr_t)f->handle;
   return CUDA_SUCCESS;
 }

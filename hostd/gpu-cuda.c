@@ -1,7 +1,9 @@
 /* gpu-cuda.c: the real GPU backend of tallyd, on the CUDA driver API.
  *
- * One device, one context: the device's primary context, retained once at
- * init and made current on every tenant worker thread (thread_enter), so
+ * One device, one context: the device's primary context, retained at init
+ * (and afresh after each reset, cuda_reset) and made current on every tenant
+ * worker thread before its first request and after each reset
+ * (thread_enter, called by tenant.c), so
  * kernels of all tenants share it and can overlap (BRIEF decision 4).
  * Streams are created CU_STREAM_NON_BLOCKING: the real legacy NULL stream
  * is never used, so no tenant's work serialises another's; each tenant's
@@ -37,6 +39,7 @@
   X(cuDeviceGetAttribute)                                                                          \
   X(cuDeviceGetName)                                                                               \
   X(cuDeviceGetUuid)                                                                               \
+  X(cuDevicePrimaryCtxGetState)                                                                    \
   X(cuDevicePrimaryCtxRelease)                                                                     \
   X(cuDevicePrimaryCtxReset)                                                                       \
   X(cuDevicePrimaryCtxRetain)                                                                      \
@@ -162,24 +165,53 @@ static void cuda_shutdown(void) {
   ctx = NULL;
 }
 
+/* Makes the current primary context (the one after the latest reset)
+ * current on the calling thread.  ctx is written only by init and by reset,
+ * which run while no request does (tenant.c holds ctx_lock for writing). */
 static CUresult cuda_thread_enter(void) {
-  return D.cuCtxSetCurrent(ctx);
+  CUresult r = D.cuCtxSetCurrent(ctx);
+  if (r != CUDA_SUCCESS)
+    hostd__log(HOSTD_LOG_INFO, "cuCtxSetCurrent(%p) on a worker thread: %d", (void *)ctx, (int)r);
+  return r;
 }
 
 /* cuDevicePrimaryCtxReset destroys every allocation and object of the
- * primary context and clears its sticky error; the context comes back on
- * next use.  It is retained again (one extra reference, kept until exit, so
- * the count never drops to zero) to learn its handle, which worker threads
- * make current again before their next request (tenant.c). */
+ * primary context and clears its sticky error, but "does not release it"
+ * (cuda.h): our reference from init still counts, and on the real driver
+ * the old CUcontext must not be used again (calls through it answer
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED, GPU run 2).  So the reference is released
+ * (count 1 -> 0, safe "even after resetting the device", cuda.h) and the
+ * context retained afresh, which makes the driver create a new one (possibly
+ * at the same address); it is made current here and, through ctx_gen in
+ * tenant.c, on every other worker thread before its next driver call.  The
+ * release and retain run even when the reset itself reports an error: the
+ * driver may have destroyed the context before failing.  Each step is logged
+ * at info so a failing reset is visible in tallyd's log. */
 static CUresult cuda_reset(void) {
   CUcontext c = NULL;
-  CUresult r = D.cuDevicePrimaryCtxReset(device);
-  if (r != CUDA_SUCCESS)
+  unsigned flags = 0;
+  int active = 0;
+  size_t fr = 0, tot = 0;
+  CUresult rr = D.cuDevicePrimaryCtxReset(device), r;
+
+  hostd__log(HOSTD_LOG_INFO, "cuDevicePrimaryCtxReset: %d", (int)rr);
+  r = D.cuDevicePrimaryCtxRelease(device);
+  hostd__log(HOSTD_LOG_INFO, "cuDevicePrimaryCtxRelease (our reference from before): %d", (int)r);
+  ctx = NULL;
+  if ((r = D.cuDevicePrimaryCtxRetain(&c, device)) != CUDA_SUCCESS) {
+    hostd__log(HOSTD_LOG_ERROR, "cuDevicePrimaryCtxRetain after reset: %d", (int)r);
     return r;
-  if ((r = D.cuDevicePrimaryCtxRetain(&c, device)) != CUDA_SUCCESS)
-    return r;
+  }
   ctx = c;
-  return D.cuCtxSetCurrent(ctx);
+  if ((r = D.cuCtxSetCurrent(ctx)) != CUDA_SUCCESS) {
+    hostd__log(HOSTD_LOG_ERROR, "cuCtxSetCurrent after reset: %d", (int)r);
+    return r;
+  }
+  (void)D.cuDevicePrimaryCtxGetState(device, &flags, &active);
+  r = D.cuMemGetInfo(&fr, &tot); /* a probe: the new context answers */
+  hostd__log(HOSTD_LOG_INFO, "new primary context %p (active %d): probe cuMemGetInfo %d", (void *)c,
+             active, (int)r);
+  return r != CUDA_SUCCESS ? r : rr;
 }
 
 static CUresult cuda_mem_alloc(uint64_t *p, uint64_t size) {

@@ -18,6 +18,13 @@
  * query loads one, the three attributes that need a loaded function answer
  * CUDA_ERROR_FUNCTION_NOT_LOADED.  This never counts as GPU coverage.
  *
+ * Context lifetime is modelled as on the real driver: a reset destroys the
+ * context, so every thread (the resetting one too) must thread_enter again
+ * before its next call, and no stream, event, module, function or address
+ * from before the reset may be named again.  Such a call answers
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED and is counted (HOSTD_RECORD_STALE), so a
+ * test fails when hostd keeps a stale handle anywhere.
+ *
  * Lock story: one mutex guards all state; tenants call in from many threads.
  */
 #include "hostd/gpu.h"
@@ -74,6 +81,10 @@ static uint64_t next_addr = RECORD_BASE, next_handle = 0x1000;
 static uint64_t used_bytes;
 static CUresult sticky; /* a "fault" kernel ran */
 static _Atomic unsigned long counts[HOSTD_RECORD_NCOUNT];
+static _Atomic unsigned ctx_gen = 1;  /* the live context; bumped by reset */
+static __thread unsigned cur_gen;     /* the context current on this thread; 0: none */
+static _Atomic uint64_t handle_floor; /* handles below it died with a reset */
+static _Atomic uint64_t addr_floor;   /* addresses in [RECORD_BASE, it) died with a reset */
 
 unsigned long hostd_record_count(hostd_record_what_t what) {
   return what < HOSTD_RECORD_NCOUNT ? atomic_load(&counts[what]) : 0;
@@ -104,6 +115,26 @@ uint64_t hostd_record_live_bytes(void) {
 static void count(hostd_record_what_t w) {
   atomic_fetch_add(&counts[w], 1);
 }
+
+/* CUDA_SUCCESS when the calling thread has the live context current and
+ * none of the n handles or addresses in v predates the last reset. */
+static CUresult live(const uint64_t *v, size_t n) {
+  bool stale = cur_gen != atomic_load(&ctx_gen);
+  for (size_t i = 0; i < n; i++)
+    stale |= (v[i] >= 0x1000 && v[i] < atomic_load(&handle_floor)) ||
+             (v[i] >= RECORD_BASE && v[i] < atomic_load(&addr_floor));
+  if (!stale)
+    return CUDA_SUCCESS;
+  count(HOSTD_RECORD_STALE);
+  return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+#define LIVE(...)                                                                                  \
+  do {                                                                                             \
+    const uint64_t v_[] = {0, __VA_ARGS__};                                                        \
+    CUresult r_ = live(v_, sizeof(v_) / sizeof(v_[0]));                                            \
+    if (r_ != CUDA_SUCCESS)                                                                        \
+      return r_;                                                                                   \
+  } while (0)
 
 /* Finds the allocation holding [p, p+n).  Lock held. */
 static uint8_t *find(uint64_t p, uint64_t n) {
@@ -171,6 +202,7 @@ static void rec_shutdown(void) {
 }
 
 static CUresult rec_thread_enter(void) {
+  cur_gen = atomic_load(&ctx_gen);
   return CUDA_SUCCESS;
 }
 
@@ -180,14 +212,25 @@ static CUresult rec_reset(void) {
   rec_shutdown();
   pthread_mutex_lock(&lock);
   sticky = CUDA_SUCCESS;
+  atomic_store(&handle_floor, next_handle + 1);
+  atomic_store(&addr_floor, next_addr);
+  atomic_fetch_add(&ctx_gen, 1); /* current on no thread, this one included */
   pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 
 static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
+  LIVE(0);
   rec_alloc_t *a;
   count(HOSTD_RECORD_ALLOC);
-  if (size > (1ull << 32)) /* tests never need more; keeps a typo from eating RAM */
+  /* Every allocation is backed by host memory, so the recording device models
+   * a small GPU: at most 1 GiB per allocation and 4 GiB in all.  Tests never
+   * need more, and a fuzzed size (fuzz-hostd-exec asked for 3.9 GB) gets the
+   * driver's CUDA_ERROR_OUT_OF_MEMORY instead of exhausting the host. */
+  pthread_mutex_lock(&lock);
+  int over = size > (1ull << 30) || used_bytes + size > (4ull << 30);
+  pthread_mutex_unlock(&lock);
+  if (over)
     return CUDA_ERROR_OUT_OF_MEMORY;
   a = calloc(1, sizeof(*a));
   if (a)
@@ -209,6 +252,7 @@ static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
 }
 
 static CUresult rec_mem_free(uint64_t p) {
+  LIVE(p);
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   count(HOSTD_RECORD_FREE);
   pthread_mutex_lock(&lock);
@@ -227,6 +271,7 @@ static CUresult rec_mem_free(uint64_t p) {
 }
 
 static CUresult rec_mem_info(uint64_t *f, uint64_t *t) {
+  LIVE(0);
   pthread_mutex_lock(&lock);
   *t = RECORD_MEM_TOTAL;
   *f = RECORD_MEM_TOTAL - used_bytes;
@@ -235,6 +280,7 @@ static CUresult rec_mem_info(uint64_t *f, uint64_t *t) {
 }
 
 static CUresult rec_htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
+  LIVE(dst, s);
   uint8_t *d;
   (void)s, (void)async;
   count(HOSTD_RECORD_HTOD);
@@ -247,6 +293,7 @@ static CUresult rec_htod(uint64_t dst, const void *src, size_t n, uint64_t s, in
 }
 
 static CUresult rec_dtoh(void *dst, uint64_t src, size_t n, uint64_t s) {
+  LIVE(src, s);
   uint8_t *p;
   CUresult r;
   (void)s;
@@ -261,6 +308,7 @@ static CUresult rec_dtoh(void *dst, uint64_t src, size_t n, uint64_t s) {
 }
 
 static CUresult rec_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async) {
+  LIVE(dst, src, s);
   uint8_t *d, *p;
   (void)s, (void)async;
   count(HOSTD_RECORD_DTOD);
@@ -274,6 +322,7 @@ static CUresult rec_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int a
 }
 
 static CUresult rec_memset(uint64_t p, uint32_t v, uint32_t elem, size_t n, uint64_t s) {
+  LIVE(p, s);
   uint8_t *d;
   (void)s;
   count(HOSTD_RECORD_MEMSET);
@@ -305,6 +354,7 @@ static CUresult sync_result(void) {
 }
 
 static CUresult rec_stream_new(uint64_t *s, unsigned flags, int prio) {
+  LIVE(0);
   (void)flags;
   count(HOSTD_RECORD_STREAM);
   hostd__record_last_prio = prio;
@@ -312,48 +362,58 @@ static CUresult rec_stream_new(uint64_t *s, unsigned flags, int prio) {
   return CUDA_SUCCESS;
 }
 static CUresult rec_stream_del(uint64_t s) {
+  LIVE(s);
   (void)s;
   count(HOSTD_RECORD_STREAM_DEL);
   return CUDA_SUCCESS;
 }
 static CUresult rec_stream_sync(uint64_t s) {
+  LIVE(s);
   (void)s;
   return sync_result();
 }
 static CUresult rec_stream_query(uint64_t s) {
+  LIVE(s);
   (void)s;
   return sync_result();
 }
 static CUresult rec_stream_wait(uint64_t s, uint64_t e, unsigned flags) {
+  LIVE(s, e);
   (void)s, (void)e, (void)flags;
   count(HOSTD_RECORD_WAIT);
   return CUDA_SUCCESS;
 }
 static CUresult rec_event_new(uint64_t *e, unsigned flags) {
+  LIVE(0);
   (void)flags;
   count(HOSTD_RECORD_EVENT);
   *e = handle();
   return CUDA_SUCCESS;
 }
 static CUresult rec_event_del(uint64_t e) {
+  LIVE(e);
   (void)e;
   count(HOSTD_RECORD_EVENT_DEL);
   return CUDA_SUCCESS;
 }
 static CUresult rec_event_record(uint64_t e, uint64_t s, unsigned flags) {
+  LIVE(e, s);
   (void)e, (void)s, (void)flags;
   count(HOSTD_RECORD_RECORD);
   return CUDA_SUCCESS;
 }
 static CUresult rec_event_sync(uint64_t e) {
+  LIVE(e);
   (void)e;
   return sync_result();
 }
 static CUresult rec_event_query(uint64_t e) {
+  LIVE(e);
   (void)e;
   return sync_result();
 }
 static CUresult rec_event_time(float *ms, uint64_t a, uint64_t b) {
+  LIVE(a, b);
   (void)a, (void)b;
   *ms = 1.0f;
   return CUDA_SUCCESS;
@@ -416,6 +476,7 @@ static CUresult parse_module(rec_module_t *m, const char *text, size_t len) {
 }
 
 static CUresult rec_module_load(uint64_t *h, int kind, const void *image, size_t len) {
+  LIVE(0);
   rec_module_t *m = calloc(1, sizeof(*m));
   CUresult r;
   (void)kind;
@@ -439,6 +500,7 @@ static CUresult rec_module_load(uint64_t *h, int kind, const void *image, size_t
 }
 
 static CUresult rec_module_unload(uint64_t h, int kind) {
+  LIVE(h);
   rec_module_t *m = NULL;
   (void)kind;
   count(HOSTD_RECORD_MODULE_DEL);
@@ -468,6 +530,7 @@ static rec_module_t *module_of(uint64_t h) {
 }
 
 static CUresult rec_library_module(uint64_t lib, uint64_t *mod) {
+  LIVE(lib);
   rec_module_t *m = module_of(lib);
   if (!m || m->handle != lib)
     return CUDA_ERROR_INVALID_HANDLE;
@@ -480,6 +543,7 @@ static CUresult rec_library_module(uint64_t lib, uint64_t *mod) {
 }
 
 static CUresult rec_module_functions(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
+  LIVE(h);
   rec_module_t *m = module_of(h);
   (void)kind;
   if (!m)
@@ -507,6 +571,7 @@ static CUresult rec_module_functions(uint64_t h, int kind, hostd_func_cb cb, voi
 
 static CUresult rec_module_global(uint64_t h, int kind, const char *name, uint64_t *p,
                                   uint64_t *size) {
+  LIVE(h);
   rec_module_t *m = module_of(h);
   (void)kind;
   if (!m)
@@ -534,6 +599,7 @@ static rec_kernel_t *kernel_of(uint64_t f) {
 static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t block[3],
                            uint32_t shmem, uint64_t s, const CUlaunchAttribute *attrs,
                            uint32_t nattr, void *args, size_t argbytes) {
+  LIVE(f, s);
   const rec_kernel_t *k = kernel_of(f);
   (void)shmem, (void)s, (void)attrs, (void)nattr;
   count(HOSTD_RECORD_LAUNCH);
@@ -566,6 +632,7 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
 
 /* As gpu-cuda.c: a query loads the function when the attribute needs it. */
 static CUresult rec_func_attr(uint64_t f, int kind, int attr, int *v) {
+  LIVE(f);
   rec_kernel_t *k = kernel_of(f);
   (void)kind;
   if (!k)
@@ -580,6 +647,7 @@ static CUresult rec_func_attr(uint64_t f, int kind, int attr, int *v) {
 }
 
 static CUresult rec_func_set_attr(uint64_t f, int kind, int attr, int v) {
+  LIVE(f);
   rec_kernel_t *k = kernel_of(f);
   (void)kind;
   if (!k)

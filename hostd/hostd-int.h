@@ -83,6 +83,8 @@ typedef enum hostd_record_what {
   HOSTD_RECORD_MODULE_DEL,
   HOSTD_RECORD_LAUNCH,
   HOSTD_RECORD_RESET, /* context resets (sticky error recovery) */
+  HOSTD_RECORD_STALE, /* calls on a thread without the current context, or naming a handle or
+                         address from before the last reset (must stay 0) */
   HOSTD_RECORD_NCOUNT
 } hostd_record_what_t;
 unsigned long hostd_record_count(hostd_record_what_t what);

@@ -97,11 +97,12 @@ static void *worker_main(void *arg) {
   hostd_server_t *s = w->srv;
   hostd_tenant_t *t = hostd__tenant_new(w->id, wire_tenant_info(w->wt)->local == false);
   guest_wr_t reply = {0};
-  bool ok = t != NULL && hostd__gpu.thread_enter() == CUDA_SUCCESS;
+  /* The context is made current by the first request (hostd__tenant_exec),
+   * under the lock that keeps a reset from running at the same time. */
+  bool ok = t != NULL;
 
   if (!ok)
-    hostd__log(HOSTD_LOG_ERROR, "tenant %u: cannot set up (out of memory or no GPU context)",
-               w->id);
+    hostd__log(HOSTD_LOG_ERROR, "tenant %u: cannot set up (out of memory)", w->id);
   for (;;) {
     msg_t *m;
     const char *why = NULL;

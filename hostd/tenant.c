@@ -93,15 +93,18 @@ struct hostd_tenant {
   CUresult deferred;           /* first error of a fire-and-forget request, until reported */
   CUresult lost;               /* context-corrupting error that took everything (recover) */
   uint64_t gen;                /* ctx_gen when it joined */
+  bool ctx_err_logged;         /* a context-level error was logged (once per tenant) */
   hostd_tenant_t *prev, *next; /* live list (reg_lock) */
 };
 
 /* Writer-preferring: a recovery must not wait behind a stream of new requests. */
 static pthread_rwlock_t ctx_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static hostd_tenant_t *live;     /* every tenant not yet freed */
-static uint64_t ctx_gen;         /* context resets so far (ctx_lock) */
-static __thread uint64_t my_gen; /* ctx_gen this worker thread last made current */
+static hostd_tenant_t *live; /* every tenant not yet freed */
+static uint64_t ctx_gen;     /* context resets so far (ctx_lock) */
+/* ctx_gen this worker thread last made current; none at first, so every
+ * thread makes the context current before its first request. */
+static __thread uint64_t my_gen = UINT64_MAX;
 
 guest_dev_snapshot_t hostd__snapshot;
 int hostd__ndev;
@@ -121,7 +124,7 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   hostd__map_init(&t->ptds);
   hostd__map_init(&t->views);
   pthread_rwlock_rdlock(&ctx_lock);
-  t->gen = my_gen = ctx_gen; /* the caller makes the context current next */
+  t->gen = ctx_gen;
   pthread_mutex_lock(&reg_lock);
   t->next = live;
   if (live)
@@ -412,6 +415,26 @@ static void recover(hostd_tenant_t *t, CUresult err) {
   else
     hostd__log(HOSTD_LOG_INFO, "context reset: serving new tenants");
   pthread_rwlock_unlock(&ctx_lock);
+}
+
+/* The name of r when it says the daemon's context itself is unusable
+ * (stale after a reset, never made current, driver gone): never caused by
+ * the tenant, always worth a line in the log. */
+static const char *ctx_error(CUresult r) {
+  switch (r) {
+  case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
+  case CUDA_ERROR_INVALID_CONTEXT:
+    return "CUDA_ERROR_INVALID_CONTEXT";
+  case CUDA_ERROR_NOT_INITIALIZED:
+    return "CUDA_ERROR_NOT_INITIALIZED";
+  case CUDA_ERROR_DEINITIALIZED:
+    return "CUDA_ERROR_DEINITIALIZED";
+  case CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE:
+    return "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE";
+  default:
+    return NULL;
+  }
 }
 
 /* ---- requests ---- */
@@ -890,17 +913,27 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
   if (op < GUEST_OP_COUNT)
     __atomic_fetch_add(&hostd__op_count[op], 1, __ATOMIC_RELAXED);
   pthread_rwlock_rdlock(&ctx_lock);
-  if (my_gen != ctx_gen) {
-    /* The context was reset since this thread last made it current. */
-    (void)hostd__gpu.thread_enter();
-    my_gen = ctx_gen;
-  }
   lost = t->lost; /* read under the lock: recover() writes it */
+  r = CUDA_SUCCESS;
+  if (my_gen != ctx_gen) {
+    /* First request of this thread, or the context was reset (and maybe
+     * recreated at a new address) since it last made it current: the old
+     * handle must not be used again. */
+    r = hostd__gpu.thread_enter();
+    if (r == CUDA_SUCCESS)
+      my_gen = ctx_gen;
+  }
   if (lost != CUDA_SUCCESS && op != GUEST_OP_HELLO)
     r = lost; /* everything it had is gone: every call fails, as natively */
-  else
+  else if (r == CUDA_SUCCESS)
     r = dispatch(&x, op);
   pthread_rwlock_unlock(&ctx_lock);
+  if (!x.why && ctx_error(r) && !t->ctx_err_logged) {
+    /* A context-level error is never a tenant's mistake: say so once. */
+    t->ctx_err_logged = true;
+    hostd__log(HOSTD_LOG_INFO, "tenant %u: op %u failed with %s (%d) from the driver", t->id, op,
+               ctx_error(r), (int)r);
+  }
   if (!x.why && lost == CUDA_SUCCESS && hostd__ctx_fatal(r))
     recover(t, r); /* a no-op when another tenant's call recovered first */
   if (x.why) {

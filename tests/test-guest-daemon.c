@@ -295,6 +295,47 @@ static void launch_error_surfaces_at_next_sync(void **state) {
   assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
 }
 
+/* cuStreamQuery and cuEventQuery are answered by the daemon's driver, after
+ * the tenant's earlier fire-and-forget requests (GPU run 2: a local answer
+ * would say CUDA_SUCCESS while a kernel still runs). */
+static void queries_return_the_daemons_answer_in_order(void **state) {
+  CUmodule m;
+  CUfunction f;
+  CUstream s;
+  CUevent e;
+  CUdeviceptr p;
+  uint64_t n = 1;
+  uint32_t v = 0;
+  void *args[3];
+  unsigned long calls;
+  (void)state;
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&p, 64), CUDA_SUCCESS);
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuEventCreate(&e, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+  args[0] = &p, args[1] = &v, args[2] = &n;
+  assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuEventRecord(e, s), CUDA_SUCCESS);
+  hostd_record_inject(CUDA_ERROR_NOT_READY); /* the device says: still running */
+  calls = hostd_server_calls(srv);
+  assert_int_equal(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  assert_int_equal(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+  assert_int_equal(hostd_server_calls(srv) - calls, 2); /* both asked the daemon */
+  hostd_record_inject(CUDA_SUCCESS);
+  assert_int_equal(cuStreamQuery(s), CUDA_SUCCESS);
+  assert_int_equal(cuEventQuery(e), CUDA_SUCCESS);
+  /* A post before the query is executed first: its error is the answer. */
+  assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, (CUstream)0xdead0, args, NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuStreamQuery(s), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
 static void copies_outside_own_allocations_are_refused(void **state) {
   CUdeviceptr p;
   uint8_t buf[64] = {0};
@@ -773,6 +814,9 @@ static void sticky_fault_resets_the_context_for_later_tenants(void **state) {
   fclose(other);
   wait_exit(pid);
   assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), resets + 1); /* only once */
+  /* Nothing from before the reset was used after it, on any worker thread. */
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_STALE), 0);
+  assert_int_equal(cuMemAlloc(&p, 4096), CUDA_ERROR_ILLEGAL_ADDRESS); /* this tenant stays lost */
 }
 
 int main(void) {
@@ -784,6 +828,7 @@ int main(void) {
       cmocka_unit_test(module_functions_and_layouts_are_local),
       cmocka_unit_test(launches_are_fire_and_forget),
       cmocka_unit_test(launch_error_surfaces_at_next_sync),
+      cmocka_unit_test(queries_return_the_daemons_answer_in_order),
       cmocka_unit_test(copies_outside_own_allocations_are_refused),
       cmocka_unit_test(another_tenants_memory_is_refused),
       cmocka_unit_test(foreign_handles_are_refused),

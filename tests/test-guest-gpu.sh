@@ -3,7 +3,8 @@
 #
 # GPU machine only (exit 77 = skipped elsewhere).  Builds three programs --
 # tests/guest-gpu.cu with static cudart and with -cudart shared, and the
-# driver-API tests/guest-gpu-drv.c loading PTX from guest-gpu-kernel.cu --
+# driver-API tests/guest-gpu-drv.c loading PTX from guest-gpu-kernel.cu, and
+# tests/guest-gpu-cublas.cu (cublasCreate + one exact SGEMM checksum) --
 # runs each natively, then through tally-run over the UNIX socket and over
 # TCP loopback, and requires byte-identical output.  Then two tenants at
 # once (one latency-critical, one best-effort), and tallyd's exit code after
@@ -34,6 +35,13 @@ set -e
 "$NVCC" -ptx -o "$tmp/kernel.ptx" "$S/tests/guest-gpu-kernel.cu"
 ${CC:-cc} -I"$CUDA/include" -o "$tmp/drv" "$S/tests/guest-gpu-drv.c" -L"$CUDA/lib64/stubs" -lcuda
 set +e
+# cuBLAS is optional in a toolkit install: without it the case is skipped.
+cublas=
+if "$NVCC" -o "$tmp/cublas" "$S/tests/guest-gpu-cublas.cu" -lcublas >"$tmp/nvcc-cublas" 2>&1; then
+  cublas=$tmp/cublas
+else
+  say "SKIP: cublas (no libcublas to link: $(head -c 200 "$tmp/nvcc-cublas"))"
+fi
 export LD_LIBRARY_PATH="$CUDA/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 "$B/hostd/tallyd" --listen-unix "$tmp/sock" --listen-tcp 127.0.0.1:0 --state-dir "$tmp/state" \
@@ -64,6 +72,19 @@ compare() { # compare NAME CMD...
 compare rt-static "$tmp/rt-static"
 compare rt-shared "$tmp/rt-shared"
 compare drv "$tmp/drv" "$tmp/kernel.ptx"
+if [ -n "$cublas" ]; then
+  before=$fail
+  compare cublas "$cublas"
+  if [ $fail -ne $before ]; then
+    # Once more with the guest's debug log: every failed request, refused
+    # export table, function or kernel name not found, unsupported call.
+    TALLY_LOG=debug "$B/guestlib/tally-run" --host "unix:$tmp/sock" --name cublas-debug \
+      -- "$cublas" >"$tmp/cublas-debug.out" 2>&1
+    echo "--- cublas under TALLY_LOG=debug: failures (full log: $tmp/cublas-debug.out)"
+    grep -v 'cuGetProcAddress(.*found$' "$tmp/cublas-debug.out" |
+      grep -iE 'fail|not |error|unsupported|refused|status' | sort | uniq -c | sort -rn | head -30
+  fi
+fi
 
 # Two tenants at once on one GPU.
 "$tmp/rt-static" >"$tmp/native.out" 2>&1

@@ -7,8 +7,13 @@
  * leaked device memory), and a few contracts of tenant.c: nothing before
  * hello, unknown images are asked for, freeing a tenant frees its memory,
  * a context-corrupting error (injected) loses every live tenant's state,
- * resets the context once and leaves later tenants working.
+ * resets the context once and leaves later tenants working, on the thread
+ * that reset it and on other worker threads, without naming any handle,
+ * address or context from before the reset (the recording device refuses
+ * and counts such a use, HOSTD_RECORD_STALE, as the real driver answers
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED).
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -166,16 +171,110 @@ static void context_corrupting_error_resets_once_for_all_tenants(void **state) {
     assert_int_equal(call(b, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), fatal[i]);
     assert_int_equal(call(b, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, &s, 8, &reply), fatal[i]);
     assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), resets + 1);
-    /* A tenant that joins afterwards works. */
+    /* A tenant that joins afterwards works, in the new context only. */
     c = tenant_after_hello(&reply);
     assert_int_equal(call(c, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
     assert_int_equal(call(c, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, &s, 8, &reply),
                      CUDA_SUCCESS);
+    {
+      uint32_t sargs[2] = {0, 0}, eflags = 0;
+      uint64_t st, ev, rec[3];
+      assert_int_equal(call(c, GUEST_OP_STREAM_NEW, 0, sargs, 8, &reply), CUDA_SUCCESS);
+      memcpy(&st, reply.buf + GUEST_REPLY_HDR_LEN, 8);
+      assert_int_equal(call(c, GUEST_OP_EVENT_NEW, 0, &eflags, 4, &reply), CUDA_SUCCESS);
+      memcpy(&ev, reply.buf + GUEST_REPLY_HDR_LEN, 8);
+      rec[0] = ev, rec[1] = 0, rec[2] = 0; /* on the legacy stream: waits for st */
+      assert_int_equal(call(c, GUEST_OP_EVENT_RECORD, 0, rec, sizeof(rec), &reply), CUDA_SUCCESS);
+      assert_int_equal(call(c, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, &st, 8, &reply),
+                       CUDA_SUCCESS);
+      assert_int_equal(call(c, GUEST_OP_CTX_SYNC, GUEST_CALL_SYNCPOINT, NULL, 0, &reply),
+                       CUDA_SUCCESS);
+    }
+    assert_int_equal(hostd_record_count(HOSTD_RECORD_STALE), 0);
     hostd__tenant_free(a);
     hostd__tenant_free(b);
     hostd__tenant_free(c);
     assert_int_equal(hostd_record_live_bytes(), 0);
   }
+  guest_wr_free(&reply);
+}
+
+/* The model the test above relies on: after a reset, a thread that has not
+ * made the new context current, or any handle from before, is refused. */
+static void recording_device_refuses_what_predates_a_reset(void **state) {
+  uint64_t st = 0, p = 0, q = 0;
+  unsigned long stale = hostd_record_count(HOSTD_RECORD_STALE);
+  (void)state;
+  assert_int_equal(hostd__gpu.thread_enter(), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_new(&st, 0, 0), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.reset(), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(&q, 64), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  assert_int_equal(hostd__gpu.thread_enter(), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(st), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  assert_int_equal(hostd__gpu.memset(p, 0, 1, 64, 0), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_STALE), stale + 3);
+  assert_int_equal(hostd__gpu.mem_alloc(&q, 64), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_free(q), CUDA_SUCCESS);
+  hostd_record_reset(); /* counters back to 0 for the other tests */
+}
+
+/* A worker thread that served a tenant before the reset serves a new
+ * tenant afterwards: it makes the new context current first. */
+static pthread_barrier_t phase;
+static uint32_t before_r, after_r[3];
+
+static void *other_worker(void *arg) {
+  guest_wr_t reply = {0};
+  uint32_t hello[34] = {GUEST_PROTO_VERSION};
+  uint64_t size = 256, s = 0;
+  const char *why;
+  hostd_tenant_t *d = hostd__tenant_new(9, false), *e;
+  (void)arg;
+  if (hostd__tenant_exec(d, GUEST_OP_HELLO, 0, (uint8_t *)hello, sizeof(hello), &reply, &why) ==
+          0 &&
+      hostd__tenant_exec(d, GUEST_OP_MEM_ALLOC, 0, (uint8_t *)&size, 8, &reply, &why) == 0)
+    before_r = result_of(&reply);
+  hostd__tenant_free(d);
+  pthread_barrier_wait(&phase); /* the main thread corrupts and resets the context */
+  pthread_barrier_wait(&phase);
+  e = hostd__tenant_new(10, false);
+  after_r[0] = after_r[1] = after_r[2] = 999;
+  if (hostd__tenant_exec(e, GUEST_OP_HELLO, 0, (uint8_t *)hello, sizeof(hello), &reply, &why) == 0)
+    after_r[0] = result_of(&reply);
+  if (hostd__tenant_exec(e, GUEST_OP_MEM_ALLOC, 0, (uint8_t *)&size, 8, &reply, &why) == 0)
+    after_r[1] = result_of(&reply);
+  if (hostd__tenant_exec(e, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, (uint8_t *)&s, 8, &reply,
+                         &why) == 0)
+    after_r[2] = result_of(&reply);
+  hostd__tenant_free(e);
+  guest_wr_free(&reply);
+  return NULL;
+}
+
+static void other_worker_threads_use_the_new_context_after_a_reset(void **state) {
+  guest_wr_t reply = {0};
+  pthread_t th;
+  hostd_tenant_t *a;
+  (void)state;
+  hostd_record_reset();
+  assert_int_equal(pthread_barrier_init(&phase, NULL, 2), 0);
+  assert_int_equal(pthread_create(&th, NULL, other_worker, NULL), 0);
+  pthread_barrier_wait(&phase);
+  a = tenant_after_hello(&reply);
+  hostd_record_inject(CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(call(a, GUEST_OP_CTX_SYNC, GUEST_CALL_SYNCPOINT, NULL, 0, &reply),
+                   CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), 1);
+  pthread_barrier_wait(&phase);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_int_equal(before_r, CUDA_SUCCESS);
+  assert_int_equal(after_r[0], CUDA_SUCCESS);
+  assert_int_equal(after_r[1], CUDA_SUCCESS);
+  assert_int_equal(after_r[2], CUDA_SUCCESS);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_STALE), 0);
+  hostd__tenant_free(a);
+  pthread_barrier_destroy(&phase);
   guest_wr_free(&reply);
 }
 
@@ -212,6 +311,8 @@ int main(void) {
       cmocka_unit_test(async_error_is_kept_for_the_next_syncpoint),
       cmocka_unit_test(context_corrupting_error_resets_once_for_all_tenants),
       cmocka_unit_test(ordinary_errors_do_not_reset_the_context),
+      cmocka_unit_test(recording_device_refuses_what_predates_a_reset),
+      cmocka_unit_test(other_worker_threads_use_the_new_context_after_a_reset),
       cmocka_unit_test(random_requests_never_crash_or_leak),
   };
   return cmocka_run_group_tests_name("hostd-exec", tests, setup, NULL);
