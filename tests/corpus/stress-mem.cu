@@ -19,6 +19,10 @@ template <typename T> __global__ void dynamic_smem_rotate(const T *in, T *out, i
   int t = threadIdx.x, n = blockDim.x, b = blockIdx.x;
   s[t] = in[b * n + t];
   __syncthreads();
+  /* shift is in [0, 97): the host once passed (int)rand() % 97, negative half
+   * the time, so s[] was read out of bounds and the output depended on stale
+   * shared memory (the H200 run flagged every variant, the untransformed PTX
+   * included). */
   out[b * n + t] = s[(t + shift) % n];
 }
 
@@ -112,7 +116,7 @@ template <typename T> static void run_dynamic(void) {
   T *in = corpus_to_device(corpus_host_random<T>((size_t)blocks * threads));
   T *out = corpus_device_zero<T>((size_t)blocks * threads);
   dynamic_smem_rotate<T>
-      <<<blocks, threads, threads * sizeof(T)>>>(in, out, (int)corpus_rand() % 97);
+      <<<blocks, threads, threads * sizeof(T)>>>(in, out, (int)(corpus_rand() % 97));
   CORPUS_CUDA(cudaDeviceSynchronize());
   cudaFree(in);
   cudaFree(out);
