@@ -81,6 +81,11 @@
  * FUNC_SET_ATTR u64 f, i32 attr, i32 value
  * LIBRARY_MODULE u64 library -> u64 module, u32 nfunc, nfunc x guest_func_rec
  *              (the library's module view: CUfunctions; it dies with the library)
+ * OCCUPANCY    u64 f, u32 which (0 cuOccupancyMaxActiveClusters,
+ *              1 cuOccupancyMaxPotentialClusterSize), u32 grid[3], u32 block[3],
+ *              u32 shmem, u32 cluster[3] (all 0: no cluster dimension
+ *              attribute), i32 policy (-1: no scheduling policy attribute)
+ *              -> i32 value (the guest refuses every other launch attribute)
  */
 #define GUEST_OP_MAP(X)                                                                            \
   X(GUEST_OP_HELLO, 1)                                                                             \
@@ -109,7 +114,8 @@
   X(GUEST_OP_LAUNCH, 24)                                                                           \
   X(GUEST_OP_FUNC_ATTR, 25)                                                                        \
   X(GUEST_OP_FUNC_SET_ATTR, 26)                                                                    \
-  X(GUEST_OP_LIBRARY_MODULE, 27)
+  X(GUEST_OP_LIBRARY_MODULE, 27)                                                                   \
+  X(GUEST_OP_OCCUPANCY, 28)
 
 enum guest_op {
 #define GUEST__OP_ENUM(name, value) name = (value),

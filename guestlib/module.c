@@ -427,6 +427,57 @@ GUEST_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfu
   return r;
 }
 
+/* Cluster occupancy needs the driver's placement rules: one round trip
+ * (OCCUPANCY, guestlib/call.h).  The function handle is not checked here:
+ * tallyd checks it against the tenant's own table.  Only the two cluster
+ * launch attributes are carried; any other is refused, not guessed. */
+static CUresult occupancy(int which, int *out, CUfunction f, const CUlaunchConfig *cfg) {
+  uint8_t a[56];
+  uint64_t h = (uint64_t)(uintptr_t)f;
+  uint32_t w = (uint32_t)which, u[7], cluster[3] = {0, 0, 0};
+  int32_t policy = -1, v = 0;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!out || !cfg || (cfg->numAttrs && !cfg->attrs))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < cfg->numAttrs; i++) {
+    const CUlaunchAttribute *at = &cfg->attrs[i];
+    if (at->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      cluster[0] = at->value.clusterDim.x;
+      cluster[1] = at->value.clusterDim.y;
+      cluster[2] = at->value.clusterDim.z;
+    } else if (at->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE &&
+               (int32_t)at->value.clusterSchedulingPolicyPreference >= 0) {
+      policy = (int32_t)at->value.clusterSchedulingPolicyPreference;
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  u[0] = cfg->gridDimX, u[1] = cfg->gridDimY, u[2] = cfg->gridDimZ;
+  u[3] = cfg->blockDimX, u[4] = cfg->blockDimY, u[5] = cfg->blockDimZ;
+  u[6] = cfg->sharedMemBytes;
+  memcpy(a, &h, 8);
+  memcpy(a + 8, &w, 4);
+  memcpy(a + 12, u, 28);
+  memcpy(a + 40, cluster, 12);
+  memcpy(a + 52, &policy, 4);
+  r = guest__rpc(GUEST_OP_OCCUPANCY, 0, a, sizeof(a), &v, sizeof(v));
+  if (r == CUDA_SUCCESS)
+    *out = v;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuOccupancyMaxActiveClusters(int *num, CUfunction f,
+                                                   const CUlaunchConfig *cfg) {
+  return occupancy(0, num, f, cfg);
+}
+
+GUEST_EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int *size, CUfunction f,
+                                                         const CUlaunchConfig *cfg) {
+  return occupancy(1, size, f, cfg);
+}
+
 GUEST_EXPORT CUresult cuKernelGetAttribute(int *v, CUfunction_attribute attr, CUkernel k,
                                            CUdevice dev) {
   (void)dev;

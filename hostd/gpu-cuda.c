@@ -82,6 +82,8 @@
   X(cuModuleGetGlobal)                                                                             \
   X(cuModuleLoadData)                                                                              \
   X(cuModuleUnload)                                                                                \
+  X(cuOccupancyMaxActiveClusters)                                                                  \
+  X(cuOccupancyMaxPotentialClusterSize)                                                            \
   X(cuStreamCreateWithPriority)                                                                    \
   X(cuStreamDestroy)                                                                               \
   X(cuStreamQuery)                                                                                 \
@@ -472,6 +474,16 @@ static CUresult cuda_func_set_attr(uint64_t f, int kind, int attr, int v) {
   return func_set_attr_once(f, kind, attr, v);
 }
 
+/* A library's CUkernel is asked through its function in the current context. */
+static CUresult cuda_occupancy(uint64_t f, int kind, int which, const CUlaunchConfig *cfg, int *v) {
+  CUfunction fn = (CUfunction)(uintptr_t)f;
+  CUresult r;
+  if (kind != 0 && (r = D.cuKernelGetFunction(&fn, (CUkernel)(uintptr_t)f)) != CUDA_SUCCESS)
+    return r;
+  return which == 0 ? D.cuOccupancyMaxActiveClusters(v, fn, cfg)
+                    : D.cuOccupancyMaxPotentialClusterSize(v, fn, cfg);
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
@@ -504,4 +516,5 @@ const hostd_gpu_ops_t hostd__gpu = {
     .launch = cuda_launch,
     .func_attr = cuda_func_attr,
     .func_set_attr = cuda_func_set_attr,
+    .occupancy = cuda_occupancy,
 };

@@ -660,6 +660,29 @@ static CUresult rec_func_set_attr(uint64_t f, int kind, int attr, int v) {
   return CUDA_SUCCESS;
 }
 
+/* Deterministic answers: 1 active cluster, a potential cluster size of 8
+ * (the portable maximum); the config's cluster attributes are kept for tests. */
+static CUresult rec_occupancy(uint64_t f, int kind, int which, const CUlaunchConfig *cfg, int *v) {
+  LIVE(f);
+  (void)kind;
+  if (!kernel_of(f))
+    return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&lock);
+  hostd__record_last_cluster[0] = hostd__record_last_cluster[1] = hostd__record_last_cluster[2] = 0;
+  hostd__record_last_cluster[3] = -1;
+  for (unsigned i = 0; i < cfg->numAttrs; i++)
+    if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      hostd__record_last_cluster[0] = (int)cfg->attrs[i].value.clusterDim.x;
+      hostd__record_last_cluster[1] = (int)cfg->attrs[i].value.clusterDim.y;
+      hostd__record_last_cluster[2] = (int)cfg->attrs[i].value.clusterDim.z;
+    } else if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE) {
+      hostd__record_last_cluster[3] = (int)cfg->attrs[i].value.clusterSchedulingPolicyPreference;
+    }
+  pthread_mutex_unlock(&lock);
+  *v = which == 0 ? 1 : 8;
+  return CUDA_SUCCESS;
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "record",
     .init = rec_init,
@@ -692,5 +715,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .launch = rec_launch,
     .func_attr = rec_func_attr,
     .func_set_attr = rec_func_set_attr,
+    .occupancy = rec_occupancy,
 };
 int hostd__record_last_prio;
+int hostd__record_last_cluster[4];

@@ -77,6 +77,9 @@ typedef struct hostd_gpu_ops {
   /* Loads a lazily loaded function first when the attribute needs it. */
   CUresult (*func_attr)(uint64_t f, int kind, int attr, int *v);
   CUresult (*func_set_attr)(uint64_t f, int kind, int attr, int v);
+  /* which 0: cuOccupancyMaxActiveClusters, 1: cuOccupancyMaxPotentialClusterSize
+   * of f under cfg (tenant.c passes hStream NULL and only the two cluster attributes). */
+  CUresult (*occupancy)(uint64_t f, int kind, int which, const CUlaunchConfig *cfg, int *v);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */

@@ -91,6 +91,8 @@ unsigned long hostd_record_count(hostd_record_what_t what);
 void hostd_record_reset(void);
 uint64_t hostd_record_live_bytes(void);
 extern int hostd__record_last_prio; /* priority of the last stream created */
+/* Cluster x, y, z and scheduling policy of the last occupancy query (0 / -1 absent). */
+extern int hostd__record_last_cluster[4];
 /* Makes every synchronisation fail with CUresult r from now on, as a kernel
  * fault does (sticky), until the context is reset. */
 void hostd_record_inject(int r);

@@ -624,6 +624,49 @@ static CUresult do_launch(exec_t *x) {
   }
 }
 
+/* cuOccupancyMaxActiveClusters / cuOccupancyMaxPotentialClusterSize: the
+ * function must be the tenant's own; the launch config is rebuilt here from
+ * fixed fields, so no attribute but the two cluster ones reaches the driver. */
+static CUresult do_occupancy(exec_t *x) {
+  uint64_t f = guest_rd_u64(&x->rd), mod, kind;
+  uint32_t which = guest_rd_u32(&x->rd), grid[3], block[3], cluster[3];
+  CUlaunchAttribute at[2];
+  CUlaunchConfig c;
+  int32_t policy;
+  int v = 0;
+  CUresult r;
+
+  guest_rd_bytes(&x->rd, grid, 12);
+  guest_rd_bytes(&x->rd, block, 12);
+  memset(&c, 0, sizeof(c));
+  c.sharedMemBytes = guest_rd_u32(&x->rd);
+  guest_rd_bytes(&x->rd, cluster, 12);
+  policy = (int32_t)guest_rd_u32(&x->rd);
+  if (x->rd.err || which > 1)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!hostd__map_get(&x->t->funcs, f, &mod) || !hostd__map_get(&x->t->modules, mod, &kind))
+    return CUDA_ERROR_INVALID_HANDLE;
+  c.gridDimX = grid[0], c.gridDimY = grid[1], c.gridDimZ = grid[2];
+  c.blockDimX = block[0], c.blockDimY = block[1], c.blockDimZ = block[2];
+  memset(at, 0, sizeof(at));
+  if (cluster[0] || cluster[1] || cluster[2]) {
+    at[c.numAttrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    at[c.numAttrs].value.clusterDim.x = cluster[0];
+    at[c.numAttrs].value.clusterDim.y = cluster[1];
+    at[c.numAttrs].value.clusterDim.z = cluster[2];
+    c.numAttrs++;
+  }
+  if (policy >= 0) {
+    at[c.numAttrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+    at[c.numAttrs].value.clusterSchedulingPolicyPreference = (CUclusterSchedulingPolicy)policy;
+    c.numAttrs++;
+  }
+  c.attrs = c.numAttrs ? at : NULL;
+  r = hostd__gpu.occupancy(f, kind == KIND_VIEW ? KIND_MODULE : (int)kind, (int)which, &c, &v);
+  guest_wr_u32(x->out, (uint32_t)v);
+  return r;
+}
+
 /* Executes one request; results go to x->out.  Returns the CUresult, or sets
  * x->why (malformed request) and returns CUDA_ERROR_INVALID_VALUE. */
 static CUresult dispatch(exec_t *x, uint32_t op) {
@@ -890,6 +933,8 @@ static CUresult dispatch(exec_t *x, uint32_t op) {
     guest_wr_u32(x->out, (uint32_t)v);
     return r;
   }
+  case GUEST_OP_OCCUPANCY:
+    return do_occupancy(x);
   default:
     x->why = "unknown op";
     return CUDA_ERROR_INVALID_VALUE;

@@ -579,6 +579,61 @@ static void function_attributes_local_and_remote(void **state) {
   assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
 }
 
+static void cluster_occupancy_crosses_the_wire_once(void **state) {
+  CUmodule m;
+  CUfunction f;
+  CUlaunchAttribute at[3];
+  CUlaunchConfig c;
+  unsigned long asked;
+  int v = -1;
+  (void)state;
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "pair"), CUDA_SUCCESS);
+  memset(&c, 0, sizeof(c));
+  memset(at, 0, sizeof(at));
+  c.gridDimX = 4, c.gridDimY = 1, c.gridDimZ = 1;
+  c.blockDimX = 128, c.blockDimY = 1, c.blockDimZ = 1;
+  at[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  at[0].value.clusterDim.x = 2, at[0].value.clusterDim.y = 1, at[0].value.clusterDim.z = 1;
+  at[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+  at[1].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+  c.attrs = at;
+  c.numAttrs = 2;
+  asked = ops(GUEST_OP_OCCUPANCY);
+  assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, &c), CUDA_SUCCESS);
+  assert_int_equal(v, 1); /* the recording device's answer */
+  assert_int_equal(ops(GUEST_OP_OCCUPANCY), asked + 1);
+  /* The daemon rebuilt both cluster attributes from the wire. */
+  assert_int_equal(hostd__record_last_cluster[0], 2);
+  assert_int_equal(hostd__record_last_cluster[1], 1);
+  assert_int_equal(hostd__record_last_cluster[2], 1);
+  assert_int_equal(hostd__record_last_cluster[3], CU_CLUSTER_SCHEDULING_POLICY_SPREAD);
+  v = -1;
+  c.numAttrs = 0;
+  assert_int_equal(cuOccupancyMaxPotentialClusterSize(&v, f, &c), CUDA_SUCCESS);
+  assert_int_equal(v, 8);
+  assert_int_equal(ops(GUEST_OP_OCCUPANCY), asked + 2);
+  assert_int_equal(hostd__record_last_cluster[0], 0);
+  assert_int_equal(hostd__record_last_cluster[3], -1);
+  /* Another launch attribute is refused in the guest, not guessed at. */
+  at[2].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  c.numAttrs = 3;
+  assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, &c), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ops(GUEST_OP_OCCUPANCY), asked + 2);
+  c.numAttrs = 1;
+  assert_int_equal(cuOccupancyMaxActiveClusters(NULL, f, &c), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  /* A handle this tenant does not own (unloaded, or never given) is refused
+   * by the daemon before it reaches the device. */
+  hostd__record_last_cluster[0] = 77;
+  assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, &c), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuOccupancyMaxPotentialClusterSize(&v, (CUfunction)0xf00d0, &c),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(ops(GUEST_OP_OCCUPANCY), asked + 4);
+  assert_int_equal(hostd__record_last_cluster[0], 77);
+}
+
 static void dead_tenant_is_cleaned_up(void **state) {
   pid_t pid;
   char line[32] = {0};
@@ -838,6 +893,7 @@ int main(void) {
       cmocka_unit_test(module_globals_are_copyable_by_their_tenant),
       cmocka_unit_test(library_kernels_and_module_view),
       cmocka_unit_test(function_attributes_local_and_remote),
+      cmocka_unit_test(cluster_occupancy_crosses_the_wire_once),
       cmocka_unit_test(dead_tenant_is_cleaned_up),
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
       cmocka_unit_test(stream_priority_and_flags_are_what_the_app_asked),
