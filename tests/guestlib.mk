@@ -19,7 +19,10 @@ EXTRA_tests_test_guest_exports_DEPENDENCIES = guestlib/libcuda.so.1
 # Linked against the guest library itself, as an application is; the
 # daemon half runs in-process on the recording GPU backend.
 GUEST_LINK = guestlib/libcuda.so.1
-GUEST_RPATH = -Wl,-rpath,$(abs_top_builddir)/guestlib
+# DT_RPATH, not DT_RUNPATH: on a GPU host LD_LIBRARY_PATH usually names the
+# real driver's folder, and a RUNPATH loses to it, so these CPU tests loaded
+# the real libcuda.so.1 and talked to the H200 (seen in make check there).
+GUEST_RPATH = -Wl,--disable-new-dtags,-rpath,$(abs_top_builddir)/guestlib
 tests_test_guest_daemon_SOURCES = tests/test-guest-daemon.c
 tests_test_guest_daemon_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_guest_daemon_CFLAGS = $(TEST_CFLAGS)
