@@ -27,7 +27,7 @@ wait_serving() { # bounded (5 s) wait for a daemon's "serving" line
 "$B/hostd/tallyd-record" --listen-unix "$tmp/rec.sock" --log-level info 2>"$tmp/rec.log" &
 rec=$!
 wait_serving "$tmp/rec.log"
-LD_LIBRARY_PATH="$B/guestlib" TALLY_HOST="unix:$tmp/rec.sock" TALLY_NAME=front-tallyd \
+LD_LIBRARY_PATH="$B/guestlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TALLY_HOST="unix:$tmp/rec.sock" TALLY_NAME=front-tallyd \
   "$B/hostd/tallyd" --listen-unix "$tmp/front.sock" --log-level info 2>"$tmp/front.log" &
 front=$!
 wait_serving "$tmp/front.log"
