@@ -19,11 +19,10 @@
  * The CSV parser reads a byte buffer that need not end in NUL, caps rows,
  * and never aborts (fuzzed by tests/fuzz/fuzz-sim-trace.c).
  */
-#include "sim/sim.h"
+#include "sim/sim-int.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,19 +118,6 @@ typedef struct inv {
   double arrival_s;
 } inv_t;
 
-static int cerr(char *err, size_t errlen, size_t line, const char *fmt, ...) {
-  if (err && errlen) {
-    int k = snprintf(err, errlen, "line %zu: ", line);
-    if (k >= 0 && (size_t)k < errlen) {
-      va_list ap;
-      va_start(ap, fmt);
-      vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-      va_end(ap);
-    }
-  }
-  return -EPROTO;
-}
-
 static uint64_t hash_bytes(const char *p, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; i++) {
@@ -177,7 +163,7 @@ int sim_arrivals_azure(sim_arrivals_t *a, const char *text, size_t len, const ch
   int rc = 0;
   memset(a, 0, sizeof(*a));
   if (!rate_ok(rate_per_s, duration_ns))
-    return cerr(err, errlen, 0, "bad rate or duration");
+    return sim__line_err(err, errlen, 0, "bad rate or duration");
   while (pos < len) {
     size_t end = pos;
     while (end < len && text[end] != '\n')
@@ -204,13 +190,13 @@ int sim_arrivals_azure(sim_arrivals_t *a, const char *text, size_t len, const ch
     if (stop == this_pos)
       continue; /* blank line */
     if (nf != 4) {
-      rc = cerr(err, errlen, line,
-                "expected 4 comma-separated fields (app,func,end_timestamp,duration)");
+      rc = sim__line_err(err, errlen, line,
+                         "expected 4 comma-separated fields (app,func,end_timestamp,duration)");
       goto fail;
     }
     if (line == 1) {
       if (fe[2] - fs[2] != 13 || memcmp(text + fs[2], "end_timestamp", 13) != 0) {
-        rc = cerr(err, errlen, line, "header must be app,func,end_timestamp,duration");
+        rc = sim__line_err(err, errlen, line, "header must be app,func,end_timestamp,duration");
         goto fail;
       }
       continue;
@@ -218,19 +204,20 @@ int sim_arrivals_azure(sim_arrivals_t *a, const char *text, size_t len, const ch
     double end_s, dur_s;
     if (!parse_seconds(text + fs[2], fe[2] - fs[2], &end_s) ||
         !parse_seconds(text + fs[3], fe[3] - fs[3], &dur_s)) {
-      rc = cerr(err, errlen, line, "end_timestamp and duration must be non-negative seconds");
+      rc = sim__line_err(err, errlen, line,
+                         "end_timestamp and duration must be non-negative seconds");
       goto fail;
     }
     if (dur_s > end_s) {
-      rc = cerr(err, errlen, line, "duration longer than end_timestamp");
+      rc = sim__line_err(err, errlen, line, "duration longer than end_timestamp");
       goto fail;
     }
     if (fe[1] == fs[1]) {
-      rc = cerr(err, errlen, line, "empty func");
+      rc = sim__line_err(err, errlen, line, "empty func");
       goto fail;
     }
     if (n >= SIM_AZURE_MAX_ROWS) {
-      rc = cerr(err, errlen, line, "more than %u rows", SIM_AZURE_MAX_ROWS);
+      rc = sim__line_err(err, errlen, line, "more than %u rows", SIM_AZURE_MAX_ROWS);
       goto fail;
     }
     if (n == cap) {
@@ -248,7 +235,7 @@ int sim_arrivals_azure(sim_arrivals_t *a, const char *text, size_t len, const ch
     n++;
   }
   if (n == 0) {
-    rc = cerr(err, errlen, line, "no invocations");
+    rc = sim__line_err(err, errlen, line, "no invocations");
     goto fail;
   }
   qsort(v, n, sizeof(*v), cmp_inv);
@@ -268,14 +255,14 @@ int sim_arrivals_azure(sim_arrivals_t *a, const char *text, size_t len, const ch
     i = j;
   }
   if (best_len < 2) {
-    rc =
-        cerr(err, errlen, line, func ? "function not found or invoked once" : "need 2 invocations");
+    rc = sim__line_err(err, errlen, line,
+                       func ? "function not found or invoked once" : "need 2 invocations");
     goto fail;
   }
   inv_t *r = v + best;
   double span = r[best_len - 1].arrival_s - r[0].arrival_s;
   if (span <= 0) {
-    rc = cerr(err, errlen, line, "all invocations at one instant");
+    rc = sim__line_err(err, errlen, line, "all invocations at one instant");
     goto fail;
   }
   /* Observed mean rate (best_len - 1) / span; scale gaps to rate_per_s. */

@@ -99,27 +99,12 @@ static void fail(sim__ctx_t *c, int rc) {
 }
 
 static int sub_alloc(sim__ctx_t *c, uint32_t *out) {
-  if (c->sub_free == 0) {
-    uint32_t n = c->nsubs ? c->nsubs * 2 : 1024;
-    sim__sub_t *s = realloc(c->subs, (size_t)n * sizeof(*s));
-    if (!s)
-      return -ENOMEM;
-    memset(s + c->nsubs, 0, (size_t)(n - c->nsubs) * sizeof(*s));
-    for (uint32_t i = c->nsubs; i < n; i++)
-      s[i].next_free = (i + 1 < n) ? i + 2 : 0;
-    c->sub_free = c->nsubs + 1;
-    c->subs = s;
-    c->nsubs = n;
-  }
-  *out = c->sub_free - 1;
-  c->sub_free = c->subs[*out].next_free;
-  return 0;
+  return SIM__POOL_TAKE(c->subs, c->nsubs, c->sub_free, next_free, 1024, out);
 }
 
 static void sub_release(sim__ctx_t *c, uint32_t si) {
   c->subs[si].in_use = false;
-  c->subs[si].next_free = c->sub_free;
-  c->sub_free = si + 1;
+  SIM__POOL_PUT(c->subs, c->sub_free, next_free, si);
 }
 
 /* ---------------------------------------------------------------- policy glue */

@@ -129,47 +129,19 @@ void sim__gpu_fini(sim__ctx_t *c) {
 }
 
 static int group_alloc(sim__ctx_t *c, uint32_t *out) {
-  if (c->group_free == 0) {
-    uint32_t n = c->ngroups ? c->ngroups * 2 : 1024;
-    sim__group_t *g = realloc(c->groups, (size_t)n * sizeof(*g));
-    if (!g)
-      return -ENOMEM;
-    for (uint32_t i = c->ngroups; i < n; i++)
-      g[i].next_free = (i + 1 < n) ? i + 2 : 0;
-    c->group_free = c->ngroups + 1;
-    c->groups = g;
-    c->ngroups = n;
-  }
-  *out = c->group_free - 1;
-  c->group_free = c->groups[*out].next_free;
-  return 0;
+  return SIM__POOL_TAKE(c->groups, c->ngroups, c->group_free, next_free, 1024, out);
 }
 
 static void group_release(sim__ctx_t *c, uint32_t gi) {
-  c->groups[gi].next_free = c->group_free;
-  c->group_free = gi + 1;
+  SIM__POOL_PUT(c->groups, c->group_free, next_free, gi);
 }
 
 static int slot_alloc(sim__ctx_t *c, uint32_t *out) {
-  if (c->slot_free == 0) {
-    uint32_t n = c->nslots ? c->nslots * 2 : 4096;
-    sim__slot_t *sl = realloc(c->slots, (size_t)n * sizeof(*sl));
-    if (!sl)
-      return -ENOMEM;
-    for (uint32_t i = c->nslots; i < n; i++)
-      sl[i].next = (i + 1 < n) ? i + 2 : 0;
-    c->slot_free = c->nslots + 1;
-    c->slots = sl;
-    c->nslots = n;
-  }
-  *out = c->slot_free - 1;
-  c->slot_free = c->slots[*out].next;
-  return 0;
+  return SIM__POOL_TAKE(c->slots, c->nslots, c->slot_free, next, 4096, out);
 }
 
 static void slot_release(sim__ctx_t *c, uint32_t si) {
-  c->slots[si].next = c->slot_free;
-  c->slot_free = si + 1;
+  SIM__POOL_PUT(c->slots, c->slot_free, next, si);
 }
 
 /* Records n blocks (resources already taken) of launch li on SM s as
@@ -214,27 +186,12 @@ static int add_blocks(sim__ctx_t *c, uint32_t li, uint32_t s, uint32_t n) {
 }
 
 static int launch_alloc(sim__ctx_t *c, uint32_t *out) {
-  if (c->launch_free == 0) {
-    uint32_t n = c->nlaunches ? c->nlaunches * 2 : 256;
-    sim__launch_t *l = realloc(c->launches, (size_t)n * sizeof(*l));
-    if (!l)
-      return -ENOMEM;
-    memset(l + c->nlaunches, 0, (size_t)(n - c->nlaunches) * sizeof(*l));
-    for (uint32_t i = c->nlaunches; i < n; i++)
-      l[i].next_free = (i + 1 < n) ? i + 2 : 0;
-    c->launch_free = c->nlaunches + 1;
-    c->launches = l;
-    c->nlaunches = n;
-  }
-  *out = c->launch_free - 1;
-  c->launch_free = c->launches[*out].next_free;
-  return 0;
+  return SIM__POOL_TAKE(c->launches, c->nlaunches, c->launch_free, next_free, 256, out);
 }
 
 void sim__gpu_release(sim__ctx_t *c, uint32_t li) {
   c->launches[li].in_use = false;
-  c->launches[li].next_free = c->launch_free;
-  c->launch_free = li + 1;
+  SIM__POOL_PUT(c->launches, c->launch_free, next_free, li);
 }
 
 static int active_insert(sim__ctx_t *c, uint32_t li) {

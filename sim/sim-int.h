@@ -13,6 +13,8 @@
 
 #include "sim/sim.h"
 
+#include <stddef.h>
+
 enum sim__ev_type {
   SIM__EV_GROUP_DONE = 1, /* a: group index */
   SIM__EV_ELIGIBLE,       /* a: launch index (its stream may start it now) */
@@ -94,6 +96,23 @@ typedef struct sim__tenant {
   uint64_t iter_start_ns;
   uint64_t last_submit_ns;
 } sim__tenant_t;
+
+/* Writes "line LINE: " and the formatted reason into err (when not NULL)
+ * and returns -EPROTO: the one error path of the trace and CSV readers. */
+int sim__line_err(char *err, size_t errlen, size_t line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Free-list pools (pool.c): take an entry of a growable array of records
+ * chained through the u32 field `link` (index + 1; 0 = end); new records are
+ * zeroed.  -ENOMEM leaves the pool as it was. */
+int sim__pool_take(void **items, uint32_t *n, uint32_t *free_head, size_t size, size_t link_off,
+                   uint32_t first_n, uint32_t *out);
+void sim__pool_put(void *items, uint32_t *free_head, size_t size, size_t link_off, uint32_t i);
+#define SIM__POOL_TAKE(arr, n, free_head, link, first_n, out)                                      \
+  sim__pool_take((void **)&(arr), &(n), &(free_head), sizeof(*(arr)),                              \
+                 offsetof(__typeof__(*(arr)), link), (first_n), (out))
+#define SIM__POOL_PUT(arr, free_head, link, i)                                                     \
+  sim__pool_put((arr), &(free_head), sizeof(*(arr)), offsetof(__typeof__(*(arr)), link), (i))
 
 typedef struct sim__ctx {
   const sim_run_config_t *cfg;

@@ -41,7 +41,7 @@ typedef struct tok {
   size_t n;
 } tok_t;
 
-static int perr(char *err, size_t errlen, size_t line, const char *fmt, ...) {
+int sim__line_err(char *err, size_t errlen, size_t line, const char *fmt, ...) {
   if (err && errlen) {
     int k = snprintf(err, errlen, "line %zu: ", line);
     if (k >= 0 && (size_t)k < errlen) {
@@ -118,27 +118,27 @@ static bool name_ok(const tok_t *t) {
 static int parse_line(tok_t *f, int nf, size_t line, sim_kernel_t *k, char *err, size_t errlen) {
   uint64_t v;
   if (nf < 7 || nf > 9)
-    return perr(err, errlen, line, "expected 7 to 9 fields, found %d", nf);
+    return sim__line_err(err, errlen, line, "expected 7 to 9 fields, found %d", nf);
   memset(k, 0, sizeof(*k));
   if (!parse_u64(f[1].p, f[1].n, UINT64_MAX, &k->kernel_id))
-    return perr(err, errlen, line, "bad kernel id");
+    return sim__line_err(err, errlen, line, "bad kernel id");
   if (!parse_dim3(&f[2], 0x7fffffffu, k->grid))
-    return perr(err, errlen, line, "bad grid (X[,Y[,Z]], each 1..2^31-1)");
+    return sim__line_err(err, errlen, line, "bad grid (X[,Y[,Z]], each 1..2^31-1)");
   if (!parse_dim3(&f[3], 1024, k->block) ||
       (uint64_t)k->block[0] * k->block[1] * k->block[2] > 1024)
-    return perr(err, errlen, line, "bad block (at most 1024 threads)");
+    return sim__line_err(err, errlen, line, "bad block (at most 1024 threads)");
   if (sim_kernel_blocks(k) > (1ull << 40))
-    return perr(err, errlen, line, "grid has more than 2^40 blocks");
+    return sim__line_err(err, errlen, line, "grid has more than 2^40 blocks");
   if (!parse_u64(f[4].p, f[4].n, 255, &v))
-    return perr(err, errlen, line, "bad registers per thread (0..255)");
+    return sim__line_err(err, errlen, line, "bad registers per thread (0..255)");
   k->regs_per_thread = (uint32_t)v;
   if (!parse_u64(f[5].p, f[5].n, 1u << 24, &v))
-    return perr(err, errlen, line, "bad shared memory bytes (0..2^24)");
+    return sim__line_err(err, errlen, line, "bad shared memory bytes (0..2^24)");
   k->shmem_bytes = (uint32_t)v;
   if (!parse_u64(f[6].p, f[6].n, 1000000000000ull, &k->block_ns) || k->block_ns == 0)
-    return perr(err, errlen, line, "bad block_ns (1..10^12)");
+    return sim__line_err(err, errlen, line, "bad block_ns (1..10^12)");
   if (nf >= 8 && !parse_u64(f[7].p, f[7].n, 1000000000000ull, &k->gap_ns))
-    return perr(err, errlen, line, "bad gap_ns (0..10^12)");
+    return sim__line_err(err, errlen, line, "bad gap_ns (0..10^12)");
   k->variants = POL_VAR_ALL;
   if (nf == 9) {
     k->variants = POL_VAR_ORIGINAL;
@@ -152,7 +152,7 @@ static int parse_line(tok_t *f, int nf, size_t line, sim_kernel_t *k, char *err,
         else if (ch == 'p')
           k->variants |= POL_VAR_PTB;
         else
-          return perr(err, errlen, line, "bad variants (letters o, s, p, or -)");
+          return sim__line_err(err, errlen, line, "bad variants (letters o, s, p, or -)");
       }
     }
   }
@@ -164,7 +164,7 @@ int sim_trace_parse(const char *text, size_t len, sim_trace_t *out, char *err, s
   size_t cap = 0, line = 0, pos = 0;
   int rc = 0;
   if (len > SIM_TRACE_MAX_BYTES)
-    return perr(err, errlen, 0, "trace larger than %u bytes", SIM_TRACE_MAX_BYTES);
+    return sim__line_err(err, errlen, 0, "trace larger than %u bytes", SIM_TRACE_MAX_BYTES);
   while (pos < len) {
     size_t end = pos;
     tok_t f[MAX_FIELDS + 1];
@@ -197,22 +197,22 @@ int sim_trace_parse(const char *text, size_t len, sim_trace_t *out, char *err, s
     if (nf == 0)
       continue;
     if (nf > MAX_FIELDS) {
-      rc = perr(err, errlen, line, "expected 7 to 9 fields, found %d", nf);
+      rc = sim__line_err(err, errlen, line, "expected 7 to 9 fields, found %d", nf);
       goto fail;
     }
     if (!name_ok(&f[0])) {
-      rc = perr(err, errlen, line, "bad tenant name (1-47 of A-Z a-z 0-9 . _ -)");
+      rc = sim__line_err(err, errlen, line, "bad tenant name (1-47 of A-Z a-z 0-9 . _ -)");
       goto fail;
     }
     if (t.n == 0) {
       memcpy(t.name, f[0].p, f[0].n);
       t.name[f[0].n] = '\0';
     } else if (strlen(t.name) != f[0].n || memcmp(t.name, f[0].p, f[0].n) != 0) {
-      rc = perr(err, errlen, line, "tenant differs from line 1's (one workload per file)");
+      rc = sim__line_err(err, errlen, line, "tenant differs from line 1's (one workload per file)");
       goto fail;
     }
     if (t.n >= SIM_TRACE_MAX_KERNELS) {
-      rc = perr(err, errlen, line, "more than %d kernels", SIM_TRACE_MAX_KERNELS);
+      rc = sim__line_err(err, errlen, line, "more than %d kernels", SIM_TRACE_MAX_KERNELS);
       goto fail;
     }
     if (t.n == cap) {
@@ -231,7 +231,7 @@ int sim_trace_parse(const char *text, size_t len, sim_trace_t *out, char *err, s
     t.n++;
   }
   if (t.n == 0) {
-    rc = perr(err, errlen, line, "no kernels");
+    rc = sim__line_err(err, errlen, line, "no kernels");
     goto fail;
   }
   *out = t;

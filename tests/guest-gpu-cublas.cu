@@ -43,8 +43,8 @@ int main(void) {
   if (!a || !b || !c)
     return 1;
   for (int i = 0; i < N * N; i++) {
-    a[i] = (float)((i * 7 + 3) % 7 - 3);
-    b[i] = (float)((i * 5 + 1) % 7 - 3);
+    a[i] = (float)(i % 7 - 3);
+    b[i] = (float)((i * 5 + i / N) % 7 - 3);
   }
   st = cublasCreate(&h);
   printf("cublasCreate: %d\n", (int)st);
