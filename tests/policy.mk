@@ -12,7 +12,7 @@ tests_test_pol_sched_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_pol_profile_SOURCES = tests/test-pol-profile.c
 tests_test_pol_profile_CFLAGS = $(TEST_CFLAGS)
 tests_test_pol_profile_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
-tests_test_pol_oom_SOURCES = tests/test-pol-oom.c
+tests_test_pol_oom_SOURCES = tests/test-pol-oom.c tests/oom-harness.h
 tests_test_pol_oom_CFLAGS = $(TEST_CFLAGS)
 tests_test_pol_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc \
 	-Wl,--wrap=free

@@ -14,7 +14,7 @@ tests_test_sim_trace_LDADD = $(SIM_LIBS) $(TEST_LIBS)
 tests_test_sim_trace_replay_SOURCES = tests/test-sim-trace-replay.c tests/fuzz/fuzz-sim-trace.c
 tests_test_sim_trace_replay_CFLAGS = $(TEST_CFLAGS)
 tests_test_sim_trace_replay_LDADD = $(SIM_LIBS) $(TEST_LIBS)
-tests_test_sim_oom_SOURCES = tests/test-sim-oom.c
+tests_test_sim_oom_SOURCES = tests/test-sim-oom.c tests/oom-harness.h
 tests_test_sim_oom_CFLAGS = $(TEST_CFLAGS)
 tests_test_sim_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc \
 	-Wl,--wrap=free

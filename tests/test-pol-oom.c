@@ -10,60 +10,9 @@
  */
 #include "policy/pol.h"
 
-#include <errno.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include <cmocka.h>
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_realloc(void *p, size_t n);
-void __real_free(void *p);
-
-/* Test thread only: the countdown and the count of live allocations. */
-static long fail_at = -1, seen;
-static long live;
-
-static bool should_fail(void) {
-  if (fail_at < 0)
-    return false;
-  return seen++ == fail_at;
-}
-
-void *__wrap_malloc(size_t n) {
-  if (should_fail())
-    return NULL;
-  void *p = __real_malloc(n);
-  if (p)
-    live++;
-  return p;
-}
-void *__wrap_calloc(size_t n, size_t m) {
-  if (should_fail())
-    return NULL;
-  void *p = __real_calloc(n, m);
-  if (p)
-    live++;
-  return p;
-}
-void *__wrap_realloc(void *old, size_t n) {
-  if (should_fail())
-    return NULL;
-  void *p = __real_realloc(old, n);
-  if (p && !old)
-    live++;
-  return p;
-}
-void __wrap_free(void *p) {
-  if (p)
-    live--;
-  __real_free(p);
-}
+#include "tests/oom-harness.h"
 
 /* Returns 0 when every step succeeded, -ENOMEM when one ran out. */
 static int scenario(void) {
@@ -140,23 +89,7 @@ static int scenario(void) {
 
 static void every_allocation_failure_is_enomem_without_leak(void **state) {
   (void)state;
-  long n;
-  int failures = 0;
-  for (n = 0; n < 100000; n++) {
-    long before = live;
-    fail_at = n;
-    seen = 0;
-    int rc = scenario();
-    fail_at = -1;
-    if (live != before)
-      fail_msg("allocation %ld failed: %ld allocations leaked", n, live - before);
-    if (rc == 0)
-      break;
-    failures++;
-  }
-  print_message("# %d allocation failures injected, all -ENOMEM, none leaked\n", failures);
-  assert_true(failures > 10); /* the scenario really allocates */
-  assert_true(n < 100000);
+  oom_every_failure(scenario, 11); /* the scenario really allocates */
 }
 
 int main(void) {

@@ -8,47 +8,9 @@
  */
 #include "sim/sim.h"
 
-#include <errno.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include <cmocka.h>
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_realloc(void *p, size_t n);
-void __real_free(void *p);
-
-/* Test thread only: the countdown and the count of live allocations. */
-static long fail_at = -1, seen, live;
-
-static bool should_fail(void) {
-  return fail_at >= 0 && seen++ == fail_at;
-}
-
-void *__wrap_malloc(size_t n) {
-  void *p = should_fail() ? NULL : __real_malloc(n);
-  live += p != NULL;
-  return p;
-}
-void *__wrap_calloc(size_t n, size_t m) {
-  void *p = should_fail() ? NULL : __real_calloc(n, m);
-  live += p != NULL;
-  return p;
-}
-void *__wrap_realloc(void *old, size_t n) {
-  void *p = should_fail() ? NULL : __real_realloc(old, n);
-  live += (p != NULL && old == NULL);
-  return p;
-}
-void __wrap_free(void *p) {
-  live -= p != NULL;
-  __real_free(p);
-}
+#include "tests/oom-harness.h"
 
 static const char *lc_text = "lc 1 64 256 32 0 8000 0 o\nlc 2 96 128 32 0 5000 0 o\n";
 static const char *be_text = "be 10 4000 256 32 0 6000 0 osp\n"
@@ -96,23 +58,7 @@ static int scenario(void) {
 
 static void every_allocation_failure_is_enomem_without_leak(void **state) {
   (void)state;
-  long n;
-  int failures = 0;
-  for (n = 0; n < 100000; n++) {
-    long before = live;
-    fail_at = n;
-    seen = 0;
-    int rc = scenario();
-    fail_at = -1;
-    if (live != before)
-      fail_msg("allocation %ld failed: %ld allocations leaked", n, live - before);
-    if (rc == 0)
-      break;
-    failures++;
-  }
-  print_message("# %d allocation failures injected, all -ENOMEM, none leaked\n", failures);
-  assert_true(failures > 10);
-  assert_true(n < 100000);
+  oom_every_failure(scenario, 11); /* the scenario really allocates */
 }
 
 int main(void) {
