@@ -40,11 +40,13 @@ static wire_conn_t *open_conn(tstate *s, const char *tenant) {
   return c;
 }
 
-static int setup(void **state, bool tcp) {
+static int setup(void **state, bool tcp, int32_t spin_us) {
   tstate *s = calloc(1, sizeof(*s));
   /* Small shm regions so that modest payloads cross every threshold:
-   * ring 64 KiB, data 1 MiB (chunked above 512 KiB). */
-  wire_server_opts_t o = {.shm_ring_bytes = 64 << 10, .shm_data_bytes = 1 << 20};
+   * ring 64 KiB, data 1 MiB (chunked above 512 KiB).  The daemon's spin
+   * is off (-1) or forced on, whatever the host's CPU count. */
+  wire_server_opts_t o = {
+      .shm_ring_bytes = 64 << 10, .shm_data_bytes = 1 << 20, .shm_spin_us = spin_us};
   s->tcp = tcp;
   if (harness_start(&s->h, &o) != 0)
     return -1;
@@ -52,10 +54,14 @@ static int setup(void **state, bool tcp) {
   return 0;
 }
 static int setup_shm(void **state) {
-  return setup(state, false);
+  return setup(state, false, -1);
+}
+/* shm with the daemon polling the rings (the default on >= 4 CPUs). */
+static int setup_shm_spin(void **state) {
+  return setup(state, false, 50);
 }
 static int setup_tcp(void **state) {
-  return setup(state, true);
+  return setup(state, true, -1);
 }
 static int teardown(void **state) {
   tstate *s = *state;
@@ -442,7 +448,9 @@ static void large_reply_from_worker_thread_round_trips(void **state) {
   { "shm_" #fn, fn, setup_shm, teardown, NULL }
 #define TCP(fn)                                                                                    \
   { "tcp_" #fn, fn, setup_tcp, teardown, NULL }
-#define BOTH(fn) SHM(fn), TCP(fn)
+#define SPIN(fn)                                                                                   \
+  { "shm_spin_" #fn, fn, setup_shm_spin, teardown, NULL }
+#define BOTH(fn) SHM(fn), SPIN(fn), TCP(fn)
 
 int main(void) {
   /* Watchdog: a hang (a bug that keeps a call waiting) fails the program

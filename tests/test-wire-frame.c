@@ -288,6 +288,40 @@ static void malformed_frames_are_refused_with_a_reason(void **state) {
   expect_refused(b, 68, -EPROTO, "inside a message", false);
 }
 
+/* Plays a hostile shm guest: while the first record of a BATCH is being
+ * delivered, the second record's length (already validated) grows past the
+ * frame, as a guest writing its ring at that moment could make it. */
+typedef struct tamper {
+  uint8_t *second_len; /* where the second record's u32 length lives */
+  int delivered;
+} tamper;
+
+static int deliver_and_tamper(void *ctx, const wire__msg *m) {
+  tamper *t = ctx;
+  (void)m;
+  if (t->delivered++ == 0)
+    memset(t->second_len, 0xff, 4);
+  return 0;
+}
+
+static void batch_length_changed_after_validation_is_refused(void **state) {
+  uint8_t b[WIRE__HDR_LEN + 2 * (4 + 8)] = {0};
+  tamper t = {.second_len = b + WIRE__HDR_LEN + 4 + 8};
+  wire__rx rx;
+  size_t used;
+
+  (void)state;
+  hdr(b, WIRE__K_BATCH, 0, 2 * (4 + 8), 2);
+  b[WIRE__HDR_LEN] = 8;
+  b[WIRE__HDR_LEN + 4 + 8] = 8;
+  wire__rx_init(&rx, 1 << 20, ALL_KINDS, deliver_and_tamper, &t);
+  rx.version = 1;
+  assert_int_equal(wire__rx_feed(&rx, b, sizeof(b), &used), -EPROTO);
+  assert_int_equal(t.delivered, 1);
+  assert_non_null(strstr(rx.why, "changed while read"));
+  wire__rx_close(&rx);
+}
+
 static void kind_not_allowed_in_direction_is_refused(void **state) {
   uint8_t b[24];
   wire__rx rx;
@@ -493,6 +527,7 @@ int main(void) {
       cmocka_unit_test(pause_stops_after_message_and_resumes_inside_batch),
       cmocka_unit_test(malformed_frames_are_refused_with_a_reason),
       cmocka_unit_test(kind_not_allowed_in_direction_is_refused),
+      cmocka_unit_test(batch_length_changed_after_validation_is_refused),
       cmocka_unit_test(truncated_frame_delivers_nothing),
       cmocka_unit_test(buf_and_reader_round_trip_every_type),
       cmocka_unit_test(reader_rejects_reads_past_the_end_and_stays_failed),

@@ -9,6 +9,9 @@
  * 'W': then a worker thread answers through wire_tenant_reply_mt.  POSTs are
  * counted and their per-thread sequence checked: a post body starting with
  * "S" u32 thread u32 seq must have seq = previous + 1 for that thread.
+ * A descriptor passed with wire_conn_send_fd gets "tag <tag>" written into
+ * it and closed; on_fd records the POST count it saw and answers 7.  A
+ * tenant named "later" is refused with -EAGAIN ("come back later").
  * Everything the tests read is atomic or read after harness_stop().
  */
 #ifndef TALLY_TEST_WIRE_HARNESS_H
@@ -37,7 +40,8 @@ typedef struct harness {
   char url_tcp[64];
   _Atomic int connects, closes, posts, calls, order_errors, blobs_put;
   _Atomic int last_close_status;
-  char last_why[640]; /* written on the loop thread before closes++ */
+  _Atomic int fds, fd_posts_seen; /* on_fd calls; posts counted at the last */
+  char last_why[640];             /* written on the loop thread before closes++ */
   uint32_t next_seq[H_THREADS];
   _Atomic uint64_t post_bytes;
   _Atomic uint64_t blob_have; /* id the daemon claims to hold */
@@ -93,6 +97,10 @@ static int h_on_connect(wire_server_t *s, wire_tenant_t *t, const wire_tenant_in
   if (strcmp(info->name, "refuse-me") == 0) {
     snprintf(why, why_len, "tenant name refuse-me is not welcome");
     return -EPERM;
+  }
+  if (strcmp(info->name, "later") == 0) {
+    snprintf(why, why_len, "daemon is restarting, come back later");
+    return -EAGAIN;
   }
   if (strcmp(info->name, "keep") == 0 && h->kept == NULL) {
     wire_tenant_ref(t);
@@ -197,6 +205,17 @@ static int h_blob_put(wire_server_t *s, wire_tenant_t *t, uint64_t id, const voi
   return 0;
 }
 
+static int h_on_fd(wire_server_t *s, wire_tenant_t *t, uint64_t tag, int fd) {
+  harness *h = wire_server_data(s);
+  char b[64];
+  int n = snprintf(b, sizeof(b), "tag %llu", (unsigned long long)tag);
+  ssize_t w = write(fd, b, (size_t)n);
+  close(fd);
+  atomic_store(&h->fd_posts_seen, atomic_load(&h->posts));
+  atomic_fetch_add(&h->fds, 1);
+  return w == n ? 7 : -EIO;
+}
+
 static void h_on_stop(uv_async_t *a) {
   harness *h = a->data;
   wire_server_close(h->s);
@@ -215,10 +234,12 @@ static const wire_server_cb_t h_cb = {
     .on_close = h_on_close,
     .blob_has = h_blob_has,
     .blob_put = h_blob_put,
+    .on_fd = h_on_fd,
 };
 
-/* opts may be NULL.  Returns 0 or a status. */
-__attribute__((unused)) static int harness_start(harness *h, const wire_server_opts_t *opts) {
+/* opts may be NULL; cb NULL = h_cb.  Returns 0 or a status. */
+__attribute__((unused)) static int harness_start_cb(harness *h, const wire_server_opts_t *opts,
+                                                    const wire_server_cb_t *cb) {
   static _Atomic int seq;
   int rc;
 
@@ -231,7 +252,7 @@ __attribute__((unused)) static int harness_start(harness *h, const wire_server_o
   if (h->opts.tcp_addr == NULL)
     h->opts.tcp_addr = "127.0.0.1:0";
   uv_loop_init(&h->loop);
-  rc = wire_server_new(&h->s, &h->loop, &h->opts, &h_cb, h);
+  rc = wire_server_new(&h->s, &h->loop, &h->opts, cb ? cb : &h_cb, h);
   if (rc)
     return rc;
   uv_async_init(&h->loop, &h->stop, h_on_stop);
@@ -239,6 +260,10 @@ __attribute__((unused)) static int harness_start(harness *h, const wire_server_o
   snprintf(h->url_shm, sizeof(h->url_shm), "unix:%s", h->path);
   snprintf(h->url_tcp, sizeof(h->url_tcp), "tcp://127.0.0.1:%d", wire_server_tcp_port(h->s));
   return pthread_create(&h->th, NULL, h_loop_main, h) ? -EAGAIN : 0;
+}
+
+__attribute__((unused)) static int harness_start(harness *h, const wire_server_opts_t *opts) {
+  return harness_start_cb(h, opts, NULL);
 }
 
 __attribute__((unused)) static void harness_stop(harness *h) {

@@ -517,12 +517,33 @@ static void shm_bytes_on_socket_after_handshake_close_that_tenant(void **s) {
   harness_stop(&h);
 }
 
+static void shm_fd_frame_without_a_descriptor_closes_that_tenant(void **s) {
+  harness h;
+  raw_shm r;
+  int closes;
+  uint8_t f[WIRE__HDR_LEN + 8] = {0};
+  wire__hdr hd = {1, WIRE__K_FD, 0, 8, 0, 1};
+
+  assert_int_equal(harness_start(&h, NULL), 0);
+  raw_shm_open(&h, &r);
+  closes = atomic_load(&h.closes);
+  wire__hdr_encode(f, &hd);
+  memcpy(r.g2d.ring, f, sizeof(f));
+  __atomic_store_n((uint64_t *)(r.g2d.ctl + WIRE__SHM_HEAD), (uint64_t)sizeof(f), __ATOMIC_RELEASE);
+  wire__efd_ring(r.fds[1]);
+  shm_check_closed(&h, &r, closes, -EPROTO, "without a descriptor");
+  raw_shm_close(&r);
+  harness_stop(&h);
+  assert_int_equal(atomic_load(&h.fds), 0);
+}
+
 int main(void) {
   /* Watchdog: a hang (a bug that keeps a call waiting) fails the program
    * after 120 s instead of stalling make check; the suite takes seconds. */
   alarm(120);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(shm_daemon_killed_fails_the_next_call),
+      cmocka_unit_test(shm_fd_frame_without_a_descriptor_closes_that_tenant),
       cmocka_unit_test(tcp_daemon_killed_fails_the_next_call),
       cmocka_unit_test(shm_daemon_frozen_times_out_by_heartbeat),
       cmocka_unit_test(tcp_daemon_frozen_times_out_by_heartbeat),

@@ -1,6 +1,6 @@
 # tests/wire.mk: unit tests, fuzz targets and the benchmark of wire/.
 WIRE_TESTS = tests/test-wire-error tests/test-wire-frame tests/test-wire-conn \
-	tests/test-wire-peer tests/test-wire-oom
+	tests/test-wire-peer tests/test-wire-oom tests/test-wire-api tests/test-wire-shm
 if HAVE_CMOCKA
 check_PROGRAMS += $(WIRE_TESTS)
 TESTS += $(WIRE_TESTS)
@@ -18,6 +18,12 @@ tests_test_wire_frame_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
 tests_test_wire_peer_SOURCES = tests/test-wire-peer.c tests/test-wire-harness.h
 tests_test_wire_peer_CFLAGS = $(TEST_CFLAGS) $(UV_CFLAGS)
 tests_test_wire_peer_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
+tests_test_wire_api_SOURCES = tests/test-wire-api.c tests/test-wire-harness.h
+tests_test_wire_api_CFLAGS = $(TEST_CFLAGS) $(UV_CFLAGS)
+tests_test_wire_api_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
+tests_test_wire_shm_SOURCES = tests/test-wire-shm.c
+tests_test_wire_shm_CFLAGS = $(TEST_CFLAGS)
+tests_test_wire_shm_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
 tests_test_wire_oom_SOURCES = tests/test-wire-oom.c tests/test-wire-harness.h
 tests_test_wire_oom_CFLAGS = $(TEST_CFLAGS) $(UV_CFLAGS) $(ZSTD_CFLAGS)
 tests_test_wire_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc

@@ -164,10 +164,20 @@ void wire__rx_trim(wire__rx *rx) {
 static int batch_run(wire__rx *rx) {
   while (rx->batch_n > 0) {
     wire__msg m = {.kind = WIRE__K_POST};
-    uint32_t len = rd32(rx->batch_p);
+    uint32_t len;
     int rc;
 
-    /* Lengths were all validated by batch_start. */
+    /* batch_start validated every length, but over shm the payload is
+     * memory the guest can still write: read each length once and check it
+     * again against what is left, or a length changed after validation
+     * would walk past the frame (and the mapping). */
+    if (rx->batch_left < 4)
+      return fail(rx, -EPROTO, "batch changed while read (%llu records, %llu bytes left)",
+                  rx->batch_n, rx->batch_left);
+    len = rd32(rx->batch_p);
+    if (len > rx->batch_left - 4)
+      return fail(rx, -EPROTO, "batch record length %llu changed while read (%llu bytes left)", len,
+                  rx->batch_left - 4);
     m.data = rx->batch_p + 4;
     m.len = len;
     rx->batch_p += 4 + (size_t)len;

@@ -6,8 +6,9 @@
  * that the daemon died, so every blocking wait polls it too.  Calls and posts
  * go into the g2d ring (large payloads through the data region, shm.h); the
  * daemon's doorbell is rung only when it said it sleeps.  Waiting for a reply
- * spins for WIRE__SHM_SPIN_NS first (a daemon answer usually lands within
- * it), then sleeps on the rx eventfd.  Waiting for ring space sleeps on the
+ * spins first (wire__shm_spin_us: 50 us on hosts with >= 4 CPUs, 20 us on
+ * smaller ones, TALLY_WIRE_SPIN_US overrides; a daemon answer usually lands
+ * within it), then sleeps on the rx eventfd.  Waiting for ring space sleeps on the
  * tx eventfd, so a reader and a writer thread never steal each other's
  * wakeups.
  */
@@ -24,9 +25,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* 20 us of spinning: above the daemon's typical turnaround for a small call
- * (wire-bench shm p50), far below a scheduler time slice. */
-#define WIRE__SHM_SPIN_NS 20000u
+/* On small hosts 20 us of spinning: above the daemon's typical turnaround
+ * for a small call (wire-bench shm p50), far below a scheduler time slice. */
+#define WIRE__SHM_SPIN_SMALL_US 20
 
 enum { FD_MEM, FD_DAEMON, FD_RX, FD_TX, FD_N };
 
@@ -37,15 +38,8 @@ typedef struct shm_gtp {
   uint8_t *mem;
   size_t size;
   wire__shm_dir g2d, d2g;
+  uint64_t spin_ns; /* spin budget before sleeping on a reply (0 = none) */
 } shm_gtp;
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 /* Blocks on efd (or a daemon hang-up) up to timeout_ms. */
 static int wait_doorbell(shm_gtp *g, int efd, int timeout_ms) {
@@ -116,18 +110,20 @@ static int shm_peek(wire__gtp *t, const uint8_t **p, size_t *n, int timeout_ms) 
       return 0;
     if (timeout_ms == 0)
       return -ETIMEDOUT;
+    if (g->spin_ns == 0)
+      break;
     /* Spin first; read the clock only every 64 pauses. */
     if ((spins++ & 63) == 0) {
       uint64_t now = wire__now_ns();
       if (start == 0)
         start = now;
-      else if (now - start >= WIRE__SHM_SPIN_NS)
+      else if (now - start >= g->spin_ns)
         break;
       /* Let a daemon that the scheduler woke on this CPU run at once
        * instead of after our spin (wake-affine placement). */
       sched_yield();
     }
-    cpu_relax();
+    wire__cpu_relax();
   }
   for (;;) {
     if (!wire__shm_sleep_prepare(&g->d2g)) {
@@ -170,6 +166,40 @@ static void shm_close(wire__gtp *t) {
   free(g);
 }
 
+/* One byte with one descriptor (proto.h, WIRE__FD_BYTE).  The socket is
+ * otherwise silent after WELCOME and its buffer empty, so the send does not
+ * block; EBADF/EINVAL (a bad fd) is the caller's, not the connection's. */
+static int shm_send_fd(wire__gtp *t, int fd) {
+  shm_gtp *g = (shm_gtp *)t;
+  char b = WIRE__FD_BYTE;
+  union {
+    struct cmsghdr h;
+    char b[CMSG_SPACE(sizeof(int))];
+  } cb;
+  struct iovec v = {&b, 1};
+  struct msghdr mh = {
+      .msg_iov = &v, .msg_iovlen = 1, .msg_control = cb.b, .msg_controllen = sizeof(cb.b)};
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+  ssize_t w;
+
+  memset(cb.b, 0, sizeof(cb.b));
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  do
+    w = sendmsg(g->sock, &mh, MSG_NOSIGNAL);
+  while (w < 0 && errno == EINTR);
+  if (w < 0)
+    return errno == EPIPE ? WIRE_ECLOSED : -errno;
+  return w == 1 ? 0 : -EIO;
+}
+
+static void shm_idle(wire__gtp *t, uint64_t now_ns) {
+  /* A failing madvise only leaves the pages resident: nothing to report. */
+  (void)wire__shm_trim(&((shm_gtp *)t)->g2d, now_ns);
+}
+
 static const struct wire__gtp_ops shm_ops = {
     .name = "shm",
     .send_msg = shm_send_msg,
@@ -177,6 +207,8 @@ static const struct wire__gtp_ops shm_ops = {
     .consume = shm_consume,
     .resolve = shm_resolve,
     .close = shm_close,
+    .send_fd = shm_send_fd,
+    .idle = shm_idle,
 };
 
 int wire__gtp_shm_open(wire__gtp **out, const char *path, const uint8_t *hello_frame,
@@ -234,6 +266,7 @@ int wire__gtp_shm_open(wire__gtp **out, const char *path, const uint8_t *hello_f
     goto fail;
   }
   wire__shm_bind(g->mem, w->ring_bytes, w->data_bytes, &g->g2d, &g->d2g);
+  g->spin_ns = (uint64_t)wire__shm_spin_us(WIRE__SHM_SPIN_SMALL_US) * 1000u;
   *out = &g->base;
   return 0;
 fail:

@@ -57,7 +57,9 @@ enum wire__kind {
   WIRE__K_BYE = 9,        /* both: orderly close; i32 status | str why */
   WIRE__K_BLOB_HAVE = 10, /* g->d: u64 content id; REPLY: u8 has */
   WIRE__K_BLOB_PUT = 11,  /* g->d: u64 content id | bytes; REPLY: i32 status */
-  WIRE__K_MAX = 11,
+  WIRE__K_FD = 12,        /* g->d (shm only): u64 tag; the descriptor rode the UNIX
+                             socket just before (SCM_RIGHTS); REPLY: i32 status */
+  WIRE__K_MAX = 12,
 };
 
 enum wire__flag {
@@ -68,6 +70,28 @@ enum wire__flag {
 };
 
 #define WIRE__SHMDESC_LEN 16
+
+/* Default shared-memory data region per direction: 1 GiB of SPARSE memfd
+ * (only touched pages cost memory, and pages above the first 64 MiB go back
+ * after 5 s idle: shm.h).  Messages up to half of it travel as one span with
+ * no join copy: 256 MiB reached 10 GB/s with a 1 GiB region where 64 MiB
+ * (chunks joined by the receiver) gave 3.0-3.2 GB/s on the GPU host. */
+#define WIRE__SHM_DATA_DEFAULT ((uint64_t)1 << 30)
+
+/* FD passing (shm only): the guest sends ONE byte, WIRE__FD_BYTE, with ONE
+ * descriptor in SCM_RIGHTS on the UNIX socket, then publishes a FD frame in
+ * the g2d ring; the daemon pairs FD frames with received descriptors in
+ * order.  At most WIRE__FD_QUEUE_MAX descriptors may wait on the daemon's
+ * side for their frame: one per guest thread in wire_conn_send_fd is far
+ * below it, and it bounds what a hostile guest can make the daemon hold. */
+#define WIRE__FD_BYTE 'F'
+/* Capability bit the guest always offers and a daemon that understands FD
+ * frames grants over shm (PROTOCOL.md section 4): an older daemon ignores
+ * it, and wire_conn_send_fd then answers -EOPNOTSUPP instead of sending a
+ * kind that daemon would reject.  High bit: WIRE_CAP_* (wire.h) grow from
+ * bit 0 for capabilities callers choose. */
+#define WIRE__CAP_FD       (1u << 31)
+#define WIRE__FD_QUEUE_MAX 64
 
 /* HELLO payload:
  *   off size field

@@ -4,25 +4,35 @@
  * A guest connects to the UNIX socket and sends its HELLO there; the daemon
  * learns its uid/pid with SO_PEERCRED, and on acceptance makes the memfd
  * region (shm.h) and three eventfds and sends them with the WELCOME
- * (SCM_RIGHTS).  From then on the socket must stay silent: a byte on it is a
- * protocol error, EOF means the guest process is gone (the kernel closes the
- * socket when a process dies, however it dies), so death is seen at once.
+ * (SCM_RIGHTS).  From then on the socket carries nothing but descriptors the
+ * guest passes (wire_conn_send_fd: one byte + one fd each, paired in order
+ * with FD frames from the ring); any other byte on it is a protocol error,
+ * EOF means the guest process is gone (the kernel closes the socket when a
+ * process dies, however it dies), so death is seen at once.  After WELCOME
+ * the socket is watched by a uv_poll on a dup of it (libuv's pipe reads
+ * would drop SCM_RIGHTS descriptors).
  * Messages arrive in the g2d ring; libuv watches the daemon's doorbell
  * eventfd and drains the ring in place (payloads are delivered without a copy
  * when contiguous).  While a tenant is paused its ring tail is not published,
  * so the payload stays valid and the guest is held back by ring space.
  * Replies go into the d2g ring directly; when it is full they are copied to
  * an out queue (bounded by WIRE__OUT_MAX) that drains when the guest rings
- * our doorbell after consuming.  The loop never blocks on a guest, and one
- * drain consumes at most DRAIN_BUDGET bytes before letting other tenants
- * run.  Optional spinning (shm_spin_us > 0): a uv_idle handle keeps polling
- * every ring for a while after traffic, with the sleeping flags at 0.
+ * our doorbell after consuming.  d2g_mu makes the d2g producer (ring head,
+ * data head, out queue) usable from a worker thread too: a reply from
+ * wire_tenant_reply_mt goes straight into the ring when it fits whole and
+ * nothing is queued (send_direct), saving the uv_async hop to the loop.  The loop never blocks on a
+ * guest, and one drain consumes at most DRAIN_BUDGET bytes before letting other tenants run.
+ * Optional spinning (shm_spin_us > 0): a uv_idle handle keeps polling every ring for a while after
+ * traffic, with the sleeping flags at 0.
  */
 #include "wire/shm.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -45,6 +55,7 @@ typedef struct shm_listener {
   uint64_t spin_ns;   /* 0 = never spin */
   shm_stp *open;      /* tenants past WELCOME (loop thread) */
   wire_server_t *s;
+  bool adopted; /* the socket was inherited: never unlink its path */
   char path[108];
 } shm_listener;
 
@@ -61,14 +72,20 @@ struct shm_stp {
   bool linked;
   uv_poll_t poll; /* on efd_d, after WELCOME */
   bool poll_init;
-  int handles; /* still to close */
+  uv_poll_t spoll; /* on sockfd, after WELCOME */
+  bool spoll_init;
+  int sockfd;                  /* dup of the socket (after WELCOME), else -1 */
+  int fdq[WIRE__FD_QUEUE_MAX]; /* received descriptors (or -EMFILE: lost) */
+  int fdq_head, fdq_n;         /* ring of fdq_n entries from fdq_head */
+  int handles;                 /* still to close */
   wire_tenant_t *t;
   int efd_d, efd_rx, efd_tx;
   uint8_t *mem;
   size_t size;
   wire__shm_dir g2d, d2g;
-  bool open; /* WELCOME sent */
-  bool held; /* paused: g2d tail not published */
+  pthread_mutex_t d2g_mu; /* d2g producer side and out_* (loop + reply_mt threads) */
+  bool open;              /* WELCOME sent */
+  bool held;              /* paused: g2d tail not published */
   uint8_t hbuf[WIRE__HDR_LEN + WIRE__HELLO_MAX];
   out_msg *out_head, *out_tail;
   size_t out_bytes; /* queued, <= WIRE__OUT_MAX */
@@ -153,7 +170,7 @@ static int enqueue(shm_stp *c, out_msg *m) {
   return flush_out(c);
 }
 
-static int shm_send_owned(wire_tenant_t *t, uint8_t kind, uint64_t id, void *buf, size_t len) {
+static int send_owned_locked(wire_tenant_t *t, uint8_t kind, uint64_t id, void *buf, size_t len) {
   shm_stp *c = wire__tenant_tp(t);
   uint8_t version = (uint8_t)wire_tenant_info(t)->version;
   out_msg *m = calloc(1, sizeof(*m));
@@ -182,8 +199,8 @@ static int shm_send_owned(wire_tenant_t *t, uint8_t kind, uint64_t id, void *buf
   return enqueue(c, m);
 }
 
-static int shm_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
-                    size_t len) {
+static int send_locked(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct iovec *iov,
+                       int cnt, size_t len) {
   shm_stp *c = wire__tenant_tp(t);
   uint8_t version = (uint8_t)wire_tenant_info(t)->version;
   wire__shm_tx tx = {version, kind, id, 0, iov, cnt, len, 0, false};
@@ -219,6 +236,49 @@ static int shm_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct io
   return enqueue(c, m);
 }
 
+static int shm_send_owned(wire_tenant_t *t, uint8_t kind, uint64_t id, void *buf, size_t len) {
+  shm_stp *c = wire__tenant_tp(t);
+  int rc;
+
+  pthread_mutex_lock(&c->d2g_mu);
+  rc = send_owned_locked(t, kind, id, buf, len);
+  pthread_mutex_unlock(&c->d2g_mu);
+  return rc;
+}
+
+static int shm_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
+                    size_t len) {
+  shm_stp *c = wire__tenant_tp(t);
+  int rc;
+
+  pthread_mutex_lock(&c->d2g_mu);
+  rc = send_locked(t, kind, id, iov, cnt, len);
+  pthread_mutex_unlock(&c->d2g_mu);
+  return rc;
+}
+
+/* Any thread (server.c holds the tenant's tx lock, so c is alive and open).
+ * Only a reply that one tx step publishes whole (inline, or one data-region
+ * span) and that no queued reply precedes: anything else returns -EAGAIN
+ * having published nothing, and takes the loop thread's path. */
+static int shm_send_direct(wire_tenant_t *t, uint64_t id, const void *buf, size_t len) {
+  shm_stp *c = wire__tenant_tp(t);
+  struct iovec v = {(void *)buf, len};
+  wire__shm_tx tx = {
+      (uint8_t)wire_tenant_info(t)->version, WIRE__K_REPLY, id, 0, &v, 1, len, 0, false};
+  bool pub = false;
+  int rc = -EAGAIN;
+
+  pthread_mutex_lock(&c->d2g_mu);
+  if (c->open && c->out_head == NULL &&
+      ((len <= WIRE__SHM_INLINE && len + WIRE__HDR_LEN <= c->d2g.r / 2) || len <= c->d2g.d / 2)) {
+    rc = wire__shm_tx_step(&c->d2g, &tx, &pub);
+    ring_guest_if_sleeping(c, pub);
+  }
+  pthread_mutex_unlock(&c->d2g_mu);
+  return rc;
+}
+
 /* --------------------------------------------------------------- receiving */
 
 static const uint8_t *resolve_g2d(void *ctx, uint64_t pos, uint32_t len) {
@@ -244,10 +304,14 @@ static void drain(shm_stp *c) {
   shm_listener *l = c->l;
   bool got = false;
   size_t done = 0;
+  int rc0;
 
   if (!c->open || c->held)
     return;
-  if (flush_out(c) < 0) {
+  pthread_mutex_lock(&c->d2g_mu);
+  rc0 = flush_out(c);
+  pthread_mutex_unlock(&c->d2g_mu);
+  if (rc0 < 0) {
     wire__tenant_lost(t, -EPROTO, "guest corrupted the reply ring's indices");
     return;
   }
@@ -292,15 +356,50 @@ static void drain(shm_stp *c) {
   }
 }
 
+/* Longest a single on_idle call polls the rings before giving the loop back
+ * (new connections, sockets, timers, replies from other threads): 20 us
+ * bounds their extra latency while sparing most of the loop's per-pass
+ * epoll_wait syscalls (~1 us each on a VM). */
+#define IDLE_SLICE_NS 20000u
+
+static bool ring_has_data(shm_stp *c) {
+  return c->open && !c->held &&
+         __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE) != c->g2d.rd;
+}
+
 static void on_idle(uv_idle_t *h) {
   shm_listener *l = h->data;
   shm_stp *c, *next;
-  uint64_t now = wire__now_ns();
+  uint64_t now = wire__now_ns(), t0 = now;
+  unsigned spins = 0;
 
+  /* Poll every ring in place (no syscall) until one has data, the slice
+   * is over or the spin budget since the last traffic is spent. */
+  for (;;) {
+    bool any = false;
+    for (c = l->open; c != NULL && !any; c = c->next_open)
+      any = ring_has_data(c);
+    if (any)
+      break;
+    if ((++spins & 31) == 0) {
+      now = wire__now_ns();
+      if (now - t0 >= IDLE_SLICE_NS || now - l->active_ns >= l->spin_ns)
+        break;
+      /* A guest that shares our CPU (a loaded host) must get to run, or our
+       * spin delays its reply by the whole budget (59 us p50 measured on a
+       * loaded 2-CPU VM without this); on an idle CPU it returns at once. */
+      sched_yield();
+    }
+    wire__cpu_relax();
+  }
   for (c = l->open; c != NULL; c = next) {
     next = c->next_open; /* drain may close c and unlink it */
     drain(c);
   }
+  /* Read the clock AFTER the drains: they move active_ns forward, and an
+   * earlier `now` made now - active_ns wrap around, which stopped the spin
+   * after every message (why shm_spin_us measured 6x slower in session 1). */
+  now = wire__now_ns();
   if (now - l->active_ns < l->spin_ns)
     return;
   /* Spin budget spent: every ring goes to sleep; one that got data in the
@@ -361,6 +460,142 @@ static void on_doorbell(uv_poll_t *p, int status, int events) {
 
   wire__efd_drain(c->efd_d);
   drain(c);
+}
+
+/* ------------------------------------------------------ descriptor passing */
+
+/* Reads what the guest sent on the socket since WELCOME: only FD bytes each
+ * with one descriptor may come (proto.h).  Returns 0, WIRE_ECLOSED at EOF,
+ * or -EPROTO with why filled.  Loop thread. */
+static int sock_read_fds(shm_stp *c, char *why, size_t why_len) {
+  for (;;) {
+    uint8_t b[WIRE__FD_QUEUE_MAX];
+    union {
+      struct cmsghdr h;
+      char b[CMSG_SPACE(sizeof(int) * WIRE__FD_QUEUE_MAX)];
+    } cb;
+    struct iovec v = {b, sizeof(b)};
+    struct msghdr mh = {
+        .msg_iov = &v, .msg_iovlen = 1, .msg_control = cb.b, .msg_controllen = sizeof(cb.b)};
+    struct cmsghdr *cm;
+    int got[WIRE__FD_QUEUE_MAX], ngot = 0, i;
+    bool bad = false;
+    ssize_t r;
+
+    do
+      r = recvmsg(c->sockfd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+      return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : WIRE_ECLOSED;
+    if (r == 0)
+      return WIRE_ECLOSED;
+    for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+      int k, j;
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+        continue;
+      k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      for (j = 0; j < k; j++) {
+        int f;
+        memcpy(&f, CMSG_DATA(cm) + (size_t)j * sizeof(int), sizeof(int));
+        if (ngot < WIRE__FD_QUEUE_MAX)
+          got[ngot++] = f;
+        else
+          close(f);
+      }
+    }
+    /* Truncated control data: we ran out of descriptors (EMFILE); the
+     * missing ones answer their FD frames with -EMFILE. */
+    while ((mh.msg_flags & MSG_CTRUNC) && ngot < (int)r)
+      got[ngot++] = -EMFILE;
+    for (i = 0; i < (int)r; i++)
+      if (b[i] != WIRE__FD_BYTE)
+        bad = true;
+    if (bad || ngot != (int)r || c->fdq_n + ngot > WIRE__FD_QUEUE_MAX) {
+      snprintf(why, why_len,
+               "tenant \"%s\" (%s): %zd bytes on the socket after the handshake with %d "
+               "descriptors (%d waiting)",
+               wire_tenant_info(c->t)->name, wire_tenant_info(c->t)->peer, r, ngot, c->fdq_n);
+      for (i = 0; i < ngot; i++)
+        if (got[i] >= 0)
+          close(got[i]);
+      return -EPROTO;
+    }
+    for (i = 0; i < ngot; i++)
+      c->fdq[(c->fdq_head + c->fdq_n++) % WIRE__FD_QUEUE_MAX] = got[i];
+  }
+}
+
+static int shm_take_fd(wire_tenant_t *t, int *fd, char *why, size_t why_len) {
+  shm_stp *c = wire__tenant_tp(t);
+  int rc;
+
+  *fd = -1;
+  /* The guest sent the descriptor before publishing the frame, so it is in
+   * the socket now even if its poll event has not been seen yet.  EOF is
+   * left to the socket's own callback. */
+  rc = sock_read_fds(c, why, why_len);
+  if (rc == -EPROTO)
+    return rc;
+  if (c->fdq_n == 0) {
+    snprintf(why, why_len, "FD message without a descriptor on the socket");
+    return -EPROTO;
+  }
+  rc = c->fdq[c->fdq_head];
+  c->fdq_head = (c->fdq_head + 1) % WIRE__FD_QUEUE_MAX;
+  c->fdq_n--;
+  if (rc < 0)
+    return rc;
+  *fd = rc;
+  return 0;
+}
+
+static void on_sock_gone(shm_stp *c, int status, const char *what) {
+  char why[512];
+
+  /* A guest that said BYE and closed may have left its BYE in the ring:
+   * read the ring first so an orderly close is reported as one. */
+  if (c->open && !c->held)
+    drain(c);
+  if (!c->open)
+    return; /* closed while draining (BYE or bad bytes) */
+  snprintf(why, sizeof(why), "tenant \"%s\" (%s): socket %s (process gone)",
+           wire_tenant_info(c->t)->name, wire_tenant_info(c->t)->peer, what);
+  wire__tenant_lost(c->t, status, why);
+}
+
+static void on_sock_poll(uv_poll_t *p, int status, int events) {
+  shm_stp *c = p->data;
+  char why[512];
+  int rc;
+
+  if (!c->open)
+    return;
+  if (status < 0) {
+    on_sock_gone(c, -ECONNRESET, uv_strerror(status));
+    return;
+  }
+  rc = sock_read_fds(c, why, sizeof(why));
+  if (rc == -EPROTO)
+    wire_tenant_close(c->t, -EPROTO, why);
+  else if (rc == WIRE_ECLOSED || (events & UV_DISCONNECT))
+    on_sock_gone(c, WIRE_ECLOSED, "closed");
+}
+
+/* After WELCOME: stop libuv's reads of the socket and watch a dup of it. */
+static int sock_watch(shm_stp *c, int fd) {
+  int rc;
+
+  uv_read_stop((uv_stream_t *)&c->sock);
+  c->sockfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (c->sockfd < 0)
+    return -errno;
+  rc = uv_poll_init(wire__server_loop(wire__tenant_server(c->t)), &c->spoll, c->sockfd);
+  if (rc)
+    return rc;
+  c->spoll.data = c;
+  c->spoll_init = true;
+  c->handles++;
+  return uv_poll_start(&c->spoll, UV_READABLE | UV_DISCONNECT, on_sock_poll);
 }
 
 /* ---------------------------------------------------------------- handshake */
@@ -430,6 +665,8 @@ static int shm_welcome(wire_tenant_t *t, const void *frame, size_t len) {
   c->poll_init = true;
   c->handles++;
   rc = uv_poll_start(&c->poll, UV_READABLE, on_doorbell);
+  if (rc == 0)
+    rc = sock_watch(c, fd);
   if (rc)
     goto fail;
   c->open = true;
@@ -477,6 +714,16 @@ static void on_closed(uv_handle_t *h) {
       wire__tenant_defer(t, region_unmap, r);
     }
   }
+  while (c->fdq_n > 0) {
+    int f = c->fdq[c->fdq_head];
+    if (f >= 0)
+      close(f);
+    c->fdq_head = (c->fdq_head + 1) % WIRE__FD_QUEUE_MAX;
+    c->fdq_n--;
+  }
+  if (c->sockfd >= 0)
+    close(c->sockfd);
+  pthread_mutex_destroy(&c->d2g_mu);
   if (c->efd_d >= 0)
     close(c->efd_d);
   if (c->efd_rx >= 0)
@@ -495,7 +742,22 @@ static void shm_close(wire_tenant_t *t) {
   unlink_open(c);
   if (c->poll_init)
     uv_close((uv_handle_t *)&c->poll, on_closed);
+  if (c->spoll_init)
+    uv_close((uv_handle_t *)&c->spoll, on_closed);
   uv_close((uv_handle_t *)&c->sock, on_closed);
+}
+
+static void shm_idle(wire_tenant_t *t, uint64_t now_ns) {
+  shm_stp *c = wire__tenant_tp(t);
+
+  if (!c->open)
+    return;
+  pthread_mutex_lock(&c->d2g_mu);
+  /* Queued replies still need the space; a failing madvise only leaves the
+   * pages resident. */
+  if (c->out_head == NULL)
+    (void)wire__shm_trim(&c->d2g, now_ns);
+  pthread_mutex_unlock(&c->d2g_mu);
 }
 
 static const struct wire__stp_ops shm_ops = {
@@ -505,6 +767,9 @@ static const struct wire__stp_ops shm_ops = {
     .send_owned = shm_send_owned,
     .resume = shm_resume,
     .close = shm_close,
+    .take_fd = shm_take_fd,
+    .send_direct = shm_send_direct,
+    .idle = shm_idle,
 };
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -554,8 +819,9 @@ static void on_conn(uv_stream_t *srv, int status) {
   c = calloc(1, sizeof(*c));
   if (c == NULL)
     return;
-  c->efd_d = c->efd_rx = c->efd_tx = -1;
+  c->efd_d = c->efd_rx = c->efd_tx = c->sockfd = -1;
   c->l = l;
+  pthread_mutex_init(&c->d2g_mu, NULL);
   uv_pipe_init(srv->loop, &c->sock, 0);
   c->sock.data = c;
   c->handles = 1;
@@ -608,7 +874,11 @@ int wire__shm_listen(wire_server_t *s, const char *path, void **out) {
   shm_listener *l;
   int rc;
 
+  int adopt_fd = wire__server_opts(s)->unix_listen_fd;
+
   *out = NULL;
+  if (path == NULL)
+    path = "";
   if (strlen(path) >= sizeof(l->path))
     return -ENAMETOOLONG;
   l = calloc(1, sizeof(*l));
@@ -616,16 +886,26 @@ int wire__shm_listen(wire_server_t *s, const char *path, void **out) {
     return -ENOMEM;
   l->s = s;
   snprintf(l->path, sizeof(l->path), "%s", path);
-  l->spin_ns = wire__server_opts(s)->shm_spin_us > 0
-                   ? (uint64_t)wire__server_opts(s)->shm_spin_us * 1000u
-                   : 0;
-  remove_stale_socket(path);
+  {
+    /* > 0: as asked; < 0: never; 0: auto (wire__shm_spin_us: on with >= 4
+     * CPUs, TALLY_WIRE_SPIN_US overrides). */
+    int32_t us = wire__server_opts(s)->shm_spin_us;
+    if (us == 0)
+      us = wire__shm_spin_us(0);
+    l->spin_ns = us > 0 ? (uint64_t)us * 1000u : 0;
+  }
+  l->adopted = adopt_fd > 0;
+  if (!l->adopted)
+    remove_stale_socket(path);
   uv_pipe_init(wire__server_loop(s), &l->h, 0);
   uv_idle_init(wire__server_loop(s), &l->idle);
   l->h.data = l;
   l->idle.data = l;
   l->handles = 2;
-  rc = uv_pipe_bind(&l->h, path);
+  /* An inherited socket is already bound (and listening): its path stays
+   * as it is, and connections queued in its backlog while no process
+   * accepted are accepted now. */
+  rc = l->adopted ? uv_pipe_open(&l->h, adopt_fd) : uv_pipe_bind(&l->h, path);
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&l->h, 128, on_conn);
   if (rc) {
@@ -640,7 +920,15 @@ int wire__shm_listen(wire_server_t *s, const char *path, void **out) {
 void wire__shm_unlisten(void *p) {
   shm_listener *l = p;
 
-  unlink(l->path);
+  if (!l->adopted && l->path[0])
+    unlink(l->path);
   uv_close((uv_handle_t *)&l->h, on_listener_closed);
   uv_close((uv_handle_t *)&l->idle, on_listener_closed);
+}
+
+int wire__shm_listen_fd(void *p) {
+  shm_listener *l = p;
+  int fd;
+
+  return uv_fileno((uv_handle_t *)&l->h, &fd) == 0 ? fd : -1;
 }

@@ -265,6 +265,27 @@ static void on_conn(uv_stream_t *srv, int status) {
     c->reading = true;
 }
 
+/* Adopts an already-listening socket (inherited across exec). */
+static int tcp_adopt(wire_server_t *s, int fd, void **out) {
+  tcp_listener *l = calloc(1, sizeof(*l));
+  int rc;
+
+  if (l == NULL)
+    return -ENOMEM;
+  l->s = s;
+  uv_tcp_init(wire__server_loop(s), &l->h);
+  l->h.data = l;
+  rc = uv_tcp_open(&l->h, fd);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&l->h, 128, on_conn);
+  if (rc) {
+    uv_close((uv_handle_t *)&l->h, (uv_close_cb)free);
+    return rc;
+  }
+  *out = l;
+  return 0;
+}
+
 int wire__tcp_listen(wire_server_t *s, const char *addr, void **out) {
   char host[256];
   const char *colon, *h = addr;
@@ -274,6 +295,10 @@ int wire__tcp_listen(wire_server_t *s, const char *addr, void **out) {
   int rc, port;
 
   *out = NULL;
+  if (wire__server_opts(s)->tcp_listen_fd > 0)
+    return tcp_adopt(s, wire__server_opts(s)->tcp_listen_fd, out);
+  if (addr == NULL)
+    return -EINVAL;
   if (addr[0] == '[') {
     const char *rb = strchr(addr, ']');
     if (rb == NULL || rb[1] != ':')
@@ -319,6 +344,13 @@ int wire__tcp_listen(wire_server_t *s, const char *addr, void **out) {
 void wire__tcp_unlisten(void *p) {
   tcp_listener *l = p;
   uv_close((uv_handle_t *)&l->h, (uv_close_cb)free);
+}
+
+int wire__tcp_listen_fd(void *p) {
+  tcp_listener *l = p;
+  int fd;
+
+  return uv_fileno((uv_handle_t *)&l->h, &fd) == 0 ? fd : -1;
 }
 
 int wire__tcp_port(void *p) {

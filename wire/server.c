@@ -14,8 +14,13 @@
  * carrying an escaped sample, and a BYE telling the guest why.
  * Lock story: everything runs on the loop thread except wire_tenant_reply_mt,
  * wire_tenant_resume and ref/unref, which touch only mt_mu-guarded fields
- * (mt queue, closed flag) and the atomic refcount, and wake the loop with
- * mt_async.  One heartbeat timer per server checks every tenant.
+ * (mt queue, closed flag), the tenant's tx_mu-guarded fields (outstanding
+ * call ids, tx_closed) and the atomic refcount, and wake the loop with
+ * mt_async.  wire_tenant_reply_mt sends directly from the calling thread
+ * when the transport can (shm: send_direct, under tx_mu, which tenant_close
+ * also takes before closing the transport); otherwise, or when the reply
+ * cannot go out whole at once, it queues it for the loop thread as before.
+ * One heartbeat timer per server checks every tenant.
  */
 #include "wire/wire-int.h"
 
@@ -24,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 enum tenant_state { T_HELLO, T_OPEN, T_CLOSED };
@@ -49,7 +55,9 @@ struct wire_tenant {
   bool resume_queued;              /* mt_mu: on the server's resume list */
   struct wire_tenant *resume_next; /* mt_mu */
   wire__rx rx;                     /* loop thread */
-  uint64_t *calls;                 /* outstanding CALL ids (loop thread) */
+  pthread_mutex_t tx_mu;           /* guards calls/ncalls/capcalls and tx_closed */
+  bool tx_closed;                  /* tx_mu: the transport is (being) closed */
+  uint64_t *calls;                 /* outstanding CALL ids (tx_mu) */
   size_t ncalls, capcalls;
   uint64_t last_rx_ns, last_tx_ns; /* loop thread */
   _Atomic int refs;
@@ -97,6 +105,7 @@ static void tenant_unref_mem(wire_tenant_t *t) {
     int i;
     for (i = 0; i < t->ndefer; i++)
       t->defer_fn[i](t->defer_arg[i]);
+    pthread_mutex_destroy(&t->tx_mu);
     free(t->calls);
     free(t);
     server_unref(s);
@@ -147,6 +156,16 @@ static int send_frame_raw(wire_tenant_t *t, uint8_t kind, uint64_t id, const voi
 
   t->last_tx_ns = wire__now_ns();
   return rc;
+}
+
+/* tx_mu held (take_call, add_call, find_call). */
+static bool find_call(wire_tenant_t *t, uint64_t id) {
+  size_t i;
+
+  for (i = 0; i < t->ncalls; i++)
+    if (t->calls[i] == id)
+      return true;
+  return false;
 }
 
 static bool take_call(wire_tenant_t *t, uint64_t id) {
@@ -202,6 +221,7 @@ wire_tenant_t *wire__tenant_new(wire_server_t *s, const struct wire__stp_ops *op
   t->info.transport = ops->name;
   t->info.uid = (uid_t)-1;
   t->last_rx_ns = t->last_tx_ns = wire__now_ns();
+  pthread_mutex_init(&t->tx_mu, NULL);
   atomic_store(&t->refs, 1);
   atomic_fetch_add(&s->refs, 1);
   /* Before the handshake only one small HELLO frame: nothing larger than
@@ -245,6 +265,11 @@ static void tenant_close(wire_tenant_t *t, int status, const char *why, bool tel
   pthread_mutex_lock(&s->mt_mu);
   t->closed_mt = true;
   pthread_mutex_unlock(&s->mt_mu);
+  /* Waits for a direct reply in progress on another thread; none starts
+   * after this, so the transport may close. */
+  pthread_mutex_lock(&t->tx_mu);
+  t->tx_closed = true;
+  pthread_mutex_unlock(&t->tx_mu);
   if (t->prev)
     t->prev->next = t->next;
   else
@@ -296,13 +321,18 @@ static int do_hello(wire_tenant_t *t, const wire__msg *m) {
   }
   if (rc) {
     /* Refuse: tell the guest exactly why, then close without on_close. */
-    send_status(t, WIRE__K_REFUSE, rc == WIRE_ETOKEN || rc == WIRE_EVERSION ? rc : WIRE_EREFUSED,
+    /* -EAGAIN is "come back later" (e.g. a daemon restarting after a sticky
+     * GPU error): the guest returns it as is so its caller may retry. */
+    send_status(t, WIRE__K_REFUSE,
+                rc == WIRE_ETOKEN || rc == WIRE_EVERSION || rc == -EAGAIN ? rc : WIRE_EREFUSED,
                 why);
     tenant_close(t, rc, why, false);
     return rc;
   }
   w.version = version;
   w.caps = t->info.caps;
+  if (t->ops->take_fd && (h.caps & WIRE__CAP_FD))
+    w.caps |= WIRE__CAP_FD; /* FD frames understood (shm only) */
   w.heartbeat_ms = s->opts.heartbeat_ms;
   w.dead_after_ms = s->opts.dead_after_ms;
   w.max_msg_len = s->opts.max_msg_len;
@@ -334,7 +364,7 @@ static int do_hello(wire_tenant_t *t, const wire__msg *m) {
   t->rx.zstd_ok = (t->info.caps & WIRE_CAP_ZSTD) != 0;
   t->rx.kinds = 1u << WIRE__K_CALL | 1u << WIRE__K_POST | 1u << WIRE__K_BATCH |
                 1u << WIRE__K_HEARTBEAT | 1u << WIRE__K_BYE | 1u << WIRE__K_BLOB_HAVE |
-                1u << WIRE__K_BLOB_PUT;
+                1u << WIRE__K_BLOB_PUT | 1u << WIRE__K_FD;
   return 0;
 }
 
@@ -356,14 +386,71 @@ static int do_blob(wire_tenant_t *t, const wire__msg *m) {
     out[0] = s->cb.blob_has ? (uint8_t)s->cb.blob_has(s, t, id) : 0;
     return send_frame_raw(t, WIRE__K_REPLY, m->id, out, 1);
   }
-  if (wire_content_id(m->data + 8, m->len - 8) != id) {
+  if (s->cb.blob_put) {
+    /* Hash and store the SAME bytes: over shm the payload is memory the
+     * guest can still write, and bytes changed between the hash check and
+     * blob_put would poison the host-wide cache under a valid id.  Blobs
+     * cross once per host, so the private copy costs little. */
+    size_t n = m->len - 8;
+    uint8_t *copy = malloc(n ? n : 1);
+    if (copy == NULL) {
+      st = -ENOMEM;
+    } else {
+      memcpy(copy, m->data + 8, n);
+      if (wire_content_id(copy, n) != id) {
+        free(copy);
+        snprintf(t->rx.why, sizeof(t->rx.why),
+                 "blob bytes (%zu) do not hash to their content id %016llx", n,
+                 (unsigned long long)id);
+        return -EPROTO;
+      }
+      st = s->cb.blob_put(s, t, id, copy, n);
+      free(copy);
+    }
+  } else if (wire_content_id(m->data + 8, m->len - 8) != id) {
     snprintf(t->rx.why, sizeof(t->rx.why),
              "blob bytes (%zu) do not hash to their content id %016llx", m->len - 8,
              (unsigned long long)id);
     return -EPROTO;
   }
-  if (s->cb.blob_put)
-    st = s->cb.blob_put(s, t, id, m->data + 8, m->len - 8);
+  out[0] = (uint8_t)st;
+  out[1] = (uint8_t)((uint32_t)st >> 8);
+  out[2] = (uint8_t)((uint32_t)st >> 16);
+  out[3] = (uint8_t)((uint32_t)st >> 24);
+  return send_frame_raw(t, WIRE__K_REPLY, m->id, out, 4);
+}
+
+/* A FD frame: pairs it with the descriptor that came out of band, hands
+ * that to on_fd and answers with its status (i32). */
+static int do_fd(wire_tenant_t *t, const wire__msg *m) {
+  wire_server_t *s = t->s;
+  wire_rd_t r;
+  uint64_t tag;
+  uint8_t out[4];
+  int32_t st;
+  int fd = -1;
+
+  wire_rd_init(&r, m->data, m->len);
+  if (m->id == 0 || wire_rd_get_u64(&r, &tag) || wire_rd_left(&r) != 0) {
+    snprintf(t->rx.why, sizeof(t->rx.why), "FD message of %zu bytes (want 8) or without an id",
+             m->len);
+    return -EPROTO;
+  }
+  if (t->ops->take_fd == NULL) {
+    snprintf(t->rx.why, sizeof(t->rx.why), "FD message over %s (shm only)", t->ops->name);
+    return -EPROTO;
+  }
+  st = t->ops->take_fd(t, &fd, t->rx.why, sizeof(t->rx.why));
+  if (st == -EPROTO)
+    return -EPROTO;
+  if (st == 0 && s->cb.on_fd) {
+    st = s->cb.on_fd(s, t, tag, fd); /* owns fd from here, also on error */
+    if (t->state != T_OPEN)
+      return -ECANCELED; /* on_fd closed the tenant */
+  } else if (st == 0) {
+    close(fd);
+    st = -EOPNOTSUPP;
+  }
   out[0] = (uint8_t)st;
   out[1] = (uint8_t)((uint32_t)st >> 8);
   out[2] = (uint8_t)((uint32_t)st >> 16);
@@ -398,12 +485,17 @@ static int on_frame(void *ctx, const wire__msg *m) {
       return -EPROTO;
     }
     return do_blob(t, m);
+  case WIRE__K_FD:
+    return do_fd(t, m);
   case WIRE__K_CALL:
     if (m->id == 0) {
       snprintf(t->rx.why, sizeof(t->rx.why), "CALL without a correlation id");
       return -EPROTO;
     }
-    if ((rc = add_call(t, m->id)) != 0) {
+    pthread_mutex_lock(&t->tx_mu);
+    rc = add_call(t, m->id);
+    pthread_mutex_unlock(&t->tx_mu);
+    if (rc != 0) {
       snprintf(t->rx.why, sizeof(t->rx.why),
                "CALL id %llu already outstanding, or more than 1024 calls outstanding",
                (unsigned long long)m->id);
@@ -473,13 +565,17 @@ const wire_server_opts_t *wire__server_opts(const wire_server_t *s) {
  * keep instead of copying (send_owned); freed here in every other case. */
 static int reply(wire_tenant_t *t, uint64_t id, const struct iovec *iov, int cnt, void *owned) {
   size_t len;
+  bool found;
   int rc;
 
   if (t->state != T_OPEN) {
     free(owned);
     return -ECONNRESET;
   }
-  if (!take_call(t, id)) {
+  pthread_mutex_lock(&t->tx_mu);
+  found = take_call(t, id);
+  pthread_mutex_unlock(&t->tx_mu);
+  if (!found) {
     free(owned);
     return -ENOENT;
   }
@@ -509,11 +605,40 @@ static void mt_push(wire_server_t *s, mt_item *it) {
   s->mt_tail = it;
 }
 
+/* The direct path of wire_tenant_reply_mt: 0 = sent (buf freed), -EAGAIN =
+ * take the loop thread's path, -ECONNRESET = tenant closed (buf freed). */
+static int reply_direct(wire_tenant_t *t, uint64_t id, void *buf, size_t len) {
+  int rc = -EAGAIN;
+
+  if (t->ops->send_direct == NULL)
+    return -EAGAIN;
+  pthread_mutex_lock(&t->tx_mu);
+  if (t->tx_closed) {
+    rc = -ECONNRESET;
+  } else if (find_call(t, id)) {
+    /* Unknown ids go the loop thread's way, which reports them (-ENOENT)
+     * exactly as before. */
+    rc = t->ops->send_direct(t, id, buf, len);
+    if (rc == 0)
+      take_call(t, id);
+    else
+      rc = -EAGAIN; /* ring full or replies queued: keep their order */
+  }
+  pthread_mutex_unlock(&t->tx_mu);
+  if (rc != -EAGAIN)
+    free(buf);
+  return rc;
+}
+
 int wire_tenant_reply_mt(wire_tenant_t *t, uint64_t id, void *buf, size_t len) {
   wire_server_t *s = t->s;
-  mt_item *it = malloc(sizeof(*it));
-  int rc = 0;
+  mt_item *it;
+  int rc = reply_direct(t, id, buf, len);
 
+  if (rc != -EAGAIN)
+    return rc;
+  rc = 0;
+  it = malloc(sizeof(*it));
   if (it == NULL) {
     free(buf);
     return -ENOMEM;
@@ -614,6 +739,8 @@ static void on_timer(uv_timer_t *tm) {
     }
     if (t->state == T_OPEN && now - t->last_tx_ns >= hb)
       send_frame_raw(t, WIRE__K_HEARTBEAT, 0, NULL, 0);
+    if (t->state == T_OPEN && t->ops->idle)
+      t->ops->idle(t, now);
     /* Idle for two heartbeats: give back the large-message buffer. */
     if (!t->paused && now - t->last_rx_ns >= 2 * hb)
       wire__rx_trim(&t->rx);
@@ -634,7 +761,8 @@ int wire_server_new(wire_server_t **out, struct uv_loop_s *loop, const wire_serv
 
   *out = NULL;
   if (loop == NULL || opts == NULL || cb == NULL || cb->on_msg == NULL ||
-      (opts->unix_path == NULL && opts->tcp_addr == NULL && opts->rdma_addr == NULL))
+      (opts->unix_path == NULL && opts->tcp_addr == NULL && opts->rdma_addr == NULL &&
+       opts->unix_listen_fd <= 0 && opts->tcp_listen_fd <= 0))
     return -EINVAL;
   s = calloc(1, sizeof(*s));
   if (s == NULL)
@@ -654,7 +782,7 @@ int wire_server_new(wire_server_t **out, struct uv_loop_s *loop, const wire_serv
   if (s->opts.shm_ring_bytes == 0)
     s->opts.shm_ring_bytes = 1 << 20;
   if (s->opts.shm_data_bytes == 0)
-    s->opts.shm_data_bytes = (size_t)64 << 20;
+    s->opts.shm_data_bytes = WIRE__SHM_DATA_DEFAULT;
   if ((s->opts.shm_ring_bytes & (s->opts.shm_ring_bytes - 1)) || s->opts.shm_ring_bytes < 4096 ||
       s->opts.shm_ring_bytes > UINT32_MAX / 2) {
     free(s);
@@ -679,9 +807,11 @@ int wire_server_new(wire_server_t **out, struct uv_loop_s *loop, const wire_serv
   uv_timer_start(&s->timer, on_timer, s->opts.heartbeat_ms / 2 + 1, s->opts.heartbeat_ms / 2 + 1);
   uv_unref((uv_handle_t *)&s->timer);
   uv_unref((uv_handle_t *)&s->mt_async);
-  if (opts->tcp_addr && (rc = wire__tcp_listen(s, opts->tcp_addr, &s->tcp)) != 0)
+  if ((opts->tcp_addr || opts->tcp_listen_fd > 0) &&
+      (rc = wire__tcp_listen(s, opts->tcp_addr, &s->tcp)) != 0)
     goto fail;
-  if (opts->unix_path && (rc = wire__shm_listen(s, opts->unix_path, &s->shm)) != 0)
+  if ((opts->unix_path || opts->unix_listen_fd > 0) &&
+      (rc = wire__shm_listen(s, opts->unix_path, &s->shm)) != 0)
     goto fail;
   if (opts->rdma_addr && (rc = wire__rdma_listen(s, opts->rdma_addr, &s->rdma)) != 0)
     goto fail;
@@ -707,6 +837,20 @@ void wire_server_close(wire_server_t *s) {
   on_mt_async(&s->mt_async); /* drop queued replies (their tenants are closed) */
   uv_close((uv_handle_t *)&s->timer, on_handle_closed);
   uv_close((uv_handle_t *)&s->mt_async, on_handle_closed);
+}
+
+int wire_server_listen_fds(const wire_server_t *s, int *unix_fd, int *tcp_fd) {
+  if (unix_fd)
+    *unix_fd = -1;
+  if (tcp_fd)
+    *tcp_fd = -1;
+  if (s == NULL)
+    return -EINVAL;
+  if (unix_fd && s->shm)
+    *unix_fd = wire__shm_listen_fd(s->shm);
+  if (tcp_fd && s->tcp)
+    *tcp_fd = wire__tcp_listen_fd(s->tcp);
+  return 0;
 }
 
 int wire_server_tcp_port(const wire_server_t *s) {

@@ -14,7 +14,9 @@
 #include "wire/shm.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define LOAD_ACQ(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -119,10 +121,20 @@ int wire__shm_tx_step(wire__shm_dir *d, wire__shm_tx *tx, bool *published) {
 
       if (ring_free < WIRE__HDR_LEN + WIRE__SHMDESC_LEN)
         return -EAGAIN;
-      if ((pos % d->d) + n > d->d)
-        pos += d->d - pos % d->d; /* never wrap a span: start over at 0 */
-      if (pos + n - dtail > d->d)
-        return -EAGAIN;
+      if (dtail == d->data_head) {
+        /* All released: start over at offset 0, where the pages are warm. */
+        if (pos % d->d != 0)
+          pos += d->d - pos % d->d;
+      } else {
+        if ((pos % d->d) + n > d->d)
+          pos += d->d - pos % d->d; /* never wrap a span: start over at 0 */
+        if (pos + n - dtail > d->d)
+          return -EAGAIN;
+      }
+      if (pos % d->d + n > d->hiwater)
+        d->hiwater = pos % d->d + n;
+      if (pos % d->d + n > WIRE__SHM_DATA_WARM)
+        d->high_ns = wire__now_ns();
       wire__iov_copy_out(d->data + pos % d->d, tx->iov, tx->cnt, tx->off, n);
       h.flags = WIRE__F_SHMDATA | (multi && tx->off + n < tx->len ? WIRE__F_MORE : 0);
       h.len = WIRE__SHMDESC_LEN;
@@ -143,6 +155,22 @@ int wire__shm_tx_step(wire__shm_dir *d, wire__shm_tx *tx, bool *published) {
     }
   }
   return 0;
+}
+
+int wire__shm_trim(wire__shm_dir *d, uint64_t now_ns) {
+  uint64_t dtail = LOAD_ACQ(wire__shm_u64(d, WIRE__SHM_DATA_TAIL));
+
+  if (d->hiwater <= WIRE__SHM_DATA_WARM || dtail != d->data_head ||
+      now_ns - d->high_ns < WIRE__SHM_TRIM_IDLE_NS)
+    return 0;
+  /* The consumer released every span and only we write here: nobody reads
+   * or writes these pages now.  MADV_REMOVE punches a hole in the memfd, so
+   * the pages go for both processes; they read as zeros if reused. */
+  if (madvise(d->data + WIRE__SHM_DATA_WARM, (size_t)(d->hiwater - WIRE__SHM_DATA_WARM),
+              MADV_REMOVE) != 0)
+    return -errno;
+  d->hiwater = WIRE__SHM_DATA_WARM;
+  return 1;
 }
 
 int wire__shm_readable(wire__shm_dir *d, const uint8_t **p1, size_t *n1, const uint8_t **p2,
@@ -198,6 +226,18 @@ bool wire__shm_consumer_sleeps(wire__shm_dir *d) {
 void wire__shm_wait_set(wire__shm_dir *d, bool on) {
   __atomic_store_n(wire__shm_u32(d, WIRE__SHM_WAITING), on ? 1u : 0u, __ATOMIC_RELAXED);
   FENCE();
+}
+
+int wire__shm_spin_us(int small_host_us) {
+  const char *e = getenv("TALLY_WIRE_SPIN_US");
+  long v;
+
+  if (e && *e) {
+    v = strtol(e, NULL, 10);
+    /* 1 ms: far past any useful spin, and bounds a typo's damage. */
+    return v < 0 ? 0 : v > 1000 ? 1000 : (int)v;
+  }
+  return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? WIRE__SPIN_US_AUTO : small_host_us;
 }
 
 int wire__efd_ring(int fd) {

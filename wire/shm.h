@@ -27,6 +27,15 @@
  * (pos, len): bytes at data[pos % D], contiguous (a span that would wrap
  * starts over at offset 0).  Positions only grow; the consumer releases data
  * in order by storing data_tail = pos + len of the last message consumed.
+ * When the consumer has released everything (data_tail == the producer's
+ * data head), the producer starts the next span at the next multiple of D,
+ * i.e. at offset 0, so request/reply traffic keeps reusing the low pages.
+ * D is large and sparse (1 GiB by default: a 256 MiB message is one span,
+ * delivered without a join copy); pages above WIRE__SHM_DATA_WARM that a
+ * large message touched are returned to the kernel (MADV_REMOVE, a hole in
+ * the memfd) by the producer once its region has been empty and unused above
+ * the warm part for WIRE__SHM_TRIM_IDLE_NS, so a tenant pins only the warm
+ * part between bursts of large messages.
  * Every index read from shared memory is validated (head - tail <= R,
  * descriptor inside the region): the peer may be hostile.  Wakeups follow the
  * Dekker pattern: publish, full fence, read the peer's flag.
@@ -42,6 +51,15 @@
  * larger one costs one extra descriptor frame but no ring wrap copies. */
 #define WIRE__SHM_INLINE ((size_t)64 << 10)
 
+/* Data-region bytes kept resident between large messages: 64 MiB, the
+ * region size of session 1, in which 1-16 MiB messages ran at 9-10 GB/s. */
+#define WIRE__SHM_DATA_WARM ((uint64_t)64 << 20)
+/* Pages above the warm part go back after 5 s without use: long enough that
+ * a loop moving large tensors every few seconds reuses them (first-touch
+ * faults of shmem pages ran at ~1 GB/s on the development VM against ~4 GB/s
+ * warm), short enough to free them between bursts. */
+#define WIRE__SHM_TRIM_IDLE_NS 5000000000ull
+
 typedef struct wire__shm_dir {
   uint8_t *ctl;  /* this direction's control block */
   uint8_t *ring; /* R bytes */
@@ -51,6 +69,8 @@ typedef struct wire__shm_dir {
   /* producer-private */
   uint64_t head;      /* next ring byte to write (published with release) */
   uint64_t data_head; /* next data position */
+  uint64_t hiwater;   /* end offset of the highest data span written (<= d) */
+  uint64_t high_ns;   /* when a span last reached above WIRE__SHM_DATA_WARM */
   /* consumer-private */
   uint64_t rd;       /* ring bytes fed to the assembler */
   uint64_t data_end; /* end of the last data span resolved */
@@ -95,6 +115,12 @@ typedef struct wire__shm_tx {
  * consumer's doorbell if it sleeps). */
 int wire__shm_tx_step(wire__shm_dir *d, wire__shm_tx *tx, bool *published);
 
+/* Producer, when idle (same lock as tx_step): returns the data-region pages
+ * above WIRE__SHM_DATA_WARM to the kernel if the consumer has released every
+ * span and none reached there for WIRE__SHM_TRIM_IDLE_NS.  Returns 1 if it
+ * trimmed, 0 if not, or a negative errno from madvise. */
+int wire__shm_trim(wire__shm_dir *d, uint64_t now_ns);
+
 /* Consumer: the readable bytes as up to two contiguous pieces starting at
  * rd.  Returns 0 or -EPROTO (head moved impossibly). */
 int wire__shm_readable(wire__shm_dir *d, const uint8_t **p1, size_t *n1, const uint8_t **p2,
@@ -112,6 +138,23 @@ void wire__shm_sleep_done(wire__shm_dir *d);
 bool wire__shm_consumer_sleeps(wire__shm_dir *d);
 /* Producer blocked on space: set/clear waiting (set fences). */
 void wire__shm_wait_set(wire__shm_dir *d, bool on);
+
+/* Spinning before sleeping (both sides).  Returns the spin budget in us:
+ * TALLY_WIRE_SPIN_US from the environment when set (0 = never spin, capped
+ * at 1000), else WIRE__SPIN_US_AUTO on hosts with >= 4 online CPUs (idle
+ * cores make a spin cheap and save a ~5-10 us wakeup per message on a VM),
+ * else small_host_us (with 2 CPUs a spinning side steals the CPU its peer
+ * needs: the daemon's spin measured 6x slower there). */
+#define WIRE__SPIN_US_AUTO 50
+int wire__shm_spin_us(int small_host_us);
+
+static inline void wire__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 int wire__efd_ring(int fd);
 void wire__efd_drain(int fd);

@@ -192,6 +192,12 @@ struct wire__gtp_ops {
   void (*consume)(wire__gtp *t, size_t n);
   const uint8_t *(*resolve)(wire__gtp *t, uint64_t pos, uint32_t len);
   void (*close)(wire__gtp *t);
+  /* optional (shm): sends fd out of band (SCM_RIGHTS) ahead of the FD frame
+   * that send_msg publishes next; tx lock held.  NULL = -EOPNOTSUPP. */
+  int (*send_fd)(wire__gtp *t, int fd);
+  /* optional (shm): housekeeping when idle (returns unused data-region
+   * pages); tx lock held.  Called by the background thread. */
+  void (*idle)(wire__gtp *t, uint64_t now_ns);
 };
 struct wire__gtp {
   const struct wire__gtp_ops *ops;
@@ -253,6 +259,20 @@ struct wire__stp_ops {
   int (*send_owned)(wire_tenant_t *t, uint8_t kind, uint64_t id, void *buf, size_t len);
   void (*resume)(wire_tenant_t *t);
   void (*close)(wire_tenant_t *t);
+  /* optional (shm): the next descriptor the guest sent out of band, for a
+   * FD frame.  Returns 0 with *fd (the caller owns it), -EPROTO (why
+   * filled: no descriptor came; the tenant is then closed), or another
+   * negative status the guest gets back (-EMFILE: lost in transit). */
+  int (*take_fd)(wire_tenant_t *t, int *fd, char *why, size_t why_len);
+  /* optional (shm): sends a REPLY from ANY thread if it can go out whole
+   * right now, ahead of nothing (no queued reply): returns 0 when sent (buf
+   * stays the caller's), -EAGAIN when it must take the loop thread's path
+   * instead.  Called with the tenant's tx lock held and the tenant not
+   * closed (server.c), which keeps the transport alive. */
+  int (*send_direct)(wire_tenant_t *t, uint64_t id, const void *buf, size_t len);
+  /* optional (shm): housekeeping on each heartbeat tick (returns unused
+   * data-region pages).  Loop thread. */
+  void (*idle)(wire_tenant_t *t, uint64_t now_ns);
 };
 
 /* Made by a listener when a connection arrives: state HELLO, one ref. */
@@ -284,6 +304,10 @@ const wire_server_opts_t *wire__server_opts(const wire_server_t *s);
 int wire__tcp_listen(wire_server_t *s, const char *addr, void **listener);
 void wire__tcp_unlisten(void *listener);
 int wire__tcp_port(void *listener);
+/* The listening descriptor, or -1.  Listeners adopt opts' *_listen_fd when
+ * it is > 0 instead of binding. */
+int wire__tcp_listen_fd(void *listener);
+int wire__shm_listen_fd(void *listener);
 int wire__shm_listen(wire_server_t *s, const char *path, void **listener);
 void wire__shm_unlisten(void *listener);
 /* RDMA (server-rdma.c, or server-rdma-none.c: -EPROTONOSUPPORT). */

@@ -226,6 +226,15 @@ int wire_conn_flush(wire_conn_t *c);
  * trips. */
 int wire_conn_blob_offer(wire_conn_t *c, const void *data, size_t len, uint64_t *id);
 
+/* Sends fd (duplicated in transit with SCM_RIGHTS over the connection's UNIX
+ * socket) to the daemon together with a caller-chosen tag, and waits until the
+ * daemon's on_fd callback has run; returns its status.  Ordered like a call:
+ * every post and call queued before it by any thread reaches the daemon's
+ * on_msg before on_fd runs.  -EOPNOTSUPP on TCP/RDMA connections, -EBADF for
+ * a negative fd.  The caller keeps its own fd.  Thread-safe (several
+ * threads take turns: one descriptor is in flight at a time). */
+int wire_conn_send_fd(wire_conn_t *c, int fd, uint64_t tag);
+
 /* Once the connection is lost (calls return an error), why: the daemon's
  * BYE text (e.g. its protocol-error reason), "no byte from the daemon for
  * 5012 ms", ...; "" while healthy.  Valid until wire_conn_close. */
@@ -262,7 +271,8 @@ typedef struct wire_server_cb {
   /* A tenant finished the handshake (version agreed, token checked for
    * network transports).  Return 0 to accept, or a negative status to
    * refuse; the guest sees WIRE_EREFUSED (or the status if it is
-   * WIRE_ETOKEN) and refuse_why in its errbuf.  Optional (NULL = accept). */
+   * WIRE_ETOKEN or -EAGAIN: "come back later", callers may retry) and
+   * refuse_why in its errbuf.  Optional (NULL = accept). */
   int (*on_connect)(wire_server_t *s, wire_tenant_t *t, const wire_tenant_info_t *info,
                     char *refuse_why, size_t why_len);
   /* A call or post arrived, in the tenant's order. Required. */
@@ -281,6 +291,12 @@ typedef struct wire_server_cb {
    * the call.  Return 0 or a negative status (sent to the guest).
    * Optional (NULL = accepted and dropped). */
   int (*blob_put)(wire_server_t *s, wire_tenant_t *t, uint64_t id, const void *data, size_t len);
+  /* A guest sent a descriptor (wire_conn_send_fd), after every message it
+   * queued before.  Loop thread.  The callback owns fd (close it when done,
+   * also on error).  Return 0 or a negative status, which the guest's
+   * wire_conn_send_fd returns.  Optional: NULL = wire closes fd and answers
+   * -EOPNOTSUPP. */
+  int (*on_fd)(wire_server_t *s, wire_tenant_t *t, uint64_t tag, int fd);
 } wire_server_cb_t;
 
 typedef struct wire_server_opts {
@@ -291,14 +307,28 @@ typedef struct wire_server_opts {
   uint32_t dead_after_ms; /* silence that means a dead tenant; 0 = 5000 */
   size_t max_msg_len;     /* largest message accepted; 0 = WIRE_MSG_MAX_DEFAULT */
   size_t shm_ring_bytes;  /* per direction; 0 = 1 MiB; power of two */
-  size_t shm_data_bytes;  /* shared data region per direction; 0 = 64 MiB */
+  size_t shm_data_bytes;  /* shared data region per direction; 0 = 1 GiB,
+                             sparse: pages above 64 MiB are returned after
+                             5 s without use (PROTOCOL.md section 10) */
   const char *rdma_addr;  /* "host:port" for RDMA tenants (rdma-core builds); NULL = none */
-  int32_t shm_spin_us;    /* > 0: after shm traffic the loop polls the rings this
+  int32_t shm_spin_us;    /* after shm traffic the loop polls the rings this
                              long before sleeping again (saves the guests'
                              doorbell syscalls and the daemon's wakeup); pays
                              only with idle cores: wire-bench measured it 6x
-                             slower on a loaded 2-CPU host.  <= 0 = never
-                             (default) */
+                             slower on a loaded 2-CPU host.  > 0 = this many
+                             us; < 0 = never; 0 = auto (default): the env
+                             TALLY_WIRE_SPIN_US if set (0 = never), else 50 us
+                             on hosts with >= 4 online CPUs, else never.
+                             Guests spin on replies by the same rule (20 us
+                             on small hosts). */
+  int unix_listen_fd;     /* > 0: adopt this already-listening UNIX socket
+                             (inherited across exec) instead of creating and
+                             binding unix_path; the path is then neither
+                             unlinked nor re-bound.  0 = bind as usual */
+  int tcp_listen_fd;      /* > 0: adopt this already-listening TCP socket
+                             instead of binding tcp_addr; 0 = bind as usual.
+                             An adopted descriptor belongs to the server from
+                             then on (wire_server_close closes it). */
 } wire_server_opts_t;
 
 /* Starts listening on loop.  cb is copied; user is returned by
@@ -321,6 +351,12 @@ void *wire_server_data(const wire_server_t *s);
 /* Bound TCP port (useful with port 0), or 0 when not listening on TCP. */
 int wire_server_tcp_port(const wire_server_t *s);
 
+/* The listening descriptors (-1 in each when none), so that a daemon that
+ * re-executes itself can clear FD_CLOEXEC on them before execve and pass
+ * them to the new image's wire_server_opts_t.  Either pointer may be NULL.
+ * Returns 0, or -EINVAL when s is NULL.  Loop thread. */
+int wire_server_listen_fds(const wire_server_t *s, int *unix_fd, int *tcp_fd);
+
 /* Tenant accessors; loop thread unless said otherwise. */
 const wire_tenant_info_t *wire_tenant_info(const wire_tenant_t *t);
 void wire_tenant_set_data(wire_tenant_t *t, void *data);
@@ -333,8 +369,11 @@ int wire_tenant_reply(wire_tenant_t *t, uint64_t id, const struct iovec *iov, in
 
 /* Answers call id from ANY thread (e.g. after a stream sync on a GPU thread).
  * Takes ownership of buf (malloc'd, len bytes) in every case: wire free()s
- * it once sent or when the tenant is gone.  The reply is sent from the loop
- * thread (uv_async).  Returns 0 or -ECONNRESET (tenant closed). */
+ * it once sent or when the tenant is gone.  Over shm the calling thread
+ * writes the reply into the ring itself when it fits whole and no earlier
+ * reply is queued (no wakeup of the loop thread); otherwise, and over TCP,
+ * the loop thread sends it (uv_async).  Either way a reply never overtakes
+ * one already queued.  Returns 0 or -ECONNRESET (tenant closed). */
 int wire_tenant_reply_mt(wire_tenant_t *t, uint64_t id, void *buf, size_t len);
 
 /* Keeps t's memory alive for another thread (for wire_tenant_reply_mt);
