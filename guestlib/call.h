@@ -86,6 +86,25 @@
  *              u32 shmem, u32 cluster[3] (all 0: no cluster dimension
  *              attribute), i32 policy (-1: no scheduling policy attribute)
  *              -> i32 value (the guest refuses every other launch attribute)
+ * HOSTFN       u64 s, u64 seq (post; cuLaunchHostFunc/cuStreamAddCallback:
+ *              the guest keeps seq -> function; the daemon enqueues on s a
+ *              driver host function that hands seq to HOSTFN_WAIT when the
+ *              stream reaches it, then a gate that keeps s blocked until the
+ *              guest says the function ran)
+ * HOSTFN_WAIT  u32 done, u32 reserved -> u64 seq (a call handled on the
+ *              daemon's loop thread, never queued behind the tenant's other
+ *              requests: the worker may be blocked in a synchronisation that
+ *              waits for exactly this host function).  done 1: the host
+ *              function this call last returned has run (its gate opens).
+ *              Answered when a host function of the tenant is reached (its
+ *              seq), at once with seq 0 when done is 2 (the guest stops its
+ *              host-function thread); one HOSTFN_WAIT may be parked at a time.
+ * PINNED_COPY  u64 p, u64 tag, u64 off, u64 len, u64 s, u32 dir (0 HtoD,
+ *              1 DtoH), u32 async: a copy between device memory and a pinned
+ *              host allocation the guest shared as a memfd (wire_conn_send_fd,
+ *              tag), done by the daemon from its own mapping: no bytes on
+ *              the wire (post when async HtoD/DtoH, else a call)
+ * PINNED_FREE  u64 tag (the daemon unregisters and unmaps it)
  */
 #define GUEST_OP_MAP(X)                                                                            \
   X(GUEST_OP_HELLO, 1)                                                                             \
@@ -115,7 +134,11 @@
   X(GUEST_OP_FUNC_ATTR, 25)                                                                        \
   X(GUEST_OP_FUNC_SET_ATTR, 26)                                                                    \
   X(GUEST_OP_LIBRARY_MODULE, 27)                                                                   \
-  X(GUEST_OP_OCCUPANCY, 28)
+  X(GUEST_OP_OCCUPANCY, 28)                                                                        \
+  X(GUEST_OP_HOSTFN, 29)                                                                           \
+  X(GUEST_OP_HOSTFN_WAIT, 30)                                                                      \
+  X(GUEST_OP_PINNED_COPY, 31)                                                                      \
+  X(GUEST_OP_PINNED_FREE, 32)
 
 enum guest_op {
 #define GUEST__OP_ENUM(name, value) name = (value),

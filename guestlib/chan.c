@@ -10,6 +10,14 @@
  * no lock is held here across a round trip.  A broken channel is final:
  * guest__g.lost is set, one line is logged, and every later call fails with
  * a CUresult from guest__cu_error (the daemon has freed what we owned).
+ *
+ * Connecting: a daemon that is restarting (tallyd re-executes itself after a
+ * tenant's GPU fault, hostd/restart.c) refuses with -EAGAIN, "come back
+ * later".  The guest then retries with a short backoff for up to
+ * TALLY_CONNECT_WAIT_MS (default 10000; 0 = no retry), logging one line.  An
+ * unreachable daemon (ECONNREFUSED, ENOENT) still fails at once, unless the
+ * daemon already said it was restarting: then losing the connection during
+ * the handshake is the exec itself, and the guest keeps trying.
  */
 #include "guestlib/guest.h"
 
@@ -18,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "wire/wire.h"
 
@@ -25,15 +34,75 @@
  * read by every call after (wire_conn is thread-safe). */
 static wire_conn_t *conn;
 
+#define ENV_CONNECT_WAIT "TALLY_CONNECT_WAIT_MS"
+/* How long a restarting daemon is waited for: tallyd-record restarts in tens
+ * of ms; the real tallyd after its grace period (2 s by default) plus cuInit. */
+#define CONNECT_WAIT_DEFAULT_MS 10000
+#define CONNECT_WAIT_MAX_MS     3600000 /* an hour: anything above is a typo */
+/* Backoff between attempts: from 10 ms (a restart is often that quick)
+ * doubling to 250 ms (at most 4 refused handshakes a second). */
+#define RETRY_FIRST_MS 10
+#define RETRY_MAX_MS   250
+
+static long connect_wait_ms(void) {
+  const char *v = getenv(ENV_CONNECT_WAIT);
+  char *end = NULL;
+  long n;
+  if (!v || !*v)
+    return CONNECT_WAIT_DEFAULT_MS;
+  n = strtol(v, &end, 10);
+  if (!end || *end || n < 0 || n > CONNECT_WAIT_MAX_MS) {
+    guest__log("%s=%s: expected 0..%d ms; using %d", ENV_CONNECT_WAIT, v, CONNECT_WAIT_MAX_MS,
+               CONNECT_WAIT_DEFAULT_MS);
+    return CONNECT_WAIT_DEFAULT_MS;
+  }
+  return n;
+}
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int guest__chan_open(const char *url, const char *name, int latency_critical, const char *token,
                      char *err, size_t errlen) {
   wire_hello_t hello;
+  long wait_ms = -1, start = 0, delay = RETRY_FIRST_MS;
+  bool restarting = false; /* the daemon said -EAGAIN at least once */
+  int rc;
+
   memset(&hello, 0, sizeof(hello));
   hello.tenant = name;
   hello.prio = latency_critical ? WIRE_PRIO_LATENCY_CRITICAL : WIRE_PRIO_BEST_EFFORT;
   hello.token = token;
   hello.caps = WIRE_CAP_ZSTD;
-  return wire_conn_open(&conn, url, &hello, NULL, err, errlen);
+  for (;;) {
+    long left;
+    struct timespec ts;
+    rc = wire_conn_open(&conn, url, &hello, NULL, err, errlen);
+    if (rc == 0 || (rc != -EAGAIN && (!restarting || rc == WIRE_ETOKEN || rc == WIRE_EVERSION ||
+                                      rc == WIRE_EREFUSED || rc == -EINVAL)))
+      return rc;
+    if (wait_ms < 0) { /* the first refusal */
+      wait_ms = connect_wait_ms();
+      start = now_ms();
+      if (wait_ms > 0)
+        guest__log("tallyd at %s asks us to come back later (%s); retrying for up to %ld ms (%s)",
+                   url, err && err[0] ? err : wire_strerror(rc), wait_ms, ENV_CONNECT_WAIT);
+    }
+    restarting = true;
+    left = wait_ms - (now_ms() - start);
+    if (left <= 0)
+      return rc;
+    if (delay > left)
+      delay = left;
+    ts.tv_sec = delay / 1000;
+    ts.tv_nsec = (delay % 1000) * 1000000;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+      ;
+    delay = delay * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : delay * 2;
+  }
 }
 
 void guest__chan_close(void) {
@@ -42,9 +111,11 @@ void guest__chan_close(void) {
 }
 
 static int channel_lost(int status) {
-  if (!__atomic_exchange_n(&guest__g.lost, true, __ATOMIC_ACQ_REL))
-    guest__log("lost the channel to tallyd at %s (%s); CUDA calls fail from now on", guest__g.addr,
-               wire_strerror(status));
+  if (!__atomic_exchange_n(&guest__g.lost, true, __ATOMIC_ACQ_REL)) {
+    const char *why = conn ? wire_conn_why(conn) : NULL; /* e.g. the daemon's close reason */
+    guest__log("lost the channel to tallyd at %s (%s%s%s); CUDA calls fail from now on",
+               guest__g.addr, wire_strerror(status), why && *why ? ": " : "", why ? why : "");
+  }
   return status;
 }
 
@@ -159,4 +230,19 @@ int guest__blob_offer(const void *data, size_t len, uint64_t *id) {
     return -ENOTCONN;
   rc = wire_conn_blob_offer(conn, data, len, id);
   return rc ? channel_lost(rc) : 0;
+}
+
+bool guest__chan_shm(void) {
+  return conn && !guest__g.lost && strcmp(wire_conn_transport(conn), "shm") == 0;
+}
+
+int guest__send_fd(int fd, uint64_t tag) {
+  int rc;
+  if (!conn || guest__g.lost)
+    return -ENOTCONN;
+  rc = wire_conn_send_fd(conn, fd, tag);
+  /* The daemon refusing the descriptor is not a broken channel. */
+  if (rc == -ECONNRESET || rc == WIRE_ECLOSED || rc == WIRE_EPEERDEAD)
+    return channel_lost(rc);
+  return rc;
 }

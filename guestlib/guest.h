@@ -74,6 +74,10 @@ CUresult guest__unsupported(const char *name, int *logged);
 int guest__chan_open(const char *url, const char *name, int latency_critical, const char *token,
                      char *err, size_t errlen);
 void guest__chan_close(void);
+/* True on a shared-memory connection (pinned memory can then be shared). */
+bool guest__chan_shm(void);
+/* Hands fd to the daemon under tag (wire_conn_send_fd); returns its status. */
+int guest__send_fd(int fd, uint64_t tag);
 /* Makes the daemon hold data (sent only if it lacks it); *id = its XXH3-64. */
 int guest__blob_offer(const void *data, size_t len, uint64_t *id);
 /* Queues an async request (GUEST_CALL_ASYNC); its bytes are args then bulk.
@@ -101,6 +105,17 @@ int guest__mem_add(uint64_t base, uint64_t size, guest_mem_kind_t kind, unsigned
 int guest__mem_del(uint64_t base, guest_mem_kind_t kind, uint64_t *size);
 /* Finds the allocation holding p; returns true and fills base/size/kind. */
 bool guest__mem_find(uint64_t p, uint64_t *base, uint64_t *size, guest_mem_kind_t *kind);
+/* Host allocation flags: the range was registered by cuMemHostRegister, or
+ * is a memfd shared with tallyd (copies then go by PINNED_COPY). */
+#define GUEST_HOST_REGISTERED 0x80000000u
+#define GUEST_HOST_SHARED     0x40000000u
+/* Like guest__mem_find, for host allocations, with their flags. */
+bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *flags);
+
+/* ---- host functions (hostfn.c) ---- */
+/* Enqueues fn(data) (kind 0, CUhostFn) or cb(stream, status, data) (kind 1,
+ * CUstreamCallback) on guest stream value s, stream-ordered. */
+CUresult guest__hostfn(uint64_t s, CUstream app_stream, int kind, void *fn, void *data);
 
 typedef struct guest_func {
   uint64_t handle;

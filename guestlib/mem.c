@@ -2,11 +2,18 @@
  *
  * Device memory is allocated by tallyd and its address is the real one
  * (identity-mapped, BRIEF decision 2); the guest records each allocation so
- * pointer attributes and cuMemcpy's direction are answered locally.  Host
- * "pinned" memory is real memory of this process (page-aligned, from mmap),
- * which is what the application may touch; tallyd does not see it.
+ * pointer attributes and cuMemcpy's direction are answered locally.
  *
- * Copies carry their bytes in the request (H2D) or the reply (D2H), cut into
+ * Pinned host memory (cuMemHostAlloc, cuMemAllocHost) over shared memory is
+ * a memfd mapped here and handed to tallyd (wire_conn_send_fd, tag = its
+ * address here), which maps it too (at the same address when it can) and
+ * registers it with the driver.  A copy whose host side lies entirely in
+ * such an allocation sends only (tag, offset, length): PINNED_COPY, done by
+ * the daemon as real DMA on the stream, so async copies read and write the
+ * host buffer when they execute, as in CUDA.  Over TCP (or if sharing
+ * fails) pinned memory is plain memory of this process, as before.
+ *
+ * Other copies carry their bytes in the request (H2D) or the reply (D2H), cut into
  * GUEST_CALL_CHUNK pieces.  A small asynchronous H2D copy or memset is fire-
  * and-forget; larger ones and every D2H copy take a round trip per chunk (the
  * bytes must be in the application's buffer when the call or the stream
@@ -20,6 +27,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- allocation ---- */
 
@@ -95,17 +103,56 @@ GUEST_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, C
   return CUDA_SUCCESS;
 }
 
+/* A memfd of size bytes mapped here and shared with tallyd; NULL when
+ * sharing is not possible (TCP, no memfd, the daemon refused). */
+static void *shared_alloc(size_t size) {
+  void *p;
+  int fd, rc;
+  if (!guest__chan_shm())
+    return NULL;
+  fd = memfd_create("tally-pinned", MFD_CLOEXEC);
+  if (fd < 0)
+    return NULL;
+  if (ftruncate(fd, (off_t)size) != 0) {
+    close(fd);
+    return NULL;
+  }
+  p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return NULL;
+  }
+  rc = guest__send_fd(fd, (uint64_t)(uintptr_t)p);
+  close(fd); /* the daemon has its own copy; the mapping keeps ours alive */
+  if (rc != 0) {
+    if (guest__debug())
+      guest__log("sharing %zu bytes of pinned memory failed (%d): plain memory", size, rc);
+    munmap(p, size);
+    return NULL;
+  }
+  return p;
+}
+
 GUEST_EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags) {
   void *p;
+  unsigned shared = 0;
+  long page = sysconf(_SC_PAGESIZE);
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (!pp || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  size = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
+  p = shared_alloc(size);
+  if (p)
+    shared = GUEST_HOST_SHARED;
+  else
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  if (guest__mem_add((uint64_t)(uintptr_t)p, size, GUEST_MEM_HOST, flags) != 0) {
+  if (guest__mem_add((uint64_t)(uintptr_t)p, size, GUEST_MEM_HOST, flags | shared) != 0) {
+    if (shared)
+      (void)guest__rpc(GUEST_OP_PINNED_FREE, 0, &p, sizeof(p), NULL, 0);
     munmap(p, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -118,10 +165,34 @@ GUEST_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t size) {
 }
 
 GUEST_EXPORT CUresult cuMemFreeHost(void *p) {
-  uint64_t size = 0;
-  if (guest__mem_del((uint64_t)(uintptr_t)p, GUEST_MEM_HOST, &size) != 0)
+  uint64_t size = 0, base, tag = (uint64_t)(uintptr_t)p;
+  unsigned flags = 0;
+  if (!guest__mem_find_host(tag, &base, &size, &flags) || base != tag ||
+      (flags & GUEST_HOST_REGISTERED))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (flags & GUEST_HOST_SHARED) {
+    /* The daemon waits for this tenant's copies, then unmaps its side. */
+    CUresult r = guest__rpc(GUEST_OP_PINNED_FREE, 0, &tag, sizeof(tag), NULL, 0);
+    if (r != CUDA_SUCCESS && guest__debug())
+      guest__log("tallyd could not free shared pinned memory %p: %d", p, (int)r);
+  }
+  if (guest__mem_del(tag, GUEST_MEM_HOST, &size) != 0)
     return CUDA_ERROR_INVALID_VALUE;
   munmap(p, size);
+  return CUDA_SUCCESS;
+}
+
+/* Mapped pinned memory has one address on both sides (tallyd maps the
+ * memfd at the guest's address when that range is free in the daemon), as
+ * unified addressing gives natively. */
+GUEST_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned int flags) {
+  uint64_t base, size;
+  unsigned fl;
+  if (!d || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!guest__mem_find_host((uint64_t)(uintptr_t)p, &base, &size, &fl))
+    return CUDA_ERROR_INVALID_VALUE;
+  *d = (CUdeviceptr)(uintptr_t)p;
   return CUDA_SUCCESS;
 }
 
@@ -143,7 +214,8 @@ GUEST_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int fl
     return CUDA_ERROR_INVALID_VALUE;
   if (guest__mem_find((uint64_t)(uintptr_t)p, NULL, NULL, NULL))
     return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-  return guest__mem_add((uint64_t)(uintptr_t)p, size, GUEST_MEM_HOST, flags | 0x80000000u)
+  return guest__mem_add((uint64_t)(uintptr_t)p, size, GUEST_MEM_HOST,
+                        (flags & ~GUEST_HOST_SHARED) | GUEST_HOST_REGISTERED)
              ? CUDA_ERROR_OUT_OF_MEMORY
              : CUDA_SUCCESS;
 }
@@ -156,6 +228,36 @@ GUEST_EXPORT CUresult cuMemHostUnregister(void *p) {
 
 /* ---- copies ---- */
 
+/* Copies dev <-> host through the daemon's mapping of a shared pinned
+ * allocation when [host, host + n) lies inside one: returns true and the
+ * result in *r; false when the bytes must travel (not shared, straddles
+ * its end). */
+static bool pinned_copy(uint64_t dev, const void *host, size_t n, uint64_t s, int dir, int async,
+                        CUresult *r) {
+  uint64_t base, size, h = (uint64_t)(uintptr_t)host;
+  unsigned flags;
+  uint8_t a[48];
+  uint32_t d = (uint32_t)dir, as = (uint32_t)async;
+  if (n == 0 || !guest__mem_find_host(h, &base, &size, &flags) || !(flags & GUEST_HOST_SHARED) ||
+      n > size - (h - base))
+    return false;
+  uint64_t off = h - base, len = n;
+  memcpy(a, &dev, 8);
+  memcpy(a + 8, &base, 8);
+  memcpy(a + 16, &off, 8);
+  memcpy(a + 24, &len, 8);
+  memcpy(a + 32, &s, 8);
+  memcpy(a + 40, &d, 4);
+  memcpy(a + 44, &as, 4);
+  if (async) {
+    int rc = guest__post(GUEST_OP_PINNED_COPY, a, sizeof(a), NULL, 0);
+    *r = rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  } else {
+    *r = guest__rpc(GUEST_OP_PINNED_COPY, GUEST_CALL_SYNCPOINT, a, sizeof(a), NULL, 0);
+  }
+  return true;
+}
+
 static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
   CUresult r = guest__ready();
   const uint8_t *p = src;
@@ -163,6 +265,8 @@ static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int as
     return r;
   if (n && !src)
     return CUDA_ERROR_INVALID_VALUE;
+  if (pinned_copy(dst, src, n, s, 0, async, &r))
+    return r;
   if (async && n <= GUEST_BATCH_FLUSH / 2) {
     uint64_t a[3] = {dst, s, 1};
     int rc = guest__post(GUEST_OP_HTOD, a, sizeof(a), src, n);
@@ -185,13 +289,17 @@ static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int as
   return CUDA_SUCCESS;
 }
 
-static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s) {
+/* async: into shared pinned memory the copy is stream-ordered (the bytes
+ * land when it executes); elsewhere D2H always completes before returning. */
+static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s, int async) {
   CUresult r = guest__ready();
   uint8_t *p = dst;
   if (r != CUDA_SUCCESS)
     return r;
   if (n && !dst)
     return CUDA_ERROR_INVALID_VALUE;
+  if (pinned_copy(src, dst, n, s, 1, async, &r))
+    return r;
   do {
     size_t len = n > GUEST_CALL_CHUNK ? GUEST_CALL_CHUNK : n, got = 0;
     uint64_t a[3] = {src, len, s};
@@ -236,7 +344,7 @@ static CUresult copy_any(uint64_t dst, uint64_t src, size_t n, uint64_t s, int a
   if (dd)
     return htod(dst, (const void *)(uintptr_t)src, n, s, async);
   if (sd)
-    return dtoh((void *)(uintptr_t)dst, src, n, s);
+    return dtoh((void *)(uintptr_t)dst, src, n, s, async);
   memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
   return CUDA_SUCCESS;
 }
@@ -270,7 +378,7 @@ PTSZ(cuMemFreeAsync, (CUdeviceptr p, CUstream s), FREEA)
 
 #define HTOD(pt) htod(dst, src, n, guest__stream(NULL, pt), 0)
 PTDS(cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), HTOD)
-#define DTOH(pt) dtoh(dst, src, n, guest__stream(NULL, pt))
+#define DTOH(pt) dtoh(dst, src, n, guest__stream(NULL, pt), 0)
 PTDS(cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n), DTOH)
 #define DTOD(pt) dtod(dst, src, n, guest__stream(NULL, pt), 0)
 PTDS(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), DTOD)
@@ -278,7 +386,7 @@ PTDS(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), DTOD)
 PTDS(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), ANY)
 #define HTODA(pt) htod(dst, src, n, guest__stream(s, pt), 1)
 PTSZ(cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void *src, size_t n, CUstream s), HTODA)
-#define DTOHA(pt) dtoh(dst, src, n, guest__stream(s, pt))
+#define DTOHA(pt) dtoh(dst, src, n, guest__stream(s, pt), 1)
 PTSZ(cuMemcpyDtoHAsync_v2, (void *dst, CUdeviceptr src, size_t n, CUstream s), DTOHA)
 #define DTODA(pt) dtod(dst, src, n, guest__stream(s, pt), 1)
 PTSZ(cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), DTODA)
@@ -324,7 +432,7 @@ static CUresult copy_rows(CUmemorytype st, const void *sh, CUdeviceptr sdv, size
       else if (ddev)
         r = htod(d, (const void *)(uintptr_t)so, width, s, async);
       else if (sdev)
-        r = dtoh((void *)(uintptr_t)d, so, width, s);
+        r = dtoh((void *)(uintptr_t)d, so, width, s, async);
       else {
         memmove((void *)(uintptr_t)d, (const void *)(uintptr_t)so, width);
         r = CUDA_SUCCESS;
@@ -447,7 +555,10 @@ static CUresult pointer_attr(void *data, CUpointer_attribute attr, CUdeviceptr p
     return CUDA_SUCCESS;
   case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
   case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-    if (!found || (attr == CU_POINTER_ATTRIBUTE_HOST_POINTER) == dev)
+    /* Pinned host memory is mapped at one address for host and device
+     * (unified addressing; tallyd maps a shared allocation at the same
+     * address, cuMemHostGetDevicePointer); device memory has no host one. */
+    if (!found || (attr == CU_POINTER_ATTRIBUTE_HOST_POINTER && dev))
       return CUDA_ERROR_INVALID_VALUE;
     *(void **)data = (void *)(uintptr_t)p;
     return CUDA_SUCCESS;

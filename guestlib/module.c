@@ -11,12 +11,11 @@
  * handle and packs the parameters by the layout, the host launches and keeps
  * any error for the next synchronising call.
  *
- * Host functions (cuLaunchHostFunc, cuStreamAddCallback) synchronise the
- * stream and then run the function on the calling thread: work enqueued
- * before runs first and work enqueued after cannot start earlier, at the
- * cost of blocking the caller.  cuLink* keeps one input and hands it back
- * as the "linked" image, which covers numba's single-PTX links; links of
- * several inputs are refused with CUDA_ERROR_NOT_SUPPORTED.
+ * Host functions (cuLaunchHostFunc, cuStreamAddCallback) are stream-ordered
+ * and run on the library's host-function thread (hostfn.c).  cuLink* keeps
+ * one input and hands it back as the "linked" image, which covers numba's
+ * single-PTX links; links of several inputs are refused with
+ * CUDA_ERROR_NOT_SUPPORTED.
  */
 #include "guestlib/guest.h"
 
@@ -570,7 +569,8 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
                        uint64_t s, const CUlaunchAttribute *attrs, unsigned nattr, void **params,
                        void **extra) {
   const guest_func_t *f = guest__func_find(h);
-  uint8_t head[56], *body = NULL;
+  /* Most launches carry well under 1 KiB of arguments: no malloc for them. */
+  uint8_t head[56], small[1024], *body = NULL;
   size_t alen = (size_t)nattr * sizeof(CUlaunchAttribute), argbytes;
   uint32_t z = 0, ab;
   const void *argsrc = NULL;
@@ -601,7 +601,7 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
   } else if (argbytes && !params) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  body = malloc(alen + argbytes + 1);
+  body = alen + argbytes <= sizeof(small) ? small : malloc(alen + argbytes + 1);
   if (!body)
     return CUDA_ERROR_OUT_OF_MEMORY;
   if (alen)
@@ -623,7 +623,8 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
   memcpy(head + 48, &ab, 4);
   memcpy(head + 52, &z, 4);
   rc = guest__post(GUEST_OP_LAUNCH, head, sizeof(head), body, alen + argbytes);
-  free(body);
+  if (body != small)
+    free(body);
   return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
 }
 
@@ -697,14 +698,7 @@ GUEST_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, 
 /* ---- host functions ---- */
 
 static CUresult host_fn(CUstream s, CUhostFn fn, void *data, int ptds) {
-  CUresult r;
-  if (!fn)
-    return CUDA_ERROR_INVALID_VALUE;
-  r = ptds ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
-  if (r != CUDA_SUCCESS)
-    return r;
-  fn(data);
-  return CUDA_SUCCESS;
+  return guest__hostfn(guest__stream(s, ptds), s, 0, (void *)fn, data);
 }
 
 GUEST_EXPORT CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
@@ -716,12 +710,9 @@ GUEST_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *data)
 
 static CUresult add_callback(CUstream s, CUstreamCallback cb, void *data, unsigned flags,
                              int ptds) {
-  CUresult r;
   if (!cb || flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
-  r = ptds ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
-  cb(s, r, data);
-  return CUDA_SUCCESS;
+  return guest__hostfn(guest__stream(s, ptds), s, 1, (void *)cb, data);
 }
 
 GUEST_EXPORT CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *data,

@@ -97,6 +97,21 @@ bool guest__mem_find(uint64_t p, uint64_t *base, uint64_t *size, guest_mem_kind_
   return found;
 }
 
+bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *flags) {
+  size_t i;
+  bool found = false;
+  pthread_mutex_lock(&mem_lock);
+  i = upper(p);
+  if (i > 0 && mems[i - 1].kind == GUEST_MEM_HOST && p - mems[i - 1].base < mems[i - 1].size) {
+    found = true;
+    *base = mems[i - 1].base;
+    *size = mems[i - 1].size;
+    *flags = mems[i - 1].flags;
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return found;
+}
+
 /* ---- functions ---- */
 
 /* Open-addressing hash of function handles.  Lock story: func_lock guards

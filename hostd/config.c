@@ -16,6 +16,8 @@ void hostd_config_init(hostd_config_t *cfg) {
   strcpy(cfg->unix_path, HOSTD_DEFAULT_SOCKET);
   strcpy(cfg->state_dir, HOSTD_DEFAULT_STATE_DIR);
   cfg->log_level = HOSTD_LOG_INFO;
+  cfg->worker_spin_us = -1;
+  cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
 }
 
 void hostd_config_usage(FILE *f) {
@@ -30,8 +32,13 @@ void hostd_config_usage(FILE *f) {
           "  --log-level L        error, warn, info (default) or debug\n"
           "  --spin-us N          after a request, poll N us for the next before sleeping\n"
           "                       (0 = never, the default; pays with idle cores)\n"
+          "  --worker-spin-us N   a tenant's worker polls its queue N us before sleeping\n"
+          "                       (default: 20 with 4 or more CPUs online, else 0)\n"
+          "  --restart-grace-ms N after a tenant's GPU fault, tallyd re-executes itself once\n"
+          "                       every tenant has left, or after N ms (default %d), closing\n"
+          "                       the rest; new tenants are told to retry meanwhile\n"
           "  -h, --help           this text\n",
-          HOSTD_DEFAULT_SOCKET, HOSTD_DEFAULT_STATE_DIR);
+          HOSTD_DEFAULT_SOCKET, HOSTD_DEFAULT_STATE_DIR, HOSTD_DEFAULT_RESTART_GRACE_MS);
 }
 
 static int set_str(char *dst, size_t cap, const char *flag, const char *val, FILE *err) {
@@ -91,6 +98,27 @@ int hostd_config_parse_args(hostd_config_t *cfg, int argc, char **argv, FILE *er
         rc = -EINVAL;
       } else {
         cfg->spin_us = (int)n;
+      }
+    } else if (strcmp(a, "--worker-spin-us") == 0) {
+      char *end = NULL;
+      long n = strtol(v, &end, 10);
+      /* As --spin-us: above 10 ms a spin is a busy loop. */
+      if (!end || end == v || *end || n < 0 || n > 10000) {
+        fprintf(err, "tallyd: --worker-spin-us: expected 0..10000, got '%s'\n", v);
+        rc = -EINVAL;
+      } else {
+        cfg->worker_spin_us = (int)n;
+      }
+    } else if (strcmp(a, "--restart-grace-ms") == 0) {
+      char *end = NULL;
+      long n = strtol(v, &end, 10);
+      /* A minute is already longer than any tenant should hold a poisoned
+       * GPU; beyond it the flag is a typo. */
+      if (!end || end == v || *end || n < 0 || n > 60000) {
+        fprintf(err, "tallyd: --restart-grace-ms: expected 0..60000, got '%s'\n", v);
+        rc = -EINVAL;
+      } else {
+        cfg->restart_grace_ms = (int)n;
       }
     } else {
       fprintf(err, "tallyd: unknown option %s (see tallyd --help)\n", a);

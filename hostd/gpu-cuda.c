@@ -1,10 +1,12 @@
 /* gpu-cuda.c: the real GPU backend of tallyd, on the CUDA driver API.
  *
  * One device, one context: the device's primary context, retained at init
- * (and afresh after each reset, cuda_reset) and made current on every tenant
- * worker thread before its first request and after each reset
- * (thread_enter, called by tenant.c), so
- * kernels of all tenants share it and can overlap (BRIEF decision 4).
+ * and made current on every tenant worker thread before its first request
+ * (thread_enter, called by tenant.c), so kernels of all tenants share it
+ * and can overlap (BRIEF decision 4).  There is no in-process reset: after
+ * a context-corrupting error the driver refuses even a reset context to
+ * this process (cuDevicePrimaryCtxRetain answers 700, measured on the
+ * H200), so tallyd re-executes itself instead (hostd/restart.c).
  * Streams are created CU_STREAM_NON_BLOCKING: the real legacy NULL stream
  * is never used, so no tenant's work serialises another's; each tenant's
  * legacy stream is emulated by hostd/tenant.c.  Every function returns the
@@ -25,6 +27,7 @@
 
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,9 +42,7 @@
   X(cuDeviceGetAttribute)                                                                          \
   X(cuDeviceGetName)                                                                               \
   X(cuDeviceGetUuid)                                                                               \
-  X(cuDevicePrimaryCtxGetState)                                                                    \
   X(cuDevicePrimaryCtxRelease)                                                                     \
-  X(cuDevicePrimaryCtxReset)                                                                       \
   X(cuDevicePrimaryCtxRetain)                                                                      \
   X(cuDeviceTotalMem)                                                                              \
   X(cuEventCreate)                                                                                 \
@@ -61,6 +62,7 @@
   X(cuKernelGetName)                                                                               \
   X(cuKernelGetParamInfo)                                                                          \
   X(cuKernelSetAttribute)                                                                          \
+  X(cuLaunchHostFunc)                                                                              \
   X(cuLaunchKernelEx)                                                                              \
   X(cuLibraryEnumerateKernels)                                                                     \
   X(cuLibraryGetGlobal)                                                                            \
@@ -70,6 +72,11 @@
   X(cuLibraryUnload)                                                                               \
   X(cuMemAlloc)                                                                                    \
   X(cuMemFree)                                                                                     \
+  X(cuMemFreeHost)                                                                                 \
+  X(cuMemHostAlloc)                                                                                \
+  X(cuMemHostGetDevicePointer)                                                                     \
+  X(cuMemHostRegister)                                                                             \
+  X(cuMemHostUnregister)                                                                           \
   X(cuMemGetInfo)                                                                                  \
   X(cuMemcpyDtoDAsync)                                                                             \
   X(cuMemcpyDtoHAsync)                                                                             \
@@ -88,7 +95,8 @@
   X(cuStreamDestroy)                                                                               \
   X(cuStreamQuery)                                                                                 \
   X(cuStreamSynchronize)                                                                           \
-  X(cuStreamWaitEvent)
+  X(cuStreamWaitEvent)                                                                             \
+  X(cuStreamWaitValue32)
 
 static struct {
 #define X(n) __typeof__(&n) n;
@@ -167,53 +175,13 @@ static void cuda_shutdown(void) {
   ctx = NULL;
 }
 
-/* Makes the current primary context (the one after the latest reset)
- * current on the calling thread.  ctx is written only by init and by reset,
- * which run while no request does (tenant.c holds ctx_lock for writing). */
+/* Makes the primary context current on the calling thread.  ctx is written
+ * only by init and shutdown, while no request runs. */
 static CUresult cuda_thread_enter(void) {
   CUresult r = D.cuCtxSetCurrent(ctx);
   if (r != CUDA_SUCCESS)
     hostd__log(HOSTD_LOG_INFO, "cuCtxSetCurrent(%p) on a worker thread: %d", (void *)ctx, (int)r);
   return r;
-}
-
-/* cuDevicePrimaryCtxReset destroys every allocation and object of the
- * primary context and clears its sticky error, but "does not release it"
- * (cuda.h): our reference from init still counts, and on the real driver
- * the old CUcontext must not be used again (calls through it answer
- * CUDA_ERROR_CONTEXT_IS_DESTROYED, GPU run 2).  So the reference is released
- * (count 1 -> 0, safe "even after resetting the device", cuda.h) and the
- * context retained afresh, which makes the driver create a new one (possibly
- * at the same address); it is made current here and, through ctx_gen in
- * tenant.c, on every other worker thread before its next driver call.  The
- * release and retain run even when the reset itself reports an error: the
- * driver may have destroyed the context before failing.  Each step is logged
- * at info so a failing reset is visible in tallyd's log. */
-static CUresult cuda_reset(void) {
-  CUcontext c = NULL;
-  unsigned flags = 0;
-  int active = 0;
-  size_t fr = 0, tot = 0;
-  CUresult rr = D.cuDevicePrimaryCtxReset(device), r;
-
-  hostd__log(HOSTD_LOG_INFO, "cuDevicePrimaryCtxReset: %d", (int)rr);
-  r = D.cuDevicePrimaryCtxRelease(device);
-  hostd__log(HOSTD_LOG_INFO, "cuDevicePrimaryCtxRelease (our reference from before): %d", (int)r);
-  ctx = NULL;
-  if ((r = D.cuDevicePrimaryCtxRetain(&c, device)) != CUDA_SUCCESS) {
-    hostd__log(HOSTD_LOG_ERROR, "cuDevicePrimaryCtxRetain after reset: %d", (int)r);
-    return r;
-  }
-  ctx = c;
-  if ((r = D.cuCtxSetCurrent(ctx)) != CUDA_SUCCESS) {
-    hostd__log(HOSTD_LOG_ERROR, "cuCtxSetCurrent after reset: %d", (int)r);
-    return r;
-  }
-  (void)D.cuDevicePrimaryCtxGetState(device, &flags, &active);
-  r = D.cuMemGetInfo(&fr, &tot); /* a probe: the new context answers */
-  hostd__log(HOSTD_LOG_INFO, "new primary context %p (active %d): probe cuMemGetInfo %d", (void *)c,
-             active, (int)r);
-  return r != CUDA_SUCCESS ? r : rr;
 }
 
 static CUresult cuda_mem_alloc(uint64_t *p, uint64_t size) {
@@ -484,12 +452,166 @@ static CUresult cuda_occupancy(uint64_t f, int kind, int which, const CUlaunchCo
                     : D.cuOccupancyMaxPotentialClusterSize(v, fn, cfg);
 }
 
+/* ---- host-function gates ----
+ * A gate is nslots u32 words of pinned, device-mapped host memory.  A host
+ * function becomes cuLaunchHostFunc(trampoline) + cuStreamWaitValue32(word
+ * >= value, GEQ: a slot's values only grow, hostd/hostfn.c): the stream is held by the GPU's front end, no driver thread
+ * blocks, and opening the gate is one store from the loop thread.  Where
+ * stream memory operations are refused (probed once at the first gate), or
+ * with TALLYD_HOSTFN_GATE=block in the environment, the trampoline itself
+ * waits on a condition variable until the word is set: correct, but it
+ * holds the driver's callback thread, so other tenants' host functions
+ * wait behind this one. */
+typedef struct cuda_gate {
+  volatile uint32_t *words;
+  CUdeviceptr dptr;
+  uint32_t n;
+  pthread_mutex_t mu; /* with cv: the blocking fallback */
+  pthread_cond_t cv;
+} cuda_gate_t;
+
+typedef struct tramp {
+  hostd_reached_cb reached;
+  void *arg;
+  cuda_gate_t *g;
+  uint32_t slot, value;
+} tramp_t;
+
+/* 0 unknown, 1 cuStreamWaitValue32, 2 blocking trampolines; written by the
+ * first gate_new (worker thread) under gate_mode_lock. */
+static int gate_mode;
+static pthread_mutex_t gate_mode_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int probe_gate_mode(cuda_gate_t *g) {
+  const char *env = getenv("TALLYD_HOSTFN_GATE");
+  CUstream st = NULL;
+  CUresult r;
+  if (env && strcmp(env, "block") == 0)
+    return 2;
+  if (D.cuStreamCreateWithPriority(&st, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS)
+    return 2;
+  /* The word is 0: a wait for >= 0 completes at once when the driver takes it. */
+  r = D.cuStreamWaitValue32(st, g->dptr, 0, CU_STREAM_WAIT_VALUE_GEQ);
+  if (r == CUDA_SUCCESS)
+    r = D.cuStreamSynchronize(st);
+  (void)D.cuStreamDestroy(st);
+  hostd__log(HOSTD_LOG_INFO, "host functions: %s (probe %d)",
+             r == CUDA_SUCCESS ? "cuStreamWaitValue32 gates" : "blocking callbacks", (int)r);
+  return r == CUDA_SUCCESS ? 1 : 2;
+}
+
+static CUresult cuda_gate_new(void **out, uint32_t nslots) {
+  cuda_gate_t *g = calloc(1, sizeof(*g));
+  void *p = NULL;
+  CUresult r;
+  if (!g)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  r = D.cuMemHostAlloc(&p, (size_t)nslots * 4,
+                       CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+  if (r == CUDA_SUCCESS)
+    r = D.cuMemHostGetDevicePointer(&g->dptr, p, 0);
+  if (r != CUDA_SUCCESS) {
+    if (p)
+      (void)D.cuMemFreeHost(p);
+    free(g);
+    return r;
+  }
+  memset(p, 0, (size_t)nslots * 4);
+  g->words = p;
+  g->n = nslots;
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+  pthread_mutex_lock(&gate_mode_lock);
+  if (gate_mode == 0)
+    gate_mode = probe_gate_mode(g);
+  pthread_mutex_unlock(&gate_mode_lock);
+  *out = g;
+  return CUDA_SUCCESS;
+}
+
+static void cuda_gate_del(void *gp, int gpu) {
+  cuda_gate_t *g = gp;
+  if (!g)
+    return;
+  /* The context died (a fault): a driver thread may still run a trampoline
+   * that names g, and tallyd re-executes itself soon (hostd/README.md): leak it. */
+  if (!gpu)
+    return;
+  (void)D.cuMemFreeHost((void *)g->words);
+  pthread_mutex_destroy(&g->mu);
+  pthread_cond_destroy(&g->cv);
+  free(g);
+}
+
+/* The driver's host function: tells hostfn.c, then (fallback) waits. */
+static void CUDA_CB trampoline(void *arg) {
+  tramp_t *t = arg;
+  cuda_gate_t *g = t->g;
+  uint32_t slot = t->slot, value = t->value;
+  int block = __atomic_load_n(&gate_mode, __ATOMIC_RELAXED) == 2;
+  t->reached(t->arg);
+  free(t);
+  if (!block)
+    return;
+  pthread_mutex_lock(&g->mu);
+  while ((int32_t)(__atomic_load_n(&g->words[slot], __ATOMIC_ACQUIRE) - value) < 0)
+    pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static CUresult cuda_host_fn(uint64_t s, void *gp, uint32_t slot, uint32_t value,
+                             hostd_reached_cb reached, void *arg) {
+  cuda_gate_t *g = gp;
+  tramp_t *t = malloc(sizeof(*t));
+  CUresult r;
+  if (!t)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (slot >= g->n) {
+    free(t);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *t = (tramp_t){reached, arg, g, slot, value};
+  r = D.cuLaunchHostFunc(S(s), trampoline, t);
+  if (r != CUDA_SUCCESS) {
+    free(t);
+    return r;
+  }
+  if (gate_mode == 1)
+    r = D.cuStreamWaitValue32(S(s), g->dptr + 4u * slot, value, CU_STREAM_WAIT_VALUE_GEQ);
+  /* On failure the trampoline still runs (and t is its own): the function
+   * is then not gated, and the error surfaces as the op's deferred error. */
+  return r;
+}
+
+static void cuda_gate_open(void *gp, uint32_t slot, uint32_t value) {
+  cuda_gate_t *g = gp;
+  if (!g || slot >= g->n)
+    return;
+  pthread_mutex_lock(&g->mu);
+  __atomic_store_n(&g->words[slot], value, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
+/* ---- pinned host memory a guest shared ---- */
+
+static CUresult cuda_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t s) {
+  return D.cuMemcpyDtoHAsync(dst, src, n, S(s));
+}
+
+static CUresult cuda_host_register(void *p, size_t n) {
+  return D.cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+}
+
+static CUresult cuda_host_unregister(void *p) {
+  return D.cuMemHostUnregister(p);
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
     .shutdown = cuda_shutdown,
     .thread_enter = cuda_thread_enter,
-    .reset = cuda_reset,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
     .mem_info = cuda_mem_info,
@@ -517,4 +639,11 @@ const hostd_gpu_ops_t hostd__gpu = {
     .func_attr = cuda_func_attr,
     .func_set_attr = cuda_func_set_attr,
     .occupancy = cuda_occupancy,
+    .gate_new = cuda_gate_new,
+    .gate_del = cuda_gate_del,
+    .host_fn = cuda_host_fn,
+    .gate_open = cuda_gate_open,
+    .dtoh_async = cuda_dtoh_async,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
 };

@@ -18,14 +18,27 @@
  * query loads one, the three attributes that need a loaded function answer
  * CUDA_ERROR_FUNCTION_NOT_LOADED.  This never counts as GPU coverage.
  *
- * Context lifetime is modelled as on the real driver: a reset destroys the
- * context, so every thread (the resetting one too) must thread_enter again
- * before its next call, and no stream, event, module, function or address
- * from before the reset may be named again.  Such a call answers
- * CUDA_ERROR_CONTEXT_IS_DESTROYED and is counted (HOSTD_RECORD_STALE), so a
- * test fails when hostd keeps a stale handle anywhere.
+ * Context lifetime is modelled as on the real driver: every thread must
+ * thread_enter before its first call, and after shutdown (what a restart
+ * of tallyd does to the real context) no stream, event, module, function
+ * or address from before may be named again, and the fault is gone.  Such
+ * a call answers CUDA_ERROR_CONTEXT_IS_DESTROYED and is counted
+ * (HOSTD_RECORD_STALE), so a test fails when hostd uses a handle it should
+ * not have kept.  A fault is sticky until shutdown, as a real one is for
+ * the whole process (tallyd restarts: hostd/restart.c).
+ *
+ * Streams are modelled only as far as host functions need (hostd/hostfn.c):
+ * work runs at once, except on a stream blocked by a host-function gate,
+ * where copies, memsets, launches, event records and further host functions
+ * queue (bytes copied) and run, in order, when gate_open opens it.  A
+ * synchronisation of such a stream (or of an event recorded behind the
+ * gate, or a synchronous copy on it) waits; a query answers
+ * CUDA_ERROR_NOT_READY.  Not modelled: a stream made to wait (stream_wait)
+ * for an event recorded behind another stream's gate does not wait.
  *
  * Lock story: one mutex guards all state; tenants call in from many threads.
+ * `cv` is signalled whenever queued work ran.  Reached callbacks are called
+ * without the lock (they may open gates, re-entering gate_open).
  */
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
@@ -75,16 +88,57 @@ typedef struct rec_module {
 } rec_module_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+/* ---- streams, gates and queued work ---- */
+typedef struct rec_gate {
+  uint32_t n;
+  uint32_t *words;
+} rec_gate_t;
+
+enum { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_LAUNCH, OP_RECORD, OP_HOSTFN, OP_NOP };
+
+typedef struct rec_op {
+  int kind;
+  uint64_t a, b; /* dst/src device addresses, kernel handle, event */
+  size_t n;
+  uint32_t v, elem;
+  uint8_t *bytes; /* owned: H2D bytes or kernel arguments */
+  void *dst;      /* D2H destination */
+  hostd_reached_cb cb;
+  void *arg;
+  rec_gate_t *g;
+  uint32_t slot, value;
+  struct rec_op *next;
+} rec_op_t;
+
+typedef struct rec_stream {
+  uint64_t h;
+  bool gated, deleted;
+  rec_gate_t *g; /* the gate it waits for while gated */
+  uint32_t slot, value;
+  rec_op_t *head, *tail;
+  struct rec_stream *next;
+} rec_stream_t;
+
+typedef struct rec_event {
+  uint64_t h;
+  unsigned pending; /* records queued behind a gate */
+  struct rec_event *next;
+} rec_event_t;
+
+static rec_stream_t *streams;
+static rec_event_t *events;
+static __thread bool draining; /* this thread runs drain(): nested gate_opens only set words */
 static rec_alloc_t *allocs;
 static rec_module_t *modules;
 static uint64_t next_addr = RECORD_BASE, next_handle = 0x1000;
 static uint64_t used_bytes;
 static CUresult sticky; /* a "fault" kernel ran */
 static _Atomic unsigned long counts[HOSTD_RECORD_NCOUNT];
-static _Atomic unsigned ctx_gen = 1;  /* the live context; bumped by reset */
-static __thread unsigned cur_gen;     /* the context current on this thread; 0: none */
-static _Atomic uint64_t handle_floor; /* handles below it died with a reset */
-static _Atomic uint64_t addr_floor;   /* addresses in [RECORD_BASE, it) died with a reset */
+static __thread bool entered;         /* thread_enter ran on this thread */
+static _Atomic uint64_t handle_floor; /* handles below it died with a shutdown */
+static _Atomic uint64_t addr_floor;   /* addresses in [RECORD_BASE, it) died with a shutdown */
 
 unsigned long hostd_record_count(hostd_record_what_t what) {
   return what < HOSTD_RECORD_NCOUNT ? atomic_load(&counts[what]) : 0;
@@ -116,10 +170,10 @@ static void count(hostd_record_what_t w) {
   atomic_fetch_add(&counts[w], 1);
 }
 
-/* CUDA_SUCCESS when the calling thread has the live context current and
- * none of the n handles or addresses in v predates the last reset. */
+/* CUDA_SUCCESS when the calling thread has the context current and none of
+ * the n handles or addresses in v predates the last shutdown. */
 static CUresult live(const uint64_t *v, size_t n) {
-  bool stale = cur_gen != atomic_load(&ctx_gen);
+  bool stale = !entered;
   for (size_t i = 0; i < n; i++)
     stale |= (v[i] >= 0x1000 && v[i] < atomic_load(&handle_floor)) ||
              (v[i] >= RECORD_BASE && v[i] < atomic_load(&addr_floor));
@@ -197,25 +251,34 @@ static void rec_shutdown(void) {
     modules = m->next;
     free(m);
   }
+  while (streams) {
+    rec_stream_t *st = streams;
+    streams = st->next;
+    while (st->head) {
+      rec_op_t *o = st->head;
+      st->head = o->next;
+      free(o->bytes);
+      free(o);
+    }
+    free(st);
+  }
+  while (events) {
+    rec_event_t *e = events;
+    events = e->next;
+    free(e);
+  }
+  pthread_cond_broadcast(&cv);
   used_bytes = 0;
+  /* As when the process ends: the fault goes, and nothing from before may
+   * be named by whatever comes next (a test's "restarted" daemon). */
+  sticky = CUDA_SUCCESS;
+  atomic_store(&handle_floor, next_handle + 1);
+  atomic_store(&addr_floor, next_addr);
   pthread_mutex_unlock(&lock);
 }
 
 static CUresult rec_thread_enter(void) {
-  cur_gen = atomic_load(&ctx_gen);
-  return CUDA_SUCCESS;
-}
-
-/* As cuDevicePrimaryCtxReset: everything is gone and the fault cleared. */
-static CUresult rec_reset(void) {
-  count(HOSTD_RECORD_RESET);
-  rec_shutdown();
-  pthread_mutex_lock(&lock);
-  sticky = CUDA_SUCCESS;
-  atomic_store(&handle_floor, next_handle + 1);
-  atomic_store(&addr_floor, next_addr);
-  atomic_fetch_add(&ctx_gen, 1); /* current on no thread, this one included */
-  pthread_mutex_unlock(&lock);
+  entered = true;
   return CUDA_SUCCESS;
 }
 
@@ -279,12 +342,155 @@ static CUresult rec_mem_info(uint64_t *f, uint64_t *t) {
   return CUDA_SUCCESS;
 }
 
+/* ---- streams: queued work behind host-function gates (lock held) ---- */
+
+static rec_stream_t *stream_find(uint64_t s) {
+  for (rec_stream_t *st = streams; st; st = st->next)
+    if (st->h == s)
+      return st;
+  return NULL;
+}
+
+static rec_event_t *event_find(uint64_t e) {
+  for (rec_event_t *ev = events; ev; ev = ev->next)
+    if (ev->h == e)
+      return ev;
+  return NULL;
+}
+
+static bool busy(const rec_stream_t *st) {
+  return st && (st->gated || st->head);
+}
+
+/* Queues a copy of *tmpl on stream s when s is busy (taking tmpl->bytes);
+ * returns false, touching nothing, when the work may run now. */
+static bool defer(uint64_t s, const rec_op_t *tmpl) {
+  rec_stream_t *st = stream_find(s);
+  rec_op_t *o;
+  if (!busy(st))
+    return false;
+  o = malloc(sizeof(*o));
+  if (!o)
+    return false; /* run now: out of order, but never lost (tests only) */
+  *o = *tmpl;
+  o->next = NULL;
+  if (st->tail)
+    st->tail->next = o;
+  else
+    st->head = o;
+  st->tail = o;
+  return true;
+}
+
+/* Waits until stream s has run everything queued (the lock is released while waiting). */
+static void wait_idle(uint64_t s) {
+  rec_stream_t *st;
+  while ((st = stream_find(s)) && busy(st))
+    pthread_cond_wait(&cv, &lock);
+}
+
+static void launch_effect(uint64_t f, const uint8_t *args, size_t argbytes);
+
+/* Runs one queued op (not OP_HOSTFN). */
+static void exec_op(rec_op_t *o) {
+  uint8_t *d, *p;
+  switch (o->kind) {
+  case OP_HTOD:
+    if ((d = find(o->a, o->n)))
+      memcpy(d, o->bytes, o->n);
+    break;
+  case OP_DTOH:
+    if ((p = find(o->b, o->n)))
+      memcpy(o->dst, p, o->n);
+    break;
+  case OP_DTOD:
+    d = find(o->a, o->n);
+    p = find(o->b, o->n);
+    if (d && p)
+      memmove(d, p, o->n);
+    break;
+  case OP_MEMSET:
+    d = find(o->a, (uint64_t)o->n * o->elem);
+    for (size_t i = 0; d && i < o->n; i++)
+      memcpy(d + i * o->elem, &o->v, o->elem);
+    break;
+  case OP_LAUNCH:
+    launch_effect(o->a, o->bytes, o->n);
+    break;
+  case OP_RECORD: {
+    rec_event_t *ev = event_find(o->a);
+    if (ev && ev->pending)
+      ev->pending--;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+/* Runs the queued work of every stream whose gate is open, until none can
+ * move.  Drops the lock around reached callbacks, so the scan restarts
+ * after each one (they may open gates or the list may change). */
+static void drain(void) {
+  bool again = true;
+  draining = true;
+  while (again) {
+    again = false;
+    for (rec_stream_t **pst = &streams; *pst && !again;) {
+      rec_stream_t *st = *pst;
+      if (st->gated && (int32_t)(st->g->words[st->slot] - st->value) >= 0)
+        st->gated = false;
+      while (!st->gated && st->head) {
+        rec_op_t *o = st->head;
+        if (!(st->head = o->next))
+          st->tail = NULL;
+        if (o->kind == OP_HOSTFN) {
+          st->gated = true;
+          st->g = o->g;
+          st->slot = o->slot;
+          st->value = o->value;
+          pthread_mutex_unlock(&lock);
+          o->cb(o->arg);
+          pthread_mutex_lock(&lock);
+          free(o);
+          again = true;
+          break;
+        }
+        exec_op(o);
+        free(o->bytes);
+        free(o);
+      }
+      if (again)
+        break;
+      if (st->deleted && !busy(st)) {
+        *pst = st->next;
+        free(st);
+        continue;
+      }
+      pst = &st->next;
+    }
+  }
+  draining = false;
+  pthread_cond_broadcast(&cv);
+}
+
 static CUresult rec_htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
   LIVE(dst, s);
   uint8_t *d;
-  (void)s, (void)async;
   count(HOSTD_RECORD_HTOD);
   pthread_mutex_lock(&lock);
+  if (async && find(dst, n) && busy(stream_find(s))) {
+    rec_op_t o = {.kind = OP_HTOD, .a = dst, .n = n, .bytes = malloc(n ? n : 1)};
+    if (o.bytes) {
+      memcpy(o.bytes, src, n); /* the caller's bytes may be gone when it runs */
+      if (defer(s, &o)) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_SUCCESS;
+      }
+      free(o.bytes);
+    }
+  }
+  wait_idle(s);
   d = find(dst, n);
   if (d)
     memcpy(d, src, n);
@@ -296,9 +502,9 @@ static CUresult rec_dtoh(void *dst, uint64_t src, size_t n, uint64_t s) {
   LIVE(src, s);
   uint8_t *p;
   CUresult r;
-  (void)s;
   count(HOSTD_RECORD_DTOH);
   pthread_mutex_lock(&lock);
+  wait_idle(s); /* synchronous: after the stream's earlier work */
   p = find(src, n);
   if (p)
     memcpy(dst, p, n);
@@ -307,15 +513,31 @@ static CUresult rec_dtoh(void *dst, uint64_t src, size_t n, uint64_t s) {
   return r;
 }
 
+/* Stream-ordered D2H into memory that outlives the call (shared pinned memory). */
+static CUresult rec_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t s) {
+  LIVE(src, s);
+  uint8_t *p;
+  rec_op_t o = {.kind = OP_DTOH, .b = src, .n = n, .dst = dst};
+  count(HOSTD_RECORD_DTOH);
+  pthread_mutex_lock(&lock);
+  p = find(src, n);
+  if (p && !defer(s, &o))
+    memcpy(dst, p, n);
+  pthread_mutex_unlock(&lock);
+  return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult rec_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async) {
   LIVE(dst, src, s);
   uint8_t *d, *p;
-  (void)s, (void)async;
+  rec_op_t o = {.kind = OP_DTOD, .a = dst, .b = src, .n = n};
   count(HOSTD_RECORD_DTOD);
   pthread_mutex_lock(&lock);
   d = find(dst, n);
   p = find(src, n);
-  if (d && p)
+  if (!async)
+    wait_idle(s);
+  if (d && p && !defer(s, &o))
     memmove(d, p, n);
   pthread_mutex_unlock(&lock);
   return d && p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -324,14 +546,15 @@ static CUresult rec_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int a
 static CUresult rec_memset(uint64_t p, uint32_t v, uint32_t elem, size_t n, uint64_t s) {
   LIVE(p, s);
   uint8_t *d;
-  (void)s;
+  rec_op_t o = {.kind = OP_MEMSET, .a = p, .n = n, .v = v, .elem = elem};
   count(HOSTD_RECORD_MEMSET);
   if (elem != 1 && elem != 2 && elem != 4)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   d = find(p, (uint64_t)n * elem);
-  for (size_t i = 0; d && i < n; i++)
-    memcpy(d + i * elem, &v, elem);
+  if (d && !defer(s, &o))
+    for (size_t i = 0; i < n; i++)
+      memcpy(d + i * elem, &v, elem);
   pthread_mutex_unlock(&lock);
   return d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -355,61 +578,124 @@ static CUresult sync_result(void) {
 
 static CUresult rec_stream_new(uint64_t *s, unsigned flags, int prio) {
   LIVE(0);
+  rec_stream_t *st = calloc(1, sizeof(*st));
   (void)flags;
+  if (!st)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   count(HOSTD_RECORD_STREAM);
   hostd__record_last_prio = prio;
-  *s = handle();
+  *s = st->h = handle();
+  pthread_mutex_lock(&lock);
+  st->next = streams;
+  streams = st;
+  pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
+/* As cuStreamDestroy: queued work still runs; the stream goes when idle. */
 static CUresult rec_stream_del(uint64_t s) {
   LIVE(s);
-  (void)s;
   count(HOSTD_RECORD_STREAM_DEL);
+  pthread_mutex_lock(&lock);
+  for (rec_stream_t **pst = &streams; *pst; pst = &(*pst)->next)
+    if ((*pst)->h == s) {
+      rec_stream_t *st = *pst;
+      if (busy(st)) {
+        st->deleted = true;
+      } else {
+        *pst = st->next;
+        free(st);
+      }
+      break;
+    }
+  pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 static CUresult rec_stream_sync(uint64_t s) {
   LIVE(s);
-  (void)s;
+  pthread_mutex_lock(&lock);
+  wait_idle(s);
+  pthread_mutex_unlock(&lock);
   return sync_result();
 }
 static CUresult rec_stream_query(uint64_t s) {
   LIVE(s);
-  (void)s;
+  bool b;
+  pthread_mutex_lock(&lock);
+  b = busy(stream_find(s));
+  pthread_mutex_unlock(&lock);
+  if (b && !sticky)
+    return CUDA_ERROR_NOT_READY;
   return sync_result();
 }
 static CUresult rec_stream_wait(uint64_t s, uint64_t e, unsigned flags) {
   LIVE(s, e);
-  (void)s, (void)e, (void)flags;
+  rec_op_t o = {.kind = OP_NOP};
+  (void)flags;
   count(HOSTD_RECORD_WAIT);
+  pthread_mutex_lock(&lock);
+  (void)defer(s, &o); /* keeps its place in the queue; not a real cross-stream wait */
+  pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 static CUresult rec_event_new(uint64_t *e, unsigned flags) {
   LIVE(0);
+  rec_event_t *ev = calloc(1, sizeof(*ev));
   (void)flags;
+  if (!ev)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   count(HOSTD_RECORD_EVENT);
-  *e = handle();
+  *e = ev->h = handle();
+  pthread_mutex_lock(&lock);
+  ev->next = events;
+  events = ev;
+  pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 static CUresult rec_event_del(uint64_t e) {
   LIVE(e);
-  (void)e;
   count(HOSTD_RECORD_EVENT_DEL);
+  pthread_mutex_lock(&lock);
+  for (rec_event_t **pe = &events; *pe; pe = &(*pe)->next)
+    if ((*pe)->h == e) {
+      rec_event_t *ev = *pe;
+      *pe = ev->next;
+      free(ev);
+      break;
+    }
+  pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 static CUresult rec_event_record(uint64_t e, uint64_t s, unsigned flags) {
   LIVE(e, s);
-  (void)e, (void)s, (void)flags;
+  rec_op_t o = {.kind = OP_RECORD, .a = e};
+  rec_event_t *ev;
+  (void)flags;
   count(HOSTD_RECORD_RECORD);
+  pthread_mutex_lock(&lock);
+  ev = event_find(e);
+  if (ev && defer(s, &o))
+    ev->pending++;
+  pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 static CUresult rec_event_sync(uint64_t e) {
   LIVE(e);
-  (void)e;
+  rec_event_t *ev;
+  pthread_mutex_lock(&lock);
+  while ((ev = event_find(e)) && ev->pending)
+    pthread_cond_wait(&cv, &lock);
+  pthread_mutex_unlock(&lock);
   return sync_result();
 }
 static CUresult rec_event_query(uint64_t e) {
   LIVE(e);
-  (void)e;
+  rec_event_t *ev;
+  bool pending;
+  pthread_mutex_lock(&lock);
+  pending = (ev = event_find(e)) && ev->pending;
+  pthread_mutex_unlock(&lock);
+  if (pending && !sticky)
+    return CUDA_ERROR_NOT_READY;
   return sync_result();
 }
 static CUresult rec_event_time(float *ms, uint64_t a, uint64_t b) {
@@ -585,15 +871,43 @@ static CUresult rec_module_global(uint64_t h, int kind, const char *name, uint64
   return CUDA_ERROR_NOT_FOUND;
 }
 
-static rec_kernel_t *kernel_of(uint64_t f) {
-  rec_kernel_t *k = NULL;
-  pthread_mutex_lock(&lock);
-  for (rec_module_t *m = modules; m && !k; m = m->next)
+/* Lock held. */
+static rec_kernel_t *kernel_of_locked(uint64_t f) {
+  for (rec_module_t *m = modules; m; m = m->next)
     for (int i = 0; i < m->nk; i++)
       if (m->kh[i] == (f & ~(uint64_t)VIEW_BIT))
-        k = &m->k[i];
+        return &m->k[i];
+  return NULL;
+}
+
+static rec_kernel_t *kernel_of(uint64_t f) {
+  rec_kernel_t *k;
+  pthread_mutex_lock(&lock);
+  k = kernel_of_locked(f);
   pthread_mutex_unlock(&lock);
   return k;
+}
+
+/* What a kernel does on the recording device (lock held). */
+static void launch_effect(uint64_t f, const uint8_t *args, size_t argbytes) {
+  const rec_kernel_t *k = kernel_of_locked(f);
+  if (!k)
+    return;
+  if (strcmp(k->name, "fault") == 0) {
+    sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+  } else if (strcmp(k->name, "fill_u32") == 0 && k->nparams == 3 && argbytes >= 24) {
+    uint64_t p, n;
+    uint32_t v;
+    uint8_t *d;
+    memcpy(&p, args + k->off[0], 8);
+    memcpy(&v, args + k->off[1], 4);
+    memcpy(&n, args + k->off[2], 8);
+    d = n <= (1ull << 30) ? find(p, n * 4) : NULL;
+    for (uint64_t i = 0; d && i < n; i++)
+      memcpy(d + i * 4, &v, 4);
+    if (!d)
+      sticky = CUDA_ERROR_ILLEGAL_ADDRESS; /* an out-of-bounds kernel faults */
+  }
 }
 
 static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t block[3],
@@ -601,32 +915,100 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
                            uint32_t nattr, void *args, size_t argbytes) {
   LIVE(f, s);
   const rec_kernel_t *k = kernel_of(f);
-  (void)shmem, (void)s, (void)attrs, (void)nattr;
+  rec_op_t o = {.kind = OP_LAUNCH, .a = f, .n = argbytes};
+  (void)shmem, (void)attrs, (void)nattr;
   count(HOSTD_RECORD_LAUNCH);
   if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
   if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2] ||
       (uint64_t)block[0] * block[1] * block[2] > 1024)
     return CUDA_ERROR_INVALID_VALUE;
-  if (strcmp(k->name, "fault") == 0) {
-    pthread_mutex_lock(&lock);
-    sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
-    pthread_mutex_unlock(&lock);
-  } else if (strcmp(k->name, "fill_u32") == 0 && k->nparams == 3 && argbytes >= 24) {
-    uint64_t p, n;
-    uint32_t v;
-    uint8_t *d;
-    memcpy(&p, (uint8_t *)args + k->off[0], 8);
-    memcpy(&v, (uint8_t *)args + k->off[1], 4);
-    memcpy(&n, (uint8_t *)args + k->off[2], 8);
-    pthread_mutex_lock(&lock);
-    d = n <= (1ull << 30) ? find(p, n * 4) : NULL;
-    for (uint64_t i = 0; d && i < n; i++)
-      memcpy(d + i * 4, &v, 4);
-    if (!d)
-      sticky = CUDA_ERROR_ILLEGAL_ADDRESS; /* an out-of-bounds kernel faults */
-    pthread_mutex_unlock(&lock);
+  pthread_mutex_lock(&lock);
+  if (busy(stream_find(s)) && (o.bytes = malloc(argbytes ? argbytes : 1)) != NULL) {
+    memcpy(o.bytes, args, argbytes);
+    if (!defer(s, &o))
+      free(o.bytes), o.bytes = NULL;
   }
+  if (!o.bytes)
+    launch_effect(f, args, argbytes);
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+/* ---- host-function gates ---- */
+
+static CUresult rec_gate_new(void **out, uint32_t nslots) {
+  rec_gate_t *g = calloc(1, sizeof(*g));
+  if (g)
+    g->words = calloc(nslots, sizeof(uint32_t));
+  if (!g || !g->words) {
+    free(g);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  g->n = nslots;
+  *out = g;
+  return CUDA_SUCCESS;
+}
+
+static void rec_gate_del(void *gp, int gpu) {
+  rec_gate_t *g = gp;
+  (void)gpu;
+  if (g)
+    free(g->words);
+  free(g);
+}
+
+static CUresult rec_host_fn(uint64_t s, void *gp, uint32_t slot, uint32_t value,
+                            hostd_reached_cb reached, void *arg) {
+  LIVE(s);
+  rec_gate_t *g = gp;
+  rec_op_t o = {.kind = OP_HOSTFN, .cb = reached, .arg = arg, .g = g, .slot = slot, .value = value};
+  rec_stream_t *st;
+  if (!g || slot >= g->n)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  st = stream_find(s);
+  if (!st) {
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (defer(s, &o)) {
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+  }
+  /* The stream is idle: reached now, then blocked until the gate opens. */
+  st->gated = true;
+  st->g = g;
+  st->slot = slot;
+  st->value = value;
+  pthread_mutex_unlock(&lock);
+  reached(arg);
+  return CUDA_SUCCESS;
+}
+
+static void rec_gate_open(void *gp, uint32_t slot, uint32_t value) {
+  rec_gate_t *g = gp;
+  if (!g || slot >= g->n)
+    return;
+  pthread_mutex_lock(&lock);
+  g->words[slot] = value;
+  if (!draining) /* else the drain running on this thread rescans */
+    drain();
+  pthread_mutex_unlock(&lock);
+}
+
+/* Host registration: nothing to pin; counted so tests see it happen. */
+static CUresult rec_host_register(void *p, size_t n) {
+  LIVE(0);
+  (void)p, (void)n;
+  atomic_fetch_add(&hostd__record_registered, 1);
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_host_unregister(void *p) {
+  LIVE(0);
+  (void)p;
+  atomic_fetch_sub(&hostd__record_registered, 1);
   return CUDA_SUCCESS;
 }
 
@@ -688,7 +1070,6 @@ const hostd_gpu_ops_t hostd__gpu = {
     .init = rec_init,
     .shutdown = rec_shutdown,
     .thread_enter = rec_thread_enter,
-    .reset = rec_reset,
     .mem_alloc = rec_mem_alloc,
     .mem_free = rec_mem_free,
     .mem_info = rec_mem_info,
@@ -716,6 +1097,14 @@ const hostd_gpu_ops_t hostd__gpu = {
     .func_attr = rec_func_attr,
     .func_set_attr = rec_func_set_attr,
     .occupancy = rec_occupancy,
+    .gate_new = rec_gate_new,
+    .gate_del = rec_gate_del,
+    .host_fn = rec_host_fn,
+    .gate_open = rec_gate_open,
+    .dtoh_async = rec_dtoh_async,
+    .host_register = rec_host_register,
+    .host_unregister = rec_host_unregister,
 };
 int hostd__record_last_prio;
+_Atomic long hostd__record_registered;
 int hostd__record_last_cluster[4];

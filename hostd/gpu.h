@@ -35,16 +35,17 @@ typedef struct hostd_func_info {
 
 typedef int (*hostd_func_cb)(void *arg, const hostd_func_info_t *f);
 
+/* Called when a stream reaches a host function (hostd/hostfn.c): on a driver
+ * thread or wherever the backend runs stream work; it must call no CUDA
+ * function (cuda.h, cuLaunchHostFunc). */
+typedef void (*hostd_reached_cb)(void *arg);
+
 typedef struct hostd_gpu_ops {
   const char *name; /* "cuda" or "record" */
   /* Initialises the backend for device ordinal `device`; fills the snapshot. */
   CUresult (*init)(int device, guest_dev_snapshot_t *snap);
   void (*shutdown)(void);
   CUresult (*thread_enter)(void);
-  /* Resets the device's one context after a context-corrupting error:
-   * every allocation, stream, event and module in it is gone.  Called with
-   * no other op running (hostd/tenant.c, recover). */
-  CUresult (*reset)(void);
   CUresult (*mem_alloc)(uint64_t *p, uint64_t size);
   CUresult (*mem_free)(uint64_t p);
   CUresult (*mem_info)(uint64_t *free_b, uint64_t *total_b);
@@ -80,6 +81,26 @@ typedef struct hostd_gpu_ops {
   /* which 0: cuOccupancyMaxActiveClusters, 1: cuOccupancyMaxPotentialClusterSize
    * of f under cfg (tenant.c passes hStream NULL and only the two cluster attributes). */
   CUresult (*occupancy)(uint64_t f, int kind, int which, const CUlaunchConfig *cfg, int *v);
+  /* ---- stream-ordered host functions (hostd/hostfn.c) ----
+   * A gate is nslots u32 words that a stream can wait on and the host sets.
+   * gate_new: worker thread; gate_del: gpu 0 when the memory died with the
+   * context (only host-side state is freed). */
+  CUresult (*gate_new)(void **g, uint32_t nslots);
+  void (*gate_del)(void *g, int gpu);
+  /* Enqueues on s: reached(arg) when s gets there, then a wait that keeps s
+   * blocked until slot holds value or a later one, (int32_t)(word - value) >= 0
+   * (gate_open). */
+  CUresult (*host_fn)(uint64_t s, void *g, uint32_t slot, uint32_t value, hostd_reached_cb reached,
+                      void *arg);
+  /* Sets slot to value: the stream waiting for it goes on.  Any thread,
+   * calls no CUDA function (the loop thread opens gates). */
+  void (*gate_open)(void *g, uint32_t slot, uint32_t value);
+  /* ---- pinned host memory shared by a guest (memfd mapping) ---- */
+  /* Stream-ordered D2H into host memory that stays valid (a pinned mapping). */
+  CUresult (*dtoh_async)(void *dst, uint64_t src, size_t n, uint64_t s);
+  /* cuMemHostRegister (DEVICEMAP | PORTABLE) / cuMemHostUnregister. */
+  CUresult (*host_register)(void *p, size_t n);
+  CUresult (*host_unregister)(void *p);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */

@@ -38,6 +38,35 @@ int hostd__modcache_put(uint64_t id, const void *data, size_t len);
 void hostd__modcache_init(const char *state_dir);
 void hostd__modcache_close(void);
 
+/* ---- restart after a GPU fault (restart.c) ---- */
+/* The environment variable that carries the listening sockets across exec:
+ * "unix:N,tcp:M" (either part may be absent). */
+#define HOSTD_LISTEN_FDS_ENV "TALLY_LISTEN_FDS"
+/* Records the first context-corrupting error (a CUresult) of this process
+ * and the tenant whose call returned it, then calls the hook set with
+ * hostd__fault_on_raise (any thread; it must only wake someone up).
+ * Returns 1 for the first fault, 0 when one was already recorded (the
+ * process stays poisoned until it re-executes). */
+int hostd__fault_raise(uint32_t tenant, int err);
+/* The recorded fault's CUresult (0 = none) and, when tenant is not NULL,
+ * the faulting tenant's id.  Any thread. */
+int hostd__fault_pending(uint32_t *tenant);
+void hostd__fault_on_raise(void (*cb)(void *), void *arg);
+/* Forgets the fault: what exec does for tallyd; for in-process tests only. */
+void hostd__fault_forget(void);
+/* Parses a TALLY_LISTEN_FDS value; 0 for absent parts.  0 or -EINVAL. */
+int hostd__restart_parse_fds(const char *s, int *unix_fd, int *tcp_fd);
+/* Takes the listening sockets a previous image of tallyd left in
+ * TALLY_LISTEN_FDS (checked: listening sockets of the right family; marked
+ * close-on-exec again; the variable is removed).  *unix_fd / *tcp_fd get 0
+ * when absent.  Returns 1 when sockets were inherited, 0 when there were
+ * none, or a negative errno (a bad value: logged, nothing adopted). */
+int hostd__restart_inherit(int *unix_fd, int *tcp_fd);
+/* Re-executes /proc/self/exe with argv, keeping only stdin/out/err and the
+ * two listening sockets (<= 0: none) open and naming them in
+ * TALLY_LISTEN_FDS.  Returns only on failure, with a negative errno. */
+int hostd__restart_exec(char *const argv[], int unix_fd, int tcp_fd);
+
 /* ---- tenants (tenant.c) ---- */
 typedef struct hostd_tenant hostd_tenant_t;
 
@@ -55,8 +84,40 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
                        size_t len, guest_wr_t *reply, const char **why);
 uint32_t hostd__tenant_id(const hostd_tenant_t *t);
 /* The name of r when it corrupts a CUDA context (illegal address, ...), else
- * NULL: tallyd then resets the shared context (tenant.c, recover). */
+ * NULL: tallyd then marks every tenant lost and restarts (tenant.c, recover;
+ * restart.c). */
 const char *hostd__ctx_fatal(int r); /* r: a CUresult */
+
+/* ---- stream-ordered host functions (hostfn.c) ---- */
+typedef struct hostd_hostfn hostd_hostfn_t;
+struct wire_tenant;
+/* One per tenant; takes a reference on wt.  NULL when out of memory. */
+hostd_hostfn_t *hostd__hostfn_new(struct wire_tenant *wt);
+void hostd__hostfn_unref(hostd_hostfn_t *h); /* NULL ok */
+/* Loop thread, on_msg: a HOSTFN post arrived (counted until its gate opens). */
+void hostd__hostfn_note_post(hostd_hostfn_t *h);
+/* True while host functions are posted and not finished (NULL: false). */
+bool hostd__hostfn_busy(hostd_hostfn_t *h);
+/* Worker: enqueues the gate for guest function seq on host stream `stream`;
+ * returns a CUresult. */
+int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq);
+/* Worker: a HOSTFN post failed before hostd__hostfn_enqueue (bad stream...). */
+void hostd__hostfn_post_failed(hostd_hostfn_t *h);
+/* Loop thread: a HOSTFN_WAIT call (args after the request header). */
+void hostd__hostfn_wait(hostd_hostfn_t *h, uint64_t id, const uint8_t *args, size_t len);
+/* Loop thread: the tenant is gone; open every gate.  NULL ok. */
+void hostd__hostfn_close(hostd_hostfn_t *h);
+/* Worker, after the tenant's streams are drained: frees the gate (gpu false:
+ * it died with the context).  NULL ok. */
+void hostd__hostfn_drop_gate(hostd_hostfn_t *h, bool gpu);
+/* Gives tenant t its host-function state (worker, before the first request). */
+void hostd__tenant_set_hostfn(hostd_tenant_t *t, hostd_hostfn_t *h);
+
+/* ---- pinned host memory shared by a guest as a memfd (tenant.c) ---- */
+/* Worker: records a mapping the loop thread made (on_fd) under the guest's
+ * tag and registers it with the driver; on failure the mapping is unmapped.
+ * Returns 0, -EEXIST (tag in use), -ENOMEM. */
+int hostd__tenant_pinned_add(hostd_tenant_t *t, uint64_t tag, void *addr, size_t size);
 
 /* The served device's snapshot (filled by hostd__gpu.init), and the token
  * TCP tenants must present ("" = none).  Written once before any tenant. */
@@ -82,19 +143,20 @@ typedef enum hostd_record_what {
   HOSTD_RECORD_MODULE,
   HOSTD_RECORD_MODULE_DEL,
   HOSTD_RECORD_LAUNCH,
-  HOSTD_RECORD_RESET, /* context resets (sticky error recovery) */
   HOSTD_RECORD_STALE, /* calls on a thread without the current context, or naming a handle or
-                         address from before the last reset (must stay 0) */
+                         address from before the last shutdown (must stay 0) */
   HOSTD_RECORD_NCOUNT
 } hostd_record_what_t;
 unsigned long hostd_record_count(hostd_record_what_t what);
 void hostd_record_reset(void);
 uint64_t hostd_record_live_bytes(void);
 extern int hostd__record_last_prio; /* priority of the last stream created */
+/* Host ranges registered (host_register minus host_unregister). */
+extern _Atomic long hostd__record_registered;
 /* Cluster x, y, z and scheduling policy of the last occupancy query (0 / -1 absent). */
 extern int hostd__record_last_cluster[4];
 /* Makes every synchronisation fail with CUresult r from now on, as a kernel
- * fault does (sticky), until the context is reset. */
+ * fault does (sticky), until the backend is shut down (a restart). */
 void hostd_record_inject(int r);
 
 #endif /* TALLY_HOSTD_INT_H */

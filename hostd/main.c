@@ -3,18 +3,29 @@
  * Runs in the foreground, logs to stderr, and exits 0 after SIGTERM or
  * SIGINT once every tenant has been cleaned up; exit 2 for bad flags, 1 when
  * it cannot start (no GPU, address in use).
+ *
+ * After a tenant's GPU fault the driver keeps this process poisoned, so the
+ * server hands back HOSTD_SERVER_RESTART and tallyd re-executes itself with
+ * the same argv and pid, keeping its listening sockets (hostd/restart.c);
+ * the new image finds them in TALLY_LISTEN_FDS and adopts them.  If the exec
+ * fails, tallyd exits 1 so a supervisor can start it afresh.
  */
-#include "hostd/hostd.h"
+#include "hostd/hostd-int.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
   hostd_config_t cfg;
   hostd_server_t *s = NULL;
-  int rc;
+  int rc, inherited;
 
+  /* wire's contract: a vanished TCP guest must not kill the daemon. */
+  signal(SIGPIPE, SIG_IGN);
   hostd_config_init(&cfg);
   if (hostd_config_parse_args(&cfg, argc, argv, stderr) != 0)
     return 2;
@@ -22,13 +33,43 @@ int main(int argc, char **argv) {
     hostd_config_usage(stdout);
     return 0;
   }
+  hostd__log_level = cfg.log_level;
+  inherited = hostd__restart_inherit(&cfg.unix_listen_fd, &cfg.tcp_listen_fd);
+  if (inherited > 0)
+    hostd__log(HOSTD_LOG_WARN,
+               "tallyd pid %d restarted after a GPU fault: adopting listening socket(s) unix fd "
+               "%d, tcp fd %d (0 = none)",
+               (int)getpid(), cfg.unix_listen_fd, cfg.tcp_listen_fd);
   rc = hostd_server_new(&s, &cfg, true);
   if (rc != 0) {
     fprintf(stderr, "tallyd: cannot start (%s)\n",
             rc == -ENODEV ? "no usable GPU" : strerror(rc < 0 && rc > -4096 ? -rc : 0));
     return 1;
   }
+  {
+    /* A restart blocks these across the exec (restart.c): now that the
+     * server watches them, one that arrived meanwhile is handled. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
+  }
   rc = hostd_server_run(s);
+  if (rc == HOSTD_SERVER_RESTART) {
+    int ufd = -1, tfd = -1;
+    rc = hostd_server_listen_fds(s, &ufd, &tfd);
+    if (rc == 0)
+      rc = hostd__restart_exec(argv, ufd, tfd); /* returns only on failure */
+    hostd__log(HOSTD_LOG_ERROR, "cannot re-execute tallyd after a GPU fault (%s); exiting",
+               strerror(rc < 0 && rc > -4096 ? -rc : EIO));
+    hostd_server_free(s);
+    return 1;
+  }
   hostd_server_free(s);
+  /* wire never unlinks the path of an adopted socket (it did not bind it);
+   * the daemon that leaves is the one that knows the path is its own. */
+  if (cfg.unix_listen_fd > 0 && cfg.unix_path[0])
+    unlink(cfg.unix_path);
   return rc == 0 ? 0 : 1;
 }

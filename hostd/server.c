@@ -14,9 +14,18 @@
  * server, which closes every tenant; hostd_server_run returns when every
  * worker has cleaned up.
  *
- * Lock story: `lock` guards the live count; each worker's `mu` guards its
- * queue and flags (loop thread enqueues, worker dequeues).  The wire tenant
- * is kept alive for the worker with wire_tenant_ref.
+ * After a GPU fault (a tenant's call returned a context-corrupting error:
+ * tenant.c marks every tenant lost and raises it, restart.c) the process is
+ * poisoned for good, so the server restarts it: new tenants are refused
+ * with -EAGAIN ("come back later"), and once the last tenant has left, or
+ * --restart-grace-ms has passed and the rest were closed with a reason
+ * naming the fault, the loop stops without closing the listening sockets
+ * and hostd_server_run returns HOSTD_SERVER_RESTART (main.c re-executes).
+ *
+ * Lock story: `lock` guards the live count, the worker list and
+ * `async_open`; each worker's `mu` guards its queue and flags (loop thread
+ * enqueues, worker dequeues).  The wire tenant is kept alive for the worker
+ * with wire_tenant_ref.  The restart state is the loop thread's.
  */
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
@@ -26,6 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "wire/wire.h"
@@ -35,24 +47,42 @@
  * paused, so a 64 MiB copy is not copied twice on the host. */
 #define COPY_MAX (64u << 10)
 
+/* A queued message that is not the guest's: a memfd the loop thread mapped
+ * in on_fd, for the worker to record (data: a fd_map_t). */
+#define MSG_FD_MAP 0
+
+typedef struct fd_map {
+  uint64_t tag;
+  void *addr;
+  size_t size;
+} fd_map_t;
+
+/* Largest pinned allocation a guest may share: the daemon maps all of it. */
+#define PINNED_MAX ((size_t)64 << 30)
+
 typedef struct msg {
-  wire_msg_kind_t kind;
+  int kind; /* wire_msg_kind_t, or MSG_FD_MAP */
   uint64_t id;
   uint8_t *data; /* owned copy, or wire's buffer when paused */
   size_t len;
   bool paused; /* data is wire's: resume the tenant when done */
   struct msg *next;
+  uint8_t copy[]; /* a copied payload (data points here) */
 } msg_t;
 
 typedef struct worker {
   hostd_server_t *srv;
   wire_tenant_t *wt;
   uint32_t id;
+  char name[WIRE_TENANT_MAX + 1]; /* the tenant's name, for the restart's log lines */
+  struct worker *prev, *next;     /* the server's list of workers, under srv->lock */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   msg_t *head, *tail; /* queue, under mu */
   bool closed;        /* on_close ran, under mu */
   bool broken;        /* a malformed request: ignore the rest, under mu */
+  hostd_hostfn_t *hf; /* host functions; made by the loop thread at first use
+                         (on_msg), read by the worker under mu */
 } worker_t;
 
 struct hostd_server {
@@ -73,7 +103,16 @@ struct hostd_server {
   } * to_close;
   unsigned long blob_puts; /* images received (tests count them) */
   unsigned long calls;     /* synchronous requests answered (tests count them) */
-  uint64_t spin_ns;        /* --spin-us: a worker polls its queue this long before sleeping */
+  unsigned long rx_bytes;  /* payload bytes of every request (tests count them) */
+  uint64_t spin_ns;        /* a worker polls its queue this long before sleeping (worker_spin_us) */
+  /* Restart after a GPU fault (loop thread, except as noted). */
+  uv_async_t restart_async; /* a fault was raised or the last tenant left */
+  uv_timer_t grace_timer;   /* --restart-grace-ms, then the drain bound */
+  bool async_open;          /* restart_async may be sent to (under lock) */
+  int grace_ms;
+  enum { RESTART_NONE, RESTART_PENDING, RESTART_CLOSING, RESTART_DUE } restart;
+  worker_t *workers;    /* every worker not yet finished (under lock) */
+  char fault_what[192]; /* the fault, named when the restart became pending */
 };
 
 /* ---- worker thread ---- */
@@ -85,10 +124,13 @@ static uint64_t now_ns(void) {
 }
 
 static void msg_free(worker_t *w, msg_t *m) {
-  if (m->paused)
+  if (m->kind == MSG_FD_MAP && m->data) { /* never executed: the tenant left */
+    fd_map_t *f = (fd_map_t *)m->data;
+    munmap(f->addr, f->size);
+    free(f);
+  } else if (m->paused) {
     wire_tenant_resume(w->wt);
-  else
-    free(m->data);
+  } /* else: a copied payload lives inside m (one allocation per request) */
   free(m);
 }
 
@@ -101,6 +143,8 @@ static void *worker_main(void *arg) {
    * under the lock that keeps a reset from running at the same time. */
   bool ok = t != NULL;
 
+  msg_t *batch = NULL; /* taken from the queue, not yet executed */
+
   if (!ok)
     hostd__log(HOSTD_LOG_ERROR, "tenant %u: cannot set up (out of memory)", w->id);
   for (;;) {
@@ -109,27 +153,45 @@ static void *worker_main(void *arg) {
     uint32_t op = 0, flags = 0, len = 0;
     int rc = -EPROTO;
 
-    if (s->spin_ns && !__atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
-      /* Bounded poll (--spin-us) saves the condition-variable wakeup when
-       * the tenant's next request follows closely (launch + sync loops). */
-      uint64_t end = now_ns() + s->spin_ns;
-      while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && now_ns() < end)
-        ;
-    }
-    pthread_mutex_lock(&w->mu);
-    while (!w->head && !w->closed)
-      pthread_cond_wait(&w->cv, &w->mu);
-    m = w->head;
-    if (m && !(w->head = m->next))
-      w->tail = NULL;
-    if (m && (w->closed || w->broken || !ok)) {
+    if (!batch) {
+      if (s->spin_ns && !__atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
+        /* Bounded poll (worker_spin_us) saves the condition-variable wakeup
+         * when the tenant's next request follows closely (launch + sync). */
+        uint64_t end = now_ns() + s->spin_ns;
+        while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && now_ns() < end)
+          ;
+      }
+      pthread_mutex_lock(&w->mu);
+      while (!w->head && !w->closed)
+        pthread_cond_wait(&w->cv, &w->mu);
+      /* Everything queued at once: one lock round per batch, not per
+       * request (a launch burst arrives hundreds at a time; hostd-bench). */
+      batch = w->head;
+      w->head = w->tail = NULL;
+      if (w->hf && t)
+        hostd__tenant_set_hostfn(t, w->hf); /* made by on_msg before any HOSTFN */
       pthread_mutex_unlock(&w->mu);
+      if (!batch)
+        break; /* closed and drained */
+    }
+    m = batch;
+    batch = m->next;
+    if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&w->broken, __ATOMIC_ACQUIRE) || !ok) {
       msg_free(w, m); /* nothing more is executed for this tenant */
       continue;
     }
-    pthread_mutex_unlock(&w->mu);
-    if (!m)
-      break; /* closed and drained */
+    if (m->kind == MSG_FD_MAP) {
+      fd_map_t *f = (fd_map_t *)m->data;
+      int e = hostd__tenant_pinned_add(t, f->tag, f->addr, f->size); /* owns the mapping */
+      if (e)
+        hostd__log(HOSTD_LOG_INFO, "tenant %u: shared pinned memory %#llx: %s", w->id,
+                   (unsigned long long)f->tag, strerror(-e));
+      free(f);
+      m->data = NULL;
+      msg_free(w, m);
+      continue;
+    }
     if (m->len >= GUEST_CALL_HDR_LEN) {
       memcpy(&op, m->data, 4);
       memcpy(&flags, m->data + 4, 4);
@@ -154,7 +216,7 @@ static void *worker_main(void *arg) {
       hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
                  rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
       pthread_mutex_lock(&w->mu);
-      w->broken = true;
+      __atomic_store_n(&w->broken, true, __ATOMIC_RELEASE); /* read by this thread only now */
       pthread_mutex_unlock(&w->mu);
       if (c) {
         wire_tenant_ref(w->wt);
@@ -171,16 +233,25 @@ static void *worker_main(void *arg) {
   }
   /* The tenant is gone: free everything it owned on the GPU. */
   hostd__tenant_free(t);
+  hostd__hostfn_unref(w->hf); /* on_close has run: nothing reaches it from the loop now */
   guest_wr_free(&reply);
   hostd__log(HOSTD_LOG_INFO, "tenant %u cleaned up", w->id);
   wire_tenant_unref(w->wt);
+  pthread_mutex_lock(&s->lock);
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    s->workers = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+  s->live--;
+  pthread_cond_broadcast(&s->changed);
+  if (s->live == 0 && s->async_open)
+    uv_async_send(&s->restart_async); /* a pending restart may go now */
+  pthread_mutex_unlock(&s->lock);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
   free(w);
-  pthread_mutex_lock(&s->lock);
-  s->live--;
-  pthread_cond_broadcast(&s->changed);
-  pthread_mutex_unlock(&s->lock);
   return NULL;
 }
 
@@ -193,6 +264,13 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   pthread_t th;
   pthread_attr_t attr;
 
+  if (w && !s->stopping && (s->restart != RESTART_NONE || hostd__fault_pending(NULL))) {
+    /* The process is poisoned; the guest retries (TALLY_CONNECT_WAIT_MS)
+     * and is accepted by the restarted daemon on the same socket. */
+    snprintf(why, why_len, "tallyd is restarting after a GPU fault; retry");
+    free(w);
+    return -EAGAIN;
+  }
   if (!w || s->stopping) {
     snprintf(why, why_len, "%s", w ? "tallyd is shutting down" : "out of memory");
     free(w);
@@ -200,6 +278,7 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   }
   w->srv = s;
   w->wt = wt;
+  snprintf(w->name, sizeof(w->name), "%s", info->name);
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   pthread_mutex_lock(&s->lock);
@@ -221,6 +300,10 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   }
   pthread_attr_destroy(&attr);
   pthread_mutex_lock(&s->lock);
+  w->next = s->workers;
+  if (s->workers)
+    s->workers->prev = w;
+  s->workers = w;
   s->live++;
   pthread_cond_broadcast(&s->changed);
   pthread_mutex_unlock(&s->lock);
@@ -229,30 +312,80 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   return 0;
 }
 
+/* The tenant's host-function state, made at first use.  Loop thread. */
+static hostd_hostfn_t *hostfn_of(worker_t *w) {
+  if (!w->hf) {
+    hostd_hostfn_t *h = hostd__hostfn_new(w->wt);
+    pthread_mutex_lock(&w->mu);
+    w->hf = h;
+    pthread_mutex_unlock(&w->mu);
+  }
+  return w->hf;
+}
+
+/* Requests the loop thread handles itself instead of queueing them: true
+ * when m was consumed.  HOSTFN_WAIT must not wait behind the worker, which
+ * may be blocked on exactly the host function the guest is about to finish. */
+static bool loop_handles(worker_t *w, wire_tenant_t *wt, const wire_msg_t *m, uint32_t op) {
+  hostd_hostfn_t *h;
+  if (op != GUEST_OP_HOSTFN_WAIT && op != GUEST_OP_HOSTFN)
+    return false;
+  if (!(h = hostfn_of(w))) {
+    wire_tenant_close(wt, -ENOMEM, "out of memory for host functions");
+    return true;
+  }
+  if (op == GUEST_OP_HOSTFN) {
+    hostd__hostfn_note_post(h); /* then queued like any post */
+    return false;
+  }
+  if (m->kind != WIRE_MSG_CALL) {
+    wire_tenant_close(wt, -EPROTO, "HOSTFN_WAIT sent as a post");
+    return true;
+  }
+  __atomic_fetch_add(&hostd__op_count[GUEST_OP_HOSTFN_WAIT], 1, __ATOMIC_RELAXED);
+  hostd__hostfn_wait(h, m->id, m->data + GUEST_CALL_HDR_LEN, m->len - GUEST_CALL_HDR_LEN);
+  return true;
+}
+
 static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
   worker_t *w = wire_tenant_data(wt);
-  msg_t *q = calloc(1, sizeof(*q));
+  hostd_hostfn_t *hf;
+  msg_t *q;
+  uint32_t op = 0;
+
+  if (!w) {
+    wire_tenant_close(wt, -ENOMEM, "request for a tenant without a worker");
+    return;
+  }
+  __atomic_fetch_add(&w->srv->rx_bytes, m->len, __ATOMIC_RELAXED);
+  if (m->len >= GUEST_CALL_HDR_LEN) {
+    memcpy(&op, m->data, 4); /* read once; the worker re-reads its own copy */
+    if (loop_handles(w, wt, m, op))
+      return;
+  }
+  hf = w->hf;
   (void)ws;
-  if (!w || !q) {
-    free(q);
+  /* Never pause while host functions are pending: the paused tenant could
+   * not deliver the HOSTFN_WAIT that unblocks its worker (hostfn.c). */
+  bool pause = m->len > COPY_MAX && !hostd__hostfn_busy(hf);
+  /* One allocation per request: the header and, unless paused, the payload
+   * (a launch's 100-odd bytes; per-launch cost matters, hostd-bench). */
+  q = malloc(sizeof(*q) + (pause ? 0 : m->len));
+  if (!q) {
     wire_tenant_close(wt, -ENOMEM, "out of memory queueing a request");
     return;
   }
   q->kind = m->kind;
   q->id = m->id;
   q->len = m->len;
-  if (m->len > COPY_MAX) {
+  q->next = NULL;
+  q->paused = pause;
+  if (pause) {
     wire_tenant_pause(wt); /* the worker resumes it after using the bytes */
     q->data = (uint8_t *)m->data;
-    q->paused = true;
   } else {
-    q->data = malloc(m->len ? m->len : 1);
-    if (!q->data) {
-      free(q);
-      wire_tenant_close(wt, -ENOMEM, "out of memory queueing a request");
-      return;
-    }
-    memcpy(q->data, m->data, m->len);
+    q->data = q->copy;
+    memcpy(q->copy, m->data, m->len);
   }
   pthread_mutex_lock(&w->mu);
   if (w->tail)
@@ -275,10 +408,69 @@ static void on_close(wire_server_t *ws, wire_tenant_t *wt, int status, const cha
     hostd__log(HOSTD_LOG_INFO, "tenant %u left (%s)", w->id,
                status == 0 ? "orderly close" : wire_strerror(status));
   wire_tenant_set_data(wt, NULL);
+  hostd__hostfn_close(w->hf); /* open every host-function gate: no stream stays blocked */
   pthread_mutex_lock(&w->mu);
   w->closed = true;
   pthread_cond_signal(&w->cv);
   pthread_mutex_unlock(&w->mu);
+}
+
+/* A guest shared pinned host memory (a memfd, tag = its address there).
+ * Mapped here, at the guest's address when that range is free here too
+ * (so device pointers of mapped pinned memory agree on both sides), and
+ * handed to the worker, in order with the tenant's requests, to register
+ * and record.  Loop thread; owns fd. */
+static int on_fd(wire_server_t *ws, wire_tenant_t *wt, uint64_t tag, int fd) {
+  worker_t *w = wire_tenant_data(wt);
+  struct stat st;
+  void *want = (void *)(uintptr_t)tag, *p;
+  fd_map_t *f = NULL;
+  msg_t *q = NULL;
+  long page = sysconf(_SC_PAGESIZE);
+  (void)ws;
+
+  if (!w || fstat(fd, &st) != 0 || st.st_size <= 0 || (size_t)st.st_size > PINNED_MAX || tag == 0 ||
+      tag % (uint64_t)page != 0) {
+    close(fd);
+    return -EINVAL;
+  }
+  p = mmap(want, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd,
+           0);
+  if (p != MAP_FAILED && p != want) { /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+    munmap(p, (size_t)st.st_size);
+    p = MAP_FAILED;
+  }
+  if (p == MAP_FAILED) { /* the range is taken here: any address will do */
+    p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    hostd__log(HOSTD_LOG_DEBUG,
+               "tenant %u: pinned memory %#llx mapped elsewhere here: its device pointer "
+               "differs from the guest's address",
+               w->id, (unsigned long long)tag);
+  }
+  close(fd);
+  if (p == MAP_FAILED)
+    return -ENOMEM;
+  f = malloc(sizeof(*f));
+  q = calloc(1, sizeof(*q));
+  if (!f || !q) {
+    free(f);
+    free(q);
+    munmap(p, (size_t)st.st_size);
+    return -ENOMEM;
+  }
+  *f = (fd_map_t){tag, p, (size_t)st.st_size};
+  q->kind = MSG_FD_MAP;
+  q->data = (uint8_t *)f;
+  q->len = sizeof(*f);
+  pthread_mutex_lock(&w->mu);
+  if (w->tail)
+    w->tail->next = q;
+  else
+    __atomic_store_n(&w->head, q, __ATOMIC_RELEASE);
+  w->tail = q;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  return 0;
 }
 
 static bool blob_has(wire_server_t *ws, wire_tenant_t *wt, uint64_t id) {
@@ -309,6 +501,12 @@ static void begin_stop(hostd_server_t *s) {
   }
   uv_close((uv_handle_t *)&s->stop_async, NULL);
   uv_close((uv_handle_t *)&s->close_async, NULL);
+  pthread_mutex_lock(&s->lock);
+  s->async_open = false; /* workers may still finish: they must not send */
+  pthread_mutex_unlock(&s->lock);
+  uv_close((uv_handle_t *)&s->restart_async, NULL);
+  uv_close((uv_handle_t *)&s->grace_timer, NULL);
+  hostd__fault_on_raise(NULL, NULL);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -337,6 +535,122 @@ static void on_close_requests(uv_async_t *h) {
   }
 }
 
+/* ---- restart after a GPU fault ---- */
+
+/* After the grace period the remaining tenants are closed; their workers
+ * then only free host memory.  The restart waits this long for them (so
+ * each guest's socket gets its close reason before the exec), then goes
+ * anyway: a worker stuck in the poisoned driver must not hold it back. */
+#define RESTART_DRAIN_MS 1000
+
+/* Any thread (tenant.c's recover, through restart.c): wake the loop. */
+static void on_fault_raised(void *arg) {
+  hostd_server_t *s = arg;
+  pthread_mutex_lock(&s->lock);
+  if (s->async_open)
+    uv_async_send(&s->restart_async);
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* "tenant 3 'train' hit CUDA_ERROR_ILLEGAL_ADDRESS (700)", for log lines
+ * and the reason the grace period's closes give. */
+static void describe_fault(hostd_server_t *s, char *buf, size_t len) {
+  uint32_t id = 0;
+  int err = hostd__fault_pending(&id);
+  const char *name = NULL;
+  pthread_mutex_lock(&s->lock);
+  for (worker_t *w = s->workers; w && !name; w = w->next)
+    if (w->id == id)
+      name = w->name;
+  snprintf(buf, len, "tenant %u%s%s%s hit %s (%d)", id, name ? " '" : "", name ? name : "",
+           name ? "'" : "", hostd__ctx_fatal(err) ? hostd__ctx_fatal(err) : "a GPU fault", err);
+  pthread_mutex_unlock(&s->lock);
+}
+
+static void restart_now(hostd_server_t *s, const char *why) {
+  uv_timer_stop(&s->grace_timer);
+  s->restart = RESTART_DUE;
+  hostd__log(HOSTD_LOG_WARN, "restarting: %s", why);
+  uv_stop(&s->loop); /* hostd_server_run returns HOSTD_SERVER_RESTART */
+}
+
+static void on_grace(uv_timer_t *h);
+
+/* Moves the restart on: from a fault to pending, and from pending (or
+ * closing) to due when no tenant is left.  Loop thread. */
+static void restart_step(hostd_server_t *s) {
+  int live;
+
+  if (s->stopping || s->restart == RESTART_DUE || !hostd__fault_pending(NULL))
+    return;
+  pthread_mutex_lock(&s->lock);
+  live = s->live;
+  pthread_mutex_unlock(&s->lock);
+  if (s->restart == RESTART_NONE) {
+    s->restart = RESTART_PENDING;
+    describe_fault(s, s->fault_what, sizeof(s->fault_what));
+    hostd__log(HOSTD_LOG_WARN,
+               "restart pending: %s, which poisons this process's CUDA context; new tenants are "
+               "told to retry; tallyd re-executes itself when the %d live tenant(s) have left, or "
+               "closes them after %d ms",
+               s->fault_what, live, s->grace_ms);
+    uv_timer_start(&s->grace_timer, on_grace, (uint64_t)s->grace_ms, 0);
+  }
+  if (live == 0)
+    restart_now(s, s->restart == RESTART_CLOSING ? "the remaining tenants were closed"
+                                                 : "every tenant has left");
+}
+
+static void on_restart_async(uv_async_t *h) {
+  restart_step(h->data);
+}
+
+/* The grace period is over: closes every tenant still connected, with a
+ * reason naming the fault; or, on the drain bound, restarts anyway. */
+static void on_grace(uv_timer_t *h) {
+  hostd_server_t *s = h->data;
+  char why[256];
+  wire_tenant_t **wts = NULL;
+  size_t n = 0;
+
+  if (s->stopping)
+    return;
+  if (s->restart == RESTART_CLOSING) {
+    restart_now(s, "tenant workers did not finish in time");
+    return;
+  }
+  snprintf(why, sizeof(why), "tallyd restarts: %s, which ends every tenant on this GPU",
+           s->fault_what);
+  /* Refs first, closes outside the lock: on_close takes each worker's mu. */
+  pthread_mutex_lock(&s->lock);
+  if (s->live > 0 && (wts = calloc((size_t)s->live, sizeof(*wts))) != NULL)
+    for (worker_t *w = s->workers; w && n < (size_t)s->live; w = w->next) {
+      wire_tenant_ref(w->wt);
+      wts[n++] = w->wt;
+    }
+  pthread_mutex_unlock(&s->lock);
+  hostd__log(HOSTD_LOG_WARN, "restart grace period (%d ms) over: closing %zu tenant(s)",
+             s->grace_ms, n);
+  for (size_t i = 0; i < n; i++) {
+    wire_tenant_close(wts[i], -ECONNABORTED, why); /* a no-op for one already closed */
+    wire_tenant_unref(wts[i]);
+  }
+  free(wts);
+  s->restart = RESTART_CLOSING;
+  uv_timer_start(&s->grace_timer, on_grace, RESTART_DRAIN_MS, 0);
+  restart_step(s);
+}
+
+int hostd_server_listen_fds(const hostd_server_t *s, int *unix_fd, int *tcp_fd) {
+  if (unix_fd)
+    *unix_fd = -1;
+  if (tcp_fd)
+    *tcp_fd = -1;
+  if (!s || !s->ws)
+    return -EINVAL;
+  return wire_server_listen_fds(s->ws, unix_fd, tcp_fd);
+}
+
 static int read_token(const char *file, char *out, size_t cap) {
   FILE *f;
   size_t n;
@@ -352,6 +666,26 @@ static int read_token(const char *file, char *out, size_t cap) {
   while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
     out[--n] = 0;
   return 0;
+}
+
+/* How long a worker polls its queue before sleeping on its condition
+ * variable.  A tenant's next request usually follows the previous reply
+ * within a few microseconds (launch, then synchronise), and a condvar
+ * wakeup costs a futex syscall plus a scheduler hop on both sides; 20 us
+ * covers that gap while bounding the CPU burnt per idle transition to
+ * 20 us.  Only with 4 or more CPUs online: on fewer, the spinning worker
+ * competes with the guest and the loop thread for the cores it waits on
+ * (wire-bench measured shm polling 6x slower on a loaded 2-CPU host).
+ * --worker-spin-us overrides; --spin-us alone keeps its old meaning for
+ * the worker too. */
+#define WORKER_SPIN_AUTO_US  20
+#define WORKER_SPIN_MIN_CPUS 4
+static int worker_spin_us(const hostd_config_t *cfg) {
+  if (cfg->worker_spin_us >= 0)
+    return cfg->worker_spin_us;
+  if (cfg->spin_us > 0)
+    return cfg->spin_us;
+  return sysconf(_SC_NPROCESSORS_ONLN) >= WORKER_SPIN_MIN_CPUS ? WORKER_SPIN_AUTO_US : 0;
 }
 
 int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handle_signals) {
@@ -386,18 +720,26 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   uv_async_init(&s->loop, &s->stop_async, on_stop);
   uv_async_init(&s->loop, &s->close_async, on_close_requests);
   s->stop_async.data = s->close_async.data = s;
+  uv_async_init(&s->loop, &s->restart_async, on_restart_async);
+  uv_timer_init(&s->loop, &s->grace_timer);
+  s->restart_async.data = s->grace_timer.data = s;
+  s->grace_ms = cfg->restart_grace_ms;
+  s->async_open = true;
   memset(&opts, 0, sizeof(opts));
+  opts.unix_listen_fd = cfg->unix_listen_fd;
+  opts.tcp_listen_fd = cfg->tcp_listen_fd;
   opts.unix_path = cfg->unix_path[0] ? cfg->unix_path : NULL;
   opts.tcp_addr = cfg->tcp_addr[0] ? cfg->tcp_addr : NULL;
   opts.token = hostd__token[0] ? hostd__token : NULL;
   opts.shm_spin_us = cfg->spin_us;
-  s->spin_ns = (uint64_t)cfg->spin_us * 1000u;
+  s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
   memset(&cb, 0, sizeof(cb));
   cb.on_connect = on_connect;
   cb.on_msg = on_msg;
   cb.on_close = on_close;
   cb.blob_has = blob_has;
   cb.blob_put = blob_put;
+  cb.on_fd = on_fd;
   if ((rc = wire_server_new(&s->ws, &s->loop, &opts, &cb, s)) != 0) {
     hostd__log(HOSTD_LOG_ERROR, "cannot listen on%s%s%s%s: %s", opts.unix_path ? " unix:" : "",
                opts.unix_path ? opts.unix_path : "", opts.tcp_addr ? " tcp:" : "",
@@ -412,6 +754,7 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
   }
+  hostd__fault_on_raise(on_fault_raised, s);
   hostd__log(HOSTD_LOG_INFO, "serving %s (%s backend) on%s%s%s%s (port %d)", hostd__snapshot.name,
              hostd__gpu.name, opts.unix_path ? " unix:" : "", opts.unix_path ? opts.unix_path : "",
              opts.tcp_addr ? " tcp:" : "", opts.tcp_addr ? opts.tcp_addr : "",
@@ -421,6 +764,8 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
 fail_listen:
   uv_close((uv_handle_t *)&s->stop_async, NULL);
   uv_close((uv_handle_t *)&s->close_async, NULL);
+  uv_close((uv_handle_t *)&s->restart_async, NULL);
+  uv_close((uv_handle_t *)&s->grace_timer, NULL);
   uv_run(&s->loop, UV_RUN_DEFAULT);
   uv_loop_close(&s->loop);
 fail_loop:
@@ -445,8 +790,14 @@ unsigned long hostd_server_calls(const hostd_server_t *s) {
   return __atomic_load_n(&s->calls, __ATOMIC_RELAXED);
 }
 
+unsigned long hostd_server_rx_bytes(const hostd_server_t *s) {
+  return __atomic_load_n(&s->rx_bytes, __ATOMIC_RELAXED);
+}
+
 int hostd_server_run(hostd_server_t *s) {
   uv_run(&s->loop, UV_RUN_DEFAULT);
+  if (s->restart == RESTART_DUE && !s->stopping)
+    return HOSTD_SERVER_RESTART; /* listening sockets open, loop stopped */
   /* wire's server is closed: wait for every worker to clean its tenant up. */
   pthread_mutex_lock(&s->lock);
   while (s->live > 0)
@@ -479,6 +830,10 @@ int hostd_server_wait_tenants(hostd_server_t *s, int n, int timeout_ms) {
 void hostd_server_free(hostd_server_t *s) {
   if (!s)
     return;
+  if (!s->stopping) { /* after HOSTD_SERVER_RESTART without an exec */
+    begin_stop(s);
+    (void)hostd_server_run(s);
+  }
   uv_loop_close(&s->loop);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->changed);

@@ -22,22 +22,25 @@
  * Errors of fire-and-forget requests are kept (the first one) and returned
  * by the next request flagged GUEST_CALL_SYNCPOINT, then cleared.
  *
- * Recovery from sticky errors.  A kernel fault (illegal address, ...)
- * corrupts the CUDA context, and all tenants share one (BRIEF decision 4):
- * when any call returns a context-corrupting error (ctx_fatal), every tenant
- * live on the GPU loses everything it had there, as a process does natively
- * when its own context is corrupted.  recover() marks each of them lost with
- * that error (every later call of theirs returns it, so the faulting tenant
- * sees it at its next synchronising call, as natively, and the others at
- * their next call), forgets their tables without touching the GPU, resets
- * the primary context (hostd__gpu.reset) and bumps ctx_gen; tenants that
- * connect afterwards are served normally.  Known limitation (hostd/README.md):
- * healthy tenants lose their memory too, because one context is shared.
+ * Sticky errors.  A kernel fault (illegal address, ...) corrupts the CUDA
+ * context, and all tenants share one (BRIEF decision 4); worse, on the real
+ * driver the error poisons the whole PROCESS: even a reset primary context
+ * cannot be retained again (error 700, measured on the H200).  So when any
+ * call returns a context-corrupting error (ctx_fatal), recover() marks every
+ * live tenant lost with that error (every later call of theirs returns it:
+ * the faulting tenant sees it at its next synchronising call, as natively,
+ * the others at their next call), forgets their tables without touching the
+ * GPU, and raises the fault (restart.c): the server then refuses new tenants
+ * with "come back later" and tallyd re-executes itself once they have gone.
+ * A tenant created after the fault in this process is lost from the start.
+ * Known limitation (hostd/README.md): a fault ends every tenant on that GPU,
+ * as under MPS.
  *
  * Lock story: a tenant's tables are touched only by its worker thread, except
  * by recover(), which holds ctx_lock for writing while every request holds it
- * for reading (so no request runs during a reset).  `lost`, `gen` and the
- * live list (reg_lock, taken after ctx_lock) are written under the write lock.
+ * for reading (so no request runs while tenants are marked lost).  `lost` and
+ * the live list (reg_lock, taken after ctx_lock) are written under the write
+ * lock; the fault record (restart.c) is raised under it too.
  */
 #include "hostd/hostd-int.h"
 #include "hostd/gpu.h"
@@ -47,6 +50,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define STREAM_LEGACY_ID     1u   /* CU_STREAM_LEGACY */
 #define STREAM_PER_THREAD_ID 2u   /* CU_STREAM_PER_THREAD */
@@ -66,6 +70,14 @@ typedef struct range {
 } range_t;
 
 /* A tenant stream (also the emulated legacy and per-thread ones). */
+/* Pinned host memory a guest shared as a memfd (server.c maps it in on_fd):
+ * copies from and to it are DMA on the tenant's stream, no bytes on the wire. */
+typedef struct pinned {
+  uint8_t *addr;
+  size_t size;
+  bool registered; /* cuMemHostRegister succeeded (else copies stage, still correct) */
+} pinned_t;
+
 typedef struct tstream {
   uint64_t handle;      /* host stream */
   uint64_t event;       /* for implicit synchronisation with the legacy stream */
@@ -88,11 +100,12 @@ struct hostd_tenant {
   hostd_map_t modules; /* handle -> kind */
   hostd_map_t funcs;   /* handle -> module handle */
   hostd_map_t views;   /* library -> its module view (cuLibraryGetModule) */
+  hostd_map_t pinned;  /* guest tag -> pinned_t*: memfd mappings (PINNED_COPY) */
+  hostd_hostfn_t *hf;  /* host functions (hostfn.c); NULL when not served by server.c */
   range_t *ranges;     /* sorted by base */
   size_t nranges, capranges;
   CUresult deferred;           /* first error of a fire-and-forget request, until reported */
   CUresult lost;               /* context-corrupting error that took everything (recover) */
-  uint64_t gen;                /* ctx_gen when it joined */
   bool ctx_err_logged;         /* a context-level error was logged (once per tenant) */
   hostd_tenant_t *prev, *next; /* live list (reg_lock) */
 };
@@ -101,10 +114,9 @@ struct hostd_tenant {
 static pthread_rwlock_t ctx_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static hostd_tenant_t *live; /* every tenant not yet freed */
-static uint64_t ctx_gen;     /* context resets so far (ctx_lock) */
-/* ctx_gen this worker thread last made current; none at first, so every
- * thread makes the context current before its first request. */
-static __thread uint64_t my_gen = UINT64_MAX;
+/* Whether this thread made the context current; every worker thread does
+ * before its first request. */
+static __thread bool entered;
 
 guest_dev_snapshot_t hostd__snapshot;
 int hostd__ndev;
@@ -123,8 +135,10 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   hostd__map_init(&t->funcs);
   hostd__map_init(&t->ptds);
   hostd__map_init(&t->views);
+  hostd__map_init(&t->pinned);
   pthread_rwlock_rdlock(&ctx_lock);
-  t->gen = ctx_gen;
+  /* After a fault this process serves nobody until it restarts. */
+  t->lost = (CUresult)hostd__fault_pending(NULL);
   pthread_mutex_lock(&reg_lock);
   t->next = live;
   if (live)
@@ -137,6 +151,53 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
 
 uint32_t hostd__tenant_id(const hostd_tenant_t *t) {
   return t->id;
+}
+
+void hostd__tenant_set_hostfn(hostd_tenant_t *t, hostd_hostfn_t *h) {
+  t->hf = h;
+}
+
+int hostd__tenant_pinned_add(hostd_tenant_t *t, uint64_t tag, void *addr, size_t size) {
+  pinned_t *p;
+  CUresult r;
+  if (tag == 0 || hostd__map_get(&t->pinned, tag, NULL)) {
+    munmap(addr, size);
+    return -EEXIST;
+  }
+  p = calloc(1, sizeof(*p));
+  if (!p || hostd__map_put(&t->pinned, tag, (uint64_t)(uintptr_t)p) != 0) {
+    free(p);
+    munmap(addr, size);
+    return -ENOMEM;
+  }
+  p->addr = addr;
+  p->size = size;
+  pthread_rwlock_rdlock(&ctx_lock);
+  r = t->lost;
+  if (r == CUDA_SUCCESS && !entered) { /* as in hostd__tenant_exec */
+    r = hostd__gpu.thread_enter();
+    entered = r == CUDA_SUCCESS;
+  }
+  if (r == CUDA_SUCCESS)
+    r = hostd__gpu.host_register(addr, size);
+  pthread_rwlock_unlock(&ctx_lock);
+  p->registered = r == CUDA_SUCCESS;
+  hostd__log(HOSTD_LOG_DEBUG, "tenant %u: shared pinned memory %#llx, %zu bytes, mapped %s", t->id,
+             (unsigned long long)tag, size,
+             (uint64_t)(uintptr_t)addr == tag ? "at the same address" : "elsewhere");
+  if (!p->registered)
+    hostd__log(HOSTD_LOG_INFO,
+               "tenant %u: cuMemHostRegister of %zu shared bytes: %d (copies will stage)", t->id,
+               size, (int)r);
+  return 0;
+}
+
+/* Unregisters (gpu: the context is alive) and unmaps one shared allocation. */
+static void pinned_drop(pinned_t *p, bool gpu) {
+  if (gpu && p->registered)
+    (void)hostd__gpu.host_unregister(p->addr);
+  munmap(p->addr, p->size);
+  free(p);
 }
 
 /* ---- ranges ---- */
@@ -327,7 +388,14 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
   for (size_t i = 0; gpu && i < t->modules.cap; i++)
     if (t->modules.keys[i] && t->modules.vals[i] != KIND_VIEW)
       (void)hostd__gpu.module_unload(t->modules.keys[i], (int)t->modules.vals[i]);
-  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds, &t->views};
+  /* The streams are drained (or dead): no copy uses a mapping, no host
+   * function its gate. */
+  for (size_t i = 0; i < t->pinned.cap; i++)
+    if (t->pinned.keys[i])
+      pinned_drop((pinned_t *)(uintptr_t)t->pinned.vals[i], gpu);
+  hostd__hostfn_drop_gate(t->hf, gpu);
+  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs,
+                         &t->ptds,    &t->views,  &t->pinned};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
     hostd__map_close(maps[i]);
     hostd__map_init(maps[i]);
@@ -349,7 +417,8 @@ void hostd__tenant_free(hostd_tenant_t *t) {
   pthread_mutex_unlock(&reg_lock);
   tenant_release(t, t->lost == CUDA_SUCCESS);
   pthread_rwlock_unlock(&ctx_lock);
-  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds, &t->views};
+  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs,
+                         &t->ptds,    &t->views,  &t->pinned};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
     hostd__map_close(maps[i]);
   free(t->ranges);
@@ -384,14 +453,13 @@ const char *hostd__ctx_fatal(int r) {
 }
 
 /* Called by tenant t's worker, outside ctx_lock, after one of its calls
- * returned the context-corrupting error err.  Does nothing when another
- * tenant already recovered the context t was using. */
+ * returned the context-corrupting error err.  Does nothing when a fault was
+ * raised already (every tenant is lost since). */
 static void recover(hostd_tenant_t *t, CUresult err) {
   unsigned n = 0;
-  CUresult r;
 
   pthread_rwlock_wrlock(&ctx_lock);
-  if (t->gen != ctx_gen) {
+  if (!hostd__fault_raise(t->id, (int)err)) {
     pthread_rwlock_unlock(&ctx_lock);
     return;
   }
@@ -406,14 +474,9 @@ static void recover(hostd_tenant_t *t, CUresult err) {
   hostd__log(HOSTD_LOG_ERROR,
              "tenant %u: %s (%d) corrupted the GPU's shared CUDA context; all %u live "
              "tenant(s) lost their memory, streams, events and modules and get this error on "
-             "every further call (one context is shared: hostd/README.md); resetting it",
+             "every further call; the driver keeps this process poisoned, so tallyd restarts "
+             "once they have gone (hostd/README.md)",
              t->id, hostd__ctx_fatal(err), (int)err, n);
-  r = hostd__gpu.reset();
-  ctx_gen++;
-  if (r != CUDA_SUCCESS)
-    hostd__log(HOSTD_LOG_ERROR, "context reset failed with %d: new tenants may fail too", r);
-  else
-    hostd__log(HOSTD_LOG_INFO, "context reset: serving new tenants");
   pthread_rwlock_unlock(&ctx_lock);
 }
 
@@ -665,6 +728,33 @@ static CUresult do_occupancy(exec_t *x) {
   r = hostd__gpu.occupancy(f, kind == KIND_VIEW ? KIND_MODULE : (int)kind, (int)which, &c, &v);
   guest_wr_u32(x->out, (uint32_t)v);
   return r;
+}
+
+/* PINNED_COPY: between the tenant's device memory and its shared pinned
+ * allocation `tag`, from the daemon's mapping of it: real DMA on the
+ * tenant's stream when registered.  A range outside either side is
+ * CUDA_ERROR_INVALID_VALUE (the guest sends only copies that fit). */
+static CUresult do_pinned_copy(exec_t *x) {
+  uint64_t p = guest_rd_u64(&x->rd), tag = guest_rd_u64(&x->rd), off = guest_rd_u64(&x->rd);
+  uint64_t len = guest_rd_u64(&x->rd), s = guest_rd_u64(&x->rd), v;
+  uint32_t dir = guest_rd_u32(&x->rd), async = guest_rd_u32(&x->rd);
+  const pinned_t *pin;
+  tstream_t *ts;
+  CUresult r;
+
+  if (x->rd.err || dir > 1)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!hostd__map_get(&x->t->pinned, tag, &v))
+    return CUDA_ERROR_INVALID_VALUE; /* not this tenant's */
+  pin = (const pinned_t *)(uintptr_t)v;
+  if (off > pin->size || len > pin->size - off || !owns(x->t, p, len))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!(ts = stream_of(x->t, s, &r)) || (r = stream_enter(x->t, ts)) != CUDA_SUCCESS)
+    return r;
+  if (dir == 0)
+    return hostd__gpu.htod(p, pin->addr + off, len, ts->handle, async != 0);
+  return async ? hostd__gpu.dtoh_async(pin->addr + off, p, len, ts->handle)
+               : hostd__gpu.dtoh(pin->addr + off, p, len, ts->handle);
 }
 
 /* Executes one request; results go to x->out.  Returns the CUresult, or sets
@@ -935,6 +1025,42 @@ static CUresult dispatch(exec_t *x, uint32_t op) {
   }
   case GUEST_OP_OCCUPANCY:
     return do_occupancy(x);
+  case GUEST_OP_HOSTFN:
+    a = guest_rd_u64(rd);
+    b = guest_rd_u64(rd);
+    if (rd->err || b == 0)
+      r = CUDA_ERROR_INVALID_VALUE;
+    else if (!t->hf)
+      r = CUDA_ERROR_NOT_SUPPORTED; /* driven without server.c (tests) */
+    else if ((ts = stream_of(t, a, &r)) && (r = stream_enter(t, ts)) == CUDA_SUCCESS)
+      return (CUresult)hostd__hostfn_enqueue(t->hf, ts->handle, b);
+    if (t->hf)
+      hostd__hostfn_post_failed(t->hf);
+    return r;
+  case GUEST_OP_HOSTFN_WAIT:
+    x->why = "HOSTFN_WAIT is answered by the loop thread, never queued";
+    return CUDA_ERROR_INVALID_VALUE;
+  case GUEST_OP_PINNED_COPY:
+    return do_pinned_copy(x);
+  case GUEST_OP_PINNED_FREE: {
+    pinned_t *pin;
+    a = guest_rd_u64(rd);
+    if (rd->err || !hostd__map_get(&t->pinned, a, &b))
+      return CUDA_ERROR_INVALID_VALUE;
+    pin = (pinned_t *)(uintptr_t)b;
+    /* cuMemFreeHost: earlier copies of this tenant may still use it. */
+    for (size_t i = 0; i < t->streams.cap; i++)
+      if (t->streams.keys[i])
+        (void)hostd__gpu.stream_sync(t->streams.keys[i]);
+    for (size_t i = 0; i < t->ptds.cap; i++)
+      if (t->ptds.keys[i])
+        (void)hostd__gpu.stream_sync(((tstream_t *)(uintptr_t)t->ptds.vals[i])->handle);
+    if (t->legacy)
+      (void)hostd__gpu.stream_sync(t->legacy->handle);
+    hostd__map_del(&t->pinned, a);
+    pinned_drop(pin, true);
+    return CUDA_SUCCESS;
+  }
   default:
     x->why = "unknown op";
     return CUDA_ERROR_INVALID_VALUE;
@@ -960,13 +1086,10 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
   pthread_rwlock_rdlock(&ctx_lock);
   lost = t->lost; /* read under the lock: recover() writes it */
   r = CUDA_SUCCESS;
-  if (my_gen != ctx_gen) {
-    /* First request of this thread, or the context was reset (and maybe
-     * recreated at a new address) since it last made it current: the old
-     * handle must not be used again. */
+  if (!entered) {
+    /* First request of this thread: the shared context becomes current. */
     r = hostd__gpu.thread_enter();
-    if (r == CUDA_SUCCESS)
-      my_gen = ctx_gen;
+    entered = r == CUDA_SUCCESS;
   }
   if (lost != CUDA_SUCCESS && op != GUEST_OP_HELLO)
     r = lost; /* everything it had is gone: every call fails, as natively */

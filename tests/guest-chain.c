@@ -3,7 +3,8 @@
  * Loads a TALLYREC module (the recording device's format), runs fill_u32
  * through cuLaunchKernel and cuLaunchKernelEx on the module and on a
  * library's kernel and module view, copies back, checks every value, and
- * prints "ok".  Run through two daemons in a chain, it drives tallyd's real
+ * runs a host function between two kernels and copies through pinned
+ * memory, and prints "ok".  Run through two daemons in a chain, it drives tallyd's real
  * CUDA backend (hostd/gpu-cuda.c) with our own libcuda.so.1 standing in for
  * the driver, so that backend's logic runs on CPU-only machines.
  */
@@ -30,6 +31,11 @@ static int check(CUdeviceptr p, uint32_t want) {
     if (out[i] != want)
       return 0;
   return 1;
+}
+
+static int host_fn_saw;
+static void host_fn(void *data) {
+  *(int *)data += 1;
 }
 
 int main(void) {
@@ -90,6 +96,30 @@ int main(void) {
   CK(cuStreamSynchronize(NULL));
   if (!check(p, 10))
     return printf("FAIL module view\n"), 1;
+  /* A host function between two kernels, then pinned-memory copies: on the
+   * front tallyd these are gpu-cuda.c's gate (its blocking fallback: our
+   * driver has no stream memory operations) and its host registration. */
+  v = 11;
+  CK(cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, s, args, NULL));
+  CK(cuLaunchHostFunc(s, host_fn, &host_fn_saw));
+  v = 12;
+  CK(cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, s, args, NULL));
+  CK(cuStreamSynchronize(s));
+  if (host_fn_saw != 1 || !check(p, 12))
+    return printf("FAIL host function (%d)\n", host_fn_saw), 1;
+  {
+    uint32_t *h;
+    CK(cuMemHostAlloc((void **)&h, 1024, 0));
+    for (int i = 0; i < 256; i++)
+      h[i] = 13;
+    CK(cuMemcpyHtoDAsync(p, h, 1024, s));
+    CK(cuMemsetD32Async(p, 14, 128, s));
+    CK(cuMemcpyDtoHAsync(h, p, 1024, s));
+    CK(cuStreamSynchronize(s));
+    if (h[0] != 14 || h[127] != 14 || h[128] != 13 || h[255] != 13)
+      return printf("FAIL pinned copies %u %u\n", h[0], h[255]), 1;
+    CK(cuMemFreeHost(h));
+  }
   CK(cuLibraryUnload(lib));
   CK(cuModuleUnload(m));
   CK(cuEventDestroy(a));

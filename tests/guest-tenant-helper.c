@@ -10,6 +10,12 @@
  *               print both results ("after SYNC ALLOC")
  *   healthy     allocate, memset, copy back, check, free: print "healthy N"
  *               (N the first failing CUresult, 0 when all worked)
+ *   hostfn-die  allocate, create a stream, enqueue a host function that
+ *               kills the process (SIGKILL) and behind it a memset and a
+ *               second host function, print "ready", synchronise: dies with
+ *               the stream blocked on its host function
+ *   pinned-die  allocate 1 MiB of pinned host memory (shared with tallyd
+ *               over shm), print "ready", kill itself with SIGKILL
  * Linked against guestlib/libcuda.so.1, as an application would be.
  */
 #include <cuda.h>
@@ -17,6 +23,17 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+static void die_now(void *data) {
+  (void)data;
+  raise(SIGKILL);
+}
+
+static void never_runs(void *data) {
+  (void)data;
+  printf("second host function ran\n");
+  fflush(stdout);
+}
 
 int main(int argc, char **argv) {
   CUdeviceptr p;
@@ -68,6 +85,27 @@ int main(int argc, char **argv) {
     if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS || cuStreamCreate(&s, 0) != CUDA_SUCCESS ||
         cuEventCreate(&e, 0) != CUDA_SUCCESS || cuModuleLoadData(&m, img) != CUDA_SUCCESS)
       return 5;
+    printf("ready\n");
+    fflush(stdout);
+    raise(SIGKILL);
+    return 6;
+  }
+  if (strcmp(argv[1], "hostfn-die") == 0) {
+    CUstream s;
+    if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuLaunchHostFunc(s, die_now, NULL) || cuMemsetD8Async(p, 1, 1 << 20, s) ||
+        cuLaunchHostFunc(s, never_runs, NULL))
+      return 7;
+    printf("ready\n");
+    fflush(stdout);
+    (void)cuStreamSynchronize(s);
+    return 8; /* not reached: the host function killed us */
+  }
+  if (strcmp(argv[1], "pinned-die") == 0) {
+    void *h;
+    if (cuMemHostAlloc(&h, 1 << 20, 0) != CUDA_SUCCESS)
+      return 9;
+    memset(h, 0x5a, 1 << 20);
     printf("ready\n");
     fflush(stdout);
     raise(SIGKILL);

@@ -1,8 +1,9 @@
 # tests/guestlib.mk: unit tests of guestlib/ (load or link the built libcuda.so.1).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
-	tests/guest-tenant-helper tests/guest-chain
-TESTS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon
+	tests/guest-tenant-helper tests/guest-chain tests/test-guest-async
+TESTS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
+	tests/test-guest-async
 endif
 TESTS += tests/test-guest-cudart.sh tests/test-guest-chain.sh
 EXTRA_DIST += tests/test-guest-cudart.sh tests/guest-cudart.cu tests/test-guest-chain.sh
@@ -30,6 +31,13 @@ tests_test_guest_daemon_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOS
 	$(GUEST_LINK) $(TEST_LIBS)
 tests_test_guest_daemon_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
 EXTRA_tests_test_guest_daemon_DEPENDENCIES = tests/guest-tenant-helper
+tests_test_guest_async_SOURCES = tests/test-guest-async.c
+tests_test_guest_async_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_guest_async_CFLAGS = $(TEST_CFLAGS)
+tests_test_guest_async_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \
+	$(GUEST_LINK) $(TEST_LIBS)
+tests_test_guest_async_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
+EXTRA_tests_test_guest_async_DEPENDENCIES = tests/guest-tenant-helper
 tests_guest_tenant_helper_SOURCES = tests/guest-tenant-helper.c
 tests_guest_tenant_helper_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_guest_tenant_helper_LDADD = $(GUEST_LINK)

@@ -10,6 +10,32 @@ tests_test_hostd_exec_SOURCES = tests/test-hostd-exec.c tests/fuzz/fuzz-hostd-ex
 tests_test_hostd_exec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHOSTD_FUZZ_NO_ENTRY
 tests_test_hostd_exec_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_exec_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
+# Restart after a GPU fault: tallyd-record re-executes itself (shell TAP);
+# its tenants are linked against the guest library, as applications are.
+check_PROGRAMS += tests/test-hostd-restart-tenant
+TESTS += tests/test-hostd-restart.sh
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test-hostd-restart-unit
+TESTS += tests/test-hostd-restart-unit
+endif
+tests_test_hostd_restart_unit_SOURCES = tests/test-hostd-restart-unit.c
+tests_test_hostd_restart_unit_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_restart_unit_CFLAGS = $(TEST_CFLAGS)
+tests_test_hostd_restart_unit_LDADD = hostd/libtallyhostd.a $(TEST_LIBS)
+EXTRA_DIST += tests/test-hostd-restart.sh
+tests_test_hostd_restart_tenant_SOURCES = tests/test-hostd-restart-tenant.c
+tests_test_hostd_restart_tenant_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_restart_tenant_LDADD = $(GUEST_LINK)
+tests_test_hostd_restart_tenant_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
+# The same on a GPU with the real tallyd (make check-gpu): the script, with
+# this tree's source path; it builds its CUDA tenant with nvcc itself.
+GPU_TESTS += tests/test-hostd-restart-gpu
+EXTRA_DIST += tests/test-hostd-restart-gpu.sh tests/test-hostd-restart-gpu.cu
+CLEANFILES += tests/test-hostd-restart-gpu
+tests/test-hostd-restart-gpu: $(srcdir)/tests/test-hostd-restart-gpu.sh hostd/tallyd \
+		guestlib/libcuda.so.1 guestlib/tally-run
+	$(AM_V_GEN)$(MKDIR_P) tests && sed -e 's|@TALLY_SRCDIR@|$(abs_top_srcdir)|g' \
+	  $(srcdir)/tests/test-hostd-restart-gpu.sh > $@ && chmod +x $@
 # libFuzzer target for the request decoder (configure --enable-fuzzing CC=clang).
 if FUZZING
 FUZZ_TARGETS += tests/fuzz/fuzz-hostd-exec
@@ -20,3 +46,12 @@ tests_fuzz_fuzz_hostd_exec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_fuzz_fuzz_hostd_exec_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_hostd_exec_LDFLAGS = -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_hostd_exec_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS)
+# What tallyd adds per launch and per synchronisation (recording device, shm):
+# cd BUILDDIR && tests/bench/hostd-bench [N [M]]  (TALLYD_ARGS: extra daemon flags).
+noinst_PROGRAMS += tests/bench/hostd-bench
+tests_bench_hostd_bench_SOURCES = tests/bench/hostd-bench.c
+tests_bench_hostd_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_bench_hostd_bench_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \
+	$(GUEST_LINK)
+tests_bench_hostd_bench_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
+EXTRA_tests_bench_hostd_bench_DEPENDENCIES = hostd/tallyd-record

@@ -29,6 +29,26 @@ static void config_parses_every_flag(void **state) {
   assert_int_equal(c.log_level, HOSTD_LOG_DEBUG);
 }
 
+static void worker_spin_defaults_to_auto_and_is_bounded(void **state) {
+  hostd_config_t c;
+  char *ok[] = {"tallyd", "--worker-spin-us", "0", NULL};
+  char *neg[] = {"tallyd", "--worker-spin-us", "-1", NULL};
+  char *huge[] = {"tallyd", "--worker-spin-us", "10001", NULL};
+  char *junk[] = {"tallyd", "--worker-spin-us", "5x", NULL};
+  FILE *devnull = fopen("/dev/null", "w");
+  (void)state;
+  assert_non_null(devnull);
+  hostd_config_init(&c);
+  assert_int_equal(c.worker_spin_us, -1); /* auto: server.c decides by CPUs online */
+  assert_int_equal(hostd_config_parse_args(&c, 3, ok, devnull), 0);
+  assert_int_equal(c.worker_spin_us, 0);
+  assert_int_equal(hostd_config_parse_args(&c, 3, neg, devnull), -EINVAL);
+  assert_int_equal(hostd_config_parse_args(&c, 3, huge, devnull), -EINVAL);
+  assert_int_equal(hostd_config_parse_args(&c, 3, junk, devnull), -EINVAL);
+  assert_int_equal(c.worker_spin_us, 0);
+  fclose(devnull);
+}
+
 static void config_rejects_unknown_flag_and_missing_value(void **state) {
   (void)state;
   hostd_config_t c;
@@ -64,6 +84,7 @@ int main(void) {
       cmocka_unit_test(config_parses_every_flag),
       cmocka_unit_test(config_rejects_unknown_flag_and_missing_value),
       cmocka_unit_test(config_refuses_overlong_path),
+      cmocka_unit_test(worker_spin_defaults_to_auto_and_is_bounded),
   };
   return cmocka_run_group_tests_name("hostd-config", tests, NULL, NULL);
 }

@@ -6,12 +6,13 @@
  * deterministic pseudo-random inputs: no crash, only 0 or -EPROTO, no
  * leaked device memory), and a few contracts of tenant.c: nothing before
  * hello, unknown images are asked for, freeing a tenant frees its memory,
- * a context-corrupting error (injected) loses every live tenant's state,
- * resets the context once and leaves later tenants working, on the thread
- * that reset it and on other worker threads, without naming any handle,
- * address or context from before the reset (the recording device refuses
- * and counts such a use, HOSTD_RECORD_STALE, as the real driver answers
- * CUDA_ERROR_CONTEXT_IS_DESTROYED).
+ * a context-corrupting error (injected) loses every live tenant's state
+ * and raises one fault (the process is poisoned: tallyd re-executes itself,
+ * tests/test-hostd-restart.sh), tenants made after the fault are lost too,
+ * and after what the re-exec does (a fresh device, the fault forgotten)
+ * tenants work without naming any handle or address from before (the
+ * recording device refuses and counts such a use, HOSTD_RECORD_STALE, as
+ * the real driver answers CUDA_ERROR_CONTEXT_IS_DESTROYED).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -148,30 +149,44 @@ static uint32_t call(hostd_tenant_t *t, uint32_t op, uint32_t flags, const void 
   return result_of(reply);
 }
 
-static void context_corrupting_error_resets_once_for_all_tenants(void **state) {
+static void context_corrupting_error_loses_every_tenant_and_raises_one_fault(void **state) {
   static const int fatal[] = {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED,
                               CUDA_ERROR_MISALIGNED_ADDRESS, CUDA_ERROR_ASSERT,
                               CUDA_ERROR_HARDWARE_STACK_ERROR};
   guest_wr_t reply = {0};
   uint64_t size = 4096, s = 0;
+  uint32_t who = 0;
   (void)state;
   for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) {
-    unsigned long resets = hostd_record_count(HOSTD_RECORD_RESET);
     hostd_tenant_t *a = tenant_after_hello(&reply), *b = tenant_after_hello(&reply), *c;
+    assert_int_equal(hostd__fault_pending(NULL), 0);
     assert_int_equal(call(a, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
     assert_int_equal(call(b, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
     assert_non_null(hostd__ctx_fatal(fatal[i]));
     hostd_record_inject(fatal[i]);
-    /* a synchronises first: it is told, the context is reset. */
+    /* a synchronises first: it is told, and the fault is raised, naming a. */
     assert_int_equal(call(a, GUEST_OP_CTX_SYNC, GUEST_CALL_SYNCPOINT, NULL, 0, &reply), fatal[i]);
-    assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), resets + 1);
-    assert_int_equal(hostd_record_live_bytes(), 0); /* everything went with it */
-    /* Both stay lost: every call returns the same error, no second reset. */
+    assert_int_equal(hostd__fault_pending(&who), fatal[i]);
+    assert_int_equal(who, hostd__tenant_id(a));
+    /* Both stay lost: every call returns the same error; still a's fault. */
     assert_int_equal(call(a, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), fatal[i]);
     assert_int_equal(call(b, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), fatal[i]);
     assert_int_equal(call(b, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, &s, 8, &reply), fatal[i]);
-    assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), resets + 1);
-    /* A tenant that joins afterwards works, in the new context only. */
+    assert_int_equal(hostd__fault_pending(&who), fatal[i]);
+    assert_int_equal(who, hostd__tenant_id(a));
+    /* The process is poisoned: a tenant made now is lost from the start
+     * (the server refuses such tenants before they get here). */
+    c = tenant_after_hello(&reply);
+    assert_int_equal(call(c, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), fatal[i]);
+    hostd__tenant_free(a);
+    hostd__tenant_free(b);
+    hostd__tenant_free(c);
+    /* What tallyd's re-exec does (hostd/restart.c): a fresh device, no
+     * fault.  Tenants made afterwards work, naming only new handles. */
+    hostd__gpu.shutdown();
+    assert_int_equal(hostd__gpu.init(0, &hostd__snapshot), CUDA_SUCCESS);
+    hostd__fault_forget();
+    assert_int_equal(hostd_record_live_bytes(), 0);
     c = tenant_after_hello(&reply);
     assert_int_equal(call(c, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
     assert_int_equal(call(c, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, &s, 8, &reply),
@@ -191,104 +206,77 @@ static void context_corrupting_error_resets_once_for_all_tenants(void **state) {
                        CUDA_SUCCESS);
     }
     assert_int_equal(hostd_record_count(HOSTD_RECORD_STALE), 0);
-    hostd__tenant_free(a);
-    hostd__tenant_free(b);
     hostd__tenant_free(c);
     assert_int_equal(hostd_record_live_bytes(), 0);
   }
   guest_wr_free(&reply);
 }
 
-/* The model the test above relies on: after a reset, a thread that has not
- * made the new context current, or any handle from before, is refused. */
-static void recording_device_refuses_what_predates_a_reset(void **state) {
+/* The model the test above relies on: after a shutdown (a restart), any
+ * handle or address from before is refused. */
+static void recording_device_refuses_what_predates_a_restart(void **state) {
   uint64_t st = 0, p = 0, q = 0;
   unsigned long stale = hostd_record_count(HOSTD_RECORD_STALE);
   (void)state;
   assert_int_equal(hostd__gpu.thread_enter(), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.stream_new(&st, 0, 0), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.reset(), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.mem_alloc(&q, 64), CUDA_ERROR_CONTEXT_IS_DESTROYED);
-  assert_int_equal(hostd__gpu.thread_enter(), CUDA_SUCCESS);
+  hostd__gpu.shutdown();
+  assert_int_equal(hostd__gpu.init(0, &hostd__snapshot), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.stream_sync(st), CUDA_ERROR_CONTEXT_IS_DESTROYED);
   assert_int_equal(hostd__gpu.memset(p, 0, 1, 64, 0), CUDA_ERROR_CONTEXT_IS_DESTROYED);
-  assert_int_equal(hostd_record_count(HOSTD_RECORD_STALE), stale + 3);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_STALE), stale + 2);
   assert_int_equal(hostd__gpu.mem_alloc(&q, 64), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.mem_free(q), CUDA_SUCCESS);
   hostd_record_reset(); /* counters back to 0 for the other tests */
 }
 
-/* A worker thread that served a tenant before the reset serves a new
- * tenant afterwards: it makes the new context current first. */
-static pthread_barrier_t phase;
-static uint32_t before_r, after_r[3];
+/* A worker thread makes the context current before its first request: the
+ * recording device counts a call from a thread that did not (STALE). */
+static uint32_t worker_r[3];
 
 static void *other_worker(void *arg) {
   guest_wr_t reply = {0};
   uint32_t hello[34] = {GUEST_PROTO_VERSION};
   uint64_t size = 256, s = 0;
   const char *why;
-  hostd_tenant_t *d = hostd__tenant_new(9, false), *e;
+  hostd_tenant_t *e = hostd__tenant_new(10, false);
   (void)arg;
-  if (hostd__tenant_exec(d, GUEST_OP_HELLO, 0, (uint8_t *)hello, sizeof(hello), &reply, &why) ==
-          0 &&
-      hostd__tenant_exec(d, GUEST_OP_MEM_ALLOC, 0, (uint8_t *)&size, 8, &reply, &why) == 0)
-    before_r = result_of(&reply);
-  hostd__tenant_free(d);
-  pthread_barrier_wait(&phase); /* the main thread corrupts and resets the context */
-  pthread_barrier_wait(&phase);
-  e = hostd__tenant_new(10, false);
-  after_r[0] = after_r[1] = after_r[2] = 999;
+  worker_r[0] = worker_r[1] = worker_r[2] = 999;
   if (hostd__tenant_exec(e, GUEST_OP_HELLO, 0, (uint8_t *)hello, sizeof(hello), &reply, &why) == 0)
-    after_r[0] = result_of(&reply);
+    worker_r[0] = result_of(&reply);
   if (hostd__tenant_exec(e, GUEST_OP_MEM_ALLOC, 0, (uint8_t *)&size, 8, &reply, &why) == 0)
-    after_r[1] = result_of(&reply);
+    worker_r[1] = result_of(&reply);
   if (hostd__tenant_exec(e, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, (uint8_t *)&s, 8, &reply,
                          &why) == 0)
-    after_r[2] = result_of(&reply);
+    worker_r[2] = result_of(&reply);
   hostd__tenant_free(e);
   guest_wr_free(&reply);
   return NULL;
 }
 
-static void other_worker_threads_use_the_new_context_after_a_reset(void **state) {
-  guest_wr_t reply = {0};
+static void every_worker_thread_makes_the_context_current_first(void **state) {
   pthread_t th;
-  hostd_tenant_t *a;
   (void)state;
   hostd_record_reset();
-  assert_int_equal(pthread_barrier_init(&phase, NULL, 2), 0);
   assert_int_equal(pthread_create(&th, NULL, other_worker, NULL), 0);
-  pthread_barrier_wait(&phase);
-  a = tenant_after_hello(&reply);
-  hostd_record_inject(CUDA_ERROR_ILLEGAL_ADDRESS);
-  assert_int_equal(call(a, GUEST_OP_CTX_SYNC, GUEST_CALL_SYNCPOINT, NULL, 0, &reply),
-                   CUDA_ERROR_ILLEGAL_ADDRESS);
-  assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), 1);
-  pthread_barrier_wait(&phase);
   assert_int_equal(pthread_join(th, NULL), 0);
-  assert_int_equal(before_r, CUDA_SUCCESS);
-  assert_int_equal(after_r[0], CUDA_SUCCESS);
-  assert_int_equal(after_r[1], CUDA_SUCCESS);
-  assert_int_equal(after_r[2], CUDA_SUCCESS);
+  assert_int_equal(worker_r[0], CUDA_SUCCESS);
+  assert_int_equal(worker_r[1], CUDA_SUCCESS);
+  assert_int_equal(worker_r[2], CUDA_SUCCESS);
   assert_int_equal(hostd_record_count(HOSTD_RECORD_STALE), 0);
-  hostd__tenant_free(a);
-  pthread_barrier_destroy(&phase);
-  guest_wr_free(&reply);
 }
 
-static void ordinary_errors_do_not_reset_the_context(void **state) {
+static void ordinary_errors_raise_no_fault(void **state) {
   guest_wr_t reply = {0};
   hostd_tenant_t *t = tenant_after_hello(&reply);
-  unsigned long resets = hostd_record_count(HOSTD_RECORD_RESET);
   uint64_t bad = 0x1234, size = 64;
   (void)state;
   assert_null(hostd__ctx_fatal(CUDA_ERROR_INVALID_VALUE));
   assert_null(hostd__ctx_fatal(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)); /* not sticky */
   assert_int_equal(call(t, GUEST_OP_MEM_FREE, 0, &bad, 8, &reply), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(call(t, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
-  assert_int_equal(hostd_record_count(HOSTD_RECORD_RESET), resets);
+  assert_int_equal(hostd__fault_pending(NULL), 0);
   hostd__tenant_free(t);
   guest_wr_free(&reply);
 }
@@ -309,10 +297,10 @@ int main(void) {
       cmocka_unit_test(unknown_module_id_asks_for_the_bytes),
       cmocka_unit_test(freeing_a_tenant_frees_its_memory),
       cmocka_unit_test(async_error_is_kept_for_the_next_syncpoint),
-      cmocka_unit_test(context_corrupting_error_resets_once_for_all_tenants),
-      cmocka_unit_test(ordinary_errors_do_not_reset_the_context),
-      cmocka_unit_test(recording_device_refuses_what_predates_a_reset),
-      cmocka_unit_test(other_worker_threads_use_the_new_context_after_a_reset),
+      cmocka_unit_test(context_corrupting_error_loses_every_tenant_and_raises_one_fault),
+      cmocka_unit_test(ordinary_errors_raise_no_fault),
+      cmocka_unit_test(recording_device_refuses_what_predates_a_restart),
+      cmocka_unit_test(every_worker_thread_makes_the_context_current_first),
       cmocka_unit_test(random_requests_never_crash_or_leak),
   };
   return cmocka_run_group_tests_name("hostd-exec", tests, setup, NULL);

@@ -1,0 +1,138 @@
+/* hostfn.c: host functions on streams (cuLaunchHostFunc, cuStreamAddCallback).
+ *
+ * Stream-ordered and non-blocking, as in CUDA: the call posts HOSTFN (stream,
+ * seq) in program order and returns; the guest keeps seq -> function here.
+ * tallyd gates the real stream (hostd/hostfn.c): when the stream reaches the
+ * function, the daemon answers this library's host-function thread, which
+ * runs the function and tells the daemon it finished (the next HOSTFN_WAIT
+ * carries done 1), and only then does the stream go on.  So work enqueued
+ * after a host function waits for it, a stream query meanwhile answers
+ * CUDA_ERROR_NOT_READY, and a synchronisation waits for it to run.
+ *
+ * The thread is created at the first host function (CUDA itself runs host
+ * functions on a driver thread of its own) and lives until the process
+ * exits or the channel is lost.  Functions run one at a time, in the order
+ * the daemon hands them out (the order streams reach them).
+ *
+ * Lock story: `lock` guards the table, the outstanding count and `started`.
+ * No lock is held while a function runs or across a round trip.
+ */
+#include "guestlib/guest.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Must be >= tallyd's per-tenant limit (256 pending host functions,
+ * hostd/hostfn.c) so a full daemon, not this table, is what refuses. */
+#define TABLE_SIZE  1024
+#define PENDING_MAX 256
+
+typedef struct entry {
+  uint64_t seq; /* 0: free */
+  int kind;     /* 0 CUhostFn, 1 CUstreamCallback */
+  void *fn, *data;
+  CUstream stream; /* the application's stream value, for callbacks */
+} entry_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static entry_t table[TABLE_SIZE]; /* by seq % TABLE_SIZE */
+static uint64_t next_seq;         /* last seq handed out */
+static unsigned pending;          /* entries in use */
+static bool started;              /* the thread runs */
+
+/* Takes the entry of seq out of the table; false when it is unknown. */
+static bool take(uint64_t seq, entry_t *out) {
+  bool ok = false;
+  pthread_mutex_lock(&lock);
+  entry_t *e = &table[seq % TABLE_SIZE];
+  if (seq != 0 && e->seq == seq) {
+    *out = *e;
+    e->seq = 0;
+    pending--;
+    ok = true;
+  }
+  pthread_mutex_unlock(&lock);
+  return ok;
+}
+
+static void *hostfn_thread(void *arg) {
+  uint32_t args[2] = {0, 0}; /* done, reserved */
+  (void)arg;
+  for (;;) {
+    uint64_t seq = 0;
+    size_t got = 0;
+    CUresult res = CUDA_SUCCESS;
+    entry_t e;
+    int rc = guest__call(GUEST_OP_HOSTFN_WAIT, 0, args, sizeof(args), NULL, 0, &res, &seq,
+                         sizeof(seq), &got, NULL);
+    if (rc != 0)
+      break; /* the channel is lost: chan.c said so */
+    if (res != CUDA_SUCCESS || got != sizeof(seq)) {
+      guest__log("tallyd refused the host-function poll (%d); host functions stop", (int)res);
+      break;
+    }
+    if (seq == 0)
+      break;     /* asked to stop */
+    args[0] = 1; /* whatever happens below, the next poll reports it done */
+    if (!take(seq, &e)) {
+      guest__log("tallyd reached unknown host function %llu", (unsigned long long)seq);
+      continue;
+    }
+    if (e.kind == 0)
+      ((CUhostFn)e.fn)(e.data);
+    else
+      ((CUstreamCallback)e.fn)(e.stream, CUDA_SUCCESS, e.data);
+  }
+  pthread_mutex_lock(&lock);
+  started = false;
+  pthread_mutex_unlock(&lock);
+  return NULL;
+}
+
+CUresult guest__hostfn(uint64_t s, CUstream app_stream, int kind, void *fn, void *data) {
+  uint64_t seq = 0, a[2];
+  pthread_t th;
+  pthread_attr_t attr;
+  bool start = false;
+  int rc;
+  CUresult r = guest__ready();
+
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!fn)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if (pending < PENDING_MAX && table[(next_seq + 1) % TABLE_SIZE].seq == 0) {
+    seq = ++next_seq;
+    table[seq % TABLE_SIZE] = (entry_t){seq, kind, fn, data, app_stream};
+    pending++;
+  }
+  if (seq && !started)
+    start = started = true;
+  pthread_mutex_unlock(&lock);
+  if (!seq)
+    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  if (start) {
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&th, &attr, hostfn_thread, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+      entry_t e;
+      pthread_mutex_lock(&lock);
+      started = false;
+      pthread_mutex_unlock(&lock);
+      (void)take(seq, &e);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  a[0] = s;
+  a[1] = seq;
+  rc = guest__post(GUEST_OP_HOSTFN, a, sizeof(a), NULL, 0);
+  if (rc) {
+    entry_t e;
+    (void)take(seq, &e);
+    return guest__cu_error(rc);
+  }
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,305 @@
+/* hostfn.c: stream-ordered host functions (cuLaunchHostFunc, cuStreamAddCallback).
+ *
+ * The function lives in the guest, so the daemon turns each one into a gate
+ * on the real stream: a driver host function that tells the guest "your
+ * function seq is reached", followed by a wait that keeps the stream blocked
+ * until the guest says it ran (hostd__gpu.host_fn / gate_open; on the real
+ * GPU a cuStreamWaitValue32 on a pinned host word, see gpu-cuda.c).  The
+ * guest's host-function thread long-polls with HOSTFN_WAIT calls, which are
+ * handled here on the loop thread and never queued for the tenant's worker:
+ * the worker may be blocked in a synchronisation waiting for exactly that
+ * host function (guestlib/call.h).  Reached functions are handed out in the
+ * order the streams reach them; a HOSTFN_WAIT with done 1 opens the gate of
+ * the one it was last given.
+ *
+ * Slots: a tenant has at most HOSTFN_SLOTS host functions enqueued and not
+ * yet finished (one gate word each); past that HOSTFN fails with
+ * CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.  Slot states: FREE -> ENQUEUED
+ * (worker) -> REACHED (driver thread) -> HANDED (loop thread, given to the
+ * guest) -> FREE (done, or the tenant closed).
+ *
+ * Tenant death: hostd__hostfn_close (loop thread, on_close) opens every gate
+ * of a reached function at once, and one reached later is opened as soon as
+ * it is reached, so no stream stays blocked and the worker's cleanup
+ * (stream synchronisations) finishes.
+ *
+ * Lock story: `mu` guards the slots, the FIFO and the parked call; gate_open
+ * and wire replies are made after dropping it.  The object is refcounted:
+ * the worker holds one reference, every enqueued host function one (dropped
+ * by its reached callback), so a driver callback after the tenant is gone
+ * touches live memory.  `inflight` (atomic) counts HOSTFN posts seen by
+ * on_msg whose gates are not yet open: while it is not 0 the server copies
+ * large payloads instead of pausing the tenant, because a paused tenant
+ * could not deliver the HOSTFN_WAIT that unblocks its own worker.
+ */
+#include "hostd/gpu.h"
+#include "hostd/hostd-int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/wire.h"
+
+/* 256 pending host functions per tenant: far more than any program keeps
+ * in flight (PyTorch has none; cudart tests a handful), and the gate is
+ * then one KiB of pinned memory. */
+#define HOSTFN_SLOTS 256
+
+enum { SLOT_FREE = 0, SLOT_ENQUEUED, SLOT_REACHED, SLOT_HANDED };
+
+typedef struct hostfn_slot {
+  hostd_hostfn_t *hf; /* back pointer: the reached callback's argument is the slot */
+  uint64_t seq;       /* the guest's number for the function */
+  uint32_t value;     /* the gate value that opens it; grows by 1 per use of the slot */
+  int state;
+} hostfn_slot_t;
+
+struct hostd_hostfn {
+  pthread_mutex_t mu;
+  int refs;
+  wire_tenant_t *wt; /* referenced */
+  void *gate;        /* the backend's gate; made by the worker at the first host function */
+  bool closed;       /* the tenant is gone: open gates as soon as reached */
+  bool parked;       /* a HOSTFN_WAIT is waiting for a reached function */
+  uint64_t park_id;  /* its wire call id */
+  int handed;        /* slot given to the guest by the last HOSTFN_WAIT, or -1 */
+  uint32_t fifo[HOSTFN_SLOTS]; /* reached slots in reach order (ring) */
+  uint32_t fifo_head, fifo_len;
+  int inflight; /* atomic: see the lock story */
+  hostfn_slot_t slot[HOSTFN_SLOTS];
+};
+
+hostd_hostfn_t *hostd__hostfn_new(wire_tenant_t *wt) {
+  hostd_hostfn_t *h = calloc(1, sizeof(*h));
+  if (!h)
+    return NULL;
+  pthread_mutex_init(&h->mu, NULL);
+  h->refs = 1;
+  h->handed = -1;
+  h->wt = wt;
+  wire_tenant_ref(wt);
+  for (int i = 0; i < HOSTFN_SLOTS; i++)
+    h->slot[i].hf = h;
+  return h;
+}
+
+void hostd__hostfn_unref(hostd_hostfn_t *h) {
+  int left;
+  if (!h)
+    return;
+  pthread_mutex_lock(&h->mu);
+  left = --h->refs;
+  pthread_mutex_unlock(&h->mu);
+  if (left)
+    return;
+  if (h->gate) /* hostd__hostfn_drop_gate did not run: no CUDA call here (a driver thread?) */
+    hostd__gpu.gate_del(h->gate, 0);
+  wire_tenant_unref(h->wt);
+  pthread_mutex_destroy(&h->mu);
+  free(h);
+}
+
+/* Answers wire call id with CUresult r and, on success, seq. */
+static void answer(hostd_hostfn_t *h, uint64_t id, CUresult r, uint64_t seq) {
+  uint8_t *b = malloc(GUEST_REPLY_HDR_LEN + 8);
+  uint32_t res = (uint32_t)r, len = r == CUDA_SUCCESS ? 8 : 0;
+  if (!b) {
+    /* Maybe on a driver thread, where the tenant cannot be closed: the
+     * guest's host-function thread then waits until the tenant goes. */
+    hostd__log(HOSTD_LOG_ERROR, "out of memory answering a host-function poll");
+    return;
+  }
+  memcpy(b, &res, 4);
+  memcpy(b + 4, &len, 4);
+  memcpy(b + 8, &seq, 8);
+  /* Fails only once the tenant is closed: nothing left to tell. */
+  (void)wire_tenant_reply_mt(h->wt, id, b, GUEST_REPLY_HDR_LEN + len);
+}
+
+/* Frees slot i and counts its post finished.  mu held; the caller opens the
+ * gate (value returned) after dropping mu. */
+static uint32_t slot_finish(hostd_hostfn_t *h, int i) {
+  h->slot[i].state = SLOT_FREE;
+  __atomic_fetch_sub(&h->inflight, 1, __ATOMIC_RELAXED);
+  return h->slot[i].value;
+}
+
+/* The stream reached slot s's host function (driver thread; no CUDA call). */
+static void reached(void *arg) {
+  hostfn_slot_t *s = arg;
+  hostd_hostfn_t *h = s->hf;
+  int i = (int)(s - h->slot);
+  uint64_t id = 0, seq = 0;
+  bool reply = false, open = false;
+  uint32_t value = 0;
+  void *gate;
+
+  pthread_mutex_lock(&h->mu);
+  gate = h->gate; /* read under mu: a recovery may drop it */
+  if (h->closed) {
+    value = slot_finish(h, i);
+    open = true;
+  } else if (h->parked && h->handed < 0) {
+    h->parked = false;
+    id = h->park_id;
+    seq = s->seq;
+    s->state = SLOT_HANDED;
+    h->handed = i;
+    reply = true;
+  } else {
+    s->state = SLOT_REACHED;
+    h->fifo[(h->fifo_head + h->fifo_len++) % HOSTFN_SLOTS] = (uint32_t)i;
+  }
+  pthread_mutex_unlock(&h->mu);
+  if (open)
+    hostd__gpu.gate_open(gate, (uint32_t)i, value);
+  if (reply)
+    answer(h, id, CUDA_SUCCESS, seq);
+  hostd__hostfn_unref(h); /* the reference taken by hostd__hostfn_enqueue */
+}
+
+void hostd__hostfn_note_post(hostd_hostfn_t *h) {
+  __atomic_fetch_add(&h->inflight, 1, __ATOMIC_RELAXED);
+}
+
+void hostd__hostfn_post_failed(hostd_hostfn_t *h) {
+  __atomic_fetch_sub(&h->inflight, 1, __ATOMIC_RELAXED);
+}
+
+bool hostd__hostfn_busy(hostd_hostfn_t *h) {
+  return h && __atomic_load_n(&h->inflight, __ATOMIC_RELAXED) > 0;
+}
+
+int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq) {
+  int i = -1;
+  CUresult r;
+
+  if (!h->gate) {
+    /* Only this worker creates the gate; others read it after mu. */
+    void *g = NULL;
+    r = hostd__gpu.gate_new(&g, HOSTFN_SLOTS);
+    if (r != CUDA_SUCCESS)
+      goto fail;
+    pthread_mutex_lock(&h->mu);
+    h->gate = g;
+    pthread_mutex_unlock(&h->mu);
+  }
+  pthread_mutex_lock(&h->mu);
+  for (int k = 0; k < HOSTFN_SLOTS && i < 0; k++)
+    if (h->slot[k].state == SLOT_FREE)
+      i = k;
+  if (i >= 0) {
+    /* Each slot's values only grow (its word holds the last one opened, 0
+     * at first), and the stream waits for word >= value: a later function
+     * reusing the slot can never leave an earlier waiter behind, however
+     * late the GPU reads the word. */
+    h->slot[i].seq = seq;
+    h->slot[i].value++;
+    h->slot[i].state = SLOT_ENQUEUED;
+    h->refs++;
+  }
+  pthread_mutex_unlock(&h->mu);
+  if (i < 0) {
+    r = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    goto fail;
+  }
+  r = hostd__gpu.host_fn(stream, h->gate, (uint32_t)i, h->slot[i].value, reached, &h->slot[i]);
+  if (r == CUDA_SUCCESS)
+    return r;
+  pthread_mutex_lock(&h->mu);
+  h->slot[i].state = SLOT_FREE;
+  h->refs--; /* never the last: the worker holds one */
+  pthread_mutex_unlock(&h->mu);
+fail:
+  __atomic_fetch_sub(&h->inflight, 1, __ATOMIC_RELAXED);
+  return (int)r;
+}
+
+void hostd__hostfn_wait(hostd_hostfn_t *h, uint64_t id, const uint8_t *args, size_t len) {
+  guest_rd_t rd;
+  uint32_t done, value = 0;
+  int open = -1;
+  bool answer_now = false, refuse = false, stop_parked = false;
+  uint64_t seq = 0, parked_id = 0;
+  void *gate;
+
+  guest_rd_init(&rd, args, len);
+  done = guest_rd_u32(&rd);
+  (void)guest_rd_u32(&rd);
+  if (rd.err || done > 2) {
+    answer(h, id, CUDA_ERROR_INVALID_VALUE, 0);
+    return;
+  }
+  pthread_mutex_lock(&h->mu);
+  gate = h->gate;
+  if (done == 1 && h->handed >= 0) {
+    open = h->handed;
+    value = slot_finish(h, open);
+    h->handed = -1;
+  }
+  if (done == 2) {
+    stop_parked = h->parked;
+    parked_id = h->park_id;
+    h->parked = false;
+    answer_now = true; /* seq 0: stop */
+  } else if (h->parked || h->handed >= 0) {
+    refuse = true; /* one poll at a time, one function in the guest's hands at a time */
+  } else if (h->fifo_len > 0) {
+    int i = (int)h->fifo[h->fifo_head];
+    h->fifo_head = (h->fifo_head + 1) % HOSTFN_SLOTS;
+    h->fifo_len--;
+    h->slot[i].state = SLOT_HANDED;
+    h->handed = i;
+    seq = h->slot[i].seq;
+    answer_now = true;
+  } else {
+    h->parked = true;
+    h->park_id = id;
+  }
+  pthread_mutex_unlock(&h->mu);
+  if (open >= 0)
+    hostd__gpu.gate_open(gate, (uint32_t)open, value);
+  if (stop_parked)
+    answer(h, parked_id, CUDA_SUCCESS, 0);
+  if (refuse)
+    answer(h, id, CUDA_ERROR_INVALID_VALUE, 0);
+  else if (answer_now)
+    answer(h, id, CUDA_SUCCESS, seq);
+}
+
+void hostd__hostfn_close(hostd_hostfn_t *h) {
+  uint32_t open[HOSTFN_SLOTS], value[HOSTFN_SLOTS];
+  int n = 0;
+  void *gate;
+  if (!h)
+    return;
+  pthread_mutex_lock(&h->mu);
+  gate = h->gate;
+  h->closed = true;
+  h->parked = false;
+  h->handed = -1;
+  h->fifo_len = 0;
+  for (int i = 0; i < HOSTFN_SLOTS; i++)
+    if (h->slot[i].state == SLOT_REACHED || h->slot[i].state == SLOT_HANDED) {
+      value[n] = slot_finish(h, i);
+      open[n++] = (uint32_t)i;
+    }
+  pthread_mutex_unlock(&h->mu);
+  /* Functions not reached yet are opened by reached() (closed is set). */
+  for (int k = 0; k < n; k++)
+    hostd__gpu.gate_open(gate, open[k], value[k]);
+}
+
+void hostd__hostfn_drop_gate(hostd_hostfn_t *h, bool gpu) {
+  void *g;
+  if (!h)
+    return;
+  pthread_mutex_lock(&h->mu);
+  g = h->gate;
+  h->gate = NULL;
+  pthread_mutex_unlock(&h->mu);
+  if (g)
+    hostd__gpu.gate_del(g, gpu);
+}
