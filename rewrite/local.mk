@@ -4,7 +4,7 @@ rewrite_libtallyrw_a_SOURCES = rewrite/rw.h rewrite/rw-int.h rewrite/diag.c \
 	rewrite/ptx-lex.c rewrite/ptx-parse.c rewrite/ptx-print.c rewrite/ptx-ir.c \
 	rewrite/ptx-opcodes.c rewrite/ptx-ptxas.c \
 	rewrite/xform-check.c rewrite/xform-flow.c rewrite/xform-apply.c rewrite/xform-report.c \
-	rewrite/cache.c
+	rewrite/ptb-host.c rewrite/cache.c
 # fatbin reader (issue 5 part B)
 rewrite_libtallyrw_a_SOURCES += rewrite/fatbin-int.h rewrite/fatbin.c rewrite/fatbin-elf.c \
 	rewrite/fatbin-lz4.c rewrite/fatbin-extract.c \

@@ -191,28 +191,58 @@ const char *rw_ptx_entry_name(const rw_ptx_module_t *m, size_t i);
  * original ones, then tally_gx, tally_gy, tally_gz (.u32, as above) and
  *
  *   tally_ctl        .u64  device pointer to the 16-byte control block
+ *   tally_first      .u64  first index of this launch's static range
+ *   tally_nstatic    .u32  S: size of the static range, S <= W (else trap)
+ *   tally_batch      .u32  B: most indices one take may claim (0 means 1)
  *
- * Control block (device memory, 8-byte aligned, zeroed before first use):
+ * Control block (device memory, 16-byte aligned: thread 0 reads bytes
+ * 0..15 with one vector load):
  *
  *   offset size  meaning
- *   0      8     u64 next original linear block index; workers take
- *                indices with atom.global.add.u64 (it may run past the
+ *   0      8     u64 next original linear block index to take; workers
+ *                take indices with atom.global.add.u64 (it may run past the
  *                total: a worker that takes an index >= total stops)
  *   8      4     u32 preempt flag: nonzero = workers stop before taking
  *                another index (read with ld.volatile before each take)
  *   12     4     u32 reserved, keep 0
  *
  * Launch with W worker blocks (1-D grid) of the original block shape and
- * dynamic shared memory.  A taken index always runs to its end, so after a
- * preemption (flag set, kernel drained) a relaunch with the flag cleared and
- * the same control block resumes exactly where it stopped; the kernel is
- * complete when word 0 >= gx*gy*gz after the launch drains.  To reuse the
- * block for a new launch, zero all 16 bytes.
+ * dynamic shared memory; W = min(total, one wave of resident workers) is
+ * what the benchmarks measure.  Worker w < S first runs index
+ * tally_first + w without touching the control block (a static index: no
+ * atomic, no flag check, no barrier before it); then every worker takes
+ * indices dynamically, b = min(B, max((total - next) / W / 2, 1)) per
+ * atomic: the worker runs all b (the flag is read once per batch), and
+ * batches shrink to single indices as the grid runs out, so no worker is
+ * left with a long tail.  Pick B so that B blocks take a few microseconds
+ * at most (preemption waits for a batch to finish; B = 1 is the plain
+ * loop); B > 1 pays off for long grids of short blocks, whose same-address
+ * atomics otherwise serialize in L2.  So the host, which has the control block written
+ * before each launch anyway, passes the static range to the launch and
+ * moves word 0 past it:
+ *
+ *   fresh launch:  word 0 = S, flag = 0, tally_first = 0,
+ *                  tally_nstatic = S = min(W, total)
+ *   after a drain: word 0 = next + S', flag = 0, tally_first = next (word 0
+ *                  as the drained launch left it), tally_nstatic = S' =
+ *                  min(W, total - next), or S' = 0 (word 0 unchanged)
+ *
+ * S = 0 gives the plain dynamic loop (a zeroed control block).  When
+ * tally_first + S >= total no index is left to take and workers exit after
+ * their static index without reading the control block at all: a grid that
+ * fits in W workers costs no atomic.  Static indices ignore the flag: each
+ * is one block run by a resident worker (hence S <= W, and W <= one wave
+ * keeps the latency to one block), like an index taken just before the flag
+ * was set.  A taken index always runs to its end, so after a preemption
+ * (flag set, kernel drained) a relaunch as above resumes exactly where it
+ * stopped: indices < word 0 have all run, none >= word 0 has; the kernel is
+ * complete when word 0 >= gx*gy*gz after a launch drains.
  *
  * Unified synchronization (PTB): ret/exit in the body become branches to a
- * per-index epilogue where every thread meets at the loop's barrier (the
- * lowest id the body does not use) before the next index is taken; the
- * body's own barriers stay as they are.  PTB is refused (RW_REFUSE_BARRIER,
+ * per-index epilogue where thread 0 takes the next index and every thread
+ * meets at the loop's one barrier per index (the lowest id the body does
+ * not use), which also publishes that index; the body's own barriers stay
+ * as they are.  PTB is refused (RW_REFUSE_BARRIER,
  * RW_REFUSE_WARPSYNC) when a control-flow and uniformity analysis finds that
  * some threads can finish the body while others of the block can still
  * reach a CTA-wide barrier or a warp-synchronous instruction with a fixed
@@ -234,6 +264,21 @@ typedef enum rw_xform_kind {
 
 /* Suffix of the added entry for each kind ("__tally_slice", "__tally_ptb"). */
 const char *rw_xform_suffix(rw_xform_kind_t kind);
+
+/* The host's side of a PTB launch of `workers` workers (table above): the
+ * value to write into control word 0 (with the flag and reserved word 0)
+ * and the launch's tally_first and tally_nstatic.  next is 0 for a fresh
+ * launch, else word 0 as the drained launch left it; statics = 0 gives
+ * S = 0 (word 0 stays next).  Returns 0 (launch), 1 when next >= total (the
+ * kernel is complete: launch nothing), or -EINVAL (out NULL, workers or
+ * total 0).  (rewrite/ptb-host.c) */
+typedef struct rw_ptb_launch {
+  uint64_t word0;   /* control block word 0 */
+  uint64_t first;   /* tally_first */
+  uint32_t nstatic; /* tally_nstatic: min(workers, total - next), or 0 */
+} rw_ptb_launch_t;
+
+int rw_ptb_plan(uint64_t total, uint64_t next, uint32_t workers, int statics, rw_ptb_launch_t *out);
 
 /* Why a transformation refused an entry: one X-macro list gives the enum and
  * rw_refusal_name().  RW_REFUSE_NONE means it was transformed. */

@@ -7,13 +7,21 @@
  *     take L itself, others use 32-bit div/rem (grids of 2^32 blocks or
  *     more trap: see rw.h);
  *   - every %ctaid.c / %nctaid.c operand replaced by a %tally_ register;
- *   - for PTB, the worker loop around the body (thread 0 reads the preempt
- *     flag and takes the next index with one atomic, broadcast through a
- *     shared slot and one barrier), ret/exit turned into branches to a
- *     per-block epilogue where every thread meets at the loop's barrier
- *     before thread 0 writes the slot again.  The body's own barriers stay
- *     as they are: xform-check.c refuses bodies in which a thread can finish
- *     while others still reach a CTA-wide barrier.
+ *   - for PTB, the worker loop around the body (a worker's static index
+ *     first, with no memory access; then thread 0 reads next and the
+ *     preempt flag with one load and takes the next index with one atomic,
+ *     published through a double-buffered shared slot and the loop's one
+ *     barrier per index), ret/exit turned into branches to that per-index
+ *     epilogue (emit_ptb_head has the layout and the argument for one
+ *     barrier).  The body's own barriers stay as they are: xform-check.c
+ *     refuses bodies in which a thread can finish while others still reach
+ *     a CTA-wide barrier.
+ * Measured before this loop (H200, rewrite-bench, 155 kernels, median of 7
+ * timings each): the PTB variant's median overhead was 21%; same-address
+ * atomics serialize in L2 (tall_grid: 196605 blocks + 4224 final takes took
+ * 289 us more than native, about 1.4 ns per atomic if they account for it),
+ * and a grid that fit in one wave still paid two atomics, two volatile
+ * loads and three barriers per worker.
  * Withdrawn design, for the record: such bodies once got "unified
  * synchronization" by emulation (body barriers became barrier.red.popc with
  * a false predicate; finished threads spun in the epilogue on
@@ -180,45 +188,149 @@ static void emit_slice_head(rw__buf_t *b) {
   emit_decompose(b);
 }
 
-/* The loop head.  Thread 0's work is predicated, not branched around, so
- * the warps that reach the publishing barrier stay as converged as they
- * came; the barriers are the non-aligned barrier.sync where PTX has it
- * (6.0+), because threads reach the loop from divergent returns. */
+/* Sets %tally_t0 = (this thread is (0,0,0)). */
+static void emit_thread0(rw__buf_t *b) {
+  rw__buf_puts(b, "mov.u32 %tally_t32, %tid.x;\n"
+                  "mov.u32 %tally_n, %tid.y;\n"
+                  "or.b32 %tally_t32, %tally_t32, %tally_n;\n"
+                  "mov.u32 %tally_n, %tid.z;\n"
+                  "or.b32 %tally_t32, %tally_t32, %tally_n;\n"
+                  "setp.eq.u32 %tally_t0, %tally_t32, 0;\n");
+}
+
+/* The PTB prologue and worker loop (rw.h has the contract; the layout
+ * below is what the PTX looks like):
+ *
+ *   prologue   grid dims; thread 0 clears its batch state; static =
+ *              %ctaid.x < tally_nstatic and L = tally_first + %ctaid.x <
+ *              total;  @static bra $tally_run
+ *   $tally_epi every thread of the block meets here after each index (and
+ *              non-static workers come here first):
+ *              if tally_first + tally_nstatic >= total, no index is left to
+ *              take (word 0 started there): exit, no memory access at all;
+ *              thread 0: the next index of its batch if one is left, else
+ *              one 16-byte ld.volatile of {next, flag} and, if the flag is
+ *              clear and next < total, one atom.add of the batch size;
+ *              publishes the index (or ~0) in tally_slot[par]; ONE barrier;
+ *              everyone reads tally_slot[par], flips par; index >= total:
+ *              exit
+ *   $tally_run decompose L into %tally_ctaid_*, run the body; ret/exit and
+ *              the end of the body branch to $tally_epi
+ *
+ * Shared memory tally_slot (32 bytes): [0] and [8] the published index
+ * (double-buffered), [16] thread 0's last index C and [24] its batch end E
+ * (only thread 0 reads or writes those two).
+ *
+ * One barrier per index: the epilogue barrier both ends the previous index
+ * (no thread starts index k+1 while another still uses index k's shared
+ * memory) and publishes the next index.  The slot is double-buffered by the
+ * block-uniform predicate %tally_par so thread 0 can write the next index
+ * before that barrier: slot[par] was last read right after the barrier
+ * that started the index before the previous one, and every thread passed
+ * the barrier that started the previous index before thread 0 writes.
+ * Reading next first saves the last atomic of every worker (next only
+ * grows, so a value >= total seen once stays true); the flag and next share
+ * one 16-byte load, so a take costs two dependent global accesses.
+ *
+ * Batches: one atomic takes b = min(max(tally_batch, 1), max((total -
+ * next) / W / 2, 1)) indices [i, i + b), all of which this worker runs (a
+ * taken index always runs to its end), so the flag is read once per batch.
+ * The cap by what is left (guided self-scheduling) keeps the last batches
+ * single blocks, so no worker is left with several blocks while the others
+ * are done.  Same-address atomics serialize in L2 (about 1.4 ns each on an
+ * H200, xform-apply.c's header), which bounds short blocks of long grids;
+ * the daemon picks tally_batch so that a batch stays short (rw.h).
+ *
+ * Thread 0's work is predicated, not branched around; the barriers are the
+ * non-aligned barrier.sync where PTX has it (6.0+), because threads reach
+ * the epilogue from divergent returns. */
 static void emit_ptb_head(rw__buf_t *b, const rw__xinfo_t *xi) {
   emit_decls(b);
-  rw__buf_printf(b,
-                 ".shared .align 8 .u64 tally_slot;\n"
-                 "$tally_loop:\n"
-                 "ld.param.u64 %%tally_ctl, [tally_ctl];\n"
-                 "cvta.to.global.u64 %%tally_ctl, %%tally_ctl;\n"
-                 "mov.u32 %%tally_t32, %%tid.x;\n"
-                 "mov.u32 %%tally_n, %%tid.y;\n"
-                 "or.b32 %%tally_t32, %%tally_t32, %%tally_n;\n"
-                 "mov.u32 %%tally_n, %%tid.z;\n"
-                 "or.b32 %%tally_t32, %%tally_t32, %%tally_n;\n"
-                 "setp.eq.u32 %%tally_t0, %%tally_t32, 0;\n"
-                 "mov.u32 %%tally_t32, 1;\n"
-                 "@%%tally_t0 ld.volatile.global.u32 %%tally_t32, [%%tally_ctl+8];\n"
-                 "setp.eq.u32 %%tally_p, %%tally_t32, 0;\n"
-                 "and.pred %%tally_p, %%tally_p, %%tally_t0;\n"
-                 "mov.u64 %%tally_idx, 0xFFFFFFFFFFFFFFFF;\n"
-                 "@%%tally_p atom.global.add.u64 %%tally_idx, [%%tally_ctl], 1;\n"
-                 "@%%tally_t0 st.shared.u64 [tally_slot], %%tally_idx;\n"
-                 "%s %d;\n"
-                 "ld.shared.u64 %%tally_idx, [tally_slot];\n",
-                 xi->ptx60 ? "barrier.sync" : "bar.sync", xi->loop_bar);
+  rw__buf_puts(b, ".reg .u64 %tally_e, %tally_b;\n"
+                  ".reg .pred %tally_par, %tally_c;\n"
+                  ".shared .align 16 .b8 tally_slot[32];\n");
   emit_grid(b);
-  rw__buf_puts(b, "setp.ge.u64 %tally_p, %tally_idx, %tally_total;\n"
-                  "@%tally_p exit;\n");
+  emit_thread0(b);
+  rw__buf_puts(b, "mov.u64 %tally_e, 0;\n"
+                  "@%tally_t0 st.shared.v2.u64 [tally_slot+16], {%tally_e, %tally_e};\n"
+                  /* contract (rw.h): tally_nstatic <= workers, else statics would be lost */
+                  "ld.param.u32 %tally_n, [tally_nstatic];\n"
+                  "mov.u32 %tally_t32, %nctaid.x;\n"
+                  "setp.gt.u32 %tally_p, %tally_n, %tally_t32;\n"
+                  "@%tally_p trap;\n"
+                  "mov.u32 %tally_t32, %ctaid.x;\n"
+                  "ld.param.u64 %tally_idx, [tally_first];\n"
+                  "cvt.u64.u32 %tally_q, %tally_t32;\n"
+                  "add.u64 %tally_idx, %tally_idx, %tally_q;\n"
+                  "setp.lt.u64 %tally_p, %tally_idx, %tally_total;\n"
+                  "setp.lt.and.u32 %tally_p, %tally_t32, %tally_n, %tally_p;\n"
+                  "setp.ne.u32 %tally_par, %tally_n, %tally_n;\n" /* false: slot 0 first */
+                  "@%tally_p bra $tally_run;\n"
+                  "$tally_epi:\n");
+  emit_grid(b);
+  rw__buf_puts(b, "ld.param.u64 %tally_q, [tally_first];\n"
+                  "ld.param.u32 %tally_n, [tally_nstatic];\n"
+                  "cvt.u64.u32 %tally_idx, %tally_n;\n"
+                  "add.u64 %tally_q, %tally_q, %tally_idx;\n"
+                  "setp.ge.u64 %tally_p, %tally_q, %tally_total;\n"
+                  "@%tally_p exit;\n"
+                  "ld.param.u64 %tally_ctl, [tally_ctl];\n"
+                  "cvta.to.global.u64 %tally_ctl, %tally_ctl;\n");
+  emit_thread0(b);
+  rw__buf_printf(b,
+                 /* thread 0: C + 1 < E means the batch has another index */
+                 "mov.u64 %%tally_idx, 0;\n"
+                 "mov.u64 %%tally_e, 0;\n"
+                 "@%%tally_t0 ld.shared.v2.u64 {%%tally_idx, %%tally_e}, [tally_slot+16];\n"
+                 "add.u64 %%tally_idx, %%tally_idx, 1;\n"
+                 "setp.lt.u64 %%tally_c, %%tally_idx, %%tally_e;\n"
+                 "not.pred %%tally_p, %%tally_c;\n"
+                 "and.pred %%tally_p, %%tally_p, %%tally_t0;\n"
+                 /* else a take: {next, flag} in one load */
+                 "mov.u64 %%tally_q, 0xFFFFFFFFFFFFFFFF;\n"
+                 "mov.u64 %%tally_b, 1;\n"
+                 "@%%tally_p ld.volatile.global.v2.u64 {%%tally_q, %%tally_b}, [%%tally_ctl];\n"
+                 "cvt.u32.u64 %%tally_t32, %%tally_b;\n" /* the u32 flag at offset 8 */
+                 "setp.eq.and.u32 %%tally_p, %%tally_t32, 0, %%tally_p;\n"
+                 "setp.lt.and.u64 %%tally_p, %%tally_q, %%tally_total, %%tally_p;\n"
+                 /* batch size; 32 bits suffice: next < total < 2^32 when it is used
+                  * (bigger grids trap before their first index runs) */
+                 "cvt.u32.u64 %%tally_n, %%tally_total;\n"
+                 "cvt.u32.u64 %%tally_t32, %%tally_q;\n"
+                 "sub.u32 %%tally_n, %%tally_n, %%tally_t32;\n"
+                 "mov.u32 %%tally_t32, %%nctaid.x;\n"
+                 "div.u32 %%tally_n, %%tally_n, %%tally_t32;\n"
+                 "shr.u32 %%tally_n, %%tally_n, 1;\n"
+                 "max.u32 %%tally_n, %%tally_n, 1;\n"
+                 "ld.param.u32 %%tally_t32, [tally_batch];\n"
+                 "max.u32 %%tally_t32, %%tally_t32, 1;\n"
+                 "min.u32 %%tally_n, %%tally_n, %%tally_t32;\n"
+                 "cvt.u64.u32 %%tally_b, %%tally_n;\n"
+                 "@%%tally_p atom.global.add.u64 %%tally_q, [%%tally_ctl], %%tally_b;\n"
+                 "@!%%tally_p mov.u64 %%tally_q, 0xFFFFFFFFFFFFFFFF;\n"
+                 "add.u64 %%tally_b, %%tally_q, %%tally_b;\n"
+                 "min.u64 %%tally_b, %%tally_b, %%tally_total;\n"
+                 "@!%%tally_c mov.u64 %%tally_idx, %%tally_q;\n"
+                 "@!%%tally_c mov.u64 %%tally_e, %%tally_b;\n"
+                 "@%%tally_t0 st.shared.v2.u64 [tally_slot+16], {%%tally_idx, %%tally_e};\n"
+                 /* publish through slot[par] and the loop's one barrier */
+                 "mov.u32 %%tally_l32, tally_slot;\n"
+                 "selp.u32 %%tally_t32, 8, 0, %%tally_par;\n"
+                 "add.u32 %%tally_l32, %%tally_l32, %%tally_t32;\n"
+                 "@%%tally_t0 st.shared.u64 [%%tally_l32], %%tally_idx;\n"
+                 "%s %d;\n"
+                 "ld.shared.u64 %%tally_idx, [%%tally_l32];\n"
+                 "not.pred %%tally_par, %%tally_par;\n"
+                 "setp.ge.u64 %%tally_p, %%tally_idx, %%tally_total;\n"
+                 "@%%tally_p exit;\n"
+                 "$tally_run:\n",
+                 xi->ptx60 ? "barrier.sync" : "bar.sync", xi->loop_bar);
   emit_decompose(b);
 }
 
-/* The epilogue: every thread meets at the loop barrier before thread 0
- * writes the slot again.  Threads arrive from divergent returns, hence the
- * non-aligned form where PTX has it (6.0+). */
-static void emit_ptb_tail(rw__buf_t *b, const rw__xinfo_t *xi) {
-  rw__buf_printf(b, "$tally_epi:\n%s %d;\nbra $tally_loop;\n",
-                 xi->ptx60 ? "barrier.sync" : "bar.sync", xi->loop_bar);
+/* After the body: falling off its end is a return. */
+static void emit_ptb_tail(rw__buf_t *b) {
+  rw__buf_puts(b, "bra $tally_epi;\n");
 }
 
 /* PTB rewrite of one body statement (after sreg substitution) into out:
@@ -266,7 +378,13 @@ int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, 
   rw__func_t *nf = rw__alloc(&m->arena, sizeof(*nf));
   rw__stmt_t *fs = rw__alloc(&m->arena, sizeof(*fs));
   char *name = rw__strndup(&m->arena, b.p, b.len);
-  size_t nextra = 4; /* both kinds add four parameters (rw.h) */
+  static const char *const extra[2][7] = {
+      {".param .u32 tally_gx", ".param .u32 tally_gy", ".param .u32 tally_gz",
+       ".param .u64 tally_block_offset"},
+      {".param .u32 tally_gx", ".param .u32 tally_gy", ".param .u32 tally_gz",
+       ".param .u64 tally_ctl", ".param .u64 tally_first", ".param .u32 tally_nstatic",
+       ".param .u32 tally_batch"}};
+  size_t nextra = kind == RW_XFORM_SLICE ? 4 : 7; /* rw.h: the parameters each kind adds */
   rw__param_t *params = rw__alloc(&m->arena, (f->nparams + nextra) * sizeof(*params));
   if (nf == NULL || fs == NULL || name == NULL || params == NULL) {
     rc = -ENOMEM;
@@ -278,11 +396,6 @@ int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, 
   nf->body = (rw__stmt_vec_t){0};
   if (f->nparams)
     memcpy(params, f->params, f->nparams * sizeof(*params));
-  static const char *const extra[2][4] = {{".param .u32 tally_gx", ".param .u32 tally_gy",
-                                           ".param .u32 tally_gz",
-                                           ".param .u64 tally_block_offset"},
-                                          {".param .u32 tally_gx", ".param .u32 tally_gy",
-                                           ".param .u32 tally_gz", ".param .u64 tally_ctl"}};
   for (size_t i = 0; i < nextra; i++)
     if ((rc = make_param(m, extra[kind][i], &params[f->nparams + i], d)) < 0)
       goto out;
@@ -303,7 +416,7 @@ int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, 
     goto out;
   if (kind == RW_XFORM_PTB) {
     b.len = 0;
-    emit_ptb_tail(&b, &xi);
+    emit_ptb_tail(&b);
     if (b.err) {
       rc = b.err;
       goto out;

@@ -36,7 +36,8 @@ tests_fuzz_fuzz_rw_fatbin_LDFLAGS = -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_rw_fatbin_LDADD = $(ZSTD_LIBS)
 # PTX parser, printer, transformations, compile cache (issue 5 part A).
 RW_PTX_TESTS = tests/test-rw-ptx-parse tests/test-rw-ptx-roundtrip tests/test-rw-xform-apply \
-	tests/test-rw-xform-refuse tests/test-rw-cache tests/test-rw-ptx-replay tests/test-rw-ptx-oom tests/test-rw-xform-flow
+	tests/test-rw-xform-refuse tests/test-rw-cache tests/test-rw-ptx-replay tests/test-rw-ptx-oom tests/test-rw-xform-flow \
+	tests/test-rw-ptb-model
 if HAVE_CMOCKA
 check_PROGRAMS += $(RW_PTX_TESTS)
 TESTS += $(RW_PTX_TESTS)
@@ -56,6 +57,9 @@ tests_test_rw_xform_refuse_LDADD = $(REWRITE_LIBS) $(TEST_LIBS)
 tests_test_rw_xform_flow_SOURCES = tests/test-rw-xform-flow.c
 tests_test_rw_xform_flow_CFLAGS = $(TEST_CFLAGS)
 tests_test_rw_xform_flow_LDADD = $(REWRITE_LIBS) $(TEST_LIBS)
+tests_test_rw_ptb_model_SOURCES = tests/test-rw-ptb-model.c
+tests_test_rw_ptb_model_CFLAGS = $(TEST_CFLAGS)
+tests_test_rw_ptb_model_LDADD = $(REWRITE_LIBS) $(TEST_LIBS)
 tests_test_rw_cache_SOURCES = tests/test-rw-cache.c
 tests_test_rw_cache_CFLAGS = $(TEST_CFLAGS)
 tests_test_rw_cache_LDADD = $(REWRITE_LIBS) $(TEST_LIBS)

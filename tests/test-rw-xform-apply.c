@@ -103,16 +103,27 @@ static void ptb_adds_entry_with_control_block_param(void **state) {
   assert_int_equal(rw_xform_apply(m, "named", RW_XFORM_PTB, NULL), 0);
   rw__func_t *f = rw__find_func(m, "named__tally_ptb");
   assert_non_null(f);
-  assert_int_equal(f->nparams, 5);
+  assert_int_equal(f->nparams, 8);
+  assert_string_equal(f->params[1].name, "tally_gx");
   assert_string_equal(f->params[4].name, "tally_ctl");
+  assert_string_equal(f->params[5].name, "tally_first");
+  assert_string_equal(f->params[6].name, "tally_nstatic");
+  assert_string_equal(f->params[7].name, "tally_batch");
   char *s = print_func(m, "named__tally_ptb");
-  assert_non_null(strstr(s, ".param .u64 tally_ctl\n)"));
-  /* the flag at offset 8 is read before the take at offset 0 */
-  char *flag = strstr(s, "ld.volatile.global.u32 \t%tally_t32, [%tally_ctl+8];");
-  char *take = strstr(s, "atom.global.add.u64 \t%tally_idx, [%tally_ctl], 1;");
+  assert_non_null(strstr(s, ".param .u64 tally_ctl,\n\t.param .u64 tally_first,\n"
+                            "\t.param .u32 tally_nstatic,\n\t.param .u32 tally_batch\n)"));
+  /* next (offset 0) and the flag (offset 8) are read by one 16-byte load
+   * before the take at offset 0, and the take depends on both */
+  char *flag = strstr(s, "@%tally_p ld.volatile.global.v2.u64 \t{%tally_q, %tally_b}, "
+                         "[%tally_ctl];\n\tcvt.u32.u64 \t%tally_t32, %tally_b;\n"
+                         "\tsetp.eq.and.u32 \t%tally_p, %tally_t32, 0, %tally_p;\n"
+                         "\tsetp.lt.and.u64 \t%tally_p, %tally_q, %tally_total, %tally_p;\n");
+  char *take = strstr(s, "@%tally_p atom.global.add.u64 \t%tally_q, [%tally_ctl], %tally_b;");
   assert_non_null(flag);
   assert_non_null(take);
   assert_true(flag < take);
+  assert_int_equal(count(s, "atom."), 1);
+  assert_int_equal(count(s, "ld.volatile"), 1);
   free(s);
   rw_ptx_free(m);
 }
@@ -124,10 +135,13 @@ static void ptb_turns_ret_and_exit_into_branches_to_the_epilogue(void **state) {
   char *s = print_func(m, "named__tally_ptb");
   /* the body had: exit, @%p2 ret, ret */
   assert_int_equal(count(s, "\tret;"), 0);
-  assert_int_equal(count(s, "exit;"), 1); /* the loop's own "@%tally_p exit" */
-  assert_int_equal(count(s, "@%tally_p exit;"), 1);
+  /* the loop's own two: "every index was static" and "no index taken" */
+  assert_int_equal(count(s, "exit;"), 2);
+  assert_int_equal(count(s, "@%tally_p exit;"), 2);
   assert_int_equal(count(s, "@%p2 bra \t$tally_epi;"), 1);
-  assert_int_equal(count(s, "\tbra \t$tally_epi;"), 2);
+  /* exit, ret, and the end of the body */
+  assert_int_equal(count(s, "\tbra \t$tally_epi;"), 3);
+  assert_non_null(strstr(s, "\tbra \t$tally_epi;\n}"));
   free(s);
   rw_ptx_free(m);
 }
@@ -141,9 +155,8 @@ static void ptb_leaves_counted_barriers_and_uses_a_free_id(void **state) {
   assert_int_equal(count(s, "bar.arrive \t1, 128;"), 1);
   assert_int_equal(count(s, "bar.red.popc.u32 \t%r7, 2, 64, %p2;"), 1);
   /* no CTA-wide body barrier: the loop uses the lowest free id, 0
-   * (non-aligned: threads come from divergent returns), at its head and in
-   * a plain epilogue */
-  assert_int_equal(count(s, "barrier.sync \t0;"), 2);
+   * (non-aligned: threads come from divergent returns), once per index */
+  assert_int_equal(count(s, "barrier.sync \t0;"), 1);
   assert_null(strstr(s, "$tally_spin"));
   free(s);
   rw_ptx_free(m);
@@ -155,8 +168,8 @@ static void ptb_leaves_counted_barriers_and_uses_a_free_id(void **state) {
   assert_int_equal(rw_ptx_parse(src, strlen(src), &m, NULL), 0);
   assert_int_equal(rw_xform_apply(m, "k", RW_XFORM_PTB, NULL), 0);
   s = print_func(m, "k__tally_ptb");
-  /* ids 0, 1, 3 are the body's: the loop takes 2, at its head and epilogue */
-  assert_int_equal(count(s, "barrier.sync \t2;"), 2);
+  /* ids 0, 1, 3 are the body's: the loop takes 2 */
+  assert_int_equal(count(s, "barrier.sync \t2;"), 1);
   assert_int_equal(count(s, "\tbar.sync \t1;"), 1);
   free(s);
   rw_ptx_free(m);
@@ -208,28 +221,130 @@ static void ptb_refuses_cta_barrier_after_divergent_return(void **state) {
   free(out);
 }
 
-/* Every PTB copy: the epilogue is the loop barrier, reached before the
- * branch back to the take (thread 0 rewrites the broadcast slot only after
- * every thread has read it), and no barrier.red appears that the original
- * did not have. */
-static void ptb_epilogue_is_one_plain_barrier_before_the_next_take(void **state) {
+/* The worker loop's code between $tally_epi and $tally_run, which runs
+ * once per dynamically taken index: one 16-byte volatile load, at most one
+ * atomic, one barrier that both ends the previous index and publishes the
+ * next one through a double-buffered slot (rewrite/xform-apply.c says why
+ * thread 0 may write it before the barrier), and no barrier.red that the
+ * original did not have.  "Every index was static" exits before any of it. */
+static void ptb_takes_an_index_with_one_barrier_and_one_atomic(void **state) {
   (void)state;
   const char *names[] = {"named", "cta_wide", "reductions"};
   rw_ptx_module_t *m = parse_file("barriers.ptx");
   assert_int_equal(rw_xform_apply(m, "named", RW_XFORM_PTB, NULL), 0);
   char *s = print_func(m, "named__tally_ptb");
-  assert_non_null(strstr(s, "$tally_epi:\n\tbarrier.sync \t0;\n\tbra \t$tally_loop;\n}"));
-  char *take = strstr(s, "atom.global.add.u64");
-  char *pub = strstr(s, "st.shared.u64 \t[tally_slot], %tally_idx;\n\tbarrier.sync \t0;\n"
-                        "\tld.shared.u64 \t%tally_idx, [tally_slot];");
+  char *epi = strstr(s, "$tally_epi:\n"), *run = strstr(s, "$tally_run:\n");
+  assert_non_null(epi);
+  assert_non_null(run);
+  assert_true(epi < run);
+  *run = 0; /* s[epi, run) is the take */
+  assert_int_equal(count(epi, "atom."), 1);
+  assert_int_equal(count(epi, "ld.volatile"), 1);
+  assert_int_equal(count(epi, "barrier"), 1);
+  assert_int_equal(count(epi, "bar."), 0);
+  char *done = strstr(epi, "add.u64 \t%tally_q, %tally_q, %tally_idx;\n"
+                           "\tsetp.ge.u64 \t%tally_p, %tally_q, %tally_total;\n"
+                           "\t@%tally_p exit;\n");
+  char *load = strstr(epi, "ld.volatile");
+  assert_non_null(done);
+  assert_true(done < load);
+  char *take = strstr(epi, "atom.global.add.u64");
+  char *pub = strstr(epi, "mov.u32 \t%tally_l32, tally_slot;\n"
+                          "\tselp.u32 \t%tally_t32, 8, 0, %tally_par;\n"
+                          "\tadd.u32 \t%tally_l32, %tally_l32, %tally_t32;\n"
+                          "\t@%tally_t0 st.shared.u64 \t[%tally_l32], %tally_idx;\n"
+                          "\tbarrier.sync \t0;\n"
+                          "\tld.shared.u64 \t%tally_idx, [%tally_l32];\n"
+                          "\tnot.pred \t%tally_par, %tally_par;\n"
+                          "\tsetp.ge.u64 \t%tally_p, %tally_idx, %tally_total;\n"
+                          "\t@%tally_p exit;\n");
   assert_non_null(take);
   assert_non_null(pub);
   assert_true(take < pub);
+  *run = '$';
+  assert_non_null(strstr(s, ".shared .align 16 .b8 tally_slot[32];"));
   assert_null(strstr(s, "barrier.red"));
-  assert_null(strstr(s, "%tally_pf"));
   free(s);
   for (size_t i = 1; i < 3; i++)
     assert_int_equal(rw_xform_apply(m, names[i], RW_XFORM_PTB, NULL), -ENOTSUP);
+  rw_ptx_free(m);
+}
+
+/* Batches (rw.h): thread 0 keeps its last index C and batch end E in
+ * tally_slot[16..31]; while C + 1 < E the next index is C + 1 with no global
+ * access (the flag load and the atomic are predicated on "no index left in
+ * the batch"); a take adds b = min(max(tally_batch, 1), max((total - next) /
+ * W / 2, 1)) and the batch ends at min(i + b, total). */
+static void ptb_batch_continues_without_global_access_and_shrinks_at_the_end(void **state) {
+  (void)state;
+  rw_ptx_module_t *m = parse_file("barriers.ptx");
+  assert_int_equal(rw_xform_apply(m, "named", RW_XFORM_PTB, NULL), 0);
+  char *s = print_func(m, "named__tally_ptb");
+  char *state_ld =
+      strstr(s, "@%tally_t0 ld.shared.v2.u64 \t{%tally_idx, %tally_e}, [tally_slot+16];\n"
+                "\tadd.u64 \t%tally_idx, %tally_idx, 1;\n"
+                "\tsetp.lt.u64 \t%tally_c, %tally_idx, %tally_e;\n"
+                "\tnot.pred \t%tally_p, %tally_c;\n"
+                "\tand.pred \t%tally_p, %tally_p, %tally_t0;\n");
+  char *flag = strstr(s, "@%tally_p ld.volatile.global.v2.u64");
+  char *size =
+      strstr(s, "sub.u32 \t%tally_n, %tally_n, %tally_t32;\n"
+                "\tmov.u32 \t%tally_t32, %nctaid.x;\n"
+                "\tdiv.u32 \t%tally_n, %tally_n, %tally_t32;\n"
+                "\tshr.u32 \t%tally_n, %tally_n, 1;\n"
+                "\tmax.u32 \t%tally_n, %tally_n, 1;\n"
+                "\tld.param.u32 \t%tally_t32, [tally_batch];\n"
+                "\tmax.u32 \t%tally_t32, %tally_t32, 1;\n"
+                "\tmin.u32 \t%tally_n, %tally_n, %tally_t32;\n"
+                "\tcvt.u64.u32 \t%tally_b, %tally_n;\n"
+                "\t@%tally_p atom.global.add.u64 \t%tally_q, [%tally_ctl], %tally_b;\n"
+                "\t@!%tally_p mov.u64 \t%tally_q, 0xFFFFFFFFFFFFFFFF;\n"
+                "\tadd.u64 \t%tally_b, %tally_q, %tally_b;\n"
+                "\tmin.u64 \t%tally_b, %tally_b, %tally_total;\n"
+                "\t@!%tally_c mov.u64 \t%tally_idx, %tally_q;\n"
+                "\t@!%tally_c mov.u64 \t%tally_e, %tally_b;\n"
+                "\t@%tally_t0 st.shared.v2.u64 \t[tally_slot+16], {%tally_idx, %tally_e};\n");
+  assert_non_null(state_ld);
+  assert_non_null(flag);
+  assert_non_null(size);
+  assert_true(state_ld < flag);
+  assert_true(flag < size);
+  free(s);
+  rw_ptx_free(m);
+}
+
+/* A worker whose %ctaid.x < tally_nstatic runs index tally_first + %ctaid.x
+ * first: from the entry to the body it touches no global or shared memory
+ * and meets no barrier; more statics than workers trap (rw.h). */
+static void ptb_static_index_reaches_the_body_without_memory_or_barrier(void **state) {
+  (void)state;
+  rw_ptx_module_t *m = parse_file("barriers.ptx");
+  assert_int_equal(rw_xform_apply(m, "named", RW_XFORM_PTB, NULL), 0);
+  char *s = print_func(m, "named__tally_ptb");
+  char *epi = strstr(s, "$tally_epi:\n");
+  assert_non_null(epi);
+  *epi = 0; /* s[0, epi) is the prologue */
+  assert_non_null(strstr(s, "ld.param.u32 \t%tally_n, [tally_nstatic];\n"
+                            "\tmov.u32 \t%tally_t32, %nctaid.x;\n"
+                            "\tsetp.gt.u32 \t%tally_p, %tally_n, %tally_t32;\n"
+                            "\t@%tally_p trap;\n"));
+  assert_non_null(strstr(s, "ld.param.u64 \t%tally_idx, [tally_first];\n"
+                            "\tcvt.u64.u32 \t%tally_q, %tally_t32;\n"
+                            "\tadd.u64 \t%tally_idx, %tally_idx, %tally_q;\n"
+                            "\tsetp.lt.u64 \t%tally_p, %tally_idx, %tally_total;\n"
+                            "\tsetp.lt.and.u32 \t%tally_p, %tally_t32, %tally_n, %tally_p;\n"));
+  assert_non_null(strstr(s, "@%tally_p bra \t$tally_run;\n"));
+  assert_null(strstr(s, "atom."));
+  assert_null(strstr(s, "ld.volatile"));
+  assert_null(strstr(s, ".global"));
+  assert_null(strstr(s, "ld.shared"));
+  assert_null(strstr(s, "bar"));
+  /* the one store: thread 0 clears its own batch state (C, E) = (0, 0) */
+  assert_int_equal(count(s, "st.shared"), 1);
+  assert_non_null(strstr(s,
+                         "mov.u64 \t%tally_e, 0;\n"
+                         "\t@%tally_t0 st.shared.v2.u64 \t[tally_slot+16], {%tally_e, %tally_e};"));
+  free(s);
   rw_ptx_free(m);
 }
 
@@ -249,7 +364,7 @@ static void ptb_keeps_barriers_when_no_thread_finishes_early(void **state) {
   assert_int_equal(count(s, "bar.red.popc.u32 \t%r2, 0, %p1;"), 1);
   assert_null(strstr(s, "barrier.red")); /* no emulated rounds */
   assert_null(strstr(s, "$tally_spin"));
-  assert_int_equal(count(s, "barrier.sync \t1;"), 2); /* loop head and epilogue */
+  assert_int_equal(count(s, "barrier.sync \t1;"), 1); /* the epilogue's, once per index */
   free(s);
   rw_ptx_free(m);
 }
@@ -360,7 +475,9 @@ int main(void) {
       cmocka_unit_test(ptb_turns_ret_and_exit_into_branches_to_the_epilogue),
       cmocka_unit_test(ptb_leaves_counted_barriers_and_uses_a_free_id),
       cmocka_unit_test(ptb_refuses_cta_barrier_after_divergent_return),
-      cmocka_unit_test(ptb_epilogue_is_one_plain_barrier_before_the_next_take),
+      cmocka_unit_test(ptb_takes_an_index_with_one_barrier_and_one_atomic),
+      cmocka_unit_test(ptb_static_index_reaches_the_body_without_memory_or_barrier),
+      cmocka_unit_test(ptb_batch_continues_without_global_access_and_shrinks_at_the_end),
       cmocka_unit_test(ptb_keeps_barriers_when_no_thread_finishes_early),
       cmocka_unit_test(applying_twice_fails_and_unknown_entry_is_enoent),
       cmocka_unit_test(transformed_modules_assemble_with_ptxas),

@@ -6,12 +6,19 @@
  *   slice S    NAME__tally_slice launched ceil(total/S) times with S blocks
  *              and block offsets 0, S, 2S...; S in {1, 7, ceil(total/3)},
  *              skipping sizes that would need more than 4096 launches
- *   ptb W      NAME__tally_ptb with W in {1, 5, one wave}; in diff mode the
- *              preempt flag is set at a random moment by an async copy from
- *              pinned memory on a high-priority stream, then cleared and the
- *              kernel relaunched until the control block says all blocks ran
- * Bench mode times native, orig-ptx, slice (one wave per slice) and ptb (one
- * wave of workers) as medians of RW_BENCH_REPS runs with CUDA events, and
+ *   ptb W B    NAME__tally_ptb with W in {1, 5, min(total, one wave)}
+ *              workers and batches of up to B in 1..4 indices (random), as a
+ *              daemon launches it: the first launch runs
+ *              indices [0, S) statically (S = min(W, total), control word 0
+ *              set to S); in diff mode the preempt flag is set at a random
+ *              moment by an async copy from pinned memory on a
+ *              high-priority stream, then cleared and the kernel relaunched
+ *              (randomly with or without statics from the resume point)
+ *              until the control block says all blocks ran
+ * Bench mode times native, orig-ptx, slice (one wave per slice) and ptb
+ * (min(total, one wave) workers, a fresh launch with statics, the batch
+ * size bench() explains) as medians of
+ * RW_BENCH_REPS runs with CUDA events, and
  * measures preemption latency: host time from issuing the flag copy to the
  * worker stream draining (cuStreamSynchronize returning).
  *
@@ -38,6 +45,17 @@ static uint64_t rng;
 #define CTL_NEXT 0
 #define CTL_FLAG 8
 #define CTL_SIZE 16
+
+/* PTB parameters after the original ones (rewrite/rw.h): gx, gy, gz, ctl,
+ * first, nstatic, batch. */
+#define PTB_EXTRA 7
+
+/* Arguments of one PTB launch: the kernel's own, then PTB_EXTRA. */
+typedef struct ptb_args {
+  uint32_t gx, gy, gz, nstatic, batch;
+  uint64_t first;
+  void *kp[4096 + PTB_EXTRA];
+} ptb_args_t;
 
 /* Slices needing more launches than this are skipped: 4096 launches of a
  * few us each keep one variant under ~50 ms. */
@@ -304,30 +322,63 @@ static CUresult run_slice(CUfunction f, const rwd_launch_t *l, const variant_fns
   return r;
 }
 
-/* PTB: W workers; with inject, the flag is set at a random moment during
- * each of the first three launches, then the kernel is relaunched with the
- * same control block until it reports every block taken. */
+/* Fills a's kernel argument pointers for l. */
+static void ptb_args_init(ptb_args_t *a, const rwd_launch_t *l, const variant_fns_t *v) {
+  a->gx = l->grid.x;
+  a->gy = l->grid.y;
+  a->gz = l->grid.z;
+  a->first = 0;
+  a->nstatic = 0;
+  a->batch = 1;
+  memcpy(a->kp, l->args, v->nparams * sizeof(void *));
+  a->kp[v->nparams] = &a->gx;
+  a->kp[v->nparams + 1] = &a->gy;
+  a->kp[v->nparams + 2] = &a->gz;
+  a->kp[v->nparams + 3] = &ctl;
+  a->kp[v->nparams + 4] = &a->first;
+  a->kp[v->nparams + 5] = &a->nstatic;
+  a->kp[v->nparams + 6] = &a->batch;
+}
+
+/* Prepares a PTB launch of `workers` workers that resumes at index `next`
+ * (0 for a fresh launch), as rw.h says a daemon does: with statics, the
+ * workers w < S run next + w without taking them, control word 0 becomes
+ * next + S, and the flag is cleared (one 16-byte write). */
+static CUresult ptb_prepare(ptb_args_t *a, uint64_t total, uint64_t next, unsigned workers,
+                            int statics) {
+  rw_ptb_launch_t pl;
+  uint64_t word[2];
+  if (rw_ptb_plan(total, next, workers, statics, &pl) != 0)
+    return CUDA_ERROR_INVALID_VALUE; /* callers only plan launches with work left */
+  a->first = pl.first;
+  a->nstatic = pl.nstatic;
+  word[0] = pl.word0;
+  word[1] = 0; /* flag and reserved */
+  return cuMemcpyHtoD(ctl, word, sizeof(word));
+}
+
+/* PTB: W workers taking batches of up to `batch` indices; with inject, the
+ * flag is set at a random moment during each of the first three launches,
+ * then the kernel is relaunched from where the control block says it
+ * stopped (with statics or without, at random) until it reports every
+ * block taken. */
 static CUresult run_ptb(rwd_kernel_t *k, CUfunction f, const rwd_launch_t *l,
-                        const variant_fns_t *v, unsigned workers, int inject, double native_us,
-                        unsigned *preempted, const char *vname) {
-  uint32_t gx = l->grid.x, gy = l->grid.y, gz = l->grid.z;
-  uint64_t total = (uint64_t)gx * gy * gz, next = 0;
-  void *kp[4096 + 4];
+                        const variant_fns_t *v, unsigned workers, uint32_t batch, int inject,
+                        double native_us, unsigned *preempted, const char *vname) {
+  uint64_t total = (uint64_t)l->grid.x * l->grid.y * l->grid.z, next = 0;
+  ptb_args_t a;
   CUresult r;
   unsigned round;
 
-  memcpy(kp, l->args, v->nparams * sizeof(void *));
-  kp[v->nparams] = &gx;
-  kp[v->nparams + 1] = &gy;
-  kp[v->nparams + 2] = &gz;
-  kp[v->nparams + 3] = &ctl;
-  if ((r = cuMemsetD8(ctl, 0, CTL_SIZE)) != CUDA_SUCCESS)
+  ptb_args_init(&a, l, v);
+  a.batch = batch;
+  if ((r = ptb_prepare(&a, total, 0, workers, 1)) != CUDA_SUCCESS)
     return r;
-  /* Each relaunch after a preemption takes at least one block unless the
-   * flag lands first; injection stops after round 3, so total + 8 rounds
-   * bound a correct kernel. */
+  /* Each relaunch after a preemption runs at least its statics or takes
+   * one block unless the flag lands first; injection stops after round 3,
+   * so total + 8 rounds bound a correct kernel. */
   for (round = 0; round < total + 8; round++) {
-    if ((r = launch(f, workers, l, kp)) != CUDA_SUCCESS)
+    if ((r = launch(f, workers, l, a.kp)) != CUDA_SUCCESS)
       return r;
     if (inject && round < 3 && rnd() % 4 != 0) {
       double span = native_us > 20 ? native_us : 20, t0 = rwd_now_us();
@@ -349,12 +400,18 @@ static CUresult run_ptb(rwd_kernel_t *k, CUfunction f, const rwd_launch_t *l,
     if (next >= total)
       return CUDA_SUCCESS;
     (*preempted)++;
-    if ((r = cuMemsetD32(ctl + CTL_FLAG, 0, 1)) != CUDA_SUCCESS)
+    if ((r = ptb_prepare(&a, total, next, workers, (int)(rnd() & 1))) != CUDA_SUCCESS)
       return r;
   }
   printf("FAIL     %s variant %s: no progress after %u relaunches (next=%llu of %llu)\n", k->name,
          vname, round, (unsigned long long)next, (unsigned long long)total);
   return CUDA_ERROR_LAUNCH_TIMEOUT;
+}
+
+/* The worker count a daemon launches: one wave, but no more workers than
+ * the grid has blocks. */
+static unsigned workers_of(unsigned wave, uint64_t total) {
+  return total < wave ? (unsigned)total : wave;
 }
 
 static unsigned wave_of(CUfunction f, const rwd_launch_t *l) {
@@ -418,12 +475,15 @@ static void diff_variants(rwd_kernel_t *k, const rwd_launch_t *l, const variant_
     }
   }
   if (v->ptb != NULL) {
-    unsigned ws[3] = {1, 5, wave_of(v->ptb, l)};
+    unsigned ws[3] = {1, 5, workers_of(wave_of(v->ptb, l), total)};
     for (int i = 0; i < 3; i++) {
       unsigned pre = 0;
-      snprintf(vname, sizeof(vname), "ptb W=%u+preempt", ws[i]);
+      if ((i > 0 && ws[i] == ws[0]) || (i > 1 && ws[i] == ws[1]))
+        continue;
+      uint32_t batch = 1 + (uint32_t)(rnd() % 4);
+      snprintf(vname, sizeof(vname), "ptb W=%u B=%u+preempt", ws[i], batch);
       restore_or_die(k, 0, vname);
-      CUresult r = run_ptb(k, v->ptb, l, v, ws[i], 1, native_us, &pre, vname);
+      CUresult r = run_ptb(k, v->ptb, l, v, ws[i], batch, 1, native_us, &pre, vname);
       k->preemptions += pre;
       judge(k, vname, r);
     }
@@ -465,18 +525,23 @@ static CUresult t_slice(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fn
   *stream = hs;
   return run_slice(v->slice, l, v, param);
 }
+/* Bench PTB arguments: prepared (control block written) before the timed
+ * region by ptb_bench_prepare, launched inside it by t_ptb. */
+static ptb_args_t bench_args;
+
+static uint32_t bench_batch; /* bench(): the batch size a daemon would pick */
+
+static CUresult ptb_bench_prepare(const rwd_launch_t *l, const variant_fns_t *v, unsigned workers) {
+  ptb_args_init(&bench_args, l, v);
+  bench_args.batch = bench_batch;
+  return ptb_prepare(&bench_args, (uint64_t)l->grid.x * l->grid.y * l->grid.z, 0, workers, 1);
+}
+
 static CUresult t_ptb(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v,
                       unsigned param, CUstream *stream) {
-  uint32_t gx = l->grid.x, gy = l->grid.y, gz = l->grid.z;
-  void *kp[4096 + 4];
-  (void)k;
+  (void)k, (void)v;
   *stream = hs;
-  memcpy(kp, l->args, v->nparams * sizeof(void *));
-  kp[v->nparams] = &gx;
-  kp[v->nparams + 1] = &gy;
-  kp[v->nparams + 2] = &gz;
-  kp[v->nparams + 3] = &ctl;
-  return launch(v->ptb, param, l, kp);
+  return launch(v->ptb, param, l, bench_args.kp);
 }
 
 static double time_variant(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v,
@@ -489,7 +554,9 @@ static double time_variant(rwd_kernel_t *k, const rwd_launch_t *l, const variant
     CUstream s = NULL;
     float ms = 0;
     restore_or_die(k, 0, vname);
-    cuMemsetD8(ctl, 0, CTL_SIZE);
+    if (fn == t_ptb ? ptb_bench_prepare(l, v, param) != CUDA_SUCCESS
+                    : cuMemsetD8(ctl, 0, CTL_SIZE) != CUDA_SUCCESS)
+      die(k, vname, "control block write failed");
     sync_or_die(k, vname);
     /* the event goes on the stream the variant uses, recorded just before */
     CUstream target = fn == t_native ? (CUstream)l->stream : hs;
@@ -509,6 +576,8 @@ static double time_variant(rwd_kernel_t *k, const rwd_launch_t *l, const variant
 static void bench(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v) {
   uint64_t total = (uint64_t)l->grid.x * l->grid.y * l->grid.z;
   unsigned wave = v->ptb ? wave_of(v->ptb, l) : v->slice ? wave_of(v->slice, l) : 0;
+  unsigned workers = workers_of(wave, total);
+  double block_ns;
   double lat[20];
   unsigned nl = 0;
 
@@ -516,9 +585,24 @@ static void bench(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v
   k->total_blocks = (unsigned)total;
   k->wave_blocks = wave;
   k->native_us = time_variant(k, l, v, t_native, 0, "native");
+  /* The batch a daemon would pick from its profile (policy/ has the time
+   * per block per worker): the most indices that run in RW_BENCH_BATCH_US
+   * (default 12 us; 0 = one index per take), at most 64.  A take costs two
+   * dependent global accesses and a barrier, and same-address atomics
+   * serialize in L2 (about 1.4 ns each on the H200: rewrite/xform-apply.c),
+   * so long grids of short blocks want big batches; preemption waits for a
+   * batch, and 12 us plus the flag's ~10 us (p50) stays under the 50 us
+   * target.  The kernel itself shrinks batches as the grid runs out. */
+  block_ns = total > 0 ? k->native_us * 1000.0 * workers / (double)total : 0;
+  bench_batch = 1;
+  if (block_ns > 0) {
+    const char *e = getenv("RW_BENCH_BATCH_US");
+    double bb = floor((e && *e ? atof(e) : 12.0) * 1000.0 / block_ns);
+    bench_batch = bb > 1 ? (bb < 64 ? (uint32_t)bb : 64) : 1;
+  }
   k->origptx_us = v->orig ? time_variant(k, l, v, t_orig, 0, "orig-ptx") : NAN;
   k->slice_us = v->slice ? time_variant(k, l, v, t_slice, wave, "slice") : NAN;
-  k->ptb_us = v->ptb ? time_variant(k, l, v, t_ptb, wave, "ptb") : NAN;
+  k->ptb_us = v->ptb ? time_variant(k, l, v, t_ptb, workers, "ptb") : NAN;
   k->block_us = total > wave && wave > 0 ? k->native_us * wave / (double)total : k->native_us;
   /* Preemption latency: only meaningful while work remains to be taken. */
   if (v->ptb && total > wave) {
@@ -526,10 +610,11 @@ static void bench(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v
       uint64_t next = 0;
       CUstream s;
       restore_or_die(k, 0, "preempt");
-      cuMemsetD8(ctl, 0, CTL_SIZE);
+      if (ptb_bench_prepare(l, v, workers) != CUDA_SUCCESS)
+        die(k, "preempt", "control block write failed");
       sync_or_die(k, "preempt");
       double t_launch = rwd_now_us();
-      if (t_ptb(k, l, v, wave, &s) != CUDA_SUCCESS)
+      if (t_ptb(k, l, v, workers, &s) != CUDA_SUCCESS)
         die(k, "preempt", "launch failed");
       double delay = (0.1 + 0.4 * (double)(rnd() % 1000) / 1000.0) * k->ptb_us;
       while (rwd_now_us() - t_launch < delay)
@@ -547,10 +632,13 @@ static void bench(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v
     }
   }
   qsort(lat, nl, sizeof(lat[0]), cmp_double);
-  printf("BENCH %s total=%llu wave=%u native_us=%.2f origptx_us=%.2f slice_us=%.2f ptb_us=%.2f "
+  printf("BENCH %s total=%llu wave=%u workers=%u batch=%u native_us=%.2f origptx_us=%.2f "
+         "slice_us=%.2f "
+         "ptb_us=%.2f "
          "block_us=%.2f preempt_n=%u preempt_p50_us=%.1f preempt_max_us=%.1f\n",
-         k->name, (unsigned long long)total, wave, k->native_us, k->origptx_us, k->slice_us,
-         k->ptb_us, k->block_us, nl, nl ? lat[nl / 2] : NAN, nl ? lat[nl - 1] : NAN);
+         k->name, (unsigned long long)total, wave, workers, bench_batch, k->native_us,
+         k->origptx_us, k->slice_us, k->ptb_us, k->block_us, nl, nl ? lat[nl / 2] : NAN,
+         nl ? lat[nl - 1] : NAN);
   for (unsigned i = 0; i < nl; i++)
     printf("PREEMPT %s block_us=%.2f latency_us=%.1f\n", k->name, k->block_us, lat[i]);
 }
