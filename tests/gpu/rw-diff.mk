@@ -58,7 +58,8 @@ tests/gpu/rw-diff-thrust-bykey: $(RW_DIFF_DEPS) tests/gpu/rw-diff-obj/thrust-byk
 
 rw-diff: $(RW_DIFF_BINS)
 .PHONY: rw-diff
-EXTRA_DIST += tests/gpu/rw-diff-main.cu tests/gpu/rw-diff.mk tests/gpu/rw-diff-run tests/bench/rewrite-bench
+EXTRA_DIST += tests/gpu/rw-diff-main.cu tests/gpu/rw-diff.mk tests/gpu/rw-diff-run tests/bench/rewrite-bench \
+	tests/bench/rewrite-regs
 
 # CI: the GPU-free self-test of the stress harness (builds it with nvcc,
 # ~35 s on 2 cores), run against the driver stub.
