@@ -63,6 +63,7 @@
   X(cuKernelGetParamInfo)                                                                          \
   X(cuKernelSetAttribute)                                                                          \
   X(cuLaunchHostFunc)                                                                              \
+  X(cuLaunchKernel)                                                                                \
   X(cuLaunchKernelEx)                                                                              \
   X(cuLibraryEnumerateKernels)                                                                     \
   X(cuLibraryGetGlobal)                                                                            \
@@ -391,6 +392,11 @@ static CUresult cuda_launch(uint64_t f, const uint32_t grid[3], const uint32_t b
   void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &argbytes,
                    CU_LAUNCH_PARAM_END};
   CUlaunchConfig c;
+  /* Without attributes, the plain entry point: no launch config for the
+   * driver to walk on the path every launch of a kernel chain takes. */
+  if (nattr == 0)
+    return D.cuLaunchKernel((CUfunction)(uintptr_t)f, grid[0], grid[1], grid[2], block[0], block[1],
+                            block[2], shmem, S(s), NULL, argbytes ? extra : NULL);
   memset(&c, 0, sizeof(c));
   c.gridDimX = grid[0], c.gridDimY = grid[1], c.gridDimZ = grid[2];
   c.blockDimX = block[0], c.blockDimY = block[1], c.blockDimZ = block[2];
@@ -455,8 +461,9 @@ static CUresult cuda_occupancy(uint64_t f, int kind, int which, const CUlaunchCo
 /* ---- host-function gates ----
  * A gate is nslots u32 words of pinned, device-mapped host memory.  A host
  * function becomes cuLaunchHostFunc(trampoline) + cuStreamWaitValue32(word
- * >= value, GEQ: a slot's values only grow, hostd/hostfn.c): the stream is held by the GPU's front end, no driver thread
- * blocks, and opening the gate is one store from the loop thread.  Where
+ * >= value, GEQ: a slot's values only grow, hostd/hostfn.c): the stream is
+ * held by the GPU's front end, no driver thread blocks, and opening the gate
+ * is one store from the loop thread.  Where
  * stream memory operations are refused (probed once at the first gate), or
  * with TALLYD_HOSTFN_GATE=block in the environment, the trampoline itself
  * waits on a condition variable until the word is set: correct, but it

@@ -621,11 +621,9 @@ static CUresult rec_stream_query(uint64_t s) {
   LIVE(s);
   bool b;
   pthread_mutex_lock(&lock);
-  b = busy(stream_find(s));
+  b = busy(stream_find(s)) && !sticky; /* a fault answers before NOT_READY */
   pthread_mutex_unlock(&lock);
-  if (b && !sticky)
-    return CUDA_ERROR_NOT_READY;
-  return sync_result();
+  return b ? CUDA_ERROR_NOT_READY : sync_result();
 }
 static CUresult rec_stream_wait(uint64_t s, uint64_t e, unsigned flags) {
   LIVE(s, e);
@@ -692,11 +690,9 @@ static CUresult rec_event_query(uint64_t e) {
   rec_event_t *ev;
   bool pending;
   pthread_mutex_lock(&lock);
-  pending = (ev = event_find(e)) && ev->pending;
+  pending = (ev = event_find(e)) && ev->pending && !sticky;
   pthread_mutex_unlock(&lock);
-  if (pending && !sticky)
-    return CUDA_ERROR_NOT_READY;
-  return sync_result();
+  return pending ? CUDA_ERROR_NOT_READY : sync_result();
 }
 static CUresult rec_event_time(float *ms, uint64_t a, uint64_t b) {
   LIVE(a, b);
