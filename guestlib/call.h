@@ -33,6 +33,7 @@
 #ifndef TALLY_GUEST_CALL_H
 #define TALLY_GUEST_CALL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define GUEST_CALL_ASYNC     1u
@@ -155,7 +156,11 @@ enum guest_op {
  *   280    8               primary context handle (the one shared context)
  *   288    4               lowest stream priority (numerically greatest)
  *   292    4               greatest stream priority
- *   296    4*GUEST_ATTR_MAX cuDeviceGetAttribute values, by attribute number */
+ *   296    4*GUEST_ATTR_MAX cuDeviceGetAttribute values, by attribute number
+ *   936    4               the driver's answer to private table 21318c60 slot 39
+ *                          for the primary context (-1: the driver gave none);
+ *                          cuBLAS asks for it at its first GEMM (export.c)
+ *   940    4               reserved, 0 */
 typedef struct guest_dev_snapshot {
   char name[GUEST_NAME_MAX];
   uint8_t uuid[16];
@@ -164,7 +169,10 @@ typedef struct guest_dev_snapshot {
   int32_t prio_least;
   int32_t prio_greatest;
   int32_t attr[GUEST_ATTR_MAX];
+  int32_t ident_s39;
+  int32_t reserved;
 } guest_dev_snapshot_t;
+_Static_assert(offsetof(guest_dev_snapshot_t, ident_s39) == 936, "snapshot layout (table above)");
 
 /* Function record in a MODULE_LOAD reply (variable size):
  *   0  8  function handle (CUfunction, or CUkernel for libraries)

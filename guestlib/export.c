@@ -76,23 +76,29 @@ STUBS16(5)
 STUBS16(6)
 STUBS16(7)
 /* Table 7 (21318c60, 93 slots as the driver sizes it): cuBLAS(Lt) reaches past
- * slot 15, so every slot logs its number instead of jumping through NULL. */
+ * slot 15, so every slot logs its number instead of jumping through NULL;
+ * slots 39 and 51 are emulated (below). */
 /* clang-format off */
-#define T7_HIGH_SLOTS(X) \
+#define T7_SLOTS_16_38(X) \
   X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23) \
   X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) \
-  X(32) X(33) X(34) X(35) X(36) X(37) X(38) X(39) \
+  X(32) X(33) X(34) X(35) X(36) X(37) X(38)
+#define T7_SLOTS_40_50(X) \
   X(40) X(41) X(42) X(43) X(44) X(45) X(46) X(47) \
-  X(48) X(49) X(50) X(51) X(52) X(53) X(54) X(55) \
-  X(56) X(57) X(58) X(59) X(60) X(61) X(62) X(63) \
-  X(64) X(65) X(66) X(67) X(68) X(69) X(70) X(71) \
-  X(72) X(73) X(74) X(75) X(76) X(77) X(78) X(79) \
-  X(80) X(81) X(82) X(83) X(84) X(85) X(86) X(87) \
-  X(88) X(89) X(90) X(91) X(92)
+  X(48) X(49) X(50)
+#define T7_SLOTS_52_92(X) \
+  X(52) X(53) X(54) X(55) X(56) X(57) X(58) X(59) \
+  X(60) X(61) X(62) X(63) X(64) X(65) X(66) X(67) \
+  X(68) X(69) X(70) X(71) X(72) X(73) X(74) X(75) \
+  X(76) X(77) X(78) X(79) X(80) X(81) X(82) X(83) \
+  X(84) X(85) X(86) X(87) X(88) X(89) X(90) X(91) \
+  X(92)
 /* clang-format on */
 #define T7_STUB(n)  SLOT_STUB(7, n)
 #define T7_ENTRY(n) S(7, n),
-T7_HIGH_SLOTS(T7_STUB)
+T7_SLOTS_16_38(T7_STUB)
+T7_SLOTS_40_50(T7_STUB)
+T7_SLOTS_52_92(T7_STUB)
 /* ---- table 0: f8cff951-2146-8b4e-b9e2-fb469e7c0dd9, requested before cuInit.
  * Several sub-tables back to back, each led by its size; slot 1 is a logger
  * (cuDNN reports launch errors through it), slot 25 (third function of the
@@ -373,6 +379,60 @@ static CUresult ident_ctx_id(CUcontext ctx, unsigned long long *id) {
   return cuCtxGetId(ctx, id);
 }
 
+/* Slots 51 and 39, measured with a logging pass-through driver under cuBLAS
+ * 13's first cublasSgemm (H200, driver 580): slot 51 (ctx, 0, &obj) hands
+ * out an object of the context (its first words were 1, 0, ctx), then slot
+ * 39 (ctx, obj, &value) writes a value (7 there; meaning undocumented).
+ * The object here is ours, one per device, shaped like those first words;
+ * the value is the daemon's driver's own answer for the shared primary
+ * context, from the snapshot (guestlib/call.h), so nothing is invented. */
+static struct ident_obj {
+  uint64_t one, zero;
+  CUcontext ctx;
+} ident_objs[GUEST_MAX_DEVICES];
+
+/* The device whose primary context is ctx (NULL: the current one), or -1. */
+static int ident_device(CUcontext ctx) {
+  for (int d = 0; d < guest__g.ndev; d++) {
+    CUcontext p = NULL;
+    if (guest__primary_ctx(&p, d) == CUDA_SUCCESS &&
+        (ctx == NULL ? d == guest__cur_device() : p == ctx))
+      return d;
+  }
+  return -1;
+}
+
+static CUresult ident_ctx_object(CUcontext ctx, unsigned long long flags, void **obj) {
+  CUresult r = guest__ready();
+  int d;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (obj == NULL || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((d = ident_device(ctx)) < 0)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  ident_objs[d].one = 1;
+  ident_objs[d].zero = 0;
+  guest__primary_ctx(&ident_objs[d].ctx, d);
+  *obj = &ident_objs[d];
+  return CUDA_SUCCESS;
+}
+
+static CUresult ident_ctx_query(CUcontext ctx, const void *obj, uint32_t *value) {
+  CUresult r = guest__ready();
+  int d;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (value == NULL || (d = ident_device(ctx)) < 0 || obj != &ident_objs[d])
+    return value == NULL || obj == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+  if (guest__g.dev[d].ident_s39 < 0) {
+    slot_log(7, 39);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  *value = (uint32_t)guest__g.dev[d].ident_s39;
+  return CUDA_SUCCESS;
+}
+
 /* ---- the tables ---- */
 
 static const void *table_req[37] = {
@@ -445,7 +505,9 @@ static const void *table_ident[93] = {SIZE(93),
                                       S(7, 13),
                                       S(7, 14),
                                       S(7, 15),
-                                      T7_HIGH_SLOTS(T7_ENTRY)};
+                                      T7_SLOTS_16_38(T7_ENTRY)(const void *) ident_ctx_query,
+                                      T7_SLOTS_40_50(T7_ENTRY)(const void *) ident_ctx_object,
+                                      T7_SLOTS_52_92(T7_ENTRY)};
 
 static const struct {
   unsigned char uuid[16];

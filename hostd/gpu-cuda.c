@@ -103,6 +103,7 @@ static struct {
 #define X(n) __typeof__(&n) n;
   CUDA_FNS(X)
 #undef X
+  CUresult (*cuGetExportTable)(const void **table, const CUuuid *id);
 } D; /* written once by load_driver, before any tenant */
 
 static CUresult load_driver(void) {
@@ -114,7 +115,8 @@ static CUresult load_driver(void) {
     return CUDA_ERROR_NO_DEVICE;
   }
   gpa = (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
-  if (!gpa || dlsym(lib, "cuGetExportTable") == NULL) {
+  D.cuGetExportTable = (CUresult(*)(const void **, const CUuuid *))dlsym(lib, "cuGetExportTable");
+  if (!gpa || D.cuGetExportTable == NULL) {
     hostd__log(HOSTD_LOG_ERROR, "libcuda.so.1 has no cuGetProcAddress_v2: driver too old");
     return CUDA_ERROR_NO_DEVICE;
   }
@@ -133,6 +135,29 @@ _Static_assert(GUEST_FUNC_ATTRS <= CU_FUNC_ATTRIBUTE_MAX, "GUEST_FUNC_ATTRS past
 
 static CUcontext ctx;   /* the primary context; written once by init */
 static CUdevice device; /* the served device */
+
+/* cuBLAS asks the driver's private context table (21318c60) for an object
+ * of the context (slot 51: ctx, 0, &obj) and then a value for it (slot 39:
+ * ctx, obj, &value); on an H200 with driver 580 the value is 7 (meaning
+ * undocumented).  The guest emulates the table, so the daemon asks its own
+ * driver once for the primary context and ships the answer in the snapshot;
+ * -1 when the driver has no such table or slot. */
+static int32_t ident_slot39(CUcontext c) {
+  static const CUuuid id = {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff,
+                             0x73, 0x24, 0xc8, 0xf2}};
+  const void *const *t = NULL;
+  void *obj = NULL;
+  uint64_t value = 0; /* 8 bytes: the driver writes at least the low 4 */
+  if (D.cuGetExportTable((const void **)&t, &id) != CUDA_SUCCESS || t == NULL ||
+      (uintptr_t)t[0] < 52 * sizeof(void *) || t[51] == NULL || t[39] == NULL)
+    return -1;
+  CUresult (*get_obj)(CUcontext, unsigned long long, void **) =
+      (CUresult(*)(CUcontext, unsigned long long, void **))t[51];
+  CUresult (*query)(CUcontext, void *, void *) = (CUresult(*)(CUcontext, void *, void *))t[39];
+  if (get_obj(c, 0, &obj) != CUDA_SUCCESS || obj == NULL || query(c, obj, &value) != CUDA_SUCCESS)
+    return -1;
+  return (int32_t)(uint32_t)value;
+}
 
 static CUresult cuda_init(int ordinal, guest_dev_snapshot_t *snap) {
   CUresult r;
@@ -167,6 +192,8 @@ static CUresult cuda_init(int ordinal, guest_dev_snapshot_t *snap) {
     return r;
   snap->prio_least = least;
   snap->prio_greatest = greatest;
+  snap->ident_s39 = ident_slot39(ctx);
+  hostd__log(HOSTD_LOG_DEBUG, "private table 21318c60 slot 39: %d", (int)snap->ident_s39);
   return CUDA_SUCCESS;
 }
 

@@ -235,6 +235,7 @@ static CUresult rec_init(int device, guest_dev_snapshot_t *snap) {
   snap->attr[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID] = 0x1b;
   snap->attr[CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY] = 1;
   snap->attr[CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT] = 512;
+  snap->ident_s39 = HOSTD_RECORD_IDENT_S39;
   return CUDA_SUCCESS;
 }
 

@@ -126,6 +126,9 @@ extern int hostd__ndev;
 extern char hostd__token[256];
 
 /* ---- recording backend (gpu-record.c): what the tests read ---- */
+/* Its answer to private table 21318c60 slot 39 (gpu-cuda.c asks the real
+ * driver): a value no real driver gave, so a test sees it was forwarded. */
+#define HOSTD_RECORD_IDENT_S39 5
 typedef enum hostd_record_what {
   HOSTD_RECORD_ALLOC,
   HOSTD_RECORD_FREE,

@@ -637,6 +637,39 @@ static void cluster_occupancy_crosses_the_wire_once(void **state) {
   assert_int_equal(hostd__record_last_cluster[0], 77);
 }
 
+/* cuBLAS's first GEMM asks private table 21318c60 for an object of the
+ * context (slot 51) and a value for it (slot 39); the value is the daemon
+ * driver's own answer, carried in the connect-time snapshot (no request). */
+static void context_table_object_and_value_come_from_the_daemon(void **state) {
+  static const CUuuid id = {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff,
+                             0x73, 0x24, 0xc8, 0xf2}};
+  const void *const *t = NULL;
+  void *obj = NULL, *obj2 = NULL;
+  uint32_t value = 0;
+  unsigned long before = hostd_server_calls(srv);
+  (void)state;
+  assert_int_equal(cuGetExportTable((const void **)&t, &id), CUDA_SUCCESS);
+  CUresult (*get_obj)(CUcontext, unsigned long long, void **) =
+      (CUresult(*)(CUcontext, unsigned long long, void **))t[51];
+  CUresult (*query)(CUcontext, const void *, uint32_t *) =
+      (CUresult(*)(CUcontext, const void *, uint32_t *))t[39];
+  assert_int_equal(get_obj(ctx, 0, &obj), CUDA_SUCCESS);
+  assert_non_null(obj);
+  assert_ptr_equal(((void *const *)obj)[2], ctx);          /* shaped like the driver's */
+  assert_int_equal(get_obj(NULL, 0, &obj2), CUDA_SUCCESS); /* NULL: the current context */
+  assert_ptr_equal(obj2, obj);
+  assert_int_equal(query(ctx, obj, &value), CUDA_SUCCESS);
+  assert_int_equal(value, HOSTD_RECORD_IDENT_S39);
+  assert_int_equal(hostd_server_calls(srv), before); /* answered locally */
+  /* Bad input is refused, never dereferenced. */
+  assert_int_equal(get_obj(ctx, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(get_obj(ctx, 1, &obj2), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(get_obj((CUcontext)0x1234, 0, &obj2), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(query(ctx, &value, &value), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(query(ctx, NULL, &value), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(query(ctx, obj, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
 static void dead_tenant_is_cleaned_up(void **state) {
   pid_t pid;
   char line[32] = {0};
@@ -898,6 +931,7 @@ int main(void) {
       cmocka_unit_test(library_kernels_and_module_view),
       cmocka_unit_test(function_attributes_local_and_remote),
       cmocka_unit_test(cluster_occupancy_crosses_the_wire_once),
+      cmocka_unit_test(context_table_object_and_value_come_from_the_daemon),
       cmocka_unit_test(dead_tenant_is_cleaned_up),
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
       cmocka_unit_test(stream_priority_and_flags_are_what_the_app_asked),
