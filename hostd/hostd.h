@@ -26,11 +26,12 @@ typedef enum hostd_log_level {
 typedef struct hostd_config {
   char unix_path[108];   /* UNIX socket to listen on ("" = none) */
   char tcp_addr[256];    /* host:port to listen on ("" = none) */
-  char gpus[128];        /* comma-separated GPU ordinals ("" = all) */
+  char gpus[128];        /* the GPU ordinal to serve ("" = 0; one GPU per tallyd) */
   char state_dir[4096];  /* module and profile caches */
   char token_file[4096]; /* token required from TCP tenants ("" = none) */
   hostd_log_level_t log_level;
-  int spin_us;          /* after traffic, poll this long before sleeping (0 = never) */
+  int spin_us;          /* after shm traffic, poll the rings this long before sleeping
+                           (0 = never, -1 = wire's auto default) */
   int worker_spin_us;   /* a tenant worker polls its queue this long before sleeping
                            on its condition variable; -1 = auto (server.c) */
   int restart_grace_ms; /* after a GPU fault, how long live tenants may stay before
@@ -45,8 +46,15 @@ typedef struct hostd_config {
 void hostd_config_init(hostd_config_t *cfg);
 
 /* Parses argv (argv[0] is skipped) into *cfg, on top of what is already
- * there.  Returns 0, or -EINVAL with a one-line reason written to err. */
+ * there; a `--config FILE` among them is read first (hostd_config_load_file),
+ * so flags override it.  Returns 0, or -EINVAL with a one-line reason
+ * written to err. */
 int hostd_config_parse_args(hostd_config_t *cfg, int argc, char **argv, FILE *err);
+
+/* Applies the options of a config file (config.c's top comment has the
+ * syntax) on top of *cfg.  Returns 0, -errno when it cannot be read, or
+ * -EINVAL with "FILE:LINE: reason" written to err. */
+int hostd_config_load_file(hostd_config_t *cfg, const char *path, FILE *err);
 
 /* Prints tallyd's --help text. */
 void hostd_config_usage(FILE *f);

@@ -699,7 +699,7 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
     return -ENOMEM;
   hostd__log_level = cfg->log_level;
   if (cfg->gpus[0])
-    dev = atoi(cfg->gpus); /* the first listed GPU: one device per daemon in this version */
+    dev = atoi(cfg->gpus); /* config.c accepts one ordinal: one GPU per tallyd */
   if ((rc = read_token(cfg->token_file, hostd__token, sizeof(hostd__token))) != 0) {
     hostd__log(HOSTD_LOG_ERROR, "--token-file %s: %s", cfg->token_file, strerror(-rc));
     goto fail_token;
@@ -731,7 +731,8 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   opts.unix_path = cfg->unix_path[0] ? cfg->unix_path : NULL;
   opts.tcp_addr = cfg->tcp_addr[0] ? cfg->tcp_addr : NULL;
   opts.token = hostd__token[0] ? hostd__token : NULL;
-  opts.shm_spin_us = cfg->spin_us;
+  /* wire: 0 = auto, < 0 = never; ours: -1 = auto, 0 = never. */
+  opts.shm_spin_us = cfg->spin_us < 0 ? 0 : cfg->spin_us == 0 ? -1 : cfg->spin_us;
   s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
   memset(&cb, 0, sizeof(cb));
   cb.on_connect = on_connect;

@@ -1,8 +1,12 @@
-/* test-hostd-config.c: tallyd's flags parse, and bad ones are refused. */
+/* test-hostd-config.c: tallyd's flags and config file parse, and bad ones
+ * are refused with a reason that names the flag or FILE:LINE. */
 #include "hostd/hostd.h"
 
 #include <errno.h>
 #include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
@@ -12,19 +16,26 @@
 static void config_parses_every_flag(void **state) {
   (void)state;
   hostd_config_t c;
-  char *argv[] = {"tallyd",       "--listen-unix",
-                  "/tmp/t.sock",  "--listen-tcp",
-                  "0.0.0.0:7000", "--gpus",
-                  "0,1",          "--state-dir",
-                  "/tmp/st",      "--log-level",
-                  "debug",        "--spin-us",
-                  "30",           NULL};
+  char *argv[] = {"tallyd",
+                  "--listen-unix",
+                  "/tmp/t.sock",
+                  "--listen-tcp",
+                  "0.0.0.0:7000",
+                  "--gpus",
+                  "1",
+                  "--state-dir",
+                  "/tmp/st",
+                  "--log-level",
+                  "debug",
+                  "--spin-us",
+                  "30",
+                  NULL};
   hostd_config_init(&c);
   assert_int_equal(hostd_config_parse_args(&c, 13, argv, stderr), 0);
   assert_int_equal(c.spin_us, 30);
   assert_string_equal(c.unix_path, "/tmp/t.sock");
   assert_string_equal(c.tcp_addr, "0.0.0.0:7000");
-  assert_string_equal(c.gpus, "0,1");
+  assert_string_equal(c.gpus, "1");
   assert_string_equal(c.state_dir, "/tmp/st");
   assert_int_equal(c.log_level, HOSTD_LOG_DEBUG);
 }
@@ -79,12 +90,119 @@ static void config_refuses_overlong_path(void **state) {
   fclose(devnull);
 }
 
+/* Writes text to a fresh temporary file; returns its path (static). */
+static const char *conf_file(const char *text) {
+  static char path[64];
+  int fd;
+  strcpy(path, "/tmp/tally-conf-XXXXXX");
+  fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  return path;
+}
+
+/* Runs the parser on argv with err captured; returns its status and the
+ * message in msg. */
+static int parse_capture(hostd_config_t *c, int argc, char **argv, char *msg, size_t cap) {
+  FILE *f = tmpfile();
+  int rc;
+  assert_non_null(f);
+  rc = hostd_config_parse_args(c, argc, argv, f);
+  rewind(f);
+  msg[0] = 0;
+  if (!fgets(msg, (int)cap, f))
+    msg[0] = 0;
+  fclose(f);
+  return rc;
+}
+
+static void config_file_sets_options_and_flags_win(void **state) {
+  hostd_config_t c;
+  char msg[512];
+  const char *p = conf_file("# tallyd.conf\n"
+                            "listen-unix = /tmp/from-file.sock\n"
+                            "  listen-tcp 127.0.0.1:7001   # trailing comment\n"
+                            "\n"
+                            "log-level=debug\n"
+                            "state-dir = /tmp/st-file\n"
+                            "restart-grace-ms = 500\n");
+  char path[64];
+  strcpy(path, p);
+  /* --config after the flag it conflicts with: the flag still wins. */
+  char *argv[] = {"tallyd", "--state-dir", "/tmp/st-flag", "--config", path, NULL};
+  (void)state;
+  hostd_config_init(&c);
+  assert_int_equal(parse_capture(&c, 5, argv, msg, sizeof(msg)), 0);
+  assert_string_equal(c.unix_path, "/tmp/from-file.sock");
+  assert_string_equal(c.tcp_addr, "127.0.0.1:7001");
+  assert_int_equal(c.log_level, HOSTD_LOG_DEBUG);
+  assert_int_equal(c.restart_grace_ms, 500);
+  assert_string_equal(c.state_dir, "/tmp/st-flag");
+  unlink(path);
+}
+
+static void config_file_errors_name_the_line(void **state) {
+  static const struct {
+    const char *text, *expect;
+  } cases[] = {
+      {"log-level = info\nfrobnicate = 1\n", ":2: unknown option frobnicate"},
+      {"listen-tcp\n", ":1: listen-tcp: missing value"},
+      {"\n\nspin-us = lots\n", ":3: spin-us: expected 0..10000, got 'lots'"},
+      {"config = /etc/other.conf\n", ":1: config files do not include other files"},
+  };
+  hostd_config_t c;
+  char msg[512], path[64];
+  (void)state;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    strcpy(path, conf_file(cases[i].text));
+    char *argv[] = {"tallyd", "--config", path, NULL};
+    hostd_config_init(&c);
+    assert_int_equal(parse_capture(&c, 3, argv, msg, sizeof(msg)), -EINVAL);
+    if (strstr(msg, path) == NULL || strstr(msg, cases[i].expect) == NULL)
+      fail_msg("case %zu: got '%s', expected '%s' after the file name", i, msg, cases[i].expect);
+    unlink(path);
+  }
+  char *missing[] = {"tallyd", "--config", "/nonexistent/tallyd.conf", NULL};
+  hostd_config_init(&c);
+  assert_int_equal(parse_capture(&c, 3, missing, msg, sizeof(msg)), -ENOENT);
+  assert_non_null(strstr(msg, "/nonexistent/tallyd.conf: No such file or directory"));
+}
+
+static void gpus_takes_one_ordinal_and_says_what_to_do_with_more(void **state) {
+  hostd_config_t c;
+  char msg[512];
+  char *list[] = {"tallyd", "--gpus", "0,1", NULL};
+  char *junk[] = {"tallyd", "--gpus", "first", NULL};
+  (void)state;
+  hostd_config_init(&c);
+  assert_int_equal(parse_capture(&c, 3, list, msg, sizeof(msg)), -EINVAL);
+  assert_non_null(strstr(msg, "start one tallyd per GPU"));
+  assert_int_equal(parse_capture(&c, 3, junk, msg, sizeof(msg)), -EINVAL);
+  assert_non_null(strstr(msg, "expected a GPU ordinal"));
+  assert_string_equal(c.gpus, "");
+}
+
+static void spin_defaults_to_auto(void **state) {
+  hostd_config_t c;
+  char *zero[] = {"tallyd", "--spin-us", "0", NULL};
+  (void)state;
+  hostd_config_init(&c);
+  assert_int_equal(c.spin_us, -1); /* wire's auto default */
+  assert_int_equal(hostd_config_parse_args(&c, 3, zero, stderr), 0);
+  assert_int_equal(c.spin_us, 0); /* never */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(config_parses_every_flag),
       cmocka_unit_test(config_rejects_unknown_flag_and_missing_value),
       cmocka_unit_test(config_refuses_overlong_path),
       cmocka_unit_test(worker_spin_defaults_to_auto_and_is_bounded),
+      cmocka_unit_test(config_file_sets_options_and_flags_win),
+      cmocka_unit_test(config_file_errors_name_the_line),
+      cmocka_unit_test(gpus_takes_one_ordinal_and_says_what_to_do_with_more),
+      cmocka_unit_test(spin_defaults_to_auto),
   };
   return cmocka_run_group_tests_name("hostd-config", tests, NULL, NULL);
 }
