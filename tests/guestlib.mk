@@ -24,14 +24,14 @@ GUEST_LINK = guestlib/libcuda.so.1
 # real driver's folder, and a RUNPATH loses to it, so these CPU tests loaded
 # the real libcuda.so.1 and talked to the H200 (seen in make check there).
 GUEST_RPATH = -Wl,--disable-new-dtags,-rpath,$(abs_top_builddir)/guestlib
-tests_test_guest_daemon_SOURCES = tests/test-guest-daemon.c
+tests_test_guest_daemon_SOURCES = tests/test-guest-daemon.c tests/guest-daemon-harness.h
 tests_test_guest_daemon_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_guest_daemon_CFLAGS = $(TEST_CFLAGS)
 tests_test_guest_daemon_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \
 	$(GUEST_LINK) $(TEST_LIBS)
 tests_test_guest_daemon_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
 EXTRA_tests_test_guest_daemon_DEPENDENCIES = tests/guest-tenant-helper
-tests_test_guest_async_SOURCES = tests/test-guest-async.c
+tests_test_guest_async_SOURCES = tests/test-guest-async.c tests/guest-daemon-harness.h
 tests_test_guest_async_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_guest_async_CFLAGS = $(TEST_CFLAGS)
 tests_test_guest_async_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \

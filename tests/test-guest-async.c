@@ -32,47 +32,18 @@
 #include <cmocka.h>
 
 #include "hostd/hostd-int.h"
+#include "tests/guest-daemon-harness.h"
 #include "wire/wire.h"
 
-static hostd_server_t *srv;
-static pthread_t srv_thread;
-static char dir[64], sock[96];
-static CUcontext ctx;
 static CUmodule mod;
 static CUfunction fill;
 
 static const char module_text[] = "TALLYREC\n"
                                   "kernel fill_u32 8,4,8\n";
 
-static void *run_server(void *arg) {
-  (void)arg;
-  hostd_server_run(srv);
-  return NULL;
-}
-
 static int setup(void **state) {
-  hostd_config_t cfg;
-  char host[320];
   (void)state;
-  snprintf(dir, sizeof(dir), "/tmp/tally-async-XXXXXX");
-  if (!mkdtemp(dir))
-    return -1;
-  snprintf(sock, sizeof(sock), "%s/sock", dir);
-  hostd_config_init(&cfg);
-  snprintf(cfg.unix_path, sizeof(cfg.unix_path), "%s", sock);
-  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/state", dir);
-  cfg.log_level = HOSTD_LOG_WARN;
-  if (hostd_server_new(&srv, &cfg, false) != 0)
-    return -1;
-  if (pthread_create(&srv_thread, NULL, run_server, NULL) != 0)
-    return -1;
-  snprintf(host, sizeof(host), "unix:%s", sock);
-  setenv("TALLY_HOST", host, 1);
-  setenv("TALLY_PRIORITY", "best-effort", 1);
-  setenv("TALLY_NAME", "test-guest-async", 1);
-  if (cuInit(0) != CUDA_SUCCESS)
-    return -1;
-  if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+  if (gd_start("test-guest-async", -1) != 0)
     return -1;
   if (cuModuleLoadData(&mod, module_text) != CUDA_SUCCESS ||
       cuModuleGetFunction(&fill, mod, "fill_u32") != CUDA_SUCCESS)
@@ -81,17 +52,8 @@ static int setup(void **state) {
 }
 
 static int teardown(void **state) {
-  char cmd[400];
   (void)state;
-  hostd_server_stop(srv);
-  pthread_join(srv_thread, NULL);
-  hostd_server_free(srv);
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
-static unsigned long ops(int op) {
-  return __atomic_load_n(&hostd__op_count[op], __ATOMIC_RELAXED);
+  return gd_stop();
 }
 
 /* fill_u32(p, v, n) on stream s. */
@@ -117,31 +79,6 @@ static void gated(void *data) {
   while (sem_wait(&g->go) != 0 && errno == EINTR)
     ;
   __atomic_fetch_add(&g->ran, 1, __ATOMIC_SEQ_CST);
-}
-
-static FILE *helper(const char *action, pid_t *pid) {
-  int out[2];
-  char path[4096];
-  const char *b = getenv("TALLY_BUILDDIR");
-  snprintf(path, sizeof(path), "%s/tests/guest-tenant-helper", b ? b : ".");
-  if (pipe(out) != 0)
-    return NULL;
-  *pid = fork();
-  if (*pid == 0) {
-    dup2(out[1], 1);
-    close(out[0]);
-    execl(path, path, action, (char *)NULL);
-    _exit(127);
-  }
-  close(out[1]);
-  return fdopen(out[0], "r");
-}
-
-static int wait_exit(pid_t pid) {
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-    ;
-  return st;
 }
 
 /* ------------------------------------------------------ host functions */
@@ -278,7 +215,7 @@ static void tenant_killed_with_a_pending_host_function_is_cleaned_up(void **stat
   pid_t pid;
   char line[64] = {0};
   uint64_t before = hostd_record_live_bytes();
-  FILE *f = helper("hostfn-die", &pid);
+  FILE *f = helper("hostfn-die", &pid, NULL, NULL);
   int st;
   (void)state;
   assert_non_null(f);
@@ -471,7 +408,7 @@ static void dead_tenants_pinned_memory_is_unregistered(void **state) {
   pid_t pid;
   char line[32] = {0};
   long registered = hostd__record_registered;
-  FILE *f = helper("pinned-die", &pid);
+  FILE *f = helper("pinned-die", &pid, NULL, NULL);
   (void)state;
   assert_non_null(f);
   assert_non_null(fgets(line, sizeof(line), f));

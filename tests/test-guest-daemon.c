@@ -30,11 +30,7 @@
 #include <cmocka.h>
 
 #include "hostd/hostd-int.h"
-
-static hostd_server_t *srv;
-static pthread_t srv_thread;
-static char dir[64], sock[96];
-static CUcontext ctx;
+#include "tests/guest-daemon-harness.h"
 
 static const char module_text[] = "TALLYREC\n"
                                   "kernel fill_u32 8,4,8\n"
@@ -42,50 +38,16 @@ static const char module_text[] = "TALLYREC\n"
                                   "kernel pair 4,8\n"
                                   "global table 256\n";
 
-static void *run_server(void *arg) {
-  (void)arg;
-  hostd_server_run(srv);
-  return NULL;
-}
-
 static int setup(void **state) {
-  hostd_config_t cfg;
   (void)state;
-  snprintf(dir, sizeof(dir), "/tmp/tally-test-XXXXXX");
-  if (!mkdtemp(dir))
-    return -1;
-  snprintf(sock, sizeof(sock), "%s/sock", dir);
-  hostd_config_init(&cfg);
-  snprintf(cfg.unix_path, sizeof(cfg.unix_path), "%s", sock);
-  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/state", dir);
-  cfg.log_level = HOSTD_LOG_WARN;
   /* The sticky-fault test leaves this process's own tenant connected after
    * the fault: no grace period may close it under the test. */
-  cfg.restart_grace_ms = 60000;
-  if (hostd_server_new(&srv, &cfg, false) != 0)
-    return -1;
-  if (pthread_create(&srv_thread, NULL, run_server, NULL) != 0)
-    return -1;
-  char host[320];
-  snprintf(host, sizeof(host), "unix:%s", sock);
-  setenv("TALLY_HOST", host, 1);
-  setenv("TALLY_PRIORITY", "best-effort", 1);
-  setenv("TALLY_NAME", "test-guest-daemon", 1);
-  if (cuInit(0) != CUDA_SUCCESS)
-    return -1;
-  if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
-    return -1;
-  return 0;
+  return gd_start("test-guest-daemon", 60000);
 }
 
 static int teardown(void **state) {
-  char cmd[400];
   (void)state;
-  hostd_server_stop(srv);
-  pthread_join(srv_thread, NULL);
-  hostd_server_free(srv);
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return gd_stop();
 }
 
 static unsigned long ops_total(void) {
@@ -93,45 +55,6 @@ static unsigned long ops_total(void) {
   for (int i = 0; i < GUEST_OP_COUNT; i++)
     n += __atomic_load_n(&hostd__op_count[i], __ATOMIC_RELAXED);
   return n;
-}
-
-static unsigned long ops(int op) {
-  return __atomic_load_n(&hostd__op_count[op], __ATOMIC_RELAXED);
-}
-
-/* Runs the helper with ACTION; returns a FILE* on its stdout and its pid. */
-static FILE *helper(const char *action, pid_t *pid, int *to_child, const char *extra_env) {
-  int out[2], in[2];
-  char path[4096];
-  const char *b = getenv("TALLY_BUILDDIR");
-  snprintf(path, sizeof(path), "%s/tests/guest-tenant-helper", b ? b : ".");
-  if (pipe(out) != 0 || pipe(in) != 0)
-    return NULL;
-  *pid = fork();
-  if (*pid == 0) {
-    dup2(out[1], 1);
-    dup2(in[0], 0);
-    close(out[0]);
-    close(in[1]);
-    if (extra_env)
-      putenv((char *)extra_env);
-    execl(path, path, action, (char *)NULL);
-    _exit(127);
-  }
-  close(out[1]);
-  close(in[0]);
-  if (to_child)
-    *to_child = in[1];
-  else
-    close(in[1]);
-  return fdopen(out[0], "r");
-}
-
-static int wait_exit(pid_t pid) {
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-    ;
-  return st;
 }
 
 /* ---------------------------------------------------------------- tests */
