@@ -440,8 +440,10 @@ two_tenants
 tenant_dies
 unreachable
 
-# Sticky errors destroy the faulting process's context; under Tally they must not take the
-# daemon or the shared context down, which the health check right after them shows.
+# Sticky errors destroy the faulting process's context.  Under Tally they poison tallyd's shared
+# context (the driver keeps the whole process poisoned), so tallyd re-executes itself once the
+# tenants have gone (hostd/README.md), keeping its pid and listening sockets; the health check
+# right after them shows that the next tenant is served by a clean GPU.
 for v in static shared; do
   run_program rt-sticky-$v "$C_TIMEOUT" "$B/tests/gpu/rt-sticky-$v"
 done

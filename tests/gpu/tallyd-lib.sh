@@ -6,6 +6,8 @@
 # loopback port, runs commands natively or as Tally tenants over either transport, and stops
 # tallyd again.  Every wait has a deadline, so a hang becomes a failure, never a block.
 #
+# TALLYD_ARGS (word-split) adds flags to tallyd's command line, e.g.
+#   TALLYD_ARGS='--worker-spin-us 0 --spin-us 0' tests/bench/forward-bench
 # Transports, as the callers name them:
 #   native  the command as is (the real driver)
 #   shm     through tally-run --host unix:SOCKET (the guest upgrades to shared memory)
@@ -64,7 +66,7 @@ tl_start() {
   rm -f "$TL_SOCK"
   mkdir -p "$TL_WORK/state"
   "$TL_TALLYD" --listen-unix "$TL_SOCK" --listen-tcp "127.0.0.1:$TL_PORT" \
-    --state-dir "$TL_WORK/state" --log-level "${TALLY_LOG_LEVEL:-info}" \
+    --state-dir "$TL_WORK/state" --log-level "${TALLY_LOG_LEVEL:-info}" ${TALLYD_ARGS:-} \
     </dev/null >"$TL_LOG" 2>&1 &
   TL_PID=$!
   local deadline=$((SECONDS + ${TL_START_TIMEOUT:-20}))
