@@ -120,6 +120,13 @@ struct wire_conn {
   pthread_cond_t bg_cv;
   bool stopping;
   _Atomic bool bg_idle; /* bg sleeps a whole heartbeat: wake it on a post */
+  /* split work (wire__gtp.par), under bg_mu: the job the bg thread may
+   * help with, its generation (the bg thread helps each job once), whether
+   * the bg thread is inside it, and the cv the publisher waits on for it */
+  wire__par *par;
+  uint64_t par_gen, par_helped;
+  bool par_helping;
+  pthread_cond_t par_cv;
 };
 
 /* ------------------------------------------------------------------ errors */
@@ -428,6 +435,44 @@ static int call_kind(wire_conn_t *c, uint8_t kind, const struct iovec *req, int 
 
 /* ------------------------------------------------------------ background */
 
+/* wire__gtp.par: publishes job for the background thread, works on it,
+ * then withdraws it and waits only while the bg thread is inside a slice
+ * it claimed.  A bg thread busy elsewhere (reading, flushing) claims
+ * nothing, and the caller does every slice itself.  Called with tx_mu held;
+ * the bg thread never blocks on tx_mu (trylock), so this cannot deadlock. */
+static void par_run(void *ctx, wire__par *job) {
+  wire_conn_t *c = ctx;
+
+  pthread_mutex_lock(&c->bg_mu);
+  c->par = job;
+  c->par_gen++;
+  pthread_cond_signal(&c->bg_cv);
+  pthread_mutex_unlock(&c->bg_mu);
+  wire__par_work(job);
+  pthread_mutex_lock(&c->bg_mu);
+  c->par = NULL;
+  while (c->par_helping)
+    pthread_cond_wait(&c->par_cv, &c->bg_mu);
+  pthread_mutex_unlock(&c->bg_mu);
+}
+
+/* bg thread, bg_mu held: helps with a published job once. */
+static void par_help(wire_conn_t *c) {
+  wire__par *job = c->par;
+
+  c->par_helped = c->par_gen;
+  c->par_helping = true;
+  pthread_mutex_unlock(&c->bg_mu);
+  wire__par_work(job);
+  pthread_mutex_lock(&c->bg_mu);
+  c->par_helping = false;
+  pthread_cond_broadcast(&c->par_cv);
+}
+
+static bool par_pending(const wire_conn_t *c) {
+  return c->par != NULL && c->par_helped != c->par_gen;
+}
+
 static void *bg_main(void *arg) {
   wire_conn_t *c = arg;
   uint64_t hb_ns = (uint64_t)c->heartbeat_ms * 1000000u;
@@ -437,6 +482,11 @@ static void *bg_main(void *arg) {
     struct timespec ts;
     uint64_t now = wire__now_ns(), wait_ns;
     bool have_batch, idle;
+
+    if (par_pending(c)) {
+      par_help(c);
+      continue;
+    }
 
     pthread_mutex_unlock(&c->bg_mu);
     /* trylock: a thread holding tx_mu is sending (so no heartbeat is due),
@@ -482,7 +532,10 @@ static void *bg_main(void *arg) {
     ts.tv_nsec += (long)(wait_ns % 1000000000u);
     ts.tv_sec += (time_t)(wait_ns / 1000000000u) + ts.tv_nsec / 1000000000;
     ts.tv_nsec %= 1000000000;
-    pthread_cond_timedwait(&c->bg_cv, &c->bg_mu, &ts);
+    /* A job published while we were busy: help now (its signal came
+     * before this wait and would be lost). */
+    if (!par_pending(c))
+      pthread_cond_timedwait(&c->bg_cv, &c->bg_mu, &ts);
     atomic_store(&c->bg_idle, false);
   }
   pthread_mutex_unlock(&c->bg_mu);
@@ -528,7 +581,10 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   h.vmin = WIRE_VERSION_MIN;
   h.vmax = WIRE_VERSION;
   h.prio = (uint8_t)hello->prio;
-  h.caps = (hello->caps & ~WIRE__CAP_FD) | WIRE__CAP_FD;
+  /* Internal capabilities the guest always offers: FD frames (granted on
+   * shm) and RDMA bulk (granted on RDMA); the caller's bits stay its own. */
+  h.caps =
+      (hello->caps & ~(WIRE__CAP_FD | WIRE__CAP_RDMA_BULK)) | WIRE__CAP_FD | WIRE__CAP_RDMA_BULK;
   snprintf(h.tenant, sizeof(h.tenant), "%s", hello->tenant);
   snprintf(h.token, sizeof(h.token), "%s", hello->token ? hello->token : "");
   wire__hello_encode(&hb, &h);
@@ -566,7 +622,7 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   c->tp->check = tx_check;
   c->tp->check_ctx = c;
   c->version = (uint8_t)w.version;
-  c->caps = w.caps & hello->caps & ~WIRE__CAP_FD;
+  c->caps = w.caps & hello->caps & ~(WIRE__CAP_FD | WIRE__CAP_RDMA_BULK);
   c->fd_ok = (w.caps & WIRE__CAP_FD) != 0;
   c->tp->zstd = (c->caps & WIRE_CAP_ZSTD) != 0;
   c->heartbeat_ms = o.heartbeat_ms ? o.heartbeat_ms : w.heartbeat_ms;
@@ -592,6 +648,7 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&c->bg_cv, &ca);
+  pthread_cond_init(&c->par_cv, NULL);
   pthread_condattr_destroy(&ca);
   wire_buf_init(&c->spare);
   for (i = 0; i < WIRE__SLOTS; i++) {
@@ -628,6 +685,10 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
       goto fail;
     }
     c->bg_started = true;
+    if (wire__par_enabled()) {
+      c->tp->par = par_run;
+      c->tp->par_ctx = c;
+    }
   }
   wire_buf_close(&hb);
   wire_buf_close(&frame);
@@ -685,6 +746,7 @@ void wire_conn_close(wire_conn_t *c) {
   pthread_cond_destroy(&c->rx_cv);
   pthread_mutex_destroy(&c->bg_mu);
   pthread_cond_destroy(&c->bg_cv);
+  pthread_cond_destroy(&c->par_cv);
   free(c);
 }
 

@@ -59,7 +59,10 @@ enum wire__kind {
   WIRE__K_BLOB_PUT = 11,  /* g->d: u64 content id | bytes; REPLY: i32 status */
   WIRE__K_FD = 12,        /* g->d (shm only): u64 tag; the descriptor rode the UNIX
                              socket just before (SCM_RIGHTS); REPLY: i32 status */
-  WIRE__K_MAX = 12,
+  WIRE__K_REGION = 13,    /* both (RDMA only, capability WIRE__CAP_RDMA_BULK): the
+                             sender's landing region, WIRE__RBULK_REGION_LEN bytes
+                             (table below); a SEND of its own, at most once */
+  WIRE__K_MAX = 13,
 };
 
 enum wire__flag {
@@ -90,8 +93,13 @@ enum wire__flag {
  * it, and wire_conn_send_fd then answers -EOPNOTSUPP instead of sending a
  * kind that daemon would reject.  High bit: WIRE_CAP_* (wire.h) grow from
  * bit 0 for capabilities callers choose. */
-#define WIRE__CAP_FD       (1u << 31)
-#define WIRE__FD_QUEUE_MAX 64
+#define WIRE__CAP_FD (1u << 31)
+/* Capability the guest always offers and a daemon grants on RDMA tenants
+ * only: both sides may announce a landing region (REGION frame) and move
+ * bulk payloads with one-sided RDMA WRITE into the peer's region
+ * (PROTOCOL.md section 12).  Internal like WIRE__CAP_FD. */
+#define WIRE__CAP_RDMA_BULK (1u << 30)
+#define WIRE__FD_QUEUE_MAX  64
 
 /* HELLO payload:
  *   off size field
@@ -116,5 +124,24 @@ enum wire__flag {
  * REFUSE / BYE payload:  i32 status | u32 n | n bytes of text
  */
 #define WIRE__WELCOME_LEN 40
+
+/* REGION payload (kind 13, RDMA only), WIRE__RBULK_REGION_LEN = 32 bytes:
+ *   off size field
+ *   0   8    addr      virtual address of the sender's landing region
+ *   8   8    len       D: landing-region bytes, WIRE__RBULK_REGION_MIN..MAX
+ *   16  4    rkey      rkey of the landing region (remote WRITE only)
+ *   20  4    ctl_rkey  rkey of the release word (remote WRITE only)
+ *   24  8    ctl_addr  address of the 8-byte release word (8-aligned)
+ * The peer RDMA-WRITEs payloads to addr + pos % D and announces each with a
+ * data-region descriptor frame (flag SHMDATA, the 16-byte SHM descriptor
+ * above: u64 pos | u32 len | u32 zero); the receiver RDMA-WRITEs the
+ * position it has consumed up to (u64, little-endian) into the writer's
+ * release word. */
+#define WIRE__RBULK_REGION_LEN 32
+/* 1 MiB..1 GiB: a region below 1 MiB could hold no span worth a WRITE
+ * (WIRE__RDMA_BULK_MIN is 64 KiB), and above 1 GiB positions modulo D and
+ * u32 span lengths would need more care than any sane pinning budget. */
+#define WIRE__RBULK_REGION_MIN ((uint64_t)1 << 20)
+#define WIRE__RBULK_REGION_MAX ((uint64_t)1 << 30)
 
 #endif /* TALLY_WIRE_PROTO_H */

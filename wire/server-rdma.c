@@ -9,6 +9,17 @@
  * holds copies of frames that found every send buffer in flight (bounded by
  * WIRE__OUT_MAX).  The listener outlives its tenants (their cm ids belong to
  * its event channel): it is freed when the last of them is gone.
+ * Bulk (WIRE__CAP_RDMA_BULK granted, PROTOCOL.md section 12): with the
+ * WELCOME the daemon registers this tenant's landing region (the only
+ * memory this guest may WRITE, remote write only) and sends its REGION; the
+ * guest's REGION is taken here before the assembler.  Descriptors the guest
+ * sends are resolved inside that region only (rbulk.c bounds checks) and
+ * the span is released once the payload has been fed (after resume when
+ * the tenant paused).  Replies of >= WIRE__RDMA_BULK_MIN bytes are WRITTEN
+ * into the guest's region when nothing is queued and it has room, else sent
+ * as SENDs: the loop thread never waits.  A bad REGION, descriptor or
+ * release word, or a WRITE the guest's NIC refuses, closes this tenant only.
+ * Never run on a device (none on the development or GPU host).
  */
 #include "wire/rdma.h"
 
@@ -46,6 +57,7 @@ typedef struct rdma_stp {
   frame_q *qh, *qt;
   size_t qbytes;
   wire__zstate zs; /* compression memory (loop thread) */
+  bool bulk_cap;   /* WIRE__CAP_RDMA_BULK granted: a REGION may arrive */
 } rdma_stp;
 
 static void listener_unref(rdma_listener *l);
@@ -81,7 +93,10 @@ static int emit_frame(void *arg, const struct iovec *iov, int cnt) {
   int rc;
 
   if (c->qh == NULL) {
-    wire__rdma_reap_sends(&c->r);
+    /* A failed completion found here (a bulk WRITE the guest's NIC
+     * refused) fails this send, and the caller closes the tenant. */
+    if ((rc = wire__rdma_reap_sends(&c->r)) < 0)
+      return rc;
     rc = wire__rdma_send_frame(&c->r, iov, cnt);
     if (rc != -EAGAIN)
       return rc;
@@ -103,19 +118,65 @@ static int emit_frame(void *arg, const struct iovec *iov, int cnt) {
   return 0;
 }
 
+static int bulk_write_d(void *arg, uint64_t pos, const struct iovec *iov, int cnt, size_t off,
+                        size_t n) {
+  return wire__rdma_bulk_write(&((rdma_stp *)arg)->r, pos, iov, cnt, off, n);
+}
+
+static uint64_t bulk_released_d(void *arg) {
+  return wire__rdma_bulk_released(&((rdma_stp *)arg)->r);
+}
+
+/* No wait hook: the loop thread never waits for the guest to release room;
+ * a piece that does not fit goes as SENDs. */
+static const wire__rbulk_ops dbulk_ops = {bulk_write_d, bulk_released_d, NULL};
+
 static int rdma_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
                      size_t len) {
   rdma_stp *c = wire__tenant_tp(t);
   const wire_tenant_info_t *info = wire_tenant_info(t);
+  uint8_t version = (uint8_t)(info->version ? info->version : 1);
+  wire__zstate *z = (info->caps & WIRE_CAP_ZSTD) ? &c->zs : NULL;
 
-  return wire__send_frames((uint8_t)(info->version ? info->version : 1), kind, id, iov, cnt, len,
-                           WIRE__TCP_CHUNK, (info->caps & WIRE_CAP_ZSTD) ? &c->zs : NULL,
-                           emit_frame, c);
+  /* WRITE only when nothing waits in the out queue: a queued frame must not
+   * be overtaken, and it bounds the WRITEs posted ahead of their
+   * descriptors (rdma.h, WIRE__RDMA_SQ_DEPTH). */
+  if (wire__rdma_bulk_ready(&c->r) && c->qh == NULL)
+    return wire__rbulk_send(&c->r.bulk->tx, &dbulk_ops, version, kind, id, iov, cnt, len, z,
+                            emit_frame, c);
+  return wire__send_frames(version, kind, id, iov, cnt, len, WIRE__TCP_CHUNK, z, emit_frame, c);
+}
+
+static uint32_t rd32le(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static int rdma_welcome(wire_tenant_t *t, const void *frame, size_t len) {
+  rdma_stp *c = wire__tenant_tp(t);
+  const uint8_t *f = frame;
   struct iovec v = {(void *)frame, len};
-  return emit_frame(wire__tenant_tp(t), &v, 1);
+  uint8_t rf[WIRE__HDR_LEN + WIRE__RBULK_REGION_LEN];
+  struct iovec rv = {rf, sizeof(rf)};
+  wire__rbulk_region reg;
+  int rc;
+
+  if ((rc = emit_frame(c, &v, 1)) != 0)
+    return rc;
+  /* server.c built this WELCOME (proto.h table): version at payload offset
+   * 0, capabilities granted at 4.  A REFUSE never comes here. */
+  if (len < WIRE__HDR_LEN + WIRE__WELCOME_LEN ||
+      !(rd32le(f + WIRE__HDR_LEN + 4) & WIRE__CAP_RDMA_BULK))
+    return 0;
+  c->bulk_cap = true;
+  /* Registered only now, for an authenticated tenant: a flood of connect
+   * requests pins no landing regions.  Failure (pinned-memory limit) only
+   * means this guest gets no REGION and sends its bulk as SENDs. */
+  if (wire__rdma_bulk_setup(&c->r) != 0)
+    return 0;
+  wire__tenant_set_resolve(t, wire__rdma_bulk_resolve, &c->r);
+  wire__rdma_bulk_region(&c->r, &reg);
+  wire__rbulk_region_frame(rf, (uint8_t)(f[WIRE__HDR_LEN] | f[WIRE__HDR_LEN + 1] << 8), &reg);
+  return emit_frame(c, &rv, 1);
 }
 
 static void on_send_done(uv_poll_t *p, int status, int events) {
@@ -127,6 +188,23 @@ static void on_send_done(uv_poll_t *p, int status, int events) {
 }
 
 /* --------------------------------------------------------------- receiving */
+
+/* Hands the landing-region spans fed so far back to the guest (the payload
+ * was delivered and the tenant did not pause on it).  0, or <0 with the
+ * tenant closed. */
+static int release(rdma_stp *c) {
+  /* The release reaps send completions too: frames queued behind buffers
+   * it freed go now, as on_send_done would send them. */
+  if (wire__rdma_bulk_release(&c->r) != 0) {
+    wire__tenant_lost(c->t, -ECONNRESET, "RDMA release write failed (queue pair broken)");
+    return -ECONNRESET;
+  }
+  if (c->qh != NULL && push_queue(c) < 0) {
+    wire__tenant_lost(c->t, -ECONNRESET, "RDMA send failed (queue pair broken)");
+    return -ECONNRESET;
+  }
+  return 0;
+}
 
 /* Feeds receive buffers until none is left, the tenant pauses or closes. */
 static void drain(rdma_stp *c) {
@@ -144,6 +222,24 @@ static void drain(rdma_stp *c) {
       wire__tenant_lost(c->t, -ECONNRESET, "RDMA receive failed (queue pair broken)");
       return;
     }
+    if (c->bulk_cap) {
+      wire__rbulk_region reg;
+      char why[200];
+      rc = wire__rbulk_classify(c->r.rbuf + (size_t)idx * WIRE__RDMA_BUF, len,
+                                (uint8_t)wire_tenant_info(c->t)->version, &reg, why, sizeof(why));
+      if (rc == 1 && wire__rdma_bulk_peer(&c->r, &reg) != 0) {
+        snprintf(why, sizeof(why), "second REGION frame from the guest");
+        rc = -EPROTO;
+      }
+      if (rc < 0) {
+        wire__tenant_lost(c->t, -EPROTO, why);
+        return;
+      }
+      if (rc == 1) {
+        wire__rdma_post_recv(&c->r, idx);
+        continue;
+      }
+    }
     rc = wire__tenant_feed(c->t, c->r.rbuf + (size_t)idx * WIRE__RDMA_BUF, len, &used);
     if (rc < 0)
       return;
@@ -154,6 +250,8 @@ static void drain(rdma_stp *c) {
       return;
     }
     wire__rdma_post_recv(&c->r, idx);
+    if (release(c) != 0)
+      return;
   }
 }
 
@@ -181,6 +279,8 @@ static void rdma_resume(wire_tenant_t *t) {
     return;
   wire__rdma_post_recv(&c->r, c->held);
   c->held = -1;
+  if (release(c) != 0)
+    return;
   drain(c);
 }
 

@@ -333,6 +333,8 @@ static int do_hello(wire_tenant_t *t, const wire__msg *m) {
   w.caps = t->info.caps;
   if (t->ops->take_fd && (h.caps & WIRE__CAP_FD))
     w.caps |= WIRE__CAP_FD; /* FD frames understood (shm only) */
+  if (strcmp(t->ops->name, "rdma") == 0 && (h.caps & WIRE__CAP_RDMA_BULK))
+    w.caps |= WIRE__CAP_RDMA_BULK; /* REGION frames and WRITE bulk (server-rdma.c) */
   w.heartbeat_ms = s->opts.heartbeat_ms;
   w.dead_after_ms = s->opts.dead_after_ms;
   w.max_msg_len = s->opts.max_msg_len;

@@ -71,6 +71,10 @@ typedef struct wire__shm_dir {
   uint64_t data_head; /* next data position */
   uint64_t hiwater;   /* end offset of the highest data span written (<= d) */
   uint64_t high_ns;   /* when a span last reached above WIRE__SHM_DATA_WARM */
+  /* optional (guest g2d, set after wire__shm_bind): copies payload bytes
+   * [off, off + n) into the data region; NULL = wire__iov_copy_out */
+  void (*copy)(void *ctx, uint8_t *dst, const struct iovec *iov, int cnt, size_t off, size_t n);
+  void *copy_ctx;
   /* consumer-private */
   uint64_t rd;       /* ring bytes fed to the assembler */
   uint64_t data_end; /* end of the last data span resolved */

@@ -107,9 +107,9 @@ int wire__iov_slice(struct iovec *out, int max, const struct iovec *iov, int cnt
 /* Most callers pass 1-3 iovecs; 62 slices + header fit a 64-entry array. */
 #define WIRE__SLICES 64
 
-static int emit_plain(uint8_t version, uint8_t kind, uint64_t id, uint16_t flags, uint32_t aux,
-                      const struct iovec *iov, int cnt, size_t off, size_t n, wire__emit_fn emit,
-                      void *arg) {
+int wire__emit_frame(uint8_t version, uint8_t kind, uint64_t id, uint16_t flags, uint32_t aux,
+                     const struct iovec *iov, int cnt, size_t off, size_t n, wire__emit_fn emit,
+                     void *arg) {
   uint8_t hb[WIRE__HDR_LEN];
   struct iovec v[WIRE__SLICES];
   wire__hdr h = {version, kind, flags, (uint32_t)n, aux, id};
@@ -172,7 +172,8 @@ int wire__send_frames(uint8_t version, uint8_t kind, uint64_t id, const struct i
         zb[1] = (uint8_t)(n >> 8);
         zb[2] = (uint8_t)(n >> 16);
         zb[3] = (uint8_t)(n >> 24);
-        rc = emit_plain(version, kind, id, flags | WIRE__F_ZSTD, aux, &zi, 1, 0, r + 4, emit, arg);
+        rc = wire__emit_frame(version, kind, id, flags | WIRE__F_ZSTD, aux, &zi, 1, 0, r + 4, emit,
+                              arg);
         off += n;
         z->backoff = 0;
         continue;
@@ -181,7 +182,7 @@ int wire__send_frames(uint8_t version, uint8_t kind, uint64_t id, const struct i
       z->backoff = z->backoff ? (z->backoff < 64 ? z->backoff * 2 : 64) : 1;
       z->skip = z->backoff; /* ...and for the next few */
     }
-    rc = emit_plain(version, kind, id, flags, aux, iov, cnt, off, n, emit, arg);
+    rc = wire__emit_frame(version, kind, id, flags, aux, iov, cnt, off, n, emit, arg);
     off += n;
   } while (rc == 0 && off < len);
   free(raw);

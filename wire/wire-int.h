@@ -9,8 +9,10 @@
  *   hello.c      HELLO / WELCOME / REFUSE / BYE payload codecs;
  *   txplan.c     cutting a message into frames (chunks, zstd) as iovecs;
  *   shm.c        the shared-memory ring and data-region layout (both sides);
+ *   rbulk.c      RDMA bulk rules without verbs (REGION frames, descriptor
+ *                bounds, span placement, the per-message plan);
  *   guest*.c     wire_conn over struct wire__gtp_ops (shm, tcp, rdma);
- *   server*.c    wire_server over struct wire__stp_ops (shm, tcp).
+ *   server*.c    wire_server over struct wire__stp_ops (shm, tcp, rdma).
  * Nothing here is exported from the guest library (-fvisibility=hidden).
  */
 #ifndef TALLY_WIRE_INT_H
@@ -19,6 +21,7 @@
 #include "wire/proto.h"
 #include "wire/wire.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -171,6 +174,28 @@ typedef struct wire__zstate {
   unsigned backoff;
 } wire__zstate;
 
+/* Work split into n independent slices.  Threads claim slices with an
+ * atomic counter, so the caller never waits for a helper that has not
+ * started (a busy background thread simply helps with nothing), only for a
+ * slice a helper has claimed (bounded by one slice's work). */
+typedef struct wire__par {
+  void (*fn)(void *arg, size_t slice);
+  void *arg;
+  size_t n;           /* slices */
+  atomic_size_t next; /* next slice to claim */
+} wire__par;
+/* Claims and runs slices until none is left (caller and helper alike). */
+static inline void wire__par_work(wire__par *job) {
+  size_t i;
+
+  while ((i = atomic_fetch_add(&job->next, 1)) < job->n)
+    job->fn(job->arg, i);
+}
+/* Whether very large copies may use the background thread: on hosts with
+ * >= 4 online CPUs (like the spin policy, shm.h), or as TALLY_WIRE_PAR_COPY
+ * says (0 never, 1 always: for measuring). */
+bool wire__par_enabled(void);
+
 /* Guest side: blocking byte transport under wire_conn.  Ops:
  *   send     writes the frames iov[0..cnt) completely (all or error);
  *   send_msg optional: sends one whole message its own way (shm: data
@@ -209,6 +234,12 @@ struct wire__gtp {
    * silence instead of hanging the sender forever (guest.c). */
   int (*check)(void *ctx);
   void *check_ctx;
+  /* Optional (guest.c sets it when the connection has its background thread
+   * and the host >= 4 online CPUs): runs job's slices on the calling thread
+   * and the background thread together, returning when all are done.  Used
+   * for very large copies (guest-shm.c).  NULL: do the work inline. */
+  void (*par)(void *ctx, wire__par *job);
+  void *par_ctx;
 };
 
 /* Connect + handshake for each guest transport: fills *out on success.
@@ -239,6 +270,109 @@ int wire__wait_fd(int fd, short events, int timeout_ms);
 typedef int (*wire__emit_fn)(void *arg, const struct iovec *iov, int cnt);
 int wire__send_frames(uint8_t version, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
                       size_t len, uint32_t chunk, wire__zstate *z, wire__emit_fn emit, void *arg);
+
+/* Emits one frame of kind/flags/aux/id carrying bytes [off, off + n) of the
+ * iovec list (txplan.c; gathers into a temporary buffer only when the list
+ * is pathologically fragmented). */
+int wire__emit_frame(uint8_t version, uint8_t kind, uint64_t id, uint16_t flags, uint32_t aux,
+                     const struct iovec *iov, int cnt, size_t off, size_t n, wire__emit_fn emit,
+                     void *arg);
+
+/* ------------------------------------------------ RDMA bulk (rbulk.c)
+ * The verbs-free half of RDMA bulk transfers (PROTOCOL.md section 12), kept
+ * apart from rdma.c so that every rule about bytes from the peer is a pure
+ * function tested without a device: the REGION announcement codec, the
+ * writer's span placement in the peer's landing region, the reader's bounds
+ * check of a descriptor, and the per-message plan (WRITE spans, or chunked
+ * SENDs when the peer's region has no room). */
+
+/* Messages below 64 KiB go as SENDs: one copy into a send buffer costs
+ * about what an extra WRITE work request does, and it keeps the region for
+ * payloads where a copy hurts (a guess: never measured, no device here). */
+#define WIRE__RDMA_BULK_MIN ((size_t)64 << 10)
+/* A writer whose peer has not yet released room waits at most 2 ms, then
+ * sends that piece as chunked SENDs: long enough to cover one D/4 piece of
+ * a 32 MiB region at 100 Gb/s (8 MiB in ~0.7 ms) plus the reader's copy,
+ * short enough that a paused reader costs a fallback, not a stall. */
+#define WIRE__RBULK_ROOM_WAIT_NS 2000000ull
+
+typedef struct wire__rbulk_region {
+  uint64_t addr;     /* landing region, peer's virtual address */
+  uint64_t len;      /* D */
+  uint32_t rkey;     /* landing region's rkey */
+  uint32_t ctl_rkey; /* release word's rkey */
+  uint64_t ctl_addr; /* release word, 8-aligned */
+} wire__rbulk_region;
+
+void wire__rbulk_region_encode(uint8_t out[WIRE__RBULK_REGION_LEN], const wire__rbulk_region *r);
+/* Checks n == WIRE__RBULK_REGION_LEN, D within WIRE__RBULK_REGION_MIN..MAX,
+ * no address range that wraps, an 8-aligned release word.  0 or -EPROTO. */
+int wire__rbulk_region_decode(const uint8_t *p, size_t n, wire__rbulk_region *r, char *why,
+                              size_t why_len);
+/* One received SEND, before the assembler sees it: returns 1 when it is a
+ * REGION frame (decoded into *r), 0 when it is anything else (feed it to the
+ * assembler, which judges it), -EPROTO (why filled) for a malformed REGION
+ * frame: not alone in its SEND, wrong version, flags, aux, id or length. */
+int wire__rbulk_classify(const uint8_t *p, size_t n, uint8_t version, wire__rbulk_region *r,
+                         char *why, size_t why_len);
+/* Encodes a whole REGION frame (header + payload) into out. */
+void wire__rbulk_region_frame(uint8_t out[WIRE__HDR_LEN + WIRE__RBULK_REGION_LEN], uint8_t version,
+                              const wire__rbulk_region *r);
+
+/* Writer side: positions in the peer's landing region (same rules as the
+ * shm data region: positions only grow, a span never wraps, it starts over
+ * at offset 0 once the reader released everything).  Owned by the sending
+ * thread. */
+typedef struct wire__rbulk_tx {
+  uint64_t d;    /* usable region bytes (0: no REGION from the peer yet) */
+  uint64_t head; /* next position */
+} wire__rbulk_tx;
+/* Places n bytes given the reader's released position: 0 with *pos,
+ * -EAGAIN (no room now), -EMSGSIZE (n > d), -EPROTO (released > head: the
+ * reader wrote an impossible release word). */
+int wire__rbulk_place(wire__rbulk_tx *tx, uint64_t released, size_t n, uint64_t *pos);
+/* Piece size for a message of len bytes: 0 = send it as SENDs (no region,
+ * or below WIRE__RDMA_BULK_MIN), len when it fits half the region (one
+ * span, read in place), else a quarter of the region (joined by the
+ * reader). */
+size_t wire__rbulk_piece(const wire__rbulk_tx *tx, size_t len);
+
+/* Reader side: the landing region and what was consumed.  Owned by the
+ * reading thread. */
+typedef struct wire__rbulk_rx {
+  const uint8_t *base; /* landing region */
+  uint64_t d;          /* its bytes */
+  uint64_t end;        /* end of the last span resolved: released once consumed */
+  uint64_t released;   /* last position published to the writer */
+} wire__rbulk_rx;
+/* Maps a descriptor from the peer: NULL unless 0 < len <= d, the span lies
+ * inside the region without wrapping, and pos >= the end of the previous
+ * span (positions only grow).  Records end = pos + len. */
+const uint8_t *wire__rbulk_resolve(wire__rbulk_rx *rx, uint64_t pos, uint32_t len);
+/* True (with *value) when consumed spans should be released to the writer;
+ * marks them published. */
+bool wire__rbulk_release_due(wire__rbulk_rx *rx, uint64_t *value);
+
+/* How a transport moves one span (rdma.c with verbs, the tests in memory):
+ *   write     copies bytes [off, off + n) of the iovecs to the span at pos
+ *             (RDMA: into the bounce buffer, then posts the WRITE, which
+ *             precedes the descriptor SEND on the same queue pair);
+ *   released  reads the writer's release word (the reader's position);
+ *   wait      optional: lets time pass while the region is full (<0 fails
+ *             the message); NULL = never wait, fall back at once. */
+typedef struct wire__rbulk_ops {
+  int (*write)(void *arg, uint64_t pos, const struct iovec *iov, int cnt, size_t off, size_t n);
+  uint64_t (*released)(void *arg);
+  int (*wait)(void *arg);
+} wire__rbulk_ops;
+/* Sends one message: each piece (wire__rbulk_piece) is written into the
+ * peer's region and announced by a descriptor frame, or, when the region
+ * has no room within the wait, sent as WIRE__TCP_CHUNK frames of the same
+ * message (a one-piece message goes through wire__send_frames, zstd z
+ * included).  Frames go out through emit(arg).  Returns 0 or <0. */
+int wire__rbulk_send(wire__rbulk_tx *tx, const wire__rbulk_ops *ops, uint8_t version, uint8_t kind,
+                     uint64_t id, const struct iovec *iov, int cnt, size_t len, wire__zstate *z,
+                     wire__emit_fn emit, void *arg);
 
 /* ------------------------------------------------------------ daemon side */
 

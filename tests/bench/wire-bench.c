@@ -396,7 +396,7 @@ int main(int argc, char **argv) {
   int n_rt = 20000, i;
   long n_post = 2000000;
   double p50, p99, b50, b99, one, four;
-  wire_conn_t *shm, *tcp, *tcpz;
+  wire_conn_t *shm, *shm_single, *shm_split, *tcp, *tcpz;
   static const size_t sizes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20};
   static const char *pname[] = {"zeros", "random", "fp16"};
   uint8_t *buf, *dst;
@@ -421,6 +421,21 @@ int main(int argc, char **argv) {
   start_daemon();
   raw_sink_fd = tcp_pair(&raw_sink_pid, sink);
   shm = conn(url_shm, 0);
+  {
+    /* Two more shm connections for the split-copy comparison: the guest
+     * reads TALLY_WIRE_PAR_COPY when a connection opens (wire-int.h). */
+    const char *pc = getenv("TALLY_WIRE_PAR_COPY");
+    char *saved = pc ? strdup(pc) : NULL;
+    setenv("TALLY_WIRE_PAR_COPY", "0", 1);
+    shm_single = conn(url_shm, 0);
+    setenv("TALLY_WIRE_PAR_COPY", "1", 1);
+    shm_split = conn(url_shm, 0);
+    if (saved)
+      setenv("TALLY_WIRE_PAR_COPY", saved, 1);
+    else
+      unsetenv("TALLY_WIRE_PAR_COPY");
+    free(saved);
+  }
   tcp = conn(url_tcp, 0);
   tcpz = conn(url_tcp, WIRE_CAP_ZSTD);
   /* The shm data region's pages are faulted in on first use (and pages
@@ -559,6 +574,32 @@ int main(int argc, char **argv) {
       printf("shm 256 MiB, first message on fresh region pages (page faults, untimed above): "
              "%.2f GB/s\n",
              cold);
+    if (!quick) {
+      /* Side by side, alternating: the same daemon, one connection copying
+       * with one thread, one splitting copies >= 64 MiB with its
+       * background thread (guest-shm.c); the default connection above
+       * splits only with >= 4 CPUs online. */
+      static const size_t split_sizes[] = {64 << 20, 256 << 20};
+      printf("\nshm g->d large messages: one copying thread vs the copy split with the "
+             "background thread, GB/s (best of 3 alternating runs)\n");
+      printf("%-10s %-7s %10s %10s %7s %10s\n", "size", "data", "single", "split", "ratio",
+             "memcpy");
+      for (i = 0; i < 2; i++) {
+        int pat, k;
+        for (pat = 0; pat < 3; pat++) {
+          size_t n = split_sizes[i];
+          double one = 0, two = 0, mc;
+          fill(buf, n, pat);
+          for (k = 0; k < 3; k++) {
+            one = fmax(one, bulk(shm_single, buf, n));
+            two = fmax(two, bulk(shm_split, buf, n));
+          }
+          mc = memcpy_gbs(dst, buf, n);
+          printf("%-10zu %-7s %10.2f %10.2f %7.2f %10.2f\n", n, pname[pat], one, two, two / one,
+                 mc);
+        }
+      }
+    }
     printf("\nbulk daemon->guest (replies of zeros into the caller's buffer), GB/s\n");
     printf("%-10s %10s %10s %10s\n", "size", "shm", "tcp", "tcp+zstd");
     for (i = 0; i < 5; i++) {
@@ -577,6 +618,8 @@ int main(int argc, char **argv) {
            "background thread compete with them, so multi-thread figures are CPU-bound here.\n",
            sysconf(_SC_NPROCESSORS_ONLN));
   wire_conn_close(shm);
+  wire_conn_close(shm_single);
+  wire_conn_close(shm_split);
   wire_conn_close(tcp);
   wire_conn_close(tcpz);
   close(raw_sink_fd);
