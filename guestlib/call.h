@@ -174,6 +174,12 @@ typedef struct guest_dev_snapshot {
 } guest_dev_snapshot_t;
 _Static_assert(offsetof(guest_dev_snapshot_t, ident_s39) == 936, "snapshot layout (table above)");
 
+/* UUID of the driver's private context table, 21318c60-9714-3248-8ca6-41ff7324c8f2:
+ * the guest emulates it (export.c), tallyd asks its own driver for ident_s39
+ * (gpu-cuda.c). */
+#define GUEST_UUID_CTX_IDENT                                                                       \
+  { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 }
+
 /* Function record in a MODULE_LOAD reply (variable size):
  *   0  8  function handle (CUfunction, or CUkernel for libraries)
  *   8  4  nparams (<= GUEST_MAX_PARAMS)

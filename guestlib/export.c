@@ -423,8 +423,10 @@ static CUresult ident_ctx_query(CUcontext ctx, const void *obj, uint32_t *value)
   int d;
   if (r != CUDA_SUCCESS)
     return r;
-  if (value == NULL || (d = ident_device(ctx)) < 0 || obj != &ident_objs[d])
-    return value == NULL || obj == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+  if (value == NULL || obj == NULL)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((d = ident_device(ctx)) < 0 || obj != &ident_objs[d])
+    return CUDA_ERROR_INVALID_HANDLE;
   if (guest__g.dev[d].ident_s39 < 0) {
     slot_log(7, 39);
     return CUDA_ERROR_NOT_SUPPORTED;
@@ -534,9 +536,7 @@ static const struct {
     {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1,
       0xf2},
      table_integrity},
-    {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8,
-      0xf2},
-     table_ident},
+    {GUEST_UUID_CTX_IDENT, table_ident},
 };
 
 GUEST_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {

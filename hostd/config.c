@@ -18,6 +18,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,12 +79,35 @@ static int parse_level(const char *s, hostd_log_level_t *out) {
   return -EINVAL;
 }
 
+/* The integer options: name, field, largest value.  Spins: above 10 ms a
+ * spin is a busy loop, not a latency trick.  Grace: a minute is already
+ * longer than any tenant should hold a poisoned GPU; beyond it the value is
+ * a typo. */
+typedef struct int_option {
+  const char *name;
+  size_t off;
+  long max;
+} int_option_t;
+
+static const int_option_t *int_option(const char *name) {
+  static const int_option_t opts[] = {
+      {"spin-us", offsetof(hostd_config_t, spin_us), 10000},
+      {"worker-spin-us", offsetof(hostd_config_t, worker_spin_us), 10000},
+      {"restart-grace-ms", offsetof(hostd_config_t, restart_grace_ms), 60000},
+  };
+  for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+    if (strcmp(name, opts[i].name) == 0)
+      return &opts[i];
+  return NULL;
+}
+
 /* Applies one option: name is the flag without its leading "--"; where is
  * "--" for a flag or "FILE:LINE: " for a file line, and prefixes the name
  * in every error. */
 static int set_option(hostd_config_t *cfg, const char *name, const char *v, const char *where,
                       FILE *err) {
   char flag[4400]; /* "--name", or "FILE:LINE: name" for a file line */
+  const int_option_t *io;
   int rc = 0;
   snprintf(flag, sizeof(flag), "%s%s", where, name);
 #define BAD(...)                                                                                   \
@@ -114,22 +138,13 @@ static int set_option(hostd_config_t *cfg, const char *name, const char *v, cons
   else if (strcmp(name, "log-level") == 0) {
     if (parse_level(v, &cfg->log_level) != 0)
       BAD("%s: expected error, warn, info or debug, got '%s'\n", flag, v);
-  } else if (strcmp(name, "spin-us") == 0 || strcmp(name, "worker-spin-us") == 0 ||
-             strcmp(name, "restart-grace-ms") == 0) {
+  } else if ((io = int_option(name)) != NULL) {
     char *end = NULL;
     long n = strtol(v, &end, 10);
-    /* Spins: above 10 ms a spin is a busy loop, not a latency trick.  Grace:
-     * a minute is already longer than any tenant should hold a poisoned
-     * GPU; beyond it the value is a typo. */
-    long max = name[0] == 'r' ? 60000 : 10000;
-    if (!end || end == v || *end || n < 0 || n > max)
-      BAD("%s: expected 0..%ld, got '%s'\n", flag, max, v);
-    else if (name[0] == 's')
-      cfg->spin_us = (int)n;
-    else if (name[0] == 'w')
-      cfg->worker_spin_us = (int)n;
+    if (!end || end == v || *end || n < 0 || n > io->max)
+      BAD("%s: expected 0..%ld, got '%s'\n", flag, io->max, v);
     else
-      cfg->restart_grace_ms = (int)n;
+      *(int *)((char *)cfg + io->off) = (int)n;
   } else {
     if (strcmp(where, "--") == 0)
       BAD("unknown option %s (see tallyd --help)\n", flag);

@@ -143,8 +143,7 @@ static CUdevice device; /* the served device */
  * driver once for the primary context and ships the answer in the snapshot;
  * -1 when the driver has no such table or slot. */
 static int32_t ident_slot39(CUcontext c) {
-  static const CUuuid id = {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff,
-                             0x73, 0x24, 0xc8, 0xf2}};
+  static const CUuuid id = {GUEST_UUID_CTX_IDENT};
   const void *const *t = NULL;
   void *obj = NULL;
   uint64_t value = 0; /* 8 bytes: the driver writes at least the low 4 */
