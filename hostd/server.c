@@ -733,6 +733,7 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   opts.token = hostd__token[0] ? hostd__token : NULL;
   /* wire: 0 = auto, < 0 = never; ours: -1 = auto, 0 = never. */
   opts.shm_spin_us = cfg->spin_us < 0 ? 0 : cfg->spin_us == 0 ? -1 : cfg->spin_us;
+  opts.tcp_spin_us = opts.shm_spin_us;
   s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
   memset(&cb, 0, sizeof(cb));
   cb.on_connect = on_connect;

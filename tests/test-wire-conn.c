@@ -17,6 +17,8 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -40,14 +42,22 @@ static wire_conn_t *open_conn(tstate *s, const char *tenant) {
   return c;
 }
 
+/* spin_us: the daemon's polling after traffic on the transport under test
+ * (-1 off, > 0 forced on, whatever the host's CPU count).  For TCP the
+ * guest's spin on replies follows TALLY_WIRE_SPIN_US (set here: 0 or the
+ * same budget) so both paths, blocking recv and non-blocking polls, run on
+ * every host. */
 static int setup(void **state, bool tcp, int32_t spin_us) {
   tstate *s = calloc(1, sizeof(*s));
   /* Small shm regions so that modest payloads cross every threshold:
-   * ring 64 KiB, data 1 MiB (chunked above 512 KiB).  The daemon's spin
-   * is off (-1) or forced on, whatever the host's CPU count. */
-  wire_server_opts_t o = {
-      .shm_ring_bytes = 64 << 10, .shm_data_bytes = 1 << 20, .shm_spin_us = spin_us};
+   * ring 64 KiB, data 1 MiB (chunked above 512 KiB). */
+  wire_server_opts_t o = {.shm_ring_bytes = 64 << 10,
+                          .shm_data_bytes = 1 << 20,
+                          .shm_spin_us = tcp ? -1 : spin_us,
+                          .tcp_spin_us = tcp ? spin_us : -1};
   s->tcp = tcp;
+  if (tcp)
+    setenv("TALLY_WIRE_SPIN_US", spin_us > 0 ? "50" : "0", 1);
   if (harness_start(&s->h, &o) != 0)
     return -1;
   *state = s;
@@ -63,9 +73,14 @@ static int setup_shm_spin(void **state) {
 static int setup_tcp(void **state) {
   return setup(state, true, -1);
 }
+/* TCP with both sides polling their sockets (the default on >= 4 CPUs). */
+static int setup_tcp_spin(void **state) {
+  return setup(state, true, 50);
+}
 static int teardown(void **state) {
   tstate *s = *state;
   harness_stop(&s->h);
+  unsetenv("TALLY_WIRE_SPIN_US");
   free(s);
   return 0;
 }
@@ -444,13 +459,39 @@ static void large_reply_from_worker_thread_round_trips(void **state) {
   wire_conn_close(c);
 }
 
+static uint64_t cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A spin is bounded: 50 us after the last traffic the daemon's loop (and
+ * the guest) sleep again.  Over 200 ms of silence this process must use a
+ * small share of one CPU; a spin that never stopped burns all 200 ms.  (Not
+ * a speed target: the bound is 4x wider than any scheduler noise.) */
+static void idle_connection_stops_spinning(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "idle");
+  uint64_t t0;
+
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  usleep(20000);
+  t0 = cpu_ns();
+  usleep(200000);
+  assert_true(cpu_ns() - t0 < 50000000u);
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  wire_conn_close(c);
+}
+
 #define SHM(fn)                                                                                    \
   { "shm_" #fn, fn, setup_shm, teardown, NULL }
 #define TCP(fn)                                                                                    \
   { "tcp_" #fn, fn, setup_tcp, teardown, NULL }
 #define SPIN(fn)                                                                                   \
   { "shm_spin_" #fn, fn, setup_shm_spin, teardown, NULL }
-#define BOTH(fn) SHM(fn), SPIN(fn), TCP(fn)
+#define TSPIN(fn)                                                                                  \
+  { "tcp_spin_" #fn, fn, setup_tcp_spin, teardown, NULL }
+#define BOTH(fn) SHM(fn), SPIN(fn), TCP(fn), TSPIN(fn)
 
 int main(void) {
   /* Watchdog: a hang (a bug that keeps a call waiting) fails the program
@@ -473,6 +514,7 @@ int main(void) {
       BOTH(refused_tenant_gets_the_daemons_reason),
       BOTH(orderly_close_reports_status_zero),
       BOTH(daemon_close_reason_reaches_the_guest),
+      BOTH(idle_connection_stops_spinning),
       cmocka_unit_test(bad_urls_and_hellos_are_einval),
       cmocka_unit_test(write_all_survives_partial_writes),
       cmocka_unit_test(reply_mt_after_server_close_is_econnreset),

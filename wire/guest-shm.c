@@ -6,7 +6,7 @@
  * that the daemon died, so every blocking wait polls it too.  Calls and posts
  * go into the g2d ring (large payloads through the data region, shm.h); the
  * daemon's doorbell is rung only when it said it sleeps.  Waiting for a reply
- * spins first (wire__shm_spin_us: 50 us on hosts with >= 4 CPUs, 20 us on
+ * spins first (wire__spin_us: 50 us on hosts with >= 4 CPUs, 20 us on
  * smaller ones, TALLY_WIRE_SPIN_US overrides; a daemon answer usually lands
  * within it), then sleeps on the rx eventfd.  Waiting for ring space sleeps on the
  * tx eventfd, so a reader and a writer thread never steal each other's
@@ -170,7 +170,10 @@ static int shm_peek(wire__gtp *t, const uint8_t **p, size_t *n, int timeout_ms) 
     if (!wire__shm_sleep_prepare(&g->d2g)) {
       rc = wait_doorbell(g, g->fds[FD_RX], timeout_ms);
       wire__shm_sleep_done(&g->d2g);
-      if (rc)
+      /* A daemon that closes us writes its reason into the ring just
+       * before the socket goes: read what the ring holds before the loss
+       * (without this a guest that never spins lost the reason). */
+      if (rc && (wire__shm_readable(&g->d2g, p, n, &p2, &n2) != 0 || *n == 0))
         return rc;
     }
     rc = wire__shm_readable(&g->d2g, p, n, &p2, &n2);
@@ -309,7 +312,7 @@ int wire__gtp_shm_open(wire__gtp **out, const char *path, const uint8_t *hello_f
   wire__shm_bind(g->mem, w->ring_bytes, w->data_bytes, &g->g2d, &g->d2g);
   g->g2d.copy = shm_copy;
   g->g2d.copy_ctx = g;
-  g->spin_ns = (uint64_t)wire__shm_spin_us(WIRE__SHM_SPIN_SMALL_US) * 1000u;
+  g->spin_ns = (uint64_t)wire__spin_us(WIRE__SHM_SPIN_SMALL_US) * 1000u;
   *out = &g->base;
   return 0;
 fail:

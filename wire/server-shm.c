@@ -887,11 +887,11 @@ int wire__shm_listen(wire_server_t *s, const char *path, void **out) {
   l->s = s;
   snprintf(l->path, sizeof(l->path), "%s", path);
   {
-    /* > 0: as asked; < 0: never; 0: auto (wire__shm_spin_us: on with >= 4
+    /* > 0: as asked; < 0: never; 0: auto (wire__spin_us: on with >= 4
      * CPUs, TALLY_WIRE_SPIN_US overrides). */
     int32_t us = wire__server_opts(s)->shm_spin_us;
     if (us == 0)
-      us = wire__shm_spin_us(0);
+      us = wire__spin_us(0);
     l->spin_ns = us > 0 ? (uint64_t)us * 1000u : 0;
   }
   l->adopted = adopt_fd > 0;

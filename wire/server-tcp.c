@@ -8,9 +8,15 @@
  * handed to uv_write (libuv writes at once when its queue is empty; the block
  * is freed in the write callback).  TCP_NODELAY: replies are latency-bound.
  * Token checks happen in server.c (need_token = true for every TCP tenant).
+ * Spinning (tcp_spin_us, auto on hosts with >= 4 CPUs): after a read the
+ * loop keeps polling with a zero timeout for a while, so a tenant's next
+ * request is picked up without a wakeup from epoll_wait; the guest spins on
+ * its reply the same way (guest-tcp.c).
  */
 #include "wire/wire-int.h"
+#include "wire/shm.h" /* wire__spin_us */
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +24,23 @@
 
 #define TCP_RBUF (WIRE__TCP_CHUNK + WIRE__HDR_LEN)
 
+/* One per server.  The idle handle is the spin (as in server-shm.c): while
+ * it is active libuv polls its descriptors with a zero timeout instead of
+ * sleeping in epoll_wait, so a tenant's next request is read without the
+ * daemon's wakeup.  It starts on TCP traffic and stops spin_ns after the
+ * last byte read. */
 typedef struct tcp_listener {
   uv_tcp_t h;
   wire_server_t *s;
+  uv_idle_t *idle;    /* NULL = never spin */
+  uint64_t active_ns; /* last read */
+  uint64_t spin_ns;
 } tcp_listener;
 
 typedef struct tcp_stp {
   uv_tcp_t h;
   wire_tenant_t *t;
+  tcp_listener *l;
   uint8_t *buf;              /* TCP_RBUF bytes, libuv reads here */
   size_t hold_off, hold_end; /* paused: unconsumed bytes buf[hold_off..hold_end) */
   bool reading;
@@ -154,6 +169,23 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   *buf = uv_buf_init((char *)c->buf, TCP_RBUF);
 }
 
+static void on_spin(uv_idle_t *h) {
+  tcp_listener *l = h->data;
+
+  if (wire__now_ns() - l->active_ns >= l->spin_ns)
+    uv_idle_stop(h);
+  else
+    sched_yield(); /* a guest woken on this CPU runs at once */
+}
+
+static void spin_touch(tcp_listener *l) {
+  if (l->idle == NULL)
+    return;
+  l->active_ns = wire__now_ns();
+  if (!uv_is_active((uv_handle_t *)l->idle))
+    uv_idle_start(l->idle, on_spin);
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   tcp_stp *c = st->data;
   wire_tenant_t *t = c->t;
@@ -162,6 +194,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 
   if (nread == 0)
     return;
+  spin_touch(c->l);
   if (nread < 0) {
     char why[512];
     snprintf(why, sizeof(why), "tenant \"%s\" (%s): connection %s", wire_tenant_info(t)->name,
@@ -241,6 +274,7 @@ static void on_conn(uv_stream_t *srv, int status) {
     return;
   }
   uv_tcp_nodelay(&c->h, 1);
+  c->l = l;
   c->t = wire__tenant_new(l->s, &tcp_ops, c, true);
   if (c->t == NULL) {
     free(c->buf);
@@ -265,21 +299,46 @@ static void on_conn(uv_stream_t *srv, int status) {
     c->reading = true;
 }
 
+static void listener_free(tcp_listener *l) {
+  if (l->idle)
+    uv_close((uv_handle_t *)l->idle, (uv_close_cb)free);
+  uv_close((uv_handle_t *)&l->h, (uv_close_cb)free);
+}
+
+/* A listener with its spin set up; NULL when out of memory. */
+static tcp_listener *listener_new(wire_server_t *s) {
+  tcp_listener *l = calloc(1, sizeof(*l));
+  /* > 0: as asked; < 0: never; 0: auto (wire__spin_us: on with >= 4 CPUs
+   * online or as TALLY_WIRE_SPIN_US says, off on small hosts). */
+  int32_t us = wire__server_opts(s)->tcp_spin_us;
+
+  if (l == NULL)
+    return NULL;
+  l->s = s;
+  if (us == 0)
+    us = wire__spin_us(0);
+  if (us > 0 && (l->idle = malloc(sizeof(*l->idle))) != NULL) {
+    l->spin_ns = (uint64_t)us * 1000u;
+    uv_idle_init(wire__server_loop(s), l->idle);
+    l->idle->data = l;
+  }
+  uv_tcp_init(wire__server_loop(s), &l->h);
+  l->h.data = l;
+  return l;
+}
+
 /* Adopts an already-listening socket (inherited across exec). */
 static int tcp_adopt(wire_server_t *s, int fd, void **out) {
-  tcp_listener *l = calloc(1, sizeof(*l));
+  tcp_listener *l = listener_new(s);
   int rc;
 
   if (l == NULL)
     return -ENOMEM;
-  l->s = s;
-  uv_tcp_init(wire__server_loop(s), &l->h);
-  l->h.data = l;
   rc = uv_tcp_open(&l->h, fd);
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&l->h, 128, on_conn);
   if (rc) {
-    uv_close((uv_handle_t *)&l->h, (uv_close_cb)free);
+    listener_free(l);
     return rc;
   }
   *out = l;
@@ -324,17 +383,14 @@ int wire__tcp_listen(wire_server_t *s, const char *addr, void **out) {
   if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
       uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0)
     return -EINVAL;
-  l = calloc(1, sizeof(*l));
+  l = listener_new(s);
   if (l == NULL)
     return -ENOMEM;
-  l->s = s;
-  uv_tcp_init(wire__server_loop(s), &l->h);
-  l->h.data = l;
   rc = uv_tcp_bind(&l->h, (struct sockaddr *)&ss, 0);
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&l->h, 128, on_conn);
   if (rc) {
-    uv_close((uv_handle_t *)&l->h, (uv_close_cb)free);
+    listener_free(l);
     return rc;
   }
   *out = l;
@@ -342,8 +398,7 @@ int wire__tcp_listen(wire_server_t *s, const char *addr, void **out) {
 }
 
 void wire__tcp_unlisten(void *p) {
-  tcp_listener *l = p;
-  uv_close((uv_handle_t *)&l->h, (uv_close_cb)free);
+  listener_free(p);
 }
 
 int wire__tcp_listen_fd(void *p) {

@@ -143,14 +143,14 @@ bool wire__shm_consumer_sleeps(wire__shm_dir *d);
 /* Producer blocked on space: set/clear waiting (set fences). */
 void wire__shm_wait_set(wire__shm_dir *d, bool on);
 
-/* Spinning before sleeping (both sides).  Returns the spin budget in us:
+/* Spinning before sleeping (both sides; shm and TCP).  Returns the spin budget in us:
  * TALLY_WIRE_SPIN_US from the environment when set (0 = never spin, capped
  * at 1000), else WIRE__SPIN_US_AUTO on hosts with >= 4 online CPUs (idle
  * cores make a spin cheap and save a ~5-10 us wakeup per message on a VM),
  * else small_host_us (with 2 CPUs a spinning side steals the CPU its peer
  * needs: the daemon's spin measured 6x slower there). */
 #define WIRE__SPIN_US_AUTO 50
-int wire__shm_spin_us(int small_host_us);
+int wire__spin_us(int small_host_us);
 
 static inline void wire__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -329,6 +329,12 @@ typedef struct wire_server_opts {
                              instead of binding tcp_addr; 0 = bind as usual.
                              An adopted descriptor belongs to the server from
                              then on (wire_server_close closes it). */
+  int32_t tcp_spin_us;    /* the same for TCP: after a read the loop polls its
+                             sockets with a zero timeout this long before
+                             sleeping in epoll_wait again.  Same values and
+                             auto rule as shm_spin_us; TCP guests spin on
+                             replies only where auto says 50 us (never on
+                             small hosts). */
 } wire_server_opts_t;
 
 /* Starts listening on loop.  cb is copied; user is returned by
