@@ -1,8 +1,9 @@
 /* test-wire-parcopy.c: the guest's split copy of very large shm messages.
  *
- * On hosts with >= 4 online CPUs the guest copies a message of >= 64 MiB
- * into the shared-memory data region with two threads: the caller and the
- * connection's background thread claim 8 MiB slices from an atomic counter
+ * On hosts with >= 4 online CPUs the guest copies a message of at least
+ * WIRE__PAR_COPY_MIN bytes into the shared-memory data region with two
+ * threads: the caller and the connection's background thread claim
+ * WIRE__PAR_COPY_SLICE slices from an atomic counter
  * (wire__par_work, guest.c par_run).  This machine has 2 CPUs, so the tests
  * force the path with TALLY_WIRE_PAR_COPY=1 and check that (1) every slice
  * runs exactly once when two threads race for them, and (2) whole calls
@@ -56,10 +57,10 @@ static void par_work_runs_every_slice_exactly_once(void **state) {
   assert_true(atomic_load(&j.by_helper) <= SLICES);
 }
 
-static void par_copy_is_off_unless_asked_for(void **state) {
+static void par_copy_follows_cpu_count_unless_told(void **state) {
   (void)state;
   unsetenv("TALLY_WIRE_PAR_COPY");
-  assert_false(wire__par_enabled());
+  assert_int_equal(wire__par_enabled(), sysconf(_SC_NPROCESSORS_ONLN) >= 4);
   setenv("TALLY_WIRE_PAR_COPY", "0", 1);
   assert_false(wire__par_enabled());
   setenv("TALLY_WIRE_PAR_COPY", "1", 1);
@@ -110,7 +111,8 @@ static void echo_iovecs(wire_conn_t *c, const size_t *lens, int cnt, unsigned se
 static void split_copy_calls_round_trip_around_the_threshold(void **state) {
   harness h;
   wire_conn_t *c;
-  size_t below = ((size_t)64 << 20) - 1, at = (size_t)64 << 20, odd = ((size_t)72 << 20) + 12345;
+  size_t below = WIRE__PAR_COPY_MIN - 1, at = WIRE__PAR_COPY_MIN,
+         odd = WIRE__PAR_COPY_MIN + WIRE__PAR_COPY_SLICE * 4 + 12345;
   (void)state;
   setenv("TALLY_WIRE_PAR_COPY", "1", 1);
   assert_int_equal(harness_start(&h, NULL), 0);
@@ -125,8 +127,9 @@ static void split_copy_calls_round_trip_around_the_threshold(void **state) {
 static void split_copy_handles_slices_across_iovecs(void **state) {
   harness h;
   wire_conn_t *c;
-  /* Boundaries at 8 MiB + 1 and inside later slices. */
-  size_t lens[4] = {((size_t)8 << 20) + 1, 3, ((size_t)50 << 20) + 7, ((size_t)13 << 20) + 999};
+  /* Boundaries at one slice + 1 and inside later slices. */
+  size_t lens[4] = {WIRE__PAR_COPY_SLICE + 1, 3, WIRE__PAR_COPY_SLICE * 6 + 7,
+                    WIRE__PAR_COPY_SLICE * 3 / 2 + 999};
   (void)state;
   setenv("TALLY_WIRE_PAR_COPY", "1", 1);
   assert_int_equal(harness_start(&h, NULL), 0);
@@ -141,7 +144,7 @@ int main(void) {
   alarm(120);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(par_work_runs_every_slice_exactly_once),
-      cmocka_unit_test(par_copy_is_off_unless_asked_for),
+      cmocka_unit_test(par_copy_follows_cpu_count_unless_told),
       cmocka_unit_test(split_copy_calls_round_trip_around_the_threshold),
       cmocka_unit_test(split_copy_handles_slices_across_iovecs),
   };

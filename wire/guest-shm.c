@@ -59,16 +59,6 @@ static int wait_doorbell(shm_gtp *g, int efd, int timeout_ms) {
   return 0;
 }
 
-/* Copies of at least 64 MiB are split with the background thread (on hosts
- * with >= 4 CPUs, guest.c): one core's memcpy ran at 7.6-10.8 GB/s for
- * 256 MiB on the 16-CPU GPU host, under the 8 GB/s target on random data,
- * while the memory system has far more bandwidth than one core draws.
- * Below 64 MiB the wakeup of the helper (tens of us) is not worth it.
- * Slices of 8 MiB: fine enough that the two threads finish together, large
- * enough that claiming one (an atomic add) costs nothing. */
-#define WIRE__PAR_COPY_MIN   ((size_t)64 << 20)
-#define WIRE__PAR_COPY_SLICE ((size_t)8 << 20)
-
 typedef struct copy_job {
   uint8_t *dst;
   const struct iovec *iov;

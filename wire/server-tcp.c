@@ -317,7 +317,11 @@ static tcp_listener *listener_new(wire_server_t *s) {
   l->s = s;
   if (us == 0)
     us = wire__spin_us(0);
-  if (us > 0 && (l->idle = malloc(sizeof(*l->idle))) != NULL) {
+  if (us > 0) {
+    if ((l->idle = malloc(sizeof(*l->idle))) == NULL) {
+      free(l);
+      return NULL;
+    }
     l->spin_ns = (uint64_t)us * 1000u;
     uv_idle_init(wire__server_loop(s), l->idle);
     l->idle->data = l;

@@ -195,6 +195,15 @@ static inline void wire__par_work(wire__par *job) {
  * >= 4 online CPUs (like the spin policy, shm.h), or as TALLY_WIRE_PAR_COPY
  * says (0 never, 1 always: for measuring). */
 bool wire__par_enabled(void);
+/* The guest splits its copy of a shm message of at least PAR_COPY_MIN bytes
+ * into the data region (guest-shm.c): one core's memcpy ran at 3.7-8.5 GB/s
+ * for 16-256 MiB on the 16-CPU GPU hosts, under the 8 GB/s target, while
+ * two cores together reached 8.4-13.2 GB/s.  Below 8 MiB the helper's
+ * wakeup (tens of us) is a large share of the copy.  Slices of 2 MiB: fine
+ * enough that the two threads finish together, large enough that claiming
+ * one (an atomic add) costs nothing. */
+#define WIRE__PAR_COPY_MIN   ((size_t)8 << 20)
+#define WIRE__PAR_COPY_SLICE ((size_t)2 << 20)
 
 /* Guest side: blocking byte transport under wire_conn.  Ops:
  *   send     writes the frames iov[0..cnt) completely (all or error);

@@ -583,15 +583,15 @@ int main(int argc, char **argv) {
              cold);
     if (!quick) {
       /* Side by side, alternating: the same daemon, one connection copying
-       * with one thread, one splitting copies >= 64 MiB with its
+       * with one thread, one splitting copies >= WIRE__PAR_COPY_MIN with its
        * background thread (guest-shm.c); the default connection above
        * splits only with >= 4 CPUs online. */
-      static const size_t split_sizes[] = {64 << 20, 256 << 20};
+      static const size_t split_sizes[] = {16 << 20, 64 << 20, 256 << 20};
       printf("\nshm g->d large messages: one copying thread vs the copy split with the "
              "background thread, GB/s (best of 3 alternating runs)\n");
       printf("%-10s %-7s %10s %10s %7s %10s\n", "size", "data", "single", "split", "ratio",
              "memcpy");
-      for (i = 0; i < 2; i++) {
+      for (i = 0; i < 3; i++) {
         int pat, k;
         for (pat = 0; pat < 3; pat++) {
           size_t n = split_sizes[i];
