@@ -459,6 +459,38 @@ static void large_reply_from_worker_thread_round_trips(void **state) {
   wire_conn_close(c);
 }
 
+/* A chunked reply (3 MiB: spans of the 1 MiB test region, or TCP chunks)
+ * into a buffer too small is joined, not placed: -EMSGSIZE with the full
+ * length, the caller's buffer is not overrun, and the connection goes on.
+ * The same reply into a big enough buffer, and allocated, is placed. */
+static void chunked_reply_placed_or_refused(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "chunked");
+  size_t big = (size_t)3 << 20, n = 0;
+  uint8_t req[9] = {'Z'}, *rep = malloc(big + 64);
+  uint64_t n64 = big;
+  struct iovec q = {req, sizeof(req)}, r = {rep, (size_t)1 << 20};
+  void *a = NULL;
+
+  memcpy(req + 1, &n64, 8);
+  memset(rep, 0x5a, big + 64);
+  assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, &n), -EMSGSIZE);
+  assert_int_equal(n, big);
+  assert_int_equal(rep[(1 << 20)], 0x5a); /* nothing past the buffer */
+  r.iov_len = big;
+  assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, &n), 0);
+  assert_int_equal(n, big);
+  assert_int_equal(rep[0], 0);
+  assert_int_equal(rep[big - 1], 0);
+  assert_int_equal(rep[big], 0x5a);
+  assert_int_equal(wire_conn_call_alloc(c, &q, 1, &a, &n), 0);
+  assert_int_equal(n, big);
+  assert_int_equal(((uint8_t *)a)[big - 1], 0);
+  free(a);
+  free(rep);
+  wire_conn_close(c);
+}
+
 static uint64_t cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -515,6 +547,7 @@ int main(void) {
       BOTH(orderly_close_reports_status_zero),
       BOTH(daemon_close_reason_reaches_the_guest),
       BOTH(idle_connection_stops_spinning),
+      BOTH(chunked_reply_placed_or_refused),
       cmocka_unit_test(bad_urls_and_hellos_are_einval),
       cmocka_unit_test(write_all_survives_partial_writes),
       cmocka_unit_test(reply_mt_after_server_close_is_econnreset),

@@ -26,14 +26,47 @@ typedef struct rec {
   wire_buf_t log; /* kind u8 | id u64 | len u32 | bytes, per message */
   int count;
   int stop_after; /* deliver returns 1 after this many (0 = never) */
+  /* placement (rx->place = place_in_pieces): three odd-sized pieces */
+  uint8_t pbuf[16384];
+  struct iovec piov[3];
+  int placed;
 } rec;
+
+static int place_in_pieces(void *ctx, uint8_t kind, uint64_t id, size_t total,
+                           const struct iovec **iov, int *cnt) {
+  rec *r = ctx;
+  size_t a = total / 3 + 1, b = total / 5;
+  (void)kind, (void)id;
+  if (total > sizeof(r->pbuf) - 32)
+    return 0;
+  memset(r->pbuf, 0xee, sizeof(r->pbuf));
+  /* Gaps between the pieces: bytes written outside them would show. */
+  r->piov[0] = (struct iovec){r->pbuf, a};
+  r->piov[1] = (struct iovec){r->pbuf + a + 8, b};
+  r->piov[2] = (struct iovec){r->pbuf + a + b + 16, total - a - b + 5};
+  *iov = r->piov;
+  *cnt = 3;
+  return 1;
+}
 
 static int record(void *ctx, const wire__msg *m) {
   rec *r = ctx;
   wire_buf_put_u8(&r->log, m->kind);
   wire_buf_put_u64(&r->log, m->id);
   wire_buf_put_u32(&r->log, (uint32_t)m->len);
-  wire_buf_put_bytes(&r->log, m->data, m->len);
+  if (m->placed) {
+    size_t a = r->piov[0].iov_len, b = r->piov[1].iov_len;
+    assert_null(m->data);
+    wire_buf_put_bytes(&r->log, r->pbuf, a);
+    assert_int_equal(r->pbuf[a], 0xee);
+    wire_buf_put_bytes(&r->log, r->pbuf + a + 8, b);
+    assert_int_equal(r->pbuf[a + 8 + b], 0xee);
+    wire_buf_put_bytes(&r->log, r->pbuf + a + b + 16, m->len - a - b);
+    assert_int_equal(r->pbuf[a + b + 16 + (m->len - a - b)], 0xee);
+    r->placed++;
+  } else {
+    wire_buf_put_bytes(&r->log, m->data, m->len);
+  }
   r->count++;
   return r->stop_after && r->count % r->stop_after == 0 ? 1 : 0;
 }
@@ -180,6 +213,37 @@ static void stream_split_at_every_byte_delivers_the_same(void **state) {
   wire_buf_close(&r.log);
   wire_buf_close(&whole.log);
   wire_buf_close(&s);
+}
+
+/* Placement: multi-frame messages (plain and zstd chunks) copied straight
+ * into the owner's pieces deliver the same bytes as joining, at every cut,
+ * and write nothing outside the pieces. */
+static void placed_chunks_deliver_the_same_bytes(void **state) {
+  wire_buf_t s;
+  wire__rx rx;
+  rec whole, *r = calloc(1, sizeof(*r));
+  size_t used, cut;
+
+  (void)state;
+  wire_buf_init(&s);
+  build_stream(&s, true);
+  rx_setup(&rx, &whole);
+  assert_int_equal(wire__rx_feed(&rx, s.data, s.len, &used), 0);
+  wire__rx_close(&rx);
+  for (cut = 0; cut <= s.len; cut += 7) {
+    rx_setup(&rx, r);
+    rx.place = place_in_pieces;
+    assert_int_equal(wire__rx_feed(&rx, s.data, cut, &used), 0);
+    assert_int_equal(wire__rx_feed(&rx, s.data + cut, s.len - cut, &used), 0);
+    assert_int_equal(r->placed, 2); /* the chunked POST and the zstd REPLY */
+    assert_int_equal(r->log.len, whole.log.len);
+    assert_memory_equal(r->log.data, whole.log.data, whole.log.len);
+    wire__rx_close(&rx);
+    wire_buf_close(&r->log);
+  }
+  wire_buf_close(&whole.log);
+  wire_buf_close(&s);
+  free(r);
 }
 
 static void pause_stops_after_message_and_resumes_inside_batch(void **state) {
@@ -524,6 +588,7 @@ int main(void) {
       cmocka_unit_test(frame_header_matches_the_table),
       cmocka_unit_test(stream_delivers_every_kind),
       cmocka_unit_test(stream_split_at_every_byte_delivers_the_same),
+      cmocka_unit_test(placed_chunks_deliver_the_same_bytes),
       cmocka_unit_test(pause_stops_after_message_and_resumes_inside_batch),
       cmocka_unit_test(malformed_frames_are_refused_with_a_reason),
       cmocka_unit_test(kind_not_allowed_in_direction_is_refused),

@@ -244,7 +244,7 @@ static int frame_done(wire__rx *rx, const uint8_t *p) {
   const uint8_t *data = p;
   size_t len = h->len;
   bool multi = (h->flags & WIRE__F_MORE) || rx->in_multi;
-  wire__msg m;
+  wire__msg m = {0};
 
   if (h->flags & WIRE__F_SHMDATA) {
     uint64_t pos;
@@ -299,7 +299,12 @@ static int frame_done(wire__rx *rx, const uint8_t *p) {
                   rx->max_msg);
     if (h->aux == 0)
       return fail(rx, -EPROTO, "multi-frame message announces %llu bytes (%llu)", 0, 0);
-    if (rx->mcap < h->aux) {
+    rx->pcnt = 0;
+    if (rx->place && rx->place(rx->ctx, h->kind, h->id, h->aux, &rx->piov, &rx->pcnt) != 1)
+      rx->pcnt = 0;
+    if (rx->pcnt > 0) {
+      /* Placed: chunks go straight to the owner's buffers. */
+    } else if (rx->mcap < h->aux) {
       /* Grow only: a fresh mmap'd buffer per message costs a page fault
        * per 4 KiB, which wire-bench showed halving TCP bulk throughput. */
       free(rx->mbuf);
@@ -308,7 +313,7 @@ static int frame_done(wire__rx *rx, const uint8_t *p) {
       if (rx->mbuf != NULL)
         rx->mcap = h->aux;
     }
-    if (rx->mbuf == NULL)
+    if (rx->pcnt == 0 && rx->mbuf == NULL)
       return fail(rx, -ENOMEM, "out of memory for a %llu-byte message (%llu)", h->aux, 0);
     rx->mlen = h->aux;
     rx->mhave = 0;
@@ -321,16 +326,30 @@ static int frame_done(wire__rx *rx, const uint8_t *p) {
                 rx->mkind);
   }
   if (h->flags & WIRE__F_ZSTD) {
-    size_t raw;
-    int rc = inflate(rx, data, len, rx->mbuf + rx->mhave, rx->mlen - rx->mhave, &raw);
-    if (rc)
-      return rc;
+    size_t raw, left = rx->mlen - rx->mhave;
+    int rc;
+    if (rx->pcnt > 0) {
+      /* Inflate into zbuf (a chunk's raw bytes fit one frame), then place. */
+      if (rx->zbuf == NULL && (rx->zbuf = malloc(WIRE__FRAME_MAX)) == NULL)
+        return fail(rx, -ENOMEM, "out of memory (%llu %llu)", 0, 0);
+      rc = inflate(rx, data, len, rx->zbuf, left < WIRE__FRAME_MAX ? left : WIRE__FRAME_MAX, &raw);
+      if (rc)
+        return rc;
+      wire__iov_copy_in(rx->piov, rx->pcnt, rx->mhave, rx->zbuf, raw);
+    } else {
+      rc = inflate(rx, data, len, rx->mbuf + rx->mhave, left, &raw);
+      if (rc)
+        return rc;
+    }
     rx->mhave += raw;
   } else {
     if (len > rx->mlen - rx->mhave)
       return fail(rx, -EPROTO, "chunk overruns its message: %llu bytes with %llu left", len,
                   rx->mlen - rx->mhave);
-    memcpy(rx->mbuf + rx->mhave, data, len);
+    if (rx->pcnt > 0)
+      wire__iov_copy_in(rx->piov, rx->pcnt, rx->mhave, data, len);
+    else
+      memcpy(rx->mbuf + rx->mhave, data, len);
     rx->mhave += len;
   }
   if (h->flags & WIRE__F_MORE)
@@ -340,8 +359,10 @@ static int frame_done(wire__rx *rx, const uint8_t *p) {
   rx->in_multi = false;
   m.kind = rx->mkind;
   m.id = rx->mid;
-  m.data = rx->mbuf;
+  m.placed = rx->pcnt > 0;
+  m.data = m.placed ? NULL : rx->mbuf;
   m.len = rx->mlen;
+  rx->pcnt = 0;
   /* mbuf stays: it holds a paused payload, or serves the next message. */
   return rx->deliver(rx->ctx, &m);
 }

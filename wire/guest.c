@@ -71,12 +71,14 @@ typedef struct waiter {
   uint64_t id;
   const struct iovec *rep; /* caller's buffers (NULL when alloc) */
   int rep_cnt;
-  bool alloc; /* wire allocates: abuf */
-  void *abuf; /* malloc'd reply when alloc */
-  size_t len; /* reply's full length */
-  int status; /* 0 or error */
-  bool done;  /* set by the reader under rx_mu */
-  int fd;     /* FD call: the descriptor sent out of band first; else -1 */
+  bool alloc;        /* wire allocates: abuf */
+  void *abuf;        /* malloc'd reply when alloc */
+  struct iovec aiov; /* abuf as the destination of a placed reply */
+  size_t len;        /* reply's full length */
+  int status;        /* 0 or error */
+  bool done;         /* set by the reader under rx_mu */
+  bool placing;      /* the reader copies a multi-frame reply straight into rep */
+  int fd;            /* FD call: the descriptor sent out of band first; else -1 */
   struct waiter *next;
 } waiter;
 
@@ -250,6 +252,42 @@ static bool batch_stale(wire_conn_t *c, uint64_t now) {
 
 /* ---------------------------------------------------------------- receiving */
 
+/* wire__rx placement (rx role holder's thread): a multi-frame reply whose
+ * caller gave buffers big enough is copied there chunk by chunk, so the
+ * daemon's next chunk and our copy of this one overlap and the reply is
+ * copied once instead of joined and copied again.  w->placing keeps the
+ * waiter (and the caller's buffers) in place even if the connection fails
+ * meanwhile: wait_reply does not return while the reader may still write
+ * into them. */
+static int on_place(void *ctx, uint8_t kind, uint64_t id, size_t total, const struct iovec **iov,
+                    int *cnt) {
+  wire_conn_t *c = ctx;
+  waiter *w;
+  int ok = 0;
+
+  if (kind != WIRE__K_REPLY)
+    return 0;
+  pthread_mutex_lock(&c->rx_mu);
+  for (w = c->waiters; w != NULL; w = w->next)
+    if (w->id == id && !w->done)
+      break;
+  if (w != NULL && w->alloc && (w->abuf = malloc(total)) != NULL) {
+    /* wire_conn_call_alloc: the reply's own buffer, made now. */
+    w->aiov = (struct iovec){w->abuf, total};
+    w->placing = true;
+    *iov = &w->aiov;
+    *cnt = 1;
+    ok = 1;
+  } else if (w != NULL && !w->alloc && wire__iov_len(w->rep, w->rep_cnt) >= total) {
+    w->placing = true;
+    *iov = w->rep;
+    *cnt = w->rep_cnt;
+    ok = 1;
+  }
+  pthread_mutex_unlock(&c->rx_mu);
+  return ok;
+}
+
 /* wire__rx delivery on the rx role holder's thread. */
 static int on_frame(void *ctx, const wire__msg *m) {
   wire_conn_t *c = ctx;
@@ -282,7 +320,9 @@ static int on_frame(void *ctx, const wire__msg *m) {
     return -EPROTO;
   }
   w->len = m->len;
-  if (w->alloc) {
+  if (m->placed) {
+    /* Already in rep (on_place checked that it fits). */
+  } else if (w->alloc) {
     w->abuf = m->len ? malloc(m->len) : NULL;
     if (m->len && w->abuf == NULL)
       w->status = -ENOMEM;
@@ -294,6 +334,7 @@ static int on_frame(void *ctx, const wire__msg *m) {
       w->status = -EMSGSIZE;
   }
   w->done = true;
+  w->placing = false;
   pthread_cond_broadcast(&c->rx_cv);
   pthread_mutex_unlock(&c->rx_mu);
   return 0;
@@ -365,8 +406,15 @@ static int wait_reply(wire_conn_t *c, waiter *w) {
       rc = w->status;
       break;
     }
-    if ((rc = atomic_load(&c->err)) != 0)
+    if ((rc = atomic_load(&c->err)) != 0) {
+      /* A reader placing our reply may still be writing into rep: it
+       * clears reading when read_some returns. */
+      if (w->placing && c->reading) {
+        pthread_cond_wait(&c->rx_cv, &c->rx_mu);
+        continue;
+      }
       break;
+    }
     if (!c->reading) {
       c->reading = true;
       pthread_mutex_unlock(&c->rx_mu);
@@ -402,6 +450,7 @@ static int call_kind(wire_conn_t *c, uint8_t kind, const struct iovec *req, int 
     return -EMSGSIZE;
   w->id = atomic_fetch_add(&c->next_id, 1);
   w->done = false;
+  w->placing = false;
   w->status = 0;
   pthread_mutex_lock(&c->rx_mu);
   w->next = c->waiters;
@@ -663,6 +712,7 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
                 1u << WIRE__K_REPLY | 1u << WIRE__K_HEARTBEAT | 1u << WIRE__K_BYE, on_frame, c);
   c->rx.version = c->version;
   c->rx.zstd_ok = c->tp->zstd;
+  c->rx.place = on_place;
   if (c->tp->ops->resolve) {
     c->rx.resolve = resolve_tp;
     c->rx.resolve_ctx = c->tp;

@@ -101,6 +101,11 @@ static void ring_guest_if_sleeping(shm_stp *c, bool published) {
     wire__efd_ring(c->efd_rx);
 }
 
+/* d2g on_chunk: each span of a chunked reply wakes a sleeping guest. */
+static void on_d2g_chunk(void *ctx) {
+  ring_guest_if_sleeping(ctx, true);
+}
+
 /* Pushes queued replies; stops at the first that lacks space. */
 static int flush_out(shm_stp *c) {
   while (c->out_head) {
@@ -271,7 +276,8 @@ static int shm_send_direct(wire_tenant_t *t, uint64_t id, const void *buf, size_
 
   pthread_mutex_lock(&c->d2g_mu);
   if (c->open && c->out_head == NULL &&
-      ((len <= WIRE__SHM_INLINE && len + WIRE__HDR_LEN <= c->d2g.r / 2) || len <= c->d2g.d / 2)) {
+      ((len <= WIRE__SHM_INLINE && len + WIRE__HDR_LEN <= c->d2g.r / 2) ||
+       (len <= c->d2g.d / 2 && len <= c->d2g.chunk_max))) {
     rc = wire__shm_tx_step(&c->d2g, &tx, &pub);
     ring_guest_if_sleeping(c, pub);
   }
@@ -631,6 +637,9 @@ static int shm_welcome(wire_tenant_t *t, const void *frame, size_t len) {
   }
   wire__shm_init(c->mem, o->shm_ring_bytes, o->shm_data_bytes);
   wire__shm_bind(c->mem, o->shm_ring_bytes, o->shm_data_bytes, &c->g2d, &c->d2g);
+  c->d2g.chunk_max = WIRE__SHM_D2G_CHUNK;
+  c->d2g.on_chunk = on_d2g_chunk;
+  c->d2g.chunk_ctx = c;
   c->efd_d = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   c->efd_rx = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   c->efd_tx = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -112,6 +112,8 @@ int wire__shm_tx_step(wire__shm_dir *d, wire__shm_tx *tx, bool *published) {
     }
     {
       size_t chunk = tx->len <= d->d / 2 ? tx->len : d->d / 4;
+      if (d->chunk_max != 0 && chunk > d->chunk_max)
+        chunk = d->chunk_max;
       size_t n = tx->len - tx->off < chunk ? tx->len - tx->off : chunk;
       bool multi = tx->len > chunk;
       uint64_t dtail = LOAD_ACQ(wire__shm_u64(d, WIRE__SHM_DATA_TAIL));
@@ -152,6 +154,8 @@ int wire__shm_tx_step(wire__shm_dir *d, wire__shm_tx *tx, bool *published) {
       d->data_head = pos + n;
       STORE_REL(wire__shm_u64(d, WIRE__SHM_HEAD), d->head);
       *published = true;
+      if (multi && d->on_chunk)
+        d->on_chunk(d->chunk_ctx);
       tx->off += n;
       if (tx->off >= tx->len)
         tx->done = true;

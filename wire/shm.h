@@ -75,10 +75,25 @@ typedef struct wire__shm_dir {
    * [off, off + n) into the data region; NULL = wire__iov_copy_out */
   void (*copy)(void *ctx, uint8_t *dst, const struct iovec *iov, int cnt, size_t off, size_t n);
   void *copy_ctx;
+  /* optional (daemon d2g): messages above chunk_max travel as spans of
+   * chunk_max bytes, and on_chunk runs after each span is published, so a
+   * sleeping consumer wakes and copies span k while span k + 1 is written
+   * (the guest places each span straight into the caller's buffer).
+   * 0 = one span up to half the region, as for g2d, which the daemon reads
+   * in place. */
+  size_t chunk_max;
+  void (*on_chunk)(void *ctx);
+  void *chunk_ctx;
   /* consumer-private */
   uint64_t rd;       /* ring bytes fed to the assembler */
   uint64_t data_end; /* end of the last data span resolved */
 } wire__shm_dir;
+
+/* The daemon's replies above this travel as spans of this size (chunk_max
+ * above): small enough that the guest's copy of one span overlaps the
+ * daemon's write of the next, large enough that a span's frame (~1 us of
+ * work on both sides) is noise next to its copy (~25-50 us). */
+#define WIRE__SHM_D2G_CHUNK ((size_t)512 << 10)
 
 #define WIRE__SHM_HEAD      0
 #define WIRE__SHM_TAIL      64

@@ -50,8 +50,9 @@ int wire__hdr_decode(const uint8_t in[WIRE__HDR_LEN], uint8_t want_version, wire
 typedef struct wire__msg {
   uint8_t kind;
   uint64_t id;
-  const uint8_t *data;
+  const uint8_t *data; /* NULL when placed */
   size_t len;
+  bool placed; /* the bytes are already where rx->place said (data NULL) */
 } wire__msg;
 
 /* deliver returns 0 to go on, 1 to stop after this message (pause), or a
@@ -59,6 +60,14 @@ typedef struct wire__msg {
  * resolve maps a shared-memory descriptor to bytes, or returns NULL. */
 typedef int (*wire__rx_deliver_fn)(void *ctx, const wire__msg *m);
 typedef const uint8_t *(*wire__rx_resolve_fn)(void *ctx, uint64_t pos, uint32_t len);
+/* place (optional): asked when a multi-frame message of total bytes starts.
+ * It may answer 1 with buffers (*iov, *cnt) that hold at least total bytes:
+ * every chunk is then copied there as it arrives (no join buffer, no second
+ * copy) and the message is delivered with placed = true.  0 = join as
+ * usual.  The buffers must stay valid until that delivery or until the
+ * stream fails (the owner's rule: guest.c). */
+typedef int (*wire__rx_place_fn)(void *ctx, uint8_t kind, uint64_t id, size_t total,
+                                 const struct iovec **iov, int *cnt);
 
 typedef struct wire__rx {
   /* configuration (set by the owner before feeding) */
@@ -69,6 +78,7 @@ typedef struct wire__rx {
   bool zstd_ok;       /* ZSTD flag accepted */
   wire__rx_deliver_fn deliver;
   wire__rx_resolve_fn resolve; /* NULL: SHMDATA flag refused */
+  wire__rx_place_fn place;     /* NULL: multi-frame messages are joined */
   void *resolve_ctx;           /* first argument of resolve */
   void *ctx;                   /* first argument of deliver */
   /* header being assembled */
@@ -86,6 +96,8 @@ typedef struct wire__rx {
   uint8_t mkind;
   uint64_t mid;
   bool in_multi;
+  const struct iovec *piov; /* in_multi and placed: the destination */
+  int pcnt;                 /* 0 = joining into mbuf */
   /* BATCH records still to deliver (after a pause) */
   const uint8_t *batch_p;
   size_t batch_left;
