@@ -238,6 +238,74 @@ static int inflate(wire__rx *rx, const uint8_t *p, size_t n, uint8_t *dst, size_
   return 0;
 }
 
+/* Starts the multi-frame message frame h opens, or checks that h continues
+ * the one in progress.  Returns 0 or a failure. */
+static int multi_enter(wire__rx *rx, const wire__hdr *h) {
+  if (h->kind == WIRE__K_BATCH)
+    return fail(rx, -EPROTO, "batch frames cannot be chunked (%llu %llu)", 0, 0);
+  if (!rx->in_multi) {
+    if (h->aux > rx->max_msg)
+      return fail(rx, -EMSGSIZE, "message of %llu bytes exceeds the %llu-byte limit", h->aux,
+                  rx->max_msg);
+    if (h->aux == 0)
+      return fail(rx, -EPROTO, "multi-frame message announces %llu bytes (%llu)", 0, 0);
+    rx->pcnt = 0;
+    if (rx->place && rx->place(rx->ctx, h->kind, h->id, h->aux, &rx->piov, &rx->pcnt) != 1)
+      rx->pcnt = 0;
+    if (rx->pcnt == 0 && rx->mcap < h->aux) {
+      /* Grow only: a fresh mmap'd buffer per message costs a page fault
+       * per 4 KiB, which wire-bench showed halving TCP bulk throughput. */
+      free(rx->mbuf);
+      rx->mcap = 0;
+      rx->mbuf = malloc(h->aux);
+      if (rx->mbuf != NULL)
+        rx->mcap = h->aux;
+    }
+    if (rx->pcnt == 0 && rx->mbuf == NULL)
+      return fail(rx, -ENOMEM, "out of memory for a %llu-byte message (%llu)", h->aux, 0);
+    rx->mlen = h->aux;
+    rx->mhave = 0;
+    rx->mkind = h->kind;
+    rx->mid = h->id;
+    rx->in_multi = true;
+  } else if (h->kind != rx->mkind || h->id != rx->mid || h->aux != rx->mlen) {
+    return fail(rx, -EPROTO,
+                "continuation frame of kind %llu does not match its message (kind %llu)", h->kind,
+                rx->mkind);
+  }
+  return 0;
+}
+
+/* Appends len raw bytes to the message in progress (the caller checked that
+ * they fit): into the placed buffers or the join buffer. */
+static void multi_append(wire__rx *rx, const uint8_t *data, size_t len) {
+  if (rx->pcnt > 0)
+    wire__iov_copy_in(rx->piov, rx->pcnt, rx->mhave, data, len);
+  else
+    memcpy(rx->mbuf + rx->mhave, data, len);
+  rx->mhave += len;
+}
+
+/* After frame h's bytes are appended: delivers the message if h was its
+ * last frame. */
+static int multi_leave(wire__rx *rx, const wire__hdr *h) {
+  wire__msg m = {0};
+
+  if (h->flags & WIRE__F_MORE)
+    return 0;
+  if (rx->mhave != rx->mlen)
+    return fail(rx, -EPROTO, "message ended after %llu of its %llu bytes", rx->mhave, rx->mlen);
+  rx->in_multi = false;
+  m.kind = rx->mkind;
+  m.id = rx->mid;
+  m.placed = rx->pcnt > 0;
+  m.data = m.placed ? NULL : rx->mbuf;
+  m.len = rx->mlen;
+  rx->pcnt = 0;
+  /* mbuf stays: it holds a paused payload, or serves the next message. */
+  return rx->deliver(rx->ctx, &m);
+}
+
 /* Handles one complete frame whose payload is p[0..h.len).  Returns 0, 1 or <0. */
 static int frame_done(wire__rx *rx, const uint8_t *p) {
   const wire__hdr *h = &rx->h;
@@ -291,39 +359,10 @@ static int frame_done(wire__rx *rx, const uint8_t *p) {
     return rx->deliver(rx->ctx, &m);
   }
   /* Part of a multi-frame message. */
-  if (h->kind == WIRE__K_BATCH)
-    return fail(rx, -EPROTO, "batch frames cannot be chunked (%llu %llu)", 0, 0);
-  if (!rx->in_multi) {
-    if (h->aux > rx->max_msg)
-      return fail(rx, -EMSGSIZE, "message of %llu bytes exceeds the %llu-byte limit", h->aux,
-                  rx->max_msg);
-    if (h->aux == 0)
-      return fail(rx, -EPROTO, "multi-frame message announces %llu bytes (%llu)", 0, 0);
-    rx->pcnt = 0;
-    if (rx->place && rx->place(rx->ctx, h->kind, h->id, h->aux, &rx->piov, &rx->pcnt) != 1)
-      rx->pcnt = 0;
-    if (rx->pcnt > 0) {
-      /* Placed: chunks go straight to the owner's buffers. */
-    } else if (rx->mcap < h->aux) {
-      /* Grow only: a fresh mmap'd buffer per message costs a page fault
-       * per 4 KiB, which wire-bench showed halving TCP bulk throughput. */
-      free(rx->mbuf);
-      rx->mcap = 0;
-      rx->mbuf = malloc(h->aux);
-      if (rx->mbuf != NULL)
-        rx->mcap = h->aux;
-    }
-    if (rx->pcnt == 0 && rx->mbuf == NULL)
-      return fail(rx, -ENOMEM, "out of memory for a %llu-byte message (%llu)", h->aux, 0);
-    rx->mlen = h->aux;
-    rx->mhave = 0;
-    rx->mkind = h->kind;
-    rx->mid = h->id;
-    rx->in_multi = true;
-  } else if (h->kind != rx->mkind || h->id != rx->mid || h->aux != rx->mlen) {
-    return fail(rx, -EPROTO,
-                "continuation frame of kind %llu does not match its message (kind %llu)", h->kind,
-                rx->mkind);
+  {
+    int rc = multi_enter(rx, h);
+    if (rc)
+      return rc;
   }
   if (h->flags & WIRE__F_ZSTD) {
     size_t raw, left = rx->mlen - rx->mhave;
@@ -346,25 +385,9 @@ static int frame_done(wire__rx *rx, const uint8_t *p) {
     if (len > rx->mlen - rx->mhave)
       return fail(rx, -EPROTO, "chunk overruns its message: %llu bytes with %llu left", len,
                   rx->mlen - rx->mhave);
-    if (rx->pcnt > 0)
-      wire__iov_copy_in(rx->piov, rx->pcnt, rx->mhave, data, len);
-    else
-      memcpy(rx->mbuf + rx->mhave, data, len);
-    rx->mhave += len;
+    multi_append(rx, data, len);
   }
-  if (h->flags & WIRE__F_MORE)
-    return 0;
-  if (rx->mhave != rx->mlen)
-    return fail(rx, -EPROTO, "message ended after %llu of its %llu bytes", rx->mhave, rx->mlen);
-  rx->in_multi = false;
-  m.kind = rx->mkind;
-  m.id = rx->mid;
-  m.placed = rx->pcnt > 0;
-  m.data = m.placed ? NULL : rx->mbuf;
-  m.len = rx->mlen;
-  rx->pcnt = 0;
-  /* mbuf stays: it holds a paused payload, or serves the next message. */
-  return rx->deliver(rx->ctx, &m);
+  return multi_leave(rx, h);
 }
 
 int wire__rx_feed(wire__rx *rx, const uint8_t *p, size_t n, size_t *used) {
@@ -408,6 +431,36 @@ int wire__rx_feed(wire__rx *rx, const uint8_t *p, size_t n, size_t *used) {
                     rx->mkind);
       rx->in_payload = true;
       rx->fhave = 0;
+      rx->streaming = false;
+      if (((rx->h.flags & WIRE__F_MORE) || rx->in_multi) &&
+          !(rx->h.flags & (WIRE__F_ZSTD | WIRE__F_SHMDATA))) {
+        /* A plain chunk: its bytes go straight to the message as they
+         * arrive (no frame buffer, one copy), whatever the read sizes. */
+        rc = multi_enter(rx, &rx->h);
+        if (rc)
+          return rc;
+        if (rx->h.len > rx->mlen - rx->mhave)
+          return fail(rx, -EPROTO, "chunk overruns its message: %llu bytes with %llu left",
+                      rx->h.len, rx->mlen - rx->mhave);
+        rx->streaming = true;
+      }
+    }
+    if (rx->streaming) {
+      /* rx->fhave of this chunk's bytes are appended already. */
+      size_t take = rx->h.len - rx->fhave;
+      if (take > n - off)
+        take = n - off;
+      multi_append(rx, p + off, take);
+      rx->fhave += take;
+      off += take;
+      if (rx->fhave < rx->h.len)
+        break;
+      rx->in_payload = false;
+      rx->streaming = false;
+      rc = multi_leave(rx, &rx->h);
+      if (rc)
+        break;
+      continue;
     }
     /* At this point: rx->h is a checked header and rx->fhave of its payload
      * bytes sit in rx->fbuf. */

@@ -85,6 +85,7 @@ typedef struct wire__rx {
   uint8_t hdr_bytes[WIRE__HDR_LEN];
   size_t hdr_have;
   bool in_payload; /* h is valid and its payload is being read */
+  bool streaming;  /* in_payload of a plain chunk: bytes go to the message */
   wire__hdr h;
   /* frame payload split across feeds: copied here */
   uint8_t *fbuf;
