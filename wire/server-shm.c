@@ -80,7 +80,6 @@ struct shm_stp {
   int handles;                 /* still to close */
   wire_tenant_t *t;
   int efd_d, efd_rx, efd_tx;
-  uint64_t out_tails_seen; /* out_tails() when the queued replies stalled */
   uint8_t *mem;
   size_t size;
   wire__shm_dir g2d, d2g;
@@ -107,13 +106,6 @@ static void on_d2g_chunk(void *ctx) {
   ring_guest_if_sleeping(ctx, true);
 }
 
-/* The guest's two d2g release counters in one number: it changes whenever
- * the guest frees ring or data space. */
-static uint64_t out_tails(shm_stp *c) {
-  return __atomic_load_n(wire__shm_u64(&c->d2g, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE) +
-         __atomic_load_n(wire__shm_u64(&c->d2g, WIRE__SHM_DATA_TAIL), __ATOMIC_ACQUIRE);
-}
-
 /* Pushes queued replies; stops at the first that lacks space. */
 static int flush_out(shm_stp *c) {
   while (c->out_head) {
@@ -125,12 +117,8 @@ static int flush_out(shm_stp *c) {
       wire__shm_wait_set(&c->d2g, true);
       rc = wire__shm_tx_step(&c->d2g, &m->tx, &pub);
       ring_guest_if_sleeping(c, pub);
-      if (rc == -EAGAIN) {
-        /* The guest rings our doorbell when it frees space; a spinning
-         * loop notices the release earlier (ring_has_data). */
-        c->out_tails_seen = out_tails(c);
-        return 0;
-      }
+      if (rc == -EAGAIN)
+        return 0; /* the guest rings our doorbell when it frees space */
     }
     wire__shm_wait_set(&c->d2g, false);
     if (rc)
@@ -380,18 +368,9 @@ static void drain(shm_stp *c) {
  * epoll_wait syscalls (~1 us each on a VM). */
 #define IDLE_SLICE_NS 20000u
 
-/* Work for drain: requests in the g2d ring, or queued replies (out_head:
- * written only on this loop thread) and d2g space the guest has freed
- * since they stalled, which a spinning loop sees here without waiting for
- * the guest's doorbell behind the rest of its idle slice. */
 static bool ring_has_data(shm_stp *c) {
-  if (!c->open)
-    return false;
-  if (c->held)
-    return false;
-  if (c->out_head != NULL && out_tails(c) != c->out_tails_seen)
-    return true;
-  return __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE) != c->g2d.rd;
+  return c->open && !c->held &&
+         __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE) != c->g2d.rd;
 }
 
 static void on_idle(uv_idle_t *h) {
@@ -659,11 +638,6 @@ static int shm_welcome(wire_tenant_t *t, const void *frame, size_t len) {
   wire__shm_init(c->mem, o->shm_ring_bytes, o->shm_data_bytes);
   wire__shm_bind(c->mem, o->shm_ring_bytes, o->shm_data_bytes, &c->g2d, &c->d2g);
   c->d2g.chunk_max = WIRE__SHM_D2G_CHUNK;
-  /* The window makes us wait for the guest's copy-out every few spans:
-   * cheap only while our loop spins (it sees the release within its poll,
-   * ring_has_data); without the spin each wait is a doorbell wakeup, and
-   * a 256 MiB reply fell from 4.3 to 1.4 GB/s on the 2-CPU VM. */
-  c->d2g.window = c->l->spin_ns != 0 ? WIRE__SHM_D2G_WINDOW : 0;
   c->d2g.on_chunk = on_d2g_chunk;
   c->d2g.chunk_ctx = c;
   c->efd_d = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

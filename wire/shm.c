@@ -128,12 +128,8 @@ int wire__shm_tx_step(wire__shm_dir *d, wire__shm_tx *tx, bool *published) {
         if (pos % d->d != 0)
           pos += d->d - pos % d->d;
       } else {
-        uint64_t lim = d->window != 0 && d->window < d->d ? d->window : d->d;
-        /* Never wrap a span, and stay within the window: start over at 0
-         * (the space check below then waits for the previous lap's first
-         * n bytes to be released). */
-        if ((pos % d->d) + n > lim)
-          pos += d->d - pos % d->d;
+        if ((pos % d->d) + n > d->d)
+          pos += d->d - pos % d->d; /* never wrap a span: start over at 0 */
         if (pos + n - dtail > d->d)
           return -EAGAIN;
       }

@@ -84,13 +84,6 @@ typedef struct wire__shm_dir {
   size_t chunk_max;
   void (*on_chunk)(void *ctx);
   void *chunk_ctx;
-  /* optional (with chunk_max): spans start over at offset 0 once they would
-   * pass window bytes, so a producer runs at most window bytes ahead of the
-   * consumer and the spans it writes are still in cache when the consumer
-   * copies them out (a 256 MiB reply otherwise walked 256 MiB of region:
-   * three passes over DRAM instead of one).  0 = the whole region.  Must
-   * be >= chunk_max. */
-  uint64_t window;
   /* consumer-private */
   uint64_t rd;       /* ring bytes fed to the assembler */
   uint64_t data_end; /* end of the last data span resolved */
@@ -101,8 +94,6 @@ typedef struct wire__shm_dir {
  * daemon's write of the next, large enough that a span's frame (~1 us of
  * work on both sides) is noise next to its copy (~25-50 us). */
 #define WIRE__SHM_D2G_CHUNK ((size_t)512 << 10)
-/* ... written within the first 8 MiB of the d2g region (window above). */
-#define WIRE__SHM_D2G_WINDOW ((uint64_t)8 << 20)
 
 #define WIRE__SHM_HEAD      0
 #define WIRE__SHM_TAIL      64
