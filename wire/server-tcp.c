@@ -51,12 +51,16 @@ typedef struct tcp_stp {
    * multi-MiB malloc per reply is fresh mmap'd pages, and their faults cost
    * more than the copy (wire-bench's daemon->guest figure: 16 MiB replies
    * went from 1.1 to 2.8 GB/s on the 2-CPU VM).  Kept up to SPARE_MAX
-   * bytes, a bound on what an idle tenant pins in the daemon; larger
-   * replies still pay the faults.  NULL while a write holds it. */
+   * bytes; one above SPARE_KEEP goes back after SPARE_IDLE_NS unused
+   * (tcp_idle), as the shm data region's high pages do.  NULL while a
+   * write holds it. */
   write_req_t *spare;
+  uint64_t spare_ns; /* when the spare was last returned */
 } tcp_stp;
 
-#define SPARE_MAX (((size_t)64 << 20) + ((size_t)1 << 20))
+#define SPARE_MAX     (((size_t)512 << 20) + ((size_t)1 << 20))
+#define SPARE_KEEP    (((size_t)64 << 20) + ((size_t)1 << 20))
+#define SPARE_IDLE_NS (5ull * 1000000000ull)
 
 struct write_req_t {
   uv_write_t req;
@@ -70,6 +74,7 @@ static void on_write(uv_write_t *req, int status) {
   if (w->keep != NULL && w->keep->spare == NULL && w->b.cap <= SPARE_MAX && w->b.err == 0) {
     wire_buf_reset(&w->b);
     w->keep->spare = w;
+    w->keep->spare_ns = wire__now_ns();
     return;
   }
   wire_buf_close(&w->b);
@@ -271,12 +276,24 @@ static void tcp_close(wire_tenant_t *t) {
   uv_close((uv_handle_t *)&c->h, on_tenant_closed);
 }
 
+/* Heartbeat tick (loop thread): a large spare unused for a while goes. */
+static void tcp_idle(wire_tenant_t *t, uint64_t now_ns) {
+  tcp_stp *c = wire__tenant_tp(t);
+
+  if (c->spare != NULL && c->spare->b.cap > SPARE_KEEP && now_ns - c->spare_ns >= SPARE_IDLE_NS) {
+    wire_buf_close(&c->spare->b);
+    free(c->spare);
+    c->spare = NULL;
+  }
+}
+
 static const struct wire__stp_ops tcp_ops = {
     .name = "tcp",
     .welcome = tcp_welcome,
     .send = tcp_send,
     .resume = tcp_resume,
     .close = tcp_close,
+    .idle = tcp_idle,
 };
 
 static void on_conn(uv_stream_t *srv, int status) {

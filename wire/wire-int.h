@@ -426,8 +426,9 @@ struct wire__stp_ops {
    * instead.  Called with the tenant's tx lock held and the tenant not
    * closed (server.c), which keeps the transport alive. */
   int (*send_direct)(wire_tenant_t *t, uint64_t id, const void *buf, size_t len);
-  /* optional (shm): housekeeping on each heartbeat tick (returns unused
-   * data-region pages).  Loop thread. */
+  /* optional: housekeeping on each heartbeat tick (shm: returns unused
+   * data-region pages; tcp: frees a large idle framing buffer).  Loop
+   * thread. */
   void (*idle)(wire_tenant_t *t, uint64_t now_ns);
 };
 
