@@ -279,7 +279,9 @@ static int multi_enter(wire__rx *rx, const wire__hdr *h) {
 /* Appends len raw bytes to the message in progress (the caller checked that
  * they fit): into the placed buffers or the join buffer. */
 static void multi_append(wire__rx *rx, const uint8_t *data, size_t len) {
-  if (rx->pcnt > 0)
+  if (rx->pcnt > 0 && rx->copy_in != NULL)
+    rx->copy_in(rx->ctx, rx->piov, rx->pcnt, rx->mhave, data, len);
+  else if (rx->pcnt > 0)
     wire__iov_copy_in(rx->piov, rx->pcnt, rx->mhave, data, len);
   else
     memcpy(rx->mbuf + rx->mhave, data, len);

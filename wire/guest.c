@@ -288,6 +288,42 @@ static int on_place(void *ctx, uint8_t kind, uint64_t id, size_t total, const st
   return ok;
 }
 
+/* wire__rx copy_in: a placed chunk of at least WIRE__PAR_COPY_MIN bytes
+ * (the daemon sends shm replies of >= 64 MiB in such chunks) is copied by
+ * this thread and the background thread together, as large sends are
+ * (guest-shm.c).  par_run is safe from any thread, the bg thread included
+ * (it then copies every slice itself). */
+typedef struct place_job {
+  const struct iovec *iov;
+  int cnt;
+  size_t off;
+  const uint8_t *src;
+  size_t n;
+} place_job;
+
+static void place_slice(void *arg, size_t i) {
+  place_job *j = arg;
+  size_t o = i * WIRE__PAR_COPY_SLICE;
+  size_t k = j->n - o < WIRE__PAR_COPY_SLICE ? j->n - o : WIRE__PAR_COPY_SLICE;
+
+  wire__iov_copy_in(j->iov, j->cnt, j->off + o, j->src + o, k);
+}
+
+static void on_copy_in(void *ctx, const struct iovec *iov, int cnt, size_t off, const uint8_t *src,
+                       size_t n) {
+  wire_conn_t *c = ctx;
+  place_job j = {iov, cnt, off, src, n};
+  wire__par job = {
+      .fn = place_slice, .arg = &j, .n = (n + WIRE__PAR_COPY_SLICE - 1) / WIRE__PAR_COPY_SLICE};
+
+  if (n < WIRE__PAR_COPY_MIN || c->tp->par == NULL) {
+    wire__iov_copy_in(iov, cnt, off, src, n);
+    return;
+  }
+  atomic_init(&job.next, 0);
+  c->tp->par(c->tp->par_ctx, &job);
+}
+
 /* wire__rx delivery on the rx role holder's thread. */
 static int on_frame(void *ctx, const wire__msg *m) {
   wire_conn_t *c = ctx;
@@ -487,8 +523,14 @@ static int call_kind(wire_conn_t *c, uint8_t kind, const struct iovec *req, int 
 /* wire__gtp.par: publishes job for the background thread, works on it,
  * then withdraws it and waits only while the bg thread is inside a slice
  * it claimed.  A bg thread busy elsewhere (reading, flushing) claims
- * nothing, and the caller does every slice itself.  Called with tx_mu held;
- * the bg thread never blocks on tx_mu (trylock), so this cannot deadlock. */
+ * nothing, and the caller does every slice itself.  Called by a sender
+ * (tx_mu held) or by the rx role holder placing a reply (on_copy_in),
+ * possibly both at once: a second job replaces the first in c->par, whose
+ * owner then does the rest itself, and each owner waits while the bg thread
+ * helps with any job, so none returns while its job may still be touched.
+ * The bg thread never blocks on tx_mu (trylock) and cannot hold the rx
+ * role while a caller places, so this cannot deadlock; if the bg thread is
+ * itself the caller, it helps no one and copies everything. */
 static void par_run(void *ctx, wire__par *job) {
   wire_conn_t *c = ctx;
 
@@ -713,6 +755,7 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   c->rx.version = c->version;
   c->rx.zstd_ok = c->tp->zstd;
   c->rx.place = on_place;
+  c->rx.copy_in = on_copy_in;
   if (c->tp->ops->resolve) {
     c->rx.resolve = resolve_tp;
     c->rx.resolve_ctx = c->tp;

@@ -638,6 +638,7 @@ static int shm_welcome(wire_tenant_t *t, const void *frame, size_t len) {
   wire__shm_init(c->mem, o->shm_ring_bytes, o->shm_data_bytes);
   wire__shm_bind(c->mem, o->shm_ring_bytes, o->shm_data_bytes, &c->g2d, &c->d2g);
   c->d2g.chunk_max = WIRE__SHM_D2G_CHUNK;
+  c->d2g.chunk_big = WIRE__SHM_D2G_CHUNK_BIG;
   c->d2g.on_chunk = on_d2g_chunk;
   c->d2g.chunk_ctx = c;
   c->efd_d = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

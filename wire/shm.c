@@ -113,7 +113,9 @@ int wire__shm_tx_step(wire__shm_dir *d, wire__shm_tx *tx, bool *published) {
     {
       size_t chunk = tx->len <= d->d / 2 ? tx->len : d->d / 4;
       if (d->chunk_max != 0 && chunk > d->chunk_max)
-        chunk = d->chunk_max;
+        chunk = d->chunk_big != 0 && tx->len >= 8 * d->chunk_big && d->chunk_big <= chunk
+                    ? d->chunk_big
+                    : d->chunk_max;
       size_t n = tx->len - tx->off < chunk ? tx->len - tx->off : chunk;
       bool multi = tx->len > chunk;
       uint64_t dtail = LOAD_ACQ(wire__shm_u64(d, WIRE__SHM_DATA_TAIL));

@@ -82,6 +82,7 @@ typedef struct wire__shm_dir {
    * 0 = one span up to half the region, as for g2d, which the daemon reads
    * in place. */
   size_t chunk_max;
+  size_t chunk_big; /* messages of >= 8 chunk_big use spans of chunk_big (0 = never) */
   void (*on_chunk)(void *ctx);
   void *chunk_ctx;
   /* consumer-private */
@@ -94,6 +95,11 @@ typedef struct wire__shm_dir {
  * daemon's write of the next, large enough that a span's frame (~1 us of
  * work on both sides) is noise next to its copy (~25-50 us). */
 #define WIRE__SHM_D2G_CHUNK ((size_t)512 << 10)
+/* Replies of 64 MiB and more go as 8 MiB spans instead: large enough for
+ * the guest to split its copy-out over two threads (WIRE__PAR_COPY_MIN),
+ * small enough that the copies still overlap (1/32 of a 256 MiB reply is
+ * copied before the guest starts). */
+#define WIRE__SHM_D2G_CHUNK_BIG ((size_t)8 << 20)
 
 #define WIRE__SHM_HEAD      0
 #define WIRE__SHM_TAIL      64

@@ -79,8 +79,13 @@ typedef struct wire__rx {
   wire__rx_deliver_fn deliver;
   wire__rx_resolve_fn resolve; /* NULL: SHMDATA flag refused */
   wire__rx_place_fn place;     /* NULL: multi-frame messages are joined */
-  void *resolve_ctx;           /* first argument of resolve */
-  void *ctx;                   /* first argument of deliver */
+  /* optional, with place: copies n bytes of a placed chunk to offset off
+   * of the placed buffers (the guest splits large ones over two threads);
+   * NULL = wire__iov_copy_in.  First argument ctx. */
+  void (*copy_in)(void *ctx, const struct iovec *iov, int cnt, size_t off, const uint8_t *src,
+                  size_t n);
+  void *resolve_ctx; /* first argument of resolve */
+  void *ctx;         /* first argument of deliver */
   /* header being assembled */
   uint8_t hdr_bytes[WIRE__HDR_LEN];
   size_t hdr_have;
