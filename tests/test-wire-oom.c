@@ -75,14 +75,6 @@ static int count_msgs(void *ctx, const wire__msg *m) {
   return 0;
 }
 
-static int emit_buf(void *arg, const struct iovec *iov, int cnt) {
-  wire_buf_t *b = arg;
-  int i;
-  for (i = 0; i < cnt; i++)
-    wire_buf_put_bytes(b, iov[i].iov_base, iov[i].iov_len);
-  return wire_buf_status(b);
-}
-
 static void rx_fails_each_allocation_once(void **state) {
   wire_buf_t s;
   uint8_t body[5000];
@@ -92,10 +84,10 @@ static void rx_fails_each_allocation_once(void **state) {
   memset(body, 3, sizeof(body));
   wire_buf_init(&s);
   /* A chunked message and a compressed chunk, fed in two split pieces. */
-  wire__send_frames(1, WIRE__K_CALL, 1, &v, 1, sizeof(body), 1000, NULL, emit_buf, &s);
+  wire__send_frames(1, WIRE__K_CALL, 1, &v, 1, sizeof(body), 1000, NULL, wire__emit_to_buf, &s);
   {
     wire__zstate zs = {0};
-    wire__send_frames(1, WIRE__K_CALL, 2, &v, 1, sizeof(body), 4096, &zs, emit_buf, &s);
+    wire__send_frames(1, WIRE__K_CALL, 2, &v, 1, sizeof(body), 4096, &zs, wire__emit_to_buf, &s);
   }
   for (n = 0;; n++) {
     wire__rx rx;

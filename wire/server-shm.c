@@ -133,15 +133,6 @@ static int flush_out(shm_stp *c) {
   return 0;
 }
 
-static int emit_buf(void *arg, const struct iovec *iov, int cnt) {
-  wire_buf_t *b = arg;
-  int i;
-
-  for (i = 0; i < cnt; i++)
-    wire_buf_put_bytes(b, iov[i].iov_base, iov[i].iov_len);
-  return wire_buf_status(b);
-}
-
 /* Before WELCOME (a REFUSE) the socket is the only channel.  The frame is
  * small (<= WIRE__HELLO_MAX) and the socket buffer empty: one send. */
 static int send_on_socket(shm_stp *c, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
@@ -153,7 +144,7 @@ static int send_on_socket(shm_stp *c, uint8_t kind, uint64_t id, const struct io
   if (len > WIRE__HELLO_MAX || uv_fileno((uv_handle_t *)&c->sock, &fd) != 0)
     return -EINVAL;
   wire_buf_init(&b);
-  rc = wire__send_frames(1, kind, id, iov, cnt, len, WIRE__FRAME_MAX, NULL, emit_buf, &b);
+  rc = wire__send_frames(1, kind, id, iov, cnt, len, WIRE__FRAME_MAX, NULL, wire__emit_to_buf, &b);
   if (rc == 0) {
     do
       w = send(fd, b.data, b.len, MSG_NOSIGNAL);

@@ -81,15 +81,6 @@ static void on_write(uv_write_t *req, int status) {
   free(w);
 }
 
-static int emit_buf(void *arg, const struct iovec *iov, int cnt) {
-  wire_buf_t *b = arg;
-  int i;
-
-  for (i = 0; i < cnt; i++)
-    wire_buf_put_bytes(b, iov[i].iov_base, iov[i].iov_len);
-  return wire_buf_status(b);
-}
-
 static int write_block(tcp_stp *c, write_req_t *w) {
   uv_buf_t ub = uv_buf_init((char *)w->b.data, (unsigned)w->b.len);
   int rc = uv_write(&w->req, (uv_stream_t *)&c->h, &ub, 1, on_write);
@@ -167,8 +158,8 @@ static int tcp_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct io
    * the whole reply) midway. */
   wire_buf_reserve(&w->b, len + WIRE__HDR_LEN * (len / WIRE__TCP_CHUNK + 2));
   rc = wire__send_frames((uint8_t)(info->version ? info->version : 1), kind, id, iov, cnt, len,
-                         WIRE__TCP_CHUNK, (info->caps & WIRE_CAP_ZSTD) ? &c->zs : NULL, emit_buf,
-                         &w->b);
+                         WIRE__TCP_CHUNK, (info->caps & WIRE_CAP_ZSTD) ? &c->zs : NULL,
+                         wire__emit_to_buf, &w->b);
   if (rc) {
     wire_buf_close(&w->b);
     free(w);
@@ -376,14 +367,9 @@ static tcp_listener *listener_new(wire_server_t *s) {
   return l;
 }
 
-/* Adopts an already-listening socket (inherited across exec). */
-static int tcp_adopt(wire_server_t *s, int fd, void **out) {
-  tcp_listener *l = listener_new(s);
-  int rc;
-
-  if (l == NULL)
-    return -ENOMEM;
-  rc = uv_tcp_open(&l->h, fd);
+/* After the socket is opened or bound (rc: that step's status): listens,
+ * or frees l on any failure. */
+static int listener_start(tcp_listener *l, int rc, void **out) {
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&l->h, 128, on_conn);
   if (rc) {
@@ -394,13 +380,22 @@ static int tcp_adopt(wire_server_t *s, int fd, void **out) {
   return 0;
 }
 
+/* Adopts an already-listening socket (inherited across exec). */
+static int tcp_adopt(wire_server_t *s, int fd, void **out) {
+  tcp_listener *l = listener_new(s);
+
+  if (l == NULL)
+    return -ENOMEM;
+  return listener_start(l, uv_tcp_open(&l->h, fd), out);
+}
+
 int wire__tcp_listen(wire_server_t *s, const char *addr, void **out) {
   char host[256];
   const char *colon, *h = addr;
   size_t n;
   struct sockaddr_storage ss;
   tcp_listener *l;
-  int rc, port;
+  int port;
 
   *out = NULL;
   if (wire__server_opts(s)->tcp_listen_fd > 0)
@@ -435,15 +430,7 @@ int wire__tcp_listen(wire_server_t *s, const char *addr, void **out) {
   l = listener_new(s);
   if (l == NULL)
     return -ENOMEM;
-  rc = uv_tcp_bind(&l->h, (struct sockaddr *)&ss, 0);
-  if (rc == 0)
-    rc = uv_listen((uv_stream_t *)&l->h, 128, on_conn);
-  if (rc) {
-    listener_free(l);
-    return rc;
-  }
-  *out = l;
-  return 0;
+  return listener_start(l, uv_tcp_bind(&l->h, (struct sockaddr *)&ss, 0), out);
 }
 
 void wire__tcp_unlisten(void *p) {

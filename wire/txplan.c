@@ -136,6 +136,15 @@ int wire__emit_frame(uint8_t version, uint8_t kind, uint64_t id, uint16_t flags,
   }
 }
 
+int wire__emit_to_buf(void *arg, const struct iovec *iov, int cnt) {
+  wire_buf_t *b = arg;
+  int i;
+
+  for (i = 0; i < cnt; i++)
+    wire_buf_put_bytes(b, iov[i].iov_base, iov[i].iov_len);
+  return wire_buf_status(b);
+}
+
 int wire__send_frames(uint8_t version, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
                       size_t len, uint32_t chunk, wire__zstate *z, wire__emit_fn emit, void *arg) {
   size_t off = 0;

@@ -295,6 +295,8 @@ int wire__wait_fd(int fd, short events, int timeout_ms);
  * when z is not NULL (negotiated) and it pays.  Calls emit(arg, iov, cnt)
  * once per frame.  Caller holds the connection's send lock (z is its). */
 typedef int (*wire__emit_fn)(void *arg, const struct iovec *iov, int cnt);
+/* A wire__emit_fn that appends every frame to the wire_buf_t *arg. */
+int wire__emit_to_buf(void *arg, const struct iovec *iov, int cnt);
 int wire__send_frames(uint8_t version, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
                       size_t len, uint32_t chunk, wire__zstate *z, wire__emit_fn emit, void *arg);
 
