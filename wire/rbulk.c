@@ -20,34 +20,14 @@
 #include <stdio.h>
 #include <string.h>
 
-static uint32_t rd32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(const uint8_t *p) {
-  return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
-}
-
-static void wr32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-  p[2] = (uint8_t)(v >> 16);
-  p[3] = (uint8_t)(v >> 24);
-}
-
-static void wr64(uint8_t *p, uint64_t v) {
-  wr32(p, (uint32_t)v);
-  wr32(p + 4, (uint32_t)(v >> 32));
-}
-
 /* ------------------------------------------------------------------ REGION */
 
 void wire__rbulk_region_encode(uint8_t out[WIRE__RBULK_REGION_LEN], const wire__rbulk_region *r) {
-  wr64(out, r->addr);
-  wr64(out + 8, r->len);
-  wr32(out + 16, r->rkey);
-  wr32(out + 20, r->ctl_rkey);
-  wr64(out + 24, r->ctl_addr);
+  wire__wr64(out, r->addr);
+  wire__wr64(out + 8, r->len);
+  wire__wr32(out + 16, r->rkey);
+  wire__wr32(out + 20, r->ctl_rkey);
+  wire__wr64(out + 24, r->ctl_addr);
 }
 
 int wire__rbulk_region_decode(const uint8_t *p, size_t n, wire__rbulk_region *r, char *why,
@@ -56,11 +36,11 @@ int wire__rbulk_region_decode(const uint8_t *p, size_t n, wire__rbulk_region *r,
     snprintf(why, why_len, "REGION payload of %zu bytes, expected %d", n, WIRE__RBULK_REGION_LEN);
     return -EPROTO;
   }
-  r->addr = rd64(p);
-  r->len = rd64(p + 8);
-  r->rkey = rd32(p + 16);
-  r->ctl_rkey = rd32(p + 20);
-  r->ctl_addr = rd64(p + 24);
+  r->addr = wire__rd64(p);
+  r->len = wire__rd64(p + 8);
+  r->rkey = wire__rd32(p + 16);
+  r->ctl_rkey = wire__rd32(p + 20);
+  r->ctl_addr = wire__rd64(p + 24);
   if (r->len < WIRE__RBULK_REGION_MIN || r->len > WIRE__RBULK_REGION_MAX) {
     snprintf(why, why_len, "REGION of %llu bytes outside %llu..%llu", (unsigned long long)r->len,
              (unsigned long long)WIRE__RBULK_REGION_MIN,
@@ -99,7 +79,7 @@ int wire__rbulk_classify(const uint8_t *p, size_t n, uint8_t version, wire__rbul
   int rc;
 
   /* Not a REGION frame's start: the assembler judges these bytes. */
-  if (n < WIRE__HDR_LEN || rd32(p) != WIRE__MAGIC || p[5] != WIRE__K_REGION)
+  if (n < WIRE__HDR_LEN || wire__rd32(p) != WIRE__MAGIC || p[5] != WIRE__K_REGION)
     return 0;
   if ((rc = wire__hdr_decode(p, version, &h, why, why_len)) != 0)
     return -EPROTO;
@@ -222,9 +202,9 @@ int wire__rbulk_send(wire__rbulk_tx *tx, const wire__rbulk_ops *ops, uint8_t ver
       struct iovec dv = {desc, sizeof(desc)};
       if ((rc = ops->write(arg, pos, iov, cnt, off, n)) != 0)
         break;
-      wr64(desc, pos);
-      wr32(desc + 8, (uint32_t)n);
-      wr32(desc + 12, 0);
+      wire__wr64(desc, pos);
+      wire__wr32(desc + 8, (uint32_t)n);
+      wire__wr32(desc + 12, 0);
       rc = wire__emit_frame(version, kind, id, WIRE__F_SHMDATA | (last ? 0 : WIRE__F_MORE), aux,
                             &dv, 1, 0, sizeof(desc), emit, arg);
     } else if (rc == -EAGAIN && !multi) {

@@ -147,10 +147,6 @@ static int rdma_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct i
   return wire__send_frames(version, kind, id, iov, cnt, len, WIRE__TCP_CHUNK, z, emit_frame, c);
 }
 
-static uint32_t rd32le(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static int rdma_welcome(wire_tenant_t *t, const void *frame, size_t len) {
   rdma_stp *c = wire__tenant_tp(t);
   const uint8_t *f = frame;
@@ -165,7 +161,7 @@ static int rdma_welcome(wire_tenant_t *t, const void *frame, size_t len) {
   /* server.c built this WELCOME (proto.h table): version at payload offset
    * 0, capabilities granted at 4.  A REFUSE never comes here. */
   if (len < WIRE__HDR_LEN + WIRE__WELCOME_LEN ||
-      !(rd32le(f + WIRE__HDR_LEN + 4) & WIRE__CAP_RDMA_BULK))
+      !(wire__rd32(f + WIRE__HDR_LEN + 4) & WIRE__CAP_RDMA_BULK))
     return 0;
   c->bulk_cap = true;
   /* Registered only now, for an authenticated tenant: a flood of connect
