@@ -8,15 +8,23 @@
  *   stream      create a stream, print "stream ok", exit
  *   alloc-wait-sync  as alloc-wait, then synchronise and allocate again and
  *               print both results ("after SYNC ALLOC")
- *   healthy     allocate, memset, copy back, check, free: print "healthy N"
- *               (N the first failing CUresult, 0 when all worked)
+ *   healthy     allocate 4 KiB and print "ptr 0x..", then memset, copy back,
+ *               check, free: print "healthy N" (N the first failing CUresult,
+ *               0 when all worked)
+ *   fault       allocate 4 KiB and print "ptr 0x..", launch the recording
+ *               device's "fault" kernel, print "sync N" (cuCtxSynchronize:
+ *               the fault, as natively) and "after N" (a later cuMemAlloc:
+ *               still the fault, sticky)
  *   hostfn-die  allocate, create a stream, enqueue a host function that
  *               kills the process (SIGKILL) and behind it a memset and a
  *               second host function, print "ready", synchronise: dies with
  *               the stream blocked on its host function
  *   pinned-die  allocate 1 MiB of pinned host memory (shared with tallyd
  *               over shm), print "ready", kill itself with SIGKILL
- * Linked against guestlib/libcuda.so.1, as an application would be.
+ * Linked against guestlib/libcuda.so.1, as an application would be.  Used by
+ * test-guest-daemon and test-guest-async (tallyd in-process) and by
+ * test-hostd-restart.sh (tallyd-record): the first allocation of a fresh
+ * daemon always gets the device's first address, which "ptr" shows.
  */
 #include <cuda.h>
 #include <signal.h>
@@ -63,7 +71,9 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "healthy") == 0) {
     unsigned v[64] = {0};
-    r = cuMemAlloc(&p, sizeof(v));
+    r = cuMemAlloc(&p, 4096);
+    if (r == CUDA_SUCCESS)
+      printf("ptr 0x%llx\n", (unsigned long long)p);
     if (r == CUDA_SUCCESS)
       r = cuMemsetD32(p, 7, 64);
     if (r == CUDA_SUCCESS)
@@ -75,6 +85,22 @@ int main(int argc, char **argv) {
     if (r == CUDA_SUCCESS)
       r = cuMemFree(p);
     printf("healthy %d\n", (int)r);
+    return 0;
+  }
+  if (strcmp(argv[1], "fault") == 0) {
+    /* The recording device's module format (hostd/gpu-record.c). */
+    static const char img[] = "TALLYREC\nkernel fault\n";
+    CUmodule m;
+    CUfunction f;
+    if (cuMemAlloc(&p, 4096) != CUDA_SUCCESS)
+      return 4;
+    printf("ptr 0x%llx\n", (unsigned long long)p);
+    if (cuModuleLoadData(&m, img) != CUDA_SUCCESS ||
+        cuModuleGetFunction(&f, m, "fault") != CUDA_SUCCESS ||
+        cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
+      return 4;
+    printf("sync %d\n", (int)cuCtxSynchronize());
+    printf("after %d\n", (int)cuMemAlloc(&p, 4096));
     return 0;
   }
   if (strcmp(argv[1], "die") == 0) {

@@ -1,10 +1,13 @@
 # tests/guestlib.mk: unit tests of guestlib/ (load or link the built libcuda.so.1).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
-	tests/guest-tenant-helper tests/guest-chain tests/test-guest-async
+	tests/guest-chain tests/test-guest-async
 TESTS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
 	tests/test-guest-async
 endif
+# The other tenant process of test-guest-daemon/-async and of
+# test-hostd-restart.sh (no cmocka: the script runs without it).
+check_PROGRAMS += tests/guest-tenant-helper
 TESTS += tests/test-guest-cudart.sh tests/test-guest-chain.sh
 EXTRA_DIST += tests/test-guest-cudart.sh tests/guest-cudart.cu tests/test-guest-chain.sh
 tests_test_guest_entry_SOURCES = tests/test-guest-entry.c

@@ -11,8 +11,8 @@ tests_test_hostd_exec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHOSTD_FUZZ_NO
 tests_test_hostd_exec_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_exec_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 # Restart after a GPU fault: tallyd-record re-executes itself (shell TAP);
-# its tenants are linked against the guest library, as applications are.
-check_PROGRAMS += tests/test-hostd-restart-tenant
+# its tenants are tests/guest-tenant-helper (guestlib.mk), linked against the
+# guest library as applications are.
 TESTS += tests/test-hostd-restart.sh
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-hostd-restart-unit
@@ -23,10 +23,6 @@ tests_test_hostd_restart_unit_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_hostd_restart_unit_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_restart_unit_LDADD = hostd/libtallyhostd.a $(TEST_LIBS)
 EXTRA_DIST += tests/test-hostd-restart.sh
-tests_test_hostd_restart_tenant_SOURCES = tests/test-hostd-restart-tenant.c
-tests_test_hostd_restart_tenant_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-tests_test_hostd_restart_tenant_LDADD = $(GUEST_LINK)
-tests_test_hostd_restart_tenant_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
 # The same on a GPU with the real tallyd (make check-gpu): the script, with
 # this tree's source path; it builds its CUDA tenant with nvcc itself.
 GPU_TESTS += tests/test-hostd-restart-gpu

@@ -8,11 +8,11 @@
 # path on tallyd-record, the recording device (its "fault" kernel makes every
 # later synchronisation fail with CUDA_ERROR_ILLEGAL_ADDRESS = 700, sticky):
 # CPU coverage of hostd and the guest's connect retry, never GPU coverage.
-# Tenants are tests/test-hostd-restart-tenant.  Waits are bounded polls of
+# Tenants are tests/guest-tenant-helper.  Waits are bounded polls of
 # log files (10 s), never fixed sleeps.  Prints TAP.  KEEP=1 keeps the logs
 # (daemon logs d1.log, d2.log; each tenant's NAME.out/.err) in /tmp/tally-restart-*.
 B=${TALLY_BUILDDIR:-.}
-T="$B/tests/test-hostd-restart-tenant"
+T="$B/tests/guest-tenant-helper"
 echo "1..14"
 tmp=$(mktemp -d /tmp/tally-restart-XXXXXX)
 pids=
@@ -48,13 +48,15 @@ tenant() { # NAME ACTION [TALLY_HOST]: runs a tenant to completion, output in $t
   TALLY_HOST=${3:-unix:$sock} TALLY_NAME=$1 "$T" "$2" >"$tmp/$1.out" 2>"$tmp/$1.err" 7>&-
 }
 # Every other child runs with 7>&-: an inherited copy would keep the fifo open.
-hold() { # NAME: starts a "hold" tenant whose stdin is a fifo held open on fd 7
+hold() { # NAME: starts a tenant that allocates, prints "ptr", then waits for its
+  # stdin (a fifo held open on fd 7) to close, synchronises and allocates again
   mkfifo "$tmp/$1.in"
-  TALLY_HOST=unix:$sock TALLY_NAME=$1 "$T" hold <"$tmp/$1.in" >"$tmp/$1.out" 2>"$tmp/$1.err" &
+  TALLY_HOST=unix:$sock TALLY_NAME=$1 "$T" alloc-wait-sync <"$tmp/$1.in" >"$tmp/$1.out" \
+    2>"$tmp/$1.err" &
   hpid=$!
   pids="$pids $hpid"
   exec 7>"$tmp/$1.in"
-  wait_for "$tmp/$1.out" ready
+  wait_for "$tmp/$1.out" "^ptr"
 }
 
 # ---- daemon 1: a long grace period, so only tenants leaving end the wait ----
