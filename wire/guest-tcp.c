@@ -61,20 +61,19 @@ static int tcp_peek(wire__gtp *t, const uint8_t **p, size_t *n, int timeout_ms) 
    * Then one syscall per reply: a blocking recv bounded by SO_RCVTIMEO (the
    * reader's slice, set at open) instead of poll + recv.  timeout 0 (the
    * background thread's look) does not block at all. */
-  r = -1;
-  errno = EAGAIN;
+  bool nothing = true; /* no bytes and no error yet */
   if (timeout_ms != 0 && g->spin_ns != 0 &&
       !atomic_load_explicit(&g->big_tx, memory_order_relaxed)) {
     uint64_t start = wire__now_ns();
     unsigned spins = 0;
     do {
       r = recv(g->fd, g->buf, TCP_RBUF, MSG_DONTWAIT);
+      nothing = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
       if ((++spins & 15) == 0)
         sched_yield(); /* a daemon woken on this CPU runs at once */
-    } while ((r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) &&
-             wire__now_ns() - start < g->spin_ns);
+    } while (nothing && wire__now_ns() - start < g->spin_ns);
   }
-  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+  if (nothing)
     do
       r = recv(g->fd, g->buf, TCP_RBUF, timeout_ms == 0 ? MSG_DONTWAIT : 0);
     while (r < 0 && errno == EINTR);

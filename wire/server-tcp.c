@@ -68,6 +68,17 @@ struct write_req_t {
   tcp_stp *keep; /* non-NULL: return to keep->spare when written */
 };
 
+/* keep: the tenant whose spare this becomes when written (NULL = none). */
+static write_req_t *write_req_new(tcp_stp *keep) {
+  write_req_t *w = malloc(sizeof(*w));
+
+  if (w == NULL)
+    return NULL;
+  wire_buf_init(&w->b);
+  w->keep = keep;
+  return w;
+}
+
 static void on_write(uv_write_t *req, int status) {
   write_req_t *w = (write_req_t *)req;
 
@@ -116,11 +127,9 @@ static int tcp_send_fast(tcp_stp *c, uint8_t version, uint8_t kind, uint64_t id,
   {
     /* Partly written: queue the rest (a copy; b dies on return). */
     size_t done = r > 0 ? (size_t)r : 0;
-    write_req_t *w = malloc(sizeof(*w));
+    write_req_t *w = write_req_new(NULL);
     if (w == NULL)
       return -ENOMEM;
-    wire_buf_init(&w->b);
-    w->keep = NULL;
     if (wire_buf_put_bytes(&w->b, b + done, ub.len - done)) {
       free(w);
       return -ENOMEM;
@@ -148,11 +157,8 @@ static int tcp_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct io
   if (c->spare != NULL) {
     w = c->spare;
     c->spare = NULL;
-  } else {
-    if ((w = malloc(sizeof(*w))) == NULL)
-      return -ENOMEM;
-    wire_buf_init(&w->b);
-    w->keep = c;
+  } else if ((w = write_req_new(c)) == NULL) {
+    return -ENOMEM;
   }
   /* One header per chunk: reserving them too spares a realloc (a copy of
    * the whole reply) midway. */
@@ -170,12 +176,10 @@ static int tcp_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct io
 
 static int tcp_welcome(wire_tenant_t *t, const void *frame, size_t len) {
   tcp_stp *c = wire__tenant_tp(t);
-  write_req_t *w = malloc(sizeof(*w));
+  write_req_t *w = write_req_new(NULL);
 
   if (w == NULL)
     return -ENOMEM;
-  wire_buf_init(&w->b);
-  w->keep = NULL;
   if (wire_buf_put_bytes(&w->b, frame, len)) {
     free(w);
     return -ENOMEM;
