@@ -164,3 +164,39 @@ fail:
     close(fds[--*got_fds]);
   return rc;
 }
+
+typedef struct copy_job {
+  uint8_t *dst;       /* iov -> dst, or */
+  const uint8_t *src; /* src -> iov */
+  const struct iovec *iov;
+  int cnt;
+  size_t off, n;
+} copy_job;
+
+static void copy_slice(void *arg, size_t i) {
+  copy_job *j = arg;
+  size_t o = i * WIRE__PAR_COPY_SLICE;
+  size_t k = j->n - o < WIRE__PAR_COPY_SLICE ? j->n - o : WIRE__PAR_COPY_SLICE;
+
+  if (j->dst != NULL)
+    wire__iov_copy_out(j->dst + o, j->iov, j->cnt, j->off + o, k);
+  else
+    wire__iov_copy_in(j->iov, j->cnt, j->off + o, j->src + o, k);
+}
+
+void wire__par_iov_copy(const wire__gtp *t, uint8_t *dst, const uint8_t *src,
+                        const struct iovec *iov, int cnt, size_t off, size_t n) {
+  copy_job j = {dst, src, iov, cnt, off, n};
+  wire__par job = {
+      .fn = copy_slice, .arg = &j, .n = (n + WIRE__PAR_COPY_SLICE - 1) / WIRE__PAR_COPY_SLICE};
+
+  if (n < WIRE__PAR_COPY_MIN || t->par == NULL) {
+    if (dst != NULL)
+      wire__iov_copy_out(dst, iov, cnt, off, n);
+    else
+      wire__iov_copy_in(iov, cnt, off, src, n);
+    return;
+  }
+  atomic_init(&job.next, 0);
+  t->par(t->par_ctx, &job);
+}

@@ -59,35 +59,10 @@ static int wait_doorbell(shm_gtp *g, int efd, int timeout_ms) {
   return 0;
 }
 
-typedef struct copy_job {
-  uint8_t *dst;
-  const struct iovec *iov;
-  int cnt;
-  size_t off, n;
-} copy_job;
-
-static void copy_slice(void *arg, size_t i) {
-  copy_job *j = arg;
-  size_t o = i * WIRE__PAR_COPY_SLICE;
-  size_t k = j->n - o < WIRE__PAR_COPY_SLICE ? j->n - o : WIRE__PAR_COPY_SLICE;
-
-  wire__iov_copy_out(j->dst + o, j->iov, j->cnt, j->off + o, k);
-}
-
 /* The g2d data region's copy hook (shm.h); tx lock held. */
 static void shm_copy(void *ctx, uint8_t *dst, const struct iovec *iov, int cnt, size_t off,
                      size_t n) {
-  shm_gtp *g = ctx;
-  copy_job j = {dst, iov, cnt, off, n};
-  wire__par job = {
-      .fn = copy_slice, .arg = &j, .n = (n + WIRE__PAR_COPY_SLICE - 1) / WIRE__PAR_COPY_SLICE};
-
-  if (n < WIRE__PAR_COPY_MIN || g->base.par == NULL) {
-    wire__iov_copy_out(dst, iov, cnt, off, n);
-    return;
-  }
-  atomic_init(&job.next, 0);
-  g->base.par(g->base.par_ctx, &job);
+  wire__par_iov_copy(&((shm_gtp *)ctx)->base, dst, NULL, iov, cnt, off, n);
 }
 
 static int shm_send_msg(wire__gtp *t, uint8_t version, uint8_t kind, uint64_t id,

@@ -293,35 +293,9 @@ static int on_place(void *ctx, uint8_t kind, uint64_t id, size_t total, const st
  * this thread and the background thread together, as large sends are
  * (guest-shm.c).  par_run is safe from any thread, the bg thread included
  * (it then copies every slice itself). */
-typedef struct place_job {
-  const struct iovec *iov;
-  int cnt;
-  size_t off;
-  const uint8_t *src;
-  size_t n;
-} place_job;
-
-static void place_slice(void *arg, size_t i) {
-  place_job *j = arg;
-  size_t o = i * WIRE__PAR_COPY_SLICE;
-  size_t k = j->n - o < WIRE__PAR_COPY_SLICE ? j->n - o : WIRE__PAR_COPY_SLICE;
-
-  wire__iov_copy_in(j->iov, j->cnt, j->off + o, j->src + o, k);
-}
-
 static void on_copy_in(void *ctx, const struct iovec *iov, int cnt, size_t off, const uint8_t *src,
                        size_t n) {
-  wire_conn_t *c = ctx;
-  place_job j = {iov, cnt, off, src, n};
-  wire__par job = {
-      .fn = place_slice, .arg = &j, .n = (n + WIRE__PAR_COPY_SLICE - 1) / WIRE__PAR_COPY_SLICE};
-
-  if (n < WIRE__PAR_COPY_MIN || c->tp->par == NULL) {
-    wire__iov_copy_in(iov, cnt, off, src, n);
-    return;
-  }
-  atomic_init(&job.next, 0);
-  c->tp->par(c->tp->par_ctx, &job);
+  wire__par_iov_copy(((wire_conn_t *)ctx)->tp, NULL, src, iov, cnt, off, n);
 }
 
 /* wire__rx delivery on the rx role holder's thread. */

@@ -289,6 +289,14 @@ struct wire__gtp {
   void *par_ctx;
 };
 
+/* Copies n bytes between the iovec list (from offset off) and one flat
+ * buffer: into dst when dst is set (sending into the shm data region), else
+ * from src into the list (placing a reply).  With t->par and at least
+ * WIRE__PAR_COPY_MIN bytes, in WIRE__PAR_COPY_SLICE slices on the calling
+ * and the background thread together (guest-io.c). */
+void wire__par_iov_copy(const wire__gtp *t, uint8_t *dst, const uint8_t *src,
+                        const struct iovec *iov, int cnt, size_t off, size_t n);
+
 /* Connect + handshake for each guest transport: fills *out on success.
  * hello_frame is the encoded HELLO frame; *welcome is filled. On refusal
  * returns the refusal status with why filled. */
