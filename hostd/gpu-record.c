@@ -105,8 +105,6 @@ enum {
   OP_RECORD,
   OP_HOSTFN,
   OP_NOP,
-  OP_GWAIT, /* device gate: wait until the word reaches value */
-  OP_GSET,  /* device gate: set the word */
   OP_EVWAIT /* wait until an event's queued records have run */
 };
 
@@ -385,8 +383,8 @@ static bool event_pending(uint64_t e) {
   return ev && ev->pending;
 }
 
-/* Set when queued work ran that may unblock another stream (a record, a
- * gate set): drain() scans again. */
+/* Set when queued work ran that may unblock another stream (a record):
+ * drain() scans again. */
 static bool moved;
 
 /* Queues a copy of *tmpl on stream s when s is busy (taking tmpl->bytes);
@@ -451,10 +449,7 @@ static void exec_op(rec_op_t *o) {
     moved = true;
     break;
   }
-  case OP_GSET:
-    o->g->words[o->slot] = o->value;
-    moved = true;
-    break;
+
   default:
     break;
   }
@@ -478,15 +473,9 @@ static void drain(void) {
         rec_op_t *o = st->head;
         if (!(st->head = o->next))
           st->tail = NULL;
-        if (o->kind == OP_GWAIT || o->kind == OP_EVWAIT) {
-          if (o->kind == OP_GWAIT && !gate_reached(o->g, o->slot, o->value)) {
-            st->gated = true;
-            st->g = o->g;
-            st->slot = o->slot;
-            st->value = o->value;
-          } else if (o->kind == OP_EVWAIT && event_pending(o->a)) {
+        if (o->kind == OP_EVWAIT) {
+          if (event_pending(o->a))
             st->evwait = o->a;
-          }
           free(o);
           continue;
         }
@@ -1048,48 +1037,6 @@ static void rec_gate_open(void *gp, uint32_t slot, uint32_t value) {
   pthread_mutex_unlock(&lock);
 }
 
-/* ---- device gates (hostd/sched.c): the same words, set by streams ---- */
-
-static CUresult rec_dgate_new(void **out, uint32_t nslots) {
-  LIVE(0);
-  return rec_gate_new(out, nslots);
-}
-
-static CUresult rec_dgate_wait(uint64_t s, void *gp, uint32_t slot, uint32_t value) {
-  LIVE(s);
-  rec_gate_t *g = gp;
-  rec_op_t o = {.kind = OP_GWAIT, .g = g, .slot = slot, .value = value};
-  rec_stream_t *st;
-  if (!g || slot >= g->n)
-    return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&lock);
-  st = stream_find(s);
-  if (st && !defer(s, &o) && !gate_reached(g, slot, value)) {
-    st->gated = true;
-    st->g = g;
-    st->slot = slot;
-    st->value = value;
-  }
-  pthread_mutex_unlock(&lock);
-  return st ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-static CUresult rec_dgate_set(uint64_t s, void *gp, uint32_t slot, uint32_t value) {
-  LIVE(s);
-  rec_gate_t *g = gp;
-  rec_op_t o = {.kind = OP_GSET, .g = g, .slot = slot, .value = value};
-  if (!g || slot >= g->n)
-    return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&lock);
-  if (!defer(s, &o)) {
-    g->words[slot] = value;
-    if (!draining)
-      drain();
-  }
-  pthread_mutex_unlock(&lock);
-  return CUDA_SUCCESS;
-}
-
 /* Host registration: nothing to pin; counted so tests see it happen. */
 static CUresult rec_host_register(void *p, size_t n) {
   LIVE(0);
@@ -1197,10 +1144,6 @@ const hostd_gpu_ops_t hostd__gpu = {
     .dtoh_async = rec_dtoh_async,
     .host_register = rec_host_register,
     .host_unregister = rec_host_unregister,
-    .dgate_new = rec_dgate_new,
-    .dgate_del = rec_gate_del,
-    .dgate_wait = rec_dgate_wait,
-    .dgate_set = rec_dgate_set,
 };
 int hostd__record_last_prio;
 _Atomic long hostd__record_registered;

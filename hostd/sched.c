@@ -3,7 +3,7 @@
  * Tenant workers submit launches here (hostd__sched_launch) and fence their
  * streams before other work (hostd__sched_fence); this thread feeds those
  * to policy/ (pol_sched_event) and carries out its actions on the GPU.  The
- * mechanism (launch streams, device gates, polled events) is described in
+ * mechanism (launch streams, fences, polled events) is described in
  * sched.h and docs/scheduler.md.
  *
  * Lock story: `mu` guards the inbox, the stream lists of tenants, the event
@@ -16,12 +16,13 @@
  *
  * Invariants:
  *  (a) a stream's queued launches carry sequence numbers 1, 2, ... in
- *      submission order (from the word's last value when a gate slot is
- *      reused); they are issued to its launch stream in that order, because
+ *      submission order; they are issued to its launch stream in that order, because
  *      policy/ issues a tenant's submissions in FIFO order;
- *  (b) the gate word of a stream only grows, and is set on the launch stream
- *      right after the launch whose number a fence waits for, so a fenced
- *      tenant stream goes on exactly when everything before the fence ran;
+ *  (b) a fence makes the tenant stream wait, with an event, for its launch
+ *      stream after the last launch submitted so far, and only once that
+ *      launch was issued: a GPU wait never names work not yet submitted, so
+ *      two streams that share a hardware queue cannot wait for each other
+ *      (a wait for a future stream write deadlocked on the H200);
  *  (c) every run of queued launches (those between two fences) starts after
  *      an event recorded on the tenant stream when the run began, so it sees
  *      the stream's earlier work; each run has an event of its own (a wait
@@ -42,10 +43,9 @@
 #include <time.h>
 #include <xxhash.h>
 
-#define GATE_SLOTS 1024 /* streams with launches in flight per tenant */
 #define ACT_BATCH  64
 
-typedef enum item_kind { IT_SUBMIT, IT_DIRECT, IT_FENCE, IT_CLOSE } item_kind_t;
+typedef enum item_kind { IT_SUBMIT, IT_DIRECT, IT_CLOSE } item_kind_t;
 
 /* One message from a worker; a submission stays as the FIFO entry. */
 typedef struct item {
@@ -53,7 +53,7 @@ typedef struct item {
   struct item *next;
   hostd_sched_tenant_t *t;
   hostd_sched_stream_t *ss;
-  uint32_t seq;       /* SUBMIT: stream sequence number; FENCE: the target */
+  uint32_t seq;       /* SUBMIT: stream sequence number */
   uint64_t run_event; /* SUBMIT: event on the tenant stream to wait for (0: none) */
   uint64_t submit_id; /* given by the scheduler thread */
   uint64_t submit_ns;
@@ -68,14 +68,13 @@ struct hostd_sched_stream {
   hostd_sched_tenant_t *t;
   uint64_t handle;  /* the tenant stream */
   uint64_t lstream; /* the launch stream (scheduler's) */
-  uint32_t slot;    /* gate word */
   struct hostd_sched_stream *next; /* tenant's list (mu) */
   /* worker side */
   uint32_t last_seq, fenced_seq;
   bool run_open;
-  /* scheduler side */
-  uint32_t issued_seq, seen_seq, set_seq;
-  item_t *fences; /* fence targets not yet reached, ascending */
+  /* under mu: the last launch issued (or dropped), and a fence waits for it */
+  uint32_t issued_seq;
+  bool waiting;
 };
 
 struct hostd_sched_tenant {
@@ -83,9 +82,6 @@ struct hostd_sched_tenant {
   int cls;
   char name[48];
   bool direct;                 /* LC launches go straight to the GPU */
-  void *gate;                  /* GATE_SLOTS words (worker makes it) */
-  uint8_t used[GATE_SLOTS];    /* worker side */
-  uint32_t slot_val[GATE_SLOTS];
   hostd_sched_stream_t *streams; /* mu */
   /* shared, under mu */
   uint64_t pending; /* queued, not issued or dropped */
@@ -273,14 +269,9 @@ hostd_sched_tenant_t *hostd__sched_tenant_new(uint32_t id, const char *name, int
 
 hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t stream,
                                               CUresult *r) {
-  hostd_sched_stream_t *ss;
-  uint32_t slot = 0;
+  hostd_sched_stream_t *ss = calloc(1, sizeof(*ss));
   *r = CUDA_SUCCESS;
-  if (!t->gate && (*r = hostd__gpu.dgate_new(&t->gate, GATE_SLOTS)) != CUDA_SUCCESS)
-    return NULL;
-  while (slot < GATE_SLOTS && t->used[slot])
-    slot++;
-  if (slot == GATE_SLOTS || !(ss = calloc(1, sizeof(*ss)))) {
+  if (!ss) {
     *r = CUDA_ERROR_OUT_OF_MEMORY;
     return NULL;
   }
@@ -290,12 +281,8 @@ hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t 
     free(ss);
     return NULL;
   }
-  t->used[slot] = 1;
   ss->t = t;
   ss->handle = stream;
-  ss->slot = slot;
-  /* A reused word keeps its last value: numbers go on from there. */
-  ss->last_seq = ss->fenced_seq = ss->issued_seq = ss->seen_seq = ss->set_seq = t->slot_val[slot];
   pthread_mutex_lock(&S.mu);
   ss->next = t->streams;
   t->streams = ss;
@@ -315,8 +302,6 @@ void hostd__sched_stream_free(hostd_sched_stream_t *ss) {
       break;
     }
   pthread_mutex_unlock(&S.mu);
-  t->slot_val[ss->slot] = ss->last_seq;
-  t->used[ss->slot] = 0;
   (void)hostd__gpu.stream_sync(ss->lstream);
   (void)hostd__gpu.stream_del(ss->lstream);
   free(ss);
@@ -393,25 +378,34 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
   return CUDA_SUCCESS;
 }
 
+static uint64_t seq_ge(uint32_t a, uint32_t b) {
+  return (int32_t)(a - b) >= 0;
+}
+
 CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
-  item_t *it;
+  uint64_t e = 0;
   CUresult r;
   if (!ss || ss->last_seq == ss->fenced_seq)
     return CUDA_SUCCESS;
-  if (!(it = item_new(IT_FENCE, ss, 0)))
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  r = hostd__gpu.dgate_wait(ss->handle, ss->t->gate, ss->slot, ss->last_seq);
-  if (r != CUDA_SUCCESS) {
-    free(it);
-    return r;
-  }
-  it->seq = ss->fenced_seq = ss->last_seq;
-  ss->run_open = false;
+  /* Invariant (b): wait until the scheduler issued the last launch. */
   pthread_mutex_lock(&S.mu);
+  ss->waiting = true;
+  while (!seq_ge(ss->issued_seq, ss->last_seq))
+    pthread_cond_wait(&S.done, &S.mu);
+  ss->waiting = false;
   S.st.fences++;
   pthread_mutex_unlock(&S.mu);
-  inbox_push(it);
-  return CUDA_SUCCESS;
+  if ((r = ev_get(&e, false)) != CUDA_SUCCESS)
+    return r;
+  r = hostd__gpu.event_record(e, ss->lstream, 0);
+  if (r == CUDA_SUCCESS)
+    r = hostd__gpu.stream_wait(ss->handle, e, 0);
+  ev_put(e, false);
+  if (r == CUDA_SUCCESS) {
+    ss->fenced_seq = ss->last_seq;
+    ss->run_open = false;
+  }
+  return r;
 }
 
 CUresult hostd__sched_tenant_flush(hostd_sched_tenant_t *t) {
@@ -460,49 +454,16 @@ void hostd__sched_tenant_free(hostd_sched_tenant_t *t) {
     return;
   while (t->streams)
     hostd__sched_stream_free(t->streams);
-  hostd__gpu.dgate_del(t->gate, 1);
   free(t);
 }
 
 /* ---- the scheduler thread ---- */
 
-static uint64_t seq_ge(uint32_t a, uint32_t b) {
-  return (int32_t)(a - b) >= 0;
-}
-
-/* Sets the stream's gate to v on its launch stream (invariant (b)). */
-static void gate_set(hostd_sched_stream_t *ss, uint32_t v) {
-  if (seq_ge(ss->set_seq, v))
-    return;
-  if (hostd__gpu.dgate_set(ss->lstream, ss->t->gate, ss->slot, v) == CUDA_SUCCESS)
-    ss->set_seq = v;
-}
-
-/* After launch number `seq` went out: opens every fence it reaches. */
-static void fences_reached(hostd_sched_stream_t *ss) {
-  bool any = false;
-  while (ss->fences && seq_ge(ss->issued_seq, ss->fences->seq)) {
-    item_t *f = ss->fences;
-    ss->fences = f->next;
-    free(f);
-    any = true;
-  }
-  if (any)
-    gate_set(ss, ss->issued_seq);
-}
-
-static void on_fence(item_t *it) {
-  hostd_sched_stream_t *ss = it->ss;
-  item_t **p = &ss->fences;
-  if (ss->t->closing || seq_ge(ss->issued_seq, it->seq)) {
-    gate_set(ss, it->seq);
-    free(it);
-    return;
-  }
-  while (*p)
-    p = &(*p)->next;
-  it->next = NULL;
-  *p = it;
+/* Publishes that launch seq of ss was issued (or dropped): fences go on. */
+static void issued(hostd_sched_stream_t *ss, uint32_t seq) {
+  ss->issued_seq = seq;
+  if (ss->waiting)
+    pthread_cond_broadcast(&S.done);
 }
 
 static void fifo_push(hostd_sched_tenant_t *t, item_t *it) {
@@ -562,15 +523,16 @@ static void on_submit(item_t *it, uint64_t now) {
   if (t->closing) { /* dropped with its tenant */
     ev_put(it->run_event, false);
     pthread_mutex_lock(&S.mu);
-    if (it->kind == IT_SUBMIT && --t->pending == 0)
-      pthread_cond_broadcast(&S.done);
+    if (it->kind == IT_SUBMIT) {
+      issued(it->ss, it->seq);
+      if (--t->pending == 0)
+        pthread_cond_broadcast(&S.done);
+    }
     S.st.dropped++;
     pthread_mutex_unlock(&S.mu);
     free(it);
     return;
   }
-  if (it->kind == IT_SUBMIT && it->ss)
-    it->ss->seen_seq = it->seq;
   tenant_know(t);
   it->submit_id = ++S.next_submit;
   ev.submit_id = it->submit_id;
@@ -663,9 +625,8 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     ev_put(e0, true);
     e0 = 0;
   }
-  ss->issued_seq = it->seq;
-  fences_reached(ss);
   pthread_mutex_lock(&S.mu);
+  issued(ss, it->seq);
   S.st.issued++;
   if (--it->t->pending == 0)
     pthread_cond_broadcast(&S.done);
@@ -781,6 +742,9 @@ static void on_close(item_t *it) {
     t->head = q->next;
     if (q->kind == IT_SUBMIT) {
       ev_put(q->run_event, false);
+      pthread_mutex_lock(&S.mu);
+      issued(q->ss, q->seq);
+      pthread_mutex_unlock(&S.mu);
       dropped++;
     }
     free(q);
@@ -789,15 +753,6 @@ static void on_close(item_t *it) {
   pthread_mutex_lock(&S.mu);
   t->pending -= dropped;
   S.st.dropped += dropped;
-  for (hostd_sched_stream_t *ss = t->streams; ss; ss = ss->next) {
-    while (ss->fences) {
-      item_t *f = ss->fences;
-      ss->fences = f->next;
-      free(f);
-    }
-    /* Every fence the worker made waits for at most seen_seq: open them all. */
-    gate_set(ss, ss->seen_seq);
-  }
   pthread_cond_broadcast(&S.done);
   pthread_mutex_unlock(&S.mu);
   close_done(t);
@@ -812,9 +767,6 @@ static void handle_items(item_t *it, uint64_t now) {
     case IT_SUBMIT:
     case IT_DIRECT:
       on_submit(it, now);
-      break;
-    case IT_FENCE:
-      on_fence(it);
       break;
     case IT_CLOSE:
       on_close(it);
@@ -951,7 +903,7 @@ void hostd__sched_shutdown(void) {
                strerror(-rc));
   hostd__log(HOSTD_LOG_INFO,
              "scheduler: %" PRIu64 " launches (%" PRIu64 " held, %" PRIu64 " dropped), %" PRIu64
-             " fences",
+             " fences that waited",
              S.st.submitted, S.st.held, S.st.dropped, S.st.fences);
   if (S.trace)
     fclose(S.trace);

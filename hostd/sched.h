@@ -14,10 +14,13 @@
  *     (one per tenant stream), after an event recorded on the tenant stream
  *     when the run of launches began, so it sees the stream's earlier work;
  *   - any other work on that tenant stream (copies, memsets, events, host
- *     functions, synchronisations) is first fenced: the tenant stream waits,
- *     on the GPU, for a device word that the launch stream sets after the
- *     last launch submitted so far (hostd__gpu.dgate_*), so stream order and
- *     synchronising calls behave as natively, without a host round trip;
+ *     functions, synchronisations) is first fenced: once the scheduler has
+ *     issued the stream's launches submitted so far, the tenant stream waits
+ *     (an event) for its launch stream, so stream order and synchronising
+ *     calls behave as natively.  The worker waits for that issue (a held
+ *     launch delays the tenant's next non-launch call in tallyd, not in the
+ *     guest); a GPU wait for work not yet submitted could deadlock streams
+ *     that share a hardware queue;
  *   - start and completion are observed with events polled by the scheduler
  *     thread (timing events around BE launches, one event per LC launch);
  *     nothing in the path synchronises the device.
@@ -106,7 +109,8 @@ typedef struct hostd_sched_launch {
 CUresult hostd__sched_launch(hostd_sched_stream_t *s, const hostd_sched_launch_t *l);
 /* Call before any other work on the stream (copy, memset, event record,
  * stream wait, host function, synchronisation, destroy): keeps it behind
- * the launches submitted so far.  Cheap when there are none.  A CUresult. */
+ * the launches submitted so far, waiting until the scheduler has issued
+ * them.  Free when there are none.  A CUresult. */
 CUresult hostd__sched_fence(hostd_sched_stream_t *s);
 
 /* The stable kernel id the scheduler keys profiles by: the module's
@@ -120,7 +124,7 @@ typedef struct hostd_sched_stats {
   uint64_t issued;    /* of those, issued to the GPU */
   uint64_t dropped;   /* dropped with their tenant */
   uint64_t completed; /* completions observed */
-  uint64_t fences;    /* fences that enqueued a gate wait */
+  uint64_t fences;    /* fences that made a tenant stream wait */
 } hostd_sched_stats_t;
 void hostd__sched_stats(hostd_sched_stats_t *out);
 
