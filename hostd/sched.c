@@ -126,6 +126,9 @@ static struct {
        .wake = PTHREAD_COND_INITIALIZER,
        .done = PTHREAD_COND_INITIALIZER};
 
+/* Counters are read by any thread (hostd__sched_stats). */
+#define STAT_ADD(field, n) __atomic_fetch_add(&S.st.field, (n), __ATOMIC_RELEASE)
+
 static uint64_t clock_mono(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -163,9 +166,12 @@ uint64_t hostd__sched_kernel_id(uint64_t module_content_id, const char *name) {
 }
 
 void hostd__sched_stats(hostd_sched_stats_t *out) {
-  pthread_mutex_lock(&S.mu);
-  *out = S.st;
-  pthread_mutex_unlock(&S.mu);
+  out->submitted = __atomic_load_n(&S.st.submitted, __ATOMIC_ACQUIRE);
+  out->held = __atomic_load_n(&S.st.held, __ATOMIC_ACQUIRE);
+  out->issued = __atomic_load_n(&S.st.issued, __ATOMIC_ACQUIRE);
+  out->dropped = __atomic_load_n(&S.st.dropped, __ATOMIC_ACQUIRE);
+  out->completed = __atomic_load_n(&S.st.completed, __ATOMIC_ACQUIRE);
+  out->fences = __atomic_load_n(&S.st.fences, __ATOMIC_ACQUIRE);
 }
 
 /* ---- events: a pool shared by workers and the scheduler thread ---- */
@@ -393,7 +399,7 @@ CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
   while (!seq_ge(ss->issued_seq, ss->last_seq))
     pthread_cond_wait(&S.done, &S.mu);
   ss->waiting = false;
-  S.st.fences++;
+  STAT_ADD(fences, 1);
   pthread_mutex_unlock(&S.mu);
   if ((r = ev_get(&e, false)) != CUDA_SUCCESS)
     return r;
@@ -528,7 +534,7 @@ static void on_submit(item_t *it, uint64_t now) {
       if (--t->pending == 0)
         pthread_cond_broadcast(&S.done);
     }
-    S.st.dropped++;
+    STAT_ADD(dropped, 1);
     pthread_mutex_unlock(&S.mu);
     free(it);
     return;
@@ -539,9 +545,9 @@ static void on_submit(item_t *it, uint64_t now) {
   ev.kernel = it->k;
   it->k.resident_blocks = 0;
   fifo_push(t, it);
-  S.st.submitted++;
+  STAT_ADD(submitted, 1);
   if (it->kind == IT_SUBMIT)
-    S.st.held++;
+    STAT_ADD(held, 1);
   feed(&ev);
 }
 
@@ -627,7 +633,7 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   }
   pthread_mutex_lock(&S.mu);
   issued(ss, it->seq);
-  S.st.issued++;
+  STAT_ADD(issued, 1);
   if (--it->t->pending == 0)
     pthread_cond_broadcast(&S.done);
   pthread_mutex_unlock(&S.mu);
@@ -714,7 +720,7 @@ static int flight_poll(flight_t *f, uint64_t now) {
   ev_put(f->ev_end, f->ev_start != 0);
   feed(&ev);
   f->t->inflight--;
-  S.st.completed++;
+  STAT_ADD(completed, 1);
   close_done(f->t);
   return 1;
 }
@@ -752,7 +758,7 @@ static void on_close(item_t *it) {
   t->tail = NULL;
   pthread_mutex_lock(&S.mu);
   t->pending -= dropped;
-  S.st.dropped += dropped;
+  STAT_ADD(dropped, dropped);
   pthread_cond_broadcast(&S.done);
   pthread_mutex_unlock(&S.mu);
   close_done(t);

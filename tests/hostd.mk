@@ -1,8 +1,12 @@
 # tests/hostd.mk: unit tests of hostd/ (recording GPU backend: never GPU coverage).
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec
-TESTS += tests/test-hostd-config tests/test-hostd-exec
+check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched
+TESTS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched
 endif
+tests_test_hostd_sched_SOURCES = tests/test-hostd-sched.c
+tests_test_hostd_sched_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_sched_CFLAGS = $(TEST_CFLAGS)
+tests_test_hostd_sched_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 tests_test_hostd_config_SOURCES = tests/test-hostd-config.c
 tests_test_hostd_config_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_config_LDADD = hostd/libtallyhostd.a $(TEST_LIBS)

@@ -1,0 +1,243 @@
+/* test-hostd-sched.c: tallyd's scheduler (hostd/sched.c) on the recording
+ * device, on virtual time.
+ *
+ * The recording device runs a kernel when its stream reaches it, so what a
+ * test reads back from device memory says in which order work ran.  The
+ * policy sees a clock the test sets (hostd__sched_set_clock): "the LC tenant
+ * was idle long enough" happens when the test says so, never by waiting.
+ * The scheduler runs on its own thread, so a test waits for it to have
+ * processed something by polling its counters (bounded: a liveness check,
+ * not a timing one).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "hostd/gpu.h"
+#include "hostd/hostd-int.h"
+#include "hostd/sched.h"
+
+static _Atomic uint64_t vclock = 1000000000ull;
+static uint64_t vnow(void) {
+  return vclock;
+}
+
+static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+static uint64_t fill; /* the fill_u32(ptr, value, count) kernel */
+
+static int first_func(void *arg, const hostd_func_info_t *f) {
+  *(uint64_t *)arg = f->handle;
+  return 0;
+}
+
+/* Polls the scheduler's counters until pred holds; fails after 5 s. */
+static void wait_stats(int (*pred)(const hostd_sched_stats_t *, uint64_t), uint64_t v) {
+  hostd_sched_stats_t st;
+  struct timespec ts = {0, 1000000};
+  for (int i = 0; i < 5000; i++) {
+    hostd__sched_stats(&st);
+    if (pred(&st, v))
+      return;
+    nanosleep(&ts, NULL);
+  }
+  fail_msg("the scheduler did not get there within 5 s");
+}
+static int issued_at_least(const hostd_sched_stats_t *st, uint64_t v) {
+  return st->issued >= v;
+}
+static int submitted_at_least(const hostd_sched_stats_t *st, uint64_t v) {
+  return st->submitted >= v;
+}
+static int completed_at_least(const hostd_sched_stats_t *st, uint64_t v) {
+  return st->completed >= v;
+}
+
+static int setup(void **state) {
+  hostd_sched_config_t cfg;
+  uint64_t mod;
+  (void)state;
+  if (hostd__gpu.init(0, &hostd__snapshot) != CUDA_SUCCESS ||
+      hostd__gpu.thread_enter() != CUDA_SUCCESS)
+    return -1;
+  hostd__sched_set_clock(vnow);
+  hostd__sched_config_init(&cfg);
+  if (hostd__sched_parse_policy(&cfg, "tally") != 0 || hostd__sched_init(&cfg) != 0)
+    return -1;
+  if (hostd__gpu.module_load(&mod, 0, img, sizeof(img) - 1) != CUDA_SUCCESS ||
+      hostd__gpu.module_functions(mod, 0, first_func, &fill) != CUDA_SUCCESS)
+    return -1;
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  hostd__sched_shutdown();
+  hostd__sched_set_clock(NULL);
+  hostd__gpu.shutdown();
+  return 0;
+}
+
+static CUresult launch_fill(hostd_sched_stream_t *ss, uint64_t p, uint32_t value, uint64_t n) {
+  uint8_t args[24];
+  hostd_sched_launch_t l = {.f = fill, .kernel_id = 42, .grid = {1, 1, 1}, .block = {32, 1, 1},
+                            .args = args, .argbytes = sizeof(args)};
+  memcpy(args, &p, 8);
+  memcpy(args + 8, &value, 4);
+  memset(args + 12, 0, 4);
+  memcpy(args + 16, &n, 8);
+  return hostd__sched_launch(ss, &l);
+}
+
+static uint32_t read_u32(uint64_t p, uint64_t s) {
+  uint32_t v = 0;
+  assert_int_equal(hostd__gpu.dtoh(&v, p, 4, s), CUDA_SUCCESS);
+  return v;
+}
+
+/* A BE launch goes through the queue; a copy after it on the same stream,
+ * fenced, runs after the kernel; a copy before it, before. */
+static void held_launch_keeps_stream_order(void **state) {
+  hostd_sched_tenant_t *t = hostd__sched_tenant_new(1, "be", 1, 1);
+  uint64_t s, p;
+  uint32_t nine = 9, five = 5;
+  hostd_sched_stream_t *ss;
+  CUresult r;
+  hostd_sched_stats_t st0;
+  (void)state;
+  assert_non_null(t);
+  hostd__sched_stats(&st0);
+  assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
+  assert_non_null(ss = hostd__sched_stream_new(t, s, &r));
+  assert_int_equal(hostd__gpu.htod(p + 4, &five, 4, s, 1), CUDA_SUCCESS); /* before: overwritten */
+  assert_int_equal(launch_fill(ss, p, 7, 16), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.htod(p, &nine, 4, s, 1), CUDA_SUCCESS); /* after the kernel */
+  assert_int_equal(hostd__gpu.stream_sync(s), CUDA_SUCCESS);
+  assert_int_equal(read_u32(p, s), 9);
+  assert_int_equal(read_u32(p + 4, s), 7);
+  assert_int_equal(read_u32(p + 60, s), 7);
+  hostd_sched_stats_t st;
+  hostd__sched_stats(&st);
+  assert_int_equal(st.held, st0.held + 1);
+  assert_int_equal(st.issued, st0.issued + 1);
+  assert_true(st.fences >= st0.fences + 1);
+  hostd__sched_tenant_close(t);
+  hostd__sched_tenant_free(t);
+  assert_int_equal(hostd__gpu.stream_del(s), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
+}
+
+/* While the LC tenant is active (it completed a kernel less than the resume
+ * time ago), a BE launch stays held in tallyd; when the LC has been idle for
+ * the resume time, it goes. */
+static void be_waits_while_lc_active_and_goes_when_idle(void **state) {
+  hostd_sched_tenant_t *lc = hostd__sched_tenant_new(2, "lc", 0, 1);
+  hostd_sched_tenant_t *be = hostd__sched_tenant_new(3, "be", 1, 1);
+  uint64_t ls, bs, p;
+  hostd_sched_stream_t *lss, *bss;
+  hostd_sched_stats_t st0, st;
+  pol_config_t pc;
+  CUresult r;
+  (void)state;
+  pol_config_init(&pc);
+  assert_non_null(lc);
+  assert_non_null(be);
+  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
+  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
+  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
+  hostd__sched_stats(&st0);
+  /* The LC launch runs at once (fast path), and its completion is seen. */
+  assert_int_equal(launch_fill(lss, p, 1, 1), CUDA_SUCCESS);
+  assert_int_equal(read_u32(p, ls), 1);
+  wait_stats(completed_at_least, st0.completed + 1);
+  /* Now BE: submitted, but held while the clock stands still. */
+  assert_int_equal(launch_fill(bss, p + 32, 2, 1), CUDA_SUCCESS);
+  wait_stats(submitted_at_least, st0.submitted + 2);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.issued, st0.issued);
+  assert_int_equal(read_u32(p + 32, bs), 0);
+  /* The LC has been idle past the resume time: BE goes. */
+  vclock += pc.resume_idle_ns + 1000;
+  wait_stats(issued_at_least, st0.issued + 1);
+  assert_int_equal(hostd__sched_fence(bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(bs), CUDA_SUCCESS);
+  assert_int_equal(read_u32(p + 32, bs), 2);
+  hostd__sched_tenant_close(lc);
+  hostd__sched_tenant_close(be);
+  hostd__sched_tenant_free(lc);
+  hostd__sched_tenant_free(be);
+  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
+}
+
+/* A tenant that goes while its launches are held: they are dropped (never
+ * run), its fences do not wait, and a new LC tenant can join afterwards. */
+static void closing_drops_held_launches(void **state) {
+  hostd_sched_tenant_t *lc = hostd__sched_tenant_new(4, "lc", 0, 1);
+  hostd_sched_tenant_t *be = hostd__sched_tenant_new(5, "be", 1, 1);
+  uint64_t ls, bs, p;
+  hostd_sched_stream_t *lss, *bss;
+  hostd_sched_stats_t st0, st;
+  CUresult r;
+  (void)state;
+  assert_non_null(lc);
+  assert_non_null(be);
+  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
+  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
+  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
+  hostd__sched_stats(&st0);
+  assert_int_equal(launch_fill(lss, p, 1, 1), CUDA_SUCCESS);
+  wait_stats(completed_at_least, st0.completed + 1);
+  for (uint32_t i = 0; i < 3; i++)
+    assert_int_equal(launch_fill(bss, p + 32, 3 + i, 1), CUDA_SUCCESS);
+  wait_stats(submitted_at_least, st0.submitted + 4);
+  hostd__sched_tenant_close(be);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.dropped, st0.dropped + 3);
+  assert_int_equal(st.issued, st0.issued);
+  assert_int_equal(hostd__sched_fence(bss), CUDA_SUCCESS); /* nothing left to wait for */
+  assert_int_equal(read_u32(p + 32, bs), 0);                /* none of them ran */
+  hostd__sched_tenant_free(be);
+  hostd__sched_tenant_close(lc);
+  hostd__sched_tenant_free(lc);
+  /* The LC slot is free again. */
+  lc = hostd__sched_tenant_new(6, "lc2", 0, 1);
+  assert_non_null(lc);
+  hostd__sched_tenant_close(lc);
+  hostd__sched_tenant_free(lc);
+  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
+}
+
+/* A second latency-critical tenant is refused by the policy: NULL, and its
+ * launches go straight to the GPU (the caller's fallback). */
+static void second_lc_tenant_is_refused(void **state) {
+  hostd_sched_tenant_t *a = hostd__sched_tenant_new(7, "lc", 0, 1);
+  (void)state;
+  assert_non_null(a);
+  assert_null(hostd__sched_tenant_new(8, "lc-too", 0, 1));
+  hostd__sched_tenant_close(a);
+  hostd__sched_tenant_free(a);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(held_launch_keeps_stream_order),
+      cmocka_unit_test(be_waits_while_lc_active_and_goes_when_idle),
+      cmocka_unit_test(closing_drops_held_launches),
+      cmocka_unit_test(second_lc_tenant_is_refused),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
