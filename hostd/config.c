@@ -68,6 +68,10 @@ void hostd_config_usage(FILE *f) {
           "                       critical tenant at most N us (default: the policy's, 31.6)\n"
           "  --resume-idle-us N   best-effort kernels resume N us after the latency-\n"
           "                       critical tenant went idle (default: the policy's, 50)\n"
+          "  --be-sms N           best-effort kernels run in a partition (green context)\n"
+          "                       of at least N SMs, the rest stays free for the\n"
+          "                       latency-critical tenant (default 0: the whole GPU;\n"
+          "                       Hopper splits in multiples of 8)\n"
           "  --trace FILE         write every kernel (tenant, kernel, grid, block, shared\n"
           "                       memory, submit/issue/start/end times) to FILE in\n"
           "                       tally-sim's trace format\n"
@@ -111,6 +115,7 @@ static const int_option_t *int_option(const char *name) {
       {"restart-grace-ms", offsetof(hostd_config_t, restart_grace_ms), 60000},
       {"threshold-us", offsetof(hostd_config_t, threshold_us), 1000000},
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
+      {"be-sms", offsetof(hostd_config_t, be_sms), 4096},
   };
   for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
     if (strcmp(name, opts[i].name) == 0)

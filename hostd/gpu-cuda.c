@@ -38,6 +38,12 @@
 #define CUDA_FNS(X)                                                                                \
   X(cuCtxGetStreamPriorityRange)                                                                   \
   X(cuCtxSetCurrent)                                                                               \
+  X(cuCtxFromGreenCtx)                                                                             \
+  X(cuCtxPopCurrent)                                                                               \
+  X(cuCtxPushCurrent)                                                                              \
+  X(cuDevResourceGenerateDesc)                                                                     \
+  X(cuDevSmResourceSplitByCount)                                                                   \
+  X(cuDeviceGetDevResource)                                                                        \
   X(cuDeviceGet)                                                                                   \
   X(cuDeviceGetAttribute)                                                                          \
   X(cuDeviceGetName)                                                                               \
@@ -52,6 +58,8 @@
   X(cuEventRecordWithFlags)                                                                        \
   X(cuEventSynchronize)                                                                            \
   X(cuFuncGetAttribute)                                                                            \
+  X(cuGreenCtxCreate)                                                                              \
+  X(cuGreenCtxStreamCreate)                                                                        \
   X(cuFuncGetName)                                                                                 \
   X(cuFuncGetParamInfo)                                                                            \
   X(cuFuncLoad)                                                                                    \
@@ -640,6 +648,69 @@ static CUresult cuda_host_unregister(void *p) {
   return D.cuMemHostUnregister(p);
 }
 
+/* ---- the best-effort partition: one green context, made on first use ----
+ * Made under part_lock by the first worker that asks; never destroyed
+ * before the process ends (streams of it may live as long as tallyd). */
+static pthread_mutex_t part_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUgreenCtx part;
+static CUcontext part_ctx;
+static uint32_t part_sms;
+
+static CUresult part_make(uint32_t sms) {
+  CUdevResource all, got, rest;
+  CUdevResourceDesc desc;
+  unsigned n = 1;
+  CUresult r = D.cuDeviceGetDevResource(device, &all, CU_DEV_RESOURCE_TYPE_SM);
+  if (r == CUDA_SUCCESS)
+    r = D.cuDevSmResourceSplitByCount(&got, &n, &all, &rest, 0, sms);
+  if (r == CUDA_SUCCESS && n != 1)
+    r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+  if (r == CUDA_SUCCESS)
+    r = D.cuDevResourceGenerateDesc(&desc, &got, 1);
+  if (r == CUDA_SUCCESS)
+    r = D.cuGreenCtxCreate(&part, desc, device, CU_GREEN_CTX_DEFAULT_STREAM);
+  if (r == CUDA_SUCCESS)
+    r = D.cuCtxFromGreenCtx(&part_ctx, part);
+  if (r != CUDA_SUCCESS) {
+    hostd__log(HOSTD_LOG_WARN, "best-effort partition of %u SMs: CUresult %d; using the whole GPU",
+               sms, (int)r);
+    return r;
+  }
+  part_sms = got.sm.smCount;
+  hostd__log(HOSTD_LOG_INFO, "best-effort partition: a green context of %u of %u SMs", part_sms,
+             all.sm.smCount);
+  return CUDA_SUCCESS;
+}
+
+static CUresult cuda_part_stream_new(uint64_t *s, int prio, uint32_t sms, uint32_t *got) {
+  CUstream st = NULL;
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&part_lock);
+  if (!part)
+    r = part_make(sms);
+  pthread_mutex_unlock(&part_lock);
+  if (r != CUDA_SUCCESS)
+    return r;
+  r = D.cuGreenCtxStreamCreate(&st, part, CU_STREAM_NON_BLOCKING, prio);
+  *s = (uint64_t)(uintptr_t)st;
+  *got = part_sms;
+  return r;
+}
+
+static CUresult cuda_part_event_new(uint64_t *e, unsigned flags) {
+  CUevent ev = NULL;
+  CUcontext prev;
+  CUresult r;
+  if (!part_ctx)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if ((r = D.cuCtxPushCurrent(part_ctx)) != CUDA_SUCCESS)
+    return r;
+  r = D.cuEventCreate(&ev, flags);
+  (void)D.cuCtxPopCurrent(&prev);
+  *e = (uint64_t)(uintptr_t)ev;
+  return r;
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
@@ -679,4 +750,6 @@ const hostd_gpu_ops_t hostd__gpu = {
     .dtoh_async = cuda_dtoh_async,
     .host_register = cuda_host_register,
     .host_unregister = cuda_host_unregister,
+    .part_stream_new = cuda_part_stream_new,
+    .part_event_new = cuda_part_event_new,
 };

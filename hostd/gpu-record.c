@@ -1037,6 +1037,21 @@ static void rec_gate_open(void *gp, uint32_t slot, uint32_t value) {
   pthread_mutex_unlock(&lock);
 }
 
+/* The best-effort partition: an ordinary stream here; the SMs asked for
+ * are kept so tests see what hostd asked (rounded up to 8, as on Hopper). */
+uint32_t hostd__record_part_sms;
+
+static CUresult rec_part_stream_new(uint64_t *s, int prio, uint32_t sms, uint32_t *got) {
+  CUresult r = rec_stream_new(s, CU_STREAM_NON_BLOCKING, prio);
+  if (r == CUDA_SUCCESS)
+    *got = hostd__record_part_sms = (sms + 7) / 8 * 8;
+  return r;
+}
+
+static CUresult rec_part_event_new(uint64_t *e, unsigned flags) {
+  return rec_event_new(e, flags);
+}
+
 /* Host registration: nothing to pin; counted so tests see it happen. */
 static CUresult rec_host_register(void *p, size_t n) {
   LIVE(0);
@@ -1144,6 +1159,8 @@ const hostd_gpu_ops_t hostd__gpu = {
     .dtoh_async = rec_dtoh_async,
     .host_register = rec_host_register,
     .host_unregister = rec_host_unregister,
+    .part_stream_new = rec_part_stream_new,
+    .part_event_new = rec_part_event_new,
 };
 int hostd__record_last_prio;
 _Atomic long hostd__record_registered;

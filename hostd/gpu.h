@@ -101,6 +101,15 @@ typedef struct hostd_gpu_ops {
   /* cuMemHostRegister (DEVICEMAP | PORTABLE) / cuMemHostUnregister. */
   CUresult (*host_register)(void *p, size_t n);
   CUresult (*host_unregister)(void *p);
+  /* ---- the best-effort partition (hostd/sched.c, docs/scheduler.md) ----
+   * A stream in a partition of the GPU's multiprocessors: a green context
+   * of at least `sms` of them (rounded up to what the device can split),
+   * made at the first call and shared by every later one; *got says how
+   * many it has.  Functions of the shared context launch on it.  Events
+   * recorded on such a stream come from part_event_new (an event and the
+   * stream it is recorded on must share a context). */
+  CUresult (*part_stream_new)(uint64_t *s, int prio, uint32_t sms, uint32_t *got);
+  CUresult (*part_event_new)(uint64_t *e, unsigned flags);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */

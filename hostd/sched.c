@@ -68,6 +68,7 @@ struct hostd_sched_stream {
   hostd_sched_tenant_t *t;
   uint64_t handle;  /* the tenant stream */
   uint64_t lstream; /* the launch stream (scheduler's) */
+  bool part;        /* lstream is in the best-effort partition (its own events) */
   struct hostd_sched_stream *next; /* tenant's list (mu) */
   /* worker side */
   uint32_t last_seq, fenced_seq;
@@ -98,6 +99,7 @@ typedef struct flight {
   uint64_t launch_id;
   hostd_sched_tenant_t *t;
   uint64_t ev_start, ev_end; /* ev_start 0: not timed (an LC launch) */
+  bool part;                 /* the events belong to the partition: destroyed, not pooled */
   uint64_t submit_ns, issue_ns, gap_ns;
   pol_kernel_t k;
   uint32_t regs;
@@ -215,6 +217,21 @@ static void ev_put(uint64_t e, bool timing) {
   (void)hostd__gpu.event_del(e);
 }
 
+/* An event to record on ss's launch stream: from its partition's context
+ * when it has one (never pooled), else from the pool. */
+static CUresult ev_for(const hostd_sched_stream_t *ss, uint64_t *e, bool timing) {
+  if (ss->part)
+    return hostd__gpu.part_event_new(e, timing ? 0 : CU_EVENT_DISABLE_TIMING);
+  return ev_get(e, timing);
+}
+
+static void ev_done(bool part, uint64_t e, bool timing) {
+  if (part && e)
+    (void)hostd__gpu.event_del(e);
+  else
+    ev_put(e, timing);
+}
+
 /* ---- the inbox ---- */
 
 static void inbox_push(item_t *it) {
@@ -281,8 +298,14 @@ hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t 
     *r = CUDA_ERROR_OUT_OF_MEMORY;
     return NULL;
   }
-  /* The launch stream has the tenant class's priority, as the tenant's own. */
-  *r = hostd__gpu.stream_new(&ss->lstream, CU_STREAM_NON_BLOCKING, t->cls == 0 ? -5 : 0);
+  /* The launch stream has the tenant class's priority, as the tenant's own;
+   * a BE one lives in the best-effort partition when there is one. */
+  if (t->cls == 1 && S.cfg.be_sms > 0) {
+    uint32_t got = 0;
+    ss->part = hostd__gpu.part_stream_new(&ss->lstream, 0, S.cfg.be_sms, &got) == CUDA_SUCCESS;
+  }
+  if (!ss->part)
+    *r = hostd__gpu.stream_new(&ss->lstream, CU_STREAM_NON_BLOCKING, t->cls == 0 ? -5 : 0);
   if (*r != CUDA_SUCCESS) {
     free(ss);
     return NULL;
@@ -401,12 +424,12 @@ CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
   ss->waiting = false;
   STAT_ADD(fences, 1);
   pthread_mutex_unlock(&S.mu);
-  if ((r = ev_get(&e, false)) != CUDA_SUCCESS)
+  if ((r = ev_for(ss, &e, false)) != CUDA_SUCCESS)
     return r;
   r = hostd__gpu.event_record(e, ss->lstream, 0);
   if (r == CUDA_SUCCESS)
     r = hostd__gpu.stream_wait(ss->handle, e, 0);
-  ev_put(e, false);
+  ev_done(ss->part, e, false);
   if (r == CUDA_SUCCESS) {
     ss->fenced_seq = ss->last_seq;
     ss->run_open = false;
@@ -569,17 +592,18 @@ static item_t *fifo_take(hostd_sched_tenant_t *t, uint64_t id) {
 }
 
 static void flight_add(item_t *it, const pol_action_t *a, uint64_t ev_start, uint64_t ev_end,
-                       uint64_t now) {
+                       uint64_t now, bool part) {
   flight_t *f = calloc(1, sizeof(*f));
   if (!f) {
     /* Nobody will see it complete: tell the policy now, untimed. */
     pol_event_t ev = {.type = POL_EV_COMPLETED, .now_ns = now, .launch_id = a->launch_id,
                       .dev_start_ns = now, .dev_end_ns = now, .blocks_done = a->block_count};
-    ev_put(ev_start, true);
-    ev_put(ev_end, ev_start != 0);
+    ev_done(part, ev_start, true);
+    ev_done(part, ev_end, ev_start != 0);
     feed(&ev);
     return;
   }
+  f->part = part;
   f->launch_id = a->launch_id;
   f->t = it->t;
   f->ev_start = ev_start;
@@ -604,7 +628,7 @@ static void issue_direct(item_t *it, const pol_action_t *a, uint64_t now) {
     ev_put(e, false);
     e = 0;
   }
-  flight_add(it, a, 0, e, now);
+  flight_add(it, a, 0, e, now, false);
 }
 
 /* A queued launch the policy released: on the launch stream, timed. */
@@ -616,7 +640,8 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     r = hostd__gpu.stream_wait(ss->lstream, it->run_event, 0);
     ev_put(it->run_event, false);
   }
-  if (r == CUDA_SUCCESS && ev_get(&e0, true) == CUDA_SUCCESS && ev_get(&e1, true) == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS && ev_for(ss, &e0, true) == CUDA_SUCCESS &&
+      ev_for(ss, &e1, true) == CUDA_SUCCESS)
     (void)hostd__gpu.event_record(e0, ss->lstream, 0);
   if (r == CUDA_SUCCESS)
     r = hostd__gpu.launch(it->f, it->k.grid, it->k.block, it->k.shmem_bytes, ss->lstream,
@@ -624,11 +649,11 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   if (r != CUDA_SUCCESS)
     set_error(it->t, r);
   if (e1 && hostd__gpu.event_record(e1, ss->lstream, 0) != CUDA_SUCCESS) {
-    ev_put(e1, true);
+    ev_done(ss->part, e1, true);
     e1 = 0;
   }
   if (!e1) {
-    ev_put(e0, true);
+    ev_done(ss->part, e0, true);
     e0 = 0;
   }
   pthread_mutex_lock(&S.mu);
@@ -637,7 +662,7 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   if (--it->t->pending == 0)
     pthread_cond_broadcast(&S.done);
   pthread_mutex_unlock(&S.mu);
-  flight_add(it, a, e0, e1, now);
+  flight_add(it, a, e0, e1, now, ss->part);
 }
 
 static void do_action(const pol_action_t *a, uint64_t now) {
@@ -716,8 +741,8 @@ static int flight_poll(flight_t *f, uint64_t now) {
   ev.blocks_done = blocks;
   if (S.trace)
     trace_write(f, ev.dev_start_ns, ev.dev_end_ns);
-  ev_put(f->ev_start, true);
-  ev_put(f->ev_end, f->ev_start != 0);
+  ev_done(f->part, f->ev_start, true);
+  ev_done(f->part, f->ev_end, f->ev_start != 0);
   feed(&ev);
   f->t->inflight--;
   STAT_ADD(completed, 1);

@@ -44,6 +44,8 @@ typedef struct hostd_sched_config {
   pol_config_t pol;  /* its configuration */
   char trace[4096];  /* --trace FILE ("" = none): every kernel, tally-sim's format */
   char profiles[4096]; /* file the profiles persist in ("" = none) */
+  uint32_t be_sms;     /* > 0: BE launches run in a partition of at least this many SMs
+                          (a green context), leaving the rest to the LC tenant */
 } hostd_sched_config_t;
 
 /* Fills *cfg: off, policy tally with policy/'s defaults. */

@@ -232,12 +232,46 @@ static void second_lc_tenant_is_refused(void **state) {
   hostd__sched_tenant_free(a);
 }
 
+/* With --be-sms, a BE tenant's launch stream is in the partition (the
+ * recording device rounds to 8 SMs, as Hopper does), and order still holds. */
+static void be_launches_run_in_the_partition(void **state) {
+  hostd_sched_config_t cfg;
+  hostd_sched_tenant_t *t;
+  hostd_sched_stream_t *ss;
+  uint64_t s, p;
+  uint32_t nine = 9;
+  CUresult r;
+  (void)state;
+  hostd__sched_shutdown();
+  hostd__sched_config_init(&cfg);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  cfg.be_sms = 20;
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+  hostd__record_part_sms = 0;
+  assert_non_null(t = hostd__sched_tenant_new(9, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
+  assert_non_null(ss = hostd__sched_stream_new(t, s, &r));
+  assert_int_equal(hostd__record_part_sms, 24);
+  assert_int_equal(launch_fill(ss, p, 7, 16), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.htod(p, &nine, 4, s, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(s), CUDA_SUCCESS);
+  assert_int_equal(read_u32(p, s), 9);
+  assert_int_equal(read_u32(p + 4, s), 7);
+  hostd__sched_tenant_close(t);
+  hostd__sched_tenant_free(t);
+  assert_int_equal(hostd__gpu.stream_del(s), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(held_launch_keeps_stream_order),
       cmocka_unit_test(be_waits_while_lc_active_and_goes_when_idle),
       cmocka_unit_test(closing_drops_held_launches),
       cmocka_unit_test(second_lc_tenant_is_refused),
+      cmocka_unit_test(be_launches_run_in_the_partition),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
