@@ -28,6 +28,10 @@
 /* Default turnaround threshold: 0.0316 ms, the Tally paper's setting. */
 #define POL_DEFAULT_THRESHOLD_NS 31600u
 
+/* tally and paper, with no latency-critical tenant registered: BE launches
+ * in flight at most (what an LC tenant that joins may find queued). */
+#define POL_NO_LC_INFLIGHT 32
+
 /* Limits that bound the policy's tables; a caller past them gets -ENOSPC. */
 #define POL_MAX_TENANTS 64
 

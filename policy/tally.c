@@ -218,8 +218,58 @@ static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
   return 1;
 }
 
+/* Estimated device time of the rest of u in its original form (the
+ * threshold when unprofiled): what the fair share charges. */
+static uint64_t est_ns(const pol_sched_t *s, const pol__sub_t *u) {
+  pol_profile_key_t key;
+  pol__key_of(&u->k, &key);
+  const pol_profile_t *pr = pol_profiles_find(s->profiles, &key);
+  if (!pr || pr->wave_samples < s->cfg.min_samples || pr->wave_ns == 0)
+    return s->cfg.threshold_ns;
+  return ceil_div(u->total - u->next, pol__resident(s, &u->k)) * pr->wave_ns;
+}
+
+/* With no latency-critical tenant and one BE tenant with work, there is
+ * nobody to protect and nobody to share with: its kernels go as they come,
+ * whole, like on an unscheduled GPU, but at most POL_NO_LC_INFLIGHT
+ * launches are in flight, so an LC tenant that joins waits for a bounded
+ * amount of queued BE work, not for everything a framework queued.  With
+ * several BE tenants the budgeted path below runs, so weights hold. */
+static int pump_no_lc(pol_sched_t *s) {
+  while (s->be_inflight < POL_NO_LC_INFLIGHT) {
+    pol__tenant_t *pick = NULL;
+    pol__sub_t *u;
+    for (uint32_t i = 0; i < s->ntenants; i++) {
+      pol__tenant_t *t = &s->tenants[i];
+      if (t->cls == POL_CLASS_BE && t->ptb_inflight == 0 && pol__tenant_issuable(t) &&
+          (!pick || t->vtime < pick->vtime))
+        pick = t;
+    }
+    if (!pick)
+      return 0;
+    u = pol__tenant_issuable(pick);
+    uint64_t dur = est_ns(s, u);
+    pol_form_t f = u->next == 0 ? POL_FORM_ORIGINAL : POL_FORM_SLICED;
+    int rc = pol__issue(s, pick, u, f, u->total - u->next, 0, POL_PRIO_LOW, 0, false);
+    if (rc < 0)
+      return rc;
+    pick->vtime += (double)dur / (double)pick->weight;
+  }
+  return 0;
+}
+
+static uint32_t busy_be(const pol_sched_t *s) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < s->ntenants; i++)
+    if (s->tenants[i].cls == POL_CLASS_BE && pol__tenant_busy(&s->tenants[i]))
+      n++;
+  return n;
+}
+
 static int pump(pol_sched_t *s) {
   int rc;
+  if (s->lc < 0 && busy_be(s) <= 1)
+    return pump_no_lc(s);
   /* LC first: every LC kernel goes out at once, unchanged, high priority. */
   if (s->lc >= 0) {
     pol__tenant_t *lc = &s->tenants[s->lc];

@@ -577,6 +577,35 @@ static void tgs_window_halves_when_lc_delayed(void **state) {
   pol_sched_free(f.s);
 }
 
+/* No LC tenant: BE kernels, profiled or not, go at once, up to
+ * POL_NO_LC_INFLIGHT in flight; the next goes when one completes. */
+static void without_lc_be_goes_at_once_up_to_a_bound(void **state) {
+  fx_t f;
+  pol_config_t c;
+  (void)state;
+  pol_config_init(&c);
+  memset(&f, 0, sizeof(f));
+  assert_int_equal(pol_sched_new(POL_KIND_TALLY, &c, &f.s), 0);
+  assert_int_equal(pol_sched_tenant_add(f.s, BE, POL_CLASS_BE, 1), 0);
+  pol_action_t first = {0};
+  size_t launched = 0;
+  for (uint64_t i = 1; i <= POL_NO_LC_INFLIGHT + 3; i++) {
+    submit(&f, BE, i, kern(7, 4000, POL_VAR_ORIGINAL));
+    for (size_t j = 0; j < f.n; j++) {
+      assert_int_equal(f.a[j].type, POL_ACT_LAUNCH);
+      assert_int_equal(f.a[j].form, POL_FORM_ORIGINAL);
+      assert_int_equal(f.a[j].stream_priority, POL_PRIO_LOW);
+      if (launched++ == 0)
+        first = f.a[j];
+    }
+  }
+  assert_int_equal(launched, POL_NO_LC_INFLIGHT);
+  complete(&f, &first, 500000, first.block_count);
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].submit_id, POL_NO_LC_INFLIGHT + 1);
+  pol_sched_free(f.s);
+}
+
 static void bad_events_are_rejected(void **state) {
   (void)state;
   fx_t f;
@@ -637,6 +666,7 @@ int main(void) {
       cmocka_unit_test(timeslice_idle_owner_ends_its_slice_early),
       cmocka_unit_test(timeslice_short_pause_keeps_the_slice),
       cmocka_unit_test(tgs_window_halves_when_lc_delayed),
+      cmocka_unit_test(without_lc_be_goes_at_once_up_to_a_bound),
       cmocka_unit_test(bad_events_are_rejected),
       cmocka_unit_test(kind_names_round_trip),
   };
