@@ -63,7 +63,7 @@ typedef struct rec_kernel {
   char name[64];
   uint32_t nparams, off[16], size[16];
   bool loaded;                    /* a query loaded it (lazy loading) */
-  int32_t attr[GUEST_FUNC_ATTRS]; /* cuFuncGetAttribute values, set by Set */
+  int32_t attr[CALL_FUNC_ATTRS]; /* cuFuncGetAttribute values, set by Set */
 } rec_kernel_t;
 
 /* The attributes the driver answers only for loaded functions (cuda.h,
@@ -198,7 +198,7 @@ static uint8_t *find(uint64_t p, uint64_t n) {
   return NULL;
 }
 
-static CUresult rec_init(int device, guest_dev_snapshot_t *snap) {
+static CUresult rec_init(int device, call_snapshot_t *snap) {
   static const uint8_t uuid[16] = {0x74, 0x61, 0x6c, 0x6c, 0x79, 0x2d, 0x72, 0x65,
                                    0x63, 0x6f, 0x72, 0x64, 0x00, 0x00, 0x00, 0x01};
   if (device != 0)
@@ -840,7 +840,7 @@ static CUresult rec_module_functions(uint64_t h, int kind, hostd_func_cb cb, voi
     fi.off = m->k[i].off;
     fi.size = m->k[i].size;
     pthread_mutex_lock(&lock);
-    for (int a = 0; a < GUEST_FUNC_ATTRS; a++)
+    for (int a = 0; a < CALL_FUNC_ATTRS; a++)
       if (m->k[i].loaded || !needs_load(a)) {
         fi.attr[a] = m->k[i].attr[a];
         fi.attr_valid |= 1u << a;
@@ -1016,7 +1016,7 @@ static CUresult rec_func_attr(uint64_t f, int kind, int attr, int *v) {
   (void)kind;
   if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
-  if (attr < 0 || attr >= GUEST_FUNC_ATTRS)
+  if (attr < 0 || attr >= CALL_FUNC_ATTRS)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   k->loaded = true;
@@ -1031,7 +1031,7 @@ static CUresult rec_func_set_attr(uint64_t f, int kind, int attr, int v) {
   (void)kind;
   if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
-  if (attr < 0 || attr >= GUEST_FUNC_ATTRS)
+  if (attr < 0 || attr >= CALL_FUNC_ATTRS)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   k->attr[attr] = v;

@@ -6,7 +6,8 @@ endif
 tests_test_hostd_config_SOURCES = tests/test-hostd-config.c
 tests_test_hostd_config_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_config_LDADD = hostd/libtallyhostd.a $(TEST_LIBS)
-tests_test_hostd_exec_SOURCES = tests/test-hostd-exec.c tests/fuzz/fuzz-hostd-exec.c
+tests_test_hostd_exec_SOURCES = tests/test-hostd-exec.c tests/fuzz/fuzz-hostd-exec.c \
+	tests/hostd-call-harness.h
 tests_test_hostd_exec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHOSTD_FUZZ_NO_ENTRY
 tests_test_hostd_exec_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_exec_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)

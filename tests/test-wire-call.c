@@ -44,12 +44,16 @@ static uint32_t count(int mode, uint32_t max) {
   return mode == LOW ? 0 : mode == HIGH ? max : (uint32_t)(next() % (lim + 1));
 }
 
-#define FILL_U32(x, f, a, b, c)   (x)->f = (uint32_t)value(mode);
-#define FILL_I32(x, f, a, b, c)   (x)->f = (int32_t)value(mode);
-#define FILL_U64(x, f, a, b, c)   (x)->f = value(mode);
-#define FILL_F32(x, f, a, b, c)   (x)->f = mode == LOW ? 0.0f : mode == HIGH ? 3.4e38f : 1.5f;
-#define FILL_U32X(x, f, a, b, c)  for (int k = 0; k < (a); k++) (x)->f[k] = (uint32_t)value(mode);
-#define FILL_I32X(x, f, a, b, c)  for (int k = 0; k < (a); k++) (x)->f[k] = (int32_t)value(mode);
+#define FILL_U32(x, f, a, b, c) (x)->f = (uint32_t)value(mode);
+#define FILL_I32(x, f, a, b, c) (x)->f = (int32_t)value(mode);
+#define FILL_U64(x, f, a, b, c) (x)->f = value(mode);
+#define FILL_F32(x, f, a, b, c) (x)->f = mode == LOW ? 0.0f : mode == HIGH ? 3.4e38f : 1.5f;
+#define FILL_U32X(x, f, a, b, c)                                                                   \
+  for (int k = 0; k < (a); k++)                                                                    \
+    (x)->f[k] = (uint32_t)value(mode);
+#define FILL_I32X(x, f, a, b, c)                                                                   \
+  for (int k = 0; k < (a); k++)                                                                    \
+    (x)->f[k] = (int32_t)value(mode);
 #define FILL_CHARS(x, f, a, b, c) memset((x)->f, mode == LOW ? 0 : 0x7f, a);
 #define FILL_BYTES(x, f, a, b, c) memset((x)->f, mode == LOW ? 0 : 0xff, a);
 #define FILL_PAD(x, f, a, b, c)   (x)->f = 0;
@@ -63,36 +67,36 @@ static uint32_t count(int mode, uint32_t max) {
 #define FILL(x, K, f, a, b, c) FILL_##K(x, f, a, b, c)
 
 #define SAME_SCALAR(x, y, f) assert_true((x)->f == (y)->f);
-#define SAME_U32(x, y, f, a)   SAME_SCALAR(x, y, f)
-#define SAME_I32(x, y, f, a)   SAME_SCALAR(x, y, f)
-#define SAME_U64(x, y, f, a)   SAME_SCALAR(x, y, f)
-#define SAME_F32(x, y, f, a)   SAME_SCALAR(x, y, f)
-#define SAME_PAD(x, y, f, a)   assert_int_equal((y)->f, 0);
-#define SAME_ARR(x, y, f, a)   assert_memory_equal((x)->f, (y)->f, sizeof((x)->f));
-#define SAME_U32X              SAME_ARR
-#define SAME_I32X              SAME_ARR
-#define SAME_CHARS             SAME_ARR
-#define SAME_BYTES             SAME_ARR
+#define SAME_U32(x, y, f, a) SAME_SCALAR(x, y, f)
+#define SAME_I32(x, y, f, a) SAME_SCALAR(x, y, f)
+#define SAME_U64(x, y, f, a) SAME_SCALAR(x, y, f)
+#define SAME_F32(x, y, f, a) SAME_SCALAR(x, y, f)
+#define SAME_PAD(x, y, f, a) assert_int_equal((y)->f, 0);
+#define SAME_ARR(x, y, f, a) assert_memory_equal((x)->f, (y)->f, sizeof((x)->f));
+#define SAME_U32X            SAME_ARR
+#define SAME_I32X            SAME_ARR
+#define SAME_CHARS           SAME_ARR
+#define SAME_BYTES           SAME_ARR
 #define SAME_VIEW(x, y, f, a)                                                                      \
   assert_int_equal((x)->f.len, (y)->f.len);                                                        \
   if ((x)->f.len)                                                                                  \
     assert_memory_equal((x)->f.p, (y)->f.p, (x)->f.len);
-#define SAME_TAIL              SAME_VIEW
-#define SAME_REST              SAME_VIEW
+#define SAME_TAIL               SAME_VIEW
+#define SAME_REST               SAME_VIEW
 #define SAME(xy, K, f, a, b, c) SAME_##K(&xy[0], &xy[1], f, a)
 
 #define IS_REST(M, K, f, a, b, c) +IS_REST_##K
-#define IS_REST_U32   0
-#define IS_REST_I32   0
-#define IS_REST_U64   0
-#define IS_REST_F32   0
-#define IS_REST_U32X  0
-#define IS_REST_I32X  0
-#define IS_REST_CHARS 0
-#define IS_REST_BYTES 0
-#define IS_REST_PAD   0
-#define IS_REST_TAIL  0
-#define IS_REST_REST  1
+#define IS_REST_U32               0
+#define IS_REST_I32               0
+#define IS_REST_U64               0
+#define IS_REST_F32               0
+#define IS_REST_U32X              0
+#define IS_REST_I32X              0
+#define IS_REST_CHARS             0
+#define IS_REST_BYTES             0
+#define IS_REST_PAD               0
+#define IS_REST_TAIL              0
+#define IS_REST_REST              1
 
 /* Encodes x (call_put), checks the decode, every truncation and a trailing
  * byte.  has_rest: truncations past the fixed part are valid. */
@@ -139,12 +143,12 @@ static void check_message(const call_msg_t *m, const void *x, void *y, size_t ys
     memset(q, 0, sizeof(q));                                                                       \
     memset(r, 0, sizeof(r));                                                                       \
     CALL_REQ_##NAME(FILL, &q[0]) CALL_REP_##NAME(FILL, &r[0]);                                     \
-    check_message(call_req_msg(number), &q[0], &q[1], sizeof(q[1]),                                \
-                  0 CALL_REQ_##NAME(IS_REST, _), &n);                                              \
+    check_message(call_req_msg(number), &q[0], &q[1], sizeof(q[1]), 0 CALL_REQ_##NAME(IS_REST, _), \
+                  &n);                                                                             \
     CALL_REQ_##NAME(SAME, q);                                                                      \
     wire_buf_close(&n);                                                                            \
-    check_message(call_rep_msg(number), &r[0], &r[1], sizeof(r[1]),                               \
-                  0 CALL_REP_##NAME(IS_REST, _), &n);                                              \
+    check_message(call_rep_msg(number), &r[0], &r[1], sizeof(r[1]), 0 CALL_REP_##NAME(IS_REST, _), \
+                  &n);                                                                             \
     CALL_REP_##NAME(SAME, r);                                                                      \
     wire_buf_close(&n);                                                                            \
   }
@@ -224,12 +228,12 @@ static void launch_layout_is_the_one_on_the_wire(void **state) {
   assert_int_equal(CALL_LAUNCH_REQ_FIXED, 56);
   assert_int_equal(call_launch_req_encode(&q, fixed, tails), 2);
   assert_int_equal(fixed[0], 0x88);
-  assert_int_equal(fixed[8], 1);   /* grid x */
-  assert_int_equal(fixed[20], 4);  /* block x */
-  assert_int_equal(fixed[32], 7);  /* shared bytes */
-  assert_int_equal(fixed[36], 1);  /* nattr */
+  assert_int_equal(fixed[8], 1);     /* grid x */
+  assert_int_equal(fixed[20], 4);    /* block x */
+  assert_int_equal(fixed[32], 7);    /* shared bytes */
+  assert_int_equal(fixed[36], 1);    /* nattr */
   assert_int_equal(fixed[40], 0x99); /* stream */
-  assert_int_equal(fixed[48], 4);  /* argbytes */
+  assert_int_equal(fixed[48], 4);    /* argbytes */
   assert_ptr_equal(tails[0].p, attr);
   assert_ptr_equal(tails[1].p, args);
 }

@@ -77,7 +77,8 @@ static const op_info_t ops[CALL_OP_COUNT] = {
 #define CALL_OP(NAME, name, number, modes, by)                                                     \
   [number] = {{#NAME " request", f_##name##_req, NF(f_##name##_req), CALL_##NAME##_REQ_FIXED},     \
               {#NAME " reply", f_##name##_rep, NF(f_##name##_rep), CALL_##NAME##_REP_FIXED},       \
-              modes, by},
+              modes,                                                                               \
+              by},
 #include "wire/call.def"
 #undef CALL_OP
 };

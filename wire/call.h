@@ -32,28 +32,28 @@
 
 #include "wire/wire.h"
 
-#define CALL_ASYNC          1u
-#define CALL_SYNCPOINT      2u
-#define CALL_HDR_LEN        16
-#define CALL_REPLY_HDR_LEN  8
+#define CALL_ASYNC         1u
+#define CALL_SYNCPOINT     2u
+#define CALL_HDR_LEN       16
+#define CALL_REPLY_HDR_LEN 8
 /* One frame holds at most 16 MiB of arguments: copies are cut into chunks of
  * CALL_CHUNK so neither side ever buffers a whole large transfer, and a
  * decoder can refuse a larger length before allocating. */
-#define CALL_MAX_LEN        (16u << 20)
-#define CALL_CHUNK          (8u << 20)
-#define CALL_BLOB_MAX       (1u << 30) /* 1 GiB: cuBLASLt's largest fatbins are far below */
-#define CALL_PROTO_VERSION  2          /* 2: 16 function attributes and their valid mask */
-#define CALL_NAME_MAX       256
-#define CALL_ATTR_MAX       160 /* > CU_DEVICE_ATTRIBUTE_MAX of CUDA 13.0 (148) */
-#define CALL_MAX_DEVICES    16
-#define CALL_MAX_PARAMS     1024 /* kernel parameters per function */
-#define CALL_FUNC_NAME_MAX  4096 /* names are shorter than this */
-#define CALL_FUNC_ATTRS     16   /* CU_FUNC_ATTRIBUTE_MAX of CUDA 13.0 */
-#define CALL_SNAPSHOT_SIZE  944
+#define CALL_MAX_LEN          (16u << 20)
+#define CALL_CHUNK            (8u << 20)
+#define CALL_BLOB_MAX         (1u << 30) /* 1 GiB: cuBLASLt's largest fatbins are far below */
+#define CALL_PROTO_VERSION    2          /* 2: 16 function attributes and their valid mask */
+#define CALL_NAME_MAX         256
+#define CALL_ATTR_MAX         160 /* > CU_DEVICE_ATTRIBUTE_MAX of CUDA 13.0 (148) */
+#define CALL_MAX_DEVICES      16
+#define CALL_MAX_PARAMS       1024 /* kernel parameters per function */
+#define CALL_FUNC_NAME_MAX    4096 /* names are shorter than this */
+#define CALL_FUNC_ATTRS       16   /* CU_FUNC_ATTRIBUTE_MAX of CUDA 13.0 */
+#define CALL_SNAPSHOT_SIZE    944
 #define CALL_LAUNCH_ATTR_SIZE 72 /* sizeof(CUlaunchAttribute) on x86-64 and aarch64 */
 #define CALL_LAUNCH_ATTRS_MAX 64
 #define CALL_LAUNCH_ARGS_MAX  32768
-#define CALL_TAILS_MAX      2
+#define CALL_TAILS_MAX        2
 
 /* UUID of the driver's private context table, 21318c60-9714-3248-8ca6-41ff7324c8f2:
  * the guest emulates it (guestlib/export.c), tallyd asks its own driver for
@@ -87,30 +87,30 @@ typedef enum call_op {
 } call_op_t;
 
 /* ---- structs: call_<op>_req_t, call_<op>_rep_t, call_<rec>_t ---- */
-#define CALL__M_U32(f, a)   uint32_t f;
-#define CALL__M_I32(f, a)   int32_t f;
-#define CALL__M_U64(f, a)   uint64_t f;
-#define CALL__M_F32(f, a)   float f;
-#define CALL__M_U32X(f, a)  uint32_t f[a];
-#define CALL__M_I32X(f, a)  int32_t f[a];
-#define CALL__M_CHARS(f, a) char f[a];
-#define CALL__M_BYTES(f, a) uint8_t f[a];
-#define CALL__M_PAD(f, a)   uint32_t f;
-#define CALL__M_TAIL(f, a)  call_view_t f;
-#define CALL__M_REST(f, a)  call_view_t f;
+#define CALL__M_U32(f, a)              uint32_t f;
+#define CALL__M_I32(f, a)              int32_t f;
+#define CALL__M_U64(f, a)              uint64_t f;
+#define CALL__M_F32(f, a)              float f;
+#define CALL__M_U32X(f, a)             uint32_t f[a];
+#define CALL__M_I32X(f, a)             int32_t f[a];
+#define CALL__M_CHARS(f, a)            char f[a];
+#define CALL__M_BYTES(f, a)            uint8_t f[a];
+#define CALL__M_PAD(f, a)              uint32_t f;
+#define CALL__M_TAIL(f, a)             call_view_t f;
+#define CALL__M_REST(f, a)             call_view_t f;
 #define CALL__MEMBER(M, K, f, a, b, c) CALL__M_##K(f, a)
 /* Bytes of the fixed part (everything before the tails). */
-#define CALL__S_U32(a)   4
-#define CALL__S_I32(a)   4
-#define CALL__S_U64(a)   8
-#define CALL__S_F32(a)   4
-#define CALL__S_U32X(a)  4 * (a)
-#define CALL__S_I32X(a)  4 * (a)
-#define CALL__S_CHARS(a) (a)
-#define CALL__S_BYTES(a) (a)
-#define CALL__S_PAD(a)   4
-#define CALL__S_TAIL(a)  0
-#define CALL__S_REST(a)  0
+#define CALL__S_U32(a)               4
+#define CALL__S_I32(a)               4
+#define CALL__S_U64(a)               8
+#define CALL__S_F32(a)               4
+#define CALL__S_U32X(a)              4 * (a)
+#define CALL__S_I32X(a)              4 * (a)
+#define CALL__S_CHARS(a)             (a)
+#define CALL__S_BYTES(a)             (a)
+#define CALL__S_PAD(a)               4
+#define CALL__S_TAIL(a)              0
+#define CALL__S_REST(a)              0
 #define CALL__SIZE(M, K, f, a, b, c) +CALL__S_##K(a)
 
 /* An empty message still gets one (unused) member: ISO C has no empty struct. */
