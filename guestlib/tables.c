@@ -163,57 +163,65 @@ static void func_free(guest_func_t *f) {
   free(f);
 }
 
+/* A function of module/owner from one FUNC record (wire/call.def); NULL
+ * with *rc -ENOMEM or -EPROTO. */
+static guest_func_t *func_from_rec(const call_func_t *rec, uint64_t module, uint64_t owner,
+                                   int *rc) {
+  guest_func_t *f = calloc(1, sizeof(*f));
+  wire_rd_t pr;
+  if (!f) {
+    *rc = -ENOMEM;
+    return NULL;
+  }
+  f->handle = rec->handle;
+  f->module = module;
+  f->owner = owner;
+  f->nparams = rec->nparams;
+  f->attr_valid = rec->valid;
+  memcpy(f->attr, rec->attr, sizeof(f->attr));
+  f->name = malloc(rec->name.len + 1);
+  f->off = calloc(f->nparams ? f->nparams : 1, sizeof(uint32_t));
+  f->size = calloc(f->nparams ? f->nparams : 1, sizeof(uint32_t));
+  if (!f->name || !f->off || !f->size) {
+    *rc = -ENOMEM;
+    func_free(f);
+    return NULL;
+  }
+  memcpy(f->name, rec->name.p, rec->name.len);
+  f->name[rec->name.len] = 0;
+  wire_rd_init(&pr, rec->params.p, rec->params.len); /* nparams x (u32 offset, u32 size) */
+  for (uint32_t i = 0; i < f->nparams; i++) {
+    (void)wire_rd_get_u32(&pr, &f->off[i]);
+    (void)wire_rd_get_u32(&pr, &f->size[i]);
+    if (f->off[i] + (uint64_t)f->size[i] > f->argbytes)
+      f->argbytes = f->off[i] + f->size[i];
+  }
+  /* cuLaunchKernel's parameter buffer holds at most 32764 bytes (CUDA 12.1+). */
+  if (wire_rd_status(&pr) || f->argbytes > CALL_LAUNCH_ARGS_MAX) {
+    *rc = -EPROTO;
+    func_free(f);
+    return NULL;
+  }
+  return f;
+}
+
 int guest__module_add(uint64_t module, uint64_t owner, const uint8_t *recs, size_t len,
                       uint32_t nfunc) {
-  guest_rd_t r;
+  size_t at = 0;
   int rc = 0;
 
-  guest_rd_init(&r, recs, len);
   pthread_mutex_lock(&func_lock);
   for (uint32_t k = 0; k < nfunc; k++) {
-    guest_func_t *f = calloc(1, sizeof(*f));
-    uint32_t name_len;
-    const uint8_t *name;
-    if (!f) {
-      rc = -ENOMEM;
-      break;
-    }
-    f->handle = guest_rd_u64(&r);
-    f->module = module;
-    f->owner = owner;
-    f->nparams = guest_rd_u32(&r);
-    name_len = guest_rd_u32(&r);
-    f->attr_valid = guest_rd_u32(&r);
-    for (int a = 0; a < GUEST_FUNC_ATTRS; a++)
-      f->attr[a] = (int32_t)guest_rd_u32(&r);
-    if (r.err || f->nparams > GUEST_MAX_PARAMS || name_len >= GUEST_FUNC_NAME_MAX) {
-      free(f);
+    call_func_t rec;
+    guest_func_t *f;
+    size_t used = 0;
+    if (call_func_decode(recs + at, len - at, &rec, &used, NULL) != 0) {
       rc = -EPROTO;
       break;
     }
-    name = guest_rd_view(&r, name_len);
-    f->name = malloc(name_len + 1);
-    f->off = calloc(f->nparams ? f->nparams : 1, sizeof(uint32_t));
-    f->size = calloc(f->nparams ? f->nparams : 1, sizeof(uint32_t));
-    if (!name || !f->name || !f->off || !f->size) {
-      rc = name ? -ENOMEM : -EPROTO;
-      func_free(f);
+    at += used;
+    if (!(f = func_from_rec(&rec, module, owner, &rc)))
       break;
-    }
-    memcpy(f->name, name, name_len);
-    f->name[name_len] = 0;
-    for (uint32_t i = 0; i < f->nparams; i++) {
-      f->off[i] = guest_rd_u32(&r);
-      f->size[i] = guest_rd_u32(&r);
-      if (f->off[i] + (uint64_t)f->size[i] > f->argbytes)
-        f->argbytes = f->off[i] + f->size[i];
-    }
-    /* cuLaunchKernel's parameter buffer holds at most 32764 bytes (CUDA 12.1+). */
-    if (r.err || f->argbytes > 32768) {
-      rc = -EPROTO;
-      func_free(f);
-      break;
-    }
     if ((nfuncs + 1) * 2 > nslots && (rc = grow()) != 0) {
       func_free(f);
       break;
@@ -260,7 +268,7 @@ void guest__func_set_attr(uint64_t handle, int attr, int32_t value) {
   guest_func_t **p;
   pthread_mutex_lock(&func_lock);
   p = lookup(handle);
-  if (p && attr >= 0 && attr < GUEST_FUNC_ATTRS) {
+  if (p && attr >= 0 && attr < CALL_FUNC_ATTRS) {
     (*p)->attr[attr] = value;
     (*p)->attr_valid |= 1u << attr;
   }
