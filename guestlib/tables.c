@@ -7,10 +7,11 @@
  * MODULE_LOAD reply), which let cuLaunchKernel pack arguments and
  * cuModuleGetFunction resolve names locally.  Both are guarded by their own
  * mutex (never guest__g.lock, which may be held across a round trip).
- * Function entries are never moved once created (the hash holds pointers),
+ * Function entries are never moved once created (the map holds pointers),
  * and live until their module is unloaded.
  */
 #include "guestlib/guest.h"
+#include "wire/u64map.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -114,44 +115,18 @@ bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *
 
 /* ---- functions ---- */
 
-/* Open-addressing hash of function handles.  Lock story: func_lock guards
- * the hash and every guest_func_t's attr[] (cuFuncSetAttribute). */
+/* Function handle -> guest_func_t* (wire/u64map.h).  Lock story: func_lock
+ * guards the map and every guest_func_t's attr[] (cuFuncSetAttribute). */
 static pthread_mutex_t func_lock = PTHREAD_MUTEX_INITIALIZER;
-static guest_func_t **slots;
-static size_t nslots, nfuncs;
+static u64map_t funcs;
 
-static size_t hash64(uint64_t h) {
-  return (size_t)((h >> 4) * 0x9e3779b97f4a7c15ull);
+static guest_func_t *func_at(size_t i) {
+  return (guest_func_t *)(uintptr_t)funcs.vals[i];
 }
 
-static int grow(void) {
-  size_t n = nslots ? nslots * 2 : 1024;
-  guest_func_t **s = calloc(n, sizeof(*s));
-  if (!s)
-    return -ENOMEM;
-  for (size_t i = 0; i < nslots; i++) {
-    if (!slots[i] || slots[i] == (guest_func_t *)1)
-      continue;
-    size_t j = hash64(slots[i]->handle) & (n - 1);
-    while (s[j])
-      j = (j + 1) & (n - 1);
-    s[j] = slots[i];
-  }
-  free(slots);
-  slots = s;
-  nslots = n;
-  return 0;
-}
-
-static guest_func_t **lookup(uint64_t handle) {
-  if (!nslots)
-    return NULL;
-  for (size_t j = hash64(handle) & (nslots - 1);; j = (j + 1) & (nslots - 1)) {
-    if (!slots[j])
-      return NULL;
-    if (slots[j] != (guest_func_t *)1 && slots[j]->handle == handle)
-      return &slots[j];
-  }
+static guest_func_t *lookup(uint64_t handle) {
+  uint64_t v;
+  return u64map_get(&funcs, handle, &v) ? (guest_func_t *)(uintptr_t)v : NULL;
 }
 
 static void func_free(guest_func_t *f) {
@@ -222,21 +197,13 @@ int guest__module_add(uint64_t module, uint64_t owner, const uint8_t *recs, size
     at += used;
     if (!(f = func_from_rec(&rec, module, owner, &rc)))
       break;
-    if ((nfuncs + 1) * 2 > nslots && (rc = grow()) != 0) {
+    guest_func_t *old = lookup(f->handle); /* the host reuses a handle only after its unload */
+    if ((rc = u64map_put(&funcs, f->handle, (uint64_t)(uintptr_t)f)) != 0) {
+      rc = rc == -EINVAL ? -EPROTO : rc; /* handle 0 */
       func_free(f);
       break;
     }
-    guest_func_t **old = lookup(f->handle);
-    if (old) { /* the host reuses a handle only after its unload */
-      func_free(*old);
-      *old = f;
-      continue;
-    }
-    size_t j = hash64(f->handle) & (nslots - 1);
-    while (slots[j] && slots[j] != (guest_func_t *)1)
-      j = (j + 1) & (nslots - 1);
-    slots[j] = f;
-    nfuncs++;
+    func_free(old);
   }
   pthread_mutex_unlock(&func_lock);
   return rc;
@@ -244,33 +211,31 @@ int guest__module_add(uint64_t module, uint64_t owner, const uint8_t *recs, size
 
 void guest__module_del(uint64_t h) {
   pthread_mutex_lock(&func_lock);
-  for (size_t i = 0; i < nslots; i++)
-    if (slots[i] && slots[i] != (guest_func_t *)1 &&
-        (slots[i]->module == h || slots[i]->owner == h)) {
-      func_free(slots[i]);
-      slots[i] = (guest_func_t *)1; /* tombstone */
-      nfuncs--;
+  for (size_t i = 0; i < funcs.cap; i++)
+    if (funcs.keys[i] && (func_at(i)->module == h || func_at(i)->owner == h)) {
+      guest_func_t *f = func_at(i);
+      u64map_del(&funcs, funcs.keys[i]);
+      func_free(f);
+      i--; /* a later entry may have moved into slot i (u64map.h) */
     }
   pthread_mutex_unlock(&func_lock);
 }
 
 const guest_func_t *guest__func_find(uint64_t handle) {
-  guest_func_t **p;
   const guest_func_t *f;
   pthread_mutex_lock(&func_lock);
-  p = lookup(handle);
-  f = p ? *p : NULL;
+  f = lookup(handle);
   pthread_mutex_unlock(&func_lock);
   return f;
 }
 
 void guest__func_set_attr(uint64_t handle, int attr, int32_t value) {
-  guest_func_t **p;
+  guest_func_t *f;
   pthread_mutex_lock(&func_lock);
-  p = lookup(handle);
-  if (p && attr >= 0 && attr < CALL_FUNC_ATTRS) {
-    (*p)->attr[attr] = value;
-    (*p)->attr_valid |= 1u << attr;
+  f = lookup(handle);
+  if (f && attr >= 0 && attr < CALL_FUNC_ATTRS) {
+    f->attr[attr] = value;
+    f->attr_valid |= 1u << attr;
   }
   pthread_mutex_unlock(&func_lock);
 }
@@ -278,10 +243,9 @@ void guest__func_set_attr(uint64_t handle, int attr, int32_t value) {
 const guest_func_t *guest__func_by_name(uint64_t module, const char *name) {
   const guest_func_t *f = NULL;
   pthread_mutex_lock(&func_lock);
-  for (size_t i = 0; i < nslots && !f; i++)
-    if (slots[i] && slots[i] != (guest_func_t *)1 && slots[i]->module == module &&
-        strcmp(slots[i]->name, name) == 0)
-      f = slots[i];
+  for (size_t i = 0; i < funcs.cap && !f; i++)
+    if (funcs.keys[i] && func_at(i)->module == module && strcmp(func_at(i)->name, name) == 0)
+      f = func_at(i);
   pthread_mutex_unlock(&func_lock);
   return f;
 }
@@ -289,10 +253,10 @@ const guest_func_t *guest__func_by_name(uint64_t module, const char *name) {
 unsigned guest__module_funcs(uint64_t module, uint64_t *out, unsigned cap) {
   unsigned n = 0;
   pthread_mutex_lock(&func_lock);
-  for (size_t i = 0; i < nslots; i++)
-    if (slots[i] && slots[i] != (guest_func_t *)1 && slots[i]->module == module) {
+  for (size_t i = 0; i < funcs.cap; i++)
+    if (funcs.keys[i] && func_at(i)->module == module) {
       if (out && n < cap)
-        out[n] = slots[i]->handle;
+        out[n] = funcs.keys[i];
       n++;
     }
   pthread_mutex_unlock(&func_lock);

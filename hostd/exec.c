@@ -128,7 +128,7 @@ static CUresult exec_pinned_copy(exec_t *x, const call_pinned_copy_req_t *q) {
   tstream_t *ts;
   uint64_t v;
   CUresult r;
-  if (q->dir > 1 || !hostd__map_get(&x->t->pinned, q->tag, &v))
+  if (q->dir > 1 || !u64map_get(&x->t->pinned, q->tag, &v))
     return CUDA_ERROR_INVALID_VALUE; /* not this tenant's */
   pin = (const pinned_t *)(uintptr_t)v;
   if (q->off > pin->size || q->len > pin->size - q->off || !hostd__owns(x->t, q->dev, q->len))
@@ -143,11 +143,11 @@ static CUresult exec_pinned_copy(exec_t *x, const call_pinned_copy_req_t *q) {
 
 static CUresult exec_pinned_free(exec_t *x, const call_pinned_free_req_t *q) {
   uint64_t v;
-  if (!hostd__map_get(&x->t->pinned, q->tag, &v))
+  if (!u64map_get(&x->t->pinned, q->tag, &v))
     return CUDA_ERROR_INVALID_VALUE;
   /* cuMemFreeHost: earlier copies of this tenant may still use it. */
   (void)hostd__streams_sync_all(x->t, false);
-  hostd__map_del(&x->t->pinned, q->tag);
+  u64map_del(&x->t->pinned, q->tag);
   hostd__pinned_drop((pinned_t *)(uintptr_t)v, true);
   return CUDA_SUCCESS;
 }
@@ -160,7 +160,7 @@ static CUresult exec_stream_new(exec_t *x, const call_stream_new_req_t *q) {
   tstream_t *ts = hostd__stream_make(x->t, q->flags, &r);
   if (!ts)
     return r;
-  if (hostd__map_put(&x->t->streams, ts->handle, (uint64_t)(uintptr_t)ts) != 0) {
+  if (u64map_put(&x->t->streams, ts->handle, (uint64_t)(uintptr_t)ts) != 0) {
     hostd__stream_drop(ts);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -170,9 +170,9 @@ static CUresult exec_stream_new(exec_t *x, const call_stream_new_req_t *q) {
 
 static CUresult exec_stream_del(exec_t *x, const call_stream_del_req_t *q) {
   uint64_t v;
-  if (!hostd__map_get(&x->t->streams, q->stream, &v))
+  if (!u64map_get(&x->t->streams, q->stream, &v))
     return CUDA_ERROR_INVALID_HANDLE;
-  hostd__map_del(&x->t->streams, q->stream);
+  u64map_del(&x->t->streams, q->stream);
   hostd__stream_drop((tstream_t *)(uintptr_t)v);
   return CUDA_SUCCESS;
 }
@@ -210,7 +210,7 @@ static CUresult exec_ctx_sync(exec_t *x, const call_ctx_sync_req_t *q) {
 static CUresult exec_stream_wait(exec_t *x, const call_stream_wait_req_t *q) {
   tstream_t *ts;
   CUresult r;
-  if (!hostd__map_get(&x->t->events, q->event, NULL))
+  if (!u64map_get(&x->t->events, q->event, NULL))
     return CUDA_ERROR_INVALID_HANDLE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;
@@ -222,7 +222,7 @@ static CUresult exec_event_new(exec_t *x, const call_event_new_req_t *q) {
   CUresult r = hostd__gpu.event_new(&e, q->flags);
   if (r != CUDA_SUCCESS)
     return r;
-  if (hostd__map_put(&x->t->events, e, 1) != 0) {
+  if (u64map_put(&x->t->events, e, 1) != 0) {
     (void)hostd__gpu.event_del(e);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -231,7 +231,7 @@ static CUresult exec_event_new(exec_t *x, const call_event_new_req_t *q) {
 }
 
 static CUresult exec_event_del(exec_t *x, const call_event_del_req_t *q) {
-  if (!hostd__map_del(&x->t->events, q->event))
+  if (!u64map_del(&x->t->events, q->event))
     return CUDA_ERROR_INVALID_HANDLE;
   return hostd__gpu.event_del(q->event);
 }
@@ -239,7 +239,7 @@ static CUresult exec_event_del(exec_t *x, const call_event_del_req_t *q) {
 static CUresult exec_event_record(exec_t *x, const call_event_record_req_t *q) {
   tstream_t *ts;
   CUresult r;
-  if (!hostd__map_get(&x->t->events, q->event, NULL))
+  if (!u64map_get(&x->t->events, q->event, NULL))
     return CUDA_ERROR_INVALID_HANDLE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;
@@ -247,13 +247,13 @@ static CUresult exec_event_record(exec_t *x, const call_event_record_req_t *q) {
 }
 
 static CUresult exec_event_sync(exec_t *x, const call_event_sync_req_t *q) {
-  if (!hostd__map_get(&x->t->events, q->event, NULL))
+  if (!u64map_get(&x->t->events, q->event, NULL))
     return CUDA_ERROR_INVALID_HANDLE;
   return hostd__gpu.event_sync(q->event);
 }
 
 static CUresult exec_event_query(exec_t *x, const call_event_query_req_t *q) {
-  if (!hostd__map_get(&x->t->events, q->event, NULL))
+  if (!u64map_get(&x->t->events, q->event, NULL))
     return CUDA_ERROR_INVALID_HANDLE;
   return hostd__gpu.event_query(q->event);
 }
@@ -261,8 +261,8 @@ static CUresult exec_event_query(exec_t *x, const call_event_query_req_t *q) {
 static CUresult exec_event_time(exec_t *x, const call_event_time_req_t *q) {
   float ms = 0;
   CUresult r;
-  if (!hostd__map_get(&x->t->events, q->start, NULL) ||
-      !hostd__map_get(&x->t->events, q->end, NULL))
+  if (!u64map_get(&x->t->events, q->start, NULL) ||
+      !u64map_get(&x->t->events, q->end, NULL))
     return CUDA_ERROR_INVALID_HANDLE;
   r = hostd__gpu.event_time(&ms, q->start, q->end);
   PUT_REPLY(event_time, x, .ms = ms);
@@ -304,7 +304,7 @@ static int func_rec(void *arg, const hostd_func_info_t *f) {
   }
   rec.params = (call_view_t){pbuf->data, pbuf->len};
   rc = wire_buf_status(pbuf) ? -ENOMEM : call_func_put(&rec, c->x->out);
-  if (rc == 0 && hostd__map_put(&c->x->t->funcs, f->handle, c->module) != 0)
+  if (rc == 0 && u64map_put(&c->x->t->funcs, f->handle, c->module) != 0)
     rc = -ENOMEM;
   c->n++;
   c->oom = rc != 0;
@@ -355,14 +355,14 @@ static CUresult exec_module_load(exec_t *x, const call_module_load_req_t *q) {
   r = hostd__gpu.module_load(&h, (int)q->kind, img, len);
   if (r != CUDA_SUCCESS)
     return r;
-  if (hostd__map_put(&x->t->modules, h, q->kind) != 0) {
+  if (u64map_put(&x->t->modules, h, q->kind) != 0) {
     (void)hostd__gpu.module_unload(h, (int)q->kind);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   r = describe_functions(x, h, (int)q->kind);
   if (r != CUDA_SUCCESS) {
     hostd__module_forget(x->t, h);
-    hostd__map_del(&x->t->modules, h);
+    u64map_del(&x->t->modules, h);
     (void)hostd__gpu.module_unload(h, (int)q->kind);
   }
   return r;
@@ -372,17 +372,17 @@ static CUresult exec_module_unload(exec_t *x, const call_module_unload_req_t *q)
   hostd_tenant_t *t = x->t;
   uint64_t kind, view;
   CUresult r;
-  if (!hostd__map_get(&t->modules, q->module, &kind) || kind != q->kind)
+  if (!u64map_get(&t->modules, q->module, &kind) || kind != q->kind)
     return CUDA_ERROR_INVALID_HANDLE;
   r = hostd__gpu.module_unload(q->module, (int)q->kind);
   if (r != CUDA_SUCCESS)
     return r;
   hostd__module_forget(t, q->module);
-  hostd__map_del(&t->modules, q->module);
-  if (q->kind == KIND_LIBRARY && hostd__map_get(&t->views, q->module, &view)) {
+  u64map_del(&t->modules, q->module);
+  if (q->kind == KIND_LIBRARY && u64map_get(&t->views, q->module, &view)) {
     hostd__module_forget(t, view); /* the view died with its library */
-    hostd__map_del(&t->modules, view);
-    hostd__map_del(&t->views, q->module);
+    u64map_del(&t->modules, view);
+    u64map_del(&t->views, q->module);
   }
   return r;
 }
@@ -393,7 +393,7 @@ static CUresult exec_module_global(exec_t *x, const call_module_global_req_t *q)
   CUresult r;
   memcpy(name, q->name.p, q->name.len); /* <= CALL_FUNC_NAME_MAX - 1 (call.def) */
   name[q->name.len] = 0;
-  if (!hostd__map_get(&x->t->modules, q->module, &kind) || kind != q->kind)
+  if (!u64map_get(&x->t->modules, q->module, &kind) || kind != q->kind)
     return CUDA_ERROR_INVALID_HANDLE;
   r = hostd__gpu.module_global(q->module, (int)q->kind, name, &p, &size);
   if (r != CUDA_SUCCESS)
@@ -408,23 +408,23 @@ static CUresult exec_library_module(exec_t *x, const call_library_module_req_t *
   hostd_tenant_t *t = x->t;
   uint64_t mod = 0, kind;
   CUresult r;
-  if (!hostd__map_get(&t->modules, q->library, &kind) || kind != KIND_LIBRARY)
+  if (!u64map_get(&t->modules, q->library, &kind) || kind != KIND_LIBRARY)
     return CUDA_ERROR_INVALID_HANDLE;
-  if (hostd__map_get(&t->views, q->library, &mod))
+  if (u64map_get(&t->views, q->library, &mod))
     return describe_functions(x, mod, KIND_MODULE); /* asked before: the same view */
   r = hostd__gpu.library_module(q->library, &mod);
   if (r != CUDA_SUCCESS)
     return r;
-  if (hostd__map_put(&t->views, q->library, mod) != 0 ||
-      hostd__map_put(&t->modules, mod, KIND_VIEW) != 0) {
-    hostd__map_del(&t->views, q->library);
+  if (u64map_put(&t->views, q->library, mod) != 0 ||
+      u64map_put(&t->modules, mod, KIND_VIEW) != 0) {
+    u64map_del(&t->views, q->library);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   r = describe_functions(x, mod, KIND_MODULE);
   if (r != CUDA_SUCCESS) {
     hostd__module_forget(t, mod);
-    hostd__map_del(&t->modules, mod);
-    hostd__map_del(&t->views, q->library);
+    u64map_del(&t->modules, mod);
+    u64map_del(&t->views, q->library);
   }
   return r;
 }
@@ -433,7 +433,7 @@ static CUresult exec_library_module(exec_t *x, const call_library_module_req_t *
  * -1 when the function is not the tenant's. */
 static int func_kind(const hostd_tenant_t *t, uint64_t f) {
   uint64_t mod, kind;
-  if (!hostd__map_get(&t->funcs, f, &mod) || !hostd__map_get(&t->modules, mod, &kind))
+  if (!u64map_get(&t->funcs, f, &mod) || !u64map_get(&t->modules, mod, &kind))
     return -1;
   return kind == KIND_VIEW ? KIND_MODULE : (int)kind;
 }
@@ -462,7 +462,7 @@ static bool launch_attrs_ok(const hostd_tenant_t *t, const CUlaunchAttribute *al
   for (uint32_t i = 0; i < n; i++)
     if ((al[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ||
          al[i].id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT) &&
-        !hostd__map_get(&t->events, (uint64_t)(uintptr_t)al[i].value.programmaticEvent.event, NULL))
+        !u64map_get(&t->events, (uint64_t)(uintptr_t)al[i].value.programmaticEvent.event, NULL))
       return false;
   return true;
 }
@@ -478,7 +478,7 @@ static CUresult exec_launch(exec_t *x, const call_launch_req_t *q) {
   tstream_t *ts;
   CUresult r;
 
-  if (!hostd__map_get(&x->t->funcs, q->func, NULL))
+  if (!u64map_get(&x->t->funcs, q->func, NULL))
     return CUDA_ERROR_INVALID_HANDLE;
   memcpy(al, q->attrs.p, q->attrs.len);
   if (!launch_attrs_ok(x->t, al, q->nattr))

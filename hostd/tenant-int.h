@@ -14,7 +14,7 @@
 
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
-#include "hostd/map.h"
+#include "wire/u64map.h"
 
 #define STREAM_LEGACY_ID     1u   /* CU_STREAM_LEGACY */
 #define STREAM_PER_THREAD_ID 2u   /* CU_STREAM_PER_THREAD */
@@ -56,13 +56,13 @@ struct hostd_tenant {
   bool hello;          /* hello done */
   int prio;            /* host stream priority of this tenant's class */
   tstream_t *legacy;   /* lazily created */
-  hostd_map_t ptds;    /* guest thread key (2 | N << 32) -> its default stream */
-  hostd_map_t streams; /* handle -> tstream_t* */
-  hostd_map_t events;  /* handle -> 1 */
-  hostd_map_t modules; /* handle -> kind */
-  hostd_map_t funcs;   /* handle -> module handle */
-  hostd_map_t views;   /* library -> its module view (cuLibraryGetModule) */
-  hostd_map_t pinned;  /* guest tag -> pinned_t*: memfd mappings (PINNED_COPY) */
+  u64map_t ptds;    /* guest thread key (2 | N << 32) -> its default stream */
+  u64map_t streams; /* handle -> tstream_t* */
+  u64map_t events;  /* handle -> 1 */
+  u64map_t modules; /* handle -> kind */
+  u64map_t funcs;   /* handle -> module handle */
+  u64map_t views;   /* library -> its module view (cuLibraryGetModule) */
+  u64map_t pinned;  /* guest tag -> pinned_t*: memfd mappings (PINNED_COPY) */
   hostd_hostfn_t *hf;  /* host functions (hostfn.c); NULL when not served by server.c */
   range_t *ranges;     /* sorted by base */
   size_t nranges, capranges;

@@ -75,13 +75,13 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   t->id = id;
   t->tcp = tcp;
   t->prio = hostd__snapshot.prio_least;
-  hostd__map_init(&t->streams);
-  hostd__map_init(&t->events);
-  hostd__map_init(&t->modules);
-  hostd__map_init(&t->funcs);
-  hostd__map_init(&t->ptds);
-  hostd__map_init(&t->views);
-  hostd__map_init(&t->pinned);
+  u64map_init(&t->streams);
+  u64map_init(&t->events);
+  u64map_init(&t->modules);
+  u64map_init(&t->funcs);
+  u64map_init(&t->ptds);
+  u64map_init(&t->views);
+  u64map_init(&t->pinned);
   pthread_rwlock_rdlock(&ctx_lock);
   /* After a fault this process serves nobody until it restarts. */
   t->lost = (CUresult)hostd__fault_pending(NULL);
@@ -106,12 +106,12 @@ void hostd__tenant_set_hostfn(hostd_tenant_t *t, hostd_hostfn_t *h) {
 int hostd__tenant_pinned_add(hostd_tenant_t *t, uint64_t tag, void *addr, size_t size) {
   pinned_t *p;
   CUresult r;
-  if (tag == 0 || hostd__map_get(&t->pinned, tag, NULL)) {
+  if (tag == 0 || u64map_get(&t->pinned, tag, NULL)) {
     munmap(addr, size);
     return -EEXIST;
   }
   p = calloc(1, sizeof(*p));
-  if (!p || hostd__map_put(&t->pinned, tag, (uint64_t)(uintptr_t)p) != 0) {
+  if (!p || u64map_put(&t->pinned, tag, (uint64_t)(uintptr_t)p) != 0) {
     free(p);
     munmap(addr, size);
     return -ENOMEM;
@@ -247,21 +247,21 @@ tstream_t *hostd__stream_of(hostd_tenant_t *t, uint64_t s, CUresult *r) {
     /* One default stream per guest thread, made on first use.  No host
      * handle has these low bits: handles are aligned pointers. */
     tstream_t *ts;
-    if (hostd__map_get(&t->ptds, s, &v))
+    if (u64map_get(&t->ptds, s, &v))
       return (tstream_t *)(uintptr_t)v;
     if (t->ptds.len >= PTDS_MAX) {
       *r = CUDA_ERROR_OUT_OF_MEMORY;
       return NULL;
     }
     ts = hostd__stream_make(t, 0, r);
-    if (ts && hostd__map_put(&t->ptds, s, (uint64_t)(uintptr_t)ts) != 0) {
+    if (ts && u64map_put(&t->ptds, s, (uint64_t)(uintptr_t)ts) != 0) {
       hostd__stream_drop(ts);
       *r = CUDA_ERROR_OUT_OF_MEMORY;
       return NULL;
     }
     return ts;
   }
-  if (hostd__map_get(&t->streams, s, &v))
+  if (u64map_get(&t->streams, s, &v))
     return (tstream_t *)(uintptr_t)v;
   *r = CUDA_ERROR_INVALID_HANDLE;
   return NULL;
@@ -272,7 +272,7 @@ tstream_t *hostd__stream_of(hostd_tenant_t *t, uint64_t s, CUresult *r) {
 static tstream_t *stream_next(const hostd_tenant_t *t, size_t *i) {
   while (*i < t->streams.cap + t->ptds.cap) {
     size_t k = (*i)++;
-    const hostd_map_t *m = k < t->streams.cap ? &t->streams : &t->ptds;
+    const u64map_t *m = k < t->streams.cap ? &t->streams : &t->ptds;
     size_t j = k < t->streams.cap ? k : k - t->streams.cap;
     if (m->keys[j])
       return (tstream_t *)(uintptr_t)m->vals[j];
@@ -336,7 +336,7 @@ CUresult hostd__streams_sync_all(hostd_tenant_t *t, bool stop) {
 void hostd__module_forget(hostd_tenant_t *t, uint64_t h) {
   for (size_t i = 0; i < t->funcs.cap; i++)
     if (t->funcs.keys[i] && t->funcs.vals[i] == h) {
-      hostd__map_del(&t->funcs, t->funcs.keys[i]);
+      u64map_del(&t->funcs, t->funcs.keys[i]);
       i--; /* backward shift may have moved another entry here */
     }
   for (size_t i = 0; i < t->nranges;)
@@ -371,11 +371,11 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
     if (t->pinned.keys[i])
       hostd__pinned_drop((pinned_t *)(uintptr_t)t->pinned.vals[i], gpu);
   hostd__hostfn_drop_gate(t->hf, gpu);
-  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs,
+  u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs,
                          &t->ptds,    &t->views,  &t->pinned};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
-    hostd__map_close(maps[i]);
-    hostd__map_init(maps[i]);
+    u64map_close(maps[i]);
+    u64map_init(maps[i]);
   }
   t->nranges = 0;
 }
@@ -394,10 +394,10 @@ void hostd__tenant_free(hostd_tenant_t *t) {
   pthread_mutex_unlock(&reg_lock);
   tenant_release(t, t->lost == CUDA_SUCCESS);
   pthread_rwlock_unlock(&ctx_lock);
-  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs,
+  u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs,
                          &t->ptds,    &t->views,  &t->pinned};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
-    hostd__map_close(maps[i]);
+    u64map_close(maps[i]);
   free(t->ranges);
   free(t);
 }
