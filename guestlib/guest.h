@@ -129,7 +129,8 @@ typedef struct guest_func {
   int32_t attr[CALL_FUNC_ATTRS]; /* cuFuncGetAttribute by number, updated by Set */
   char *name;
 } guest_func_t;
-/* Records the functions of a MODULE_LOAD reply (parsed with bounds checks). */
+/* Records the functions of a MODULE_LOAD reply (FUNC records, decoded by
+ * wire/call.c): all of them, or none (0, -ENOMEM, -EPROTO). */
 int guest__module_add(uint64_t module, uint64_t owner, const uint8_t *recs, size_t len,
                       uint32_t nfunc);
 /* Forgets every function whose module or owner is h. */

@@ -76,6 +76,11 @@ int guest__mem_del(uint64_t base, guest_mem_kind_t kind, uint64_t *size) {
     nmem--;
     rc = 0;
   }
+  if (nmem == 0) { /* nothing left: give the storage back */
+    free(mems);
+    mems = NULL;
+    capmem = 0;
+  }
   pthread_mutex_unlock(&mem_lock);
   return rc;
 }
@@ -180,6 +185,20 @@ static guest_func_t *func_from_rec(const call_func_t *rec, uint64_t module, uint
   return f;
 }
 
+/* Forgets every function whose module or owner is h (only module when
+ * only_module); an empty map gives its storage back.  func_lock held. */
+static void forget_locked(uint64_t h, bool only_module) {
+  for (size_t i = 0; i < funcs.cap; i++)
+    if (funcs.keys[i] && (func_at(i)->module == h || (!only_module && func_at(i)->owner == h))) {
+      guest_func_t *f = func_at(i);
+      u64map_del(&funcs, funcs.keys[i]);
+      func_free(f);
+      i--; /* a later entry may have moved into slot i (u64map.h) */
+    }
+  if (funcs.len == 0)
+    u64map_close(&funcs);
+}
+
 int guest__module_add(uint64_t module, uint64_t owner, const uint8_t *recs, size_t len,
                       uint32_t nfunc) {
   size_t at = 0;
@@ -205,19 +224,15 @@ int guest__module_add(uint64_t module, uint64_t owner, const uint8_t *recs, size
     }
     func_free(old);
   }
+  if (rc != 0)
+    forget_locked(module, true); /* all or nothing */
   pthread_mutex_unlock(&func_lock);
   return rc;
 }
 
 void guest__module_del(uint64_t h) {
   pthread_mutex_lock(&func_lock);
-  for (size_t i = 0; i < funcs.cap; i++)
-    if (funcs.keys[i] && (func_at(i)->module == h || func_at(i)->owner == h)) {
-      guest_func_t *f = func_at(i);
-      u64map_del(&funcs, funcs.keys[i]);
-      func_free(f);
-      i--; /* a later entry may have moved into slot i (u64map.h) */
-    }
+  forget_locked(h, false);
   pthread_mutex_unlock(&func_lock);
 }
 
