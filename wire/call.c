@@ -1,18 +1,21 @@
-/* call.c: the one encoder and the one decoder of the call vocabulary.
+/* call.c: the encoder and the decoder of the call vocabulary.
  *
- * wire/call.def expands here into a field descriptor array per message
- * (kind, offset in its struct, count, limit); call_encode and call_decode
- * walk those arrays, so a layout is written once, in the table, and every
- * message is decoded with the same bounds checks (docs/decisions.md, D7):
- * a fixed field needs its bytes, a tail's length field is checked against
- * its limit and then against the bytes left, and nothing may follow the
- * last field.  A failure names the message and the field.  Integers are
- * read and written byte-wise little-endian (wire-int.h), so any alignment
- * of the frame is fine.  Pure: no allocation except call_put's buffer.
+ * wire/call.def expands here twice.  Into straight-line code per message
+ * (the path every message takes: one length check for the fixed part, each
+ * field read or written in place, then each tail's length field checked
+ * against its limit and against the bytes left; nothing may follow the
+ * last field), and into a field descriptor array per message (kind, offset
+ * in its struct, count, limit) that a generic decoder walks to say why
+ * bytes were refused, naming the message and the field; it runs only after
+ * the fast path refused (docs/decisions.md, D7).  So a layout is written
+ * once, in the table.  Integers are read and written byte-wise
+ * little-endian (wire-int.h), so any alignment of the frame is fine.  Pure:
+ * no allocation except call_put's buffer.
  */
 #include "wire/call.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,12 +32,142 @@ typedef struct call_field {
   const char *name;
 } call_field_t;
 
+typedef int (*call_enc_fn)(const void *in, uint8_t *out, call_view_t *tails);
+typedef int (*call_dec_fn)(const uint8_t *p, size_t len, void *out, size_t *used);
+
 struct call_msg {
   const char *name;
   const call_field_t *f;
   uint32_t nf;
   uint32_t fixed;
+  call_enc_fn enc;
+  call_dec_fn dec;
 };
+
+/* ---- the fast path: straight-line code per message ---- */
+
+/* Fixed fields, read from p (the length was checked once). */
+#define R_U32(f, a, b, c) o->f = wire__rd32(p), p += 4;
+#define R_I32(f, a, b, c) o->f = (int32_t)wire__rd32(p), p += 4;
+#define R_F32(f, a, b, c)                                                                          \
+  {                                                                                                \
+    uint32_t v_ = wire__rd32(p);                                                                   \
+    memcpy(&o->f, &v_, 4);                                                                         \
+    p += 4;                                                                                        \
+  }
+#define R_U64(f, a, b, c) o->f = wire__rd64(p), p += 8;
+#define R_U32X(f, a, b, c)                                                                         \
+  for (int k_ = 0; k_ < (a); k_++, p += 4)                                                         \
+    o->f[k_] = wire__rd32(p);
+#define R_I32X(f, a, b, c)                                                                         \
+  for (int k_ = 0; k_ < (a); k_++, p += 4)                                                         \
+    o->f[k_] = (int32_t)wire__rd32(p);
+#define R_CHARS(f, a, b, c) memcpy(o->f, p, a), p += (a);
+#define R_BYTES(f, a, b, c) memcpy(o->f, p, a), p += (a);
+#define R_PAD(f, a, b, c)   o->f = 0, p += 4;
+#define R_TAIL(f, a, b, c)
+#define R_REST(f, a, b, c)
+#define READ(T, K, f, a, b, c) R_##K(f, a, b, c)
+/* Tails, after every fixed field. */
+#define RT_TAIL(f, a, b, c)                                                                        \
+  if (o->a > (c) || (size_t)o->a * (b) > (size_t)(end - p))                                        \
+    return -EPROTO;                                                                                \
+  o->f.p = p, o->f.len = (size_t)o->a * (b), p += o->f.len;
+#define RT_REST(f, a, b, c)                                                                        \
+  if ((size_t)(end - p) > (a))                                                                     \
+    return -EPROTO;                                                                                \
+  o->f.p = p, o->f.len = (size_t)(end - p), p = end;
+#define RT_U32(f, a, b, c)
+#define RT_I32(f, a, b, c)
+#define RT_F32(f, a, b, c)
+#define RT_U64(f, a, b, c)
+#define RT_U32X(f, a, b, c)
+#define RT_I32X(f, a, b, c)
+#define RT_CHARS(f, a, b, c)
+#define RT_BYTES(f, a, b, c)
+#define RT_PAD(f, a, b, c)
+#define READ_TAIL(T, K, f, a, b, c) RT_##K(f, a, b, c)
+/* Fixed fields, written to q. */
+#define W_U32(f, a, b, c) wire__wr32(q, i->f), q += 4;
+#define W_I32(f, a, b, c) wire__wr32(q, (uint32_t)i->f), q += 4;
+#define W_F32(f, a, b, c)                                                                          \
+  {                                                                                                \
+    uint32_t v_;                                                                                   \
+    memcpy(&v_, &i->f, 4);                                                                         \
+    wire__wr32(q, v_);                                                                             \
+    q += 4;                                                                                        \
+  }
+#define W_U64(f, a, b, c) wire__wr64(q, i->f), q += 8;
+#define W_U32X(f, a, b, c)                                                                         \
+  for (int k_ = 0; k_ < (a); k_++, q += 4)                                                         \
+    wire__wr32(q, i->f[k_]);
+#define W_I32X(f, a, b, c)                                                                         \
+  for (int k_ = 0; k_ < (a); k_++, q += 4)                                                         \
+    wire__wr32(q, (uint32_t)i->f[k_]);
+#define W_CHARS(f, a, b, c) memcpy(q, i->f, a), q += (a);
+#define W_BYTES(f, a, b, c) memcpy(q, i->f, a), q += (a);
+#define W_PAD(f, a, b, c)   wire__wr32(q, 0), q += 4;
+#define W_TAIL(f, a, b, c)
+#define W_REST(f, a, b, c)
+#define WRITE(T, K, f, a, b, c) W_##K(f, a, b, c)
+/* Tails: checked against their length field and limit, returned as views. */
+#define WT_TAIL(f, a, b, c)                                                                        \
+  if (i->a > (c) || i->f.len != (size_t)i->a * (b) || (i->f.len && !i->f.p))                       \
+    return -EINVAL;                                                                                \
+  tails[nt++] = i->f;
+#define WT_REST(f, a, b, c)                                                                        \
+  if (i->f.len > (a) || (i->f.len && !i->f.p))                                                     \
+    return -EINVAL;                                                                                \
+  tails[nt++] = i->f;
+#define WT_U32(f, a, b, c)
+#define WT_I32(f, a, b, c)
+#define WT_F32(f, a, b, c)
+#define WT_U64(f, a, b, c)
+#define WT_U32X(f, a, b, c)
+#define WT_I32X(f, a, b, c)
+#define WT_CHARS(f, a, b, c)
+#define WT_BYTES(f, a, b, c)
+#define WT_PAD(f, a, b, c)
+#define WRITE_TAIL(T, K, f, a, b, c) WT_##K(f, a, b, c)
+
+/* A function, not an expression: an empty message's fixed size is 0. */
+static inline bool too_short(size_t len, size_t fixed) {
+  return len < fixed;
+}
+
+/* enc_X / dec_X of one message: nothing is written when a tail is refused. */
+#define FAST(fn, T, LIST, FIXED)                                                                   \
+  static int enc_##fn(const void *in, uint8_t *q, call_view_t *tails) {                            \
+    const T *i = in;                                                                               \
+    int nt = 0;                                                                                    \
+    (void)i, (void)q, (void)tails;                                                                 \
+    LIST(WRITE_TAIL, T)                                                                            \
+    LIST(WRITE, T)                                                                                 \
+    return nt;                                                                                     \
+  }                                                                                                \
+  static int dec_##fn(const uint8_t *p, size_t len, void *out, size_t *used) {                     \
+    T *o = out;                                                                                    \
+    const uint8_t *start = p, *end = p + len;                                                      \
+    (void)o;                                                                                       \
+    if (too_short(len, FIXED))                                                                     \
+      return -EPROTO;                                                                              \
+    LIST(READ, T)                                                                                  \
+    LIST(READ_TAIL, T)                                                                             \
+    if (used)                                                                                      \
+      *used = (size_t)(p - start);                                                                 \
+    else if (p != end)                                                                             \
+      return -EPROTO;                                                                              \
+    return 0;                                                                                      \
+  }
+#define CALL_REC(NAME, name) FAST(name, call_##name##_t, CALL_REC_##NAME, CALL_##NAME##_FIXED)
+#define CALL_OP(NAME, name, number, modes, by)                                                     \
+  FAST(name##_req, call_##name##_req_t, CALL_REQ_##NAME, CALL_##NAME##_REQ_FIXED)                  \
+  FAST(name##_rep, call_##name##_rep_t, CALL_REP_##NAME, CALL_##NAME##_REP_FIXED)
+#include "wire/call.def"
+#undef CALL_OP
+#undef CALL_REC
+
+/* ---- descriptors: what the generic decoder walks for a reason ---- */
 
 #define D_U32(M, f, a, b, c)   {K_U32, offsetof(M, f), 1, 0, 0, #f},
 #define D_I32(M, f, a, b, c)   {K_U32, offsetof(M, f), 1, 0, 0, #f},
@@ -63,7 +196,8 @@ struct call_msg {
 #undef CALL_REC
 
 #define CALL_REC(NAME, name)                                                                       \
-  const call_msg_t call_msg_##name = {#NAME, f_##name, NF(f_##name), CALL_##NAME##_FIXED};
+  const call_msg_t call_msg_##name = {#NAME,      f_##name,  NF(f_##name), CALL_##NAME##_FIXED,    \
+                                      enc_##name, dec_##name};
 #include "wire/call.def"
 #undef CALL_REC
 
@@ -75,8 +209,10 @@ typedef struct op_info {
 
 static const op_info_t ops[CALL_OP_COUNT] = {
 #define CALL_OP(NAME, name, number, modes, by)                                                     \
-  [number] = {{#NAME " request", f_##name##_req, NF(f_##name##_req), CALL_##NAME##_REQ_FIXED},     \
-              {#NAME " reply", f_##name##_rep, NF(f_##name##_rep), CALL_##NAME##_REP_FIXED},       \
+  [number] = {{#NAME " request", f_##name##_req, NF(f_##name##_req), CALL_##NAME##_REQ_FIXED,      \
+               enc_##name##_req, dec_##name##_req},                                                \
+              {#NAME " reply", f_##name##_rep, NF(f_##name##_rep), CALL_##NAME##_REP_FIXED,        \
+               enc_##name##_rep, dec_##name##_rep},                                                \
               modes,                                                                               \
               by},
 #include "wire/call.def"
@@ -121,55 +257,8 @@ int call_msg_ntails(const call_msg_t *m) {
 
 /* ---- encoding ---- */
 
-/* The tail f of `in`, checked against its length field and limit. */
-static int tail_check(const call_field_t *f, const uint8_t *in, const call_view_t *v) {
-  uint32_t count;
-  if (v->len && !v->p)
-    return -EINVAL;
-  if (f->kind == K_REST)
-    return v->len <= f->max ? 0 : -EINVAL;
-  memcpy(&count, in + f->lenoff, 4);
-  if (count > f->max || v->len != (size_t)count * f->n)
-    return -EINVAL;
-  return 0;
-}
-
-int call_encode(const call_msg_t *m, const void *in_, uint8_t *out, call_view_t *tails) {
-  const uint8_t *in = in_;
-  int nt = 0;
-  for (uint32_t i = 0; i < m->nf; i++) {
-    const call_field_t *f = &m->f[i];
-    uint32_t v32;
-    uint64_t v64;
-    switch (f->kind) {
-    case K_U32:
-      for (uint32_t k = 0; k < f->n; k++, out += 4) {
-        memcpy(&v32, in + f->off + 4 * k, 4);
-        wire__wr32(out, v32);
-      }
-      break;
-    case K_U64:
-      memcpy(&v64, in + f->off, 8);
-      wire__wr64(out, v64);
-      out += 8;
-      break;
-    case K_RAW:
-      memcpy(out, in + f->off, f->n);
-      out += f->n;
-      break;
-    case K_PAD:
-      wire__wr32(out, 0);
-      out += 4;
-      break;
-    default: /* tails: after every fixed field (call.def) */
-      memcpy(&tails[nt], in + f->off, sizeof(call_view_t));
-      if (tail_check(f, in, &tails[nt]) != 0)
-        return -EINVAL;
-      nt++;
-      break;
-    }
-  }
-  return nt;
+int call_encode(const call_msg_t *m, const void *in, uint8_t *out, call_view_t *tails) {
+  return m->enc(in, out, tails);
 }
 
 int call_put(const call_msg_t *m, const void *in, wire_buf_t *b) {
@@ -216,8 +305,9 @@ static int decode_tail(const call_msg_t *m, const call_field_t *f, uint8_t *out,
   return 0;
 }
 
-int call_decode(const call_msg_t *m, const void *p_, size_t len, void *out_, size_t *used,
-                call_why_t *why) {
+/* Walks m's descriptors over the bytes; 0, or -EPROTO with the reason. */
+static int decode_why(const call_msg_t *m, const void *p_, size_t len, void *out_, size_t *used,
+                      call_why_t *why) {
   const uint8_t *p = p_, *start = p_;
   uint8_t *out = out_;
   for (uint32_t i = 0; i < m->nf; i++) {
@@ -259,6 +349,17 @@ int call_decode(const call_msg_t *m, const void *p_, size_t len, void *out_, siz
   else if ((size_t)(p - start) != len)
     return fail(why, m, "bytes after the last field", NULL);
   return 0;
+}
+
+int call_decode(const call_msg_t *m, const void *p, size_t len, void *out, size_t *used,
+                call_why_t *why) {
+  if (m->dec(p, len, out, used) == 0)
+    return 0;
+  /* Refused: the descriptors say where (the fast path and they agree:
+   * tests/test-wire-call.c checks every truncation of every message). */
+  if (decode_why(m, p, len, out, used, why) == 0)
+    return fail(why, m, "refused", NULL);
+  return -EPROTO;
 }
 
 /* ---- headers ---- */
