@@ -140,6 +140,10 @@ _Static_assert(CALL_REPLY_HDR_FIXED == CALL_REPLY_HDR_LEN, "reply header (call.d
 
 /* The largest fixed part of any request: an encoder's stack buffer. */
 #define CALL_REQ_FIXED_MAX 160
+#define CALL_OP(NAME, name, number, modes, by)                                                     \
+  _Static_assert(CALL_##NAME##_REQ_FIXED <= CALL_REQ_FIXED_MAX, #NAME ": CALL_REQ_FIXED_MAX");
+#include "wire/call.def"
+#undef CALL_OP
 
 /* ---- the generic codec (call.c) ---- */
 typedef struct call_msg call_msg_t; /* one message's field descriptors */
