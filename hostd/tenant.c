@@ -515,8 +515,10 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
   CUresult r, lost;
 
   wire_buf_reset(reply);
-  (void)wire_buf_reserve(reply, CALL_REPLY_HDR_LEN); /* filled below */
-  reply->len = reply->err ? 0 : CALL_REPLY_HDR_LEN;
+  if (!(flags & CALL_ASYNC)) { /* a post has no reply (and no results: exec.c) */
+    (void)wire_buf_reserve(reply, CALL_REPLY_HDR_LEN); /* filled below */
+    reply->len = reply->err ? 0 : CALL_REPLY_HDR_LEN;
+  }
   if (op < CALL_OP_COUNT)
     __atomic_fetch_add(&hostd__op_count[op], 1, __ATOMIC_RELAXED);
   pthread_rwlock_rdlock(&ctx_lock);
