@@ -140,6 +140,7 @@ static void check_message(const call_msg_t *m, const void *x, void *y, size_t ys
     call_##name##_req_t q[2];                                                                      \
     call_##name##_rep_t r[2];                                                                      \
     wire_buf_t n;                                                                                  \
+    (void)mode;                                                                                    \
     memset(q, 0, sizeof(q));                                                                       \
     memset(r, 0, sizeof(r));                                                                       \
     CALL_REQ_##NAME(FILL, &q[0]) CALL_REP_##NAME(FILL, &r[0]);                                     \
@@ -159,6 +160,7 @@ static void check_message(const call_msg_t *m, const void *x, void *y, size_t ys
   static void roundtrip_rec_##name(int mode) {                                                     \
     call_##name##_t x[2];                                                                          \
     wire_buf_t n;                                                                                  \
+    (void)mode;                                                                                    \
     memset(x, 0, sizeof(x));                                                                       \
     CALL_REC_##NAME(FILL, &x[0]);                                                                  \
     check_message(&call_msg_##name, &x[0], &x[1], sizeof(x[1]), 0 CALL_REC_##NAME(IS_REST, _),     \
