@@ -3,6 +3,7 @@
  * The execution of its requests is exec.c (a handler per op); this file
  * owns what they act on and the frame around each request (locking, kept
  * errors, the reply header).
+ *
  * A tenant owns what it created and nothing else: allocations (a sorted
  * range table), streams, events, modules and their functions (hash maps).
  * Every handle and pointer range in a request is checked against these
