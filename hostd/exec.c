@@ -207,14 +207,18 @@ static CUresult exec_ctx_sync(exec_t *x, const call_ctx_sync_req_t *q) {
   return hostd__streams_sync_all(x->t, true);
 }
 
+/* An op between an event and a stream: the event must be the tenant's, the
+ * stream is looked up and entered. */
+static CUresult event_and_stream(exec_t *x, uint64_t event, uint64_t stream, tstream_t **ts) {
+  if (!u64map_get(&x->t->events, event, NULL))
+    return CUDA_ERROR_INVALID_HANDLE;
+  return hostd__stream_lookup_enter(x->t, stream, ts);
+}
+
 static CUresult exec_stream_wait(exec_t *x, const call_stream_wait_req_t *q) {
   tstream_t *ts;
-  CUresult r;
-  if (!u64map_get(&x->t->events, q->event, NULL))
-    return CUDA_ERROR_INVALID_HANDLE;
-  if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
-    return r;
-  return hostd__gpu.stream_wait(ts->handle, q->event, (unsigned)q->flags);
+  CUresult r = event_and_stream(x, q->event, q->stream, &ts);
+  return r != CUDA_SUCCESS ? r : hostd__gpu.stream_wait(ts->handle, q->event, (unsigned)q->flags);
 }
 
 static CUresult exec_event_new(exec_t *x, const call_event_new_req_t *q) {
@@ -238,12 +242,8 @@ static CUresult exec_event_del(exec_t *x, const call_event_del_req_t *q) {
 
 static CUresult exec_event_record(exec_t *x, const call_event_record_req_t *q) {
   tstream_t *ts;
-  CUresult r;
-  if (!u64map_get(&x->t->events, q->event, NULL))
-    return CUDA_ERROR_INVALID_HANDLE;
-  if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
-    return r;
-  return hostd__gpu.event_record(q->event, ts->handle, (unsigned)q->flags);
+  CUresult r = event_and_stream(x, q->event, q->stream, &ts);
+  return r != CUDA_SUCCESS ? r : hostd__gpu.event_record(q->event, ts->handle, (unsigned)q->flags);
 }
 
 static CUresult exec_event_sync(exec_t *x, const call_event_sync_req_t *q) {
@@ -261,8 +261,7 @@ static CUresult exec_event_query(exec_t *x, const call_event_query_req_t *q) {
 static CUresult exec_event_time(exec_t *x, const call_event_time_req_t *q) {
   float ms = 0;
   CUresult r;
-  if (!u64map_get(&x->t->events, q->start, NULL) ||
-      !u64map_get(&x->t->events, q->end, NULL))
+  if (!u64map_get(&x->t->events, q->start, NULL) || !u64map_get(&x->t->events, q->end, NULL))
     return CUDA_ERROR_INVALID_HANDLE;
   r = hostd__gpu.event_time(&ms, q->start, q->end);
   PUT_REPLY(event_time, x, .ms = ms);
@@ -415,8 +414,7 @@ static CUresult exec_library_module(exec_t *x, const call_library_module_req_t *
   r = hostd__gpu.library_module(q->library, &mod);
   if (r != CUDA_SUCCESS)
     return r;
-  if (u64map_put(&t->views, q->library, mod) != 0 ||
-      u64map_put(&t->modules, mod, KIND_VIEW) != 0) {
+  if (u64map_put(&t->views, q->library, mod) != 0 || u64map_put(&t->modules, mod, KIND_VIEW) != 0) {
     u64map_del(&t->views, q->library);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }

@@ -9,8 +9,20 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
 #include "wire/call.h"
+
+/* The daemon's state as tallyd sets it up: the recording device, one
+ * device served, quiet log, module cache in memory.  0 or -1. */
+static inline int hc_daemon_setup(void) {
+  if (hostd__gpu.init(0, &hostd__snapshot) != CUDA_SUCCESS)
+    return -1;
+  hostd__ndev = 1;
+  hostd__log_level = HOSTD_LOG_ERROR;
+  hostd__modcache_init(NULL);
+  return 0;
+}
 
 /* Encodes q (op's request struct) and executes it on t; returns what
  * hostd__tenant_exec returns (why: its reason, may be NULL). */

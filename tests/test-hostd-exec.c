@@ -328,12 +328,7 @@ static void ordinary_errors_raise_no_fault(void **state) {
 
 static int setup(void **state) {
   (void)state;
-  if (hostd__gpu.init(0, &hostd__snapshot) != CUDA_SUCCESS)
-    return -1;
-  hostd__ndev = 1;
-  hostd__log_level = HOSTD_LOG_ERROR;
-  hostd__modcache_init(NULL);
-  return 0;
+  return hc_daemon_setup();
 }
 
 int main(void) {

@@ -118,11 +118,8 @@ static void every_allocation_of_a_tenant_fails_cleanly(void **state) {
 
 static int setup(void **state) {
   (void)state;
-  if (hostd__gpu.init(0, &hostd__snapshot) != CUDA_SUCCESS)
+  if (hc_daemon_setup() != 0)
     return -1;
-  hostd__ndev = 1;
-  hostd__log_level = HOSTD_LOG_ERROR;
-  hostd__modcache_init(NULL);
   image_id = wire_content_id(image, sizeof(image));
   if (hostd__modcache_put(image_id, image, sizeof(image)) != 0) /* cached for good: not counted */
     return -1;
