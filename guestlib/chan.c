@@ -4,15 +4,17 @@
  * for local tenants (the bulk of a copy goes through the shared data
  * region), TCP for remote ones, heartbeats, the handshake (name, priority
  * class, token) and content-id blob transfer.  This file only frames our
- * call protocol (guestlib/call.h) inside wire's opaque payloads:
+ * call protocol (wire/call.def) inside wire's opaque payloads:
  * fire-and-forget requests are wire posts (batched by wire and sent before
- * the next call), synchronous ones wire calls.  wire_conn is thread-safe, so
+ * the next call), synchronous ones wire calls.  Requests are structs of the
+ * call vocabulary (wire/call.def) encoded here by its one encoder: the fixed
+ * part on the stack, tails sent from where the caller keeps them.  wire_conn is thread-safe, so
  * no lock is held here across a round trip.  A broken channel is final:
  * guest__g.lost is set, one line is logged, and every later call fails with
  * a CUresult from guest__cu_error (the daemon has freed what we owned).
  *
  * Connecting: a daemon that is restarting (tallyd re-executes itself after a
- * tenant's GPU fault, hostd/restart.c) refuses with -EAGAIN, "come back
+ * tenant's GPU fault) refuses with -EAGAIN, "come back
  * later".  The guest then retries with a short backoff for up to
  * TALLY_CONNECT_WAIT_MS (default 10000; 0 = no retry), logging one line.  An
  * unreachable daemon (ECONNREFUSED, ENOENT) still fails at once, unless the
@@ -119,65 +121,69 @@ static int channel_lost(int status) {
   return status;
 }
 
-static void put_hdr(uint8_t *h, uint32_t op, uint32_t flags, uint32_t len) {
-  uint32_t zero = 0;
-  memcpy(h, &op, 4);
-  memcpy(h + 4, &flags, 4);
-  memcpy(h + 8, &len, 4);
-  memcpy(h + 12, &zero, 4);
-}
+/* The iovec of request q of op: header, fixed part (into fixed), tails.
+ * Returns the iovec count, or -EMSGSIZE / -EINVAL. */
+static int req_iov(uint32_t op, uint32_t flags, const void *q, uint8_t *hdr, uint8_t *fixed,
+                   struct iovec *iov) {
+  const call_msg_t *m = call_req_msg(op);
+  call_view_t tails[CALL_TAILS_MAX];
+  size_t len;
+  int n = 0, nt;
 
-static int fill_iov(struct iovec *iov, uint8_t *hdr, const void *args, size_t len, const void *bulk,
-                    size_t bulk_len) {
-  int n = 0;
+  if (!m)
+    return -EINVAL;
+  nt = call_encode(m, q, fixed, tails);
+  if (nt < 0)
+    return nt;
+  len = call_msg_fixed(m);
   iov[n].iov_base = hdr;
-  iov[n++].iov_len = GUEST_CALL_HDR_LEN;
+  iov[n++].iov_len = CALL_HDR_LEN;
   if (len) {
-    iov[n].iov_base = (void *)args;
+    iov[n].iov_base = fixed;
     iov[n++].iov_len = len;
   }
-  if (bulk_len) {
-    iov[n].iov_base = (void *)bulk;
-    iov[n++].iov_len = bulk_len;
-  }
+  for (int i = 0; i < nt; i++)
+    if (tails[i].len) {
+      iov[n].iov_base = (void *)tails[i].p;
+      iov[n++].iov_len = tails[i].len;
+      len += tails[i].len;
+    }
+  if (len > CALL_MAX_LEN)
+    return -EMSGSIZE;
+  call_hdr_write(hdr, op, flags, (uint32_t)len);
   return n;
 }
 
-int guest__post(uint32_t op, const void *args, size_t len, const void *bulk, size_t bulk_len) {
-  uint8_t hdr[GUEST_CALL_HDR_LEN];
-  struct iovec iov[3];
+int guest__post(uint32_t op, const void *q) {
+  uint8_t hdr[CALL_HDR_LEN], fixed[CALL_REQ_FIXED_MAX];
+  struct iovec iov[2 + CALL_TAILS_MAX];
   int n, rc;
 
-  if (len + bulk_len > GUEST_CALL_MAX_LEN)
-    return -EMSGSIZE;
   if (!conn || guest__g.lost)
     return -ENOTCONN;
-  put_hdr(hdr, op, GUEST_CALL_ASYNC, (uint32_t)(len + bulk_len));
-  n = fill_iov(iov, hdr, args, len, bulk, bulk_len);
+  if ((n = req_iov(op, CALL_ASYNC, q, hdr, fixed, iov)) < 0)
+    return n;
   rc = wire_conn_post(conn, iov, n);
   return rc ? channel_lost(rc) : 0;
 }
 
-int guest__call(uint32_t op, uint32_t flags, const void *args, size_t len, const void *bulk,
-                size_t bulk_len, CUresult *rc_out, void *out, size_t out_cap, size_t *out_len,
-                void **out_alloc) {
-  uint8_t hdr[GUEST_CALL_HDR_LEN], rep[GUEST_REPLY_HDR_LEN];
-  struct iovec iov[3], riov[2];
+int guest__call(uint32_t op, uint32_t flags, const void *q, CUresult *rc_out, void *out,
+                size_t out_cap, size_t *out_len, void **out_alloc) {
+  uint8_t hdr[CALL_HDR_LEN], fixed[CALL_REQ_FIXED_MAX], rep[CALL_REPLY_HDR_LEN];
+  struct iovec iov[2 + CALL_TAILS_MAX], riov[2];
+  call_reply_hdr_t rh;
   size_t got = 0;
-  uint32_t res, rlen;
   void *abuf = NULL;
   int n, rc;
 
-  if (len + bulk_len > GUEST_CALL_MAX_LEN)
-    return -EMSGSIZE;
   if (!conn || guest__g.lost)
     return -ENOTCONN;
-  put_hdr(hdr, op, flags & ~GUEST_CALL_ASYNC, (uint32_t)(len + bulk_len));
-  n = fill_iov(iov, hdr, args, len, bulk, bulk_len);
+  if ((n = req_iov(op, flags & ~CALL_ASYNC, q, hdr, fixed, iov)) < 0)
+    return n;
   if (out_alloc) {
     rc = wire_conn_call_alloc(conn, iov, n, &abuf, &got);
-    if (rc == 0 && got >= GUEST_REPLY_HDR_LEN)
-      memcpy(rep, abuf, GUEST_REPLY_HDR_LEN);
+    if (rc == 0 && got >= CALL_REPLY_HDR_LEN)
+      memcpy(rep, abuf, CALL_REPLY_HDR_LEN);
   } else {
     riov[0].iov_base = rep;
     riov[0].iov_len = sizeof(rep);
@@ -187,12 +193,11 @@ int guest__call(uint32_t op, uint32_t flags, const void *args, size_t len, const
   }
   if (rc == -EMSGSIZE) /* the daemon answered more than the call allows */
     rc = -EPROTO;
-  if (rc == 0 && got < GUEST_REPLY_HDR_LEN)
+  if (rc == 0 && got < CALL_REPLY_HDR_LEN)
     rc = -EPROTO;
   if (rc == 0) {
-    memcpy(&res, rep, 4);
-    memcpy(&rlen, rep + 4, 4);
-    if (rlen != got - GUEST_REPLY_HDR_LEN)
+    call_reply_hdr_read(rep, &rh);
+    if (rh.len != got - CALL_REPLY_HDR_LEN)
       rc = -EPROTO;
   }
   if (rc) {
@@ -201,27 +206,38 @@ int guest__call(uint32_t op, uint32_t flags, const void *args, size_t len, const
   }
   if (out_alloc) {
     /* Results follow the reply header: move them to the buffer's start. */
-    memmove(abuf, (uint8_t *)abuf + GUEST_REPLY_HDR_LEN, rlen);
+    memmove(abuf, (uint8_t *)abuf + CALL_REPLY_HDR_LEN, rh.len);
     *out_alloc = abuf;
   }
   if (out_len)
-    *out_len = rlen;
-  *rc_out = (CUresult)res;
+    *out_len = rh.len;
+  *rc_out = (CUresult)rh.result;
   return 0;
 }
 
-CUresult guest__rpc(uint32_t op, uint32_t flags, const void *args, size_t len, void *out,
-                    size_t out_cap) {
+/* The largest reply guest__rpc decodes (fixed replies only). */
+#define RPC_REPLY_MAX 64
+
+CUresult guest__rpc(uint32_t op, uint32_t flags, const void *q, void *rep) {
+  const call_msg_t *m = call_rep_msg(op);
+  uint8_t buf[RPC_REPLY_MAX];
+  size_t want = m ? call_msg_fixed(m) : 0, got = 0;
   CUresult res = CUDA_SUCCESS;
-  size_t got = 0;
-  int rc = guest__call(op, flags, args, len, NULL, 0, &res, out, out_cap, &got, NULL);
+  int rc;
+
+  if (!m || want > sizeof(buf) || call_msg_ntails(m))
+    return guest__cu_error(-EINVAL);
+  rc = guest__call(op, flags, q, &res, buf, want, &got, NULL);
   if (rc)
     return guest__cu_error(rc);
-  if (res == CUDA_SUCCESS && got != out_cap)
+  if (res != CUDA_SUCCESS) {
+    if (guest__debug())
+      guest__log("request %s answered %d", call_op_name(op), (int)res);
+    return res;
+  }
+  if (got != want || (rep && call_decode(m, buf, got, rep, NULL, NULL) != 0))
     return guest__cu_error(-EPROTO);
-  if (res != CUDA_SUCCESS && guest__debug())
-    guest__log("request op %u answered %d", op, (int)res); /* op numbers: guestlib/call.h */
-  return res;
+  return CUDA_SUCCESS;
 }
 
 int guest__blob_offer(const void *data, size_t len, uint64_t *id) {

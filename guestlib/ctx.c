@@ -1,7 +1,7 @@
 /* ctx.c: contexts as the tenant sees them, kept entirely in the guest.
  *
- * tallyd runs every tenant in the one primary context of each GPU (BRIEF
- * decision 4), so a tenant's contexts are bookkeeping: which device the
+ * tallyd runs every tenant in the one primary context of each GPU
+ * (docs/decisions.md, D4), so a tenant's contexts are bookkeeping: which device the
  * calling thread works on, the push/pop stack, primary-context retain
  * counts and flags, limits.  None of these calls crosses the wire.  A context
  * handle points at a guest_ctx below; primary contexts are static, created
@@ -27,8 +27,8 @@ typedef struct guest_ctx {
 } guest_ctx_t;
 
 /* Primary contexts and their retain counts.  Lock: guest__g.lock. */
-static guest_ctx_t primaries[GUEST_MAX_DEVICES];
-static int primary_refs[GUEST_MAX_DEVICES];
+static guest_ctx_t primaries[CALL_MAX_DEVICES];
+static int primary_refs[CALL_MAX_DEVICES];
 static uint64_t next_ctx_id = 1;
 static size_t limits[CU_LIMIT_MAX]; /* stored, see the top comment */
 
@@ -51,7 +51,7 @@ static guest_ctx_t *ctx_of(CUcontext h) {
   guest_ctx_t *c = (guest_ctx_t *)h;
   if (!c)
     return NULL;
-  for (int i = 0; i < GUEST_MAX_DEVICES; i++)
+  for (int i = 0; i < CALL_MAX_DEVICES; i++)
     if (c == &primaries[i])
       return c->magic == CTX_MAGIC ? c : NULL;
   return c->magic == CTX_MAGIC ? c : NULL;

@@ -1,9 +1,9 @@
 /* device.c: device queries and occupancy, answered from the connect snapshot.
  *
  * tallyd sends each device's name, UUID, memory size and every attribute
- * once, at hello (guestlib/call.h); cudart asks ~80 of them at start-up and
+ * once, at hello (wire/call.def); cudart asks ~80 of them at start-up and
  * PyTorch polls some in hot paths, so none of these functions crosses the
- * wire (BRIEF decision 3).  Occupancy is computed here from the snapshot and
+ * wire (docs/decisions.md, D3).  Occupancy is computed here from the snapshot and
  * the function attributes that came with its module; the formula is the
  * CUDA occupancy calculator's (threads, registers, shared memory and block
  * limits per SM), without the per-architecture allocation granularities the
@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const guest_dev_snapshot_t *dev_of(CUdevice d) {
+static const call_snapshot_t *dev_of(CUdevice d) {
   if (!guest__g.inited || d < 0 || d >= guest__g.ndev)
     return NULL;
   return &guest__g.dev[d];
@@ -41,7 +41,7 @@ GUEST_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
 }
 
 GUEST_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
-  const guest_dev_snapshot_t *d = dev_of(dev);
+  const call_snapshot_t *d = dev_of(dev);
   if (!name || len <= 0)
     return CUDA_ERROR_INVALID_VALUE;
   if (!d)
@@ -51,7 +51,7 @@ GUEST_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
 }
 
 GUEST_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
-  const guest_dev_snapshot_t *d = dev_of(dev);
+  const call_snapshot_t *d = dev_of(dev);
   if (!uuid)
     return CUDA_ERROR_INVALID_VALUE;
   if (!d)
@@ -65,7 +65,7 @@ GUEST_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
 }
 
 GUEST_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
-  const guest_dev_snapshot_t *d = dev_of(dev);
+  const call_snapshot_t *d = dev_of(dev);
   if (!bytes)
     return CUDA_ERROR_INVALID_VALUE;
   if (!d)
@@ -83,8 +83,8 @@ GUEST_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
 }
 
 GUEST_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
-  const guest_dev_snapshot_t *d = dev_of(dev);
-  if (!pi || (int)attrib < 0 || (int)attrib >= GUEST_ATTR_MAX)
+  const call_snapshot_t *d = dev_of(dev);
+  if (!pi || (int)attrib < 0 || (int)attrib >= CALL_ATTR_MAX)
     return CUDA_ERROR_INVALID_VALUE;
   if (!d)
     return guest__g.inited ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
@@ -103,7 +103,7 @@ GUEST_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice
 }
 
 GUEST_EXPORT CUresult cuDeviceGetProperties(CUdevprop *p, CUdevice dev) {
-  const guest_dev_snapshot_t *d = dev_of(dev);
+  const call_snapshot_t *d = dev_of(dev);
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
   if (!d)
@@ -127,7 +127,7 @@ GUEST_EXPORT CUresult cuDeviceGetProperties(CUdevprop *p, CUdevice dev) {
 }
 
 GUEST_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
-  const guest_dev_snapshot_t *d = dev_of(dev);
+  const call_snapshot_t *d = dev_of(dev);
   if (!pciBusId || len <= 0)
     return CUDA_ERROR_INVALID_VALUE;
   if (!d)
@@ -172,7 +172,7 @@ GUEST_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice pee
 /* ---- occupancy ---- */
 
 static int occupancy(const guest_func_t *f, int device, int block, size_t dyn_smem) {
-  const guest_dev_snapshot_t *d = dev_of(device);
+  const call_snapshot_t *d = dev_of(device);
   int warp, warps, by_threads, by_blocks, by_regs, by_smem, n;
   long regs_per_block, smem;
 
@@ -230,7 +230,7 @@ GUEST_EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *min_grid, i
                                                                 size_t dyn_smem, int limit,
                                                                 unsigned int flags) {
   const guest_func_t *fn = guest__func_find((uint64_t)(uintptr_t)f);
-  const guest_dev_snapshot_t *d = dev_of(guest__cur_device());
+  const call_snapshot_t *d = dev_of(guest__cur_device());
   int best_block = 0, best_active = -1, max_block;
   (void)flags;
   if (!min_grid || !block_out)
@@ -265,7 +265,7 @@ GUEST_EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block
 GUEST_EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *out, CUfunction f,
                                                               int nblocks, int block) {
   const guest_func_t *fn = guest__func_find((uint64_t)(uintptr_t)f);
-  const guest_dev_snapshot_t *d = dev_of(guest__cur_device());
+  const call_snapshot_t *d = dev_of(guest__cur_device());
   long per;
   if (!out || nblocks <= 0 || block <= 0)
     return CUDA_ERROR_INVALID_VALUE;

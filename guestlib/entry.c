@@ -93,14 +93,14 @@ static void env_or(char *dst, size_t cap, const char *name, const char *dflt) {
 
 /* Connects, then asks for the device snapshot.  Lock held. */
 static CUresult connect_locked(void) {
-  uint8_t hello[4 + 4 + 64 + 64];
-  uint32_t ver = GUEST_PROTO_VERSION, prio = 1;
+  call_hello_req_t hello;
+  call_hello_rep_t a;
+  uint32_t prio = 1;
   const char *p = getenv(GUEST_ENV_PRIORITY);
   char name[65], token[257], why[512] = "", prog[64];
   uint8_t *rep = NULL;
   size_t rlen = 0;
   CUresult res = CUDA_SUCCESS;
-  guest_rd_t r;
   int rc;
 
   env_or(guest__g.addr, sizeof(guest__g.addr), GUEST_ENV_HOST, "unix:" GUEST_DEFAULT_SOCKET);
@@ -122,28 +122,26 @@ static CUresult connect_locked(void) {
                why[0] ? ": " : "", why);
     return CUDA_ERROR_NO_DEVICE;
   }
-  memset(hello, 0, sizeof(hello));
-  memcpy(hello, &ver, 4);
-  memcpy(hello + 4, &prio, 4);
-  memcpy(hello + 8, name, strnlen(name, 63));
-  rc = guest__call(GUEST_OP_HELLO, 0, hello, sizeof(hello), NULL, 0, &res, NULL, 0, &rlen,
-                   (void **)&rep);
+  memset(&hello, 0, sizeof(hello));
+  hello.version = CALL_PROTO_VERSION;
+  hello.priority = prio;
+  memcpy(hello.name, name, strnlen(name, 63));
+  rc = guest__call(CALL_OP_HELLO, 0, &hello, &res, NULL, 0, &rlen, (void **)&rep);
   if (rc || res != CUDA_SUCCESS) {
     guest__log("tallyd at %s refused this tenant (%s)", guest__g.addr,
                rc ? wire_strerror(rc) : "call protocol versions differ");
     goto fail;
   }
-  guest_rd_init(&r, rep, rlen);
-  guest__g.tenant_id = guest_rd_u32(&r);
-  guest__g.ndev = (int)guest_rd_u32(&r);
-  if (r.err || guest__g.ndev < 0 || guest__g.ndev > GUEST_MAX_DEVICES)
-    goto bad;
+  if (call_hello_rep_decode(rep, rlen, &a, NULL) != 0)
+    goto bad; /* ndev <= CALL_MAX_DEVICES, devs exactly ndev snapshots */
+  guest__g.tenant_id = a.tenant;
+  guest__g.ndev = (int)a.ndev;
   for (int i = 0; i < guest__g.ndev; i++)
-    guest_rd_bytes(&r, &guest__g.dev[i], sizeof(guest__g.dev[i]));
-  if (r.err)
-    goto bad;
+    if (call_snapshot_decode(a.devs.p + (size_t)i * CALL_SNAPSHOT_SIZE, CALL_SNAPSHOT_SIZE,
+                             &guest__g.dev[i], NULL, NULL) != 0)
+      goto bad;
   for (int i = 0; i < guest__g.ndev; i++)
-    guest__g.dev[i].name[GUEST_NAME_MAX - 1] = 0;
+    guest__g.dev[i].name[CALL_NAME_MAX - 1] = 0;
   free(rep);
   if (guest__debug())
     guest__log("tenant %u on %s: %d device(s)", guest__g.tenant_id, guest__g.addr, guest__g.ndev);

@@ -385,11 +385,11 @@ static CUresult ident_ctx_id(CUcontext ctx, unsigned long long *id) {
  * 39 (ctx, obj, &value) writes a value (7 there; meaning undocumented).
  * The object here is ours, one per device, shaped like those first words;
  * the value is the daemon's driver's own answer for the shared primary
- * context, from the snapshot (guestlib/call.h), so nothing is invented. */
+ * context, from the snapshot (wire/call.def), so nothing is invented. */
 static struct ident_obj {
   uint64_t one, zero;
   CUcontext ctx;
-} ident_objs[GUEST_MAX_DEVICES];
+} ident_objs[CALL_MAX_DEVICES];
 
 /* The device whose primary context is ctx (NULL: the current one), or -1. */
 static int ident_device(CUcontext ctx) {
@@ -536,7 +536,7 @@ static const struct {
     {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1,
       0xf2},
      table_integrity},
-    {GUEST_UUID_CTX_IDENT, table_ident},
+    {CALL_UUID_CTX_IDENT, table_ident},
 };
 
 GUEST_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {

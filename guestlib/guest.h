@@ -22,8 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "guestlib/call.h"
-#include "guestlib/codec.h"
+#include "wire/call.h"
 
 /* Only cu* entry points are visible outside libcuda.so.1 (-fvisibility=hidden
  * elsewhere), so tenant programs' own zstd/xxHash never collide with ours. */
@@ -40,7 +39,7 @@
 #define GUEST_DEFAULT_SOCKET "/run/tally/tallyd.sock"
 
 /* Async copies up to half of wire's 64 KiB post batch go fire-and-forget;
- * larger ones take a round trip per GUEST_CALL_CHUNK. */
+ * larger ones take a round trip per CALL_CHUNK. */
 #define GUEST_BATCH_FLUSH (64u << 10)
 
 /* Process-wide guest state.  Lock story: `lock` serialises cuInit and the
@@ -55,7 +54,7 @@ typedef struct guest_state {
   bool lost;          /* the channel broke: every call fails from now on */
   uint32_t tenant_id; /* assigned by tallyd */
   int ndev;
-  guest_dev_snapshot_t dev[GUEST_MAX_DEVICES];
+  call_snapshot_t dev[CALL_MAX_DEVICES];
   char addr[512]; /* address tried, for messages */
 } guest_state_t;
 
@@ -80,20 +79,21 @@ bool guest__chan_shm(void);
 int guest__send_fd(int fd, uint64_t tag);
 /* Makes the daemon hold data (sent only if it lacks it); *id = its XXH3-64. */
 int guest__blob_offer(const void *data, size_t len, uint64_t *id);
-/* Queues an async request (GUEST_CALL_ASYNC); its bytes are args then bulk.
- * Returns 0, or a negative status if the channel is lost.  Caller holds no lock. */
-int guest__post(uint32_t op, const void *args, size_t len, const void *bulk, size_t bulk_len);
-/* Sends a synchronous request (after the pending batch) and reads its reply.
- * *rc gets the CUresult; results are copied into out (out_cap bytes; a longer
- * reply is an error) or, when out_alloc is not NULL, returned malloc'd there
- * (caller frees).  Returns 0 or a negative status (channel lost). */
-int guest__call(uint32_t op, uint32_t flags, const void *args, size_t len, const void *bulk,
-                size_t bulk_len, CUresult *rc, void *out, size_t out_cap, size_t *out_len,
-                void **out_alloc);
-/* Convenience: a synchronous call whose reply is at most out_cap bytes; maps
- * channel failures to a CUresult. */
-CUresult guest__rpc(uint32_t op, uint32_t flags, const void *args, size_t len, void *out,
-                    size_t out_cap);
+/* Requests are structs of the call vocabulary: q is op's call_<op>_req_t,
+ * encoded by wire/call.c (no layout is written in guestlib/).
+ * Queues q as a post (CALL_ASYNC).  Returns 0, or a negative status if the
+ * channel is lost (or -EINVAL / -EMSGSIZE: q does not encode).  No lock held. */
+int guest__post(uint32_t op, const void *q);
+/* Sends q as a call (after the pending batch) and reads its reply.  *rc
+ * gets the CUresult; the result bytes are copied into out (out_cap bytes; a
+ * longer reply is an error) or, when out_alloc is not NULL, returned
+ * malloc'd there (caller frees); decode them with call_<op>_rep_decode.
+ * Returns 0 or a negative status (channel lost). */
+int guest__call(uint32_t op, uint32_t flags, const void *q, CUresult *rc, void *out, size_t out_cap,
+                size_t *out_len, void **out_alloc);
+/* A call whose reply has no tail: decoded into rep (op's call_<op>_rep_t;
+ * NULL to ignore it).  Channel failures become a CUresult. */
+CUresult guest__rpc(uint32_t op, uint32_t flags, const void *q, void *rep);
 
 /* Ensures cuInit ran (cudart calls in order, but driver-API programs may
  * not): returns CUDA_ERROR_NOT_INITIALIZED when it has not. */
@@ -122,14 +122,15 @@ typedef struct guest_func {
   uint64_t module;
   uint64_t owner; /* what unloading frees it: the module, or the library of a view */
   uint32_t nparams;
-  uint32_t argbytes;              /* offset+size of the last parameter */
-  uint32_t *off;                  /* nparams offsets */
-  uint32_t *size;                 /* nparams sizes */
-  uint32_t attr_valid;            /* bit a: attr[a] is known (guestlib/call.h) */
-  int32_t attr[GUEST_FUNC_ATTRS]; /* cuFuncGetAttribute by number, updated by Set */
+  uint32_t argbytes;             /* offset+size of the last parameter */
+  uint32_t *off;                 /* nparams offsets */
+  uint32_t *size;                /* nparams sizes */
+  uint32_t attr_valid;           /* bit a: attr[a] is known (wire/call.def) */
+  int32_t attr[CALL_FUNC_ATTRS]; /* cuFuncGetAttribute by number, updated by Set */
   char *name;
 } guest_func_t;
-/* Records the functions of a MODULE_LOAD reply (parsed with bounds checks). */
+/* Records the functions of a MODULE_LOAD reply (FUNC records, decoded by
+ * wire/call.c): all of them, or none (0, -ENOMEM, -EPROTO). */
 int guest__module_add(uint64_t module, uint64_t owner, const uint8_t *recs, size_t len,
                       uint32_t nfunc);
 /* Forgets every function whose module or owner is h. */
@@ -154,7 +155,7 @@ uint32_t guest__thread_index(void);
 /* Per-thread-default-stream entry points (_ptds/_ptsz) turn a 0 stream into
  * CU_STREAM_PER_THREAD; legacy ones keep 0 (the tenant's legacy stream).
  * CU_STREAM_PER_THREAD goes out as 2 | thread index << 32, so the host gives
- * each guest thread its own default stream (guestlib/call.h). */
+ * each guest thread its own default stream (wire/call.def). */
 static inline uint64_t guest__stream(CUstream s, int ptds) {
   if ((s == NULL && ptds) || s == CU_STREAM_PER_THREAD)
     return (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD | (uint64_t)guest__thread_index() << 32;

@@ -2,7 +2,7 @@
  *
  * Stream-ordered and non-blocking, as in CUDA: the call posts HOSTFN (stream,
  * seq) in program order and returns; the guest keeps seq -> function here.
- * tallyd gates the real stream (hostd/hostfn.c): when the stream reaches the
+ * tallyd gates the real stream (wire/call.def, HOSTFN): when the stream reaches the
  * function, the daemon answers this library's host-function thread, which
  * runs the function and tells the daemon it finished (the next HOSTFN_WAIT
  * carries done 1), and only then does the stream go on.  So work enqueued
@@ -23,7 +23,7 @@
 #include <string.h>
 
 /* Must be >= tallyd's per-tenant limit (256 pending host functions,
- * hostd/hostfn.c) so a full daemon, not this table, is what refuses. */
+ * the daemon's host-function slots) so a full daemon, not this table, is what refuses. */
 #define TABLE_SIZE  1024
 #define PENDING_MAX 256
 
@@ -56,24 +56,26 @@ static bool take(uint64_t seq, entry_t *out) {
 }
 
 static void *hostfn_thread(void *arg) {
-  uint32_t args[2] = {0, 0}; /* done, reserved */
+  call_hostfn_wait_req_t q = {.done = 0};
   (void)arg;
   for (;;) {
-    uint64_t seq = 0;
+    call_hostfn_wait_rep_t a = {0};
+    uint8_t rep[CALL_HOSTFN_WAIT_REP_FIXED];
+    uint64_t seq;
     size_t got = 0;
     CUresult res = CUDA_SUCCESS;
     entry_t e;
-    int rc = guest__call(GUEST_OP_HOSTFN_WAIT, 0, args, sizeof(args), NULL, 0, &res, &seq,
-                         sizeof(seq), &got, NULL);
+    int rc = guest__call(CALL_OP_HOSTFN_WAIT, 0, &q, &res, rep, sizeof(rep), &got, NULL);
     if (rc != 0)
       break; /* the channel is lost: chan.c said so */
-    if (res != CUDA_SUCCESS || got != sizeof(seq)) {
+    if (res != CUDA_SUCCESS || call_hostfn_wait_rep_decode(rep, got, &a, NULL) != 0) {
       guest__log("tallyd refused the host-function poll (%d); host functions stop", (int)res);
       break;
     }
+    seq = a.seq;
     if (seq == 0)
-      break;     /* asked to stop */
-    args[0] = 1; /* whatever happens below, the next poll reports it done */
+      break;    /* asked to stop */
+    q.done = 1; /* whatever happens below, the next poll reports it done */
     if (!take(seq, &e)) {
       guest__log("tallyd reached unknown host function %llu", (unsigned long long)seq);
       continue;
@@ -90,7 +92,8 @@ static void *hostfn_thread(void *arg) {
 }
 
 CUresult guest__hostfn(uint64_t s, CUstream app_stream, int kind, void *fn, void *data) {
-  uint64_t seq = 0, a[2];
+  uint64_t seq = 0;
+  call_hostfn_req_t q;
   pthread_t th;
   pthread_attr_t attr;
   bool start = false;
@@ -126,9 +129,8 @@ CUresult guest__hostfn(uint64_t s, CUstream app_stream, int kind, void *fn, void
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
-  a[0] = s;
-  a[1] = seq;
-  rc = guest__post(GUEST_OP_HOSTFN, a, sizeof(a), NULL, 0);
+  q = (call_hostfn_req_t){.stream = s, .seq = seq};
+  rc = guest__post(CALL_OP_HOSTFN, &q);
   if (rc) {
     entry_t e;
     (void)take(seq, &e);

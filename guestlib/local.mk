@@ -1,7 +1,7 @@
 # guestlib/local.mk: the guest library, installed as $(pkglibdir)/libcuda.so.1
 # (never into $(libdir), where it would shadow the real driver).
 tallylib_PROGRAMS += guestlib/libcuda.so.1
-guestlib_libcuda_so_1_SOURCES = guestlib/guest.h guestlib/call.h guestlib/codec.h \
+guestlib_libcuda_so_1_SOURCES = guestlib/guest.h \
 	guestlib/entry.c guestlib/chan.c guestlib/device.c guestlib/ctx.c guestlib/tables.c \
 	guestlib/mem.c guestlib/stream.c guestlib/module.c guestlib/proc.c guestlib/export.c \
 	guestlib/stubs.c guestlib/hostfn.c

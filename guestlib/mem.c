@@ -1,7 +1,7 @@
 /* mem.c: memory: allocation, pinned host memory, copies, memsets, pointers.
  *
  * Device memory is allocated by tallyd and its address is the real one
- * (identity-mapped, BRIEF decision 2); the guest records each allocation so
+ * (identity-mapped, docs/decisions.md, D2); the guest records each allocation so
  * pointer attributes and cuMemcpy's direction are answered locally.
  *
  * Pinned host memory (cuMemHostAlloc, cuMemAllocHost) over shared memory is
@@ -14,7 +14,7 @@
  * fails) pinned memory is plain memory of this process, as before.
  *
  * Other copies carry their bytes in the request (H2D) or the reply (D2H), cut into
- * GUEST_CALL_CHUNK pieces.  A small asynchronous H2D copy or memset is fire-
+ * CALL_CHUNK pieces.  A small asynchronous H2D copy or memset is fire-
  * and-forget; larger ones and every D2H copy take a round trip per chunk (the
  * bytes must be in the application's buffer when the call or the stream
  * synchronisation returns, and a round trip is the simplest way to know).
@@ -32,20 +32,22 @@
 /* ---- allocation ---- */
 
 GUEST_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
-  uint64_t args = size, p = 0;
+  call_mem_alloc_req_t q = {.size = size};
+  call_mem_alloc_rep_t a = {0};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (!dptr || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  r = guest__rpc(GUEST_OP_MEM_ALLOC, 0, &args, sizeof(args), &p, sizeof(p));
+  r = guest__rpc(CALL_OP_MEM_ALLOC, 0, &q, &a);
   if (r != CUDA_SUCCESS)
     return r;
-  if (guest__mem_add(p, size, GUEST_MEM_DEVICE, 0) != 0) {
-    (void)guest__rpc(GUEST_OP_MEM_FREE, 0, &p, sizeof(p), NULL, 0);
+  if (guest__mem_add(a.ptr, size, GUEST_MEM_DEVICE, 0) != 0) {
+    call_mem_free_req_t f = {.ptr = a.ptr};
+    (void)guest__rpc(CALL_OP_MEM_FREE, 0, &f, NULL);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  *dptr = (CUdeviceptr)p;
+  *dptr = (CUdeviceptr)a.ptr;
   return CUDA_SUCCESS;
 }
 
@@ -64,29 +66,30 @@ GUEST_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_
 }
 
 GUEST_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  uint64_t p = dptr;
+  call_mem_free_req_t q = {.ptr = dptr};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (dptr == 0)
     return CUDA_SUCCESS;
-  r = guest__rpc(GUEST_OP_MEM_FREE, GUEST_CALL_SYNCPOINT, &p, sizeof(p), NULL, 0);
+  r = guest__rpc(CALL_OP_MEM_FREE, CALL_SYNCPOINT, &q, NULL);
   if (r == CUDA_SUCCESS)
-    (void)guest__mem_del(p, GUEST_MEM_DEVICE, NULL);
+    (void)guest__mem_del(q.ptr, GUEST_MEM_DEVICE, NULL);
   return r;
 }
 
 GUEST_EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
-  uint64_t out[2];
+  call_mem_info_req_t q;
+  call_mem_info_rep_t out;
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (!free_b || !total_b)
     return CUDA_ERROR_INVALID_VALUE;
-  r = guest__rpc(GUEST_OP_MEM_INFO, 0, NULL, 0, out, sizeof(out));
+  r = guest__rpc(CALL_OP_MEM_INFO, 0, &q, &out);
   if (r == CUDA_SUCCESS) {
-    *free_b = out[0];
-    *total_b = out[1];
+    *free_b = out.free_b;
+    *total_b = out.total_b;
   }
   return r;
 }
@@ -151,8 +154,10 @@ GUEST_EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
   if (p == MAP_FAILED)
     return CUDA_ERROR_OUT_OF_MEMORY;
   if (guest__mem_add((uint64_t)(uintptr_t)p, size, GUEST_MEM_HOST, flags | shared) != 0) {
-    if (shared)
-      (void)guest__rpc(GUEST_OP_PINNED_FREE, 0, &p, sizeof(p), NULL, 0);
+    if (shared) {
+      call_pinned_free_req_t f = {.tag = (uint64_t)(uintptr_t)p};
+      (void)guest__rpc(CALL_OP_PINNED_FREE, 0, &f, NULL);
+    }
     munmap(p, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -172,7 +177,8 @@ GUEST_EXPORT CUresult cuMemFreeHost(void *p) {
     return CUDA_ERROR_INVALID_VALUE;
   if (flags & GUEST_HOST_SHARED) {
     /* The daemon waits for this tenant's copies, then unmaps its side. */
-    CUresult r = guest__rpc(GUEST_OP_PINNED_FREE, 0, &tag, sizeof(tag), NULL, 0);
+    call_pinned_free_req_t f = {.tag = tag};
+    CUresult r = guest__rpc(CALL_OP_PINNED_FREE, 0, &f, NULL);
     if (r != CUDA_SUCCESS && guest__debug())
       guest__log("tallyd could not free shared pinned memory %p: %d", p, (int)r);
   }
@@ -236,24 +242,22 @@ static bool pinned_copy(uint64_t dev, const void *host, size_t n, uint64_t s, in
                         CUresult *r) {
   uint64_t base, size, h = (uint64_t)(uintptr_t)host;
   unsigned flags;
-  uint8_t a[48];
-  uint32_t d = (uint32_t)dir, as = (uint32_t)async;
+  call_pinned_copy_req_t q;
   if (n == 0 || !guest__mem_find_host(h, &base, &size, &flags) || !(flags & GUEST_HOST_SHARED) ||
       n > size - (h - base))
     return false;
-  uint64_t off = h - base, len = n;
-  memcpy(a, &dev, 8);
-  memcpy(a + 8, &base, 8);
-  memcpy(a + 16, &off, 8);
-  memcpy(a + 24, &len, 8);
-  memcpy(a + 32, &s, 8);
-  memcpy(a + 40, &d, 4);
-  memcpy(a + 44, &as, 4);
+  q = (call_pinned_copy_req_t){.dev = dev,
+                               .tag = base,
+                               .off = h - base,
+                               .len = n,
+                               .stream = s,
+                               .dir = (uint32_t)dir,
+                               .async = (uint32_t)async};
   if (async) {
-    int rc = guest__post(GUEST_OP_PINNED_COPY, a, sizeof(a), NULL, 0);
+    int rc = guest__post(CALL_OP_PINNED_COPY, &q);
     *r = rc ? guest__cu_error(rc) : CUDA_SUCCESS;
   } else {
-    *r = guest__rpc(GUEST_OP_PINNED_COPY, GUEST_CALL_SYNCPOINT, a, sizeof(a), NULL, 0);
+    *r = guest__rpc(CALL_OP_PINNED_COPY, CALL_SYNCPOINT, &q, NULL);
   }
   return true;
 }
@@ -268,16 +272,15 @@ static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int as
   if (pinned_copy(dst, src, n, s, 0, async, &r))
     return r;
   if (async && n <= GUEST_BATCH_FLUSH / 2) {
-    uint64_t a[3] = {dst, s, 1};
-    int rc = guest__post(GUEST_OP_HTOD, a, sizeof(a), src, n);
+    call_htod_req_t q = {.dst = dst, .stream = s, .async = 1, .bytes = {src, n}};
+    int rc = guest__post(CALL_OP_HTOD, &q);
     return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
   }
   do {
-    size_t len = n > GUEST_CALL_CHUNK ? GUEST_CALL_CHUNK : n;
-    uint64_t a[3] = {dst, s, (uint64_t)async};
+    size_t len = n > CALL_CHUNK ? CALL_CHUNK : n;
+    call_htod_req_t q = {.dst = dst, .stream = s, .async = (uint64_t)async, .bytes = {p, len}};
     CUresult res = CUDA_SUCCESS;
-    int rc = guest__call(GUEST_OP_HTOD, async ? 0 : GUEST_CALL_SYNCPOINT, a, sizeof(a), p, len,
-                         &res, NULL, 0, NULL, NULL);
+    int rc = guest__call(CALL_OP_HTOD, async ? 0 : CALL_SYNCPOINT, &q, &res, NULL, 0, NULL, NULL);
     if (rc)
       return guest__cu_error(rc);
     if (res != CUDA_SUCCESS)
@@ -301,11 +304,11 @@ static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s, int async) {
   if (pinned_copy(src, dst, n, s, 1, async, &r))
     return r;
   do {
-    size_t len = n > GUEST_CALL_CHUNK ? GUEST_CALL_CHUNK : n, got = 0;
-    uint64_t a[3] = {src, len, s};
+    size_t len = n > CALL_CHUNK ? CALL_CHUNK : n, got = 0;
+    call_dtoh_req_t q = {.src = src, .len = len, .stream = s};
     CUresult res = CUDA_SUCCESS;
-    int rc = guest__call(GUEST_OP_DTOH, GUEST_CALL_SYNCPOINT, a, sizeof(a), NULL, 0, &res, p, len,
-                         &got, NULL);
+    /* The reply is one REST run of bytes (call.def): straight into p. */
+    int rc = guest__call(CALL_OP_DTOH, CALL_SYNCPOINT, &q, &res, p, len, &got, NULL);
     if (rc)
       return guest__cu_error(rc);
     if (res != CUDA_SUCCESS)
@@ -320,15 +323,15 @@ static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s, int async) {
 }
 
 static CUresult dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async) {
-  uint64_t a[4] = {dst, src, n, s};
+  call_dtod_req_t q = {.dst = dst, .src = src, .len = n, .stream = s};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (async) {
-    int rc = guest__post(GUEST_OP_DTOD, a, sizeof(a), NULL, 0);
+    int rc = guest__post(CALL_OP_DTOD, &q);
     return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
   }
-  return guest__rpc(GUEST_OP_DTOD, GUEST_CALL_SYNCPOINT, a, sizeof(a), NULL, 0);
+  return guest__rpc(CALL_OP_DTOD, CALL_SYNCPOINT, &q, NULL);
 }
 
 static bool is_device(uint64_t p) {
@@ -477,21 +480,15 @@ PTSZ(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *c, CUstream s), C3DA)
 
 static CUresult memset_any(uint64_t p, uint32_t value, uint32_t elem, size_t count, uint64_t s,
                            int async) {
-  uint8_t a[32];
-  uint64_t cnt = count;
+  call_memset_req_t q = {.dst = p, .value = value, .elem = elem, .count = count, .stream = s};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  memcpy(a, &p, 8);
-  memcpy(a + 8, &value, 4);
-  memcpy(a + 12, &elem, 4);
-  memcpy(a + 16, &cnt, 8);
-  memcpy(a + 24, &s, 8);
   if (async) {
-    int rc = guest__post(GUEST_OP_MEMSET, a, sizeof(a), NULL, 0);
+    int rc = guest__post(CALL_OP_MEMSET, &q);
     return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
   }
-  return guest__rpc(GUEST_OP_MEMSET, 0, a, sizeof(a), NULL, 0);
+  return guest__rpc(CALL_OP_MEMSET, 0, &q, NULL);
 }
 
 #define MS8(pt) memset_any(p, v, 1, n, guest__stream(NULL, pt), 0)

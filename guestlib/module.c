@@ -1,11 +1,11 @@
 /* module.c: modules, libraries, functions, kernel launches, host functions.
  *
  * A module image (fatbin, cubin or PTX; cudart's fatbin wrapper is unwrapped)
- * is named by the XXH3-64 of its bytes (BRIEF decision 5): wire's blob
+ * is named by the XXH3-64 of its bytes (docs/decisions.md, D5): wire's blob
  * offer sends the bytes only when the daemon lacks that id (one round trip
  * otherwise), then MODULE_LOAD names the id.  The reply lists every function
  * with its parameter
- * layout and attributes (guestlib/call.h), so cuModuleGetFunction,
+ * layout and attributes (wire/call.def), so cuModuleGetFunction,
  * cuFuncGetParamInfo, cuFuncGetAttribute and argument packing for launches
  * are local.  Launches are fire-and-forget: the guest checks the function
  * handle and packs the parameters by the layout, the host launches and keeps
@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+_Static_assert(sizeof(CUlaunchAttribute) == CALL_LAUNCH_ATTR_SIZE, "LAUNCH attrs (wire/call.def)");
 
 #define FATBINC_MAGIC       0x466243b1u /* cudart's __fatBinC_Wrapper_t */
 #define FATBIN_MAGIC        0xba55ed50u /* fatbin container header */
@@ -87,38 +89,33 @@ static int image_extent(const void *image, const void **start, size_t *size) {
 static CUresult load_image(uint64_t *handle, const void *image, uint32_t kind) {
   const void *start;
   size_t size, rlen = 0;
-  uint8_t args[16];
-  uint64_t id = 0;
-  uint32_t has = 0;
+  call_module_load_req_t q;
   uint8_t *rep = NULL;
   CUresult res = CUDA_SUCCESS, r = guest__ready();
-  guest_rd_t rd;
   int rc;
 
   if (r != CUDA_SUCCESS)
     return r;
   if (image_extent(image, &start, &size) != 0 || size == 0)
     return CUDA_ERROR_INVALID_IMAGE;
-  if (size > GUEST_BLOB_MAX)
+  if (size > CALL_BLOB_MAX)
     return CUDA_ERROR_INVALID_VALUE;
   /* The bytes cross the wire only if the daemon lacks this id. */
-  rc = guest__blob_offer(start, size, &id);
+  memset(&q, 0, sizeof(q)); /* has_image 0: the bytes went as a blob */
+  q.kind = kind;
+  rc = guest__blob_offer(start, size, &q.id);
   if (rc)
     return guest__cu_error(rc);
-  memcpy(args, &id, 8);
-  memcpy(args + 8, &kind, 4);
-  memcpy(args + 12, &has, 4);
-  rc = guest__call(GUEST_OP_MODULE_LOAD, 0, args, sizeof(args), NULL, 0, &res, NULL, 0, &rlen,
-                   (void **)&rep);
+  rc = guest__call(CALL_OP_MODULE_LOAD, 0, &q, &res, NULL, 0, &rlen, (void **)&rep);
   if (rc)
     return guest__cu_error(rc);
   if (res == CUDA_SUCCESS) {
-    uint32_t nfunc;
-    guest_rd_init(&rd, rep, rlen);
-    *handle = guest_rd_u64(&rd);
-    nfunc = guest_rd_u32(&rd);
-    if (rd.err || guest__module_add(*handle, *handle, rd.p, rd.left, nfunc) != 0)
+    call_module_load_rep_t a;
+    if (call_module_load_rep_decode(rep, rlen, &a, NULL) != 0 ||
+        guest__module_add(a.module, a.module, a.funcs.p, a.funcs.len, a.nfunc) != 0)
       res = guest__cu_error(-EPROTO);
+    else
+      *handle = a.module;
   }
   free(rep);
   return res;
@@ -177,13 +174,11 @@ GUEST_EXPORT CUresult cuModuleLoad(CUmodule *mod, const char *path) {
 }
 
 static CUresult unload(uint64_t h, uint32_t kind) {
-  uint8_t a[12];
+  call_module_unload_req_t q = {.module = h, .kind = kind};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  memcpy(a, &h, 8);
-  memcpy(a + 8, &kind, 4);
-  r = guest__rpc(GUEST_OP_MODULE_UNLOAD, 0, a, sizeof(a), NULL, 0);
+  r = guest__rpc(CALL_OP_MODULE_UNLOAD, 0, &q, NULL);
   if (r == CUDA_SUCCESS)
     guest__module_del(h);
   return r;
@@ -214,32 +209,23 @@ GUEST_EXPORT CUresult cuModuleGetFunction(CUfunction *pf, CUmodule mod, const ch
 
 static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, uint64_t h, uint32_t kind,
                            const char *name) {
-  uint8_t a[12];
-  uint64_t out[2];
-  size_t got = 0, nlen;
-  CUresult res = CUDA_SUCCESS, r = guest__ready();
-  int rc;
+  call_module_global_req_t q = {.module = h, .kind = kind};
+  call_module_global_rep_t out;
+  CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (!name)
     return CUDA_ERROR_INVALID_VALUE;
-  nlen = strlen(name);
-  if (nlen >= GUEST_FUNC_NAME_MAX)
+  q.name = (call_view_t){(const uint8_t *)name, strlen(name)};
+  if (q.name.len >= CALL_FUNC_NAME_MAX)
     return CUDA_ERROR_INVALID_VALUE;
-  memcpy(a, &h, 8);
-  memcpy(a + 8, &kind, 4);
-  rc = guest__call(GUEST_OP_MODULE_GLOBAL, 0, a, sizeof(a), name, nlen, &res, out, sizeof(out),
-                   &got, NULL);
-  if (rc)
-    return guest__cu_error(rc);
-  if (res != CUDA_SUCCESS)
-    return res;
-  if (got != sizeof(out))
-    return guest__cu_error(-EPROTO);
+  r = guest__rpc(CALL_OP_MODULE_GLOBAL, 0, &q, &out);
+  if (r != CUDA_SUCCESS)
+    return r;
   if (dptr)
-    *dptr = out[0];
+    *dptr = out.ptr;
   if (bytes)
-    *bytes = out[1];
+    *bytes = out.size;
   return CUDA_SUCCESS;
 }
 
@@ -285,29 +271,25 @@ GUEST_EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlib
 }
 
 GUEST_EXPORT CUresult cuLibraryGetModule(CUmodule *pmod, CUlibrary lib) {
-  uint64_t a = (uint64_t)(uintptr_t)lib, h = 0;
+  call_library_module_req_t q = {.library = (uint64_t)(uintptr_t)lib};
   uint8_t *rep = NULL;
   size_t rlen = 0;
   CUresult res = CUDA_SUCCESS, r = guest__ready();
-  guest_rd_t rd;
   int rc;
   if (r != CUDA_SUCCESS)
     return r;
   if (!pmod)
     return CUDA_ERROR_INVALID_VALUE;
-  rc = guest__call(GUEST_OP_LIBRARY_MODULE, 0, &a, sizeof(a), NULL, 0, &res, NULL, 0, &rlen,
-                   (void **)&rep);
+  rc = guest__call(CALL_OP_LIBRARY_MODULE, 0, &q, &res, NULL, 0, &rlen, (void **)&rep);
   if (rc)
     return guest__cu_error(rc);
   if (res == CUDA_SUCCESS) {
-    uint32_t nfunc;
-    guest_rd_init(&rd, rep, rlen);
-    h = guest_rd_u64(&rd);
-    nfunc = guest_rd_u32(&rd);
-    if (rd.err || guest__module_add(h, a, rd.p, rd.left, nfunc) != 0)
+    call_library_module_rep_t a;
+    if (call_library_module_rep_decode(rep, rlen, &a, NULL) != 0 ||
+        guest__module_add(a.module, q.library, a.funcs.p, a.funcs.len, a.nfunc) != 0)
       res = guest__cu_error(-EPROTO);
     else
-      *pmod = (CUmodule)(uintptr_t)h;
+      *pmod = (CUmodule)(uintptr_t)a.module;
   }
   free(rep);
   return res;
@@ -402,39 +384,35 @@ GUEST_EXPORT CUresult cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, si
 
 GUEST_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfunction f) {
   const guest_func_t *fn = guest__func_find((uint64_t)(uintptr_t)f);
-  uint8_t a[12];
   uint64_t h = (uint64_t)(uintptr_t)f;
-  int32_t at = attr, out = 0;
+  call_func_attr_req_t q = {.func = h, .attr = attr};
+  call_func_attr_rep_t out = {0};
   CUresult r;
   if (!v)
     return CUDA_ERROR_INVALID_VALUE;
   if (!fn)
     return CUDA_ERROR_INVALID_HANDLE;
-  if (attr >= 0 && attr < GUEST_FUNC_ATTRS && (fn->attr_valid & (1u << attr))) {
+  if (attr >= 0 && attr < CALL_FUNC_ATTRS && (fn->attr_valid & (1u << attr))) {
     *v = fn->attr[attr];
     return CUDA_SUCCESS;
   }
   /* Unknown until the host loads the function (or an attribute newer than
    * this protocol): one round trip, and the answer is kept. */
-  memcpy(a, &h, 8);
-  memcpy(a + 8, &at, 4);
-  r = guest__rpc(GUEST_OP_FUNC_ATTR, 0, a, sizeof(a), &out, sizeof(out));
+  r = guest__rpc(CALL_OP_FUNC_ATTR, 0, &q, &out);
   if (r == CUDA_SUCCESS) {
-    *v = out;
-    guest__func_set_attr(h, attr, out);
+    *v = out.value;
+    guest__func_set_attr(h, attr, out.value);
   }
   return r;
 }
 
 /* Cluster occupancy needs the driver's placement rules: one round trip
- * (OCCUPANCY, guestlib/call.h).  The function handle is not checked here:
+ * (OCCUPANCY, wire/call.def).  The function handle is not checked here:
  * tallyd checks it against the tenant's own table.  Only the two cluster
  * launch attributes are carried; any other is refused, not guessed. */
 static CUresult occupancy(int which, int *out, CUfunction f, const CUlaunchConfig *cfg) {
-  uint8_t a[56];
-  uint64_t h = (uint64_t)(uintptr_t)f;
-  uint32_t w = (uint32_t)which, u[7], cluster[3] = {0, 0, 0};
-  int32_t policy = -1, v = 0;
+  call_occupancy_req_t q = {.func = (uint64_t)(uintptr_t)f, .which = (uint32_t)which, .policy = -1};
+  call_occupancy_rep_t v = {0};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
@@ -443,27 +421,22 @@ static CUresult occupancy(int which, int *out, CUfunction f, const CUlaunchConfi
   for (unsigned i = 0; i < cfg->numAttrs; i++) {
     const CUlaunchAttribute *at = &cfg->attrs[i];
     if (at->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
-      cluster[0] = at->value.clusterDim.x;
-      cluster[1] = at->value.clusterDim.y;
-      cluster[2] = at->value.clusterDim.z;
+      q.cluster[0] = at->value.clusterDim.x;
+      q.cluster[1] = at->value.clusterDim.y;
+      q.cluster[2] = at->value.clusterDim.z;
     } else if (at->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE &&
                (int32_t)at->value.clusterSchedulingPolicyPreference >= 0) {
-      policy = (int32_t)at->value.clusterSchedulingPolicyPreference;
+      q.policy = (int32_t)at->value.clusterSchedulingPolicyPreference;
     } else {
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
-  u[0] = cfg->gridDimX, u[1] = cfg->gridDimY, u[2] = cfg->gridDimZ;
-  u[3] = cfg->blockDimX, u[4] = cfg->blockDimY, u[5] = cfg->blockDimZ;
-  u[6] = cfg->sharedMemBytes;
-  memcpy(a, &h, 8);
-  memcpy(a + 8, &w, 4);
-  memcpy(a + 12, u, 28);
-  memcpy(a + 40, cluster, 12);
-  memcpy(a + 52, &policy, 4);
-  r = guest__rpc(GUEST_OP_OCCUPANCY, 0, a, sizeof(a), &v, sizeof(v));
+  q.grid[0] = cfg->gridDimX, q.grid[1] = cfg->gridDimY, q.grid[2] = cfg->gridDimZ;
+  q.block[0] = cfg->blockDimX, q.block[1] = cfg->blockDimY, q.block[2] = cfg->blockDimZ;
+  q.shmem = cfg->sharedMemBytes;
+  r = guest__rpc(CALL_OP_OCCUPANCY, 0, &q, &v);
   if (r == CUDA_SUCCESS)
-    *out = v;
+    *out = v.value;
   return r;
 }
 
@@ -484,18 +457,14 @@ GUEST_EXPORT CUresult cuKernelGetAttribute(int *v, CUfunction_attribute attr, CU
 }
 
 GUEST_EXPORT CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attr, int value) {
-  uint8_t a[16];
   uint64_t h = (uint64_t)(uintptr_t)f;
-  int32_t at = attr, v = value;
+  call_func_set_attr_req_t q = {.func = h, .attr = attr, .value = value};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (!guest__func_find(h))
     return CUDA_ERROR_INVALID_HANDLE;
-  memcpy(a, &h, 8);
-  memcpy(a + 8, &at, 4);
-  memcpy(a + 12, &v, 4);
-  r = guest__rpc(GUEST_OP_FUNC_SET_ATTR, 0, a, sizeof(a), NULL, 0);
+  r = guest__rpc(CALL_OP_FUNC_SET_ATTR, 0, &q, NULL);
   if (r == CUDA_SUCCESS)
     guest__func_set_attr(h, attr, value);
   return r;
@@ -561,18 +530,17 @@ static bool launch_shape_ok(const guest_func_t *f, const unsigned grid[3], const
   return true;
 }
 
-/* LAUNCH arguments (guestlib/call.h):
- *   0 8 function, 8 12 grid, 20 12 block, 32 4 shared bytes, 36 4 nattr,
- *   40 8 stream, 48 4 argbytes, 52 4 reserved,
- *   56 nattr x sizeof(CUlaunchAttribute) (72, copied as is), then argbytes. */
+/* LAUNCH (wire/call.def): the attributes go as the caller's array, an
+ * extra buffer as it is; only kernelParams are packed, into a stack buffer
+ * for the usual launch (no malloc). */
 static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[3], unsigned shmem,
                        uint64_t s, const CUlaunchAttribute *attrs, unsigned nattr, void **params,
                        void **extra) {
   const guest_func_t *f = guest__func_find(h);
   /* Most launches carry well under 1 KiB of arguments: no malloc for them. */
-  uint8_t head[56], small[1024], *body = NULL;
-  size_t alen = (size_t)nattr * sizeof(CUlaunchAttribute), argbytes;
-  uint32_t z = 0, ab;
+  uint8_t small[1024], *body = NULL;
+  size_t argbytes;
+  call_launch_req_t q;
   const void *argsrc = NULL;
   int rc;
   CUresult r = guest__ready();
@@ -581,9 +549,11 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
     return r;
   if (!f)
     return CUDA_ERROR_INVALID_HANDLE;
-  if (nattr > 64 || (params && extra) || !launch_shape_ok(f, grid, block, shmem))
+  if (nattr > CALL_LAUNCH_ATTRS_MAX || (params && extra) || !launch_shape_ok(f, grid, block, shmem))
     return CUDA_ERROR_INVALID_VALUE;
   argbytes = f->argbytes;
+  if (argbytes > CALL_LAUNCH_ARGS_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
   if (extra) {
     size_t *psize = NULL;
     for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 8; i += 2) {
@@ -601,29 +571,27 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
   } else if (argbytes && !params) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  body = alen + argbytes <= sizeof(small) ? small : malloc(alen + argbytes + 1);
-  if (!body)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  if (alen)
-    memcpy(body, attrs, alen);
-  if (argsrc) {
-    memcpy(body + alen, argsrc, argbytes);
-  } else {
-    memset(body + alen, 0, argbytes);
+  if (!argsrc) {
+    body = argbytes <= sizeof(small) ? small : malloc(argbytes);
+    if (!body)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(body, 0, argbytes);
     for (uint32_t i = 0; i < f->nparams; i++)
-      memcpy(body + alen + f->off[i], params[i], f->size[i]);
+      memcpy(body + f->off[i], params[i], f->size[i]);
+    argsrc = body;
   }
-  ab = (uint32_t)argbytes;
-  memcpy(head, &h, 8);
-  memcpy(head + 8, grid, 12);
-  memcpy(head + 20, block, 12);
-  memcpy(head + 32, &shmem, 4);
-  memcpy(head + 36, &nattr, 4);
-  memcpy(head + 40, &s, 8);
-  memcpy(head + 48, &ab, 4);
-  memcpy(head + 52, &z, 4);
-  rc = guest__post(GUEST_OP_LAUNCH, head, sizeof(head), body, alen + argbytes);
-  if (body != small)
+  memset(&q, 0, sizeof(q));
+  q.func = h;
+  memcpy(q.grid, grid, sizeof(q.grid));
+  memcpy(q.block, block, sizeof(q.block));
+  q.shmem = shmem;
+  q.nattr = nattr;
+  q.stream = s;
+  q.argbytes = (uint32_t)argbytes;
+  q.attrs = (call_view_t){(const uint8_t *)attrs, (size_t)nattr * sizeof(CUlaunchAttribute)};
+  q.args = (call_view_t){argsrc, argbytes};
+  rc = guest__post(CALL_OP_LAUNCH, &q);
+  if (body && body != small)
     free(body);
   return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
 }

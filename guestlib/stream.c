@@ -3,13 +3,13 @@
  * Stream and event handles are tallyd's real ones.  Creating, destroying and
  * querying go one round trip each; recording an event and waiting on one
  * are fire-and-forget (their errors surface at the next synchronising call,
- * guestlib/call.h).  Synchronising calls carry GUEST_CALL_SYNCPOINT, which is
+ * wire/call.def).  Synchronising calls carry CALL_SYNCPOINT, which is
  * where the host reports deferred errors.  Stream capture is not offered, so
  * the capture status is answered locally: never capturing.
  *
  * Priorities are virtualised: the host stream's real priority is decided by
  * the tenant's class (latency-critical the greatest, best-effort the least;
- * hostd/tenant.c), but the application sees what it asked for.  Each stream
+ * the daemon decides), but the application sees what it asked for.  Each stream
  * this process created is kept here with its flags and its requested
  * priority clamped to the device's range, as the driver clamps it, so
  * cuStreamGetPriority and cuStreamGetFlags answer locally and as natively.
@@ -83,10 +83,10 @@ static CUresult stream_lookup(CUstream s, unsigned *flags, int *prio) {
 }
 
 static CUresult stream_new(CUstream *ps, unsigned int flags, int prio) {
-  uint32_t a[2];
-  uint64_t s = 0;
+  call_stream_new_req_t q;
+  call_stream_new_rep_t a = {0};
   CUresult r = guest__ready();
-  const guest_dev_snapshot_t *d;
+  const call_snapshot_t *d;
   if (r != CUDA_SUCCESS)
     return r;
   if (!ps)
@@ -97,17 +97,17 @@ static CUresult stream_new(CUstream *ps, unsigned int flags, int prio) {
     prio = d->prio_greatest;
   if (prio > d->prio_least)
     prio = d->prio_least;
-  a[0] = flags;
-  a[1] = (uint32_t)prio;
-  r = guest__rpc(GUEST_OP_STREAM_NEW, 0, a, sizeof(a), &s, sizeof(s));
+  q.flags = flags;
+  q.priority = prio;
+  r = guest__rpc(CALL_OP_STREAM_NEW, 0, &q, &a);
   if (r != CUDA_SUCCESS)
     return r;
-  if (stream_remember(s, flags, prio) != 0) {
-    uint64_t h = s;
-    (void)guest__rpc(GUEST_OP_STREAM_DEL, 0, &h, sizeof(h), NULL, 0);
+  if (stream_remember(a.stream, flags, prio) != 0) {
+    call_stream_del_req_t d = {.stream = a.stream};
+    (void)guest__rpc(CALL_OP_STREAM_DEL, 0, &d, NULL);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  *ps = (CUstream)(uintptr_t)s;
+  *ps = (CUstream)(uintptr_t)a.stream;
   return CUDA_SUCCESS;
 }
 
@@ -120,42 +120,44 @@ GUEST_EXPORT CUresult cuStreamCreateWithPriority(CUstream *ps, unsigned int flag
 }
 
 GUEST_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
-  uint64_t a = (uint64_t)(uintptr_t)s;
+  call_stream_del_req_t q = {.stream = (uint64_t)(uintptr_t)s};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  r = guest__rpc(GUEST_OP_STREAM_DEL, 0, &a, sizeof(a), NULL, 0);
+  r = guest__rpc(CALL_OP_STREAM_DEL, 0, &q, NULL);
   if (r == CUDA_SUCCESS)
-    stream_forget(a);
+    stream_forget(q.stream);
   return r;
 }
 
 static CUresult stream_op(uint32_t op, CUstream s, int ptds) {
-  uint64_t a = guest__stream(s, ptds);
+  call_stream_sync_req_t sq = {.stream = guest__stream(s, ptds)};
+  call_stream_query_req_t qq = {.stream = sq.stream};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  return guest__rpc(op, GUEST_CALL_SYNCPOINT, &a, sizeof(a), NULL, 0);
+  return guest__rpc(op, CALL_SYNCPOINT, op == CALL_OP_STREAM_SYNC ? (const void *)&sq : &qq, NULL);
 }
 
 GUEST_EXPORT CUresult cuStreamSynchronize(CUstream s) {
-  return stream_op(GUEST_OP_STREAM_SYNC, s, 0);
+  return stream_op(CALL_OP_STREAM_SYNC, s, 0);
 }
 GUEST_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) {
-  return stream_op(GUEST_OP_STREAM_SYNC, s, 1);
+  return stream_op(CALL_OP_STREAM_SYNC, s, 1);
 }
 GUEST_EXPORT CUresult cuStreamQuery(CUstream s) {
-  return stream_op(GUEST_OP_STREAM_QUERY, s, 0);
+  return stream_op(CALL_OP_STREAM_QUERY, s, 0);
 }
 GUEST_EXPORT CUresult cuStreamQuery_ptsz(CUstream s) {
-  return stream_op(GUEST_OP_STREAM_QUERY, s, 1);
+  return stream_op(CALL_OP_STREAM_QUERY, s, 1);
 }
 
 static CUresult ctx_sync(void) {
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  return guest__rpc(GUEST_OP_CTX_SYNC, GUEST_CALL_SYNCPOINT, NULL, 0, NULL, 0);
+  call_ctx_sync_req_t q;
+  return guest__rpc(CALL_OP_CTX_SYNC, CALL_SYNCPOINT, &q, NULL);
 }
 
 GUEST_EXPORT CUresult cuCtxSynchronize(void) {
@@ -282,36 +284,37 @@ GUEST_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mod
 /* ---- events ---- */
 
 GUEST_EXPORT CUresult cuEventCreate(CUevent *pe, unsigned int flags) {
-  uint32_t a = flags;
-  uint64_t e = 0;
+  call_event_new_req_t q = {.flags = flags};
+  call_event_new_rep_t a = {0};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (!pe)
     return CUDA_ERROR_INVALID_VALUE;
-  r = guest__rpc(GUEST_OP_EVENT_NEW, 0, &a, sizeof(a), &e, sizeof(e));
+  r = guest__rpc(CALL_OP_EVENT_NEW, 0, &q, &a);
   if (r == CUDA_SUCCESS)
-    *pe = (CUevent)(uintptr_t)e;
+    *pe = (CUevent)(uintptr_t)a.event;
   return r;
 }
 
 GUEST_EXPORT CUresult cuEventDestroy_v2(CUevent e) {
-  uint64_t a = (uint64_t)(uintptr_t)e;
+  call_event_del_req_t q = {.event = (uint64_t)(uintptr_t)e};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  return guest__rpc(GUEST_OP_EVENT_DEL, 0, &a, sizeof(a), NULL, 0);
+  return guest__rpc(CALL_OP_EVENT_DEL, 0, &q, NULL);
 }
 
 static CUresult event_record(CUevent e, CUstream s, unsigned flags, int ptds) {
-  uint64_t a[3] = {(uint64_t)(uintptr_t)e, guest__stream(s, ptds), flags};
+  call_event_record_req_t q = {
+      .event = (uint64_t)(uintptr_t)e, .stream = guest__stream(s, ptds), .flags = flags};
   CUresult r = guest__ready();
   int rc;
   if (r != CUDA_SUCCESS)
     return r;
   if (!e)
     return CUDA_ERROR_INVALID_HANDLE;
-  rc = guest__post(GUEST_OP_EVENT_RECORD, a, sizeof(a), NULL, 0);
+  rc = guest__post(CALL_OP_EVENT_RECORD, &q);
   return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
 }
 
@@ -329,28 +332,33 @@ GUEST_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigne
 }
 
 static CUresult event_op(uint32_t op, CUevent e) {
-  uint64_t a = (uint64_t)(uintptr_t)e;
+  call_event_sync_req_t sq = {.event = (uint64_t)(uintptr_t)e};
+  call_event_query_req_t qq = {.event = sq.event};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  return guest__rpc(op, GUEST_CALL_SYNCPOINT, &a, sizeof(a), NULL, 0);
+  return guest__rpc(op, CALL_SYNCPOINT, op == CALL_OP_EVENT_SYNC ? (const void *)&sq : &qq, NULL);
 }
 
 GUEST_EXPORT CUresult cuEventSynchronize(CUevent e) {
-  return event_op(GUEST_OP_EVENT_SYNC, e);
+  return event_op(CALL_OP_EVENT_SYNC, e);
 }
 GUEST_EXPORT CUresult cuEventQuery(CUevent e) {
-  return event_op(GUEST_OP_EVENT_QUERY, e);
+  return event_op(CALL_OP_EVENT_QUERY, e);
 }
 
 GUEST_EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end) {
-  uint64_t a[2] = {(uint64_t)(uintptr_t)start, (uint64_t)(uintptr_t)end};
+  call_event_time_req_t q = {.start = (uint64_t)(uintptr_t)start, .end = (uint64_t)(uintptr_t)end};
+  call_event_time_rep_t a = {0};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (!ms)
     return CUDA_ERROR_INVALID_VALUE;
-  return guest__rpc(GUEST_OP_EVENT_TIME, 0, a, sizeof(a), ms, sizeof(*ms));
+  r = guest__rpc(CALL_OP_EVENT_TIME, 0, &q, &a);
+  if (r == CUDA_SUCCESS)
+    *ms = a.ms;
+  return r;
 }
 
 GUEST_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
@@ -358,14 +366,15 @@ GUEST_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) 
 }
 
 static CUresult stream_wait(CUstream s, CUevent e, unsigned flags, int ptds) {
-  uint64_t a[3] = {guest__stream(s, ptds), (uint64_t)(uintptr_t)e, flags};
+  call_stream_wait_req_t q = {
+      .stream = guest__stream(s, ptds), .event = (uint64_t)(uintptr_t)e, .flags = flags};
   CUresult r = guest__ready();
   int rc;
   if (r != CUDA_SUCCESS)
     return r;
   if (!e)
     return CUDA_ERROR_INVALID_HANDLE;
-  rc = guest__post(GUEST_OP_STREAM_WAIT, a, sizeof(a), NULL, 0);
+  rc = guest__post(CALL_OP_STREAM_WAIT, &q);
   return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
 }
 

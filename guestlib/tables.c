@@ -7,10 +7,11 @@
  * MODULE_LOAD reply), which let cuLaunchKernel pack arguments and
  * cuModuleGetFunction resolve names locally.  Both are guarded by their own
  * mutex (never guest__g.lock, which may be held across a round trip).
- * Function entries are never moved once created (the hash holds pointers),
+ * Function entries are never moved once created (the map holds pointers),
  * and live until their module is unloaded.
  */
 #include "guestlib/guest.h"
+#include "wire/u64map.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -75,6 +76,11 @@ int guest__mem_del(uint64_t base, guest_mem_kind_t kind, uint64_t *size) {
     nmem--;
     rc = 0;
   }
+  if (nmem == 0) { /* nothing left: give the storage back */
+    free(mems);
+    mems = NULL;
+    capmem = 0;
+  }
   pthread_mutex_unlock(&mem_lock);
   return rc;
 }
@@ -114,44 +120,18 @@ bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *
 
 /* ---- functions ---- */
 
-/* Open-addressing hash of function handles.  Lock story: func_lock guards
- * the hash and every guest_func_t's attr[] (cuFuncSetAttribute). */
+/* Function handle -> guest_func_t* (wire/u64map.h).  Lock story: func_lock
+ * guards the map and every guest_func_t's attr[] (cuFuncSetAttribute). */
 static pthread_mutex_t func_lock = PTHREAD_MUTEX_INITIALIZER;
-static guest_func_t **slots;
-static size_t nslots, nfuncs;
+static u64map_t funcs;
 
-static size_t hash64(uint64_t h) {
-  return (size_t)((h >> 4) * 0x9e3779b97f4a7c15ull);
+static guest_func_t *func_at(size_t i) {
+  return (guest_func_t *)(uintptr_t)funcs.vals[i];
 }
 
-static int grow(void) {
-  size_t n = nslots ? nslots * 2 : 1024;
-  guest_func_t **s = calloc(n, sizeof(*s));
-  if (!s)
-    return -ENOMEM;
-  for (size_t i = 0; i < nslots; i++) {
-    if (!slots[i] || slots[i] == (guest_func_t *)1)
-      continue;
-    size_t j = hash64(slots[i]->handle) & (n - 1);
-    while (s[j])
-      j = (j + 1) & (n - 1);
-    s[j] = slots[i];
-  }
-  free(slots);
-  slots = s;
-  nslots = n;
-  return 0;
-}
-
-static guest_func_t **lookup(uint64_t handle) {
-  if (!nslots)
-    return NULL;
-  for (size_t j = hash64(handle) & (nslots - 1);; j = (j + 1) & (nslots - 1)) {
-    if (!slots[j])
-      return NULL;
-    if (slots[j] != (guest_func_t *)1 && slots[j]->handle == handle)
-      return &slots[j];
-  }
+static guest_func_t *lookup(uint64_t handle) {
+  uint64_t v;
+  return u64map_get(&funcs, handle, &v) ? (guest_func_t *)(uintptr_t)v : NULL;
 }
 
 static void func_free(guest_func_t *f) {
@@ -163,106 +143,114 @@ static void func_free(guest_func_t *f) {
   free(f);
 }
 
+/* A function of module/owner from one FUNC record (wire/call.def); NULL
+ * with *rc -ENOMEM or -EPROTO. */
+static guest_func_t *func_from_rec(const call_func_t *rec, uint64_t module, uint64_t owner,
+                                   int *rc) {
+  guest_func_t *f = calloc(1, sizeof(*f));
+  wire_rd_t pr;
+  if (!f) {
+    *rc = -ENOMEM;
+    return NULL;
+  }
+  f->handle = rec->handle;
+  f->module = module;
+  f->owner = owner;
+  f->nparams = rec->nparams;
+  f->attr_valid = rec->valid;
+  memcpy(f->attr, rec->attr, sizeof(f->attr));
+  f->name = malloc(rec->name.len + 1);
+  f->off = calloc(f->nparams ? f->nparams : 1, sizeof(uint32_t));
+  f->size = calloc(f->nparams ? f->nparams : 1, sizeof(uint32_t));
+  if (!f->name || !f->off || !f->size) {
+    *rc = -ENOMEM;
+    func_free(f);
+    return NULL;
+  }
+  memcpy(f->name, rec->name.p, rec->name.len);
+  f->name[rec->name.len] = 0;
+  wire_rd_init(&pr, rec->params.p, rec->params.len); /* nparams x (u32 offset, u32 size) */
+  for (uint32_t i = 0; i < f->nparams; i++) {
+    (void)wire_rd_get_u32(&pr, &f->off[i]);
+    (void)wire_rd_get_u32(&pr, &f->size[i]);
+    if (f->off[i] + (uint64_t)f->size[i] > f->argbytes)
+      f->argbytes = f->off[i] + f->size[i];
+  }
+  /* cuLaunchKernel's parameter buffer holds at most 32764 bytes (CUDA 12.1+). */
+  if (wire_rd_status(&pr) || f->argbytes > CALL_LAUNCH_ARGS_MAX) {
+    *rc = -EPROTO;
+    func_free(f);
+    return NULL;
+  }
+  return f;
+}
+
+/* Forgets every function whose module or owner is h (only module when
+ * only_module); an empty map gives its storage back.  func_lock held. */
+static void forget_locked(uint64_t h, bool only_module) {
+  for (size_t i = 0; i < funcs.cap; i++)
+    if (funcs.keys[i] && (func_at(i)->module == h || (!only_module && func_at(i)->owner == h))) {
+      guest_func_t *f = func_at(i);
+      u64map_del(&funcs, funcs.keys[i]);
+      func_free(f);
+      i--; /* a later entry may have moved into slot i (u64map.h) */
+    }
+  if (funcs.len == 0)
+    u64map_close(&funcs);
+}
+
 int guest__module_add(uint64_t module, uint64_t owner, const uint8_t *recs, size_t len,
                       uint32_t nfunc) {
-  guest_rd_t r;
+  size_t at = 0;
   int rc = 0;
 
-  guest_rd_init(&r, recs, len);
   pthread_mutex_lock(&func_lock);
   for (uint32_t k = 0; k < nfunc; k++) {
-    guest_func_t *f = calloc(1, sizeof(*f));
-    uint32_t name_len;
-    const uint8_t *name;
-    if (!f) {
-      rc = -ENOMEM;
-      break;
-    }
-    f->handle = guest_rd_u64(&r);
-    f->module = module;
-    f->owner = owner;
-    f->nparams = guest_rd_u32(&r);
-    name_len = guest_rd_u32(&r);
-    f->attr_valid = guest_rd_u32(&r);
-    for (int a = 0; a < GUEST_FUNC_ATTRS; a++)
-      f->attr[a] = (int32_t)guest_rd_u32(&r);
-    if (r.err || f->nparams > GUEST_MAX_PARAMS || name_len >= GUEST_FUNC_NAME_MAX) {
-      free(f);
+    call_func_t rec;
+    guest_func_t *f;
+    size_t used = 0;
+    if (call_func_decode(recs + at, len - at, &rec, &used, NULL) != 0) {
       rc = -EPROTO;
       break;
     }
-    name = guest_rd_view(&r, name_len);
-    f->name = malloc(name_len + 1);
-    f->off = calloc(f->nparams ? f->nparams : 1, sizeof(uint32_t));
-    f->size = calloc(f->nparams ? f->nparams : 1, sizeof(uint32_t));
-    if (!name || !f->name || !f->off || !f->size) {
-      rc = name ? -ENOMEM : -EPROTO;
+    at += used;
+    if (!(f = func_from_rec(&rec, module, owner, &rc)))
+      break;
+    guest_func_t *old = lookup(f->handle); /* the host reuses a handle only after its unload */
+    if ((rc = u64map_put(&funcs, f->handle, (uint64_t)(uintptr_t)f)) != 0) {
+      rc = rc == -EINVAL ? -EPROTO : rc; /* handle 0 */
       func_free(f);
       break;
     }
-    memcpy(f->name, name, name_len);
-    f->name[name_len] = 0;
-    for (uint32_t i = 0; i < f->nparams; i++) {
-      f->off[i] = guest_rd_u32(&r);
-      f->size[i] = guest_rd_u32(&r);
-      if (f->off[i] + (uint64_t)f->size[i] > f->argbytes)
-        f->argbytes = f->off[i] + f->size[i];
-    }
-    /* cuLaunchKernel's parameter buffer holds at most 32764 bytes (CUDA 12.1+). */
-    if (r.err || f->argbytes > 32768) {
-      rc = -EPROTO;
-      func_free(f);
-      break;
-    }
-    if ((nfuncs + 1) * 2 > nslots && (rc = grow()) != 0) {
-      func_free(f);
-      break;
-    }
-    guest_func_t **old = lookup(f->handle);
-    if (old) { /* the host reuses a handle only after its unload */
-      func_free(*old);
-      *old = f;
-      continue;
-    }
-    size_t j = hash64(f->handle) & (nslots - 1);
-    while (slots[j] && slots[j] != (guest_func_t *)1)
-      j = (j + 1) & (nslots - 1);
-    slots[j] = f;
-    nfuncs++;
+    func_free(old);
   }
+  if (rc != 0)
+    forget_locked(module, true); /* all or nothing */
   pthread_mutex_unlock(&func_lock);
   return rc;
 }
 
 void guest__module_del(uint64_t h) {
   pthread_mutex_lock(&func_lock);
-  for (size_t i = 0; i < nslots; i++)
-    if (slots[i] && slots[i] != (guest_func_t *)1 &&
-        (slots[i]->module == h || slots[i]->owner == h)) {
-      func_free(slots[i]);
-      slots[i] = (guest_func_t *)1; /* tombstone */
-      nfuncs--;
-    }
+  forget_locked(h, false);
   pthread_mutex_unlock(&func_lock);
 }
 
 const guest_func_t *guest__func_find(uint64_t handle) {
-  guest_func_t **p;
   const guest_func_t *f;
   pthread_mutex_lock(&func_lock);
-  p = lookup(handle);
-  f = p ? *p : NULL;
+  f = lookup(handle);
   pthread_mutex_unlock(&func_lock);
   return f;
 }
 
 void guest__func_set_attr(uint64_t handle, int attr, int32_t value) {
-  guest_func_t **p;
+  guest_func_t *f;
   pthread_mutex_lock(&func_lock);
-  p = lookup(handle);
-  if (p && attr >= 0 && attr < GUEST_FUNC_ATTRS) {
-    (*p)->attr[attr] = value;
-    (*p)->attr_valid |= 1u << attr;
+  f = lookup(handle);
+  if (f && attr >= 0 && attr < CALL_FUNC_ATTRS) {
+    f->attr[attr] = value;
+    f->attr_valid |= 1u << attr;
   }
   pthread_mutex_unlock(&func_lock);
 }
@@ -270,10 +258,9 @@ void guest__func_set_attr(uint64_t handle, int attr, int32_t value) {
 const guest_func_t *guest__func_by_name(uint64_t module, const char *name) {
   const guest_func_t *f = NULL;
   pthread_mutex_lock(&func_lock);
-  for (size_t i = 0; i < nslots && !f; i++)
-    if (slots[i] && slots[i] != (guest_func_t *)1 && slots[i]->module == module &&
-        strcmp(slots[i]->name, name) == 0)
-      f = slots[i];
+  for (size_t i = 0; i < funcs.cap && !f; i++)
+    if (funcs.keys[i] && func_at(i)->module == module && strcmp(func_at(i)->name, name) == 0)
+      f = func_at(i);
   pthread_mutex_unlock(&func_lock);
   return f;
 }
@@ -281,10 +268,10 @@ const guest_func_t *guest__func_by_name(uint64_t module, const char *name) {
 unsigned guest__module_funcs(uint64_t module, uint64_t *out, unsigned cap) {
   unsigned n = 0;
   pthread_mutex_lock(&func_lock);
-  for (size_t i = 0; i < nslots; i++)
-    if (slots[i] && slots[i] != (guest_func_t *)1 && slots[i]->module == module) {
+  for (size_t i = 0; i < funcs.cap; i++)
+    if (funcs.keys[i] && func_at(i)->module == module) {
       if (out && n < cap)
-        out[n] = slots[i]->handle;
+        out[n] = funcs.keys[i];
       n++;
     }
   pthread_mutex_unlock(&func_lock);

@@ -3,7 +3,7 @@
  * One device, one context: the device's primary context, retained at init
  * and made current on every tenant worker thread before its first request
  * (thread_enter, called by tenant.c), so kernels of all tenants share it
- * and can overlap (BRIEF decision 4).  There is no in-process reset: after
+ * and can overlap (docs/decisions.md, D4).  There is no in-process reset: after
  * a context-corrupting error the driver refuses even a reset context to
  * this process (cuDevicePrimaryCtxRetain answers 700, measured on the
  * H200), so tallyd re-executes itself instead (hostd/restart.c).
@@ -139,7 +139,7 @@ static CUresult load_driver(void) {
 }
 
 /* Every attribute we describe must exist in the driver's header. */
-_Static_assert(GUEST_FUNC_ATTRS <= CU_FUNC_ATTRIBUTE_MAX, "GUEST_FUNC_ATTRS past cuda.h");
+_Static_assert(CALL_FUNC_ATTRS <= CU_FUNC_ATTRIBUTE_MAX, "CALL_FUNC_ATTRS past cuda.h");
 
 static CUcontext ctx;   /* the primary context; written once by init */
 static CUdevice device; /* the served device */
@@ -151,7 +151,7 @@ static CUdevice device; /* the served device */
  * driver once for the primary context and ships the answer in the snapshot;
  * -1 when the driver has no such table or slot. */
 static int32_t ident_slot39(CUcontext c) {
-  static const CUuuid id = {GUEST_UUID_CTX_IDENT};
+  static const CUuuid id = {CALL_UUID_CTX_IDENT};
   const void *const *t = NULL;
   void *obj = NULL;
   uint64_t value = 0; /* 8 bytes: the driver writes at least the low 4 */
@@ -166,7 +166,7 @@ static int32_t ident_slot39(CUcontext c) {
   return (int32_t)(uint32_t)value;
 }
 
-static CUresult cuda_init(int ordinal, guest_dev_snapshot_t *snap) {
+static CUresult cuda_init(int ordinal, call_snapshot_t *snap) {
   CUresult r;
   int least = 0, greatest = 0;
 
@@ -189,7 +189,7 @@ static CUresult cuda_init(int ordinal, guest_dev_snapshot_t *snap) {
     return r;
   snap->total_mem = total;
   snap->primary_ctx = (uint64_t)(uintptr_t)ctx;
-  for (int a = 1; a < GUEST_ATTR_MAX && a < CU_DEVICE_ATTRIBUTE_MAX; a++) {
+  for (int a = 1; a < CALL_ATTR_MAX && a < CU_DEVICE_ATTRIBUTE_MAX; a++) {
     int v = 0;
     /* Attributes this driver does not know stay 0, as the real answer would be an error. */
     if (D.cuDeviceGetAttribute(&v, (CUdevice_attribute)a, device) == CUDA_SUCCESS)
@@ -345,7 +345,7 @@ static CUresult cuda_module_unload(uint64_t h, int kind) {
 /* Describes one function or kernel and hands it to cb. */
 static CUresult describe(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
   hostd_func_info_t fi;
-  uint32_t off[GUEST_MAX_PARAMS], size[GUEST_MAX_PARAMS];
+  uint32_t off[CALL_MAX_PARAMS], size[CALL_MAX_PARAMS];
   const char *name = NULL;
   CUresult r;
 
@@ -356,7 +356,7 @@ static CUresult describe(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
   if (r != CUDA_SUCCESS)
     return r;
   fi.name = name;
-  for (uint32_t i = 0; i < GUEST_MAX_PARAMS; i++) {
+  for (uint32_t i = 0; i < CALL_MAX_PARAMS; i++) {
     size_t o = 0, s = 0;
     r = kind == 0 ? D.cuFuncGetParamInfo((CUfunction)(uintptr_t)h, i, &o, &s)
                   : D.cuKernelGetParamInfo((CUkernel)(uintptr_t)h, i, &o, &s);
@@ -366,7 +366,7 @@ static CUresult describe(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
     size[i] = (uint32_t)s;
     fi.nparams = i + 1;
   }
-  for (int a = 0; a < GUEST_FUNC_ATTRS; a++) {
+  for (int a = 0; a < CALL_FUNC_ATTRS; a++) {
     int v = 0;
     CUresult ra =
         kind == 0

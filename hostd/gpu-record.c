@@ -63,7 +63,7 @@ typedef struct rec_kernel {
   char name[64];
   uint32_t nparams, off[16], size[16];
   bool loaded;                    /* a query loaded it (lazy loading) */
-  int32_t attr[GUEST_FUNC_ATTRS]; /* cuFuncGetAttribute values, set by Set */
+  int32_t attr[CALL_FUNC_ATTRS]; /* cuFuncGetAttribute values, set by Set */
 } rec_kernel_t;
 
 /* The attributes the driver answers only for loaded functions (cuda.h,
@@ -125,16 +125,22 @@ typedef struct rec_op {
 typedef struct rec_stream {
   uint64_t h;
   bool gated, deleted;
-  uint64_t evwait; /* blocked until this event has no queued record (stream_wait), or 0 */
+  uint64_t evwait; /* blocked until record evtarget of this event ran (stream_wait), or 0 */
+  uint64_t evtarget;
   rec_gate_t *g; /* the gate it waits for while gated */
   uint32_t slot, value;
   rec_op_t *head, *tail;
   struct rec_stream *next;
 } rec_stream_t;
 
+/* Records of an event are numbered; a record queued behind a gate runs
+ * later.  A wait (stream_wait) is for the record that was the latest when
+ * the wait was made, as on the driver, so an event recorded again meanwhile
+ * does not move what an earlier wait waits for. */
 typedef struct rec_event {
   uint64_t h;
-  unsigned pending; /* records queued behind a gate */
+  uint64_t recorded; /* records made */
+  uint64_t done;     /* the highest-numbered record that ran */
   struct rec_event *next;
 } rec_event_t;
 
@@ -209,7 +215,7 @@ static uint8_t *find(uint64_t p, uint64_t n) {
   return NULL;
 }
 
-static CUresult rec_init(int device, guest_dev_snapshot_t *snap) {
+static CUresult rec_init(int device, call_snapshot_t *snap) {
   static const uint8_t uuid[16] = {0x74, 0x61, 0x6c, 0x6c, 0x79, 0x2d, 0x72, 0x65,
                                    0x63, 0x6f, 0x72, 0x64, 0x00, 0x00, 0x00, 0x01};
   if (device != 0)
@@ -378,9 +384,10 @@ static bool gate_reached(const rec_gate_t *g, uint32_t slot, uint32_t value) {
   return (int32_t)(g->words[slot] - value) >= 0;
 }
 
-static bool event_pending(uint64_t e) {
+/* Whether record `target` of event e has run (a deleted event: yes). */
+static bool event_reached(uint64_t e, uint64_t target) {
   rec_event_t *ev = event_find(e);
-  return ev && ev->pending;
+  return !ev || ev->done >= target;
 }
 
 /* Set when queued work ran that may unblock another stream (a record):
@@ -444,8 +451,8 @@ static void exec_op(rec_op_t *o) {
     break;
   case OP_RECORD: {
     rec_event_t *ev = event_find(o->a);
-    if (ev && ev->pending)
-      ev->pending--;
+    if (ev && ev->done < o->b)
+      ev->done = o->b;
     moved = true;
     break;
   }
@@ -467,15 +474,17 @@ static void drain(void) {
       rec_stream_t *st = *pst;
       if (st->gated && gate_reached(st->g, st->slot, st->value))
         st->gated = false;
-      if (st->evwait && !event_pending(st->evwait))
+      if (st->evwait && event_reached(st->evwait, st->evtarget))
         st->evwait = 0;
       while (!st->gated && !st->evwait && st->head) {
         rec_op_t *o = st->head;
         if (!(st->head = o->next))
           st->tail = NULL;
         if (o->kind == OP_EVWAIT) {
-          if (event_pending(o->a))
+          if (!event_reached(o->a, o->b)) {
             st->evwait = o->a;
+            st->evtarget = o->b;
+          }
           free(o);
           continue;
         }
@@ -665,17 +674,22 @@ static CUresult rec_stream_query(uint64_t s) {
   return b ? CUDA_ERROR_NOT_READY : sync_result();
 }
 /* A real cross-stream wait for records queued behind a gate: s blocks until
- * the event has none left (a later re-record of the event is not told apart). */
+ * the record that was the event's latest when the wait was made. */
 static CUresult rec_stream_wait(uint64_t s, uint64_t e, unsigned flags) {
   LIVE(s, e);
   rec_op_t o = {.kind = OP_EVWAIT, .a = e};
   rec_stream_t *st;
+  rec_event_t *ev;
   (void)flags;
   count(HOSTD_RECORD_WAIT);
   pthread_mutex_lock(&lock);
   st = stream_find(s);
-  if (st && !defer(s, &o) && event_pending(e))
+  ev = event_find(e);
+  o.b = ev ? ev->recorded : 0; /* the latest record, now */
+  if (st && !defer(s, &o) && !event_reached(e, o.b)) {
     st->evwait = e;
+    st->evtarget = o.b;
+  }
   pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
@@ -715,8 +729,11 @@ static CUresult rec_event_record(uint64_t e, uint64_t s, unsigned flags) {
   count(HOSTD_RECORD_RECORD);
   pthread_mutex_lock(&lock);
   ev = event_find(e);
-  if (ev && defer(s, &o))
-    ev->pending++;
+  if (ev) {
+    o.b = ++ev->recorded;
+    if (!defer(s, &o))
+      ev->done = o.b; /* ran at once */
+  }
   pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
@@ -724,7 +741,7 @@ static CUresult rec_event_sync(uint64_t e) {
   LIVE(e);
   rec_event_t *ev;
   pthread_mutex_lock(&lock);
-  while ((ev = event_find(e)) && ev->pending)
+  while ((ev = event_find(e)) && ev->done < ev->recorded)
     pthread_cond_wait(&cv, &lock);
   pthread_mutex_unlock(&lock);
   return sync_result();
@@ -734,7 +751,7 @@ static CUresult rec_event_query(uint64_t e) {
   rec_event_t *ev;
   bool pending;
   pthread_mutex_lock(&lock);
-  pending = (ev = event_find(e)) && ev->pending && !sticky;
+  pending = (ev = event_find(e)) && ev->done < ev->recorded && !sticky;
   pthread_mutex_unlock(&lock);
   return pending ? CUDA_ERROR_NOT_READY : sync_result();
 }
@@ -883,7 +900,7 @@ static CUresult rec_module_functions(uint64_t h, int kind, hostd_func_cb cb, voi
     fi.off = m->k[i].off;
     fi.size = m->k[i].size;
     pthread_mutex_lock(&lock);
-    for (int a = 0; a < GUEST_FUNC_ATTRS; a++)
+    for (int a = 0; a < CALL_FUNC_ATTRS; a++)
       if (m->k[i].loaded || !needs_load(a)) {
         fi.attr[a] = m->k[i].attr[a];
         fi.attr_valid |= 1u << a;
@@ -1074,7 +1091,7 @@ static CUresult rec_func_attr(uint64_t f, int kind, int attr, int *v) {
   (void)kind;
   if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
-  if (attr < 0 || attr >= GUEST_FUNC_ATTRS)
+  if (attr < 0 || attr >= CALL_FUNC_ATTRS)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   k->loaded = true;
@@ -1089,7 +1106,7 @@ static CUresult rec_func_set_attr(uint64_t f, int kind, int attr, int v) {
   (void)kind;
   if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
-  if (attr < 0 || attr >= GUEST_FUNC_ATTRS)
+  if (attr < 0 || attr >= CALL_FUNC_ATTRS)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   k->attr[attr] = v;

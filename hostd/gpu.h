@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "guestlib/call.h"
+#include "wire/call.h"
 
 /* One function of a loaded module, as hostd__gpu.module_functions reports it. */
 typedef struct hostd_func_info {
@@ -29,8 +29,8 @@ typedef struct hostd_func_info {
   const char *name;
   uint32_t nparams;
   const uint32_t *off, *size; /* nparams each */
-  uint32_t attr_valid;        /* bit a: attr[a] was answered (guestlib/call.h) */
-  int32_t attr[GUEST_FUNC_ATTRS];
+  uint32_t attr_valid;        /* bit a: attr[a] was answered (wire/call.def, FUNC) */
+  int32_t attr[CALL_FUNC_ATTRS];
 } hostd_func_info_t;
 
 typedef int (*hostd_func_cb)(void *arg, const hostd_func_info_t *f);
@@ -43,7 +43,7 @@ typedef void (*hostd_reached_cb)(void *arg);
 typedef struct hostd_gpu_ops {
   const char *name; /* "cuda" or "record" */
   /* Initialises the backend for device ordinal `device`; fills the snapshot. */
-  CUresult (*init)(int device, guest_dev_snapshot_t *snap);
+  CUresult (*init)(int device, call_snapshot_t *snap);
   void (*shutdown)(void);
   CUresult (*thread_enter)(void);
   CUresult (*mem_alloc)(uint64_t *p, uint64_t size);

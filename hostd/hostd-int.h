@@ -1,8 +1,9 @@
 /* hostd-int.h: declarations shared by hostd/'s own files.
  *
  * The daemon is three layers: server.c accepts tenants (wire/ on libuv) and
- * runs one worker thread per tenant that executes its requests in order; tenant.c executes
- * one request against the tenant's tables and the GPU backend (gpu.h);
+ * runs one worker thread per tenant that executes its requests in order; tenant.c keeps
+ * a tenant's tables and exec.c executes one request against them and the GPU
+ * backend (gpu.h), one handler per op of wire/call.def;
  * modcache.c keeps module images by content id in memory and in the state
  * directory.  Nothing here is visible outside hostd/ except through
  * hostd.h (tests include this header too, to drive tenants directly).
@@ -15,9 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "guestlib/call.h"
-#include "guestlib/codec.h"
 #include "hostd/hostd.h"
+#include "wire/call.h"
 
 /* ---- logging (log.c): level from the configuration; stderr ---- */
 extern hostd_log_level_t hostd__log_level;
@@ -25,7 +25,7 @@ void hostd__log(hostd_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* ---- per-op counters, for tests and the stats line at exit ---- */
-extern unsigned long hostd__op_count[GUEST_OP_COUNT];
+extern unsigned long hostd__op_count[CALL_OP_COUNT];
 
 /* ---- module images by content id (modcache.c) ---- */
 /* Returns the image with this id (memory, then state_dir/modules/<id>.img),
@@ -76,12 +76,13 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp);
 /* Frees everything the tenant owns on the GPU (memory, streams, events,
  * modules) and the tenant itself.  NULL ok. */
 void hostd__tenant_free(hostd_tenant_t *t);
-/* Executes one request.  hdr is the 16-byte header, args its `len` bytes.
- * For a synchronous request fills *reply (header + results); for an async
- * one leaves it empty.  Returns 0, or -EPROTO when the request is malformed
- * (the caller then closes the tenant and logs `why`). */
+/* Executes one request: op and flags from its header (wire/call.h), args
+ * its `len` bytes.  For a synchronous request fills *reply (reply header +
+ * results); for an async one leaves it empty.  Returns 0, -ENOMEM (reply),
+ * or -EPROTO when the request is malformed (the caller then closes the
+ * tenant and logs `why`, which lives until the tenant's next request). */
 int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uint8_t *args,
-                       size_t len, guest_wr_t *reply, const char **why);
+                       size_t len, wire_buf_t *reply, const char **why);
 uint32_t hostd__tenant_id(const hostd_tenant_t *t);
 /* The name of r when it corrupts a CUDA context (illegal address, ...), else
  * NULL: tallyd then marks every tenant lost and restarts (tenant.c, recover;
@@ -121,7 +122,7 @@ int hostd__tenant_pinned_add(hostd_tenant_t *t, uint64_t tag, void *addr, size_t
 
 /* The served device's snapshot (filled by hostd__gpu.init), and the token
  * TCP tenants must present ("" = none).  Written once before any tenant. */
-extern guest_dev_snapshot_t hostd__snapshot;
+extern call_snapshot_t hostd__snapshot;
 extern int hostd__ndev;
 extern char hostd__token[256];
 

@@ -8,7 +8,7 @@
  * guest's host-function thread long-polls with HOSTFN_WAIT calls, which are
  * handled here on the loop thread and never queued for the tenant's worker:
  * the worker may be blocked in a synchronisation waiting for exactly that
- * host function (guestlib/call.h).  Reached functions are handed out in the
+ * host function (wire/call.def, HOSTFN_WAIT).  Reached functions are handed out in the
  * order the streams reach them; a HOSTFN_WAIT with done 1 opens the gate of
  * the one it was last given.
  *
@@ -103,19 +103,23 @@ void hostd__hostfn_unref(hostd_hostfn_t *h) {
 
 /* Answers wire call id with CUresult r and, on success, seq. */
 static void answer(hostd_hostfn_t *h, uint64_t id, CUresult r, uint64_t seq) {
-  uint8_t *b = malloc(GUEST_REPLY_HDR_LEN + 8);
-  uint32_t res = (uint32_t)r, len = r == CUDA_SUCCESS ? 8 : 0;
-  if (!b) {
+  call_hostfn_wait_rep_t rep = {.seq = seq};
+  wire_buf_t b;
+  wire_buf_init(&b);
+  (void)wire_buf_reserve(&b, CALL_REPLY_HDR_LEN);
+  b.len = b.err ? 0 : CALL_REPLY_HDR_LEN;
+  if (r == CUDA_SUCCESS)
+    (void)call_hostfn_wait_rep_put(&rep, &b);
+  if (b.err) {
     /* Maybe on a driver thread, where the tenant cannot be closed: the
      * guest's host-function thread then waits until the tenant goes. */
     hostd__log(HOSTD_LOG_ERROR, "out of memory answering a host-function poll");
+    wire_buf_close(&b);
     return;
   }
-  memcpy(b, &res, 4);
-  memcpy(b + 4, &len, 4);
-  memcpy(b + 8, &seq, 8);
-  /* Fails only once the tenant is closed: nothing left to tell. */
-  (void)wire_tenant_reply_mt(h->wt, id, b, GUEST_REPLY_HDR_LEN + len);
+  call_reply_hdr_write(b.data, (uint32_t)r, (uint32_t)(b.len - CALL_REPLY_HDR_LEN));
+  /* Fails only once the tenant is closed: nothing left to tell; wire owns b. */
+  (void)wire_tenant_reply_mt(h->wt, id, b.data, b.len);
 }
 
 /* Frees slot i and counts its post finished.  mu held; the caller opens the
@@ -218,17 +222,21 @@ fail:
 }
 
 void hostd__hostfn_wait(hostd_hostfn_t *h, uint64_t id, const uint8_t *args, size_t len) {
-  guest_rd_t rd;
+  call_hostfn_wait_req_t q;
+  call_why_t why;
   uint32_t done, value = 0;
   int open = -1;
   bool answer_now = false, refuse = false, stop_parked = false;
   uint64_t seq = 0, parked_id = 0;
   void *gate;
 
-  guest_rd_init(&rd, args, len);
-  done = guest_rd_u32(&rd);
-  (void)guest_rd_u32(&rd);
-  if (rd.err || done > 2) {
+  if (call_hostfn_wait_req_decode(args, len, &q, &why) != 0) {
+    hostd__log(HOSTD_LOG_INFO, "malformed request: %s; closing the tenant", why.text);
+    wire_tenant_close(h->wt, -EPROTO, why.text);
+    return;
+  }
+  done = q.done;
+  if (done > 2) {
     answer(h, id, CUDA_ERROR_INVALID_VALUE, 0);
     return;
   }

@@ -4,8 +4,8 @@
 # (sibling files behind hostd/gpu.h): tallyd links gpu-cuda.c and the real
 # driver, unit tests link gpu-record.c and never touch a GPU.
 noinst_LIBRARIES += hostd/libtallyhostd.a hostd/libtallyhostd-cuda.a hostd/libtallyhostd-record.a
-hostd_libtallyhostd_a_SOURCES = hostd/hostd.h hostd/hostd-int.h hostd/gpu.h hostd/map.h \
-	hostd/config.c hostd/log.c hostd/map.c hostd/modcache.c hostd/tenant.c hostd/server.c \
+hostd_libtallyhostd_a_SOURCES = hostd/hostd.h hostd/hostd-int.h hostd/tenant-int.h hostd/gpu.h \
+	hostd/config.c hostd/log.c hostd/modcache.c hostd/tenant.c hostd/exec.c hostd/server.c \
 	hostd/hostfn.c hostd/sched.c hostd/sched.h \
 	hostd/restart.c
 hostd_libtallyhostd_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)

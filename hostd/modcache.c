@@ -1,6 +1,6 @@
 /* modcache.c: module images by content id, in memory and in the state dir.
  *
- * Tenants name an image by the XXH3-64 of its bytes (BRIEF decision 5) and
+ * Tenants name an image by the XXH3-64 of its bytes (docs/decisions.md, D5) and
  * send the bytes only when tallyd lacks them; every tenant loading the same
  * fatbin shares one copy here (each still gets its own CUmodule, since module
  * globals must not be shared between tenants).  Images are also written to
@@ -110,7 +110,7 @@ static image_t *read_file(uint64_t id) {
   if (!f)
     return NULL;
   /* The same bound a tenant's message has. */
-  if (fstat(fileno(f), &st) == 0 && st.st_size > 0 && (size_t)st.st_size <= GUEST_CALL_MAX_LEN &&
+  if (fstat(fileno(f), &st) == 0 && st.st_size > 0 && (size_t)st.st_size <= CALL_MAX_LEN &&
       (buf = malloc((size_t)st.st_size)) != NULL) {
     if (fread(buf, 1, (size_t)st.st_size, f) == (size_t)st.st_size &&
         XXH3_64bits(buf, (size_t)st.st_size) == id)

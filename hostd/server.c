@@ -136,25 +136,66 @@ static void msg_free(worker_t *w, msg_t *m) {
   free(m);
 }
 
+/* Executes one queued request of tenant t: its reply goes to wire, a
+ * malformed or failed one closes the tenant with the reason. */
+static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *reply) {
+  hostd_server_t *s = w->srv;
+  const char *why = NULL;
+  uint32_t op = 0, flags = 0, len = 0;
+  int rc = -EPROTO;
+
+  if (m->len >= CALL_HDR_LEN) {
+    call_hdr_t h;
+    call_hdr_read(m->data, &h);
+    op = h.op, flags = h.flags, len = h.len;
+    /* A post must say ASYNC and a call must not: the guest's framing. */
+    if (len == m->len - CALL_HDR_LEN && ((flags & CALL_ASYNC) != 0) == (m->kind == WIRE_MSG_POST))
+      rc = hostd__tenant_exec(t, op, flags, m->data + CALL_HDR_LEN, len, reply, &why);
+    else
+      why = "request header does not match its wire message";
+  } else {
+    why = "request shorter than its header";
+  }
+  if (rc == 0 && m->kind == WIRE_MSG_CALL) {
+    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
+    /* wire takes the buffer; the next reply grows a new one. */
+    if (wire_tenant_reply_mt(w->wt, m->id, reply->data, reply->len) != 0)
+      hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply after close dropped", w->id);
+    wire_buf_init(reply);
+  } else if (rc != 0) {
+    struct close_req *c = calloc(1, sizeof(*c));
+    hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
+               rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
+    pthread_mutex_lock(&w->mu);
+    __atomic_store_n(&w->broken, true, __ATOMIC_RELEASE); /* read by this thread only now */
+    pthread_mutex_unlock(&w->mu);
+    if (c) {
+      wire_tenant_ref(w->wt);
+      c->wt = w->wt;
+      snprintf(c->why, sizeof(c->why), "%s", why ? why : "request failed");
+      pthread_mutex_lock(&s->lock);
+      c->next = s->to_close;
+      s->to_close = c;
+      pthread_mutex_unlock(&s->lock);
+      uv_async_send(&s->close_async);
+    }
+  }
+}
+
 static void *worker_main(void *arg) {
   worker_t *w = arg;
   hostd_server_t *s = w->srv;
   hostd_tenant_t *t = hostd__tenant_new(w->id, wire_tenant_info(w->wt)->local == false);
-  guest_wr_t reply = {0};
+  wire_buf_t reply = {0};
   /* The context is made current by the first request (hostd__tenant_exec),
    * under the lock that keeps a reset from running at the same time. */
   bool ok = t != NULL;
-
   msg_t *batch = NULL; /* taken from the queue, not yet executed */
 
   if (!ok)
     hostd__log(HOSTD_LOG_ERROR, "tenant %u: cannot set up (out of memory)", w->id);
   for (;;) {
     msg_t *m;
-    const char *why = NULL;
-    uint32_t op = 0, flags = 0, len = 0;
-    int rc = -EPROTO;
-
     if (!batch) {
       if (s->spin_ns && !__atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
         /* Bounded poll (worker_spin_us) saves the condition-variable wakeup
@@ -194,49 +235,13 @@ static void *worker_main(void *arg) {
       msg_free(w, m);
       continue;
     }
-    if (m->len >= GUEST_CALL_HDR_LEN) {
-      memcpy(&op, m->data, 4);
-      memcpy(&flags, m->data + 4, 4);
-      memcpy(&len, m->data + 8, 4);
-      /* A post must say ASYNC and a call must not: the guest's framing. */
-      if (len == m->len - GUEST_CALL_HDR_LEN &&
-          ((flags & GUEST_CALL_ASYNC) != 0) == (m->kind == WIRE_MSG_POST))
-        rc = hostd__tenant_exec(t, op, flags, m->data + GUEST_CALL_HDR_LEN, len, &reply, &why);
-      else
-        why = "request header does not match its wire message";
-    } else {
-      why = "request shorter than its header";
-    }
-    if (rc == 0 && m->kind == WIRE_MSG_CALL) {
-      __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
-      /* wire takes the buffer; the next reply grows a new one. */
-      if (wire_tenant_reply_mt(w->wt, m->id, reply.buf, reply.len) != 0)
-        hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply after close dropped", w->id);
-      memset(&reply, 0, sizeof(reply));
-    } else if (rc != 0) {
-      struct close_req *c = calloc(1, sizeof(*c));
-      hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
-                 rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
-      pthread_mutex_lock(&w->mu);
-      __atomic_store_n(&w->broken, true, __ATOMIC_RELEASE); /* read by this thread only now */
-      pthread_mutex_unlock(&w->mu);
-      if (c) {
-        wire_tenant_ref(w->wt);
-        c->wt = w->wt;
-        snprintf(c->why, sizeof(c->why), "%s", why ? why : "request failed");
-        pthread_mutex_lock(&s->lock);
-        c->next = s->to_close;
-        s->to_close = c;
-        pthread_mutex_unlock(&s->lock);
-        uv_async_send(&s->close_async);
-      }
-    }
+    worker_exec(w, t, m, &reply);
     msg_free(w, m);
   }
   /* The tenant is gone: free everything it owned on the GPU. */
   hostd__tenant_free(t);
   hostd__hostfn_unref(w->hf); /* on_close has run: nothing reaches it from the loop now */
-  guest_wr_free(&reply);
+  wire_buf_close(&reply);
   hostd__log(HOSTD_LOG_INFO, "tenant %u cleaned up", w->id);
   wire_tenant_unref(w->wt);
   pthread_mutex_lock(&s->lock);
@@ -330,13 +335,13 @@ static hostd_hostfn_t *hostfn_of(worker_t *w) {
  * may be blocked on exactly the host function the guest is about to finish. */
 static bool loop_handles(worker_t *w, wire_tenant_t *wt, const wire_msg_t *m, uint32_t op) {
   hostd_hostfn_t *h;
-  if (op != GUEST_OP_HOSTFN_WAIT && op != GUEST_OP_HOSTFN)
+  if (op != CALL_OP_HOSTFN_WAIT && op != CALL_OP_HOSTFN)
     return false;
   if (!(h = hostfn_of(w))) {
     wire_tenant_close(wt, -ENOMEM, "out of memory for host functions");
     return true;
   }
-  if (op == GUEST_OP_HOSTFN) {
+  if (op == CALL_OP_HOSTFN) {
     hostd__hostfn_note_post(h); /* then queued like any post */
     return false;
   }
@@ -344,8 +349,8 @@ static bool loop_handles(worker_t *w, wire_tenant_t *wt, const wire_msg_t *m, ui
     wire_tenant_close(wt, -EPROTO, "HOSTFN_WAIT sent as a post");
     return true;
   }
-  __atomic_fetch_add(&hostd__op_count[GUEST_OP_HOSTFN_WAIT], 1, __ATOMIC_RELAXED);
-  hostd__hostfn_wait(h, m->id, m->data + GUEST_CALL_HDR_LEN, m->len - GUEST_CALL_HDR_LEN);
+  __atomic_fetch_add(&hostd__op_count[CALL_OP_HOSTFN_WAIT], 1, __ATOMIC_RELAXED);
+  hostd__hostfn_wait(h, m->id, m->data + CALL_HDR_LEN, m->len - CALL_HDR_LEN);
   return true;
 }
 
@@ -360,8 +365,10 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
     return;
   }
   __atomic_fetch_add(&w->srv->rx_bytes, m->len, __ATOMIC_RELAXED);
-  if (m->len >= GUEST_CALL_HDR_LEN) {
-    memcpy(&op, m->data, 4); /* read once; the worker re-reads its own copy */
+  if (m->len >= CALL_HDR_LEN) {
+    call_hdr_t h;
+    call_hdr_read(m->data, &h); /* read once; the worker re-reads its own copy */
+    op = h.op;
     if (loop_handles(w, wt, m, op))
       return;
   }
@@ -720,6 +727,26 @@ static int sched_start(const hostd_config_t *cfg) {
   return hostd__sched_init(&sc);
 }
 
+/* wire's listening options and callbacks for configuration cfg. */
+static void server_opts(const hostd_config_t *cfg, wire_server_opts_t *opts, wire_server_cb_t *cb) {
+  memset(opts, 0, sizeof(*opts));
+  opts->unix_listen_fd = cfg->unix_listen_fd;
+  opts->tcp_listen_fd = cfg->tcp_listen_fd;
+  opts->unix_path = cfg->unix_path[0] ? cfg->unix_path : NULL;
+  opts->tcp_addr = cfg->tcp_addr[0] ? cfg->tcp_addr : NULL;
+  opts->token = hostd__token[0] ? hostd__token : NULL;
+  /* wire: 0 = auto, < 0 = never; ours: -1 = auto, 0 = never. */
+  opts->shm_spin_us = cfg->spin_us < 0 ? 0 : cfg->spin_us == 0 ? -1 : cfg->spin_us;
+  opts->tcp_spin_us = opts->shm_spin_us;
+  memset(cb, 0, sizeof(*cb));
+  cb->on_connect = on_connect;
+  cb->on_msg = on_msg;
+  cb->on_close = on_close;
+  cb->blob_has = blob_has;
+  cb->blob_put = blob_put;
+  cb->on_fd = on_fd;
+}
+
 int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handle_signals) {
   hostd_server_t *s = calloc(1, sizeof(*s));
   wire_server_opts_t opts;
@@ -762,23 +789,8 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   s->restart_async.data = s->grace_timer.data = s;
   s->grace_ms = cfg->restart_grace_ms;
   s->async_open = true;
-  memset(&opts, 0, sizeof(opts));
-  opts.unix_listen_fd = cfg->unix_listen_fd;
-  opts.tcp_listen_fd = cfg->tcp_listen_fd;
-  opts.unix_path = cfg->unix_path[0] ? cfg->unix_path : NULL;
-  opts.tcp_addr = cfg->tcp_addr[0] ? cfg->tcp_addr : NULL;
-  opts.token = hostd__token[0] ? hostd__token : NULL;
-  /* wire: 0 = auto, < 0 = never; ours: -1 = auto, 0 = never. */
-  opts.shm_spin_us = cfg->spin_us < 0 ? 0 : cfg->spin_us == 0 ? -1 : cfg->spin_us;
-  opts.tcp_spin_us = opts.shm_spin_us;
+  server_opts(cfg, &opts, &cb);
   s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
-  memset(&cb, 0, sizeof(cb));
-  cb.on_connect = on_connect;
-  cb.on_msg = on_msg;
-  cb.on_close = on_close;
-  cb.blob_has = blob_has;
-  cb.blob_put = blob_put;
-  cb.on_fd = on_fd;
   if ((rc = wire_server_new(&s->ws, &s->loop, &opts, &cb, s)) != 0) {
     hostd__log(HOSTD_LOG_ERROR, "cannot listen on%s%s%s%s: %s", opts.unix_path ? " unix:" : "",
                opts.unix_path ? opts.unix_path : "", opts.tcp_addr ? " tcp:" : "",

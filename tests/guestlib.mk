@@ -60,3 +60,16 @@ CLEANFILES += tests/guest-gpu-smoke
 tests/guest-gpu-smoke: $(srcdir)/tests/test-guest-gpu.sh hostd/tallyd guestlib/libcuda.so.1 guestlib/tally-run
 	$(AM_V_GEN)$(MKDIR_P) tests && sed -e 's|@TALLY_SRCDIR@|$(abs_top_srcdir)|g' \
 	  $(srcdir)/tests/test-guest-gpu.sh > $@ && chmod +x $@
+# The guest library's tables with every allocation failing once (tables.c
+# compiled in; malloc wrapped at link time, tests/oom-harness.h).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test-guest-tables-oom
+TESTS += tests/test-guest-tables-oom
+endif
+tests_test_guest_tables_oom_SOURCES = tests/test-guest-tables-oom.c guestlib/tables.c \
+	tests/oom-harness.h
+tests_test_guest_tables_oom_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_guest_tables_oom_CFLAGS = $(TEST_CFLAGS)
+tests_test_guest_tables_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc \
+	-Wl,--wrap=realloc -Wl,--wrap=free
+tests_test_guest_tables_oom_LDADD = $(WIRE_GUEST_LIBS) $(TEST_LIBS)

@@ -10,7 +10,8 @@ tests_test_hostd_sched_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOST
 tests_test_hostd_config_SOURCES = tests/test-hostd-config.c
 tests_test_hostd_config_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_config_LDADD = hostd/libtallyhostd.a $(POLICY_LIBS) $(TEST_LIBS)
-tests_test_hostd_exec_SOURCES = tests/test-hostd-exec.c tests/fuzz/fuzz-hostd-exec.c
+tests_test_hostd_exec_SOURCES = tests/test-hostd-exec.c tests/fuzz/fuzz-hostd-exec.c \
+	tests/hostd-call-harness.h
 tests_test_hostd_exec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHOSTD_FUZZ_NO_ENTRY
 tests_test_hostd_exec_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_exec_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
@@ -55,3 +56,15 @@ tests_bench_hostd_bench_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOS
 	$(GUEST_LINK)
 tests_bench_hostd_bench_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
 EXTRA_tests_bench_hostd_bench_DEPENDENCIES = hostd/tallyd-record
+# Every allocation of a tenant's creation and requests fails once (malloc
+# wrapped at link time, tests/oom-harness.h).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test-hostd-oom
+TESTS += tests/test-hostd-oom
+endif
+tests_test_hostd_oom_SOURCES = tests/test-hostd-oom.c tests/oom-harness.h tests/hostd-call-harness.h
+tests_test_hostd_oom_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_oom_CFLAGS = $(TEST_CFLAGS)
+tests_test_hostd_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc \
+	-Wl,--wrap=free
+tests_test_hostd_oom_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)

@@ -33,6 +33,7 @@
 
 #include "hostd/hostd-int.h"
 #include "tests/guest-daemon-harness.h"
+#include "tests/hostd-call-harness.h"
 #include "wire/wire.h"
 
 static CUmodule mod;
@@ -190,7 +191,7 @@ static void stream_cb(CUstream s, CUresult status, void *data) {
 
 static void host_functions_run_in_stream_order_one_poll_each(void **state) {
   CUstream s;
-  unsigned long polls = ops(GUEST_OP_HOSTFN_WAIT);
+  unsigned long polls = ops(CALL_OP_HOSTFN_WAIT);
   (void)state;
   norder = 0;
   assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS);
@@ -205,7 +206,7 @@ static void host_functions_run_in_stream_order_one_poll_each(void **state) {
   assert_int_equal(cb_status, CUDA_SUCCESS);
   /* Each function costs one long-poll round trip (it reports the previous
    * one done); the thread's poll now parked is the fifth. */
-  assert_true(ops(GUEST_OP_HOSTFN_WAIT) - polls <= 5);
+  assert_true(ops(CALL_OP_HOSTFN_WAIT) - polls <= 5);
   assert_int_equal(cuStreamAddCallback(s, stream_cb, NULL, 1), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuLaunchHostFunc(s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
@@ -232,44 +233,46 @@ static void tenant_killed_with_a_pending_host_function_is_cleaned_up(void **stat
   assert_int_equal(hostd_record_live_bytes(), before);
 }
 
-/* A tenant speaking the call protocol by hand, to send what libcuda never
- * would (tests the loop thread's handling of HOSTFN_WAIT). */
-static uint32_t raw_call(wire_conn_t *c, uint32_t op, const void *args, uint32_t len,
-                         uint64_t *out) {
-  uint8_t hdr[GUEST_CALL_HDR_LEN] = {0}, rep[GUEST_REPLY_HDR_LEN] = {0};
-  struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)args, len}};
-  struct iovec riov[2] = {{rep, sizeof(rep)}, {out, 8}};
-  size_t got = 0;
-  uint32_t r;
-  memcpy(hdr, &op, 4);
-  memcpy(hdr + 8, &len, 4);
-  if (!out) { /* any reply length (HELLO's carries the snapshot) */
-    void *buf = NULL;
-    if (wire_conn_call_alloc(c, iov, len ? 2 : 1, &buf, &got) != 0 || got < 4) {
-      free(buf);
-      return 0xffffffffu;
-    }
-    memcpy(&r, buf, 4);
+/* A tenant speaking the call protocol without libcuda, to send what
+ * libcuda never would (tests the loop thread's handling of HOSTFN_WAIT):
+ * request q of op encoded by the call table; out gets a HOSTFN_WAIT seq. */
+static uint32_t raw_call(wire_conn_t *c, uint32_t op, const void *q, uint64_t *out) {
+  uint8_t hdr[CALL_HDR_LEN], fixed[CALL_REQ_FIXED_MAX];
+  call_view_t tails[CALL_TAILS_MAX];
+  const call_msg_t *m = call_req_msg(op);
+  size_t n = call_msg_fixed(m), got = 0;
+  struct iovec iov[2] = {{hdr, sizeof(hdr)}, {fixed, n}};
+  call_reply_hdr_t rh;
+  void *buf = NULL;
+  assert_int_equal(call_encode(m, q, fixed, tails), 0);
+  call_hdr_write(hdr, op, 0, (uint32_t)n);
+  if (wire_conn_call_alloc(c, iov, n ? 2 : 1, &buf, &got) != 0 || got < CALL_REPLY_HDR_LEN) {
     free(buf);
-    return r;
-  }
-  if (wire_conn_call(c, iov, len ? 2 : 1, riov, 2, &got) != 0)
     return 0xffffffffu;
-  memcpy(&r, rep, 4);
-  return r;
+  }
+  call_reply_hdr_read(buf, &rh);
+  if (out && rh.result == CUDA_SUCCESS) {
+    call_hostfn_wait_rep_t rep;
+    assert_int_equal(call_hostfn_wait_rep_decode((uint8_t *)buf + CALL_REPLY_HDR_LEN,
+                                                 got - CALL_REPLY_HDR_LEN, &rep, NULL),
+                     0);
+    *out = rep.seq;
+  }
+  free(buf);
+  return rh.result;
 }
 
 static wire_conn_t *raw_tenant(void) {
   wire_conn_t *c = NULL;
   wire_hello_t h = {.tenant = "raw", .prio = WIRE_PRIO_BEST_EFFORT};
   wire_conn_opts_t o = {.no_thread = true};
-  uint8_t hello[4 + 4 + 64 + 64] = {0};
-  uint32_t ver = GUEST_PROTO_VERSION;
+  call_hello_req_t hello;
   char url[160];
   snprintf(url, sizeof(url), "unix:%s", sock);
   assert_int_equal(wire_conn_open(&c, url, &h, &o, NULL, 0), 0);
-  memcpy(hello, &ver, 4);
-  assert_int_equal(raw_call(c, GUEST_OP_HELLO, hello, sizeof(hello), NULL), CUDA_SUCCESS);
+  memset(&hello, 0, sizeof(hello));
+  hello.version = CALL_PROTO_VERSION;
+  assert_int_equal(raw_call(c, CALL_OP_HELLO, &hello, NULL), CUDA_SUCCESS);
   return c;
 }
 
@@ -277,43 +280,39 @@ static wire_conn_t *parked_conn;
 static uint32_t parked_result = 1;
 static uint64_t parked_seq = 99;
 static void *park_a_poll(void *arg) {
-  uint32_t done[2] = {0, 0};
+  call_hostfn_wait_req_t done = {.done = 0};
   (void)arg;
-  parked_result = raw_call(parked_conn, GUEST_OP_HOSTFN_WAIT, done, sizeof(done), &parked_seq);
+  parked_result = raw_call(parked_conn, CALL_OP_HOSTFN_WAIT, &done, &parked_seq);
   return NULL;
 }
 
 static void host_function_polls_are_answered_by_the_loop_thread(void **state) {
   wire_conn_t *c = raw_tenant();
-  uint32_t args[2] = {0, 0};
+  call_hostfn_wait_req_t args = {.done = 0};
   uint64_t seq = 99;
-  unsigned long polls = ops(GUEST_OP_HOSTFN_WAIT);
+  unsigned long polls = ops(CALL_OP_HOSTFN_WAIT);
   pthread_t th;
   (void)state;
   parked_conn = c;
   assert_int_equal(pthread_create(&th, NULL, park_a_poll, NULL), 0);
-  while (ops(GUEST_OP_HOSTFN_WAIT) == polls) /* counted when the loop thread parks it */
+  while (ops(CALL_OP_HOSTFN_WAIT) == polls) /* counted when the loop thread parks it */
     sched_yield();
   /* One poll at a time; unknown "done" values are refused. */
-  assert_int_equal(raw_call(c, GUEST_OP_HOSTFN_WAIT, args, sizeof(args), &seq),
-                   CUDA_ERROR_INVALID_VALUE);
-  args[0] = 7;
-  assert_int_equal(raw_call(c, GUEST_OP_HOSTFN_WAIT, args, sizeof(args), &seq),
-                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(raw_call(c, CALL_OP_HOSTFN_WAIT, &args, &seq), CUDA_ERROR_INVALID_VALUE);
+  args.done = 7;
+  assert_int_equal(raw_call(c, CALL_OP_HOSTFN_WAIT, &args, &seq), CUDA_ERROR_INVALID_VALUE);
   /* done 2 (stop) answers the parked poll and this one with seq 0. */
-  args[0] = 2;
-  assert_int_equal(raw_call(c, GUEST_OP_HOSTFN_WAIT, args, sizeof(args), &seq), CUDA_SUCCESS);
+  args.done = 2;
+  assert_int_equal(raw_call(c, CALL_OP_HOSTFN_WAIT, &args, &seq), CUDA_SUCCESS);
   assert_int_equal(seq, 0);
   assert_int_equal(pthread_join(th, NULL), 0);
   assert_int_equal(parked_result, CUDA_SUCCESS);
   assert_int_equal(parked_seq, 0);
   /* As a post it is a protocol error: that tenant is closed, others go on. */
   {
-    uint8_t hdr[GUEST_CALL_HDR_LEN] = {0};
-    uint32_t op = GUEST_OP_HOSTFN_WAIT, fl = GUEST_CALL_ASYNC;
+    uint8_t hdr[CALL_HDR_LEN];
     struct iovec iov = {hdr, sizeof(hdr)};
-    memcpy(hdr, &op, 4);
-    memcpy(hdr + 4, &fl, 4);
+    call_hdr_write(hdr, CALL_OP_HOSTFN_WAIT, CALL_ASYNC, 0);
     assert_int_equal(wire_conn_post(c, &iov, 1), 0);
     assert_int_equal(wire_conn_flush(c), 0);
   }
@@ -329,8 +328,8 @@ static void pinned_copies_move_no_payload_bytes(void **state) {
   uint8_t *in, *out;
   CUdeviceptr p;
   long registered = hostd__record_registered;
-  unsigned long htod = ops(GUEST_OP_HTOD), dtoh = ops(GUEST_OP_DTOH);
-  unsigned long pc = ops(GUEST_OP_PINNED_COPY), rx;
+  unsigned long htod = ops(CALL_OP_HTOD), dtoh = ops(CALL_OP_DTOH);
+  unsigned long pc = ops(CALL_OP_PINNED_COPY), rx;
   (void)state;
   assert_int_equal(cuMemHostAlloc((void **)&in, n, 0), CUDA_SUCCESS);
   assert_int_equal(cuMemAllocHost((void **)&out, n), CUDA_SUCCESS);
@@ -347,9 +346,9 @@ static void pinned_copies_move_no_payload_bytes(void **state) {
   assert_int_equal(hostd__record_registered - registered, 2);
   /* 8 MiB moved; two requests of 64 bytes crossed the wire. */
   assert_true(hostd_server_rx_bytes(srv) - rx < 1024);
-  assert_int_equal(ops(GUEST_OP_PINNED_COPY) - pc, 2);
-  assert_int_equal(ops(GUEST_OP_HTOD), htod);
-  assert_int_equal(ops(GUEST_OP_DTOH), dtoh);
+  assert_int_equal(ops(CALL_OP_PINNED_COPY) - pc, 2);
+  assert_int_equal(ops(CALL_OP_HTOD), htod);
+  assert_int_equal(ops(CALL_OP_DTOH), dtoh);
   /* Inside the allocation too, at an offset; async on a stream. */
   {
     CUstream s;
@@ -421,50 +420,37 @@ static void dead_tenants_pinned_memory_is_unregistered(void **state) {
 
 /* The daemon side, driven directly: ranges past the allocation and tags of
  * other tenants are refused with CUDA_ERROR_INVALID_VALUE. */
-static hostd_tenant_t *tenant_after_hello(uint32_t id, guest_wr_t *reply) {
-  uint8_t hello[4 + 4 + 64 + 64] = {0};
-  uint32_t ver = GUEST_PROTO_VERSION;
-  const char *why;
-  hostd_tenant_t *t = hostd__tenant_new(id, false);
-  memcpy(hello, &ver, 4);
-  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_HELLO, 0, hello, sizeof(hello), reply, &why), 0);
+static hostd_tenant_t *tenant_after_hello(uint32_t id, wire_buf_t *reply) {
+  hostd_tenant_t *t = hc_tenant(id, reply);
+  assert_non_null(t);
   return t;
 }
 
-static uint32_t pinned_copy(hostd_tenant_t *t, guest_wr_t *reply, uint64_t p, uint64_t tag,
+static uint32_t pinned_copy(hostd_tenant_t *t, wire_buf_t *reply, uint64_t p, uint64_t tag,
                             uint64_t off, uint64_t len, uint32_t dir) {
-  uint8_t a[48] = {0};
-  const char *why = NULL;
-  uint32_t r;
-  memcpy(a, &p, 8);
-  memcpy(a + 8, &tag, 8);
-  memcpy(a + 16, &off, 8);
-  memcpy(a + 24, &len, 8);
-  memcpy(a + 40, &dir, 4);
-  assert_int_equal(
-      hostd__tenant_exec(t, GUEST_OP_PINNED_COPY, GUEST_CALL_SYNCPOINT, a, sizeof(a), reply, &why),
-      0);
-  memcpy(&r, reply->buf, 4);
-  return r;
+  call_pinned_copy_req_t q = {.dev = p, .tag = tag, .off = off, .len = len, .dir = dir};
+  assert_int_equal(hc_exec(t, CALL_OP_PINNED_COPY, CALL_SYNCPOINT, &q, reply, NULL), 0);
+  return hc_result(reply);
 }
 
 static void daemon_refuses_straddling_ranges_and_foreign_tags(void **state) {
-  guest_wr_t reply = {0};
+  wire_buf_t reply = {0};
   hostd_tenant_t *a = tenant_after_hello(91, &reply), *b = tenant_after_hello(92, &reply);
   size_t size = 8192;
   uint8_t *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   uint64_t dev, alloc = 16384, tag = 0x7000000000ull;
+  call_mem_alloc_req_t aq = {.size = 16384};
+  call_mem_alloc_rep_t ar;
   long registered = hostd__record_registered;
-  const char *why;
   (void)state;
   assert_true(m != MAP_FAILED);
   for (size_t i = 0; i < size; i++)
     m[i] = (uint8_t)i;
   assert_int_equal(hostd__tenant_pinned_add(a, tag, m, size), 0);
   assert_int_equal(hostd__record_registered - registered, 1);
-  assert_int_equal(hostd__tenant_exec(a, GUEST_OP_MEM_ALLOC, 0, (uint8_t *)&alloc, 8, &reply, &why),
-                   0);
-  memcpy(&dev, reply.buf + GUEST_REPLY_HDR_LEN, 8);
+  assert_int_equal(hc_exec(a, CALL_OP_MEM_ALLOC, 0, &aq, &reply, NULL), 0);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &ar), 0);
+  dev = ar.ptr;
   assert_int_equal(pinned_copy(a, &reply, dev, tag, 0, size, 0), CUDA_SUCCESS);
   assert_int_equal(pinned_copy(a, &reply, dev, tag, 4096, 4097, 0), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(pinned_copy(a, &reply, dev, tag, 8193, 0, 1), CUDA_ERROR_INVALID_VALUE);
@@ -487,7 +473,7 @@ static void daemon_refuses_straddling_ranges_and_foreign_tags(void **state) {
   hostd__tenant_free(a); /* unregisters and unmaps */
   hostd__tenant_free(b);
   assert_int_equal(hostd__record_registered, registered);
-  guest_wr_free(&reply);
+  wire_buf_close(&reply);
 }
 
 int main(void) {

@@ -52,7 +52,7 @@ static int teardown(void **state) {
 
 static unsigned long ops_total(void) {
   unsigned long n = 0;
-  for (int i = 0; i < GUEST_OP_COUNT; i++)
+  for (int i = 0; i < CALL_OP_COUNT; i++)
     n += __atomic_load_n(&hostd__op_count[i], __ATOMIC_RELAXED);
   return n;
 }
@@ -120,10 +120,10 @@ static void copies_move_bytes_through_the_daemon(void **state) {
 }
 
 static void large_copy_is_chunked_and_intact(void **state) {
-  size_t n = (size_t)20 << 20; /* 2.5 chunks of GUEST_CALL_CHUNK */
+  size_t n = (size_t)20 << 20; /* 2.5 chunks of CALL_CHUNK */
   uint8_t *in = malloc(n), *out = malloc(n);
   CUdeviceptr p;
-  unsigned long before = ops(GUEST_OP_HTOD);
+  unsigned long before = ops(CALL_OP_HTOD);
   (void)state;
   assert_non_null(in);
   assert_non_null(out);
@@ -131,7 +131,7 @@ static void large_copy_is_chunked_and_intact(void **state) {
     in[i] = (uint8_t)(i * 131 + (i >> 16));
   assert_int_equal(cuMemAlloc(&p, n), CUDA_SUCCESS);
   assert_int_equal(cuMemcpyHtoD(p, in, n), CUDA_SUCCESS);
-  assert_int_equal(ops(GUEST_OP_HTOD) - before, 3);
+  assert_int_equal(ops(CALL_OP_HTOD) - before, 3);
   assert_int_equal(cuMemcpyDtoH(out, p, n), CUDA_SUCCESS);
   assert_memory_equal(in, out, n);
   assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
@@ -173,7 +173,7 @@ static void launches_are_fire_and_forget(void **state) {
   assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
   assert_int_equal(cuModuleGetFunction(&f, m, "fill_u32"), CUDA_SUCCESS);
   assert_int_equal(cuMemAlloc(&p, sizeof(out)), CUDA_SUCCESS);
-  launches = ops(GUEST_OP_LAUNCH);
+  launches = ops(CALL_OP_LAUNCH);
   calls = hostd_server_calls(srv);
   for (uint32_t i = 0; i < 100; i++) {
     uint64_t n = 64;
@@ -182,7 +182,7 @@ static void launches_are_fire_and_forget(void **state) {
   }
   assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
   /* 100 launches executed, one synchronous request answered: the sync. */
-  assert_int_equal(ops(GUEST_OP_LAUNCH) - launches, 100);
+  assert_int_equal(ops(CALL_OP_LAUNCH) - launches, 100);
   assert_int_equal(hostd_server_calls(srv) - calls, 1);
   assert_int_equal(cuMemcpyDtoH(out, p, sizeof(out)), CUDA_SUCCESS);
   for (int i = 0; i < 64; i++)
@@ -468,7 +468,7 @@ static void function_attributes_local_and_remote(void **state) {
   assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
   assert_int_equal(cuModuleGetFunction(&f, m, "pair"), CUDA_SUCCESS);
   /* Known at load: answered locally, every CU_FUNC_ATTRIBUTE_* up to 15. */
-  asked = ops(GUEST_OP_FUNC_ATTR);
+  asked = ops(CALL_OP_FUNC_ATTR);
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_SUCCESS);
   assert_int_equal(v, 32);
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, f),
@@ -478,24 +478,24 @@ static void function_attributes_local_and_remote(void **state) {
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET, f),
                    CUDA_SUCCESS);
   assert_int_equal(v, 0);
-  assert_int_equal(ops(GUEST_OP_FUNC_ATTR), asked);
+  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked);
   /* Needs the (lazily loaded) function: one round trip loads it, then kept. */
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f),
                    CUDA_SUCCESS);
   assert_int_equal(v, 1024);
-  assert_int_equal(ops(GUEST_OP_FUNC_ATTR), asked + 1);
+  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 1);
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f),
                    CUDA_SUCCESS);
   assert_int_equal(v, 1024);
-  assert_int_equal(ops(GUEST_OP_FUNC_ATTR), asked + 1);
+  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 1);
   /* Set forwards and updates the local copy. */
   assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100000),
                    CUDA_SUCCESS);
-  assert_int_equal(ops(GUEST_OP_FUNC_SET_ATTR) > 0, 1);
+  assert_int_equal(ops(CALL_OP_FUNC_SET_ATTR) > 0, 1);
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f),
                    CUDA_SUCCESS);
   assert_int_equal(v, 100000);
-  assert_int_equal(ops(GUEST_OP_FUNC_ATTR), asked + 1);
+  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 1);
   assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
   /* A new load of the same image reports what the host now knows. */
   assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
@@ -525,10 +525,10 @@ static void cluster_occupancy_crosses_the_wire_once(void **state) {
   at[1].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
   c.attrs = at;
   c.numAttrs = 2;
-  asked = ops(GUEST_OP_OCCUPANCY);
+  asked = ops(CALL_OP_OCCUPANCY);
   assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, &c), CUDA_SUCCESS);
   assert_int_equal(v, 1); /* the recording device's answer */
-  assert_int_equal(ops(GUEST_OP_OCCUPANCY), asked + 1);
+  assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 1);
   /* The daemon rebuilt both cluster attributes from the wire. */
   assert_int_equal(hostd__record_last_cluster[0], 2);
   assert_int_equal(hostd__record_last_cluster[1], 1);
@@ -538,14 +538,14 @@ static void cluster_occupancy_crosses_the_wire_once(void **state) {
   c.numAttrs = 0;
   assert_int_equal(cuOccupancyMaxPotentialClusterSize(&v, f, &c), CUDA_SUCCESS);
   assert_int_equal(v, 8);
-  assert_int_equal(ops(GUEST_OP_OCCUPANCY), asked + 2);
+  assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 2);
   assert_int_equal(hostd__record_last_cluster[0], 0);
   assert_int_equal(hostd__record_last_cluster[3], -1);
   /* Another launch attribute is refused in the guest, not guessed at. */
   at[2].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
   c.numAttrs = 3;
   assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, &c), CUDA_ERROR_INVALID_VALUE);
-  assert_int_equal(ops(GUEST_OP_OCCUPANCY), asked + 2);
+  assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 2);
   c.numAttrs = 1;
   assert_int_equal(cuOccupancyMaxActiveClusters(NULL, f, &c), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, NULL), CUDA_ERROR_INVALID_VALUE);
@@ -556,7 +556,7 @@ static void cluster_occupancy_crosses_the_wire_once(void **state) {
   assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, &c), CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(cuOccupancyMaxPotentialClusterSize(&v, (CUfunction)0xf00d0, &c),
                    CUDA_ERROR_INVALID_HANDLE);
-  assert_int_equal(ops(GUEST_OP_OCCUPANCY), asked + 4);
+  assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 4);
   assert_int_equal(hostd__record_last_cluster[0], 77);
 }
 

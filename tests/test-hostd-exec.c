@@ -26,6 +26,7 @@
 
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
+#include "tests/hostd-call-harness.h"
 
 int hostd_fuzz_exec_one(const uint8_t *data, size_t size);
 
@@ -43,7 +44,7 @@ static void random_requests_never_crash_or_leak(void **state) {
   for (int iter = 0; iter < 3000; iter++) {
     size_t n = 0;
     while (n + 10 + 64 < sizeof(buf) && (next() % 8)) {
-      uint32_t op = next() % (GUEST_OP_COUNT + 2), flags = next() % 4;
+      uint32_t op = next() % (CALL_OP_COUNT + 2), flags = next() % 4;
       uint16_t len = (uint16_t)(next() % 64);
       memcpy(buf + n, &op, 4);
       memcpy(buf + n + 4, &flags, 4);
@@ -57,127 +58,169 @@ static void random_requests_never_crash_or_leak(void **state) {
   }
 }
 
+/* The fuzz body decodes through the call table: a well-formed request of
+ * every op (all fields 0, empty tails; posted when the op may only be
+ * posted) is never a protocol error.  HOSTFN_WAIT is the loop thread's. */
+typedef union any_req {
+#define CALL_OP(NAME, name, number, modes, by) call_##name##_req_t name;
+#include "wire/call.def"
+#undef CALL_OP
+} any_req_t;
+
+static void every_op_encoded_by_the_table_passes_the_fuzz_body(void **state) {
+  (void)state;
+  for (uint32_t op = 1; op < CALL_OP_COUNT; op++) {
+    any_req_t zero;
+    wire_buf_t in, req;
+    uint32_t flags = call_op_modes(op) & CALL_M_CALL ? 0 : CALL_ASYNC;
+    if (op == CALL_OP_HOSTFN_WAIT)
+      continue;
+    memset(&zero, 0, sizeof(zero));
+    wire_buf_init(&in);
+    wire_buf_init(&req);
+    assert_int_equal(call_put(call_req_msg(op), &zero, &req), 0);
+    /* The fuzz input's framing: u32 op, u32 flags, u16 length, bytes. */
+    assert_int_equal(wire_buf_put_u32(&in, op), 0);
+    assert_int_equal(wire_buf_put_u32(&in, flags), 0);
+    assert_int_equal(wire_buf_put_u16(&in, (uint16_t)req.len), 0);
+    assert_int_equal(wire_buf_put_bytes(&in, req.data, req.len), 0);
+    assert_int_equal(hostd_fuzz_exec_one(in.data, in.len), 0); /* 1: a protocol error */
+    wire_buf_close(&in);
+    wire_buf_close(&req);
+  }
+}
+
 static void requests_before_hello_are_refused(void **state) {
   hostd_tenant_t *t = hostd__tenant_new(7, false);
-  guest_wr_t reply = {0};
-  uint64_t size = 64;
+  wire_buf_t reply = {0};
+  call_mem_alloc_req_t q = {.size = 64};
   const char *why = NULL;
   (void)state;
   assert_non_null(t);
-  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_MEM_ALLOC, 0, (uint8_t *)&size, 8, &reply, &why),
-                   -EPROTO);
+  assert_int_equal(hc_exec(t, CALL_OP_MEM_ALLOC, 0, &q, &reply, &why), -EPROTO);
   assert_non_null(why);
   hostd__tenant_free(t);
-  guest_wr_free(&reply);
+  wire_buf_close(&reply);
 }
 
-static hostd_tenant_t *tenant_after_hello(guest_wr_t *reply) {
-  uint8_t hello[4 + 4 + 64 + 64] = {0};
-  uint32_t ver = GUEST_PROTO_VERSION;
-  const char *why;
-  hostd_tenant_t *t = hostd__tenant_new(8, false);
-  memcpy(hello, &ver, 4);
-  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_HELLO, 0, hello, sizeof(hello), reply, &why), 0);
+static hostd_tenant_t *tenant_after_hello(wire_buf_t *reply) {
+  hostd_tenant_t *t = hc_tenant(8, reply);
+  assert_non_null(t);
   return t;
 }
 
-static uint32_t result_of(const guest_wr_t *reply) {
-  uint32_t r;
-  memcpy(&r, reply->buf, 4);
-  return r;
+/* Executes q of op on t (must not be a protocol error); its CUresult. */
+static uint32_t call(hostd_tenant_t *t, uint32_t op, uint32_t flags, const void *q,
+                     wire_buf_t *reply) {
+  assert_int_equal(hc_exec(t, op, flags, q, reply, NULL), 0);
+  return hc_result(reply);
 }
 
 static void unknown_module_id_asks_for_the_bytes(void **state) {
-  guest_wr_t reply = {0};
+  wire_buf_t reply = {0};
   hostd_tenant_t *t = tenant_after_hello(&reply);
-  uint8_t args[16] = {0x11, 0x22}; /* an id nobody offered, kind 0, no bytes */
-  const char *why;
+  call_module_load_req_t q = {.id = 0x2211}; /* an id nobody offered, kind 0, no bytes */
   (void)state;
-  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_MODULE_LOAD, 0, args, sizeof(args), &reply, &why),
-                   0);
-  assert_int_equal(result_of(&reply), CUDA_ERROR_FILE_NOT_FOUND);
+  assert_int_equal(call(t, CALL_OP_MODULE_LOAD, 0, &q, &reply), CUDA_ERROR_FILE_NOT_FOUND);
   hostd__tenant_free(t);
-  guest_wr_free(&reply);
+  wire_buf_close(&reply);
 }
 
 static void freeing_a_tenant_frees_its_memory(void **state) {
-  guest_wr_t reply = {0};
-  uint64_t live = hostd_record_live_bytes(), size = 1 << 20;
+  wire_buf_t reply = {0};
+  uint64_t live = hostd_record_live_bytes();
+  call_mem_alloc_req_t q = {.size = 1 << 20};
   hostd_tenant_t *t = tenant_after_hello(&reply);
-  const char *why;
   (void)state;
-  for (int i = 0; i < 5; i++) {
-    assert_int_equal(
-        hostd__tenant_exec(t, GUEST_OP_MEM_ALLOC, 0, (uint8_t *)&size, 8, &reply, &why), 0);
-    assert_int_equal(result_of(&reply), CUDA_SUCCESS);
-  }
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(call(t, CALL_OP_MEM_ALLOC, 0, &q, &reply), CUDA_SUCCESS);
   assert_int_equal(hostd_record_live_bytes() - live, 5u << 20);
   hostd__tenant_free(t);
   assert_int_equal(hostd_record_live_bytes(), live);
-  guest_wr_free(&reply);
+  wire_buf_close(&reply);
 }
 
 static void async_error_is_kept_for_the_next_syncpoint(void **state) {
-  guest_wr_t reply = {0};
+  wire_buf_t reply = {0};
   hostd_tenant_t *t = tenant_after_hello(&reply);
-  uint64_t rec[3] = {0xbad0, 0, 0}; /* EVENT_RECORD of an unknown event */
-  uint64_t s = 0;
-  const char *why;
+  call_event_record_req_t rec = {.event = 0xbad0}; /* an unknown event */
+  call_mem_info_req_t info;
+  call_stream_sync_req_t sync = {.stream = 0};
   (void)state;
-  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_EVENT_RECORD, GUEST_CALL_ASYNC, (uint8_t *)rec,
-                                      sizeof(rec), &reply, &why),
-                   0);
+  assert_int_equal(hc_exec(t, CALL_OP_EVENT_RECORD, CALL_ASYNC, &rec, &reply, NULL), 0);
   assert_int_equal(reply.len, 0); /* no reply to a post */
-  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_MEM_INFO, 0, NULL, 0, &reply, &why), 0);
-  assert_int_equal(result_of(&reply), CUDA_SUCCESS); /* not a synchronising call */
-  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, (uint8_t *)&s,
-                                      8, &reply, &why),
-                   0);
-  assert_int_equal(result_of(&reply), CUDA_ERROR_INVALID_HANDLE);
-  assert_int_equal(hostd__tenant_exec(t, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, (uint8_t *)&s,
-                                      8, &reply, &why),
-                   0);
-  assert_int_equal(result_of(&reply), CUDA_SUCCESS); /* reported once */
+  assert_int_equal(call(t, CALL_OP_MEM_INFO, 0, &info, &reply), CUDA_SUCCESS); /* not a syncpoint */
+  assert_int_equal(call(t, CALL_OP_STREAM_SYNC, CALL_SYNCPOINT, &sync, &reply),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(call(t, CALL_OP_STREAM_SYNC, CALL_SYNCPOINT, &sync, &reply),
+                   CUDA_SUCCESS); /* reported once */
   hostd__tenant_free(t);
-  guest_wr_free(&reply);
+  wire_buf_close(&reply);
 }
 
-static uint32_t call(hostd_tenant_t *t, uint32_t op, uint32_t flags, const void *args, size_t len,
-                     guest_wr_t *reply) {
+/* Every truncation of a valid request is a protocol error whose reason
+ * names the op and the field, and the tenant's resources stay releasable. */
+static void truncated_requests_are_protocol_errors_with_a_reason(void **state) {
+  wire_buf_t reply = {0}, b = {0};
+  call_launch_req_t q = {.func = 1, .grid = {1, 1, 1}, .block = {1, 1, 1}};
+  call_mem_alloc_req_t a = {.size = 64};
+  uint64_t live = hostd_record_live_bytes();
   const char *why = NULL;
-  assert_int_equal(hostd__tenant_exec(t, op, flags, args, len, reply, &why), 0);
-  return result_of(reply);
+  (void)state;
+  assert_int_equal(call_launch_req_put(&q, &b), 0);
+  for (size_t n = 0; n < b.len; n++) {
+    hostd_tenant_t *t = tenant_after_hello(&reply);
+    assert_int_equal(call(t, CALL_OP_MEM_ALLOC, 0, &a, &reply), CUDA_SUCCESS);
+    why = NULL;
+    assert_int_equal(hostd__tenant_exec(t, CALL_OP_LAUNCH, CALL_ASYNC, b.data, n, &reply, &why),
+                     -EPROTO);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "LAUNCH request: truncated at field "));
+    hostd__tenant_free(t);
+  }
+  assert_int_equal(hostd_record_live_bytes(), live);
+  /* A call of a post-only op is fine; a post of an op that must answer is not. */
+  {
+    hostd_tenant_t *t = tenant_after_hello(&reply);
+    assert_int_equal(hc_exec(t, CALL_OP_MEM_ALLOC, CALL_ASYNC, &a, &reply, &why), -EPROTO);
+    assert_non_null(strstr(why, "MEM_ALLOC"));
+    hostd__tenant_free(t);
+  }
+  wire_buf_close(&b);
+  wire_buf_close(&reply);
 }
 
 static void context_corrupting_error_loses_every_tenant_and_raises_one_fault(void **state) {
   static const int fatal[] = {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED,
                               CUDA_ERROR_MISALIGNED_ADDRESS, CUDA_ERROR_ASSERT,
                               CUDA_ERROR_HARDWARE_STACK_ERROR};
-  guest_wr_t reply = {0};
-  uint64_t size = 4096, s = 0;
+  wire_buf_t reply = {0};
+  call_mem_alloc_req_t size = {.size = 4096};
+  call_stream_sync_req_t s0 = {.stream = 0};
+  call_ctx_sync_req_t cs;
   uint32_t who = 0;
   (void)state;
   for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) {
     hostd_tenant_t *a = tenant_after_hello(&reply), *b = tenant_after_hello(&reply), *c;
     assert_int_equal(hostd__fault_pending(NULL), 0);
-    assert_int_equal(call(a, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
-    assert_int_equal(call(b, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
+    assert_int_equal(call(a, CALL_OP_MEM_ALLOC, 0, &size, &reply), CUDA_SUCCESS);
+    assert_int_equal(call(b, CALL_OP_MEM_ALLOC, 0, &size, &reply), CUDA_SUCCESS);
     assert_non_null(hostd__ctx_fatal(fatal[i]));
     hostd_record_inject(fatal[i]);
     /* a synchronises first: it is told, and the fault is raised, naming a. */
-    assert_int_equal(call(a, GUEST_OP_CTX_SYNC, GUEST_CALL_SYNCPOINT, NULL, 0, &reply), fatal[i]);
+    assert_int_equal(call(a, CALL_OP_CTX_SYNC, CALL_SYNCPOINT, &cs, &reply), fatal[i]);
     assert_int_equal(hostd__fault_pending(&who), fatal[i]);
     assert_int_equal(who, hostd__tenant_id(a));
     /* Both stay lost: every call returns the same error; still a's fault. */
-    assert_int_equal(call(a, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), fatal[i]);
-    assert_int_equal(call(b, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), fatal[i]);
-    assert_int_equal(call(b, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, &s, 8, &reply), fatal[i]);
+    assert_int_equal(call(a, CALL_OP_MEM_ALLOC, 0, &size, &reply), fatal[i]);
+    assert_int_equal(call(b, CALL_OP_MEM_ALLOC, 0, &size, &reply), fatal[i]);
+    assert_int_equal(call(b, CALL_OP_STREAM_SYNC, CALL_SYNCPOINT, &s0, &reply), fatal[i]);
     assert_int_equal(hostd__fault_pending(&who), fatal[i]);
     assert_int_equal(who, hostd__tenant_id(a));
     /* The process is poisoned: a tenant made now is lost from the start
      * (the server refuses such tenants before they get here). */
     c = tenant_after_hello(&reply);
-    assert_int_equal(call(c, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), fatal[i]);
+    assert_int_equal(call(c, CALL_OP_MEM_ALLOC, 0, &size, &reply), fatal[i]);
     hostd__tenant_free(a);
     hostd__tenant_free(b);
     hostd__tenant_free(c);
@@ -188,28 +231,30 @@ static void context_corrupting_error_loses_every_tenant_and_raises_one_fault(voi
     hostd__fault_forget();
     assert_int_equal(hostd_record_live_bytes(), 0);
     c = tenant_after_hello(&reply);
-    assert_int_equal(call(c, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
-    assert_int_equal(call(c, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, &s, 8, &reply),
-                     CUDA_SUCCESS);
+    assert_int_equal(call(c, CALL_OP_MEM_ALLOC, 0, &size, &reply), CUDA_SUCCESS);
+    assert_int_equal(call(c, CALL_OP_STREAM_SYNC, CALL_SYNCPOINT, &s0, &reply), CUDA_SUCCESS);
     {
-      uint32_t sargs[2] = {0, 0}, eflags = 0;
-      uint64_t st, ev, rec[3];
-      assert_int_equal(call(c, GUEST_OP_STREAM_NEW, 0, sargs, 8, &reply), CUDA_SUCCESS);
-      memcpy(&st, reply.buf + GUEST_REPLY_HDR_LEN, 8);
-      assert_int_equal(call(c, GUEST_OP_EVENT_NEW, 0, &eflags, 4, &reply), CUDA_SUCCESS);
-      memcpy(&ev, reply.buf + GUEST_REPLY_HDR_LEN, 8);
-      rec[0] = ev, rec[1] = 0, rec[2] = 0; /* on the legacy stream: waits for st */
-      assert_int_equal(call(c, GUEST_OP_EVENT_RECORD, 0, rec, sizeof(rec), &reply), CUDA_SUCCESS);
-      assert_int_equal(call(c, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, &st, 8, &reply),
-                       CUDA_SUCCESS);
-      assert_int_equal(call(c, GUEST_OP_CTX_SYNC, GUEST_CALL_SYNCPOINT, NULL, 0, &reply),
-                       CUDA_SUCCESS);
+      call_stream_new_req_t sn = {0};
+      call_event_new_req_t en = {0};
+      call_stream_new_rep_t sr;
+      call_event_new_rep_t er;
+      call_event_record_req_t rec = {0};
+      call_stream_sync_req_t ss = {0};
+      assert_int_equal(call(c, CALL_OP_STREAM_NEW, 0, &sn, &reply), CUDA_SUCCESS);
+      assert_int_equal(hc_reply(&reply, CALL_OP_STREAM_NEW, &sr), 0);
+      assert_int_equal(call(c, CALL_OP_EVENT_NEW, 0, &en, &reply), CUDA_SUCCESS);
+      assert_int_equal(hc_reply(&reply, CALL_OP_EVENT_NEW, &er), 0);
+      rec.event = er.event; /* on the legacy stream: waits for sr.stream */
+      assert_int_equal(call(c, CALL_OP_EVENT_RECORD, 0, &rec, &reply), CUDA_SUCCESS);
+      ss.stream = sr.stream;
+      assert_int_equal(call(c, CALL_OP_STREAM_SYNC, CALL_SYNCPOINT, &ss, &reply), CUDA_SUCCESS);
+      assert_int_equal(call(c, CALL_OP_CTX_SYNC, CALL_SYNCPOINT, &cs, &reply), CUDA_SUCCESS);
     }
     assert_int_equal(hostd_record_count(HOSTD_RECORD_STALE), 0);
     hostd__tenant_free(c);
     assert_int_equal(hostd_record_live_bytes(), 0);
   }
-  guest_wr_free(&reply);
+  wire_buf_close(&reply);
 }
 
 /* The model the test above relies on: after a shutdown (a restart), any
@@ -236,22 +281,21 @@ static void recording_device_refuses_what_predates_a_restart(void **state) {
 static uint32_t worker_r[3];
 
 static void *other_worker(void *arg) {
-  guest_wr_t reply = {0};
-  uint32_t hello[34] = {GUEST_PROTO_VERSION};
-  uint64_t size = 256, s = 0;
-  const char *why;
+  wire_buf_t reply = {0};
+  call_hello_req_t hello = {.version = CALL_PROTO_VERSION};
+  call_mem_alloc_req_t size = {.size = 256};
+  call_stream_sync_req_t s0 = {.stream = 0};
   hostd_tenant_t *e = hostd__tenant_new(10, false);
   (void)arg;
   worker_r[0] = worker_r[1] = worker_r[2] = 999;
-  if (hostd__tenant_exec(e, GUEST_OP_HELLO, 0, (uint8_t *)hello, sizeof(hello), &reply, &why) == 0)
-    worker_r[0] = result_of(&reply);
-  if (hostd__tenant_exec(e, GUEST_OP_MEM_ALLOC, 0, (uint8_t *)&size, 8, &reply, &why) == 0)
-    worker_r[1] = result_of(&reply);
-  if (hostd__tenant_exec(e, GUEST_OP_STREAM_SYNC, GUEST_CALL_SYNCPOINT, (uint8_t *)&s, 8, &reply,
-                         &why) == 0)
-    worker_r[2] = result_of(&reply);
+  if (hc_exec(e, CALL_OP_HELLO, 0, &hello, &reply, NULL) == 0)
+    worker_r[0] = hc_result(&reply);
+  if (hc_exec(e, CALL_OP_MEM_ALLOC, 0, &size, &reply, NULL) == 0)
+    worker_r[1] = hc_result(&reply);
+  if (hc_exec(e, CALL_OP_STREAM_SYNC, CALL_SYNCPOINT, &s0, &reply, NULL) == 0)
+    worker_r[2] = hc_result(&reply);
   hostd__tenant_free(e);
-  guest_wr_free(&reply);
+  wire_buf_close(&reply);
   return NULL;
 }
 
@@ -268,27 +312,23 @@ static void every_worker_thread_makes_the_context_current_first(void **state) {
 }
 
 static void ordinary_errors_raise_no_fault(void **state) {
-  guest_wr_t reply = {0};
+  wire_buf_t reply = {0};
   hostd_tenant_t *t = tenant_after_hello(&reply);
-  uint64_t bad = 0x1234, size = 64;
+  call_mem_free_req_t bad = {.ptr = 0x1234};
+  call_mem_alloc_req_t size = {.size = 64};
   (void)state;
   assert_null(hostd__ctx_fatal(CUDA_ERROR_INVALID_VALUE));
   assert_null(hostd__ctx_fatal(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)); /* not sticky */
-  assert_int_equal(call(t, GUEST_OP_MEM_FREE, 0, &bad, 8, &reply), CUDA_ERROR_INVALID_VALUE);
-  assert_int_equal(call(t, GUEST_OP_MEM_ALLOC, 0, &size, 8, &reply), CUDA_SUCCESS);
+  assert_int_equal(call(t, CALL_OP_MEM_FREE, 0, &bad, &reply), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, 0, &size, &reply), CUDA_SUCCESS);
   assert_int_equal(hostd__fault_pending(NULL), 0);
   hostd__tenant_free(t);
-  guest_wr_free(&reply);
+  wire_buf_close(&reply);
 }
 
 static int setup(void **state) {
   (void)state;
-  if (hostd__gpu.init(0, &hostd__snapshot) != CUDA_SUCCESS)
-    return -1;
-  hostd__ndev = 1;
-  hostd__log_level = HOSTD_LOG_ERROR;
-  hostd__modcache_init(NULL);
-  return 0;
+  return hc_daemon_setup();
 }
 
 int main(void) {
@@ -297,11 +337,13 @@ int main(void) {
       cmocka_unit_test(unknown_module_id_asks_for_the_bytes),
       cmocka_unit_test(freeing_a_tenant_frees_its_memory),
       cmocka_unit_test(async_error_is_kept_for_the_next_syncpoint),
+      cmocka_unit_test(truncated_requests_are_protocol_errors_with_a_reason),
       cmocka_unit_test(context_corrupting_error_loses_every_tenant_and_raises_one_fault),
       cmocka_unit_test(ordinary_errors_raise_no_fault),
       cmocka_unit_test(recording_device_refuses_what_predates_a_restart),
       cmocka_unit_test(every_worker_thread_makes_the_context_current_first),
       cmocka_unit_test(random_requests_never_crash_or_leak),
+      cmocka_unit_test(every_op_encoded_by_the_table_passes_the_fuzz_body),
   };
   return cmocka_run_group_tests_name("hostd-exec", tests, setup, NULL);
 }

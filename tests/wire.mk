@@ -1,7 +1,7 @@
 # tests/wire.mk: unit tests, fuzz targets and the benchmark of wire/.
 WIRE_TESTS = tests/test-wire-error tests/test-wire-frame tests/test-wire-conn \
 	tests/test-wire-peer tests/test-wire-oom tests/test-wire-api tests/test-wire-shm \
-	tests/test-wire-rbulk tests/test-wire-parcopy
+	tests/test-wire-rbulk tests/test-wire-parcopy tests/test-wire-call tests/test-wire-u64map
 if HAVE_CMOCKA
 check_PROGRAMS += $(WIRE_TESTS)
 TESTS += $(WIRE_TESTS)
@@ -25,6 +25,12 @@ tests_test_wire_api_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
 tests_test_wire_shm_SOURCES = tests/test-wire-shm.c
 tests_test_wire_shm_CFLAGS = $(TEST_CFLAGS)
 tests_test_wire_shm_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
+tests_test_wire_u64map_SOURCES = tests/test-wire-u64map.c
+tests_test_wire_u64map_CFLAGS = $(TEST_CFLAGS)
+tests_test_wire_u64map_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
+tests_test_wire_call_SOURCES = tests/test-wire-call.c
+tests_test_wire_call_CFLAGS = $(TEST_CFLAGS)
+tests_test_wire_call_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
 tests_test_wire_rbulk_SOURCES = tests/test-wire-rbulk.c
 tests_test_wire_rbulk_CFLAGS = $(TEST_CFLAGS)
 tests_test_wire_rbulk_LDADD = $(WIRE_LIBS) $(TEST_LIBS)

@@ -1,5 +1,7 @@
 /* fuzz-hostd-exec.c: libFuzzer target for hostd's request decoder.
  *
+ * The request bytes go through hostd__tenant_exec, which decodes them with
+ * the call vocabulary's one decoder (wire/call.c) before any handler runs.
  * Input: a sequence of requests, each `u32 op | u32 flags | u16 len | len
  * bytes`, executed in order by one tenant (after a valid hello) on the
  * recording GPU backend.  Invariants: hostd__tenant_exec never crashes and
@@ -10,6 +12,7 @@
  */
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
+#include "wire/call.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,9 +22,8 @@ int hostd_fuzz_exec_one(const uint8_t *data, size_t size);
 
 int hostd_fuzz_exec_one(const uint8_t *data, size_t size) {
   static int inited;
-  uint8_t hello[4 + 4 + 64 + 64] = {0};
-  uint32_t ver = GUEST_PROTO_VERSION;
-  guest_wr_t reply = {0};
+  call_hello_req_t hello;
+  wire_buf_t reply, hb;
   const char *why;
   hostd_tenant_t *t;
   uint64_t live;
@@ -39,9 +41,14 @@ int hostd_fuzz_exec_one(const uint8_t *data, size_t size) {
   t = hostd__tenant_new(1, false);
   if (!t)
     return 0;
-  memcpy(hello, &ver, 4);
-  if (hostd__tenant_exec(t, GUEST_OP_HELLO, 0, hello, sizeof(hello), &reply, &why) != 0)
+  memset(&hello, 0, sizeof(hello));
+  hello.version = CALL_PROTO_VERSION;
+  wire_buf_init(&reply);
+  wire_buf_init(&hb);
+  if (call_hello_req_put(&hello, &hb) != 0 ||
+      hostd__tenant_exec(t, CALL_OP_HELLO, 0, hb.data, hb.len, &reply, &why) != 0)
     abort();
+  wire_buf_close(&hb);
   while (size >= 10) {
     uint32_t op, flags;
     uint16_t len;
@@ -58,7 +65,7 @@ int hostd_fuzz_exec_one(const uint8_t *data, size_t size) {
     if (!args)
       break;
     memcpy(args, data, len);
-    rc = hostd__tenant_exec(t, op % (GUEST_OP_COUNT + 2), flags, args, len, &reply, &why);
+    rc = hostd__tenant_exec(t, op % (CALL_OP_COUNT + 2), flags, args, len, &reply, &why);
     free(args);
     if (rc != 0 && rc != -EPROTO)
       abort();
@@ -70,7 +77,7 @@ int hostd_fuzz_exec_one(const uint8_t *data, size_t size) {
     }
   }
   hostd__tenant_free(t);
-  guest_wr_free(&reply);
+  wire_buf_close(&reply);
   if (hostd_record_live_bytes() != live)
     abort(); /* the tenant leaked device memory */
   return bad;

@@ -1,11 +1,12 @@
-/* map.c: a u64 -> u64 hash map for per-tenant handle tables.
+/* u64map.c: a u64 -> u64 hash map for handle tables (hostd's per-tenant
+ * tables, the guest library's function table).
  *
  * Open addressing with linear probing; deletion by backward shift, so no
  * tombstones accumulate over a long tenant life.  Key 0 is reserved (no
- * CUDA handle or device pointer is 0).  Not thread-safe: each map belongs
- * to one tenant and is touched only by that tenant's worker thread.
+ * CUDA handle or device pointer is 0).  Not thread-safe: the owner
+ * serialises.
  */
-#include "hostd/map.h"
+#include "wire/u64map.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -14,20 +15,20 @@ static size_t slot_of(uint64_t k, size_t mask) {
   return (size_t)((k ^ (k >> 29)) * 0x9e3779b97f4a7c15ull >> 7) & mask;
 }
 
-void hostd__map_init(hostd_map_t *m) {
+void u64map_init(u64map_t *m) {
   m->keys = NULL;
   m->vals = NULL;
   m->cap = 0;
   m->len = 0;
 }
 
-void hostd__map_close(hostd_map_t *m) {
+void u64map_close(u64map_t *m) {
   free(m->keys);
   free(m->vals);
-  hostd__map_init(m);
+  u64map_init(m);
 }
 
-static int grow(hostd_map_t *m) {
+static int grow(u64map_t *m) {
   size_t cap = m->cap ? m->cap * 2 : 64;
   uint64_t *k = calloc(cap, sizeof(*k)), *v = calloc(cap, sizeof(*v));
   if (!k || !v) {
@@ -52,7 +53,7 @@ static int grow(hostd_map_t *m) {
   return 0;
 }
 
-int hostd__map_put(hostd_map_t *m, uint64_t key, uint64_t val) {
+int u64map_put(u64map_t *m, uint64_t key, uint64_t val) {
   size_t j;
   if (key == 0)
     return -EINVAL;
@@ -67,7 +68,7 @@ int hostd__map_put(hostd_map_t *m, uint64_t key, uint64_t val) {
   return 0;
 }
 
-bool hostd__map_get(const hostd_map_t *m, uint64_t key, uint64_t *val) {
+bool u64map_get(const u64map_t *m, uint64_t key, uint64_t *val) {
   if (!m->cap || key == 0)
     return false;
   for (size_t j = slot_of(key, m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1))
@@ -79,7 +80,7 @@ bool hostd__map_get(const hostd_map_t *m, uint64_t key, uint64_t *val) {
   return false;
 }
 
-bool hostd__map_del(hostd_map_t *m, uint64_t key) {
+bool u64map_del(u64map_t *m, uint64_t key) {
   size_t mask = m->cap - 1, j, i;
   if (!m->cap || key == 0)
     return false;

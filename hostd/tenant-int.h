@@ -1,0 +1,121 @@
+/* tenant-int.h: what tenant.c (a tenant's tables, ranges, streams,
+ * recovery) and exec.c (the execution of its requests) share.
+ *
+ * Nothing here is seen outside those two files.  The tables are touched by
+ * the tenant's worker thread only, inside the read side of tenant.c's
+ * context lock (see tenant.c's lock story); exec.c's handlers run there.
+ */
+#ifndef TALLY_HOSTD_TENANT_INT_H
+#define TALLY_HOSTD_TENANT_INT_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hostd/gpu.h"
+#include "hostd/hostd-int.h"
+#include "hostd/sched.h"
+#include "wire/u64map.h"
+
+#define STREAM_LEGACY_ID     1u   /* CU_STREAM_LEGACY */
+#define STREAM_PER_THREAD_ID 2u   /* CU_STREAM_PER_THREAD */
+#define PTDS_MAX             4096 /* per-thread default streams per tenant: one per thread */
+#define KIND_MODULE          0
+#define KIND_LIBRARY         1
+#define KIND_VIEW            2 /* a library's module view: dies with the library */
+#define RANGE_ALLOC          1 /* from MEM_ALLOC: may be freed */
+#define RANGE_GLOBAL         2 /* a module global: may be copied, not freed */
+
+typedef struct range {
+  uint64_t base, size;
+  int kind;
+  uint64_t module; /* for globals: the module they die with */
+} range_t;
+
+/* Pinned host memory a guest shared as a memfd (server.c maps it in on_fd):
+ * copies from and to it are DMA on the tenant's stream, no bytes on the wire. */
+typedef struct pinned {
+  uint8_t *addr;
+  size_t size;
+  bool registered; /* cuMemHostRegister succeeded (else copies stage, still correct) */
+} pinned_t;
+
+/* A tenant stream (also the emulated legacy and per-thread ones). */
+typedef struct tstream {
+  uint64_t handle;      /* host stream */
+  uint64_t event;       /* for implicit synchronisation with the legacy stream */
+  bool blocking;        /* created without CU_STREAM_NON_BLOCKING */
+  uint64_t epoch;       /* bumped by each op on this stream */
+  uint64_t seen;        /* blocking stream: legacy epoch it has waited for;
+                           legacy stream: unused */
+  uint64_t legacy_seen; /* legacy's view of this stream's epoch */
+  hostd_sched_stream_t *ss; /* the scheduler's state, made at its first launch (sched.h) */
+} tstream_t;
+
+struct hostd_tenant {
+  uint32_t id;
+  bool tcp;            /* came over TCP: the token is checked at hello */
+  bool hello;          /* hello done */
+  int prio;            /* host stream priority of this tenant's class */
+  tstream_t *legacy;   /* lazily created */
+  u64map_t ptds;    /* guest thread key (2 | N << 32) -> its default stream */
+  u64map_t streams; /* handle -> tstream_t* */
+  u64map_t events;  /* handle -> 1 */
+  u64map_t modules; /* handle -> kind */
+  u64map_t funcs;   /* handle -> module handle */
+  u64map_t views;   /* library -> its module view (cuLibraryGetModule) */
+  u64map_t pinned;  /* guest tag -> pinned_t*: memfd mappings (PINNED_COPY) */
+  u64map_t modids;  /* module or library handle -> content id (kernel ids) */
+  u64map_t kids;    /* function handle -> stable kernel id (sched.h) */
+  hostd_sched_tenant_t *sched; /* NULL: launches go straight to the GPU (sched.h) */
+  hostd_hostfn_t *hf;  /* host functions (hostfn.c); NULL when not served by server.c */
+  range_t *ranges;     /* sorted by base */
+  size_t nranges, capranges;
+  CUresult deferred;           /* first error of a fire-and-forget request, until reported */
+  CUresult lost;               /* context-corrupting error that took everything (recover) */
+  bool ctx_err_logged;         /* a context-level error was logged (once per tenant) */
+  call_why_t why;              /* the last protocol error's reason (hostd__tenant_exec) */
+  hostd_tenant_t *prev, *next; /* live list (reg_lock) */
+};
+
+/* ---- ranges (tenant.c) ---- */
+/* Index of the first range whose base is above p. */
+size_t hostd__range_upper(const hostd_tenant_t *t, uint64_t p);
+/* Adds [base, base+size) (a global asked for twice is kept once); 0 or -ENOMEM. */
+int hostd__range_add(hostd_tenant_t *t, uint64_t base, uint64_t size, int kind, uint64_t module);
+/* True when [p, p+n) lies inside one range of the tenant. */
+bool hostd__owns(const hostd_tenant_t *t, uint64_t p, uint64_t n);
+void hostd__range_del_at(hostd_tenant_t *t, size_t i);
+
+/* ---- streams (tenant.c) ---- */
+tstream_t *hostd__stream_make(hostd_tenant_t *t, unsigned flags, CUresult *r);
+/* Synchronises and frees a tenant stream. */
+void hostd__stream_drop(tstream_t *s);
+/* Resolves guest stream value s (creating the emulated ones on first use),
+ * without ordering anything on it; NULL with *r set when not the tenant's. */
+tstream_t *hostd__stream_of(hostd_tenant_t *t, uint64_t s, CUresult *r);
+/* Orders the next op on ts after the legacy-stream rules and counts it;
+ * first fences ts behind its launches held by the scheduler (sched.h). */
+CUresult hostd__stream_enter(hostd_tenant_t *t, tstream_t *ts);
+/* The same for a launch, which the scheduler orders itself: no fence. */
+CUresult hostd__stream_enter_launch(hostd_tenant_t *t, tstream_t *ts);
+/* Resolves s and enters it: the one path by which work reaches a tenant
+ * stream.  *out is the stream on CUDA_SUCCESS. */
+CUresult hostd__stream_lookup_enter(hostd_tenant_t *t, uint64_t s, tstream_t **out);
+/* Synchronises every stream of the tenant: legacy, per-thread, created.
+ * stop: return the first error (CTX_SYNC); else sync all, ignore errors. */
+CUresult hostd__streams_sync_all(hostd_tenant_t *t, bool stop);
+
+/* ---- modules and pinned memory (tenant.c) ---- */
+/* Forgets module h's functions and globals (not the module entry). */
+void hostd__module_forget(hostd_tenant_t *t, uint64_t h);
+void hostd__pinned_drop(pinned_t *p, bool gpu);
+
+/* ---- execution (exec.c) ---- */
+/* Decodes args as op's request and runs its handler; results go to out.
+ * Returns the CUresult, or CUDA_ERROR_INVALID_VALUE with *why set when the
+ * request is malformed (the tenant is then closed). */
+CUresult hostd__exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uint8_t *args,
+                     size_t len, wire_buf_t *out, const char **why);
+
+#endif /* TALLY_HOSTD_TENANT_INT_H */
