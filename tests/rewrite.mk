@@ -6,7 +6,7 @@ endif
 tests_test_rw_diag_SOURCES = tests/test-rw-diag.c
 tests_test_rw_diag_CFLAGS = $(TEST_CFLAGS)
 tests_test_rw_diag_LDADD = $(REWRITE_LIBS) $(TEST_LIBS)
-# fatbin reader (issue 5 part B): fixtures are built at test time with $(NVCC).
+# fatbin reader: fixtures are built at test time with $(NVCC).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-rw-fatbin
 TESTS += tests/test-rw-fatbin
@@ -30,10 +30,10 @@ FUZZ_TARGETS += tests/fuzz/fuzz-rw-fatbin
 noinst_PROGRAMS += tests/fuzz/fuzz-rw-fatbin
 endif
 tests_fuzz_fuzz_rw_fatbin_SOURCES = tests/fuzz/fuzz-rw-fatbin.c rewrite/fatbin.c \
-	rewrite/fatbin-elf.c rewrite/fatbin-lz4.c rewrite/fatbin-extract.c rewrite/diag.c
-tests_fuzz_fuzz_rw_fatbin_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
+	rewrite/fatbin-elf.c rewrite/fatbin-extract.c rewrite/diag.c
+tests_fuzz_fuzz_rw_fatbin_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) $(LZ4_CFLAGS) -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_rw_fatbin_LDFLAGS = -fsanitize=fuzzer,address,undefined
-tests_fuzz_fuzz_rw_fatbin_LDADD = $(ZSTD_LIBS)
+tests_fuzz_fuzz_rw_fatbin_LDADD = $(ZSTD_LIBS) $(LZ4_LIBS)
 # PTX parser, printer, transformations, compile cache (issue 5 part A).
 RW_PTX_TESTS = tests/test-rw-ptx-parse tests/test-rw-ptx-roundtrip tests/test-rw-xform-apply \
 	tests/test-rw-xform-refuse tests/test-rw-cache tests/test-rw-ptx-replay tests/test-rw-ptx-oom tests/test-rw-xform-flow \

@@ -5,6 +5,7 @@
  * decoder every kind of damage it must refuse without changing the table.
  */
 #include "policy/pol.h"
+#include "wire/wire-le.h"
 
 #include <errno.h>
 #include <setjmp.h>
@@ -36,13 +37,6 @@ static pol_profile_t rec(uint64_t id) {
   return r;
 }
 
-static uint32_t le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t le64(const uint8_t *p) {
-  return le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
 static pol_profiles_t *table_of(int n) {
   pol_profiles_t *p;
   assert_int_equal(pol_profiles_new(&p), 0);
@@ -61,24 +55,24 @@ static void encode_follows_offset_table(void **state) {
   assert_int_equal(pol_profiles_encode(p, buf, sizeof(buf), &len), 0);
   assert_int_equal(len, 24 + 64 + 8);
   assert_memory_equal(buf, "TALLYPRF", 8);
-  assert_int_equal(le32(buf + 8), 1);
-  assert_int_equal(le32(buf + 12), 1);
-  assert_int_equal(le32(buf + 16), 64);
-  assert_int_equal(le32(buf + 20), 0);
+  assert_int_equal(wire_le_rd32(buf + 8), 1);
+  assert_int_equal(wire_le_rd32(buf + 12), 1);
+  assert_int_equal(wire_le_rd32(buf + 16), 64);
+  assert_int_equal(wire_le_rd32(buf + 20), 0);
   const uint8_t *r = buf + 24;
-  assert_int_equal(le64(r + 0), 1);
-  assert_int_equal(le32(r + 8), 101);
-  assert_int_equal(le32(r + 12), 2);
-  assert_int_equal(le32(r + 16), 1);
-  assert_int_equal(le32(r + 20), 128);
-  assert_int_equal(le32(r + 24), 2);
-  assert_int_equal(le32(r + 28), 1);
-  assert_int_equal(le32(r + 32), 4096);
-  assert_int_equal(le64(r + 36), 12346);
-  assert_int_equal(le32(r + 44), 3);
-  assert_int_equal(le64(r + 48), 777);
-  assert_int_equal(le32(r + 56), 2);
-  assert_int_equal(le32(r + 60), 1);
+  assert_int_equal(wire_le_rd64(r + 0), 1);
+  assert_int_equal(wire_le_rd32(r + 8), 101);
+  assert_int_equal(wire_le_rd32(r + 12), 2);
+  assert_int_equal(wire_le_rd32(r + 16), 1);
+  assert_int_equal(wire_le_rd32(r + 20), 128);
+  assert_int_equal(wire_le_rd32(r + 24), 2);
+  assert_int_equal(wire_le_rd32(r + 28), 1);
+  assert_int_equal(wire_le_rd32(r + 32), 4096);
+  assert_int_equal(wire_le_rd64(r + 36), 12346);
+  assert_int_equal(wire_le_rd32(r + 44), 3);
+  assert_int_equal(wire_le_rd64(r + 48), 777);
+  assert_int_equal(wire_le_rd32(r + 56), 2);
+  assert_int_equal(wire_le_rd32(r + 60), 1);
   pol_profiles_free(p);
 }
 
