@@ -1,8 +1,8 @@
 /* pol-file.h: replace a file's contents durably and atomically.
  *
- * The one routine every file written as a whole goes through: policy's
- * profiles (profile-file.c), rewrite's compile cache, tallyd's module cache.
- * All of them then give the same guarantee: a reader sees the whole old file
+ * The one routine for writing a file as a whole: policy's profiles
+ * (profile-file.c) and rewrite's compile cache use it, and any other module
+ * that writes state files should.  All of them then give the same guarantee: a reader sees the whole old file
  * or the whole new one, and a file reported written survives a power loss.
  * rename(2) is atomic for readers; durability needs the data fsync'd before
  * the rename and the directory fsync'd after it (the rename changes the

@@ -34,7 +34,7 @@ tests_fuzz_fuzz_rw_fatbin_SOURCES = tests/fuzz/fuzz-rw-fatbin.c rewrite/fatbin.c
 tests_fuzz_fuzz_rw_fatbin_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) $(LZ4_CFLAGS) -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_rw_fatbin_LDFLAGS = -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_rw_fatbin_LDADD = $(ZSTD_LIBS) $(LZ4_LIBS)
-# PTX parser, printer, transformations, compile cache (issue 5 part A).
+# PTX parser, printer, transformations, compile cache.
 RW_PTX_TESTS = tests/test-rw-ptx-parse tests/test-rw-ptx-roundtrip tests/test-rw-xform-apply \
 	tests/test-rw-xform-refuse tests/test-rw-cache tests/test-rw-ptx-replay tests/test-rw-ptx-oom tests/test-rw-xform-flow \
 	tests/test-rw-ptb-model
@@ -83,6 +83,6 @@ tests_fuzz_fuzz_rw_ptx_SOURCES = tests/fuzz/fuzz-rw-ptx.c rewrite/diag.c rewrite
 	rewrite/xform-check.c rewrite/xform-flow.c rewrite/xform-apply.c rewrite/xform-report.c
 tests_fuzz_fuzz_rw_ptx_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_rw_ptx_LDFLAGS = -fsanitize=fuzzer,address,undefined
-# kernel corpus and GPU differential tests (issue 5 part B)
+# kernel corpus and GPU differential tests
 include $(srcdir)/tests/corpus/corpus.mk
 include $(srcdir)/tests/gpu/rw-diff.mk
