@@ -35,47 +35,42 @@ static int entries(const char *dir) {
   return n;
 }
 
-static void slurp(const char *path, char *buf, size_t cap, size_t *len) {
+/* path holds exactly want[0..len) and is the only entry of dir (no
+ * temporary file left behind); then both are removed. */
+static void expect_only_file(char *dir, const char *path, const char *want, size_t len) {
+  char buf[64];
   FILE *f = fopen(path, "rb");
   assert_non_null(f);
-  *len = fread(buf, 1, cap, f);
+  size_t got = fread(buf, 1, sizeof(buf), f);
   fclose(f);
-}
-
-static void replace_writes_the_parts_in_order_with_the_mode(void **state) {
-  (void)state;
-  char *dir = tmpdir_new(), path[512], buf[64];
-  size_t len;
-  snprintf(path, sizeof(path), "%s/f", dir);
-  struct iovec parts[3] = {{"ab", 2}, {NULL, 0}, {"cde", 3}};
-  assert_int_equal(pol_file_replace(path, parts, 3, 0640), 0);
-  slurp(path, buf, sizeof(buf), &len);
-  assert_int_equal(len, 5);
-  assert_memory_equal(buf, "abcde", 5);
-  struct stat st;
-  assert_int_equal(stat(path, &st), 0);
-  assert_int_equal(st.st_mode & 0777, 0640);
-  assert_int_equal(entries(dir), 1); /* no temporary left */
-  unlink(path);
-  rmdir(dir);
-  free(dir);
-}
-
-static void replace_swaps_a_longer_old_file_for_the_new_contents(void **state) {
-  (void)state;
-  char *dir = tmpdir_new(), path[512], buf[64];
-  size_t len;
-  snprintf(path, sizeof(path), "%s/f", dir);
-  struct iovec old = {"0123456789", 10}, new = {"xy", 2};
-  assert_int_equal(pol_file_replace(path, &old, 1, 0644), 0);
-  assert_int_equal(pol_file_replace(path, &new, 1, 0644), 0);
-  slurp(path, buf, sizeof(buf), &len);
-  assert_int_equal(len, 2);
-  assert_memory_equal(buf, "xy", 2);
+  assert_int_equal(got, len);
+  assert_memory_equal(buf, want, len);
   assert_int_equal(entries(dir), 1);
   unlink(path);
   rmdir(dir);
   free(dir);
+}
+
+static void replace_writes_the_parts_in_order_with_the_mode(void **state) {
+  (void)state;
+  char *dir = tmpdir_new(), path[512];
+  snprintf(path, sizeof(path), "%s/f", dir);
+  struct iovec parts[3] = {{"ab", 2}, {NULL, 0}, {"cde", 3}};
+  assert_int_equal(pol_file_replace(path, parts, 3, 0640), 0);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0640);
+  expect_only_file(dir, path, "abcde", 5);
+}
+
+static void replace_swaps_a_longer_old_file_for_the_new_contents(void **state) {
+  (void)state;
+  char *dir = tmpdir_new(), path[512];
+  snprintf(path, sizeof(path), "%s/f", dir);
+  struct iovec old = {"0123456789", 10}, new = {"xy", 2};
+  assert_int_equal(pol_file_replace(path, &old, 1, 0644), 0);
+  assert_int_equal(pol_file_replace(path, &new, 1, 0644), 0);
+  expect_only_file(dir, path, "xy", 2);
 }
 
 static void replace_fails_with_errno_and_leaves_nothing_behind(void **state) {
