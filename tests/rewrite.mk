@@ -63,7 +63,7 @@ tests_test_rw_ptb_model_LDADD = $(REWRITE_LIBS) $(TEST_LIBS)
 tests_test_rw_cache_SOURCES = tests/test-rw-cache.c
 tests_test_rw_cache_CFLAGS = $(TEST_CFLAGS)
 tests_test_rw_cache_LDADD = $(REWRITE_LIBS) $(TEST_LIBS)
-tests_test_rw_ptx_oom_SOURCES = tests/test-rw-ptx-oom.c
+tests_test_rw_ptx_oom_SOURCES = tests/test-rw-ptx-oom.c tests/oom-harness.h
 tests_test_rw_ptx_oom_CFLAGS = $(TEST_CFLAGS)
 tests_test_rw_ptx_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc \
 	-Wl,--wrap=realloc -Wl,--wrap=free
