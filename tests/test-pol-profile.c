@@ -124,8 +124,7 @@ static void reseal(uint8_t *buf, size_t len) {
     h ^= buf[i];
     h *= 1099511628211ull;
   }
-  for (int i = 0; i < 8; i++)
-    buf[len - 8 + i] = (uint8_t)(h >> (8 * i));
+  wire_le_wr64(buf + len - 8, h);
 }
 
 static void decode_rejects_damage(void **state) {
