@@ -15,6 +15,7 @@
  * or a line longer than HOSTD_CONFIG_LINE_MAX is an error naming FILE:LINE.
  */
 #include "hostd/hostd.h"
+#include "policy/pol.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -33,6 +34,9 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->spin_us = -1;
   cfg->worker_spin_us = -1;
   cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
+  strcpy(cfg->policy, "tally");
+  cfg->threshold_us = -1;
+  cfg->resume_idle_us = -1;
 }
 
 void hostd_config_usage(FILE *f) {
@@ -56,6 +60,17 @@ void hostd_config_usage(FILE *f) {
           "  --restart-grace-ms N after a tenant's GPU fault, tallyd re-executes itself once\n"
           "                       every tenant has left, or after N ms (default %d), closing\n"
           "                       the rest; new tenants are told to retry meanwhile\n"
+          "  --policy P           how best-effort kernels are scheduled around the\n"
+          "                       latency-critical tenant: tally (default), paper,\n"
+          "                       timeslice, mps, mps-prio, tgs, or none (launch every\n"
+          "                       kernel as it arrives, on priority streams only)\n"
+          "  --threshold-us N     best-effort work in flight may delay the latency-\n"
+          "                       critical tenant at most N us (default: the policy's, 31.6)\n"
+          "  --resume-idle-us N   best-effort kernels resume N us after the latency-\n"
+          "                       critical tenant went idle (default: the policy's, 50)\n"
+          "  --trace FILE         write every kernel (tenant, kernel, grid, block, shared\n"
+          "                       memory, submit/issue/start/end times) to FILE in\n"
+          "                       tally-sim's trace format\n"
           "  -h, --help           this text\n",
           HOSTD_DEFAULT_SOCKET, HOSTD_DEFAULT_STATE_DIR, HOSTD_DEFAULT_RESTART_GRACE_MS);
 }
@@ -94,6 +109,8 @@ static const int_option_t *int_option(const char *name) {
       {"spin-us", offsetof(hostd_config_t, spin_us), 10000},
       {"worker-spin-us", offsetof(hostd_config_t, worker_spin_us), 10000},
       {"restart-grace-ms", offsetof(hostd_config_t, restart_grace_ms), 60000},
+      {"threshold-us", offsetof(hostd_config_t, threshold_us), 1000000},
+      {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
   };
   for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
     if (strcmp(name, opts[i].name) == 0)
@@ -133,6 +150,14 @@ static int set_option(hostd_config_t *cfg, const char *name, const char *v, cons
       rc = set_str(cfg->gpus, sizeof(cfg->gpus), flag, v, err);
   } else if (strcmp(name, "state-dir") == 0)
     rc = set_str(cfg->state_dir, sizeof(cfg->state_dir), flag, v, err);
+  else if (strcmp(name, "policy") == 0) {
+    pol_kind_t k;
+    if (strcmp(v, "none") != 0 && pol_kind_parse(v, &k) != 0)
+      BAD("%s: '%s': expected none, tally, paper, timeslice, mps, mps-prio or tgs\n", flag, v);
+    else
+      rc = set_str(cfg->policy, sizeof(cfg->policy), flag, v, err);
+  } else if (strcmp(name, "trace") == 0)
+    rc = set_str(cfg->trace, sizeof(cfg->trace), flag, v, err);
   else if (strcmp(name, "token-file") == 0)
     rc = set_str(cfg->token_file, sizeof(cfg->token_file), flag, v, err);
   else if (strcmp(name, "log-level") == 0) {

@@ -84,6 +84,7 @@
   X(cuMemcpyHtoDAsync)                                                                             \
   X(cuMemsetD16Async)                                                                              \
   X(cuMemsetD32Async)                                                                              \
+  X(cuMemsetD32)                                                                                   \
   X(cuMemsetD8Async)                                                                               \
   X(cuModuleEnumerateFunctions)                                                                    \
   X(cuModuleGetFunctionCount)                                                                      \
@@ -97,7 +98,8 @@
   X(cuStreamQuery)                                                                                 \
   X(cuStreamSynchronize)                                                                           \
   X(cuStreamWaitEvent)                                                                             \
-  X(cuStreamWaitValue32)
+  X(cuStreamWaitValue32)                                                                           \
+  X(cuStreamWriteValue32)
 
 static struct {
 #define X(n) __typeof__(&n) n;
@@ -640,6 +642,55 @@ static CUresult cuda_host_unregister(void *p) {
   return D.cuMemHostUnregister(p);
 }
 
+/* ---- device gates (hostd/sched.c) ----
+ * Words in device memory: the writer and the waiter are both streams, so
+ * neither side involves the host or a mapped page (a host-mapped flag took
+ * ~1 ms to be seen on a virtualised H200, docs/scheduler.md). */
+typedef struct cuda_dgate {
+  CUdeviceptr dptr;
+  uint32_t n;
+} cuda_dgate_t;
+
+static CUresult cuda_dgate_new(void **out, uint32_t nslots) {
+  cuda_dgate_t *g = calloc(1, sizeof(*g));
+  CUresult r;
+  if (!g)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  r = D.cuMemAlloc(&g->dptr, (size_t)nslots * 4);
+  if (r == CUDA_SUCCESS)
+    r = D.cuMemsetD32(g->dptr, 0, nslots);
+  if (r != CUDA_SUCCESS) {
+    if (g->dptr)
+      (void)D.cuMemFree(g->dptr);
+    free(g);
+    return r;
+  }
+  g->n = nslots;
+  *out = g;
+  return CUDA_SUCCESS;
+}
+
+static void cuda_dgate_del(void *gp, int gpu) {
+  cuda_dgate_t *g = gp;
+  if (g && gpu)
+    (void)D.cuMemFree(g->dptr);
+  free(g);
+}
+
+static CUresult cuda_dgate_wait(uint64_t s, void *gp, uint32_t slot, uint32_t value) {
+  cuda_dgate_t *g = gp;
+  if (!g || slot >= g->n)
+    return CUDA_ERROR_INVALID_VALUE;
+  return D.cuStreamWaitValue32(S(s), g->dptr + 4u * slot, value, CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+static CUresult cuda_dgate_set(uint64_t s, void *gp, uint32_t slot, uint32_t value) {
+  cuda_dgate_t *g = gp;
+  if (!g || slot >= g->n)
+    return CUDA_ERROR_INVALID_VALUE;
+  return D.cuStreamWriteValue32(S(s), g->dptr + 4u * slot, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
@@ -679,4 +730,8 @@ const hostd_gpu_ops_t hostd__gpu = {
     .dtoh_async = cuda_dtoh_async,
     .host_register = cuda_host_register,
     .host_unregister = cuda_host_unregister,
+    .dgate_new = cuda_dgate_new,
+    .dgate_del = cuda_dgate_del,
+    .dgate_wait = cuda_dgate_wait,
+    .dgate_set = cuda_dgate_set,
 };

@@ -96,7 +96,19 @@ typedef struct rec_gate {
   uint32_t *words;
 } rec_gate_t;
 
-enum { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_LAUNCH, OP_RECORD, OP_HOSTFN, OP_NOP };
+enum {
+  OP_HTOD,
+  OP_DTOH,
+  OP_DTOD,
+  OP_MEMSET,
+  OP_LAUNCH,
+  OP_RECORD,
+  OP_HOSTFN,
+  OP_NOP,
+  OP_GWAIT, /* device gate: wait until the word reaches value */
+  OP_GSET,  /* device gate: set the word */
+  OP_EVWAIT /* wait until an event's queued records have run */
+};
 
 typedef struct rec_op {
   int kind;
@@ -115,6 +127,7 @@ typedef struct rec_op {
 typedef struct rec_stream {
   uint64_t h;
   bool gated, deleted;
+  uint64_t evwait; /* blocked until this event has no queued record (stream_wait), or 0 */
   rec_gate_t *g; /* the gate it waits for while gated */
   uint32_t slot, value;
   rec_op_t *head, *tail;
@@ -360,8 +373,21 @@ static rec_event_t *event_find(uint64_t e) {
 }
 
 static bool busy(const rec_stream_t *st) {
-  return st && (st->gated || st->head);
+  return st && (st->gated || st->evwait || st->head);
 }
+
+static bool gate_reached(const rec_gate_t *g, uint32_t slot, uint32_t value) {
+  return (int32_t)(g->words[slot] - value) >= 0;
+}
+
+static bool event_pending(uint64_t e) {
+  rec_event_t *ev = event_find(e);
+  return ev && ev->pending;
+}
+
+/* Set when queued work ran that may unblock another stream (a record, a
+ * gate set): drain() scans again. */
+static bool moved;
 
 /* Queues a copy of *tmpl on stream s when s is busy (taking tmpl->bytes);
  * returns false, touching nothing, when the work may run now. */
@@ -422,8 +448,13 @@ static void exec_op(rec_op_t *o) {
     rec_event_t *ev = event_find(o->a);
     if (ev && ev->pending)
       ev->pending--;
+    moved = true;
     break;
   }
+  case OP_GSET:
+    o->g->words[o->slot] = o->value;
+    moved = true;
+    break;
   default:
     break;
   }
@@ -439,12 +470,26 @@ static void drain(void) {
     again = false;
     for (rec_stream_t **pst = &streams; *pst && !again;) {
       rec_stream_t *st = *pst;
-      if (st->gated && (int32_t)(st->g->words[st->slot] - st->value) >= 0)
+      if (st->gated && gate_reached(st->g, st->slot, st->value))
         st->gated = false;
-      while (!st->gated && st->head) {
+      if (st->evwait && !event_pending(st->evwait))
+        st->evwait = 0;
+      while (!st->gated && !st->evwait && st->head) {
         rec_op_t *o = st->head;
         if (!(st->head = o->next))
           st->tail = NULL;
+        if (o->kind == OP_GWAIT || o->kind == OP_EVWAIT) {
+          if (o->kind == OP_GWAIT && !gate_reached(o->g, o->slot, o->value)) {
+            st->gated = true;
+            st->g = o->g;
+            st->slot = o->slot;
+            st->value = o->value;
+          } else if (o->kind == OP_EVWAIT && event_pending(o->a)) {
+            st->evwait = o->a;
+          }
+          free(o);
+          continue;
+        }
         if (o->kind == OP_HOSTFN) {
           st->gated = true;
           st->g = o->g;
@@ -469,6 +514,10 @@ static void drain(void) {
         continue;
       }
       pst = &st->next;
+    }
+    if (!again && moved) {
+      moved = false;
+      again = true;
     }
   }
   draining = false;
@@ -626,13 +675,18 @@ static CUresult rec_stream_query(uint64_t s) {
   pthread_mutex_unlock(&lock);
   return b ? CUDA_ERROR_NOT_READY : sync_result();
 }
+/* A real cross-stream wait for records queued behind a gate: s blocks until
+ * the event has none left (a later re-record of the event is not told apart). */
 static CUresult rec_stream_wait(uint64_t s, uint64_t e, unsigned flags) {
   LIVE(s, e);
-  rec_op_t o = {.kind = OP_NOP};
+  rec_op_t o = {.kind = OP_EVWAIT, .a = e};
+  rec_stream_t *st;
   (void)flags;
   count(HOSTD_RECORD_WAIT);
   pthread_mutex_lock(&lock);
-  (void)defer(s, &o); /* keeps its place in the queue; not a real cross-stream wait */
+  st = stream_find(s);
+  if (st && !defer(s, &o) && event_pending(e))
+    st->evwait = e;
   pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
@@ -994,6 +1048,48 @@ static void rec_gate_open(void *gp, uint32_t slot, uint32_t value) {
   pthread_mutex_unlock(&lock);
 }
 
+/* ---- device gates (hostd/sched.c): the same words, set by streams ---- */
+
+static CUresult rec_dgate_new(void **out, uint32_t nslots) {
+  LIVE(0);
+  return rec_gate_new(out, nslots);
+}
+
+static CUresult rec_dgate_wait(uint64_t s, void *gp, uint32_t slot, uint32_t value) {
+  LIVE(s);
+  rec_gate_t *g = gp;
+  rec_op_t o = {.kind = OP_GWAIT, .g = g, .slot = slot, .value = value};
+  rec_stream_t *st;
+  if (!g || slot >= g->n)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  st = stream_find(s);
+  if (st && !defer(s, &o) && !gate_reached(g, slot, value)) {
+    st->gated = true;
+    st->g = g;
+    st->slot = slot;
+    st->value = value;
+  }
+  pthread_mutex_unlock(&lock);
+  return st ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult rec_dgate_set(uint64_t s, void *gp, uint32_t slot, uint32_t value) {
+  LIVE(s);
+  rec_gate_t *g = gp;
+  rec_op_t o = {.kind = OP_GSET, .g = g, .slot = slot, .value = value};
+  if (!g || slot >= g->n)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if (!defer(s, &o)) {
+    g->words[slot] = value;
+    if (!draining)
+      drain();
+  }
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
 /* Host registration: nothing to pin; counted so tests see it happen. */
 static CUresult rec_host_register(void *p, size_t n) {
   LIVE(0);
@@ -1101,6 +1197,10 @@ const hostd_gpu_ops_t hostd__gpu = {
     .dtoh_async = rec_dtoh_async,
     .host_register = rec_host_register,
     .host_unregister = rec_host_unregister,
+    .dgate_new = rec_dgate_new,
+    .dgate_del = rec_gate_del,
+    .dgate_wait = rec_dgate_wait,
+    .dgate_set = rec_dgate_set,
 };
 int hostd__record_last_prio;
 _Atomic long hostd__record_registered;

@@ -101,6 +101,17 @@ typedef struct hostd_gpu_ops {
   /* cuMemHostRegister (DEVICEMAP | PORTABLE) / cuMemHostUnregister. */
   CUresult (*host_register)(void *p, size_t n);
   CUresult (*host_unregister)(void *p);
+  /* ---- device gates: the scheduler's stream order (hostd/sched.c) ----
+   * A device gate is nslots u32 words in device memory, all 0 at first,
+   * that streams set and wait on without the host: a held best-effort
+   * launch keeps its stream's later work behind it this way.  dgate_del:
+   * gpu 0 when the memory died with the context. */
+  CUresult (*dgate_new)(void **g, uint32_t nslots);
+  void (*dgate_del)(void *g, int gpu);
+  /* Enqueues on s a wait until (int32_t)(word - value) >= 0. */
+  CUresult (*dgate_wait)(uint64_t s, void *g, uint32_t slot, uint32_t value);
+  /* Enqueues on s: word = value when s gets there. */
+  CUresult (*dgate_set)(uint64_t s, void *g, uint32_t slot, uint32_t value);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */

@@ -39,6 +39,10 @@ typedef struct hostd_config {
   int unix_listen_fd;   /* > 0: adopt this listening socket (inherited across a
                            restart, TALLY_LISTEN_FDS) instead of binding unix_path */
   int tcp_listen_fd;    /* > 0: likewise for tcp_addr */
+  char policy[32];      /* --policy: none, tally, paper, timeslice, mps, mps-prio, tgs */
+  char trace[4096];     /* --trace FILE: every kernel in tally-sim's format ("" = none) */
+  int threshold_us;     /* --threshold-us: LC turnaround budget for BE work (-1 = policy's) */
+  int resume_idle_us;   /* --resume-idle-us: LC idle this long before BE resumes (-1 = policy's) */
   int show_help;        /* --help was given */
 } hostd_config_t;
 

@@ -29,8 +29,10 @@
  */
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
+#include "hostd/sched.h"
 
 #include <errno.h>
+#include <xxhash.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -688,6 +690,35 @@ static int worker_spin_us(const hostd_config_t *cfg) {
   return sysconf(_SC_NPROCESSORS_ONLN) >= WORKER_SPIN_MIN_CPUS ? WORKER_SPIN_AUTO_US : 0;
 }
 
+/* Starts the scheduler (hostd/sched.c) for the served GPU.  Profiles are
+ * kept per GPU model: the file name carries a hash of the device's name,
+ * multiprocessor count and compute capability, so another model never
+ * reuses them. */
+static int sched_start(const hostd_config_t *cfg) {
+  hostd_sched_config_t sc;
+  const int32_t *a = hostd__snapshot.attr;
+  char key[320];
+  hostd__sched_config_init(&sc);
+  if (hostd__sched_parse_policy(&sc, cfg->policy[0] ? cfg->policy : "tally") != 0)
+    return -EINVAL;
+  if (cfg->threshold_us >= 0)
+    sc.pol.threshold_ns = (uint64_t)cfg->threshold_us * 1000u;
+  if (cfg->resume_idle_us >= 0)
+    sc.pol.resume_idle_ns = (uint64_t)cfg->resume_idle_us * 1000u;
+  if (a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] > 0)
+    sc.pol.default_resident = (uint32_t)a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+  snprintf(sc.trace, sizeof(sc.trace), "%s", cfg->trace);
+  snprintf(key, sizeof(key), "%s/%d/%d.%d", hostd__snapshot.name,
+           a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT],
+           a[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR],
+           a[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR]);
+  if (cfg->state_dir[0] &&
+      snprintf(sc.profiles, sizeof(sc.profiles), "%s/profiles-%016llx.bin", cfg->state_dir,
+               (unsigned long long)XXH3_64bits(key, strlen(key))) >= (int)sizeof(sc.profiles))
+    sc.profiles[0] = 0; /* a state folder that long keeps no profiles */
+  return hostd__sched_init(&sc);
+}
+
 int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handle_signals) {
   hostd_server_t *s = calloc(1, sizeof(*s));
   wire_server_opts_t opts;
@@ -713,6 +744,11 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   }
   hostd__ndev = 1;
   hostd__modcache_init(cfg->state_dir);
+  if ((rc = sched_start(cfg)) != 0) {
+    hostd__modcache_close();
+    hostd__gpu.shutdown();
+    goto fail_token;
+  }
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->changed, NULL);
   if ((rc = uv_loop_init(&s->loop)) != 0)
@@ -773,6 +809,7 @@ fail_listen:
 fail_loop:
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->changed);
+  hostd__sched_shutdown();
   hostd__modcache_close();
   hostd__gpu.shutdown();
 fail_token:
@@ -839,6 +876,7 @@ void hostd_server_free(hostd_server_t *s) {
   uv_loop_close(&s->loop);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->changed);
+  hostd__sched_shutdown();
   hostd__modcache_close();
   hostd__gpu.shutdown();
   free(s);

@@ -45,6 +45,7 @@
 #include "hostd/hostd-int.h"
 #include "hostd/gpu.h"
 #include "hostd/map.h"
+#include "hostd/sched.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -86,6 +87,7 @@ typedef struct tstream {
   uint64_t seen;        /* blocking stream: legacy epoch it has waited for;
                            legacy stream: unused */
   uint64_t legacy_seen; /* legacy's view of this stream's epoch */
+  hostd_sched_stream_t *ss; /* the scheduler's state, made at its first launch (sched.h) */
 } tstream_t;
 
 struct hostd_tenant {
@@ -101,6 +103,9 @@ struct hostd_tenant {
   hostd_map_t funcs;   /* handle -> module handle */
   hostd_map_t views;   /* library -> its module view (cuLibraryGetModule) */
   hostd_map_t pinned;  /* guest tag -> pinned_t*: memfd mappings (PINNED_COPY) */
+  hostd_map_t modids;  /* module or library handle -> content id (kernel ids) */
+  hostd_map_t kids;    /* function handle -> stable kernel id (sched.h) */
+  hostd_sched_tenant_t *sched; /* NULL: launches go straight to the GPU */
   hostd_hostfn_t *hf;  /* host functions (hostfn.c); NULL when not served by server.c */
   range_t *ranges;     /* sorted by base */
   size_t nranges, capranges;
@@ -136,6 +141,8 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   hostd__map_init(&t->ptds);
   hostd__map_init(&t->views);
   hostd__map_init(&t->pinned);
+  hostd__map_init(&t->modids);
+  hostd__map_init(&t->kids);
   pthread_rwlock_rdlock(&ctx_lock);
   /* After a fault this process serves nobody until it restarts. */
   t->lost = (CUresult)hostd__fault_pending(NULL);
@@ -277,7 +284,9 @@ static void stream_release(tstream_t *s, bool gpu) {
     free(s);
     return;
   }
+  (void)hostd__sched_fence(s->ss);
   (void)hostd__gpu.stream_sync(s->handle);
+  hostd__sched_stream_free(s->ss);
   (void)hostd__gpu.event_del(s->event);
   (void)hostd__gpu.stream_del(s->handle);
   free(s);
@@ -324,8 +333,10 @@ static tstream_t *stream_of(hostd_tenant_t *t, uint64_t s, CUresult *r) {
 /* Orders an op on stream s after the legacy-stream rules, then counts it.
  * Work on the legacy stream waits for all earlier work of blocking streams;
  * work on a blocking stream waits for earlier legacy work. */
-static CUresult stream_enter(hostd_tenant_t *t, tstream_t *s) {
-  CUresult r = CUDA_SUCCESS;
+static CUresult stream_enter_op(hostd_tenant_t *t, tstream_t *s, bool launch) {
+  CUresult r = launch ? CUDA_SUCCESS : hostd__sched_fence(s->ss);
+  if (r != CUDA_SUCCESS)
+    return r;
   if (s == t->legacy) {
     /* Every created stream, then every per-thread default stream. */
     for (size_t i = 0; i < t->streams.cap + t->ptds.cap && r == CUDA_SUCCESS; i++) {
@@ -337,19 +348,32 @@ static CUresult stream_enter(hostd_tenant_t *t, tstream_t *s) {
       b = (tstream_t *)(uintptr_t)m->vals[j];
       if (!b->blocking || b->legacy_seen == b->epoch)
         continue;
-      r = hostd__gpu.event_record(b->event, b->handle, 0);
+      r = hostd__sched_fence(b->ss);
+      if (r == CUDA_SUCCESS)
+        r = hostd__gpu.event_record(b->event, b->handle, 0);
       if (r == CUDA_SUCCESS)
         r = hostd__gpu.stream_wait(s->handle, b->event, 0);
       b->legacy_seen = b->epoch;
     }
   } else if (s->blocking && t->legacy && s->seen != t->legacy->epoch) {
-    r = hostd__gpu.event_record(t->legacy->event, t->legacy->handle, 0);
+    r = hostd__sched_fence(t->legacy->ss);
+    if (r == CUDA_SUCCESS)
+      r = hostd__gpu.event_record(t->legacy->event, t->legacy->handle, 0);
     if (r == CUDA_SUCCESS)
       r = hostd__gpu.stream_wait(s->handle, t->legacy->event, 0);
     s->seen = t->legacy->epoch;
   }
   s->epoch++;
   return r;
+}
+
+static CUresult stream_enter(hostd_tenant_t *t, tstream_t *s) {
+  return stream_enter_op(t, s, false);
+}
+
+/* Fences stream s for a synchronisation of it (sched.h). */
+static CUresult stream_fence(tstream_t *s) {
+  return s ? hostd__sched_fence(s->ss) : CUDA_SUCCESS;
 }
 
 /* ---- teardown ---- */
@@ -370,6 +394,8 @@ static void module_forget(hostd_tenant_t *t, uint64_t h) {
 /* Frees everything the tenant owns and empties its tables; gpu false: the
  * objects died with the context (recover), so only our memory is freed. */
 static void tenant_release(hostd_tenant_t *t, bool gpu) {
+  /* Held launches are dropped and the fences opened, so streams can drain. */
+  hostd__sched_tenant_close(t->sched);
   /* Streams first: their pending work may still use memory and modules. */
   stream_release(t->legacy, gpu);
   t->legacy = NULL;
@@ -394,8 +420,10 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
     if (t->pinned.keys[i])
       pinned_drop((pinned_t *)(uintptr_t)t->pinned.vals[i], gpu);
   hostd__hostfn_drop_gate(t->hf, gpu);
-  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs,
-                         &t->ptds,    &t->views,  &t->pinned};
+  hostd__sched_tenant_free(t->sched);
+  t->sched = NULL;
+  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
+                         &t->views,   &t->pinned, &t->modids, &t->kids};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
     hostd__map_close(maps[i]);
     hostd__map_init(maps[i]);
@@ -417,8 +445,8 @@ void hostd__tenant_free(hostd_tenant_t *t) {
   pthread_mutex_unlock(&reg_lock);
   tenant_release(t, t->lost == CUDA_SUCCESS);
   pthread_rwlock_unlock(&ctx_lock);
-  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs,
-                         &t->ptds,    &t->views,  &t->pinned};
+  hostd_map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
+                         &t->views,   &t->pinned, &t->modids, &t->kids};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
     hostd__map_close(maps[i]);
   free(t->ranges);
@@ -542,6 +570,8 @@ static CUresult do_hello(exec_t *x) {
   /* The token was checked by wire's handshake (network tenants only). */
   x->t->prio = prio == 0 ? hostd__snapshot.prio_greatest : hostd__snapshot.prio_least;
   x->t->hello = true;
+  if (!x->t->sched)
+    x->t->sched = hostd__sched_tenant_new(x->t->id, name, prio == 0 ? 0 : 1, 1);
   hostd__log(HOSTD_LOG_INFO, "tenant %u '%s' joined as %s", x->t->id, name,
              prio == 0 ? "latency-critical" : "best-effort");
   guest_wr_u32(x->out, x->t->id);
@@ -553,7 +583,7 @@ static CUresult do_hello(exec_t *x) {
 /* Writes u64 h, u32 nfunc and the function records of module h to the reply
  * and registers every function handle as the tenant's.  On failure the
  * caller forgets the functions registered so far (module_forget). */
-static CUresult describe_functions(exec_t *x, uint64_t h, int kind) {
+static CUresult describe_functions(exec_t *x, uint64_t h, int kind, uint64_t content_id) {
   size_t count_at, before;
   uint32_t n = 0;
   CUresult r;
@@ -570,8 +600,20 @@ static CUresult describe_functions(exec_t *x, uint64_t h, int kind) {
   while (r == CUDA_SUCCESS && rd.left > 0) {
     uint64_t fh = guest_rd_u64(&rd);
     uint32_t np = guest_rd_u32(&rd), nl = guest_rd_u32(&rd);
-    guest_rd_bytes(&rd, NULL, 4 + GUEST_FUNC_ATTRS * 4 + nl + (size_t)np * 8);
-    if (rd.err || hostd__map_put(&x->t->funcs, fh, h) != 0)
+    const uint8_t *nm;
+    char name[GUEST_FUNC_NAME_MAX];
+    guest_rd_bytes(&rd, NULL, 4 + GUEST_FUNC_ATTRS * 4);
+    nm = guest_rd_view(&rd, nl);
+    guest_rd_bytes(&rd, NULL, (size_t)np * 8);
+    if (!rd.err && nl < sizeof(name)) {
+      memcpy(name, nm, nl);
+      name[nl] = 0;
+    } else {
+      name[0] = 0;
+    }
+    if (rd.err || hostd__map_put(&x->t->funcs, fh, h) != 0 ||
+        (x->t->sched &&
+         hostd__map_put(&x->t->kids, fh, hostd__sched_kernel_id(content_id, name)) != 0))
       r = CUDA_ERROR_OUT_OF_MEMORY;
     n++;
   }
@@ -605,22 +647,27 @@ static CUresult do_module_load(exec_t *x) {
     (void)hostd__gpu.module_unload(h, (int)kind);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  r = describe_functions(x, h, (int)kind);
+  if (hostd__map_put(&x->t->modids, h, id) != 0)
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  else
+    r = describe_functions(x, h, (int)kind, id);
   if (r != CUDA_SUCCESS) {
     module_forget(x->t, h);
     hostd__map_del(&x->t->modules, h);
+    hostd__map_del(&x->t->modids, h);
     (void)hostd__gpu.module_unload(h, (int)kind);
   }
   return r;
 }
 
 static CUresult do_library_module(exec_t *x) {
-  uint64_t lib = guest_rd_u64(&x->rd), mod = 0, kind;
+  uint64_t lib = guest_rd_u64(&x->rd), mod = 0, kind, cid = 0;
   CUresult r;
   if (x->rd.err || !hostd__map_get(&x->t->modules, lib, &kind) || kind != KIND_LIBRARY)
     return CUDA_ERROR_INVALID_HANDLE;
+  (void)hostd__map_get(&x->t->modids, lib, &cid);
   if (hostd__map_get(&x->t->views, lib, &mod))
-    return describe_functions(x, mod, KIND_MODULE); /* asked before: the same view */
+    return describe_functions(x, mod, KIND_MODULE, cid); /* asked before: the same view */
   r = hostd__gpu.library_module(lib, &mod);
   if (r != CUDA_SUCCESS)
     return r;
@@ -629,7 +676,7 @@ static CUresult do_library_module(exec_t *x) {
     hostd__map_del(&x->t->views, lib);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  r = describe_functions(x, mod, KIND_MODULE);
+  r = describe_functions(x, mod, KIND_MODULE, cid);
   if (r != CUDA_SUCCESS) {
     module_forget(x->t, mod);
     hostd__map_del(&x->t->modules, mod);
@@ -674,7 +721,7 @@ static CUresult do_launch(exec_t *x) {
   ts = stream_of(x->t, s, &r);
   if (!ts)
     return r;
-  r = stream_enter(x->t, ts);
+  r = stream_enter_op(x->t, ts, true);
   if (r != CUDA_SUCCESS)
     return r;
   /* Copy to aligned storage: the view into the frame may be unaligned. */
@@ -683,7 +730,16 @@ static CUresult do_launch(exec_t *x) {
     uint64_t argbuf[32768 / 8];
     memcpy(al, attrs, (size_t)nattr * sizeof(CUlaunchAttribute));
     memcpy(argbuf, args, argbytes);
-    return hostd__gpu.launch(f, grid, block, shmem, ts->handle, al, nattr, argbuf, argbytes);
+    if (!x->t->sched)
+      return hostd__gpu.launch(f, grid, block, shmem, ts->handle, al, nattr, argbuf, argbytes);
+    if (!ts->ss && !(ts->ss = hostd__sched_stream_new(x->t->sched, ts->handle, &r)))
+      return r;
+    hostd_sched_launch_t l = {.f = f, .shmem = shmem, .attrs = al, .nattr = nattr,
+                              .args = argbuf, .argbytes = argbytes};
+    (void)hostd__map_get(&x->t->kids, f, &l.kernel_id);
+    memcpy(l.grid, grid, sizeof(l.grid));
+    memcpy(l.block, block, sizeof(l.block));
+    return hostd__sched_launch(ts->ss, &l);
   }
 }
 
@@ -792,6 +848,9 @@ static CUresult dispatch(exec_t *x, uint32_t op) {
     i = range_upper(t, a);
     if (rd->err || i == 0 || t->ranges[i - 1].base != a || t->ranges[i - 1].kind != RANGE_ALLOC)
       return CUDA_ERROR_INVALID_VALUE;
+    /* Held launches may use it: they go out first, as launched work would. */
+    if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
+      return r;
     r = hostd__gpu.mem_free(a);
     if (r == CUDA_SUCCESS)
       range_del_at(t, i - 1);
@@ -879,6 +938,8 @@ static CUresult dispatch(exec_t *x, uint32_t op) {
     if (rd->err || !hostd__map_get(&t->streams, a, &b))
       return CUDA_ERROR_INVALID_HANDLE;
     hostd__map_del(&t->streams, a);
+    if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
+      return r;
     stream_drop((tstream_t *)(uintptr_t)b);
     return CUDA_SUCCESS;
   case GUEST_OP_STREAM_SYNC:
@@ -886,7 +947,7 @@ static CUresult dispatch(exec_t *x, uint32_t op) {
     a = guest_rd_u64(rd);
     if (rd->err)
       return CUDA_ERROR_INVALID_VALUE;
-    if (!(ts = stream_of(t, a, &r)))
+    if (!(ts = stream_of(t, a, &r)) || (r = stream_fence(ts)) != CUDA_SUCCESS)
       return r;
     if (ts == t->legacy && (r = stream_enter(t, ts)) != CUDA_SUCCESS)
       return r; /* syncing the legacy stream also waits for blocking streams */
@@ -898,13 +959,17 @@ static CUresult dispatch(exec_t *x, uint32_t op) {
      * reported even to a tenant that never used a stream, as natively. */
     if (!(ts = stream_of(t, 0, &r)))
       return r;
-    r = hostd__gpu.stream_sync(ts->handle);
-    for (size_t i = 0; r == CUDA_SUCCESS && i < t->ptds.cap; i++)
-      if (t->ptds.keys[i])
-        r = hostd__gpu.stream_sync(((tstream_t *)(uintptr_t)t->ptds.vals[i])->handle);
-    for (size_t i = 0; r == CUDA_SUCCESS && i < t->streams.cap; i++)
-      if (t->streams.keys[i])
-        r = hostd__gpu.stream_sync(t->streams.keys[i]);
+    if ((r = stream_fence(ts)) == CUDA_SUCCESS)
+      r = hostd__gpu.stream_sync(ts->handle);
+    for (size_t i = 0; r == CUDA_SUCCESS && i < t->ptds.cap + t->streams.cap; i++) {
+      const hostd_map_t *m = i < t->ptds.cap ? &t->ptds : &t->streams;
+      size_t j = i < t->ptds.cap ? i : i - t->ptds.cap;
+      if (!m->keys[j])
+        continue;
+      ts = (tstream_t *)(uintptr_t)m->vals[j];
+      if ((r = stream_fence(ts)) == CUDA_SUCCESS)
+        r = hostd__gpu.stream_sync(ts->handle);
+    }
     return r;
   case GUEST_OP_EVENT_NEW: {
     uint32_t flags = guest_rd_u32(rd);
@@ -967,6 +1032,8 @@ static CUresult dispatch(exec_t *x, uint32_t op) {
     kind = guest_rd_u32(rd);
     if (rd->err || !hostd__map_get(&t->modules, a, &b) || b != kind)
       return CUDA_ERROR_INVALID_HANDLE;
+    if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
+      return r;
     r = hostd__gpu.module_unload(a, (int)kind);
     if (r == CUDA_SUCCESS) {
       module_forget(t, a);
@@ -1119,6 +1186,8 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
   }
   if (r != CUDA_SUCCESS)
     reply->len = sizeof(hdr); /* no results with an error */
+  if ((flags & GUEST_CALL_SYNCPOINT) && t->deferred == CUDA_SUCCESS && t->sched)
+    t->deferred = hostd__sched_take_error(t->sched); /* a held launch's failure */
   if ((flags & GUEST_CALL_SYNCPOINT) && t->deferred != CUDA_SUCCESS) {
     if (r == CUDA_SUCCESS) {
       r = t->deferred;

@@ -33,6 +33,7 @@ typedef struct pol__sub {
 
 typedef struct pol__tenant {
   bool used;
+  bool closing; /* removed (pol_sched_tenant_del): launches still in flight */
   uint32_t id;
   pol_class_t cls;
   uint32_t weight;

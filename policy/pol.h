@@ -156,6 +156,12 @@ void pol_sched_free(pol_sched_t *s);
  * -EEXIST, -ENOSPC (more than POL_MAX_TENANTS). */
 int pol_sched_tenant_add(pol_sched_t *s, uint32_t tenant, pol_class_t cls, uint32_t weight);
 
+/* Removes a tenant that is going away: its submissions not in flight are
+ * dropped at once; its launches in flight still complete (their COMPLETED
+ * events are accepted) and its slot is free for a new tenant once they
+ * have.  0, -EINVAL (unknown tenant), -ENOMEM (from the policy's pump). */
+int pol_sched_tenant_del(pol_sched_t *s, uint32_t tenant);
+
 /* Feeds one event.  Events must come in non-decreasing now_ns.  0, -EINVAL
  * (unknown tenant or launch, malformed kernel), -ENOMEM.  Amortized work per
  * call: O(tenants + launches in flight). */

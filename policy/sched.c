@@ -97,9 +97,12 @@ int pol_sched_tenant_add(pol_sched_t *s, uint32_t tenant, pol_class_t cls, uint3
     return -EINVAL;
   if (tenant_find(s, tenant))
     return -EEXIST;
-  if (s->ntenants >= POL_MAX_TENANTS)
+  uint32_t slot = 0;
+  while (slot < s->ntenants && (s->tenants[slot].used || s->tenants[slot].closing))
+    slot++; /* a slot freed by pol_sched_tenant_del is taken again */
+  if (slot >= POL_MAX_TENANTS)
     return -ENOSPC;
-  pol__tenant_t *t = &s->tenants[s->ntenants];
+  pol__tenant_t *t = &s->tenants[slot];
   memset(t, 0, sizeof(*t));
   t->used = true;
   t->id = tenant;
@@ -107,9 +110,53 @@ int pol_sched_tenant_add(pol_sched_t *s, uint32_t tenant, pol_class_t cls, uint3
   t->weight = weight;
   t->idle = true;
   if (cls == POL_CLASS_LC)
-    s->lc = (int)s->ntenants;
-  s->ntenants++;
+    s->lc = (int)slot;
+  if (slot == s->ntenants)
+    s->ntenants++;
   return 0;
+}
+
+/* Frees t's slot once nothing of it is queued or in flight. */
+static void tenant_reap(pol_sched_t *s, pol__tenant_t *t) {
+  int idx = (int)(t - s->tenants);
+  if (!t->closing || t->head)
+    return;
+  t->closing = false;
+  t->used = false;
+  t->cls = POL_CLASS_BE; /* an empty BE slot is skipped by every policy */
+  t->idle = true;
+  if (s->lc == idx)
+    s->lc = -1;
+  if (s->ts_owner == idx)
+    s->ts_owner = -1;
+  if (s->ts_next == idx)
+    s->ts_next = -1;
+}
+
+int pol_sched_tenant_del(pol_sched_t *s, uint32_t tenant) {
+  pol__tenant_t *t = tenant_find(s, tenant);
+  pol__sub_t **pu;
+  if (!t)
+    return -EINVAL;
+  t->used = false; /* unknown to tenant_find from now on: its id may come back */
+  t->closing = true;
+  for (pu = &t->head; *pu;) {
+    pol__sub_t *u = *pu;
+    if (u->inflight == 0) {
+      *pu = u->fifo_next;
+      t->nsubs--;
+      free(u);
+      continue;
+    }
+    u->next = u->total; /* nothing more of it is issued */
+    pu = &u->fifo_next;
+  }
+  t->tail = NULL;
+  for (pol__sub_t *u = t->head; u; u = u->fifo_next)
+    t->tail = u;
+  tenant_reap(s, t);
+  s->timer_ns = UINT64_MAX;
+  return s->ops->pump(s);
 }
 
 pol_kind_t pol_sched_kind(const pol_sched_t *s) {
@@ -356,8 +403,9 @@ static int on_completed(pol_sched_t *s, const pol_event_t *ev) {
     s->be_budget_ns -= l->turn_ns;
   }
   launch_release(s, l);
-  /* Completed submissions leave the FIFO in order (stream order). */
-  while (t->head && t->head->done == t->head->total && t->head->inflight == 0) {
+  /* Completed submissions leave the FIFO in order (stream order); a closing
+   * tenant's leave as their last launch ends. */
+  while (t->head && t->head->inflight == 0 && (t->closing || t->head->done == t->head->total)) {
     pol__sub_t *h = t->head;
     t->head = h->fifo_next;
     if (!t->head)
@@ -365,6 +413,7 @@ static int on_completed(pol_sched_t *s, const pol_event_t *ev) {
     t->nsubs--;
     free(h);
   }
+  tenant_reap(s, t);
   return 0;
 }
 

@@ -1,0 +1,968 @@
+/* sched.c: tallyd's scheduler thread; policy/ in the data path.
+ *
+ * Tenant workers submit launches here (hostd__sched_launch) and fence their
+ * streams before other work (hostd__sched_fence); this thread feeds those
+ * to policy/ (pol_sched_event) and carries out its actions on the GPU.  The
+ * mechanism (launch streams, device gates, polled events) is described in
+ * sched.h and docs/scheduler.md.
+ *
+ * Lock story: `mu` guards the inbox, the stream lists of tenants, the event
+ * pool and the flags workers wait on (`done` is signalled when a tenant's
+ * pending count drops to 0 or its close finished; `wake` wakes this thread
+ * when it sleeps).  Everything else of the scheduler (the policy, the FIFOs
+ * of queued launches, launches in flight, the scheduler side of a stream)
+ * belongs to the scheduler thread alone; the worker side of a stream (its
+ * sequence numbers) to the tenant's worker alone.
+ *
+ * Invariants:
+ *  (a) a stream's queued launches carry sequence numbers 1, 2, ... in
+ *      submission order (from the word's last value when a gate slot is
+ *      reused); they are issued to its launch stream in that order, because
+ *      policy/ issues a tenant's submissions in FIFO order;
+ *  (b) the gate word of a stream only grows, and is set on the launch stream
+ *      right after the launch whose number a fence waits for, so a fenced
+ *      tenant stream goes on exactly when everything before the fence ran;
+ *  (c) every run of queued launches (those between two fences) starts after
+ *      an event recorded on the tenant stream when the run began, so it sees
+ *      the stream's earlier work; each run has an event of its own (a wait
+ *      takes the event's state at the time of the call).
+ */
+#include "hostd/sched.h"
+#include "hostd/gpu.h"
+#include "hostd/hostd-int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#define GATE_SLOTS 1024 /* streams with launches in flight per tenant */
+#define ACT_BATCH  64
+
+typedef enum item_kind { IT_SUBMIT, IT_DIRECT, IT_FENCE, IT_CLOSE } item_kind_t;
+
+/* One message from a worker; a submission stays as the FIFO entry. */
+typedef struct item {
+  item_kind_t kind;
+  struct item *next;
+  hostd_sched_tenant_t *t;
+  hostd_sched_stream_t *ss;
+  uint32_t seq;       /* SUBMIT: stream sequence number; FENCE: the target */
+  uint64_t run_event; /* SUBMIT: event on the tenant stream to wait for (0: none) */
+  uint64_t submit_id; /* given by the scheduler thread */
+  uint64_t submit_ns;
+  pol_kernel_t k;
+  uint64_t f;
+  uint32_t nattr, argbytes;
+  CUlaunchAttribute *attrs; /* into the same allocation */
+  uint8_t *args;
+} item_t;
+
+struct hostd_sched_stream {
+  hostd_sched_tenant_t *t;
+  uint64_t handle;  /* the tenant stream */
+  uint64_t lstream; /* the launch stream (scheduler's) */
+  uint32_t slot;    /* gate word */
+  struct hostd_sched_stream *next; /* tenant's list (mu) */
+  /* worker side */
+  uint32_t last_seq, fenced_seq;
+  bool run_open;
+  /* scheduler side */
+  uint32_t issued_seq, seen_seq, set_seq;
+  item_t *fences; /* fence targets not yet reached, ascending */
+};
+
+struct hostd_sched_tenant {
+  uint32_t id;
+  int cls;
+  char name[48];
+  bool direct;                 /* LC launches go straight to the GPU */
+  void *gate;                  /* GATE_SLOTS words (worker makes it) */
+  uint8_t used[GATE_SLOTS];    /* worker side */
+  uint32_t slot_val[GATE_SLOTS];
+  hostd_sched_stream_t *streams; /* mu */
+  /* shared, under mu */
+  uint64_t pending; /* queued, not issued or dropped */
+  bool closed;      /* close finished */
+  CUresult err;     /* first error of an issued launch, until taken */
+  /* scheduler side */
+  item_t *head, *tail; /* FIFO of submissions not issued (and direct ones) */
+  uint64_t inflight;
+  bool closing;
+  uint64_t last_submit_ns;
+};
+
+typedef struct flight {
+  uint64_t launch_id;
+  hostd_sched_tenant_t *t;
+  uint64_t ev_start, ev_end; /* ev_start 0: not timed (an LC launch) */
+  uint64_t submit_ns, issue_ns, gap_ns;
+  pol_kernel_t k;
+  uint32_t regs;
+  struct flight *next;
+} flight_t;
+
+static struct {
+  hostd_sched_config_t cfg;
+  bool on;
+  pol_sched_t *pol;
+  pthread_t th;
+  pthread_mutex_t mu;
+  pthread_mutex_t polmu; /* the policy: the scheduler thread, and tenant_new */
+  pthread_cond_t wake, done;
+  item_t *inbox, *inbox_tail;
+  bool sleeping, stop;
+  uint64_t *evpool; /* free events (mu) */
+  size_t nev, capev;
+  flight_t *flights; /* scheduler thread */
+  uint64_t next_submit;
+  FILE *trace;
+  bool preempt_logged;
+  hostd_sched_stats_t st;
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER,
+       .polmu = PTHREAD_MUTEX_INITIALIZER,
+       .wake = PTHREAD_COND_INITIALIZER,
+       .done = PTHREAD_COND_INITIALIZER};
+
+static uint64_t clock_mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static uint64_t (*now_fn)(void) = clock_mono;
+
+void hostd__sched_set_clock(uint64_t (*f)(void)) {
+  now_fn = f ? f : clock_mono;
+}
+
+void hostd__sched_config_init(hostd_sched_config_t *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->kind = POL_KIND_TALLY;
+  pol_config_init(&cfg->pol);
+}
+
+int hostd__sched_parse_policy(hostd_sched_config_t *cfg, const char *name) {
+  if (strcmp(name, "none") == 0) {
+    cfg->on = false;
+    return 0;
+  }
+  if (pol_kind_parse(name, &cfg->kind) != 0)
+    return -EINVAL;
+  cfg->on = true;
+  return 0;
+}
+
+bool hostd__sched_on(void) {
+  return S.on;
+}
+
+uint64_t hostd__sched_kernel_id(uint64_t module_content_id, const char *name) {
+  return XXH3_64bits_withSeed(name, strlen(name), module_content_id);
+}
+
+void hostd__sched_stats(hostd_sched_stats_t *out) {
+  pthread_mutex_lock(&S.mu);
+  *out = S.st;
+  pthread_mutex_unlock(&S.mu);
+}
+
+/* ---- events: a pool shared by workers and the scheduler thread ---- */
+
+static CUresult ev_get(uint64_t *e, bool timing) {
+  if (!timing) {
+    pthread_mutex_lock(&S.mu);
+    if (S.nev > 0) {
+      *e = S.evpool[--S.nev];
+      pthread_mutex_unlock(&S.mu);
+      return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&S.mu);
+  }
+  return hostd__gpu.event_new(e, timing ? 0 : CU_EVENT_DISABLE_TIMING);
+}
+
+/* Returns an untimed event to the pool (timed ones are destroyed). */
+static void ev_put(uint64_t e, bool timing) {
+  if (!e)
+    return;
+  if (!timing) {
+    pthread_mutex_lock(&S.mu);
+    if (S.nev < S.capev || S.nev < 4096) {
+      if (S.nev == S.capev) {
+        size_t cap = S.capev ? S.capev * 2 : 64;
+        uint64_t *p = realloc(S.evpool, cap * sizeof(*p));
+        if (p) {
+          S.evpool = p;
+          S.capev = cap;
+        }
+      }
+      if (S.nev < S.capev) {
+        S.evpool[S.nev++] = e;
+        pthread_mutex_unlock(&S.mu);
+        return;
+      }
+    }
+    pthread_mutex_unlock(&S.mu);
+  }
+  (void)hostd__gpu.event_del(e);
+}
+
+/* ---- the inbox ---- */
+
+static void inbox_push(item_t *it) {
+  pthread_mutex_lock(&S.mu);
+  it->next = NULL;
+  if (S.inbox_tail)
+    S.inbox_tail->next = it;
+  else
+    S.inbox = it;
+  S.inbox_tail = it;
+  if (S.sleeping)
+    pthread_cond_signal(&S.wake);
+  pthread_mutex_unlock(&S.mu);
+}
+
+static item_t *inbox_take(void) {
+  item_t *it;
+  pthread_mutex_lock(&S.mu);
+  it = S.inbox;
+  S.inbox = S.inbox_tail = NULL;
+  pthread_mutex_unlock(&S.mu);
+  return it;
+}
+
+/* ---- tenants and streams (worker side) ---- */
+
+hostd_sched_tenant_t *hostd__sched_tenant_new(uint32_t id, const char *name, int cls,
+                                              uint32_t weight) {
+  hostd_sched_tenant_t *t;
+  int rc;
+  if (!S.on)
+    return NULL;
+  t = calloc(1, sizeof(*t));
+  if (!t)
+    return NULL;
+  t->id = id;
+  t->cls = cls;
+  /* Only time-slicing holds the LC tenant's kernels (policy/README.md). */
+  t->direct = cls == 0 && S.cfg.kind != POL_KIND_TIMESLICE;
+  snprintf(t->name, sizeof(t->name), "%s", name && *name ? name : "tenant");
+  for (char *c = t->name; *c; c++) /* a trace field: [A-Za-z0-9._-] */
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+          *c == '.' || *c == '_' || *c == '-'))
+      *c = '_';
+  pthread_mutex_lock(&S.polmu);
+  rc = pol_sched_tenant_add(S.pol, id, cls == 0 ? POL_CLASS_LC : POL_CLASS_BE, weight);
+  pthread_mutex_unlock(&S.polmu);
+  if (rc < 0) {
+    hostd__log(HOSTD_LOG_WARN,
+               "tenant %" PRIu32 ": the scheduler refused it (%s); its launches go straight to the "
+               "GPU",
+               id, rc == -EINVAL ? "a second latency-critical tenant" : strerror(-rc));
+    free(t);
+    return NULL;
+  }
+  return t;
+}
+
+hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t stream,
+                                              CUresult *r) {
+  hostd_sched_stream_t *ss;
+  uint32_t slot = 0;
+  *r = CUDA_SUCCESS;
+  if (!t->gate && (*r = hostd__gpu.dgate_new(&t->gate, GATE_SLOTS)) != CUDA_SUCCESS)
+    return NULL;
+  while (slot < GATE_SLOTS && t->used[slot])
+    slot++;
+  if (slot == GATE_SLOTS || !(ss = calloc(1, sizeof(*ss)))) {
+    *r = CUDA_ERROR_OUT_OF_MEMORY;
+    return NULL;
+  }
+  /* The launch stream has the tenant class's priority, as the tenant's own. */
+  *r = hostd__gpu.stream_new(&ss->lstream, CU_STREAM_NON_BLOCKING, t->cls == 0 ? -5 : 0);
+  if (*r != CUDA_SUCCESS) {
+    free(ss);
+    return NULL;
+  }
+  t->used[slot] = 1;
+  ss->t = t;
+  ss->handle = stream;
+  ss->slot = slot;
+  /* A reused word keeps its last value: numbers go on from there. */
+  ss->last_seq = ss->fenced_seq = ss->issued_seq = ss->seen_seq = ss->set_seq = t->slot_val[slot];
+  pthread_mutex_lock(&S.mu);
+  ss->next = t->streams;
+  t->streams = ss;
+  pthread_mutex_unlock(&S.mu);
+  return ss;
+}
+
+void hostd__sched_stream_free(hostd_sched_stream_t *ss) {
+  hostd_sched_tenant_t *t;
+  if (!ss)
+    return;
+  t = ss->t;
+  pthread_mutex_lock(&S.mu);
+  for (hostd_sched_stream_t **p = &t->streams; *p; p = &(*p)->next)
+    if (*p == ss) {
+      *p = ss->next;
+      break;
+    }
+  pthread_mutex_unlock(&S.mu);
+  t->slot_val[ss->slot] = ss->last_seq;
+  t->used[ss->slot] = 0;
+  (void)hostd__gpu.stream_sync(ss->lstream);
+  (void)hostd__gpu.stream_del(ss->lstream);
+  free(ss);
+}
+
+/* ---- launches and fences (worker side) ---- */
+
+static item_t *item_new(item_kind_t kind, hostd_sched_stream_t *ss, size_t extra) {
+  item_t *it = calloc(1, sizeof(*it) + extra);
+  if (it) {
+    it->kind = kind;
+    it->ss = ss;
+    it->t = ss ? ss->t : NULL;
+  }
+  return it;
+}
+
+static void kernel_of(const hostd_sched_launch_t *l, pol_kernel_t *k) {
+  memset(k, 0, sizeof(*k));
+  k->kernel_id = l->kernel_id;
+  memcpy(k->grid, l->grid, sizeof(k->grid));
+  memcpy(k->block, l->block, sizeof(k->block));
+  k->shmem_bytes = l->shmem;
+  k->variants = POL_VAR_ORIGINAL; /* SASS-only kernels: no other form yet */
+}
+
+/* The LC fast path: launch now, tell the scheduler afterwards. */
+static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
+  item_t *it;
+  CUresult r = hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, ss->handle, l->attrs, l->nattr,
+                                 (void *)l->args, l->argbytes);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!(it = item_new(IT_DIRECT, ss, 0)))
+    return CUDA_SUCCESS; /* the policy misses one LC kernel: never fail a launch that ran */
+  kernel_of(l, &it->k);
+  it->submit_ns = now_fn();
+  inbox_push(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
+  size_t abytes = (size_t)l->nattr * sizeof(CUlaunchAttribute);
+  item_t *it;
+  CUresult r;
+  if (ss->t->direct)
+    return launch_direct(ss, l);
+  if (!(it = item_new(IT_SUBMIT, ss, abytes + l->argbytes + 8)))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!ss->run_open) {
+    /* Invariant (c): the run's first launch waits for the stream's past. */
+    if ((r = ev_get(&it->run_event, false)) != CUDA_SUCCESS ||
+        (r = hostd__gpu.event_record(it->run_event, ss->handle, 0)) != CUDA_SUCCESS) {
+      ev_put(it->run_event, false);
+      free(it);
+      return r;
+    }
+    ss->run_open = true;
+  }
+  kernel_of(l, &it->k);
+  it->f = l->f;
+  it->nattr = l->nattr;
+  it->argbytes = l->argbytes;
+  it->attrs = (CUlaunchAttribute *)(it + 1);
+  it->args = (uint8_t *)(it + 1) + abytes;
+  memcpy(it->attrs, l->attrs, abytes);
+  memcpy(it->args, l->args, l->argbytes);
+  it->seq = ++ss->last_seq;
+  it->submit_ns = now_fn();
+  pthread_mutex_lock(&S.mu);
+  ss->t->pending++;
+  pthread_mutex_unlock(&S.mu);
+  inbox_push(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
+  item_t *it;
+  CUresult r;
+  if (!ss || ss->last_seq == ss->fenced_seq)
+    return CUDA_SUCCESS;
+  if (!(it = item_new(IT_FENCE, ss, 0)))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  r = hostd__gpu.dgate_wait(ss->handle, ss->t->gate, ss->slot, ss->last_seq);
+  if (r != CUDA_SUCCESS) {
+    free(it);
+    return r;
+  }
+  it->seq = ss->fenced_seq = ss->last_seq;
+  ss->run_open = false;
+  pthread_mutex_lock(&S.mu);
+  S.st.fences++;
+  pthread_mutex_unlock(&S.mu);
+  inbox_push(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult hostd__sched_tenant_flush(hostd_sched_tenant_t *t) {
+  CUresult r;
+  if (!t)
+    return CUDA_SUCCESS;
+  pthread_mutex_lock(&S.mu);
+  while (t->pending > 0)
+    pthread_cond_wait(&S.done, &S.mu);
+  r = t->err;
+  t->err = CUDA_SUCCESS;
+  pthread_mutex_unlock(&S.mu);
+  return r;
+}
+
+CUresult hostd__sched_take_error(hostd_sched_tenant_t *t) {
+  CUresult r;
+  if (!t)
+    return CUDA_SUCCESS;
+  pthread_mutex_lock(&S.mu);
+  r = t->err;
+  t->err = CUDA_SUCCESS;
+  pthread_mutex_unlock(&S.mu);
+  return r;
+}
+
+void hostd__sched_tenant_close(hostd_sched_tenant_t *t) {
+  item_t *it;
+  if (!t)
+    return;
+  if (!(it = item_new(IT_CLOSE, NULL, 0))) {
+    /* No memory for the message: wait for the queue to drain instead. */
+    (void)hostd__sched_tenant_flush(t);
+    return;
+  }
+  it->t = t;
+  inbox_push(it);
+  pthread_mutex_lock(&S.mu);
+  while (!t->closed)
+    pthread_cond_wait(&S.done, &S.mu);
+  pthread_mutex_unlock(&S.mu);
+}
+
+void hostd__sched_tenant_free(hostd_sched_tenant_t *t) {
+  if (!t)
+    return;
+  while (t->streams)
+    hostd__sched_stream_free(t->streams);
+  hostd__gpu.dgate_del(t->gate, 1);
+  free(t);
+}
+
+/* ---- the scheduler thread ---- */
+
+static uint64_t seq_ge(uint32_t a, uint32_t b) {
+  return (int32_t)(a - b) >= 0;
+}
+
+/* Sets the stream's gate to v on its launch stream (invariant (b)). */
+static void gate_set(hostd_sched_stream_t *ss, uint32_t v) {
+  if (seq_ge(ss->set_seq, v))
+    return;
+  if (hostd__gpu.dgate_set(ss->lstream, ss->t->gate, ss->slot, v) == CUDA_SUCCESS)
+    ss->set_seq = v;
+}
+
+/* After launch number `seq` went out: opens every fence it reaches. */
+static void fences_reached(hostd_sched_stream_t *ss) {
+  bool any = false;
+  while (ss->fences && seq_ge(ss->issued_seq, ss->fences->seq)) {
+    item_t *f = ss->fences;
+    ss->fences = f->next;
+    free(f);
+    any = true;
+  }
+  if (any)
+    gate_set(ss, ss->issued_seq);
+}
+
+static void on_fence(item_t *it) {
+  hostd_sched_stream_t *ss = it->ss;
+  item_t **p = &ss->fences;
+  if (ss->t->closing || seq_ge(ss->issued_seq, it->seq)) {
+    gate_set(ss, it->seq);
+    free(it);
+    return;
+  }
+  while (*p)
+    p = &(*p)->next;
+  it->next = NULL;
+  *p = it;
+}
+
+static void fifo_push(hostd_sched_tenant_t *t, item_t *it) {
+  it->next = NULL;
+  if (t->tail)
+    t->tail->next = it;
+  else
+    t->head = it;
+  t->tail = it;
+}
+
+static void set_error(hostd_sched_tenant_t *t, CUresult r) {
+  pthread_mutex_lock(&S.mu);
+  if (t->err == CUDA_SUCCESS)
+    t->err = r;
+  pthread_mutex_unlock(&S.mu);
+}
+
+static void feed(const pol_event_t *ev) {
+  int rc = pol_sched_event(S.pol, ev);
+  if (rc < 0)
+    hostd__log(HOSTD_LOG_WARN, "scheduler: policy refused event %d: %s", (int)ev->type,
+               strerror(-rc));
+}
+
+/* Tenants the scheduler thread has seen an item from, by policy id. */
+static hostd_sched_tenant_t *known[POL_MAX_TENANTS];
+
+static hostd_sched_tenant_t *tenant_of(uint32_t id) {
+  for (int i = 0; i < POL_MAX_TENANTS; i++)
+    if (known[i] && known[i]->id == id)
+      return known[i];
+  return NULL;
+}
+
+static void tenant_know(hostd_sched_tenant_t *t) {
+  int free_i = -1;
+  for (int i = 0; i < POL_MAX_TENANTS; i++) {
+    if (known[i] == t)
+      return;
+    if (!known[i] && free_i < 0)
+      free_i = i;
+  }
+  if (free_i >= 0) /* policy/ holds at most POL_MAX_TENANTS, so there is room */
+    known[free_i] = t;
+}
+
+static void tenant_forget(hostd_sched_tenant_t *t) {
+  for (int i = 0; i < POL_MAX_TENANTS; i++)
+    if (known[i] == t)
+      known[i] = NULL;
+}
+
+static void on_submit(item_t *it, uint64_t now) {
+  hostd_sched_tenant_t *t = it->t;
+  pol_event_t ev = {.type = POL_EV_SUBMIT, .now_ns = now, .tenant = t->id};
+  if (t->closing) { /* dropped with its tenant */
+    ev_put(it->run_event, false);
+    pthread_mutex_lock(&S.mu);
+    if (it->kind == IT_SUBMIT && --t->pending == 0)
+      pthread_cond_broadcast(&S.done);
+    S.st.dropped++;
+    pthread_mutex_unlock(&S.mu);
+    free(it);
+    return;
+  }
+  if (it->kind == IT_SUBMIT && it->ss)
+    it->ss->seen_seq = it->seq;
+  tenant_know(t);
+  it->submit_id = ++S.next_submit;
+  ev.submit_id = it->submit_id;
+  ev.kernel = it->k;
+  it->k.resident_blocks = 0;
+  fifo_push(t, it);
+  S.st.submitted++;
+  if (it->kind == IT_SUBMIT)
+    S.st.held++;
+  feed(&ev);
+}
+
+/* Finds and unlinks submission id of t (the FIFO's head in practice). */
+static item_t *fifo_take(hostd_sched_tenant_t *t, uint64_t id) {
+  item_t *prev = NULL;
+  for (item_t *it = t->head; it; prev = it, it = it->next) {
+    if (it->submit_id != id)
+      continue;
+    if (prev)
+      prev->next = it->next;
+    else
+      t->head = it->next;
+    if (t->tail == it)
+      t->tail = prev;
+    return it;
+  }
+  return NULL;
+}
+
+static void flight_add(item_t *it, const pol_action_t *a, uint64_t ev_start, uint64_t ev_end,
+                       uint64_t now) {
+  flight_t *f = calloc(1, sizeof(*f));
+  if (!f) {
+    /* Nobody will see it complete: tell the policy now, untimed. */
+    pol_event_t ev = {.type = POL_EV_COMPLETED, .now_ns = now, .launch_id = a->launch_id,
+                      .dev_start_ns = now, .dev_end_ns = now, .blocks_done = a->block_count};
+    ev_put(ev_start, true);
+    ev_put(ev_end, ev_start != 0);
+    feed(&ev);
+    return;
+  }
+  f->launch_id = a->launch_id;
+  f->t = it->t;
+  f->ev_start = ev_start;
+  f->ev_end = ev_end;
+  f->submit_ns = it->submit_ns;
+  f->issue_ns = now;
+  f->gap_ns = it->submit_ns > it->t->last_submit_ns && it->t->last_submit_ns
+                  ? it->submit_ns - it->t->last_submit_ns
+                  : 0;
+  it->t->last_submit_ns = it->submit_ns;
+  f->k = it->k;
+  f->next = S.flights;
+  S.flights = f;
+  it->t->inflight++;
+}
+
+/* An LC launch made by the worker: an event on its stream tells when it ends. */
+static void issue_direct(item_t *it, const pol_action_t *a, uint64_t now) {
+  uint64_t e = 0;
+  if (ev_get(&e, false) != CUDA_SUCCESS ||
+      hostd__gpu.event_record(e, it->ss->handle, 0) != CUDA_SUCCESS) {
+    ev_put(e, false);
+    e = 0;
+  }
+  flight_add(it, a, 0, e, now);
+}
+
+/* A queued launch the policy released: on the launch stream, timed. */
+static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
+  hostd_sched_stream_t *ss = it->ss;
+  uint64_t e0 = 0, e1 = 0;
+  CUresult r = CUDA_SUCCESS;
+  if (it->run_event) {
+    r = hostd__gpu.stream_wait(ss->lstream, it->run_event, 0);
+    ev_put(it->run_event, false);
+  }
+  if (r == CUDA_SUCCESS && ev_get(&e0, true) == CUDA_SUCCESS && ev_get(&e1, true) == CUDA_SUCCESS)
+    (void)hostd__gpu.event_record(e0, ss->lstream, 0);
+  if (r == CUDA_SUCCESS)
+    r = hostd__gpu.launch(it->f, it->k.grid, it->k.block, it->k.shmem_bytes, ss->lstream,
+                          it->attrs, it->nattr, it->args, it->argbytes);
+  if (r != CUDA_SUCCESS)
+    set_error(it->t, r);
+  if (e1 && hostd__gpu.event_record(e1, ss->lstream, 0) != CUDA_SUCCESS) {
+    ev_put(e1, true);
+    e1 = 0;
+  }
+  if (!e1) {
+    ev_put(e0, true);
+    e0 = 0;
+  }
+  ss->issued_seq = it->seq;
+  fences_reached(ss);
+  pthread_mutex_lock(&S.mu);
+  S.st.issued++;
+  if (--it->t->pending == 0)
+    pthread_cond_broadcast(&S.done);
+  pthread_mutex_unlock(&S.mu);
+  flight_add(it, a, e0, e1, now);
+}
+
+static void do_action(const pol_action_t *a, uint64_t now) {
+  hostd_sched_tenant_t *t = tenant_of(a->tenant);
+  item_t *it;
+  if (a->type == POL_ACT_PREEMPT) {
+    if (!S.preempt_logged)
+      hostd__log(HOSTD_LOG_INFO, "scheduler: preemption asked for, but no kernel has a "
+                                 "preemptible form yet; it runs to its end");
+    S.preempt_logged = true;
+    return;
+  }
+  if (!t || !(it = fifo_take(t, a->submit_id))) {
+    hostd__log(HOSTD_LOG_WARN, "scheduler: the policy launched unknown submission %" PRIu64,
+               a->submit_id);
+    return;
+  }
+  if (it->kind == IT_DIRECT)
+    issue_direct(it, a, now);
+  else
+    issue_queued(it, a, now);
+  free(it);
+}
+
+static void do_actions(uint64_t now) {
+  pol_action_t acts[ACT_BATCH];
+  size_t n;
+  while ((n = pol_sched_actions(S.pol, acts, ACT_BATCH)) > 0)
+    for (size_t i = 0; i < n; i++)
+      do_action(&acts[i], now);
+}
+
+/* ---- completions, the trace, closing tenants ---- */
+
+static void trace_write(const flight_t *f, uint64_t start, uint64_t end) {
+  const pol_kernel_t *k = &f->k;
+  uint64_t blocks = (uint64_t)k->grid[0] * k->grid[1] * k->grid[2];
+  uint64_t waves = (blocks + S.cfg.pol.default_resident - 1) / S.cfg.pol.default_resident;
+  uint64_t block_ns = waves ? (end - start) / waves : 0;
+  fprintf(S.trace,
+          "%s 0x%016" PRIx64 " %u,%u,%u %u,%u,%u 0 %u %" PRIu64 " %" PRIu64
+          " o # class=%s submit=%" PRIu64 " issue=%" PRIu64 " start=%" PRIu64 " end=%" PRIu64
+          "\n",
+          f->t->name, k->kernel_id, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+          k->block[2], k->shmem_bytes, block_ns ? block_ns : 1, f->gap_ns,
+          f->t->cls == 0 ? "lc" : "be", f->submit_ns, f->issue_ns, start, end);
+}
+
+static void close_done(hostd_sched_tenant_t *t) {
+  if (!t->closing || t->inflight > 0 || t->head)
+    return;
+  tenant_forget(t);
+  pthread_mutex_lock(&S.mu);
+  t->closed = true;
+  pthread_cond_broadcast(&S.done);
+  pthread_mutex_unlock(&S.mu);
+}
+
+/* 1 when f completed (its events are returned and the policy told). */
+static int flight_poll(flight_t *f, uint64_t now) {
+  pol_event_t ev = {.type = POL_EV_COMPLETED, .now_ns = now, .launch_id = f->launch_id};
+  uint64_t blocks = (uint64_t)f->k.grid[0] * f->k.grid[1] * f->k.grid[2];
+  uint64_t dur = 0;
+  CUresult r = f->ev_end ? hostd__gpu.event_query(f->ev_end) : CUDA_SUCCESS;
+  if (r == CUDA_ERROR_NOT_READY)
+    return 0;
+  if (r != CUDA_SUCCESS)
+    set_error(f->t, r);
+  if (r == CUDA_SUCCESS && f->ev_start) {
+    float ms = 0;
+    if (hostd__gpu.event_time(&ms, f->ev_start, f->ev_end) == CUDA_SUCCESS && ms > 0)
+      dur = (uint64_t)((double)ms * 1e6);
+  }
+  ev.dev_end_ns = now;
+  ev.dev_start_ns = dur < now ? now - dur : 0;
+  ev.blocks_done = blocks;
+  if (S.trace)
+    trace_write(f, ev.dev_start_ns, ev.dev_end_ns);
+  ev_put(f->ev_start, true);
+  ev_put(f->ev_end, f->ev_start != 0);
+  feed(&ev);
+  f->t->inflight--;
+  S.st.completed++;
+  close_done(f->t);
+  return 1;
+}
+
+static void poll_flights(uint64_t now) {
+  for (flight_t **pf = &S.flights; *pf;) {
+    flight_t *f = *pf;
+    if (flight_poll(f, now)) {
+      *pf = f->next;
+      free(f);
+    } else {
+      pf = &f->next;
+    }
+  }
+}
+
+static void on_close(item_t *it) {
+  hostd_sched_tenant_t *t = it->t;
+  uint64_t dropped = 0;
+  free(it);
+  t->closing = true;
+  (void)pol_sched_tenant_del(S.pol, t->id);
+  while (t->head) {
+    item_t *q = t->head;
+    t->head = q->next;
+    if (q->kind == IT_SUBMIT) {
+      ev_put(q->run_event, false);
+      dropped++;
+    }
+    free(q);
+  }
+  t->tail = NULL;
+  pthread_mutex_lock(&S.mu);
+  t->pending -= dropped;
+  S.st.dropped += dropped;
+  for (hostd_sched_stream_t *ss = t->streams; ss; ss = ss->next) {
+    while (ss->fences) {
+      item_t *f = ss->fences;
+      ss->fences = f->next;
+      free(f);
+    }
+    /* Every fence the worker made waits for at most seen_seq: open them all. */
+    gate_set(ss, ss->seen_seq);
+  }
+  pthread_cond_broadcast(&S.done);
+  pthread_mutex_unlock(&S.mu);
+  close_done(t);
+}
+
+/* ---- the loop ---- */
+
+static void handle_items(item_t *it, uint64_t now) {
+  while (it) {
+    item_t *next = it->next;
+    switch (it->kind) {
+    case IT_SUBMIT:
+    case IT_DIRECT:
+      on_submit(it, now);
+      break;
+    case IT_FENCE:
+      on_fence(it);
+      break;
+    case IT_CLOSE:
+      on_close(it);
+      break;
+    }
+    it = next;
+  }
+}
+
+/* Sleeps until an item comes or the policy's timer is due; only when
+ * nothing is in flight (completions are polled, so they need the loop). */
+static void idle_wait(void) {
+  uint64_t timer = pol_sched_next_timer_ns(S.pol);
+  pthread_mutex_lock(&S.mu);
+  S.sleeping = true;
+  while (!S.inbox && !S.stop) {
+    if (timer == UINT64_MAX) {
+      pthread_cond_wait(&S.wake, &S.mu);
+      continue;
+    }
+    uint64_t now = now_fn();
+    if (now >= timer)
+      break;
+    /* The condition variable's clock is CLOCK_REALTIME: wait a relative span. */
+    struct timespec ts;
+    uint64_t span = timer - now;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(span / 1000000000ull);
+    ts.tv_nsec += (long)(span % 1000000000ull);
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&S.wake, &S.mu, &ts);
+  }
+  S.sleeping = false;
+  pthread_mutex_unlock(&S.mu);
+}
+
+static void loop_once(void) {
+  item_t *items = inbox_take();
+  uint64_t now = now_fn(), timer;
+  pthread_mutex_lock(&S.polmu);
+  handle_items(items, now);
+  poll_flights(now);
+  timer = pol_sched_next_timer_ns(S.pol);
+  if (timer != UINT64_MAX && now >= timer) {
+    pol_event_t ev = {.type = POL_EV_TIMER, .now_ns = now};
+    feed(&ev);
+  }
+  do_actions(now);
+  pthread_mutex_unlock(&S.polmu);
+}
+
+static void *sched_main(void *arg) {
+  (void)arg;
+  if (hostd__gpu.thread_enter() != CUDA_SUCCESS)
+    hostd__log(HOSTD_LOG_ERROR, "scheduler: cannot make the GPU context current");
+  for (;;) {
+    bool stop;
+    loop_once();
+    pthread_mutex_lock(&S.mu);
+    stop = S.stop && !S.inbox;
+    pthread_mutex_unlock(&S.mu);
+    if (stop && !S.flights)
+      break;
+    if (!S.flights && !S.inbox)
+      idle_wait();
+    else
+      sched_yield(); /* launches in flight: poll their events */
+  }
+  return NULL;
+}
+
+int hostd__sched_init(const hostd_sched_config_t *cfg) {
+  int rc;
+  const char *why = NULL;
+  S.cfg = *cfg;
+  S.on = false;
+  if (!cfg->on)
+    return 0;
+  if (pol_config_check(&cfg->pol, &why) != 0) {
+    hostd__log(HOSTD_LOG_ERROR, "scheduler: bad policy configuration: %s", why);
+    return -EINVAL;
+  }
+  if ((rc = pol_sched_new(cfg->kind, &cfg->pol, &S.pol)) < 0)
+    return rc;
+  if (cfg->profiles[0]) {
+    rc = pol_profiles_load(pol_sched_profiles(S.pol), cfg->profiles, &why);
+    if (rc == 0)
+      hostd__log(HOSTD_LOG_INFO, "scheduler: %zu kernel profiles from %s",
+                 pol_profiles_count(pol_sched_profiles(S.pol)), cfg->profiles);
+    else if (rc != -ENOENT)
+      hostd__log(HOSTD_LOG_WARN, "scheduler: ignoring profiles %s: %s", cfg->profiles,
+                 why ? why : strerror(-rc));
+  }
+  if (cfg->trace[0] && !(S.trace = fopen(cfg->trace, "w"))) {
+    rc = -errno;
+    hostd__log(HOSTD_LOG_ERROR, "cannot write the trace %s: %s", cfg->trace, strerror(errno));
+    goto fail_pol;
+  }
+  if (S.trace)
+    fprintf(S.trace, "# tallyd kernel trace (tally-sim format), policy %s\n",
+            pol_kind_name(cfg->kind));
+  S.stop = false;
+  if ((rc = -pthread_create(&S.th, NULL, sched_main, NULL)) < 0)
+    goto fail_trace;
+  S.on = true;
+  hostd__log(HOSTD_LOG_INFO, "scheduler: policy %s", pol_kind_name(cfg->kind));
+  return 0;
+fail_trace:
+  if (S.trace)
+    fclose(S.trace);
+  S.trace = NULL;
+fail_pol:
+  pol_sched_free(S.pol);
+  S.pol = NULL;
+  return rc;
+}
+
+void hostd__sched_shutdown(void) {
+  int rc;
+  if (!S.on)
+    return;
+  pthread_mutex_lock(&S.mu);
+  S.stop = true;
+  pthread_cond_signal(&S.wake);
+  pthread_mutex_unlock(&S.mu);
+  pthread_join(S.th, NULL);
+  S.on = false;
+  if (S.cfg.profiles[0] &&
+      (rc = pol_profiles_save(pol_sched_profiles(S.pol), S.cfg.profiles)) < 0)
+    hostd__log(HOSTD_LOG_WARN, "scheduler: cannot save profiles to %s: %s", S.cfg.profiles,
+               strerror(-rc));
+  hostd__log(HOSTD_LOG_INFO,
+             "scheduler: %" PRIu64 " launches (%" PRIu64 " held, %" PRIu64 " dropped), %" PRIu64
+             " fences",
+             S.st.submitted, S.st.held, S.st.dropped, S.st.fences);
+  if (S.trace)
+    fclose(S.trace);
+  S.trace = NULL;
+  while (S.nev > 0)
+    (void)hostd__gpu.event_del(S.evpool[--S.nev]);
+  free(S.evpool);
+  S.evpool = NULL;
+  S.capev = 0;
+  pol_sched_free(S.pol);
+  S.pol = NULL;
+  S.next_submit = 0;
+  memset(&S.st, 0, sizeof(S.st));
+}

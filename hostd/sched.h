@@ -1,0 +1,130 @@
+/* sched.h: tallyd's scheduler, the place where policy/ meets the GPU.
+ *
+ * One scheduler per daemon (one GPU per tallyd), running policy/ on a
+ * thread of its own.  Tenant workers hand it every launch of a tenant whose
+ * launches the policy may hold, and tell it about every launch of the
+ * latency-critical (LC) tenant that went straight to the GPU; the scheduler
+ * thread feeds those to pol_sched_event() and carries out the actions that
+ * come back.  The design, and why a held launch never blocks a worker, is in
+ * docs/scheduler.md; in short:
+ *
+ *   - a held launch stays in tallyd, on the scheduler's queue; the worker
+ *     returns at once, as the fire-and-forget call it answers;
+ *   - a launch the policy releases runs on a launch stream of the scheduler's
+ *     (one per tenant stream), after an event recorded on the tenant stream
+ *     when the run of launches began, so it sees the stream's earlier work;
+ *   - any other work on that tenant stream (copies, memsets, events, host
+ *     functions, synchronisations) is first fenced: the tenant stream waits,
+ *     on the GPU, for a device word that the launch stream sets after the
+ *     last launch submitted so far (hostd__gpu.dgate_*), so stream order and
+ *     synchronising calls behave as natively, without a host round trip;
+ *   - start and completion are observed with events polled by the scheduler
+ *     thread (timing events around BE launches, one event per LC launch);
+ *     nothing in the path synchronises the device.
+ *
+ * Threads: hostd__sched_init/_shutdown on the main thread; everything
+ * taking a hostd_sched_tenant_t or hostd_sched_stream_t on that tenant's
+ * worker thread only (the one that owns the tenant's tables).
+ */
+#ifndef TALLY_HOSTD_SCHED_H
+#define TALLY_HOSTD_SCHED_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "policy/pol.h"
+
+typedef struct hostd_sched_config {
+  bool on;           /* false: --policy none, launches go straight to the GPU */
+  pol_kind_t kind;   /* the policy */
+  pol_config_t pol;  /* its configuration */
+  char trace[4096];  /* --trace FILE ("" = none): every kernel, tally-sim's format */
+  char profiles[4096]; /* file the profiles persist in ("" = none) */
+} hostd_sched_config_t;
+
+/* Fills *cfg: off, policy tally with policy/'s defaults. */
+void hostd__sched_config_init(hostd_sched_config_t *cfg);
+/* Parses a --policy value ("none" or a pol_kind_parse name). 0 or -EINVAL. */
+int hostd__sched_parse_policy(hostd_sched_config_t *cfg, const char *name);
+
+/* Starts the scheduler thread (when cfg->on); loads the profiles file.
+ * 0, or a negative errno (the reason is logged). */
+int hostd__sched_init(const hostd_sched_config_t *cfg);
+/* Stops the thread, saves profiles and closes the trace.  Every tenant must
+ * be closed first. */
+void hostd__sched_shutdown(void);
+/* Whether launches go through the scheduler (a policy other than none). */
+bool hostd__sched_on(void);
+
+typedef struct hostd_sched_tenant hostd_sched_tenant_t;
+typedef struct hostd_sched_stream hostd_sched_stream_t;
+
+/* A tenant of class cls (0 latency-critical, 1 best-effort) and weight.
+ * NULL: out of memory or the policy refused it (logged); the tenant's
+ * launches then go straight to the GPU. */
+hostd_sched_tenant_t *hostd__sched_tenant_new(uint32_t id, const char *name, int cls,
+                                              uint32_t weight);
+/* The tenant is going: its held launches are dropped (never run), its
+ * gates opened, and this waits until none of its launches is in flight, so
+ * its streams can be synchronised and destroyed.  NULL ok. */
+void hostd__sched_tenant_close(hostd_sched_tenant_t *t);
+/* Frees what the tenant's scheduler state holds (its streams' launch
+ * streams, its device gate), after hostd__sched_tenant_close and after the
+ * tenant's own streams were synchronised.  NULL ok. */
+void hostd__sched_tenant_free(hostd_sched_tenant_t *t);
+/* The first error an issued launch of the tenant returned, cleared (a
+ * CUresult, CUDA_SUCCESS when none): a deferred error for the next
+ * synchronising call. */
+CUresult hostd__sched_take_error(hostd_sched_tenant_t *t);
+/* Waits until every launch the tenant submitted has been issued to the GPU
+ * (not completed): what a free of memory or of a module needs first, as the
+ * driver's own free waits for launched work.  Returns a CUresult. */
+CUresult hostd__sched_tenant_flush(hostd_sched_tenant_t *t);
+
+/* The scheduler's state of one tenant stream (host handle `stream`), made
+ * on its first launch.  NULL: out of memory (a CUresult in *r). */
+hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t stream,
+                                              CUresult *r);
+/* Frees it; the tenant must have been flushed and the stream fenced.  NULL ok. */
+void hostd__sched_stream_free(hostd_sched_stream_t *s);
+
+/* One kernel launch as the tenant asked for it. */
+typedef struct hostd_sched_launch {
+  uint64_t f;        /* CUfunction / CUkernel handle */
+  uint64_t kernel_id; /* stable id of the code (profiles): hostd__sched_kernel_id */
+  uint32_t grid[3], block[3], shmem;
+  const CUlaunchAttribute *attrs;
+  uint32_t nattr;
+  const void *args;
+  uint32_t argbytes;
+} hostd_sched_launch_t;
+
+/* Submits a launch on stream s.  Returns at once: the launch was made (the
+ * LC fast path) or queued for the policy (the arguments are copied).
+ * A CUresult: an error only for a launch made at once, or out of memory. */
+CUresult hostd__sched_launch(hostd_sched_stream_t *s, const hostd_sched_launch_t *l);
+/* Call before any other work on the stream (copy, memset, event record,
+ * stream wait, host function, synchronisation, destroy): keeps it behind
+ * the launches submitted so far.  Cheap when there are none.  A CUresult. */
+CUresult hostd__sched_fence(hostd_sched_stream_t *s);
+
+/* The stable kernel id the scheduler keys profiles by: the module's
+ * content id and the function's name (both survive a restart). */
+uint64_t hostd__sched_kernel_id(uint64_t module_content_id, const char *name);
+
+/* Counters for tests and the exit line. */
+typedef struct hostd_sched_stats {
+  uint64_t submitted; /* launches submitted (both paths) */
+  uint64_t held;      /* launches that went through the queue */
+  uint64_t issued;    /* of those, issued to the GPU */
+  uint64_t dropped;   /* dropped with their tenant */
+  uint64_t completed; /* completions observed */
+  uint64_t fences;    /* fences that enqueued a gate wait */
+} hostd_sched_stats_t;
+void hostd__sched_stats(hostd_sched_stats_t *out);
+
+/* Tests: replaces the clock (ns) the policy sees; NULL restores CLOCK_MONOTONIC. */
+void hostd__sched_set_clock(uint64_t (*now_ns)(void));
+
+#endif /* TALLY_HOSTD_SCHED_H */
