@@ -1,8 +1,8 @@
 /* config.c: defaults and validation of the policy's configuration, and the
  * names of the policy kinds.
  *
- * A policy configuration comes from tally-sim's flags (or any caller's
- * configuration file), so it is outside input: every field is checked here, once, before
+ * A policy configuration comes from tallyd's flags and config file or
+ * tally-sim's flags, so it is outside input: every field is checked here, once, before
  * any scheduler sees it.  Each default below carries its reason; the
  * measured ones are the H200's, from policy/pol-gpu.h (docs/h200.md).
  */

@@ -1,9 +1,7 @@
 /* pol.h: the public API of policy/, Tally's scheduler as a pure C library.
  *
- * policy/ knows no CUDA: a caller drives it through this one interface.
- * Today that caller is sim/ (on the CPU); tallyd does not run it yet (it
- * replays kernels as they arrive, on priority streams: docs/decisions.md,
- * D4), and is meant to drive it through this same interface.  Time is always passed in by the caller, in
+ * policy/ knows no CUDA: tallyd (on a GPU, hostd/sched.c) and sim/ (on the
+ * CPU) drive it through this one interface.  Time is always passed in by the caller, in
  * nanoseconds, so tests run on virtual time.
  *
  * The contract, in one paragraph: the caller registers tenants, then feeds

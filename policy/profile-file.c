@@ -1,5 +1,5 @@
-/* profile-file.c: profiles on disk, so a scheduler keeps them across runs
- * (tally-sim --profiles).
+/* profile-file.c: profiles on disk, so tallyd (in its state folder) and
+ * tally-sim (--profiles) keep them across runs.
  *
  * The file is outside input (a crash, a disk error or another program may
  * have written it), so the decoder checks every length against the bytes

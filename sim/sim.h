@@ -1,7 +1,7 @@
 /* sim.h: the public API of sim/, Tally's discrete-event GPU simulator.
  *
  * sim/ replays kernel traces and arrival traces under each scheduling policy
- * and drives policy/ through its public interface (pol.h).  Everything is
+ * and drives policy/ through the same interface tallyd uses.  Everything is
  * deterministic for a given seed: no wall clock, no hash of a pointer, no
  * libc random number reaches the output.
  *

@@ -5,7 +5,7 @@ TESTS += tests/test-hostd-config tests/test-hostd-exec
 endif
 tests_test_hostd_config_SOURCES = tests/test-hostd-config.c
 tests_test_hostd_config_CFLAGS = $(TEST_CFLAGS)
-tests_test_hostd_config_LDADD = hostd/libtallyhostd.a $(TEST_LIBS)
+tests_test_hostd_config_LDADD = hostd/libtallyhostd.a $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_hostd_exec_SOURCES = tests/test-hostd-exec.c tests/fuzz/fuzz-hostd-exec.c
 tests_test_hostd_exec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHOSTD_FUZZ_NO_ENTRY
 tests_test_hostd_exec_CFLAGS = $(TEST_CFLAGS)
@@ -21,7 +21,7 @@ endif
 tests_test_hostd_restart_unit_SOURCES = tests/test-hostd-restart-unit.c
 tests_test_hostd_restart_unit_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_hostd_restart_unit_CFLAGS = $(TEST_CFLAGS)
-tests_test_hostd_restart_unit_LDADD = hostd/libtallyhostd.a $(TEST_LIBS)
+tests_test_hostd_restart_unit_LDADD = hostd/libtallyhostd.a $(POLICY_LIBS) $(TEST_LIBS)
 EXTRA_DIST += tests/test-hostd-restart.sh
 # The same on a GPU with the real tallyd (make check-gpu): the script, with
 # this tree's source path; it builds its CUDA tenant with nvcc itself.
