@@ -2,7 +2,7 @@
  *
  * On the real driver a context-corrupting error (illegal address, ...) is
  * sticky for the whole PROCESS: even after cuDevicePrimaryCtxReset,
- * cuDevicePrimaryCtxRetain answers 700 (H200, issue 4's notes).  So tallyd
+ * cuDevicePrimaryCtxRetain answers 700 (H200; docs/decisions.md, D4).  So tallyd
  * restarts, keeping its pid and listening sockets:
  *   1. tenant.c (recover) marks every tenant lost and raises the fault here
  *      (hostd__fault_raise): the first one is recorded, the server's hook

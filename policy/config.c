@@ -1,13 +1,13 @@
 /* config.c: defaults and validation of the policy's configuration, and the
  * names of the policy kinds.
  *
- * A policy configuration comes from tallyd's config file or tally-sim's
- * flags, so it is outside input: every field is checked here, once, before
+ * A policy configuration comes from tallyd's flags and config file or
+ * tally-sim's flags, so it is outside input: every field is checked here, once, before
  * any scheduler sees it.  Each default below carries its reason; the
- * measured ones come from /work/shared/BRIEF.md ("Facts measured on the GPU
- * machine", H200, driver 580.159, CUDA 13.0).
+ * measured ones are the H200's, from policy/pol-gpu.h (docs/h200.md).
  */
 #include "policy/pol.h"
+#include "policy/pol-gpu.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -28,18 +28,18 @@ void pol_config_init(pol_config_t *cfg) {
    * while costing BE little between requests. */
   cfg->resume_idle_ns = 50000;
   /* Flag in device memory set by an async copy on a high-priority stream:
-   * signal -> kernel done 27.7 us p50 (BRIEF). */
-  cfg->flag_latency_ns = 27700;
+   * signal -> kernel done 27.7 us p50. */
+  cfg->flag_latency_ns = POL_GPU_FLAG_NS;
   /* A launch issued when the previous one's completion reaches the host
    * leaves the device idle about one launch+sync round trip: 9.3 us p50. */
-  cfg->launch_gap_ns = 9300;
-  /* Cross-process time-slicing on the H200: ~2 ms slices (BRIEF). */
-  cfg->timeslice_ns = 2000000;
+  cfg->launch_gap_ns = POL_GPU_LAUNCH_SYNC_NS;
+  /* Cross-process time-slicing on the H200: ~2 ms slices. */
+  cfg->timeslice_ns = POL_GPU_TIMESLICE_NS;
   /* A switch between contexts: the shortest wait measured for a kernel
-   * behind another process's kernel was 0.19 ms (BRIEF: 0.19-2.3 ms); the
+   * behind another process's kernel was 0.19 ms (of 0.19-2.3 ms); the
    * residual of a slice can be ~0, so we read the 0.19 ms as the switch
    * itself (save + restore).  Fitted, see policy/ref-timeslice.c. */
-  cfg->ts_switch_ns = 190000;
+  cfg->ts_switch_ns = POL_GPU_TIMESLICE_WAIT_NS;
   /* Assumed, not measured: the driver cannot tell a pause between two
    * launches of one host thread (4.2 us per call, ~8-20 us in eager
    * frameworks) from the end of the work; we take ~5 launch+sync round
@@ -51,7 +51,7 @@ void pol_config_init(pol_config_t *cfg) {
   cfg->tgs_interval_ns = 5000000;
   cfg->tgs_delay_ns = 50000;
   /* One block per SM of an H200 (132 SMs): the least a kernel can hold. */
-  cfg->default_resident = 132;
+  cfg->default_resident = POL_GPU_SM_COUNT;
   /* Kernel times vary a few percent run to run; a 50% jump three times in a
    * row is a change of input or clocks, not noise. */
   cfg->drift_pct = 50;
@@ -65,7 +65,7 @@ void pol_config_init(pol_config_t *cfg) {
 int pol_config_check(const pol_config_t *cfg, const char **why) {
   const char *bad = NULL;
   /* Below ~1 us no launch can meet the threshold (launch alone is ~4 us on
-   * the H200, BRIEF.md); above 1 s the "latency-critical" promise is void. */
+   * the H200, docs/h200.md); above 1 s the "latency-critical" promise is void. */
   if (cfg->threshold_ns < 1000 || cfg->threshold_ns > 1000000000ull)
     bad = "threshold must be between 1 us and 1 s";
   else if (cfg->resume_idle_ns > 1000000000ull)

@@ -1,7 +1,7 @@
 /* pol-int.h: declarations shared by policy/'s own .c files (not public).
  *
  * Lock story: a pol_sched_t and everything reachable from it belong to one
- * caller thread (tallyd's scheduler loop, or one simulation); nothing here
+ * caller thread (tallyd's scheduler thread, or one simulation); nothing here
  * is shared or locked.
  *
  * Invariants kept by sched.c for every policy:

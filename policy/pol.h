@@ -1,7 +1,7 @@
 /* pol.h: the public API of policy/, Tally's scheduler as a pure C library.
  *
- * policy/ knows no CUDA: tallyd (on a GPU) and sim/ (on the CPU) drive it
- * through this one interface.  Time is always passed in by the caller, in
+ * policy/ knows no CUDA: tallyd (on a GPU, hostd/sched.c) and sim/ (on the
+ * CPU) drive it through this one interface.  Time is always passed in by the caller, in
  * nanoseconds, so tests run on virtual time.
  *
  * The contract, in one paragraph: the caller registers tenants, then feeds
@@ -50,9 +50,9 @@ typedef enum pol_kind {
 typedef struct pol_config {
   uint64_t threshold_ns;     /* max turnaround the in-flight BE work may cause the LC tenant */
   uint64_t resume_idle_ns;   /* LC idle this long before BE launches resume (ours) */
-  uint64_t flag_latency_ns;  /* preemption flag raised -> seen by the kernel (BRIEF: 27.7 us) */
+  uint64_t flag_latency_ns;  /* preemption flag raised -> seen by the kernel (H200: 27.7 us p50) */
   uint64_t launch_gap_ns;    /* device idle between a completion and the next dependent launch */
-  uint64_t timeslice_ns;     /* time-slicing reference: slice length (BRIEF: ~2 ms) */
+  uint64_t timeslice_ns;     /* time-slicing reference: slice length (H200: ~2 ms) */
   uint64_t ts_switch_ns;     /* time-slicing: a context switch keeps the GPU this long */
   uint64_t ts_idle_ns;       /* time-slicing: owner without work this long ends its slice */
   uint64_t tgs_interval_ns;  /* TGS-like: control interval */
@@ -94,7 +94,7 @@ typedef enum pol_form {
   POL_FORM_PTB = 2,
 } pol_form_t;
 
-/* Stream priorities: the LC tenant's stream is the high one (BRIEF decision 4). */
+/* Stream priorities: the LC tenant's stream is the high one (docs/decisions.md, D4). */
 #define POL_PRIO_HIGH 0
 #define POL_PRIO_LOW  1
 

@@ -1,4 +1,5 @@
-/* profile-file.c: profiles on disk, so tallyd keeps them across restarts.
+/* profile-file.c: profiles on disk, so tallyd (in its state folder) and
+ * tally-sim (--profiles) keep them across runs.
  *
  * The file is outside input (a crash, a disk error or another program may
  * have written it), so the decoder checks every length against the bytes
@@ -30,6 +31,9 @@
 #include "policy/pol.h"
 #include "policy/pol-int.h"
 
+#include "policy/pol-file.h"
+#include "wire/wire-le.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -46,27 +50,6 @@
 #define POL__FILE_MAX_BYTES   (POL__FILE_HDR + (size_t)POL__FILE_MAX_RECORDS * POL__FILE_REC + 8)
 
 static const uint8_t magic[8] = {'T', 'A', 'L', 'L', 'Y', 'P', 'R', 'F'};
-
-static void put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++)
-    v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-static uint64_t get64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++)
-    v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
 
 static uint64_t fnv1a(const uint8_t *p, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -86,38 +69,38 @@ int pol_profiles_encode(const pol_profiles_t *p, uint8_t *buf, size_t cap, size_
   if (cap < need)
     return -ENOSPC;
   memcpy(buf, magic, 8);
-  put32(buf + 8, 1);
-  put32(buf + 12, (uint32_t)n);
-  put32(buf + 16, POL__FILE_REC);
-  put32(buf + 20, 0);
+  wire_le_wr32(buf + 8, 1);
+  wire_le_wr32(buf + 12, (uint32_t)n);
+  wire_le_wr32(buf + 16, POL__FILE_REC);
+  wire_le_wr32(buf + 20, 0);
   uint8_t *r = buf + POL__FILE_HDR;
   size_t cursor = 0;
   const pol_profile_t *e;
   while ((e = pol__profiles_at(p, &cursor)) != NULL) {
-    put64(r + 0, e->key.kernel_id);
+    wire_le_wr64(r + 0, e->key.kernel_id);
     for (int i = 0; i < 3; i++) {
-      put32(r + 8 + 4 * i, e->key.grid[i]);
-      put32(r + 20 + 4 * i, e->key.block[i]);
+      wire_le_wr32(r + 8 + 4 * i, e->key.grid[i]);
+      wire_le_wr32(r + 20 + 4 * i, e->key.block[i]);
     }
-    put32(r + 32, e->key.shmem_bytes);
-    put64(r + 36, e->wave_ns);
-    put32(r + 44, e->wave_samples);
-    put64(r + 48, e->ptb_block_ns);
-    put32(r + 56, e->ptb_samples);
-    put32(r + 60, e->drifted);
+    wire_le_wr32(r + 32, e->key.shmem_bytes);
+    wire_le_wr64(r + 36, e->wave_ns);
+    wire_le_wr32(r + 44, e->wave_samples);
+    wire_le_wr64(r + 48, e->ptb_block_ns);
+    wire_le_wr32(r + 56, e->ptb_samples);
+    wire_le_wr32(r + 60, e->drifted);
     r += POL__FILE_REC;
   }
-  put64(r, fnv1a(buf, (size_t)(r - buf)));
+  wire_le_wr64(r, fnv1a(buf, (size_t)(r - buf)));
   return 0;
 }
 
 static int decode_record(const uint8_t *r, pol_profile_t *e, const char **why) {
   uint64_t threads = 1;
   memset(e, 0, sizeof(*e));
-  e->key.kernel_id = get64(r);
+  e->key.kernel_id = wire_le_rd64(r);
   for (int i = 0; i < 3; i++) {
-    e->key.grid[i] = get32(r + 8 + 4 * i);
-    e->key.block[i] = get32(r + 20 + 4 * i);
+    e->key.grid[i] = wire_le_rd32(r + 8 + 4 * i);
+    e->key.block[i] = wire_le_rd32(r + 20 + 4 * i);
     if (e->key.grid[i] == 0 || e->key.block[i] == 0) {
       *why = "record has a zero grid or block dimension";
       return -EPROTO;
@@ -128,12 +111,12 @@ static int decode_record(const uint8_t *r, pol_profile_t *e, const char **why) {
     *why = "record has more than 1024 threads per block";
     return -EPROTO;
   }
-  e->key.shmem_bytes = get32(r + 32);
-  e->wave_ns = get64(r + 36);
-  e->wave_samples = get32(r + 44);
-  e->ptb_block_ns = get64(r + 48);
-  e->ptb_samples = get32(r + 56);
-  e->drifted = get32(r + 60);
+  e->key.shmem_bytes = wire_le_rd32(r + 32);
+  e->wave_ns = wire_le_rd64(r + 36);
+  e->wave_samples = wire_le_rd32(r + 44);
+  e->ptb_block_ns = wire_le_rd64(r + 48);
+  e->ptb_samples = wire_le_rd32(r + 56);
+  e->drifted = wire_le_rd32(r + 60);
   /* An estimate over an hour per wave is no GPU kernel we can schedule. */
   if (e->wave_ns > 3600000000000ull || e->ptb_block_ns > 3600000000000ull) {
     *why = "record has an estimate over one hour";
@@ -160,12 +143,12 @@ int pol_profiles_decode(pol_profiles_t *p, const uint8_t *buf, size_t len, const
     *why = "bad magic (not a Tally profile file)";
     return -EPROTO;
   }
-  if (get32(buf + 8) != 1) {
+  if (wire_le_rd32(buf + 8) != 1) {
     *why = "unsupported version";
     return -EPROTO;
   }
-  uint32_t n = get32(buf + 12);
-  if (get32(buf + 16) != POL__FILE_REC || get32(buf + 20) != 0) {
+  uint32_t n = wire_le_rd32(buf + 12);
+  if (wire_le_rd32(buf + 16) != POL__FILE_REC || wire_le_rd32(buf + 20) != 0) {
     *why = "bad record size or reserved field";
     return -EPROTO;
   }
@@ -179,7 +162,7 @@ int pol_profiles_decode(pol_profiles_t *p, const uint8_t *buf, size_t len, const
     return -EPROTO;
   }
   size_t body = POL__FILE_HDR + (size_t)n * POL__FILE_REC;
-  if (get64(buf + body) != fnv1a(buf, body)) {
+  if (wire_le_rd64(buf + body) != fnv1a(buf, body)) {
     *why = "checksum mismatch";
     return -EPROTO;
   }
@@ -207,60 +190,21 @@ out:
   return rc;
 }
 
+/* Durable and atomic: a crash leaves the old file or the new one, never a
+ * torn one (pol_file_replace). */
 int pol_profiles_save(const pol_profiles_t *p, const char *path) {
   size_t len = 0;
-  int rc, fd = -1;
-  uint8_t *buf = NULL;
-  char *tmp = NULL;
+  int rc;
+  uint8_t *buf;
   (void)pol_profiles_encode(p, NULL, 0, &len);
   buf = malloc(len);
   if (!buf)
     return -ENOMEM;
   rc = pol_profiles_encode(p, buf, len, &len);
-  if (rc < 0)
-    goto out_buf;
-  if (asprintf(&tmp, "%s.tmp", path) < 0) {
-    rc = -ENOMEM;
-    goto out_buf;
+  if (rc == 0) {
+    struct iovec part = {.iov_base = buf, .iov_len = len};
+    rc = pol_file_replace(path, &part, 1, 0644);
   }
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    rc = -errno;
-    goto out_tmp;
-  }
-  for (size_t off = 0; off < len;) {
-    ssize_t w = write(fd, buf + off, len - off);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      rc = -errno;
-      goto out_fd;
-    }
-    off += (size_t)w;
-  }
-  if (fsync(fd) < 0) {
-    rc = -errno;
-    goto out_fd;
-  }
-  if (close(fd) < 0) {
-    fd = -1;
-    rc = -errno;
-    goto out_unlink;
-  }
-  fd = -1;
-  if (rename(tmp, path) < 0) {
-    rc = -errno;
-    goto out_unlink;
-  }
-  rc = 0;
-  goto out_tmp;
-out_fd:
-  close(fd);
-out_unlink:
-  unlink(tmp);
-out_tmp:
-  free(tmp);
-out_buf:
   free(buf);
   return rc;
 }

@@ -10,17 +10,17 @@
  * the switch takes ts_switch_ns before the new owner's first launch.  The
  * new owner gets a fresh slice from then.  Round robin over tenants.
  *
- * Why this model (BRIEF, H200): "~2 ms slices, a waiting kernel sees
- * 0.19-2.3 ms".  A newcomer arriving at a random point of a free-running
+ * Why this model (measured on the H200, docs/h200.md): ~2 ms slices, a
+ * waiting kernel sees 0.19-2.3 ms.  A newcomer arriving at a random point of a free-running
  * 2 ms slice waits U(0, 2 ms) + switch: 0.19 ms (the switch, fitted to the
  * measured minimum) to 2.19 ms (+ drain, below), the measured range.  The
  * model it replaces switched at once to a newcomer when the owner's slice
  * had run out while alone, with no switch cost and no idle grace.  On the
  * bundled pairs both give LC execution p99 within a few percent of each
- * other (sim/README.md): the gap to the measured +129..137% comes from the
+ * other (docs/sim.md): the gap to the measured +129..137% comes from the
  * synthetic service time (0.6-0.8 ms, vs a ~2.3 ms wait), and the simulated
  * end-to-end +1700..4000% from queueing before a request starts, which the
- * BRIEF's "execution latency" excludes: with equal round-robin slices a
+ * measured baselines' "execution latency" excludes: with equal round-robin slices a
  * GPU-bound LC at 50% load gets at most half the GPU minus switches.
  * Fitted: the slice (2 ms) and the switch (0.19 ms), to the measured wait
  * range; predicted: every number in tally-sim's table.  (2) keeps an eager

@@ -8,7 +8,7 @@
  * policy's pump(), which decides what to launch now (policy/tally.c,
  * policy/ref-*.c).  Invariants (a)-(c) are listed in policy/pol-int.h.
  *
- * Events come from tallyd or sim/, which are trusted code but may be wrong:
+ * Events come from tallyd or sim/, trusted code that may be wrong:
  * unknown tenants, unknown launch ids and malformed kernels get -EINVAL and
  * change nothing.
  */

@@ -20,14 +20,17 @@
  *
  * A file that is short, long, has another magic, key or source length, or
  * whose image hash does not match is corrupt: it is ignored, the image is
- * compiled again, and the new record replaces it.  Writes go to a unique
- * temporary file in the same directory, then fsync and rename(2), so a
- * reader sees a whole old record or a whole new one, never a torn one.
- * Several daemons may share a directory; the last rename wins, and both
- * wrote the same bytes.
+ * compiled again, and the new record replaces it.  Writes go through
+ * pol_file_replace (temporary file, fsync, rename(2), fsync of the
+ * directory), so a reader sees a whole old record or a whole new one, never
+ * a torn one.  Several daemons may share a directory; the last rename wins,
+ * and both wrote the same bytes.
  */
 #include "rewrite/rw.h"
 #include "rewrite/rw-int.h"
+
+#include "policy/pol-file.h"
+#include "wire/wire-le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,18 +50,6 @@
 struct rw_cache {
   char *dir; /* owned; no lock: a cache handle belongs to one thread */
 };
-
-static void put64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
 
 int rw_cache_open(const char *dir, rw_cache_t **out) {
   rw_cache_t *c;
@@ -101,13 +92,13 @@ static int read_record(const char *path, uint64_t key, size_t src_len, void **im
     return rc == -ENOENT ? -ENOENT : -EPROTO;
   const unsigned char *u = (const unsigned char *)p;
   rc = -EPROTO;
-  if (n < REC_HEADER_LEN || memcmp(u, REC_MAGIC, 8) != 0 || get64(u + 8) != key ||
-      get64(u + 16) != src_len)
+  if (n < REC_HEADER_LEN || memcmp(u, REC_MAGIC, 8) != 0 || wire_le_rd64(u + 8) != key ||
+      wire_le_rd64(u + 16) != src_len)
     goto out;
-  uint64_t ilen = get64(u + 24);
+  uint64_t ilen = wire_le_rd64(u + 24);
   if (ilen > MAX_IMAGE_LEN || ilen != n - REC_HEADER_LEN)
     goto out;
-  if (XXH3_64bits(u + REC_HEADER_LEN, ilen) != get64(u + 32))
+  if (XXH3_64bits(u + REC_HEADER_LEN, ilen) != wire_le_rd64(u + 32))
     goto out;
   void *img = malloc(ilen ? ilen : 1);
   if (img == NULL) {
@@ -123,46 +114,17 @@ out:
   return rc;
 }
 
-static int write_record(const char *dir, const char *path, uint64_t key, size_t src_len,
-                        const void *image, size_t image_len) {
+static int write_record(const char *path, uint64_t key, size_t src_len, const void *image,
+                        size_t image_len) {
   unsigned char h[REC_HEADER_LEN];
-  char tmp[4096];
-  int fd, rc = 0;
   memcpy(h, REC_MAGIC, 8);
-  put64(h + 8, key);
-  put64(h + 16, src_len);
-  put64(h + 24, image_len);
-  put64(h + 32, XXH3_64bits(image, image_len));
-  if (snprintf(tmp, sizeof(tmp), "%s/.tmp-%016llx-XXXXXX", dir, (unsigned long long)key) >=
-      (int)sizeof(tmp))
-    return -ENAMETOOLONG;
-  fd = mkstemp(tmp);
-  if (fd < 0)
-    return -errno;
-  const unsigned char *parts[2] = {h, image};
-  size_t lens[2] = {sizeof(h), image_len};
-  for (int i = 0; i < 2 && rc == 0; i++) {
-    size_t off = 0;
-    while (off < lens[i]) {
-      ssize_t w = write(fd, parts[i] + off, lens[i] - off);
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w < 0) {
-        rc = -errno;
-        break;
-      }
-      off += (size_t)w;
-    }
-  }
-  if (rc == 0 && fsync(fd) < 0)
-    rc = -errno;
-  if (close(fd) < 0 && rc == 0)
-    rc = -errno;
-  if (rc == 0 && rename(tmp, path) < 0)
-    rc = -errno;
-  if (rc < 0)
-    unlink(tmp);
-  return rc;
+  wire_le_wr64(h + 8, key);
+  wire_le_wr64(h + 16, src_len);
+  wire_le_wr64(h + 24, image_len);
+  wire_le_wr64(h + 32, XXH3_64bits(image, image_len));
+  struct iovec parts[2] = {{.iov_base = h, .iov_len = sizeof(h)},
+                           {.iov_base = (void *)image, .iov_len = image_len}};
+  return pol_file_replace(path, parts, 2, 0644);
 }
 
 int rw_cache_get(rw_cache_t *c, const void *src, size_t len, const char *tag,
@@ -194,6 +156,6 @@ int rw_cache_get(rw_cache_t *c, const void *src, size_t len, const char *tag,
    * the image: the cache is an optimization, not a requirement) */
   if ((rc = compile(ctx, src, len, image, image_len)) < 0)
     return rc;
-  (void)write_record(c->dir, path, key, len, *image, *image_len);
+  (void)write_record(path, key, len, *image, *image_len);
   return 0;
 }

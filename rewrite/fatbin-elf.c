@@ -41,13 +41,13 @@ int rw__elf_is_elf64(const unsigned char *image, size_t len) {
 }
 
 unsigned rw__elf_machine(const unsigned char *image) {
-  return rw__le16(image + 18);
+  return wire_le_rd16(image + 18);
 }
 
 unsigned rw__elf_cubin_arch(const unsigned char *image, size_t len) {
   if (!rw__elf_is_elf64(image, len))
     return 0;
-  return (rw__le32(image + 48) >> 8) & 0xffu;
+  return (wire_le_rd32(image + 48) >> 8) & 0xffu;
 }
 
 /* True when [off, off+n) lies inside [0, len), without overflow. */
@@ -64,10 +64,10 @@ int rw__elf_section(const unsigned char *image, size_t len, const char *name, si
 
   if (!rw__elf_is_elf64(image, len))
     return rw_diag_set(diag, -EPROTO, 0, 0, "not a 64-bit little-endian ELF");
-  shoff = rw__le64(image + 40);
-  shentsize = rw__le16(image + 58);
-  shnum = rw__le16(image + 60);
-  shstrndx = rw__le16(image + 62);
+  shoff = wire_le_rd64(image + 40);
+  shentsize = wire_le_rd16(image + 58);
+  shnum = wire_le_rd16(image + 60);
+  shstrndx = wire_le_rd16(image + 62);
   if (shoff == 0 || shnum == 0)
     return rw_diag_set(diag, -ENOENT, 0, 0, "ELF has no section headers");
   if (shentsize < ELF64_SHDR_SIZE)
@@ -76,13 +76,13 @@ int rw__elf_section(const unsigned char *image, size_t len, const char *name, si
     return rw_diag_set(diag, -EPROTO, 0, 0, "ELF section table at %llu runs past %zu bytes",
                        (unsigned long long)shoff, len);
   if (shstrndx == SHN_XINDEX)
-    shstrndx = rw__le32(image + shoff + 40);
+    shstrndx = wire_le_rd32(image + shoff + 40);
   if (shstrndx >= shnum)
     return rw_diag_set(diag, -EPROTO, 0, 0, "ELF e_shstrndx %u out of %u sections", shstrndx,
                        shnum);
   sh = image + shoff + (uint64_t)shentsize * shstrndx;
-  stroff = rw__le64(sh + 24);
-  strsize = rw__le64(sh + 32);
+  stroff = wire_le_rd64(sh + 24);
+  strsize = wire_le_rd64(sh + 32);
   if (!span_ok(stroff, strsize, len))
     return rw_diag_set(diag, -EPROTO, 0, 0, "ELF section name table runs past the file");
 
@@ -91,16 +91,16 @@ int rw__elf_section(const unsigned char *image, size_t len, const char *name, si
     uint64_t so, ss;
 
     sh = image + shoff + (uint64_t)shentsize * i;
-    nm = rw__le32(sh);
+    nm = wire_le_rd32(sh);
     /* The name must fit, NUL included, inside the string table. */
     if (nm >= strsize || strsize - nm < name_len + 1)
       continue;
     if (memcmp(image + stroff + nm, name, name_len + 1) != 0)
       continue;
-    if (rw__le32(sh + 4) == SHT_NOBITS)
+    if (wire_le_rd32(sh + 4) == SHT_NOBITS)
       return rw_diag_set(diag, -ENOENT, 0, 0, "section %s occupies no file bytes", name);
-    so = rw__le64(sh + 24);
-    ss = rw__le64(sh + 32);
+    so = wire_le_rd64(sh + 24);
+    ss = wire_le_rd64(sh + 32);
     if (!span_ok(so, ss, len))
       return rw_diag_set(diag, -EPROTO, 0, 0, "section %s (%llu bytes at %llu) runs past %zu bytes",
                          name, (unsigned long long)ss, (unsigned long long)so, len);
@@ -115,12 +115,12 @@ int rw__elf_image_size(const unsigned char *image, size_t *size) {
   uint64_t end = ELF64_EHDR_SIZE, shoff, phoff, e;
   unsigned shentsize, shnum, phentsize, phnum, i;
 
-  shoff = rw__le64(image + 40);
-  phoff = rw__le64(image + 32);
-  shentsize = rw__le16(image + 58);
-  shnum = rw__le16(image + 60);
-  phentsize = rw__le16(image + 54);
-  phnum = rw__le16(image + 56);
+  shoff = wire_le_rd64(image + 40);
+  phoff = wire_le_rd64(image + 32);
+  shentsize = wire_le_rd16(image + 58);
+  shnum = wire_le_rd16(image + 60);
+  phentsize = wire_le_rd16(image + 54);
+  phnum = wire_le_rd16(image + 56);
   /* In-process images come from our own tenant's address space; still, keep
    * the arithmetic from wrapping so a corrupt header yields an error. */
   if (shoff > (1ull << 40) || phoff > (1ull << 40))
@@ -134,8 +134,8 @@ int rw__elf_image_size(const unsigned char *image, size_t *size) {
   if (shentsize >= ELF64_SHDR_SIZE) {
     for (i = 0; i < shnum; i++) {
       const unsigned char *sh = image + shoff + (uint64_t)shentsize * i;
-      uint64_t so = rw__le64(sh + 24), ss = rw__le64(sh + 32);
-      if (rw__le32(sh + 4) == SHT_NOBITS)
+      uint64_t so = wire_le_rd64(sh + 24), ss = wire_le_rd64(sh + 32);
+      if (wire_le_rd32(sh + 4) == SHT_NOBITS)
         continue;
       if (so > (1ull << 40) || ss > (1ull << 40))
         return -EPROTO;

@@ -3,7 +3,9 @@
  *
  * Payloads are stored plain, as one raw LZ4 block (flag 0x2000, nvcc
  * --compress-mode=speed) or as one zstd frame (flag 0x8000, modes default,
- * balance and size); fatbin-int.h has the measurements.  The decompressed
+ * balance and size); fatbin-int.h has the measurements.  Both are decoded
+ * by their libraries (liblz4's LZ4_decompress_safe and libzstd), whose safe
+ * decoders never read or write outside the buffers they are given.  The decompressed
  * size comes from the entry header and is checked against the caller's
  * maximum before anything is allocated; the decoders are then held to
  * exactly that many bytes, so a lying header yields -EPROTO, not an
@@ -16,8 +18,18 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <limits.h>
+#include <lz4.h>
 #include <string.h>
 #include <zstd.h>
+
+int rw__lz4_block_decode(const unsigned char *src, size_t src_len, unsigned char *dst,
+                         size_t dst_len) {
+  if (src_len > INT_MAX || dst_len > INT_MAX)
+    return -EPROTO;
+  int got = LZ4_decompress_safe((const char *)src, (char *)dst, (int)src_len, (int)dst_len);
+  return got >= 0 && (size_t)got == dst_len ? 0 : -EPROTO;
+}
 
 int rw_fatbin_extract(const rw_fatbin_t *fb, const rw_fatbin_entry_t *e, size_t max_size,
                       void **out, size_t *out_len, rw_diag_t *diag) {

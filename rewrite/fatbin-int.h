@@ -51,6 +51,8 @@
 
 #include "rewrite/rw.h"
 
+#include "wire/wire-le.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,20 +77,10 @@ const unsigned char *rw__fatbin_bytes(const rw_fatbin_t *fb, size_t *len);
 /* ELF constants (System V gABI) used to find .nv_fatbin and read cubins. */
 #define RW__EM_CUDA 190 /* e_machine of a cubin */
 
-static inline uint16_t rw__le16(const unsigned char *p) {
-  return (uint16_t)(p[0] | p[1] << 8);
-}
-static inline uint32_t rw__le32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t rw__le64(const unsigned char *p) {
-  return (uint64_t)rw__le32(p) | (uint64_t)rw__le32(p + 4) << 32;
-}
-
 /* Decodes one raw LZ4 block (no frame) from src[0, src_len) into exactly
- * dst_len bytes of dst.  Returns 0, or -EPROTO when the block is malformed,
- * reads past src, writes past dst, or produces fewer than dst_len bytes.
- * Work is O(src_len + dst_len). (fatbin-lz4.c) */
+ * dst_len bytes of dst, with liblz4's bounds-checked decoder.  Returns 0, or
+ * -EPROTO when the block is malformed, would read past src or write past
+ * dst, or produces fewer than dst_len bytes. (fatbin-extract.c) */
 int rw__lz4_block_decode(const unsigned char *src, size_t src_len, unsigned char *dst,
                          size_t dst_len);
 

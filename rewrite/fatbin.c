@@ -56,7 +56,7 @@ int rw_fatbin_open(const void *image, size_t len, rw_fatbin_t **out, rw_diag_t *
   if (image == NULL || out == NULL)
     return rw_diag_set(diag, -EINVAL, 0, 0, "NULL image");
   *out = NULL;
-  if (len >= 4 && rw__le32(p) == RW__FATBIN_MAGIC) {
+  if (len >= 4 && wire_le_rd32(p) == RW__FATBIN_MAGIC) {
     kind = RW_IMAGE_FATBIN;
   } else if (rw__elf_is_elf64(p, len) && rw__elf_machine(p) == RW__EM_CUDA) {
     kind = RW_IMAGE_CUBIN;
@@ -70,7 +70,7 @@ int rw_fatbin_open(const void *image, size_t len, rw_fatbin_t **out, rw_diag_t *
     } else if (rc < 0) {
       return rc;
     }
-  } else if (len >= 4 && rw__le32(p) == RW__FATBINC_MAGIC) {
+  } else if (len >= 4 && wire_le_rd32(p) == RW__FATBINC_MAGIC) {
     return rw_diag_set(diag, -EPROTO, 0, 0,
                        "a __fatBinC_Wrapper_t holds a pointer: resolve it in-process with "
                        "rw_fatbin_image_size() and pass the fatbin");
@@ -186,10 +186,10 @@ static int next_container(rw_fatbin_t *fb, rw_diag_t *diag) {
     return 0;
   if (fb->end - fb->pos < RW__FATBIN_HDR_MIN)
     return fail(fb, diag, -EPROTO, "truncated fatbin header", fb->pos);
-  if (rw__le32(p + fb->pos) != RW__FATBIN_MAGIC)
+  if (wire_le_rd32(p + fb->pos) != RW__FATBIN_MAGIC)
     return fail(fb, diag, -EPROTO, "bad fatbin magic", fb->pos);
-  hsize = rw__le16(p + fb->pos + 6);
-  fat = rw__le64(p + fb->pos + 8);
+  hsize = wire_le_rd16(p + fb->pos + 6);
+  fat = wire_le_rd64(p + fb->pos + 8);
   if (hsize < RW__FATBIN_HDR_MIN || hsize > fb->end - fb->pos)
     return fail(fb, diag, -EPROTO, "fatbin header size out of range", fb->pos);
   if (fat > fb->end - fb->pos - hsize)
@@ -229,10 +229,10 @@ int rw_fatbin_next(rw_fatbin_t *fb, rw_fatbin_entry_t *e, rw_diag_t *diag) {
   if (fb->fat_end - fb->pos < RW__FATBIN_ENTRY_MIN)
     return fail(fb, diag, -EPROTO, "truncated fatbin entry header", fb->pos);
   h = fb->image + fb->pos;
-  ehsize = rw__le32(h + 4);
-  payload = rw__le64(h + 8);
-  csize = rw__le32(h + 16);
-  usize = rw__le64(h + 56);
+  ehsize = wire_le_rd32(h + 4);
+  payload = wire_le_rd64(h + 8);
+  csize = wire_le_rd32(h + 16);
+  usize = wire_le_rd64(h + 56);
   if (ehsize < RW__FATBIN_ENTRY_MIN || ehsize > RW__FATBIN_ENTRY_MAX ||
       ehsize > fb->fat_end - fb->pos)
     return fail(fb, diag, -EPROTO, "fatbin entry header size out of range", fb->pos);
@@ -242,11 +242,11 @@ int rw_fatbin_next(rw_fatbin_t *fb, rw_fatbin_entry_t *e, rw_diag_t *diag) {
   memset(e, 0, sizeof(*e));
   e->index = fb->index;
   e->container = fb->container;
-  e->kind = rw__le16(h);
-  e->version_minor = rw__le16(h + 24);
-  e->version_major = rw__le16(h + 26);
-  e->arch = rw__le32(h + 28);
-  e->flags = rw__le64(h + 40);
+  e->kind = wire_le_rd16(h);
+  e->version_minor = wire_le_rd16(h + 24);
+  e->version_major = wire_le_rd16(h + 26);
+  e->arch = wire_le_rd32(h + 28);
+  e->flags = wire_le_rd64(h + 40);
   e->payload_offset = fb->pos + ehsize;
   if ((e->flags & RW_FATBIN_FLAG_LZ4) && (e->flags & RW_FATBIN_FLAG_ZSTD))
     return fail(fb, diag, -EPROTO, "fatbin entry claims both LZ4 and ZSTD", fb->pos);
@@ -272,19 +272,19 @@ int rw_fatbin_image_size(const void *image, const void **data, size_t *len) {
 
   if (image == NULL || data == NULL || len == NULL)
     return -EINVAL;
-  if (rw__le32(p) == RW__FATBINC_MAGIC) {
+  if (wire_le_rd32(p) == RW__FATBINC_MAGIC) {
     /* __fatBinC_Wrapper_t: the fatbin pointer sits at offset 8 (versions 1
      * and 2 alike).  We are in the tenant's own process: follow it. */
     const unsigned char *fat;
     memcpy(&fat, p + 8, sizeof(fat));
-    if (fat == NULL || rw__le32(fat) != RW__FATBIN_MAGIC)
+    if (fat == NULL || wire_le_rd32(fat) != RW__FATBIN_MAGIC)
       return -EPROTO;
     p = fat;
   }
   *data = p;
-  if (rw__le32(p) == RW__FATBIN_MAGIC) {
-    uint64_t fat = rw__le64(p + 8);
-    unsigned hsize = rw__le16(p + 6);
+  if (wire_le_rd32(p) == RW__FATBIN_MAGIC) {
+    uint64_t fat = wire_le_rd64(p + 8);
+    unsigned hsize = wire_le_rd16(p + 6);
     if (hsize < RW__FATBIN_HDR_MIN || fat > (1ull << 40))
       return -EPROTO;
     *len = hsize + (size_t)fat;

@@ -18,6 +18,8 @@
 #include "rewrite/rw.h"
 #include "rewrite/rw-int.h"
 
+#include "wire/wire-le.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -163,19 +165,6 @@ out:
   return rc;
 }
 
-static uint64_t rd64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-static uint32_t rd32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint16_t rd16(const unsigned char *p) {
-  return (uint16_t)(p[0] | p[1] << 8);
-}
-
 typedef struct text_sec {
   const char *name;
   const unsigned char *data;
@@ -187,19 +176,19 @@ static int elf_texts(const unsigned char *e, size_t len, text_sec_t *out, size_t
   *n = 0;
   if (len < 64 || memcmp(e, "\177ELF", 4) != 0 || e[4] != 2 || e[5] != 1)
     return -EPROTO;
-  uint64_t shoff = rd64(e + 0x28);
-  uint16_t shentsize = rd16(e + 0x3a), shnum = rd16(e + 0x3c), shstrndx = rd16(e + 0x3e);
+  uint64_t shoff = wire_le_rd64(e + 0x28);
+  uint16_t shentsize = wire_le_rd16(e + 0x3a), shnum = wire_le_rd16(e + 0x3c), shstrndx = wire_le_rd16(e + 0x3e);
   if (shentsize < 64 || shoff > len || (uint64_t)shnum * shentsize > len - shoff ||
       shstrndx >= shnum)
     return -EPROTO;
   const unsigned char *strh = e + shoff + (uint64_t)shstrndx * shentsize;
-  uint64_t stroff = rd64(strh + 0x18), strsize = rd64(strh + 0x20);
+  uint64_t stroff = wire_le_rd64(strh + 0x18), strsize = wire_le_rd64(strh + 0x20);
   if (stroff > len || strsize > len - stroff || strsize == 0 || e[stroff + strsize - 1] != 0)
     return -EPROTO;
   for (uint16_t i = 0; i < shnum; i++) {
     const unsigned char *sh = e + shoff + (uint64_t)i * shentsize;
-    uint32_t name = rd32(sh), type = rd32(sh + 4);
-    uint64_t off = rd64(sh + 0x18), size = rd64(sh + 0x20);
+    uint32_t name = wire_le_rd32(sh), type = wire_le_rd32(sh + 4);
+    uint64_t off = wire_le_rd64(sh + 0x18), size = wire_le_rd64(sh + 0x20);
     if (name >= strsize)
       return -EPROTO;
     const char *nm = (const char *)e + stroff + name;

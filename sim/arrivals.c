@@ -15,7 +15,7 @@
  *    or the busiest), arrival = end_timestamp - duration, sort, start at 0,
  *    scale all gaps by one factor so the mean rate is the rate asked for, and
  *    repeat the scaled pattern until the duration is filled.  The trace
- *    itself is not bundled (not obtainable here; BRIEF.md).
+ *    itself is not bundled (it was not obtainable; docs/h200.md).
  * The CSV parser reads a byte buffer that need not end in NUL, caps rows,
  * and never aborts (fuzzed by tests/fuzz/fuzz-sim-trace.c).
  */

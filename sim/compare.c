@@ -1,6 +1,7 @@
 /* compare.c: one workload pair under every policy, as tally-sim reports it.
  *
- * Method (the BRIEF's baselines use the same one on the GPU): the LC trace
+ * Method (the measured baselines of docs/h200.md used the same one on the
+ * GPU): the LC trace
  * alone gives its service time S (one request on an idle GPU); requests
  * arrive open-loop at load / S per second (bursty generator or an Azure
  * Functions 2021 CSV); the LC alone under those arrivals gives the reference
@@ -224,7 +225,7 @@ void sim_rows_free(sim_row_t *rows, size_t n) {
 }
 
 /* The bundled pairs (files under sim/traces/, all SYNTHETIC): the three
- * rows of the BRIEF's measured baseline table, in its order: batch-8
+ * rows of the measured baseline table (docs/h200.md), in its order: batch-8
  * CUDA-graph BERT next to GPT-2 training, batch-8 CUDA-graph ResNet-50 next
  * to ResNet-50 training, eager batch-1 BERT next to GPT-2 training.  The
  * batch-1 graph traces (bert-b1-infer, resnet50-b1-infer) stay bundled for

@@ -9,8 +9,9 @@
  *    kernel starts kernel_gap_ns after the previous one ends).
  *  - Dispatch is by stream priority, then launch order, and happens only
  *    when an SM frees resources or a launch becomes eligible; running blocks
- *    are never preempted (BRIEF: "stream priority is block-level, not
- *    preemptive").  A later launch may fill what an earlier one cannot use.
+ *    are never preempted (on the H200 stream priority is block-level, not
+ *    preemptive: docs/h200.md).  A later launch may fill what an earlier one
+ *    cannot use.
  *  - Sliced launches are ordinary launches of a block range whose blocks
  *    cost slice_overhead_ppm more; PTB launches start `workers` blocks that
  *    each take logical blocks in order, one at a time (ptb_overhead_ppm more
@@ -23,33 +24,32 @@
 #include "sim/sim.h"
 #include "sim/sim-int.h"
 
+#include "policy/pol-gpu.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 void sim_gpu_config_init(sim_gpu_config_t *c) {
   memset(c, 0, sizeof(*c));
-  /* H200 (Hopper, compute capability 9.0): 132 SMs (the BRIEF's green
-   * context test split them 16 + 116); per SM 2048 threads, 64 Ki registers,
-   * 228 KiB shared memory, 32 blocks (CUDA Programming Guide, table of
-   * technical specifications per compute capability). */
-  c->sm_count = 132;
-  c->sm_threads = 2048;
-  c->sm_regs = 65536;
-  c->sm_shmem_bytes = 228 * 1024;
-  c->sm_blocks = 32;
-  /* BRIEF: launch + stream sync of an empty kernel 9.3 us p50; a full-GPU
-   * kernel of 5 us blocks completes in 14.7 us (14.7 - 5 = 9.7 ~ 9.3).  We
-   * split the round trip into 5.0 us call -> first block and 4.3 us end ->
-   * host. */
+  /* H200 (policy/pol-gpu.h): per SM 2048 threads, 64 Ki registers, 228 KiB
+   * shared memory, 32 blocks; 132 SMs. */
+  c->sm_count = POL_GPU_SM_COUNT;
+  c->sm_threads = POL_GPU_SM_THREADS;
+  c->sm_regs = POL_GPU_SM_REGS;
+  c->sm_shmem_bytes = POL_GPU_SM_SHMEM_BYTES;
+  c->sm_blocks = POL_GPU_SM_BLOCKS;
+  /* Launch + stream sync of an empty kernel: 9.3 us p50; a full-GPU kernel
+   * of 5 us blocks completes in 14.7 us (14.7 - 5 = 9.7 ~ 9.3).  We split
+   * the round trip into 5.0 us call -> first block and 4.3 us end -> host. */
   c->launch_ns = 5000;
-  c->notify_ns = 4300;
+  c->notify_ns = POL_GPU_LAUNCH_SYNC_NS - c->launch_ns;
   /* Back-to-back kernels already queued on one stream: ~1 us between them.
    * ASSUMPTION, not measured here. */
   c->kernel_gap_ns = 1000;
-  /* BRIEF: flag set by an async copy on a high-priority stream, signal ->
-   * kernel done 27.7 us p50. */
-  c->flag_ns = 27700;
+  /* Flag set by an async copy on a high-priority stream, signal -> kernel
+   * done 27.7 us p50. */
+  c->flag_ns = POL_GPU_FLAG_NS;
   /* ASSUMPTIONS, not measured here: a sliced block recomputes its index
    * (~1%); a PTB worker pays an atomic and a flag load per logical block
    * (~3%).  tallyd's profiles measure the real figures. */

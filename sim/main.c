@@ -8,6 +8,7 @@
  * error, 2 on a usage error.
  */
 #include "sim/sim.h"
+#include "policy/pol-gpu.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -16,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#define SIM_STR_(x) #x
+#define SIM_STR(x)  SIM_STR_(x)
 #ifndef SIM_TRACE_DIR
 #define SIM_TRACE_DIR "sim/traces"
 #endif
@@ -51,7 +54,7 @@ static void usage(FILE *f) {
           "  --ts-switch-us X      time-slicing: context switch time (default 190)\n"
           "  --ts-idle-us X        time-slicing: owner idle this long ends its slice\n"
           "                        (default 50)\n"
-          "  --sms N               SMs (default 132)\n"
+          "  --sms N               SMs (default " SIM_STR(POL_GPU_SM_COUNT) ")\n"
           "  --profiles FILE       ours: load profiles before, save after\n"
           "  --csv                 CSV on stdout instead of the table\n"
           "  --plot FILE.png       write latency CDFs and the trade-off (needs gnuplot)\n"

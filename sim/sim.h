@@ -184,7 +184,7 @@ typedef struct sim_row {
   double sys_tput;            /* lc_tput + be_tput */
   double alone_p50_ms, alone_p99_ms;
   /* Execution latency (request start -> end, no queueing before it): what
-   * the BRIEF's measured baselines report. */
+   * the measured baselines of docs/h200.md report. */
   double exec_p50_ms, exec_p99_ms, alone_exec_p99_ms;
   double exec_p99_overhead_pct; /* vs the LC alone */
   uint64_t *lat_ns;             /* owned, for CDF plots */
@@ -197,7 +197,7 @@ typedef struct sim_row {
 typedef struct sim_compare_config {
   sim_gpu_config_t gpu;
   pol_config_t pol;
-  double load; /* 0 < load < 1; BRIEF's baselines: 0.5 */
+  double load; /* 0 < load < 1; the measured baselines: 0.5 */
   uint64_t duration_ns;
   uint64_t seed;
   bool kinds[POL_KIND_COUNT]; /* which policies to run */

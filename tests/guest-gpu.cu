@@ -1,6 +1,6 @@
 // guest-gpu.cu: a runtime-API program for tests/test-guest-gpu.sh (GPU only).
 //
-// Touches what issue 4 covers through cudart: device properties, malloc and
+// Touches what forwarding covers through cudart: device properties, malloc and
 // free, pinned host memory, sync/async H2D/D2H/D2D copies, memset, 2D copy,
 // streams with priorities, events and elapsed time, a __device__ symbol
 // (cudaMemcpyToSymbol: a module global), kernel launches with several

@@ -1,6 +1,6 @@
 # tests/local.mk: shared test support and the per-module test fragments.
 # Each module's cmocka tests live in tests/<module>.mk.
-EXTRA_DIST += tests/README.md
+EXTRA_DIST += tests/README.md tests/bench/RESULTS.md
 include $(srcdir)/tests/wire.mk
 include $(srcdir)/tests/policy.mk
 include $(srcdir)/tests/rewrite.mk

@@ -8,8 +8,8 @@
  * through, and fails the test when a run leaks (live allocations differ from
  * before the run), when the scenario returns anything but 0 or -ENOMEM, or
  * when it needed fewer than min_failures injected failures to get through
- * (so a scenario that stops allocating cannot pass vacuously).  STYLE.md
- * section 6, after libuv's test/test-loop-oom.c.  The counters are plain
+ * (so a scenario that stops allocating cannot pass vacuously).  After
+ * libuv's test/test-loop-oom.c.  The counters are plain
  * statics: the scenario must allocate on the test thread only.
  */
 #ifndef TALLY_TESTS_OOM_HARNESS_H

@@ -1,7 +1,9 @@
 # tests/policy.mk: unit tests of policy/.
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom
-TESTS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom
+check_PROGRAMS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom \
+	tests/test-pol-file
+TESTS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom \
+	tests/test-pol-file
 endif
 tests_test_pol_config_SOURCES = tests/test-pol-config.c
 tests_test_pol_config_CFLAGS = $(TEST_CFLAGS)
@@ -17,3 +19,6 @@ tests_test_pol_oom_CFLAGS = $(TEST_CFLAGS)
 tests_test_pol_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc \
 	-Wl,--wrap=free
 tests_test_pol_oom_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
+tests_test_pol_file_SOURCES = tests/test-pol-file.c
+tests_test_pol_file_CFLAGS = $(TEST_CFLAGS)
+tests_test_pol_file_LDADD = $(TEST_LIBS)

@@ -6,7 +6,7 @@ endif
 tests_test_rw_diag_SOURCES = tests/test-rw-diag.c
 tests_test_rw_diag_CFLAGS = $(TEST_CFLAGS)
 tests_test_rw_diag_LDADD = $(REWRITE_LIBS) $(TEST_LIBS)
-# fatbin reader (issue 5 part B): fixtures are built at test time with $(NVCC).
+# fatbin reader: fixtures are built at test time with $(NVCC).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-rw-fatbin
 TESTS += tests/test-rw-fatbin
@@ -30,11 +30,11 @@ FUZZ_TARGETS += tests/fuzz/fuzz-rw-fatbin
 noinst_PROGRAMS += tests/fuzz/fuzz-rw-fatbin
 endif
 tests_fuzz_fuzz_rw_fatbin_SOURCES = tests/fuzz/fuzz-rw-fatbin.c rewrite/fatbin.c \
-	rewrite/fatbin-elf.c rewrite/fatbin-lz4.c rewrite/fatbin-extract.c rewrite/diag.c
-tests_fuzz_fuzz_rw_fatbin_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
+	rewrite/fatbin-elf.c rewrite/fatbin-extract.c rewrite/diag.c
+tests_fuzz_fuzz_rw_fatbin_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) $(LZ4_CFLAGS) -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_rw_fatbin_LDFLAGS = -fsanitize=fuzzer,address,undefined
-tests_fuzz_fuzz_rw_fatbin_LDADD = $(ZSTD_LIBS)
-# PTX parser, printer, transformations, compile cache (issue 5 part A).
+tests_fuzz_fuzz_rw_fatbin_LDADD = $(ZSTD_LIBS) $(LZ4_LIBS)
+# PTX parser, printer, transformations, compile cache.
 RW_PTX_TESTS = tests/test-rw-ptx-parse tests/test-rw-ptx-roundtrip tests/test-rw-xform-apply \
 	tests/test-rw-xform-refuse tests/test-rw-cache tests/test-rw-ptx-replay tests/test-rw-ptx-oom tests/test-rw-xform-flow \
 	tests/test-rw-ptb-model
@@ -63,7 +63,7 @@ tests_test_rw_ptb_model_LDADD = $(REWRITE_LIBS) $(TEST_LIBS)
 tests_test_rw_cache_SOURCES = tests/test-rw-cache.c
 tests_test_rw_cache_CFLAGS = $(TEST_CFLAGS)
 tests_test_rw_cache_LDADD = $(REWRITE_LIBS) $(TEST_LIBS)
-tests_test_rw_ptx_oom_SOURCES = tests/test-rw-ptx-oom.c
+tests_test_rw_ptx_oom_SOURCES = tests/test-rw-ptx-oom.c tests/oom-harness.h
 tests_test_rw_ptx_oom_CFLAGS = $(TEST_CFLAGS)
 tests_test_rw_ptx_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc \
 	-Wl,--wrap=realloc -Wl,--wrap=free
@@ -83,6 +83,6 @@ tests_fuzz_fuzz_rw_ptx_SOURCES = tests/fuzz/fuzz-rw-ptx.c rewrite/diag.c rewrite
 	rewrite/xform-check.c rewrite/xform-flow.c rewrite/xform-apply.c rewrite/xform-report.c
 tests_fuzz_fuzz_rw_ptx_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_rw_ptx_LDFLAGS = -fsanitize=fuzzer,address,undefined
-# kernel corpus and GPU differential tests (issue 5 part B)
+# kernel corpus and GPU differential tests
 include $(srcdir)/tests/corpus/corpus.mk
 include $(srcdir)/tests/gpu/rw-diff.mk

@@ -5,7 +5,7 @@
  * whole scenario runs without a failure.  Each failure must come back as
  * -ENOMEM from the call that needed memory, leave the scheduler or table
  * usable and freeable, and leak nothing (outstanding allocations return to
- * their count before the scenario).  STYLE.md section 6, after libuv's
+ * their count before the scenario).  The pattern follows libuv's
  * test/test-loop-oom.c.
  */
 #include "policy/pol.h"

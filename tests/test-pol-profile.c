@@ -5,6 +5,7 @@
  * decoder every kind of damage it must refuse without changing the table.
  */
 #include "policy/pol.h"
+#include "wire/wire-le.h"
 
 #include <errno.h>
 #include <setjmp.h>
@@ -36,13 +37,6 @@ static pol_profile_t rec(uint64_t id) {
   return r;
 }
 
-static uint32_t le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t le64(const uint8_t *p) {
-  return le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
 static pol_profiles_t *table_of(int n) {
   pol_profiles_t *p;
   assert_int_equal(pol_profiles_new(&p), 0);
@@ -61,24 +55,23 @@ static void encode_follows_offset_table(void **state) {
   assert_int_equal(pol_profiles_encode(p, buf, sizeof(buf), &len), 0);
   assert_int_equal(len, 24 + 64 + 8);
   assert_memory_equal(buf, "TALLYPRF", 8);
-  assert_int_equal(le32(buf + 8), 1);
-  assert_int_equal(le32(buf + 12), 1);
-  assert_int_equal(le32(buf + 16), 64);
-  assert_int_equal(le32(buf + 20), 0);
-  const uint8_t *r = buf + 24;
-  assert_int_equal(le64(r + 0), 1);
-  assert_int_equal(le32(r + 8), 101);
-  assert_int_equal(le32(r + 12), 2);
-  assert_int_equal(le32(r + 16), 1);
-  assert_int_equal(le32(r + 20), 128);
-  assert_int_equal(le32(r + 24), 2);
-  assert_int_equal(le32(r + 28), 1);
-  assert_int_equal(le32(r + 32), 4096);
-  assert_int_equal(le64(r + 36), 12346);
-  assert_int_equal(le32(r + 44), 3);
-  assert_int_equal(le64(r + 48), 777);
-  assert_int_equal(le32(r + 56), 2);
-  assert_int_equal(le32(r + 60), 1);
+  /* every field against the offset table at the top of profile-file.c:
+   * {offset from the file start, width in bytes, value} */
+  static const struct {
+    size_t off, width;
+    uint64_t want;
+  } fields[] = {
+      {8, 4, 1},         {12, 4, 1},        {16, 4, 64},       {20, 4, 0},  /* header */
+      {24 + 0, 8, 1},    {24 + 8, 4, 101},  {24 + 12, 4, 2},   {24 + 16, 4, 1},
+      {24 + 20, 4, 128}, {24 + 24, 4, 2},   {24 + 28, 4, 1},   {24 + 32, 4, 4096},
+      {24 + 36, 8, 12346}, {24 + 44, 4, 3}, {24 + 48, 8, 777}, {24 + 56, 4, 2},
+      {24 + 60, 4, 1},
+  };
+  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    uint64_t got = fields[i].width == 8 ? wire_le_rd64(buf + fields[i].off)
+                                        : wire_le_rd32(buf + fields[i].off);
+    assert_int_equal(got, fields[i].want);
+  }
   pol_profiles_free(p);
 }
 
@@ -131,8 +124,7 @@ static void reseal(uint8_t *buf, size_t len) {
     h ^= buf[i];
     h *= 1099511628211ull;
   }
-  for (int i = 0; i < 8; i++)
-    buf[len - 8 + i] = (uint8_t)(h >> (8 * i));
+  wire_le_wr64(buf + len - 8, h);
 }
 
 static void decode_rejects_damage(void **state) {

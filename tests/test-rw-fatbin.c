@@ -569,12 +569,15 @@ static void zero_padding_between_fatbins_is_skipped(void **state) {
 /* ---- LZ4 block decoder ---- */
 
 static void lz4_overlapping_match_repeats_a_pattern(void **state) {
-  /* "ab" then match offset 2 length 6 -> "abababab", then literal "!" */
-  const unsigned char blk[] = {0x22, 'a', 'b', 0x02, 0x00, 0x10, '!'};
-  unsigned char out[9];
+  /* "ab", then a match at offset 2 of length 6 -> "abababab", then twelve
+   * literal '!' (a block ends in at least 5 literals and its last match
+   * starts at least 12 bytes before the end: lz4_Block_format.md) */
+  unsigned char blk[5 + 1 + 12] = {0x22, 'a', 'b', 0x02, 0x00, 0xc0};
+  unsigned char out[20];
   (void)state;
-  assert_int_equal(rw__lz4_block_decode(blk, sizeof(blk), out, 9), 0);
-  assert_memory_equal(out, "abababab!", 9);
+  memset(blk + 6, '!', 12);
+  assert_int_equal(rw__lz4_block_decode(blk, sizeof(blk), out, sizeof(out)), 0);
+  assert_memory_equal(out, "abababab!!!!!!!!!!!!", sizeof(out));
 }
 
 static void lz4_rejects_bad_offsets_and_overruns(void **state) {

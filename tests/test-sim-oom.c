@@ -4,7 +4,7 @@
  * fails, N = 0, 1, 2, ... until the scenario (parse two traces, generate
  * arrivals, run the pair under our policy, which also drives policy/) runs
  * through.  Each failure must surface as -ENOMEM from the call that needed
- * memory and leak nothing.  STYLE.md section 6.
+ * memory and leak nothing (the loop of tests/oom-harness.h).
  */
 #include "sim/sim.h"
 

@@ -1,5 +1,5 @@
-/* test-wire-api.c: the wire API additions of session 2 (wire/README.md,
- * "API changes"): descriptor passing, the "come back later" refusal and
+/* test-wire-api.c: wire API additions made after it was declared stable:
+ * descriptor passing, the "come back later" refusal and
  * listening sockets inherited across exec.
  *
  * Against the harness daemon of test-wire-harness.h: a descriptor sent with

@@ -545,12 +545,9 @@ static int feed_desc(chan *c, uint16_t flags, uint32_t aux, uint64_t pos, uint32
   uint8_t f[WIRE__HDR_LEN + WIRE__SHMDESC_LEN];
   wire__hdr h = {1, WIRE__K_CALL, (uint16_t)(WIRE__F_SHMDATA | flags), WIRE__SHMDESC_LEN, aux, 1};
   size_t used;
-  int i;
   wire__hdr_encode(f, &h);
-  for (i = 0; i < 8; i++)
-    f[WIRE__HDR_LEN + i] = (uint8_t)(pos >> (8 * i));
-  for (i = 0; i < 4; i++)
-    f[WIRE__HDR_LEN + 8 + i] = (uint8_t)(len >> (8 * i));
+  wire_le_wr64(f + WIRE__HDR_LEN, pos);
+  wire_le_wr32(f + WIRE__HDR_LEN + 8, (uint32_t)len);
   memset(f + WIRE__HDR_LEN + 12, 0, 4);
   return wire__rx_feed(&c->asm_, f, sizeof(f), &used);
 }

@@ -75,7 +75,7 @@ static void consume_all(region *r) {
 
 static void large_message_is_one_span_and_next_span_restarts_at_zero(void **st) {
   region r;
-  size_t big = (size_t)96 << 20; /* > 64 MiB: chunked in session 1's 64 MiB region */
+  size_t big = (size_t)96 << 20; /* > 64 MiB: more than the data region's warm part */
   uint8_t *src = malloc(big), *small = calloc(1, 128 << 10);
   uint64_t pos, head_before;
 

@@ -1,12 +1,16 @@
 # tests/wire.mk: unit tests, fuzz targets and the benchmark of wire/.
 WIRE_TESTS = tests/test-wire-error tests/test-wire-frame tests/test-wire-conn \
 	tests/test-wire-peer tests/test-wire-oom tests/test-wire-api tests/test-wire-shm \
-	tests/test-wire-rbulk tests/test-wire-parcopy tests/test-wire-call tests/test-wire-u64map
+	tests/test-wire-rbulk tests/test-wire-parcopy tests/test-wire-call tests/test-wire-u64map \
+	tests/test-wire-le
 if HAVE_CMOCKA
 check_PROGRAMS += $(WIRE_TESTS)
 TESTS += $(WIRE_TESTS)
 endif
 EXTRA_DIST += tests/test-wire-harness.h
+tests_test_wire_le_SOURCES = tests/test-wire-le.c
+tests_test_wire_le_CFLAGS = $(TEST_CFLAGS)
+tests_test_wire_le_LDADD = $(TEST_LIBS)
 tests_test_wire_error_SOURCES = tests/test-wire-error.c
 tests_test_wire_error_CFLAGS = $(TEST_CFLAGS)
 tests_test_wire_error_LDADD = $(WIRE_LIBS) $(TEST_LIBS)

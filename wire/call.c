@@ -47,21 +47,21 @@ struct call_msg {
 /* ---- the fast path: straight-line code per message ---- */
 
 /* Fixed fields, read from p (the length was checked once). */
-#define R_U32(f, a, b, c) o->f = wire__rd32(p), p += 4;
-#define R_I32(f, a, b, c) o->f = (int32_t)wire__rd32(p), p += 4;
+#define R_U32(f, a, b, c) o->f = wire_le_rd32(p), p += 4;
+#define R_I32(f, a, b, c) o->f = (int32_t)wire_le_rd32(p), p += 4;
 #define R_F32(f, a, b, c)                                                                          \
   {                                                                                                \
-    uint32_t v_ = wire__rd32(p);                                                                   \
+    uint32_t v_ = wire_le_rd32(p);                                                                   \
     memcpy(&o->f, &v_, 4);                                                                         \
     p += 4;                                                                                        \
   }
-#define R_U64(f, a, b, c) o->f = wire__rd64(p), p += 8;
+#define R_U64(f, a, b, c) o->f = wire_le_rd64(p), p += 8;
 #define R_U32X(f, a, b, c)                                                                         \
   for (int k_ = 0; k_ < (a); k_++, p += 4)                                                         \
-    o->f[k_] = wire__rd32(p);
+    o->f[k_] = wire_le_rd32(p);
 #define R_I32X(f, a, b, c)                                                                         \
   for (int k_ = 0; k_ < (a); k_++, p += 4)                                                         \
-    o->f[k_] = (int32_t)wire__rd32(p);
+    o->f[k_] = (int32_t)wire_le_rd32(p);
 #define R_CHARS(f, a, b, c) memcpy(o->f, p, a), p += (a);
 #define R_BYTES(f, a, b, c) memcpy(o->f, p, a), p += (a);
 #define R_PAD(f, a, b, c)   o->f = 0, p += 4;
@@ -88,25 +88,25 @@ struct call_msg {
 #define RT_PAD(f, a, b, c)
 #define READ_TAIL(T, K, f, a, b, c) RT_##K(f, a, b, c)
 /* Fixed fields, written to q. */
-#define W_U32(f, a, b, c) wire__wr32(q, i->f), q += 4;
-#define W_I32(f, a, b, c) wire__wr32(q, (uint32_t)i->f), q += 4;
+#define W_U32(f, a, b, c) wire_le_wr32(q, i->f), q += 4;
+#define W_I32(f, a, b, c) wire_le_wr32(q, (uint32_t)i->f), q += 4;
 #define W_F32(f, a, b, c)                                                                          \
   {                                                                                                \
     uint32_t v_;                                                                                   \
     memcpy(&v_, &i->f, 4);                                                                         \
-    wire__wr32(q, v_);                                                                             \
+    wire_le_wr32(q, v_);                                                                             \
     q += 4;                                                                                        \
   }
-#define W_U64(f, a, b, c) wire__wr64(q, i->f), q += 8;
+#define W_U64(f, a, b, c) wire_le_wr64(q, i->f), q += 8;
 #define W_U32X(f, a, b, c)                                                                         \
   for (int k_ = 0; k_ < (a); k_++, q += 4)                                                         \
-    wire__wr32(q, i->f[k_]);
+    wire_le_wr32(q, i->f[k_]);
 #define W_I32X(f, a, b, c)                                                                         \
   for (int k_ = 0; k_ < (a); k_++, q += 4)                                                         \
-    wire__wr32(q, (uint32_t)i->f[k_]);
+    wire_le_wr32(q, (uint32_t)i->f[k_]);
 #define W_CHARS(f, a, b, c) memcpy(q, i->f, a), q += (a);
 #define W_BYTES(f, a, b, c) memcpy(q, i->f, a), q += (a);
-#define W_PAD(f, a, b, c)   wire__wr32(q, 0), q += 4;
+#define W_PAD(f, a, b, c)   wire_le_wr32(q, 0), q += 4;
 #define W_TAIL(f, a, b, c)
 #define W_REST(f, a, b, c)
 #define WRITE(T, K, f, a, b, c) W_##K(f, a, b, c)
@@ -327,12 +327,12 @@ static int decode_why(const call_msg_t *m, const void *p_, size_t len, void *out
     switch (f->kind) {
     case K_U32:
       for (uint32_t k = 0; k < f->n; k++) {
-        v32 = wire__rd32(p + 4 * k);
+        v32 = wire_le_rd32(p + 4 * k);
         memcpy(out + f->off + 4 * k, &v32, 4);
       }
       break;
     case K_U64:
-      v64 = wire__rd64(p);
+      v64 = wire_le_rd64(p);
       memcpy(out + f->off, &v64, 8);
       break;
     case K_RAW:

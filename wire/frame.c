@@ -22,22 +22,22 @@
 #include <zstd.h>
 
 void wire__hdr_encode(uint8_t out[WIRE__HDR_LEN], const wire__hdr *h) {
-  wire__wr32(out, WIRE__MAGIC);
+  wire_le_wr32(out, WIRE__MAGIC);
   out[4] = h->version;
   out[5] = h->kind;
   out[6] = (uint8_t)h->flags;
   out[7] = (uint8_t)(h->flags >> 8);
-  wire__wr32(out + 8, h->len);
-  wire__wr32(out + 12, h->aux);
-  wire__wr32(out + 16, (uint32_t)h->id);
-  wire__wr32(out + 20, (uint32_t)(h->id >> 32));
+  wire_le_wr32(out + 8, h->len);
+  wire_le_wr32(out + 12, h->aux);
+  wire_le_wr32(out + 16, (uint32_t)h->id);
+  wire_le_wr32(out + 20, (uint32_t)(h->id >> 32));
 }
 
 int wire__hdr_decode(const uint8_t in[WIRE__HDR_LEN], uint8_t want_version, wire__hdr *h, char *why,
                      size_t why_len) {
   char sample[80];
 
-  if (wire__rd32(in) != WIRE__MAGIC) {
+  if (wire_le_rd32(in) != WIRE__MAGIC) {
     wire__escape(sample, sizeof(sample), in, 8);
     snprintf(why, why_len, "bad frame magic (expected \"TALY\", got \"%s\")", sample);
     return -EPROTO;
@@ -45,9 +45,9 @@ int wire__hdr_decode(const uint8_t in[WIRE__HDR_LEN], uint8_t want_version, wire
   h->version = in[4];
   h->kind = in[5];
   h->flags = (uint16_t)(in[6] | in[7] << 8);
-  h->len = wire__rd32(in + 8);
-  h->aux = wire__rd32(in + 12);
-  h->id = wire__rd64(in + 16);
+  h->len = wire_le_rd32(in + 8);
+  h->aux = wire_le_rd32(in + 12);
+  h->id = wire_le_rd64(in + 16);
   if (want_version && h->version != want_version) {
     snprintf(why, why_len, "frame version %u, expected %u", h->version, want_version);
     return -EPROTO;
@@ -159,7 +159,7 @@ static int batch_run(wire__rx *rx) {
     if (rx->batch_left < 4)
       return fail(rx, -EPROTO, "batch changed while read (%llu records, %llu bytes left)",
                   rx->batch_n, rx->batch_left);
-    len = wire__rd32(rx->batch_p);
+    len = wire_le_rd32(rx->batch_p);
     if (len > rx->batch_left - 4)
       return fail(rx, -EPROTO, "batch record length %llu changed while read (%llu bytes left)", len,
                   rx->batch_left - 4);
@@ -187,7 +187,7 @@ static int batch_start(wire__rx *rx, const uint8_t *p, size_t n, uint32_t count)
     if (left < 4)
       return fail(rx, -EPROTO, "batch record %llu header past the frame end (%llu bytes left)", i,
                   left);
-    len = wire__rd32(q);
+    len = wire_le_rd32(q);
     if (len > left - 4)
       return fail(rx, -EPROTO, "batch record length %llu past the frame end (%llu bytes left)", len,
                   left - 4);
@@ -210,7 +210,7 @@ static int inflate(wire__rx *rx, const uint8_t *p, size_t n, uint8_t *dst, size_
 
   if (n < 4)
     return fail(rx, -EPROTO, "zstd payload of %llu bytes has no length (%llu)", n, 0);
-  raw = wire__rd32(p);
+  raw = wire_le_rd32(p);
   if (raw > cap)
     return fail(rx, -EMSGSIZE, "zstd raw length %llu exceeds room %llu", raw, cap);
   if (rx->zctx == NULL && (rx->zctx = ZSTD_createDCtx()) == NULL)
@@ -310,8 +310,8 @@ static int frame_done(wire__rx *rx, const uint8_t *p) {
     if (len != WIRE__SHMDESC_LEN)
       return fail(rx, -EPROTO, "shared-memory descriptor of %llu bytes, expected %llu", len,
                   WIRE__SHMDESC_LEN);
-    pos = wire__rd64(p);
-    dlen = wire__rd32(p + 8);
+    pos = wire_le_rd64(p);
+    dlen = wire_le_rd32(p + 8);
     data = rx->resolve(rx->resolve_ctx, pos, dlen);
     if (data == NULL)
       return fail(rx, -EPROTO, "shared-memory descriptor (pos %llu, len %llu) outside the region",

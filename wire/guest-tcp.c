@@ -37,7 +37,7 @@ typedef struct tcp_gtp {
 /* Sends above this are bulk: polling for their reply would only contend
  * with the daemon's reading on the loopback socket (with the spin,
  * wire-bench's 1 MiB TCP sends fell to 0.60-0.68x the raw copy on the GPU
- * host, against 0.85-0.88x in session 2 before any spin). */
+ * host, against 0.85-0.88x before TCP spun at all; tests/bench/RESULTS.md). */
 #define TCP_SPIN_TX_MAX ((size_t)64 << 10)
 
 static int tcp_send(wire__gtp *t, const struct iovec *iov, int cnt) {

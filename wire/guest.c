@@ -920,11 +920,10 @@ int wire_conn_blob_offer(wire_conn_t *c, const void *data, size_t len, uint64_t 
   waiter w = {0};
   int32_t st;
   uint8_t stb[4];
-  int rc, i;
+  int rc;
 
   *id = cid;
-  for (i = 0; i < 8; i++)
-    idb[i] = (uint8_t)(cid >> (8 * i));
+  wire_le_wr64(idb, cid);
   req[0].iov_base = idb;
   req[0].iov_len = 8;
   rep.iov_base = &has;
@@ -944,8 +943,7 @@ int wire_conn_blob_offer(wire_conn_t *c, const void *data, size_t len, uint64_t 
   rc = call_kind(c, WIRE__K_BLOB_PUT, req, 2, &w);
   if (rc)
     return rc;
-  st = (int32_t)((uint32_t)stb[0] | (uint32_t)stb[1] << 8 | (uint32_t)stb[2] << 16 |
-                 (uint32_t)stb[3] << 24);
+  st = (int32_t)wire_le_rd32(stb);
   return st;
 }
 
@@ -954,14 +952,13 @@ int wire_conn_send_fd(wire_conn_t *c, int fd, uint64_t tag) {
   struct iovec req = {tb, 8}, rep = {stb, 4};
   waiter w = {.rep = &rep, .rep_cnt = 1, .fd = fd};
   size_t n;
-  int rc, i;
+  int rc;
 
   if (fd < 0)
     return -EBADF;
   if (c->tp->ops->send_fd == NULL || !c->fd_ok)
     return -EOPNOTSUPP; /* SCM_RIGHTS needs shm's UNIX socket, and a daemon that knows FD */
-  for (i = 0; i < 8; i++)
-    tb[i] = (uint8_t)(tag >> (8 * i));
+  wire_le_wr64(tb, tag);
   pthread_mutex_lock(&c->fd_mu);
   rc = call_kind(c, WIRE__K_FD, &req, 1, &w);
   pthread_mutex_unlock(&c->fd_mu);
@@ -970,8 +967,7 @@ int wire_conn_send_fd(wire_conn_t *c, int fd, uint64_t tag) {
     return rc;
   if (n != 4)
     return -EPROTO;
-  return (int32_t)((uint32_t)stb[0] | (uint32_t)stb[1] << 8 | (uint32_t)stb[2] << 16 |
-                   (uint32_t)stb[3] << 24);
+  return (int32_t)wire_le_rd32(stb);
 }
 
 uint32_t wire_conn_caps(const wire_conn_t *c) {

@@ -4,7 +4,7 @@
 # The RDMA transport is a sibling pair chosen here: the real one when
 # configure found rdma-core, otherwise a refusal (no #ifdef in the code).
 noinst_LIBRARIES += wire/libtallywire.a
-wire_libtallywire_a_SOURCES = wire/wire.h wire/wire-int.h wire/proto.h wire/shm.h \
+wire_libtallywire_a_SOURCES = wire/wire.h wire/wire-le.h wire/wire-int.h wire/proto.h wire/shm.h \
 	wire/call.h wire/call.def wire/call.c wire/u64map.h wire/u64map.c \
 	wire/error.c wire/buf.c wire/frame.c wire/hello.c wire/txplan.c wire/shm.c wire/rbulk.c \
 	wire/guest.c wire/guest-io.c wire/guest-tcp.c wire/guest-shm.c \

@@ -23,11 +23,11 @@
 /* ------------------------------------------------------------------ REGION */
 
 void wire__rbulk_region_encode(uint8_t out[WIRE__RBULK_REGION_LEN], const wire__rbulk_region *r) {
-  wire__wr64(out, r->addr);
-  wire__wr64(out + 8, r->len);
-  wire__wr32(out + 16, r->rkey);
-  wire__wr32(out + 20, r->ctl_rkey);
-  wire__wr64(out + 24, r->ctl_addr);
+  wire_le_wr64(out, r->addr);
+  wire_le_wr64(out + 8, r->len);
+  wire_le_wr32(out + 16, r->rkey);
+  wire_le_wr32(out + 20, r->ctl_rkey);
+  wire_le_wr64(out + 24, r->ctl_addr);
 }
 
 int wire__rbulk_region_decode(const uint8_t *p, size_t n, wire__rbulk_region *r, char *why,
@@ -36,11 +36,11 @@ int wire__rbulk_region_decode(const uint8_t *p, size_t n, wire__rbulk_region *r,
     snprintf(why, why_len, "REGION payload of %zu bytes, expected %d", n, WIRE__RBULK_REGION_LEN);
     return -EPROTO;
   }
-  r->addr = wire__rd64(p);
-  r->len = wire__rd64(p + 8);
-  r->rkey = wire__rd32(p + 16);
-  r->ctl_rkey = wire__rd32(p + 20);
-  r->ctl_addr = wire__rd64(p + 24);
+  r->addr = wire_le_rd64(p);
+  r->len = wire_le_rd64(p + 8);
+  r->rkey = wire_le_rd32(p + 16);
+  r->ctl_rkey = wire_le_rd32(p + 20);
+  r->ctl_addr = wire_le_rd64(p + 24);
   if (r->len < WIRE__RBULK_REGION_MIN || r->len > WIRE__RBULK_REGION_MAX) {
     snprintf(why, why_len, "REGION of %llu bytes outside %llu..%llu", (unsigned long long)r->len,
              (unsigned long long)WIRE__RBULK_REGION_MIN,
@@ -79,7 +79,7 @@ int wire__rbulk_classify(const uint8_t *p, size_t n, uint8_t version, wire__rbul
   int rc;
 
   /* Not a REGION frame's start: the assembler judges these bytes. */
-  if (n < WIRE__HDR_LEN || wire__rd32(p) != WIRE__MAGIC || p[5] != WIRE__K_REGION)
+  if (n < WIRE__HDR_LEN || wire_le_rd32(p) != WIRE__MAGIC || p[5] != WIRE__K_REGION)
     return 0;
   if ((rc = wire__hdr_decode(p, version, &h, why, why_len)) != 0)
     return -EPROTO;
@@ -202,9 +202,9 @@ int wire__rbulk_send(wire__rbulk_tx *tx, const wire__rbulk_ops *ops, uint8_t ver
       struct iovec dv = {desc, sizeof(desc)};
       if ((rc = ops->write(arg, pos, iov, cnt, off, n)) != 0)
         break;
-      wire__wr64(desc, pos);
-      wire__wr32(desc + 8, (uint32_t)n);
-      wire__wr32(desc + 12, 0);
+      wire_le_wr64(desc, pos);
+      wire_le_wr32(desc + 8, (uint32_t)n);
+      wire_le_wr32(desc + 12, 0);
       rc = wire__emit_frame(version, kind, id, WIRE__F_SHMDATA | (last ? 0 : WIRE__F_MORE), aux,
                             &dv, 1, 0, sizeof(desc), emit, arg);
     } else if (rc == -EAGAIN && !multi) {

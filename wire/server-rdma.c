@@ -161,7 +161,7 @@ static int rdma_welcome(wire_tenant_t *t, const void *frame, size_t len) {
   /* server.c built this WELCOME (proto.h table): version at payload offset
    * 0, capabilities granted at 4.  A REFUSE never comes here. */
   if (len < WIRE__HDR_LEN + WIRE__WELCOME_LEN ||
-      !(wire__rd32(f + WIRE__HDR_LEN + 4) & WIRE__CAP_RDMA_BULK))
+      !(wire_le_rd32(f + WIRE__HDR_LEN + 4) & WIRE__CAP_RDMA_BULK))
     return 0;
   c->bulk_cap = true;
   /* Registered only now, for an authenticated tenant: a flood of connect

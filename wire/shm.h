@@ -52,7 +52,8 @@
 #define WIRE__SHM_INLINE ((size_t)64 << 10)
 
 /* Data-region bytes kept resident between large messages: 64 MiB, the
- * region size of session 1, in which 1-16 MiB messages ran at 9-10 GB/s. */
+ * size of the data region before it became 1 GiB and sparse, at which
+ * 1-16 MiB messages ran at 9-10 GB/s. */
 #define WIRE__SHM_DATA_WARM ((uint64_t)64 << 20)
 /* Pages above the warm part go back after 5 s without use: long enough that
  * a loop moving large tensors every few seconds reuses them (first-touch

@@ -27,25 +27,9 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-/* ---------------------------------------------------- little-endian bytes */
+#include "wire/wire-le.h"
 
-/* Byte-wise, so any alignment and any host order (frame.c, rbulk.c). */
-static inline uint32_t wire__rd32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t wire__rd64(const uint8_t *p) {
-  return (uint64_t)wire__rd32(p) | (uint64_t)wire__rd32(p + 4) << 32;
-}
-static inline void wire__wr32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-  p[2] = (uint8_t)(v >> 16);
-  p[3] = (uint8_t)(v >> 24);
-}
-static inline void wire__wr64(uint8_t *p, uint64_t v) {
-  wire__wr32(p, (uint32_t)v);
-  wire__wr32(p + 4, (uint32_t)(v >> 32));
-}
+/* Little-endian bytes: wire_le_rd32/rd64/wr32/wr64 (wire/wire-le.h). */
 
 /* ------------------------------------------------------------------ frames */
 

@@ -1,4 +1,4 @@
-/* forward-bench.cu: the forwarding costs that issue 4's benchmark reports.
+/* forward-bench.cu: the forwarding costs that forward-bench reports.
  *
  * One process measures, on one stream, with the CUDA runtime API as an application uses it:
  *   launch_ns       cost of one cudaLaunchKernel call of an empty kernel as the application

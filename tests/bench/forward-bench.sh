@@ -1,5 +1,5 @@
 #!/bin/bash
-# forward-bench: issue 4's forwarding benchmark, native vs Tally side by side in one run
+# forward-bench: the forwarding benchmark, native vs Tally side by side in one run
 # (generated from tests/bench/forward-bench.sh by `make`).
 #
 # Starts one tallyd (UNIX socket + TCP loopback), then for each round runs
@@ -7,7 +7,7 @@
 # TCP loopback (tally-tcp), one after the other, so drift hits every column alike.  Each
 # metric is the median over rounds of the per-run figure (itself a median or p99 over many
 # samples, see forward-bench.cu).  Prints a markdown table of native, tally-shm, tally-tcp,
-# the ratios to native and whether tally-shm meets issue 4's target, plus the command that
+# the ratios to native and whether tally-shm meets its target (the table in the script), plus the command that
 # reproduces it.  Nothing is asserted: the exit status is 0 when every run completed with a
 # correct result, 1 otherwise, 77 without a GPU.
 #

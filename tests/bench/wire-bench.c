@@ -1,7 +1,8 @@
 /* wire-bench.c: the wire protocol's costs next to raw baselines measured in
  * the same run, on the same machine, between two processes.
  *
- * Figures (each printed beside its baseline and the target of issue 3):
+ * Figures (each printed beside its baseline and the target wire/ was built
+ * against; the targets are listed in tests/bench/RESULTS.md):
  *   - fire-and-forget call, caller's cost per post, 1 and 4 threads;
  *   - small synchronous round trip p50/p99: shm vs a raw eventfd ping-pong
  *     between two processes, TCP loopback vs a raw TCP ping-pong;
@@ -313,7 +314,7 @@ static void fill(uint8_t *p, size_t n, int pattern) {
   }
 }
 
-/* Verdicts against issue 3's targets, printed together at the end. */
+/* Verdicts against wire's targets, printed together at the end. */
 static char verdicts[32][160];
 static int nverdicts;
 
@@ -625,7 +626,7 @@ int main(int argc, char **argv) {
       printf("%-10zu %10.2f %10.2f %10.2f\n", n, a, b, z);
     }
   }
-  printf("\ntargets of issue 3, from the figures above:\n");
+  printf("\ntargets, from the figures above:\n");
   for (i = 0; i < nverdicts; i++)
     printf("%s\n", verdicts[i]);
   if (sysconf(_SC_NPROCESSORS_ONLN) < 4)

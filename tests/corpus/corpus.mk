@@ -1,4 +1,4 @@
-# tests/corpus/corpus.mk: the kernel corpus (issue 5 part B).
+# tests/corpus/corpus.mk: the kernel corpus.
 #
 # `make corpus` compiles every source below to PTX in
 # $(builddir)/tests/corpus/ptx/ (compute_90; compute_90a for the wgmma

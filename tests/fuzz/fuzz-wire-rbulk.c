@@ -43,14 +43,6 @@ static int touch(void *ctx, const wire__msg *m) {
   return 0;
 }
 
-static uint64_t rd64(const uint8_t *p) {
-  uint64_t v = 0;
-  int i;
-  for (i = 7; i >= 0; i--)
-    v = v << 8 | p[i];
-  return v;
-}
-
 int wire_fuzz_rbulk_one(const uint8_t *data, size_t size);
 
 int wire_fuzz_rbulk_one(const uint8_t *data, size_t size) {
@@ -92,7 +84,7 @@ int wire_fuzz_rbulk_one(const uint8_t *data, size_t size) {
     wire__rbulk_tx tx = {LAND, 0};
     size_t off = 1;
     while (off + 12 <= size) {
-      uint64_t released = rd64(data + off), pos, head = tx.head;
+      uint64_t released = wire_le_rd64(data + off), pos, head = tx.head;
       uint32_t n = (uint32_t)data[off + 8] | (uint32_t)data[off + 9] << 8 |
                    (uint32_t)data[off + 10] << 16 | (uint32_t)data[off + 11] << 24;
       int rc;

@@ -8,7 +8,7 @@
  * rwd_test_launch().  The real functions are found with dlsym(RTLD_NEXT).
  * It also loads each fatbin's PTX -- extracted through the cudart wrapper
  * with rw_fatbin_image_size()/rw_fatbin_ptx() -- transforms it with
- * rw_transform_ptx() when part A's transformations are linked in (a weak
+ * rw_transform_ptx() when the transformations are linked in (a weak
  * reference: without them every variant is reported "unavailable"), and
  * prints the per-kernel summary at exit.
  *
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Part A's entry points, weak so the harness links (and says "variant
+/* The transformations' entry points, weak so the harness links (and says "variant
  * unavailable") before they exist; the link rule adds -u when the library
  * has them so the archive member is pulled in. */
 #pragma weak rw_transform_ptx

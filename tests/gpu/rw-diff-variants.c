@@ -1,7 +1,7 @@
 /* rw-diff-variants.c: runs one intercepted launch as every variant and
  * compares, or times, them (the procedure is in rw-diff.h).
  *
- * Variants (the PTX conventions are part A's, in rewrite/rw.h):
+ * Variants (the PTX conventions are the transformations', in rewrite/rw.h):
  *   orig-ptx   the untransformed entry, JIT-compiled from the registered PTX
  *   slice S    NAME__tally_slice launched ceil(total/S) times with S blocks
  *              and block offsets 0, S, 2S...; S in {1, 7, ceil(total/3)},

@@ -1,5 +1,5 @@
 # tests/gpu/rw-diff.mk: GPU differential tests of the kernel transformations
-# (issue 5 part B) and tests/bench/rewrite-bench's programs.
+# and tests/bench/rewrite-bench's programs.
 #
 # The hook library is plain C and builds with `make` (so CI compiles it
 # with -Werror); the harness programs need nvcc with CUB/Thrust and are
@@ -28,7 +28,7 @@ tests/gpu/rw-diff-obj/main.o: $(srcdir)/tests/gpu/rw-diff-main.cu $(CORPUS_INCS)
 	@$(MKDIR_P) tests/gpu/rw-diff-obj
 	$(AM_V_GEN)$(NVCC) $(RW_DIFF_NVCCFLAGS) -gencode arch=compute_90,code=sm_90 -c $< -o $@
 
-# -u pulls part A's transformations out of the archive when they are there;
+# -u pulls the transformations (rewrite/xform-*.c) out of the archive when they are there;
 # without them the weak reference stays NULL and variants read "unavailable".
 RW_DIFF_LINK = $(AM_V_GEN)u=; if nm rewrite/libtallyrw.a 2>/dev/null | grep -q ' T rw_transform_ptx$$'; \
 	then u='-Xlinker -u,rw_transform_ptx,-u,rw_xform_report_free'; fi; \
