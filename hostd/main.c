@@ -10,6 +10,8 @@
  * the new image finds them in TALLY_LISTEN_FDS and adopts them.  If the exec
  * fails, tallyd exits 1 so a supervisor can start it afresh.
  */
+#include "config.h"
+
 #include "hostd/hostd-int.h"
 
 #include <errno.h>
@@ -27,12 +29,20 @@ int main(int argc, char **argv) {
   /* wire's contract: a vanished TCP guest must not kill the daemon. */
   signal(SIGPIPE, SIG_IGN);
   hostd_config_init(&cfg);
-  if (hostd_config_parse_args(&cfg, argc, argv, stderr) != 0)
-    return 2;
-  if (cfg.show_help) {
-    hostd_config_usage(stdout);
-    return 0;
+  /* GNU: --help and --version win over anything else on the line. */
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      hostd_config_usage(stdout);
+      return 0;
+    }
+    if (strcmp(argv[i], "--version") == 0) {
+      printf("tallyd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+      return 0;
+    }
   }
+  if (hostd_config_parse_args(&cfg, argc, argv, stderr) != 0 ||
+      hostd_config_check(&cfg, stderr) != 0)
+    return 2;
   hostd__log_level = cfg.log_level;
   inherited = hostd__restart_inherit(&cfg.unix_listen_fd, &cfg.tcp_listen_fd);
   if (inherited > 0)
