@@ -341,6 +341,8 @@ static int listen_tcp(hostd_ctl_t *c, uv_loop_t *loop, const char *addr) {
     rc = uv_listen((uv_stream_t *)&c->tcp, 64, on_accept);
   if (rc)
     hostd__log(HOSTD_LOG_ERROR, "--metrics-listen %s: %s", addr, uv_strerror(rc));
+  else
+    hostd__log(HOSTD_LOG_INFO, "metrics at http://%s:%d/metrics", host, hostd__ctl_http_port(c));
   return rc;
 }
 

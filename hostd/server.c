@@ -363,7 +363,7 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   pthread_mutex_unlock(&s->lock);
   {
     char name[WIRE_TENANT_MAX * 4 + 1];
-    hostd__log(HOSTD_LOG_INFO, "tenant %u \"%s\" connected (%s, %s)", w->id,
+    hostd__log(HOSTD_LOG_INFO, "tenant %u '%s' connected (%s, %s)", w->id,
                hostd__escape(name, sizeof(name), info->name), info->transport, info->peer);
   }
   return 0;

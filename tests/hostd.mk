@@ -51,3 +51,11 @@ tests_bench_hostd_bench_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOS
 	$(GUEST_LINK)
 tests_bench_hostd_bench_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
 EXTRA_tests_bench_hostd_bench_DEPENDENCIES = hostd/tallyd-record
+# The chaos suite: tallyd-record as a child process against floods,
+# slowloris, malformed input, deaths and quota breaches (TAP; no cmocka).
+check_PROGRAMS += tests/test-hostd-chaos
+TESTS += tests/test-hostd-chaos
+tests_test_hostd_chaos_SOURCES = tests/test-hostd-chaos.c tests/hostd-chaos.h
+tests_test_hostd_chaos_LDADD = $(WIRE_LIBS)
+EXTRA_tests_test_hostd_chaos_DEPENDENCIES = hostd/tallyd-record hostd/tallyctl \
+	tests/guest-tenant-helper guestlib/tally-run

@@ -402,7 +402,11 @@ static int do_hello(wire_tenant_t *t, const wire__msg *m) {
   wire_buf_close(&body);
   wire_buf_close(&frame);
   if (rc) {
-    tenant_close(t, rc, "cannot send WELCOME", false);
+    /* on_connect accepted it: on_close is owed (once per accepted tenant),
+     * or the caller keeps what it set up for a guest that died during its
+     * handshake. */
+    t->state = T_OPEN;
+    tenant_close(t, rc, "cannot send WELCOME (guest gone during its handshake?)", false);
     return rc;
   }
   t->last_tx_ns = wire__now_ns();
