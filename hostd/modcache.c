@@ -15,8 +15,9 @@
  *
  * Bounds (hostd__modcache_limits; 0 = none): the images in memory, and the
  * files on disk, each evicted least recently used first.  Invariant:
- * mem_bytes <= mem_max except for images pinned by a thread (below), and
- * disk_bytes <= disk_max; an image larger than a bound is not kept there.
+ * mem_bytes (the listed images) <= mem_max and disk_bytes <= disk_max; an
+ * image larger than a bound is not kept there.  Beyond the bound live only
+ * images evicted while pinned: at most one per thread, until its next get.
  * A memory miss reads the file again; a disk miss makes the guest send the
  * image again (the blob exchange asks first), so eviction costs time, never
  * correctness.
@@ -197,15 +198,11 @@ static void evict(image_t *i) {
     free(i);
 }
 
-/* Evicts unpinned images from the cold end until need more bytes fit. */
+/* Evicts images from the cold end until need more bytes fit (a pinned one
+ * leaves the list too, and is freed with its last pin). */
 static void mem_evict(uint64_t need) {
-  image_t *i = tail;
-  while (mem_max && i && mem_bytes + need > mem_max) {
-    image_t *prev = i->prev;
-    if (!i->pins)
-      evict(i);
-    i = prev;
-  }
+  while (mem_max && tail && mem_bytes + need > mem_max)
+    evict(tail);
 }
 
 static void unpin_locked(void) {
@@ -246,8 +243,8 @@ static image_t *lookup(uint64_t id) {
 }
 
 /* Adds an image (lock held); returns it, or NULL (no memory).  It goes in
- * front; colder images make room.  One larger than the bound is listed
- * only while pinned: the caller pins it and the next pass evicts it. */
+ * front; colder images make room.  One larger than the bound is evicted
+ * again by hostd__modcache_get right after it is pinned. */
 static image_t *insert(uint64_t id, const void *data, size_t len) {
   image_t *i = lookup(id);
   if (i)

@@ -1,8 +1,13 @@
 # tests/hostd.mk: unit tests of hostd/ (recording GPU backend: never GPU coverage).
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec
-TESTS += tests/test-hostd-config tests/test-hostd-exec
+check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-guard
+TESTS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-guard
 endif
+# Quotas, token/folder checks, log escaping, module cache bounds, tallyctl's texts.
+tests_test_hostd_guard_SOURCES = tests/test-hostd-guard.c
+tests_test_hostd_guard_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_guard_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
+tests_test_hostd_guard_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 tests_test_hostd_config_SOURCES = tests/test-hostd-config.c
 tests_test_hostd_config_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_config_LDADD = hostd/libtallyhostd.a $(TEST_LIBS)
