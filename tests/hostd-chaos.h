@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -151,6 +152,11 @@ static inline int chaos_start(chaos_daemon_t *d, const char *bin, const char *co
   argv[n] = NULL;
   if ((d->pid = fork()) == 0) {
     int lfd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (getenv("TALLYD_NOFILE")) { /* the daemon's descriptor limit, e.g. 256 */
+      struct rlimit rl = {(rlim_t)atol(getenv("TALLYD_NOFILE")),
+                          (rlim_t)atol(getenv("TALLYD_NOFILE"))};
+      setrlimit(RLIMIT_NOFILE, &rl);
+    }
     dup2(lfd, 2);
     execv(bin, argv);
     _exit(127);

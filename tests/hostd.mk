@@ -64,3 +64,8 @@ tests_test_hostd_chaos_SOURCES = tests/test-hostd-chaos.c tests/hostd-chaos.h
 tests_test_hostd_chaos_LDADD = $(WIRE_LIBS)
 EXTRA_tests_test_hostd_chaos_DEPENDENCIES = hostd/tallyd-record hostd/tallyctl \
 	tests/guest-tenant-helper guestlib/tally-run
+# The flood measurement (tests/bench/RESULTS.md): cd BUILDDIR && tests/bench/hostd-flood [SECONDS].
+noinst_PROGRAMS += tests/bench/hostd-flood
+tests_bench_hostd_flood_SOURCES = tests/bench/hostd-flood.c tests/hostd-chaos.h
+tests_bench_hostd_flood_LDADD = $(WIRE_LIBS)
+EXTRA_tests_bench_hostd_flood_DEPENDENCIES = hostd/tallyd-record

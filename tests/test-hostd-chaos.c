@@ -676,7 +676,7 @@ int main(int argc, char **argv) {
   if (getenv("TALLY_BUILDDIR"))
     B = getenv("TALLY_BUILDDIR");
   snprintf(bin, sizeof(bin), "%s/hostd/tallyd-record", B);
-  printf("1..29\n");
+  printf("1..32\n");
   umask(0);
   if (chaos_start(&D, bin, extra) != 0) {
     printf("Bail out! tallyd-record did not start (%s)\n", D.log);
