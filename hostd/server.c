@@ -147,6 +147,72 @@ static void msg_free(worker_t *w, msg_t *m) {
   free(m);
 }
 
+/* Waits for the worker's next requests and takes them all (one lock round
+ * per batch, not per request: a launch burst arrives hundreds at a time;
+ * hostd-bench).  NULL once the tenant is closed and its queue drained. */
+static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
+  hostd_server_t *s = w->srv;
+  msg_t *batch;
+  if (s->spin_ns && !__atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
+    /* Bounded poll (worker_spin_us) saves the condition-variable wakeup
+     * when the tenant's next request follows closely (launch + sync). */
+    uint64_t end = now_ns() + s->spin_ns;
+    while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && now_ns() < end)
+      ;
+  }
+  pthread_mutex_lock(&w->mu);
+  while (!w->head && !w->closed)
+    pthread_cond_wait(&w->cv, &w->mu);
+  batch = w->head;
+  w->head = w->tail = NULL;
+  if (w->hf && t)
+    hostd__tenant_set_hostfn(t, w->hf); /* made by on_msg before any HOSTFN */
+  pthread_mutex_unlock(&w->mu);
+  return batch;
+}
+
+/* A request failed or was malformed: ignore the rest and have the loop
+ * close the tenant with why. */
+static void ask_close(worker_t *w, const char *why) {
+  hostd_server_t *s = w->srv;
+  struct close_req *c = calloc(1, sizeof(*c));
+  pthread_mutex_lock(&w->mu);
+  __atomic_store_n(&w->broken, true, __ATOMIC_RELEASE); /* read by this thread only now */
+  pthread_mutex_unlock(&w->mu);
+  if (!c)
+    return;
+  wire_tenant_ref(w->wt);
+  c->wt = w->wt;
+  snprintf(c->why, sizeof(c->why), "%s", why ? why : "request failed");
+  pthread_mutex_lock(&s->lock);
+  c->next = s->to_close;
+  s->to_close = c;
+  pthread_mutex_unlock(&s->lock);
+  uv_async_send(&s->close_async);
+}
+
+/* The tenant is gone and everything it owned freed: leave the server. */
+static void worker_done(worker_t *w) {
+  hostd_server_t *s = w->srv;
+  hostd__log(HOSTD_LOG_INFO, "tenant %u cleaned up", w->id);
+  wire_tenant_unref(w->wt);
+  pthread_mutex_lock(&s->lock);
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    s->workers = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+  s->live--;
+  pthread_cond_broadcast(&s->changed);
+  if (s->live == 0 && s->async_open)
+    uv_async_send(&s->restart_async); /* a pending restart may go now */
+  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->cv);
+  free(w);
+}
+
 static void *worker_main(void *arg) {
   worker_t *w = arg;
   hostd_server_t *s = w->srv;
@@ -167,27 +233,8 @@ static void *worker_main(void *arg) {
     uint32_t op = 0, flags = 0, len = 0;
     int rc = -EPROTO;
 
-    if (!batch) {
-      if (s->spin_ns && !__atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
-        /* Bounded poll (worker_spin_us) saves the condition-variable wakeup
-         * when the tenant's next request follows closely (launch + sync). */
-        uint64_t end = now_ns() + s->spin_ns;
-        while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && now_ns() < end)
-          ;
-      }
-      pthread_mutex_lock(&w->mu);
-      while (!w->head && !w->closed)
-        pthread_cond_wait(&w->cv, &w->mu);
-      /* Everything queued at once: one lock round per batch, not per
-       * request (a launch burst arrives hundreds at a time; hostd-bench). */
-      batch = w->head;
-      w->head = w->tail = NULL;
-      if (w->hf && t)
-        hostd__tenant_set_hostfn(t, w->hf); /* made by on_msg before any HOSTFN */
-      pthread_mutex_unlock(&w->mu);
-      if (!batch)
-        break; /* closed and drained */
-    }
+    if (!batch && !(batch = next_batch(w, t)))
+      break; /* closed and drained */
     m = batch;
     batch = m->next;
     __atomic_fetch_sub(&w->queued, 1, __ATOMIC_RELAXED);
@@ -215,10 +262,10 @@ static void *worker_main(void *arg) {
       if (len == m->len - GUEST_CALL_HDR_LEN &&
           ((flags & GUEST_CALL_ASYNC) != 0) == (m->kind == WIRE_MSG_POST))
         rc = hostd__tenant_exec(t, op, flags, m->data + GUEST_CALL_HDR_LEN, len, &reply, &why);
-      if (rc == 0 && op == GUEST_OP_LAUNCH)
-        __atomic_fetch_add(&w->kernels, 1, __ATOMIC_RELAXED);
       else
         why = "request header does not match its wire message";
+      if (rc == 0 && op == GUEST_OP_LAUNCH)
+        __atomic_fetch_add(&w->kernels, 1, __ATOMIC_RELAXED);
     } else {
       why = "request shorter than its header";
     }
@@ -229,22 +276,9 @@ static void *worker_main(void *arg) {
         hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply after close dropped", w->id);
       memset(&reply, 0, sizeof(reply));
     } else if (rc != 0) {
-      struct close_req *c = calloc(1, sizeof(*c));
       hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
                  rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
-      pthread_mutex_lock(&w->mu);
-      __atomic_store_n(&w->broken, true, __ATOMIC_RELEASE); /* read by this thread only now */
-      pthread_mutex_unlock(&w->mu);
-      if (c) {
-        wire_tenant_ref(w->wt);
-        c->wt = w->wt;
-        snprintf(c->why, sizeof(c->why), "%s", why ? why : "request failed");
-        pthread_mutex_lock(&s->lock);
-        c->next = s->to_close;
-        s->to_close = c;
-        pthread_mutex_unlock(&s->lock);
-        uv_async_send(&s->close_async);
-      }
+      ask_close(w, why);
     }
     msg_free(w, m);
   }
@@ -254,23 +288,7 @@ static void *worker_main(void *arg) {
   hostd__quota_self = NULL;
   hostd__hostfn_unref(w->hf); /* on_close has run: nothing reaches it from the loop now */
   guest_wr_free(&reply);
-  hostd__log(HOSTD_LOG_INFO, "tenant %u cleaned up", w->id);
-  wire_tenant_unref(w->wt);
-  pthread_mutex_lock(&s->lock);
-  if (w->prev)
-    w->prev->next = w->next;
-  else
-    s->workers = w->next;
-  if (w->next)
-    w->next->prev = w->prev;
-  s->live--;
-  pthread_cond_broadcast(&s->changed);
-  if (s->live == 0 && s->async_open)
-    uv_async_send(&s->restart_async); /* a pending restart may go now */
-  pthread_mutex_unlock(&s->lock);
-  pthread_mutex_destroy(&w->mu);
-  pthread_cond_destroy(&w->cv);
-  free(w);
+  worker_done(w);
   return NULL;
 }
 
