@@ -15,6 +15,7 @@
 #include "hostd/hostd-int.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +29,12 @@ int main(int argc, char **argv) {
 
   /* wire's contract: a vanished TCP guest must not kill the daemon. */
   signal(SIGPIPE, SIG_IGN);
+  /* Blocks of 1 MiB and more (a tenant's large messages, module images)
+   * come from mmap and go back to the system when freed.  glibc would
+   * otherwise raise this threshold after the first such free and keep
+   * later ones in per-thread arenas, so the daemon's memory would stay at
+   * its high-water mark after a burst of tenants. */
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   hostd_config_init(&cfg);
   /* GNU: --help and --version win over anything else on the line. */
   for (int i = 1; i < argc; i++) {

@@ -7,7 +7,8 @@
  * hostd__escape in the table, and as Prometheus label values (backslash,
  * quote and newline escaped, other control bytes as \xHH via
  * hostd__escape).  A value not measured prints "-" in the table and is
- * left out of the exposition.
+ * left out of the exposition: GPU time and the latency-critical tenant's
+ * latency, and the weight (tallyd has no per-tenant weights yet).
  */
 #include "hostd/guard.h"
 
@@ -38,7 +39,7 @@ static void row_line(FILE *f, const hostd_row_t *r) {
   opt_num(p99, sizeof(p99), r->prio == 0 ? r->p99_us : -1, "us");
   fprintf(f, "%-4u %-20s %-24s %-16s %-6s %-9s %-20s %12llu %9llu %8s %5llu %8s %8s\n", r->id,
           hostd__escape(name, sizeof(name), r->name), hostd__escape(peer, sizeof(peer), r->peer),
-          class_name(r->prio), "1", r->transport, since, (unsigned long long)r->mem,
+          class_name(r->prio), "-", r->transport, since, (unsigned long long)r->mem,
           (unsigned long long)r->kernels, gpu, (unsigned long long)r->queue, p50, p99);
 }
 
@@ -127,6 +128,19 @@ char *hostd__view_metrics(const hostd_view_t *v) {
   tenant_series(f, v, "tally_tenant_upload_bytes_total", get_upload);
   header(f, "tally_tenant_connected_time_seconds", "gauge", "When a tenant connected.");
   tenant_series(f, v, "tally_tenant_connected_time_seconds", get_since);
+  header(f, "tally_lc_call_latency_microseconds", "gauge",
+         "The latency-critical tenant's synchronous calls, queued to answered, last minute.");
+  for (size_t i = 0; i < v->n; i++) {
+    char name[300];
+    const hostd_row_t *r = &v->rows[i];
+    if (r->prio != 0 || r->p50_us < 0)
+      continue;
+    label(name, sizeof(name), r->name);
+    fprintf(f, "tally_lc_call_latency_microseconds{tenant=\"%s\",quantile=\"0.5\"} %lld\n", name,
+            (long long)r->p50_us);
+    fprintf(f, "tally_lc_call_latency_microseconds{tenant=\"%s\",quantile=\"0.99\"} %lld\n", name,
+            (long long)r->p99_us);
+  }
   if (fclose(f) != 0) {
     free(buf);
     return NULL;

@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,7 @@ typedef struct fd_map {
 
 typedef struct msg {
   int kind; /* wire_msg_kind_t, or MSG_FD_MAP */
+  uint64_t at_ns; /* queued at (monotonic; latency-critical tenants only) */
   uint64_t id;
   uint8_t *data; /* owned copy, or wire's buffer when paused */
   size_t len;
@@ -91,7 +93,15 @@ typedef struct worker {
   int64_t since;           /* connected at (epoch seconds) */
   uint64_t kernels;        /* launches executed */
   uint64_t queued;         /* requests queued, not yet executed */
+  uint64_t *lat;           /* latency-critical only: LAT_RING entries of monotonic
+                              second << 32 | microseconds, one per call answered */
+  uint64_t lat_next;       /* next slot (atomic) */
 } worker_t;
+
+/* Calls of the latency-critical tenant remembered for its p50/p99 (the
+ * daemon's service time of a synchronous call: queued to answered). */
+#define LAT_RING   4096
+#define LAT_WINDOW 60 /* seconds */
 
 struct hostd_server {
   uv_loop_t loop;
@@ -147,6 +157,19 @@ static void msg_free(worker_t *w, msg_t *m) {
   free(m);
 }
 
+/* A call of the latency-critical tenant was answered: remember how long
+ * it took since it was queued.  One atomic store; readers may miss one. */
+static void note_latency(worker_t *w, const msg_t *m) {
+  uint64_t now, us, slot;
+  if (!w->lat || !m->at_ns)
+    return;
+  now = now_ns();
+  us = (now - m->at_ns) / 1000;
+  slot = __atomic_fetch_add(&w->lat_next, 1, __ATOMIC_RELAXED) % LAT_RING;
+  __atomic_store_n(&w->lat[slot], (now / 1000000000u) << 32 | (us > UINT32_MAX ? UINT32_MAX : us),
+                   __ATOMIC_RELAXED);
+}
+
 /* Waits for the worker's next requests and takes them all (one lock round
  * per batch, not per request: a launch burst arrives hundreds at a time;
  * hostd-bench).  NULL once the tenant is closed and its queue drained. */
@@ -194,6 +217,7 @@ static void ask_close(worker_t *w, const char *why) {
 /* The tenant is gone and everything it owned freed: leave the server. */
 static void worker_done(worker_t *w) {
   hostd_server_t *s = w->srv;
+  bool idle;
   hostd__log(HOSTD_LOG_INFO, "tenant %u cleaned up", w->id);
   wire_tenant_unref(w->wt);
   pthread_mutex_lock(&s->lock);
@@ -204,13 +228,20 @@ static void worker_done(worker_t *w) {
   if (w->next)
     w->next->prev = w->prev;
   s->live--;
+  idle = s->live == 0;
   pthread_cond_broadcast(&s->changed);
   if (s->live == 0 && s->async_open)
     uv_async_send(&s->restart_async); /* a pending restart may go now */
   pthread_mutex_unlock(&s->lock);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
+  free(w->lat);
   free(w);
+  /* Every worker thread had its own malloc arena; with no tenant left,
+   * give their free pages back, so the daemon's memory returns to its
+   * baseline after a burst of tenants. */
+  if (idle)
+    malloc_trim(0);
 }
 
 static void *worker_main(void *arg) {
@@ -275,6 +306,7 @@ static void *worker_main(void *arg) {
       if (wire_tenant_reply_mt(w->wt, m->id, reply.buf, reply.len) != 0)
         hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply after close dropped", w->id);
       memset(&reply, 0, sizeof(reply));
+      note_latency(w, m);
     } else if (rc != 0) {
       hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
                  rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
@@ -351,6 +383,8 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   w->info = *info;
   w->since = (int64_t)time(NULL);
   hostd__quota_setup(&w->quota, &s->cfg, info->name, (int)info->prio);
+  if (info->prio == WIRE_PRIO_LATENCY_CRITICAL)
+    w->lat = calloc(LAT_RING, sizeof(*w->lat)); /* NULL: no latency shown, nothing else */
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   pthread_mutex_lock(&s->lock);
@@ -451,6 +485,7 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
     return;
   }
   __atomic_fetch_add(&w->queued, 1, __ATOMIC_RELAXED);
+  q->at_ns = w->lat && m->kind == WIRE_MSG_CALL ? now_ns() : 0;
   q->kind = m->kind;
   q->id = m->id;
   q->len = m->len;
@@ -934,6 +969,30 @@ fail_token:
 
 /* ---- the operator's view (guard.h) ---- */
 
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* p50/p99 of the latency-critical tenant's calls over the last
+ * LAT_WINDOW seconds; -1 when there were none. */
+static void latency(worker_t *w, int64_t *p50, int64_t *p99) {
+  static uint32_t us[LAT_RING]; /* under s->lock (view_fill) */
+  uint64_t now_s = now_ns() / 1000000000u;
+  size_t n = 0;
+  *p50 = *p99 = -1;
+  for (size_t i = 0; w->lat && i < LAT_RING; i++) {
+    uint64_t e = __atomic_load_n(&w->lat[i], __ATOMIC_RELAXED);
+    if (e && now_s - (e >> 32) < LAT_WINDOW)
+      us[n++] = (uint32_t)e;
+  }
+  if (!n)
+    return;
+  qsort(us, n, sizeof(us[0]), cmp_u32);
+  *p50 = us[(n - 1) / 2];
+  *p99 = us[(n * 99 + 99) / 100 - 1];
+}
+
 static void row_fill(hostd_row_t *r, worker_t *w) {
   memset(r, 0, sizeof(*r));
   r->id = w->id;
@@ -947,7 +1006,8 @@ static void row_fill(hostd_row_t *r, worker_t *w) {
   r->upload = hostd__quota_used(&w->quota, HOSTD_QUOTA_UPLOAD);
   r->kernels = __atomic_load_n(&w->kernels, __ATOMIC_RELAXED);
   r->queue = __atomic_load_n(&w->queued, __ATOMIC_RELAXED);
-  r->gpu_ns = r->p50_us = r->p99_us = -1; /* not measured by this daemon yet */
+  r->gpu_ns = -1; /* not measured by this daemon yet */
+  latency(w, &r->p50_us, &r->p99_us);
 }
 
 /* Fills v from the live workers; v->rows is malloc'd.  Any thread. */
