@@ -284,11 +284,12 @@ static void sixty_four_concurrent_tenants_are_served(void) {
   tap(ok == 64 && back_to_base(), "chaos: 64 concurrent tenants all served (%d), then gone", ok);
 }
 
-/* Runs tests/guest-tenant-helper ACTION as tenant NAME; its stdout on a
- * pipe (*out) when out is not NULL.  Its stdin is a pipe whose write end
- * (hold_in) the caller keeps and closes to let alloc-wait go on. */
-static int hold_in = -1;
-static pid_t helper(const char *action, const char *name, int *out) {
+/* Runs tests/guest-tenant-helper ACTION as tenant NAME (latency-critical
+ * when NAME starts with "lc-"); its stdout on a pipe (*out) when out is
+ * not NULL.  Its stdin is a pipe whose write end goes to *in (the caller
+ * closes it to let alloc-wait go on), or is closed at once when in is
+ * NULL. */
+static pid_t helper(const char *action, const char *name, int *out, int *in_w) {
   int p[2] = {-1, -1}, in[2] = {-1, -1};
   pid_t pid;
   if ((out && pipe(p) != 0) || pipe(in) != 0)
@@ -299,6 +300,7 @@ static pid_t helper(const char *action, const char *name, int *out) {
     snprintf(host, sizeof(host), "unix:%s", D.sock);
     setenv("TALLY_HOST", host, 1);
     setenv("TALLY_NAME", name, 1);
+    setenv("TALLY_PRIORITY", strncmp(name, "lc-", 3) == 0 ? "latency-critical" : "best-effort", 1);
     int devnull = open("/dev/null", O_RDWR);
     if (out)
       dup2(p[1], 1);
@@ -312,9 +314,10 @@ static pid_t helper(const char *action, const char *name, int *out) {
     *out = p[0];
   }
   close(in[0]);
-  if (hold_in >= 0)
-    close(hold_in);
-  hold_in = in[1];
+  if (in_w)
+    *in_w = in[1];
+  else
+    close(in[1]);
   return pid;
 }
 
@@ -349,7 +352,7 @@ static void tenants_killed_at_random_points_are_cleaned_up(void) {
   for (int i = 0; i < 24; i++) {
     int out = -1;
     const char *act = i % 3 == 0 ? "copy-loop" : i % 3 == 1 ? "healthy" : "die";
-    pid_t p = helper(act, "victim", &out);
+    pid_t p = helper(act, "victim", &out, NULL);
     struct timespec ts = {0, (long)(rand() % 30) * 1000000L};
     if (i % 3 == 0) /* then some copies in: most kills land inside one */
       copying += helper_says(out, "copying", 10000), ts.tv_nsec += 20000000L;
@@ -368,8 +371,8 @@ static void tenants_killed_at_random_points_are_cleaned_up(void) {
 /* A tenant stopped with SIGSTOP holds its memory; others are served while
  * it is stopped, and it is dropped once its heartbeats stop counting. */
 static void stopped_tenant_does_not_stall_others(void) {
-  int out = -1;
-  pid_t p = helper("alloc-wait", "stopped", &out);
+  int out = -1, in = -1;
+  pid_t p = helper("alloc-wait", "stopped", &out, &in);
   bool ready = helper_says(out, "ptr", 10000), others;
   kill(p, SIGSTOP);
   others = served(false, 5000) && served(true, 5000);
@@ -378,6 +381,7 @@ static void stopped_tenant_does_not_stall_others(void) {
   kill(p, SIGCONT);
   waitpid(p, NULL, 0);
   close(out);
+  close(in);
   tap(back_to_base(), "chaos: the stopped tenant, killed, is cleaned up");
 }
 
@@ -510,26 +514,33 @@ static int metrics_port(void) {
 
 static void tallyctl_and_metrics_show_tenants(void) {
   char cmd[300], *o;
-  int out = -1, port = metrics_port();
-  pid_t p = helper("alloc-wait", "lc-serve", &out);
-  bool ready = helper_says(out, "ptr", 10000), st, me, ht, bad;
+  int out = -1, out2 = -1, in = -1, in2 = -1, port = metrics_port();
+  pid_t p = helper("alloc-wait", "lc-serve", &out, &in);
+  pid_t p2 = helper("alloc-wait", "be-train", &out2, &in2);
+  bool ready = helper_says(out, "ptr", 10000) && helper_says(out2, "ptr", 10000), st, me, ht, bad;
   snprintf(cmd, sizeof(cmd), "%s/hostd/tallyctl --socket %s.ctl status", B, D.sock);
   o = run(cmd);
-  st = strstr(o, "lc-serve") && strstr(o, "best-effort") && strstr(o, "shm") &&
-       strstr(o, "QUEUE") && strstr(o, "DEVMEM");
-  printf("# tallyctl status:\n# %s", o);
+  st = strstr(o, "lc-serve") && strstr(o, "be-train") && strstr(o, "latency-critical") &&
+       strstr(o, "best-effort") && strstr(o, "shm") && strstr(o, "QUEUE") && strstr(o, "LC_P99");
+  printf("# tallyctl status (recording device):\n");
+  for (char *l = strtok(o, "\n"); l; l = strtok(NULL, "\n"))
+    printf("#   %s\n", l);
   snprintf(cmd, sizeof(cmd), "%s/hostd/tallyctl --socket %s.ctl metrics", B, D.sock);
   o = run(cmd);
-  me = strstr(o, "tally_tenants 1\n") && strstr(o, "tally_tenant_kernels_total{tenant=\"lc-serve\"");
+  me = strstr(o, "tally_tenants 2\n") && strstr(o, "tally_tenant_kernels_total{tenant=\"lc-serve\"") &&
+       strstr(o, "tally_lc_call_latency_microseconds{tenant=\"lc-serve\",quantile=\"0.99\"}");
   o = http_get(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-  ht = strncmp(o, "HTTP/1.0 200", 12) == 0 && strstr(o, "tally_tenants 1\n");
+  ht = strncmp(o, "HTTP/1.0 200", 12) == 0 && strstr(o, "tally_tenants 2\n");
   bad = strncmp(http_get(port, "POST /metrics HTTP/1.0\r\n\r\n"), "HTTP/1.0 405", 12) == 0 &&
         strncmp(http_get(port, "GET /x HTTP/1.0\r\n\r\n"), "HTTP/1.0 404", 12) == 0 &&
         strncmp(http_get(port, "\x01\x02 garbage\n\n"), "HTTP/1.0 400", 12) == 0;
   kill(p, SIGKILL);
+  kill(p2, SIGKILL);
   waitpid(p, NULL, 0);
-  close(out);
-  tap(ready && st, "finding 10: tallyctl status lists the tenant (name, class, transport, memory)");
+  waitpid(p2, NULL, 0);
+  close(out), close(out2), close(in), close(in2);
+  tap(ready && st, "finding 10: tallyctl status lists an LC and a BE tenant (name, class, "
+      "transport, queue, LC latency)");
   tap(me && ht, "finding 10: tallyctl metrics and GET /metrics give the Prometheus text");
   tap(bad && chaos_alive(&D), "finding 10: /metrics answers 405/404/400 to other requests");
 }
