@@ -284,6 +284,28 @@ static void sixty_four_concurrent_tenants_are_served(void) {
   tap(ok == 64 && back_to_base(), "chaos: 64 concurrent tenants all served (%d), then gone", ok);
 }
 
+/* --max-tenants 100: the 101st tenant is told to come back later
+ * (-EAGAIN, which the guest library retries; a rate-limited refusal), and
+ * admitted once one has left. */
+static void tenant_cap_says_retry(void) {
+  static wire_conn_t *c[101];
+  int ok = 0, last, again;
+  for (int i = 0; i < 100; i++)
+    ok += chaos_tenant(&D, false, "cap", NULL, &c[i]) == 0;
+  last = chaos_tenant(&D, false, "cap-extra", NULL, &c[100]);
+  wire_conn_close(c[0]);
+  c[0] = NULL;
+  do
+    again = chaos_tenant(&D, false, "cap-extra", NULL, &c[100]);
+  while (again == -EAGAIN && (chaos_nap(), 1));
+  for (int i = 0; i < 101; i++)
+    wire_conn_close(c[i]);
+  tap(ok == 100 && last == -EAGAIN && again == 0 &&
+          back_to_base(),
+      "chaos: --max-tenants 100: the 101st tenant is told to retry (%d), then admitted (%d)", last,
+      again);
+}
+
 /* Runs tests/guest-tenant-helper ACTION as tenant NAME (latency-critical
  * when NAME starts with "lc-"); its stdout on a pipe (*out) when out is
  * not NULL.  Its stdin is a pipe whose write end goes to *in (the caller
@@ -687,7 +709,7 @@ int main(int argc, char **argv) {
   if (getenv("TALLY_BUILDDIR"))
     B = getenv("TALLY_BUILDDIR");
   snprintf(bin, sizeof(bin), "%s/hostd/tallyd-record", B);
-  printf("1..32\n");
+  printf("1..33\n");
   umask(0);
   if (chaos_start(&D, bin, extra) != 0) {
     printf("Bail out! tallyd-record did not start (%s)\n", D.log);
@@ -705,6 +727,7 @@ int main(int argc, char **argv) {
   module_uploads_and_cache_are_bounded();
   tenant_churn_leaves_no_trace();
   sixty_four_concurrent_tenants_are_served();
+  tenant_cap_says_retry();
   tenants_killed_at_random_points_are_cleaned_up();
   stopped_tenant_does_not_stall_others();
   malformed_first_frames_are_refused();
