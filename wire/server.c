@@ -309,11 +309,14 @@ static wire_tenant_t *oldest_halfopen(wire_server_t *s, wire_tenant_t *self, con
   return old;
 }
 
+/* A shed guest is told "come back later" (-EAGAIN, which guest libraries
+ * retry), in case it was a slow but honest one. */
 static void shed(wire_tenant_t *t, const char *what, unsigned cap) {
   char why[160];
   snprintf(why, sizeof(why), "too many connections without a completed handshake (%s limit %u); "
-           "the oldest is closed", what, cap);
-  tenant_close(t, -EBUSY, why, true);
+           "the oldest is closed; retry", what, cap);
+  send_status(t, WIRE__K_REFUSE, -EAGAIN, why);
+  tenant_close(t, -EBUSY, why, false);
 }
 
 void wire__tenant_admit(wire_tenant_t *t, const char *key) {
