@@ -9,7 +9,8 @@
  * connection the daemon sheds is reopened at the next tick, as a real
  * flooder would.  The daemon runs with its defaults (handshake deadline,
  * half-open caps).  Extra daemon flags: TALLYD_ARGS (space-separated);
- * TALLYD_NOFILE=256 runs the daemon under that descriptor limit.
+ * TALLYD_NOFILE=256 runs the daemon under that descriptor limit;
+ * HOSTD_FLOOD_CONNS=N floods with N connections instead (0: the baseline).
  */
 #include "tests/hostd-chaos.h"
 
@@ -18,8 +19,10 @@
 
 #include "guestlib/call.h"
 
-#define FLOOD 1000
-#define GOOD  20
+#define FLOOD_MAX 1000
+#define GOOD      20
+
+static int FLOOD = FLOOD_MAX; /* HOSTD_FLOOD_CONNS=0: the same run without a flood */
 
 static chaos_daemon_t D;
 static double connect_ms[GOOD];
@@ -97,8 +100,8 @@ static int flood_tick(int *fds, size_t *sent, const wire_buf_t *h, unsigned long
 }
 
 int main(int argc, char **argv) {
-  static int fds[FLOOD];
-  static size_t sent[FLOOD];
+  static int fds[FLOOD_MAX];
+  static size_t sent[FLOOD_MAX];
   const char *extra[32] = {NULL};
   char *args = getenv("TALLYD_ARGS") ? strdup(getenv("TALLYD_ARGS")) : NULL;
   int secs = argc > 1 ? atoi(argv[1]) : 10, base, peak = 0, after, served = 0, n = 0, open = 0;
@@ -106,6 +109,9 @@ int main(int argc, char **argv) {
   pthread_t th[GOOD];
   wire_buf_t h;
   uint64_t end;
+  if (getenv("HOSTD_FLOOD_CONNS") && atoi(getenv("HOSTD_FLOOD_CONNS")) >= 0 &&
+      atoi(getenv("HOSTD_FLOOD_CONNS")) <= FLOOD_MAX)
+    FLOOD = atoi(getenv("HOSTD_FLOOD_CONNS"));
   for (char *t = args ? strtok(args, " ") : NULL; t && n < 31; t = strtok(NULL, " "))
     extra[n++] = t;
   signal(SIGPIPE, SIG_IGN);
