@@ -47,6 +47,7 @@ guestlib/tally-run: $(srcdir)/guestlib/tally-run.in Makefile
 	sed -e 's|@TALLY_BUILD_LIBDIR@|$(abs_top_builddir)/guestlib|g' \
 	    -e 's|@TALLY_INSTALL_LIBDIR@|$(pkglibdir)|g' \
 	    -e 's|@TALLY_DEFAULT_SOCKET@|/run/tally/tallyd.sock|g' \
+	    -e 's|@PACKAGE_NAME@|$(PACKAGE_NAME)|g' -e 's|@PACKAGE_VERSION@|$(PACKAGE_VERSION)|g' \
 	    $(srcdir)/guestlib/tally-run.in > $@ && chmod +x $@
 
 # Some loaders (numba) dlopen the unversioned libcuda.so before

@@ -14,14 +14,22 @@
  * skipped, surrounding blanks are trimmed; an unknown key, a missing value
  * or a line longer than HOSTD_CONFIG_LINE_MAX is an error naming FILE:LINE.
  */
+#include "hostd/guard.h"
 #include "hostd/hostd.h"
 #include "policy/pol.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "wire/wire.h"
 
 /* Longest config-file line: a path (4096) plus its key and blanks. */
 #define HOSTD_CONFIG_LINE_MAX 4352
@@ -37,6 +45,14 @@ void hostd_config_init(hostd_config_t *cfg) {
   strcpy(cfg->policy, "tally");
   cfg->threshold_us = -1;
   cfg->resume_idle_us = -1;
+  cfg->unix_mode = HOSTD_DEFAULT_UNIX_MODE;
+  cfg->max_tenants = HOSTD_DEFAULT_MAX_TENANTS;
+  cfg->modcache_mem = HOSTD_DEFAULT_MODCACHE_MEM;
+  cfg->modcache_disk = HOSTD_DEFAULT_MODCACHE_DISK;
+  cfg->tenant_upload = HOSTD_DEFAULT_TENANT_UPLOAD;
+  cfg->tenant_streams = HOSTD_DEFAULT_TENANT_STREAMS;
+  cfg->tenant_events = HOSTD_DEFAULT_TENANT_EVENTS;
+  cfg->tenant_hostfns = HOSTD_DEFAULT_TENANT_HOSTFNS;
 }
 
 void hostd_config_usage(FILE *f) {
@@ -60,6 +76,7 @@ void hostd_config_usage(FILE *f) {
           "  --restart-grace-ms N after a tenant's GPU fault, tallyd re-executes itself once\n"
           "                       every tenant has left, or after N ms (default %d), closing\n"
           "                       the rest; new tenants are told to retry meanwhile\n"
+          "\nScheduling:\n"
           "  --policy P           how best-effort kernels are scheduled around the\n"
           "                       latency-critical tenant: tally (default), paper,\n"
           "                       timeslice, mps, mps-prio, tgs, or none (launch every\n"
@@ -75,8 +92,42 @@ void hostd_config_usage(FILE *f) {
           "  --trace FILE         write every kernel (tenant, kernel, grid, block, shared\n"
           "                       memory, submit/issue/start/end times) to FILE in\n"
           "                       tally-sim's trace format\n"
-          "  -h, --help           this text\n",
-          HOSTD_DEFAULT_SOCKET, HOSTD_DEFAULT_STATE_DIR, HOSTD_DEFAULT_RESTART_GRACE_MS);
+          "\nAdmission and access:\n"
+          "  --token-file FILE    (above) one line, 1..256 bytes, not blank; a file that\n"
+          "                       group or others may read is accepted with a warning\n"
+          "  --insecure-no-token  allow --listen-tcp on a non-loopback address without a\n"
+          "                       token (refused otherwise; loopback without one: warning)\n"
+          "  --unix-mode MODE     permission bits of the UNIX sockets, octal (default 0660)\n"
+          "  --unix-group GROUP   their group (name or number; default: tallyd's)\n"
+          "  --handshake-ms N     a connection must complete its handshake within N ms\n"
+          "                       of connecting (default %d)\n"
+          "  --max-halfopen N     connections not past the handshake, all peers (default\n"
+          "                       %d, at most a quarter of the descriptor limit); over it\n"
+          "                       the oldest such connection is closed\n"
+          "  --max-halfopen-per-peer N   the same per TCP address or UNIX uid (default %d)\n"
+          "  --max-tenants N      tenants connected at once (default %d); more are told\n"
+          "                       to retry\n"
+          "\nQuotas (SIZE: bytes, or with K, M, G, T; 0 = no limit):\n"
+          "  --tenant-mem-limit [WHO=]SIZE  device memory per tenant; WHO is\n"
+          "                       latency-critical, best-effort or name:NAME (repeatable;\n"
+          "                       a name's rule beats its class's, which beats the plain one)\n"
+          "  --tenant-streams N   streams per tenant (default %d)\n"
+          "  --tenant-events N    events per tenant (default %d)\n"
+          "  --tenant-hostfns N   pending host functions per tenant (default %d)\n"
+          "  --tenant-upload SIZE module bytes one tenant may send (default 1G)\n"
+          "  --modcache-mem SIZE  module images kept in memory, least recently used go\n"
+          "                       first (default 256M)\n"
+          "  --modcache-disk SIZE the same in STATE_DIR/modules (default 4G)\n"
+          "\nOperator's view:\n"
+          "  --control-socket PATH  for tallyctl (default: the --listen-unix path + %s;\n"
+          "                       none = off); mode and group as --unix-mode/--unix-group\n"
+          "  --metrics-listen H:P serve Prometheus text at http://H:P/metrics\n"
+          "  -h, --help           this text\n"
+          "  --version            tallyd's version\n",
+          HOSTD_DEFAULT_SOCKET, HOSTD_DEFAULT_STATE_DIR, HOSTD_DEFAULT_RESTART_GRACE_MS,
+          WIRE_HANDSHAKE_MS_DEFAULT, WIRE_HALFOPEN_MAX_DEFAULT, WIRE_HALFOPEN_PEER_DEFAULT,
+          HOSTD_DEFAULT_MAX_TENANTS, HOSTD_DEFAULT_TENANT_STREAMS, HOSTD_DEFAULT_TENANT_EVENTS,
+          HOSTD_DEFAULT_TENANT_HOSTFNS, HOSTD_CONTROL_SUFFIX);
 }
 
 static int set_str(char *dst, size_t cap, const char *flag, const char *val, FILE *err) {
@@ -116,11 +167,124 @@ static const int_option_t *int_option(const char *name) {
       {"threshold-us", offsetof(hostd_config_t, threshold_us), 1000000},
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
       {"be-sms", offsetof(hostd_config_t, be_sms), 4096},
+      {"handshake-ms", offsetof(hostd_config_t, handshake_ms), 600000},
+      {"max-halfopen", offsetof(hostd_config_t, halfopen_max), 1000000},
+      {"max-halfopen-per-peer", offsetof(hostd_config_t, halfopen_per_peer), 1000000},
+      {"max-tenants", offsetof(hostd_config_t, max_tenants), 100000},
   };
   for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
     if (strcmp(name, opts[i].name) == 0)
       return &opts[i];
   return NULL;
+}
+
+/* Size options: name, field. */
+typedef struct size_option {
+  const char *name;
+  size_t off;
+} size_option_t;
+
+static const size_option_t *size_option(const char *name) {
+  static const size_option_t opts[] = {
+      {"modcache-mem", offsetof(hostd_config_t, modcache_mem)},
+      {"modcache-disk", offsetof(hostd_config_t, modcache_disk)},
+      {"tenant-upload", offsetof(hostd_config_t, tenant_upload)},
+      {"tenant-streams", offsetof(hostd_config_t, tenant_streams)},
+      {"tenant-events", offsetof(hostd_config_t, tenant_events)},
+      {"tenant-hostfns", offsetof(hostd_config_t, tenant_hostfns)},
+  };
+  for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+    if (strcmp(name, opts[i].name) == 0)
+      return &opts[i];
+  return NULL;
+}
+
+/* "[WHO=]SIZE" for --tenant-mem-limit; a rule for the same WHO replaces
+ * the earlier one. */
+static int set_mem_rule(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+  const char *eq = strrchr(v, '=');
+  char who[80] = "";
+  uint64_t bytes;
+  int i;
+  if (eq) {
+    size_t n = (size_t)(eq - v);
+    if (n >= sizeof(who) || n == 0) {
+      fprintf(err, "tallyd: %s: '%s': WHO is empty or too long\n", flag, v);
+      return -EINVAL;
+    }
+    memcpy(who, v, n);
+    who[n] = 0;
+    if (strcmp(who, "latency-critical") && strcmp(who, "best-effort") &&
+        (strncmp(who, "name:", 5) || !who[5] || strlen(who + 5) > WIRE_TENANT_MAX)) {
+      fprintf(err, "tallyd: %s: '%s': expected latency-critical, best-effort or name:NAME\n",
+              flag, who);
+      return -EINVAL;
+    }
+  }
+  if (hostd__parse_size(eq ? eq + 1 : v, &bytes) != 0) {
+    fprintf(err, "tallyd: %s: expected [WHO=]SIZE (e.g. 8G, best-effort=2G), got '%s'\n", flag, v);
+    return -EINVAL;
+  }
+  for (i = 0; i < cfg->n_mem_rules && strcmp(cfg->mem_rules[i].who, who) != 0; i++)
+    ;
+  if (i == HOSTD_MEM_RULES_MAX) {
+    fprintf(err, "tallyd: %s: more than %d rules\n", flag, HOSTD_MEM_RULES_MAX);
+    return -EINVAL;
+  }
+  snprintf(cfg->mem_rules[i].who, sizeof(cfg->mem_rules[i].who), "%s", who);
+  cfg->mem_rules[i].bytes = bytes;
+  if (i == cfg->n_mem_rules)
+    cfg->n_mem_rules++;
+  return 0;
+}
+
+/* yes/no values of boolean options in a config file. */
+static int parse_bool(const char *v, int *out) {
+  if (!strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "1"))
+    *out = 1;
+  else if (!strcmp(v, "no") || !strcmp(v, "false") || !strcmp(v, "0"))
+    *out = 0;
+  else
+    return -EINVAL;
+  return 0;
+}
+
+/* The options of the production guards: 0 or -EINVAL when name is one of
+ * them, 1 when it is not. */
+static int set_guard_option(hostd_config_t *cfg, const char *name, const char *v,
+                            const char *flag, FILE *err) {
+  const size_option_t *so;
+  if (strcmp(name, "tenant-mem-limit") == 0)
+    return set_mem_rule(cfg, v, flag, err);
+  if ((so = size_option(name)) != NULL) {
+    if (hostd__parse_size(v, (uint64_t *)((char *)cfg + so->off)) == 0)
+      return 0;
+    fprintf(err, "tallyd: %s: expected a size (e.g. 1000, 64K, 256M, 1G), got '%s'\n", flag, v);
+    return -EINVAL;
+  }
+  if (strcmp(name, "unix-mode") == 0) {
+    char *end = NULL;
+    long m = strtol(v, &end, 8);
+    if (!end || end == v || *end || m <= 0 || m > 0777) {
+      fprintf(err, "tallyd: %s: expected octal permission bits (e.g. 0660), got '%s'\n", flag, v);
+      return -EINVAL;
+    }
+    cfg->unix_mode = (unsigned)m;
+    return 0;
+  }
+  if (strcmp(name, "insecure-no-token") == 0) {
+    if (parse_bool(v, &cfg->insecure_no_token) == 0)
+      return 0;
+    fprintf(err, "tallyd: %s: expected yes or no, got '%s'\n", flag, v);
+    return -EINVAL;
+  }
+  if (strcmp(name, "unix-group") == 0)
+    return set_str(cfg->unix_group, sizeof(cfg->unix_group), flag, v, err);
+  if (strcmp(name, "control-socket") == 0)
+    return set_str(cfg->control_path, sizeof(cfg->control_path), flag, v, err);
+  if (strcmp(name, "metrics-listen") == 0)
+    return set_str(cfg->metrics_addr, sizeof(cfg->metrics_addr), flag, v, err);
+  return 1;
 }
 
 /* Applies one option: name is the flag without its leading "--"; where is
@@ -175,7 +339,10 @@ static int set_option(hostd_config_t *cfg, const char *name, const char *v, cons
       BAD("%s: expected 0..%ld, got '%s'\n", flag, io->max, v);
     else
       *(int *)((char *)cfg + io->off) = (int)n;
+  } else if ((rc = set_guard_option(cfg, name, v, flag, err)) != 1) {
+    /* a guard option: rc says how it went */
   } else {
+    rc = 0;
     if (strcmp(where, "--") == 0)
       BAD("unknown option %s (see tallyd --help)\n", flag);
     else
@@ -256,6 +423,10 @@ int hostd_config_parse_args(hostd_config_t *cfg, int argc, char **argv, FILE *er
       cfg->show_help = 1;
       continue;
     }
+    if (strcmp(a, "--version") == 0 || strcmp(a, "--insecure-no-token") == 0) {
+      *(a[2] == 'v' ? &cfg->show_version : &cfg->insecure_no_token) = 1;
+      continue;
+    }
     if (v == NULL || strncmp(a, "--", 2) != 0) {
       fprintf(err, "tallyd: %s: %s (see tallyd --help)\n", a,
               strncmp(a, "--", 2) == 0 ? "missing value" : "unexpected argument");
@@ -265,6 +436,127 @@ int hostd_config_parse_args(hostd_config_t *cfg, int argc, char **argv, FILE *er
     if (rc)
       return rc;
     i++;
+  }
+  return 0;
+}
+
+/* ---- checks of the whole configuration and of the files it names ---- */
+
+/* Is host (of "host:port", "[v6]:port") a loopback address? Names other
+ * than "localhost" are not resolved here: they count as non-loopback. */
+static bool tcp_is_loopback(const char *addr) {
+  char host[256];
+  const char *colon = strrchr(addr, ':');
+  size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (n >= sizeof(host))
+    return false;
+  memcpy(host, addr, n);
+  host[n] = 0;
+  if (host[0] == '[' && n >= 2 && host[n - 1] == ']') {
+    memmove(host, host + 1, n - 2);
+    host[n - 2] = 0;
+  }
+  if (strcmp(host, "localhost") == 0)
+    return true;
+  if (inet_pton(AF_INET, host, &a4) == 1)
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&a6);
+  return false;
+}
+
+int hostd_config_check(const hostd_config_t *cfg, FILE *err) {
+  if (cfg->tcp_addr[0] && !cfg->token_file[0] && !cfg->insecure_no_token &&
+      !tcp_is_loopback(cfg->tcp_addr)) {
+    fprintf(err,
+            "tallyd: --listen-tcp %s without --token-file would admit anyone who can reach "
+            "the port; give a token file, listen on a loopback address, or pass "
+            "--insecure-no-token if the network is trusted\n",
+            cfg->tcp_addr);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+int hostd_config_read_token(const char *file, char *out, size_t cap, char *warn, size_t warn_len,
+                            FILE *err) {
+  char buf[WIRE_TOKEN_MAX + 4];
+  struct stat st;
+  size_t n, i;
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  warn[0] = out[0] = 0;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    int e = errno;
+    fprintf(err, "tallyd: --token-file %s: %s\n", file, strerror(e));
+    if (fd >= 0)
+      close(fd);
+    return -e;
+  }
+  n = 0;
+  for (ssize_t r; n < sizeof(buf) && (r = read(fd, buf + n, sizeof(buf) - n)) > 0;)
+    n += (size_t)r;
+  close(fd);
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+    n--; /* one line; its end is not part of the token */
+  for (i = 0; i < n && isspace((unsigned char)buf[i]); i++)
+    ;
+  if (i == n || n > WIRE_TOKEN_MAX || n + 1 > cap || memchr(buf, 0, n)) {
+    fprintf(err, "tallyd: --token-file %s: %s\n", file,
+            i == n ? "the token is empty or blank: it would admit anyone"
+                   : "the token is longer than 256 bytes or has a NUL byte");
+    return -EINVAL;
+  }
+  memcpy(out, buf, n);
+  out[n] = 0;
+  if (st.st_mode & (S_IRWXG | S_IRWXO))
+    snprintf(warn, warn_len, "--token-file %s is readable by group or others (mode %04o): "
+             "chmod 600 it", file, (unsigned)(st.st_mode & 07777));
+  return 0;
+}
+
+int hostd_config_state_dir(const char *dir, FILE *err) {
+  struct stat st;
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    fprintf(err, "tallyd: --state-dir %s: cannot create it (%s)\n", dir, strerror(errno));
+    return -errno;
+  }
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(err, "tallyd: --state-dir %s: not a folder\n", dir);
+    return -ENOTDIR;
+  }
+  if ((st.st_mode & 077) == 0)
+    return 0;
+  if (st.st_uid == geteuid() && chmod(dir, 0700) == 0)
+    return 0;
+  fprintf(err, "tallyd: --state-dir %s: mode %04o lets other users read or replace cached "
+          "modules, and tallyd cannot make it 0700 (owner uid %u); chmod 700 it\n", dir,
+          (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+  return -EPERM;
+}
+
+int hostd_config_check_unix_dir(const char *path, const char *flag, FILE *err) {
+  char d[4096];
+  const char *slash = strrchr(path, '/');
+  struct stat st;
+  if (!slash)
+    return 0; /* the working folder */
+  snprintf(d, sizeof(d), "%.*s", (int)(slash - path), path);
+  if (!d[0])
+    return 0; /* "/" */
+  if (stat(d, &st) != 0) {
+    int e = errno;
+    if (e == ENOENT)
+      fprintf(err, "tallyd: %s %s: folder %s does not exist; create it first (mkdir -p %s)\n",
+              flag, path, d, d);
+    else
+      fprintf(err, "tallyd: %s %s: cannot reach folder %s (%s)\n", flag, path, d, strerror(e));
+    return -e;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    fprintf(err, "tallyd: %s %s: %s is not a folder\n", flag, path, d);
+    return -ENOTDIR;
   }
   return 0;
 }

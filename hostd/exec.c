@@ -13,6 +13,7 @@
  * Work reaches a stream only through hostd__stream_lookup_enter; a launch
  * only through exec_launch.
  */
+#include "hostd/guard.h"
 #include "hostd/tenant-int.h"
 
 #include <errno.h>
@@ -40,12 +41,17 @@ static CUresult exec_mem_alloc(exec_t *x, const call_mem_alloc_req_t *q) {
   CUresult r;
   if (q->size == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  r = hostd__gpu.mem_alloc(&p, q->size);
-  if (r != CUDA_SUCCESS)
+  /* --tenant-mem-limit: over it, what the driver says when memory runs out. */
+  if ((r = hostd__quota_charge(hostd__quota_self, HOSTD_QUOTA_MEM, q->size)) != CUDA_SUCCESS)
     return r;
-  if (hostd__range_add(x->t, p, q->size, RANGE_ALLOC, 0) != 0) {
+  r = hostd__gpu.mem_alloc(&p, q->size);
+  if (r == CUDA_SUCCESS && hostd__range_add(x->t, p, q->size, RANGE_ALLOC, 0) != 0) {
     (void)hostd__gpu.mem_free(p);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (r != CUDA_SUCCESS) {
+    hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_MEM, q->size);
+    return r;
   }
   PUT_REPLY(mem_alloc, x, .ptr = p);
   return CUDA_SUCCESS;
@@ -61,8 +67,10 @@ static CUresult exec_mem_free(exec_t *x, const call_mem_free_req_t *q) {
   if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
     return r;
   r = hostd__gpu.mem_free(q->ptr);
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
+    hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_MEM, t->ranges[i - 1].size);
     hostd__range_del_at(t, i - 1);
+  }
   return r;
 }
 
@@ -159,12 +167,17 @@ static CUresult exec_pinned_free(exec_t *x, const call_pinned_free_req_t *q) {
 
 static CUresult exec_stream_new(exec_t *x, const call_stream_new_req_t *q) {
   CUresult r;
-  /* q->priority is the tenant's own wish: its class decides. */
-  tstream_t *ts = hostd__stream_make(x->t, q->flags, &r);
-  if (!ts)
+  tstream_t *ts;
+  if ((r = hostd__quota_charge(hostd__quota_self, HOSTD_QUOTA_STREAMS, 1)) != CUDA_SUCCESS)
     return r;
+  /* q->priority is the tenant's own wish: its class decides. */
+  if (!(ts = hostd__stream_make(x->t, q->flags, &r))) {
+    hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_STREAMS, 1);
+    return r;
+  }
   if (u64map_put(&x->t->streams, ts->handle, (uint64_t)(uintptr_t)ts) != 0) {
     hostd__stream_drop(ts);
+    hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_STREAMS, 1);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   PUT_REPLY(stream_new, x, .stream = ts->handle);
@@ -179,6 +192,7 @@ static CUresult exec_stream_del(exec_t *x, const call_stream_del_req_t *q) {
   if ((r = hostd__sched_tenant_flush(x->t->sched)) != CUDA_SUCCESS)
     return r;
   u64map_del(&x->t->streams, q->stream);
+  hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_STREAMS, 1);
   hostd__stream_drop((tstream_t *)(uintptr_t)v);
   return CUDA_SUCCESS;
 }
@@ -229,12 +243,17 @@ static CUresult exec_stream_wait(exec_t *x, const call_stream_wait_req_t *q) {
 
 static CUresult exec_event_new(exec_t *x, const call_event_new_req_t *q) {
   uint64_t e;
-  CUresult r = hostd__gpu.event_new(&e, q->flags);
+  CUresult r = hostd__quota_charge(hostd__quota_self, HOSTD_QUOTA_EVENTS, 1);
   if (r != CUDA_SUCCESS)
     return r;
-  if (u64map_put(&x->t->events, e, 1) != 0) {
+  if ((r = hostd__gpu.event_new(&e, q->flags)) == CUDA_SUCCESS &&
+      u64map_put(&x->t->events, e, 1) != 0) {
     (void)hostd__gpu.event_del(e);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (r != CUDA_SUCCESS) {
+    hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_EVENTS, 1);
+    return r;
   }
   PUT_REPLY(event_new, x, .event = e);
   return CUDA_SUCCESS;
@@ -243,6 +262,7 @@ static CUresult exec_event_new(exec_t *x, const call_event_new_req_t *q) {
 static CUresult exec_event_del(exec_t *x, const call_event_del_req_t *q) {
   if (!u64map_del(&x->t->events, q->event))
     return CUDA_ERROR_INVALID_HANDLE;
+  hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_EVENTS, 1);
   return hostd__gpu.event_del(q->event);
 }
 

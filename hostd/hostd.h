@@ -8,6 +8,7 @@
 #define TALLY_HOSTD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define HOSTD_DEFAULT_SOCKET    "/run/tally/tallyd.sock"
@@ -15,6 +16,20 @@
 /* --restart-grace-ms default: long enough for a tenant that got the fault
  * to exit on its own, short enough that new tenants wait little. */
 #define HOSTD_DEFAULT_RESTART_GRACE_MS 2000
+/* Production guards' defaults (docs in hostd/README.md): enough tenants
+ * for any one GPU, caches small next to a GPU's host, streams and events
+ * far past what a framework makes. */
+#define HOSTD_DEFAULT_MAX_TENANTS    128
+#define HOSTD_DEFAULT_UNIX_MODE      0660
+#define HOSTD_DEFAULT_MODCACHE_MEM   ((uint64_t)256 << 20)
+#define HOSTD_DEFAULT_MODCACHE_DISK  ((uint64_t)4 << 30)
+#define HOSTD_DEFAULT_TENANT_UPLOAD  ((uint64_t)1 << 30)
+#define HOSTD_DEFAULT_TENANT_STREAMS 4096
+#define HOSTD_DEFAULT_TENANT_EVENTS  65536
+#define HOSTD_DEFAULT_TENANT_HOSTFNS 256
+#define HOSTD_MEM_RULES_MAX          32
+/* The control socket is the tenants' socket path with this suffix. */
+#define HOSTD_CONTROL_SUFFIX ".ctl"
 
 typedef enum hostd_log_level {
   HOSTD_LOG_ERROR = 0,
@@ -45,6 +60,27 @@ typedef struct hostd_config {
   int resume_idle_us;   /* --resume-idle-us: LC idle this long before BE resumes (-1 = policy's) */
   int be_sms;           /* --be-sms: BE kernels run on a partition of this many SMs (0 = all) */
   int show_help;        /* --help was given */
+  int show_version;     /* --version was given */
+  /* Admission and safe defaults. */
+  int insecure_no_token;  /* allow a non-loopback --listen-tcp without a token */
+  unsigned unix_mode;     /* permission bits of the UNIX sockets (default 0660) */
+  char unix_group[64];    /* their group ("" = the daemon's) */
+  int handshake_ms;       /* 0 = wire's default */
+  int halfopen_max;       /* 0 = wire's default */
+  int halfopen_per_peer;  /* 0 = wire's default */
+  int max_tenants;        /* tenants connected at once */
+  /* Quotas: 0 = unlimited. */
+  uint64_t modcache_mem, modcache_disk; /* module cache, all tenants */
+  uint64_t tenant_upload;               /* module bytes one tenant may send */
+  uint64_t tenant_streams, tenant_events, tenant_hostfns;
+  struct hostd_mem_rule {
+    char who[80]; /* "" every tenant, "latency-critical", "best-effort", "name:NAME" */
+    uint64_t bytes;
+  } mem_rules[HOSTD_MEM_RULES_MAX]; /* --tenant-mem-limit, later rules win */
+  int n_mem_rules;
+  /* The operator's view. */
+  char control_path[108]; /* "" = unix_path + HOSTD_CONTROL_SUFFIX; "none" = off */
+  char metrics_addr[256]; /* host:port for GET /metrics ("" = none) */
 } hostd_config_t;
 
 /* Fills *cfg with defaults. */
@@ -63,6 +99,23 @@ int hostd_config_load_file(hostd_config_t *cfg, const char *path, FILE *err);
 
 /* Prints tallyd's --help text. */
 void hostd_config_usage(FILE *f);
+/* Checks what cannot be judged flag by flag (a token is needed for a
+ * non-loopback --listen-tcp unless --insecure-no-token): 0, or -EINVAL with
+ * the reason written to err. */
+int hostd_config_check(const hostd_config_t *cfg, FILE *err);
+/* Reads a token file: *out (cap >= WIRE_TOKEN_MAX + 1) gets the token
+ * without its trailing newline.  Refuses a missing file, an empty or
+ * blank token, one longer than the protocol allows (-EINVAL, reason in
+ * err); warns (into warn, "" otherwise) when group or others may read it. */
+int hostd_config_read_token(const char *file, char *out, size_t cap, char *warn, size_t warn_len,
+                            FILE *err);
+/* The state folder: created 0700, or an existing one tightened to 0700 when
+ * it is ours; refused (-EPERM, reason in err) when group or others may
+ * write it and it cannot be tightened. */
+int hostd_config_state_dir(const char *dir, FILE *err);
+/* "--listen-unix PATH": -ENOENT with a clear reason when PATH's folder does
+ * not exist, -ENOTDIR when it is not a folder. */
+int hostd_config_check_unix_dir(const char *path, const char *flag, FILE *err);
 
 /* ---- the daemon (server.c) ---- */
 typedef struct hostd_server hostd_server_t;
@@ -95,6 +148,11 @@ unsigned long hostd_server_calls(const hostd_server_t *s);
 /* Payload bytes of every request received (copies through shared pinned
  * memory add none of their data). */
 unsigned long hostd_server_rx_bytes(const hostd_server_t *s);
+/* tallyctl's texts (status table, Prometheus exposition), malloc'd; either
+ * pointer may be NULL.  0 or -ENOMEM.  Any thread. */
+int hostd_server_view(hostd_server_t *s, char **status, char **metrics);
+/* The port --metrics-listen bound (useful with port 0), or 0. */
+int hostd_server_metrics_port(const hostd_server_t *s);
 /* Releases the server after hostd_server_run returned.  NULL ok. */
 void hostd_server_free(hostd_server_t *s);
 

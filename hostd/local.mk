@@ -7,7 +7,7 @@ noinst_LIBRARIES += hostd/libtallyhostd.a hostd/libtallyhostd-cuda.a hostd/libta
 hostd_libtallyhostd_a_SOURCES = hostd/hostd.h hostd/hostd-int.h hostd/tenant-int.h hostd/gpu.h \
 	hostd/config.c hostd/log.c hostd/modcache.c hostd/tenant.c hostd/exec.c hostd/server.c \
 	hostd/hostfn.c hostd/sched.c hostd/sched.h \
-	hostd/restart.c
+	hostd/restart.c hostd/guard.h hostd/quota.c hostd/metrics.c hostd/ctl.c
 hostd_libtallyhostd_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 hostd_libtallyhostd_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(XXHASH_CFLAGS)
 hostd_libtallyhostd_cuda_a_SOURCES = hostd/gpu-cuda.c
@@ -30,4 +30,8 @@ noinst_PROGRAMS += hostd/tallyd-record
 hostd_tallyd_record_SOURCES = hostd/main.c
 hostd_tallyd_record_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 hostd_tallyd_record_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS)
+# tallyctl: the operator's client of tallyd's control socket (no GPU, no
+# daemon code: it only connects, asks and prints).
+bin_PROGRAMS += hostd/tallyctl
+hostd_tallyctl_SOURCES = hostd/tallyctl.c
 EXTRA_DIST += hostd/README.md

@@ -10,9 +10,12 @@
  * the new image finds them in TALLY_LISTEN_FDS and adopts them.  If the exec
  * fails, tallyd exits 1 so a supervisor can start it afresh.
  */
+#include "config.h"
+
 #include "hostd/hostd-int.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,13 +29,27 @@ int main(int argc, char **argv) {
 
   /* wire's contract: a vanished TCP guest must not kill the daemon. */
   signal(SIGPIPE, SIG_IGN);
+  /* Blocks of 1 MiB and more (a tenant's large messages, module images)
+   * come from mmap and go back to the system when freed.  glibc would
+   * otherwise raise this threshold after the first such free and keep
+   * later ones in per-thread arenas, so the daemon's memory would stay at
+   * its high-water mark after a burst of tenants. */
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   hostd_config_init(&cfg);
-  if (hostd_config_parse_args(&cfg, argc, argv, stderr) != 0)
-    return 2;
-  if (cfg.show_help) {
-    hostd_config_usage(stdout);
-    return 0;
+  /* GNU: --help and --version win over anything else on the line. */
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      hostd_config_usage(stdout);
+      return 0;
+    }
+    if (strcmp(argv[i], "--version") == 0) {
+      printf("tallyd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+      return 0;
+    }
   }
+  if (hostd_config_parse_args(&cfg, argc, argv, stderr) != 0 ||
+      hostd_config_check(&cfg, stderr) != 0)
+    return 2;
   hostd__log_level = cfg.log_level;
   inherited = hostd__restart_inherit(&cfg.unix_listen_fd, &cfg.tcp_listen_fd);
   if (inherited > 0)

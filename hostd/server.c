@@ -28,11 +28,13 @@
  * with wire_tenant_ref.  The restart state is the loop thread's.
  */
 #include "hostd/gpu.h"
+#include "hostd/guard.h"
 #include "hostd/hostd-int.h"
 #include "hostd/sched.h"
 
 #include <errno.h>
-#include <xxhash.h>
+#include <grp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
+#include <xxhash.h>
 
 #include "wire/wire.h"
 
@@ -64,6 +67,7 @@ typedef struct fd_map {
 
 typedef struct msg {
   int kind; /* wire_msg_kind_t, or MSG_FD_MAP */
+  uint64_t at_ns; /* queued at (monotonic; latency-critical tenants only) */
   uint64_t id;
   uint8_t *data; /* owned copy, or wire's buffer when paused */
   size_t len;
@@ -85,7 +89,21 @@ typedef struct worker {
   bool broken;        /* a malformed request: ignore the rest, under mu */
   hostd_hostfn_t *hf; /* host functions; made by the loop thread at first use
                          (on_msg), read by the worker under mu */
+  /* For quotas and the operator's view (guard.h); counters are atomics. */
+  hostd_quota_t quota;
+  wire_tenant_info_t info; /* a copy: the view reads it without the loop */
+  int64_t since;           /* connected at (epoch seconds) */
+  uint64_t kernels;        /* launches executed */
+  uint64_t queued;         /* requests queued, not yet executed */
+  uint64_t *lat;           /* latency-critical only: LAT_RING entries of monotonic
+                              second << 32 | microseconds, one per call answered */
+  uint64_t lat_next;       /* next slot (atomic) */
 } worker_t;
+
+/* Calls of the latency-critical tenant remembered for its p50/p99 (the
+ * daemon's service time of a synchronous call: queued to answered). */
+#define LAT_RING   4096
+#define LAT_WINDOW 60 /* seconds */
 
 struct hostd_server {
   uv_loop_t loop;
@@ -115,6 +133,11 @@ struct hostd_server {
   enum { RESTART_NONE, RESTART_PENDING, RESTART_CLOSING, RESTART_DUE } restart;
   worker_t *workers;    /* every worker not yet finished (under lock) */
   char fault_what[192]; /* the fault, named when the restart became pending */
+  /* Production guards (guard.h). */
+  hostd_config_t cfg;                /* a copy: quotas are set up per tenant from it */
+  char token[WIRE_TOKEN_MAX + 1];    /* "" = none */
+  hostd_ctl_t *ctl;                  /* control socket and /metrics, or NULL */
+  int64_t started;
 };
 
 /* ---- worker thread ---- */
@@ -136,23 +159,112 @@ static void msg_free(worker_t *w, msg_t *m) {
   free(m);
 }
 
-/* Executes one queued request of tenant t: its reply goes to wire, a
+/* A call of the latency-critical tenant was answered: remember how long
+ * it took since it was queued.  One atomic store; readers may miss one. */
+static void note_latency(worker_t *w, const msg_t *m) {
+  uint64_t now, us, slot;
+  if (!w->lat || !m->at_ns)
+    return;
+  now = now_ns();
+  us = (now - m->at_ns) / 1000;
+  slot = __atomic_fetch_add(&w->lat_next, 1, __ATOMIC_RELAXED) % LAT_RING;
+  __atomic_store_n(&w->lat[slot], (now / 1000000000u) << 32 | (us > UINT32_MAX ? UINT32_MAX : us),
+                   __ATOMIC_RELAXED);
+}
+
+/* Waits for the worker's next requests and takes them all (one lock round
+ * per batch, not per request: a launch burst arrives hundreds at a time;
+ * hostd-bench).  NULL once the tenant is closed and its queue drained. */
+static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
+  hostd_server_t *s = w->srv;
+  msg_t *batch;
+  if (s->spin_ns && !__atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
+    /* Bounded poll (worker_spin_us) saves the condition-variable wakeup
+     * when the tenant's next request follows closely (launch + sync). */
+    uint64_t end = now_ns() + s->spin_ns;
+    while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && now_ns() < end)
+      ;
+  }
+  pthread_mutex_lock(&w->mu);
+  while (!w->head && !w->closed)
+    pthread_cond_wait(&w->cv, &w->mu);
+  batch = w->head;
+  w->head = w->tail = NULL;
+  if (w->hf && t)
+    hostd__tenant_set_hostfn(t, w->hf); /* made by on_msg before any HOSTFN */
+  pthread_mutex_unlock(&w->mu);
+  return batch;
+}
+
+/* A request failed or was malformed: ignore the rest and have the loop
+ * close the tenant with why. */
+static void ask_close(worker_t *w, const char *why) {
+  hostd_server_t *s = w->srv;
+  struct close_req *c = calloc(1, sizeof(*c));
+  pthread_mutex_lock(&w->mu);
+  __atomic_store_n(&w->broken, true, __ATOMIC_RELEASE); /* read by this thread only now */
+  pthread_mutex_unlock(&w->mu);
+  if (!c)
+    return;
+  wire_tenant_ref(w->wt);
+  c->wt = w->wt;
+  snprintf(c->why, sizeof(c->why), "%s", why ? why : "request failed");
+  pthread_mutex_lock(&s->lock);
+  c->next = s->to_close;
+  s->to_close = c;
+  pthread_mutex_unlock(&s->lock);
+  uv_async_send(&s->close_async);
+}
+
+/* The tenant is gone and everything it owned freed: leave the server. */
+static void worker_done(worker_t *w) {
+  hostd_server_t *s = w->srv;
+  bool idle;
+  hostd__log(HOSTD_LOG_INFO, "tenant %u cleaned up", w->id);
+  wire_tenant_unref(w->wt);
+  pthread_mutex_lock(&s->lock);
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    s->workers = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+  s->live--;
+  idle = s->live == 0;
+  pthread_cond_broadcast(&s->changed);
+  if (s->live == 0 && s->async_open)
+    uv_async_send(&s->restart_async); /* a pending restart may go now */
+  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->cv);
+  free(w->lat);
+  free(w);
+  /* Every worker thread had its own malloc arena; with no tenant left,
+   * give their free pages back, so the daemon's memory returns to its
+   * baseline after a burst of tenants. */
+  if (idle)
+    malloc_trim(0);
+}
+
+/* Executes one queued request of tenant t: its reply goes to wire; a
  * malformed or failed one closes the tenant with the reason. */
 static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *reply) {
   hostd_server_t *s = w->srv;
   const char *why = NULL;
-  uint32_t op = 0, flags = 0, len = 0;
+  uint32_t op = 0;
   int rc = -EPROTO;
 
   if (m->len >= CALL_HDR_LEN) {
     call_hdr_t h;
     call_hdr_read(m->data, &h);
-    op = h.op, flags = h.flags, len = h.len;
+    op = h.op;
     /* A post must say ASYNC and a call must not: the guest's framing. */
-    if (len == m->len - CALL_HDR_LEN && ((flags & CALL_ASYNC) != 0) == (m->kind == WIRE_MSG_POST))
-      rc = hostd__tenant_exec(t, op, flags, m->data + CALL_HDR_LEN, len, reply, &why);
+    if (h.len == m->len - CALL_HDR_LEN && ((h.flags & CALL_ASYNC) != 0) == (m->kind == WIRE_MSG_POST))
+      rc = hostd__tenant_exec(t, op, h.flags, m->data + CALL_HDR_LEN, h.len, reply, &why);
     else
       why = "request header does not match its wire message";
+    if (rc == 0 && op == CALL_OP_LAUNCH)
+      __atomic_fetch_add(&w->kernels, 1, __ATOMIC_RELAXED);
   } else {
     why = "request shorter than its header";
   }
@@ -162,63 +274,37 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
     if (wire_tenant_reply_mt(w->wt, m->id, reply->data, reply->len) != 0)
       hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply after close dropped", w->id);
     wire_buf_init(reply);
+    note_latency(w, m);
   } else if (rc != 0) {
-    struct close_req *c = calloc(1, sizeof(*c));
     hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
                rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
-    pthread_mutex_lock(&w->mu);
-    __atomic_store_n(&w->broken, true, __ATOMIC_RELEASE); /* read by this thread only now */
-    pthread_mutex_unlock(&w->mu);
-    if (c) {
-      wire_tenant_ref(w->wt);
-      c->wt = w->wt;
-      snprintf(c->why, sizeof(c->why), "%s", why ? why : "request failed");
-      pthread_mutex_lock(&s->lock);
-      c->next = s->to_close;
-      s->to_close = c;
-      pthread_mutex_unlock(&s->lock);
-      uv_async_send(&s->close_async);
-    }
+    ask_close(w, why);
   }
 }
 
 static void *worker_main(void *arg) {
   worker_t *w = arg;
-  hostd_server_t *s = w->srv;
   hostd_tenant_t *t = hostd__tenant_new(w->id, wire_tenant_info(w->wt)->local == false);
-  wire_buf_t reply = {0};
+  wire_buf_t reply;
   /* The context is made current by the first request (hostd__tenant_exec),
    * under the lock that keeps a reset from running at the same time. */
   bool ok = t != NULL;
+
   msg_t *batch = NULL; /* taken from the queue, not yet executed */
 
+  wire_buf_init(&reply);
+
+  hostd__quota_self = &w->quota; /* tenant.c's handlers charge through it */
   if (!ok)
     hostd__log(HOSTD_LOG_ERROR, "tenant %u: cannot set up (out of memory)", w->id);
   for (;;) {
     msg_t *m;
-    if (!batch) {
-      if (s->spin_ns && !__atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
-        /* Bounded poll (worker_spin_us) saves the condition-variable wakeup
-         * when the tenant's next request follows closely (launch + sync). */
-        uint64_t end = now_ns() + s->spin_ns;
-        while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && now_ns() < end)
-          ;
-      }
-      pthread_mutex_lock(&w->mu);
-      while (!w->head && !w->closed)
-        pthread_cond_wait(&w->cv, &w->mu);
-      /* Everything queued at once: one lock round per batch, not per
-       * request (a launch burst arrives hundreds at a time; hostd-bench). */
-      batch = w->head;
-      w->head = w->tail = NULL;
-      if (w->hf && t)
-        hostd__tenant_set_hostfn(t, w->hf); /* made by on_msg before any HOSTFN */
-      pthread_mutex_unlock(&w->mu);
-      if (!batch)
-        break; /* closed and drained */
-    }
+
+    if (!batch && !(batch = next_batch(w, t)))
+      break; /* closed and drained */
     m = batch;
     batch = m->next;
+    __atomic_fetch_sub(&w->queued, 1, __ATOMIC_RELAXED);
     if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&w->broken, __ATOMIC_ACQUIRE) || !ok) {
       msg_free(w, m); /* nothing more is executed for this tenant */
@@ -240,29 +326,41 @@ static void *worker_main(void *arg) {
   }
   /* The tenant is gone: free everything it owned on the GPU. */
   hostd__tenant_free(t);
+  hostd__modcache_unpin();
+  hostd__quota_self = NULL;
   hostd__hostfn_unref(w->hf); /* on_close has run: nothing reaches it from the loop now */
   wire_buf_close(&reply);
-  hostd__log(HOSTD_LOG_INFO, "tenant %u cleaned up", w->id);
-  wire_tenant_unref(w->wt);
-  pthread_mutex_lock(&s->lock);
-  if (w->prev)
-    w->prev->next = w->next;
-  else
-    s->workers = w->next;
-  if (w->next)
-    w->next->prev = w->prev;
-  s->live--;
-  pthread_cond_broadcast(&s->changed);
-  if (s->live == 0 && s->async_open)
-    uv_async_send(&s->restart_async); /* a pending restart may go now */
-  pthread_mutex_unlock(&s->lock);
-  pthread_mutex_destroy(&w->mu);
-  pthread_cond_destroy(&w->cv);
-  free(w);
+  worker_done(w);
   return NULL;
 }
 
 /* ---- wire callbacks (loop thread) ---- */
+
+/* --max-tenants reached?  Loop thread. */
+static bool tenants_full(hostd_server_t *s) {
+  bool full;
+  pthread_mutex_lock(&s->lock);
+  full = s->cfg.max_tenants > 0 && s->live >= s->cfg.max_tenants;
+  pthread_mutex_unlock(&s->lock);
+  return full;
+}
+
+/* Every connection that ended before its handshake: one rate-limited line
+ * per peer (log.c).  A peer that merely left is logged at debug only. */
+static void on_refuse(wire_server_t *ws, const wire_tenant_info_t *info, const char *key,
+                      int status, const char *why) {
+  (void)ws;
+  if (status == WIRE_ECLOSED || status == -ECONNRESET || status == -ECANCELED) {
+    hostd__log(HOSTD_LOG_DEBUG, "peer %s left before its handshake", info->peer);
+    return;
+  }
+  hostd__log_refusal(key, info->peer[0] ? info->peer : "?", info->local ? (long)info->uid : -1,
+                     status == -EBUSY       ? "shed"
+                     : status == -ETIMEDOUT ? "handshake deadline"
+                     : status == WIRE_ETOKEN ? "token"
+                                             : wire_strerror(status),
+                     why);
+}
 
 static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_info_t *info,
                       char *why, size_t why_len) {
@@ -283,9 +381,20 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
     free(w);
     return WIRE_EREFUSED;
   }
+  if (tenants_full(s)) {
+    snprintf(why, why_len, "tallyd serves its maximum of %d tenants (--max-tenants); retry",
+             s->cfg.max_tenants);
+    free(w);
+    return -EAGAIN;
+  }
   w->srv = s;
   w->wt = wt;
   snprintf(w->name, sizeof(w->name), "%s", info->name);
+  w->info = *info;
+  w->since = (int64_t)time(NULL);
+  hostd__quota_setup(&w->quota, &s->cfg, info->name, (int)info->prio);
+  if (info->prio == WIRE_PRIO_LATENCY_CRITICAL)
+    w->lat = calloc(LAT_RING, sizeof(*w->lat)); /* NULL: no latency shown, nothing else */
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   pthread_mutex_lock(&s->lock);
@@ -314,8 +423,11 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   s->live++;
   pthread_cond_broadcast(&s->changed);
   pthread_mutex_unlock(&s->lock);
-  hostd__log(HOSTD_LOG_INFO, "tenant %u '%s' connected (%s, %s)", w->id, info->name,
-             info->transport, info->peer);
+  {
+    char name[WIRE_TENANT_MAX * 4 + 1];
+    hostd__log(HOSTD_LOG_INFO, "tenant %u '%s' connected (%s, %s)", w->id,
+               hostd__escape(name, sizeof(name), info->name), info->transport, info->peer);
+  }
   return 0;
 }
 
@@ -384,6 +496,8 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
     wire_tenant_close(wt, -ENOMEM, "out of memory queueing a request");
     return;
   }
+  __atomic_fetch_add(&w->queued, 1, __ATOMIC_RELAXED);
+  q->at_ns = w->lat && m->kind == WIRE_MSG_CALL ? now_ns() : 0;
   q->kind = m->kind;
   q->id = m->id;
   q->len = m->len;
@@ -468,6 +582,7 @@ static int on_fd(wire_server_t *ws, wire_tenant_t *wt, uint64_t tag, int fd) {
     return -ENOMEM;
   }
   *f = (fd_map_t){tag, p, (size_t)st.st_size};
+  __atomic_fetch_add(&w->queued, 1, __ATOMIC_RELAXED);
   q->kind = MSG_FD_MAP;
   q->data = (uint8_t *)f;
   q->len = sizeof(*f);
@@ -488,10 +603,19 @@ static bool blob_has(wire_server_t *ws, wire_tenant_t *wt, uint64_t id) {
   return hostd__modcache_get(id, &len) != NULL;
 }
 
+/* Module bytes count against the tenant's --tenant-upload: over it the
+ * guest's module load fails with out of memory, and nothing is cached. */
 static int blob_put(wire_server_t *ws, wire_tenant_t *wt, uint64_t id, const void *data,
                     size_t len) {
   hostd_server_t *s = wire_server_data(ws);
-  (void)wt;
+  worker_t *w = wire_tenant_data(wt);
+  if (w && hostd__quota_charge(&w->quota, HOSTD_QUOTA_UPLOAD, len) != CUDA_SUCCESS) {
+    char name[WIRE_TENANT_MAX * 4 + 1];
+    hostd__log(HOSTD_LOG_INFO, "tenant %u \"%s\": module of %zu bytes refused: over its "
+               "--tenant-upload of %llu bytes", w->id, hostd__escape(name, sizeof(name), w->name),
+               len, (unsigned long long)w->quota.limit[HOSTD_QUOTA_UPLOAD]);
+    return -ENOMEM;
+  }
   __atomic_fetch_add(&s->blob_puts, 1, __ATOMIC_RELAXED);
   return hostd__modcache_put(id, data, len);
 }
@@ -516,6 +640,8 @@ static void begin_stop(hostd_server_t *s) {
   uv_close((uv_handle_t *)&s->restart_async, NULL);
   uv_close((uv_handle_t *)&s->grace_timer, NULL);
   hostd__fault_on_raise(NULL, NULL);
+  hostd__ctl_close(s->ctl);
+  s->ctl = NULL;
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -660,23 +786,6 @@ int hostd_server_listen_fds(const hostd_server_t *s, int *unix_fd, int *tcp_fd) 
   return wire_server_listen_fds(s->ws, unix_fd, tcp_fd);
 }
 
-static int read_token(const char *file, char *out, size_t cap) {
-  FILE *f;
-  size_t n;
-  out[0] = 0;
-  if (!file || !*file)
-    return 0;
-  f = fopen(file, "r");
-  if (!f)
-    return -errno;
-  n = fread(out, 1, cap - 1, f);
-  fclose(f);
-  out[n] = 0;
-  while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
-    out[--n] = 0;
-  return 0;
-}
-
 /* How long a worker polls its queue before sleeping on its condition
  * variable.  A tenant's next request usually follows the previous reply
  * within a few microseconds (launch, then synchronise), and a condvar
@@ -695,6 +804,135 @@ static int worker_spin_us(const hostd_config_t *cfg) {
   if (cfg->spin_us > 0)
     return cfg->spin_us;
   return sysconf(_SC_NPROCESSORS_ONLN) >= WORKER_SPIN_MIN_CPUS ? WORKER_SPIN_AUTO_US : 0;
+}
+
+/* What must hold before tallyd listens (hostd.h: config checks): a token
+ * where one is needed, a private state folder, the socket's folder.  The
+ * reasons go to the log.  0 or a negative errno. */
+static int check_setup(hostd_server_t *s, const hostd_config_t *cfg) {
+  char warn[512], *msg = NULL;
+  size_t len = 0;
+  FILE *err = open_memstream(&msg, &len);
+  int rc;
+  if (!err)
+    return -ENOMEM;
+  rc = hostd_config_check(cfg, err);
+  if (rc == 0 && cfg->token_file[0])
+    rc = hostd_config_read_token(cfg->token_file, s->token, sizeof(s->token), warn, sizeof(warn),
+                                 err);
+  if (rc == 0 && cfg->state_dir[0])
+    rc = hostd_config_state_dir(cfg->state_dir, err);
+  if (rc == 0 && cfg->unix_path[0] && cfg->unix_listen_fd <= 0)
+    rc = hostd_config_check_unix_dir(cfg->unix_path, "--listen-unix", err);
+  fclose(err);
+  if (rc != 0) {
+    msg[strcspn(msg, "\n")] = 0;
+    hostd__log(HOSTD_LOG_ERROR, "%s", strncmp(msg, "tallyd: ", 8) == 0 ? msg + 8 : msg);
+  } else if (cfg->token_file[0] && warn[0]) {
+    hostd__log(HOSTD_LOG_WARN, "%s", warn);
+  } else if (cfg->tcp_addr[0] && !cfg->token_file[0]) {
+    hostd__log(HOSTD_LOG_WARN, "--listen-tcp %s without --token-file: every process that can "
+               "reach this address is admitted%s", cfg->tcp_addr,
+               cfg->insecure_no_token ? " (--insecure-no-token)" : " (loopback only)");
+  }
+  free(msg);
+  return rc;
+}
+
+/* The group named by --unix-group (a name or a number). */
+static int unix_group(const char *name, gid_t *gid) {
+  struct group gr, *res = NULL;
+  char buf[4096], *end = NULL;
+  unsigned long n = strtoul(name, &end, 10);
+  if (end && end != name && !*end) {
+    *gid = (gid_t)n;
+    return 0;
+  }
+  if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) != 0 || !res) {
+    hostd__log(HOSTD_LOG_ERROR, "--unix-group %s: no such group", name);
+    return -EINVAL;
+  }
+  *gid = res->gr_gid;
+  return 0;
+}
+
+/* wire's options from ours. */
+static int wire_opts(hostd_server_t *s, const hostd_config_t *cfg, wire_server_opts_t *o) {
+  memset(o, 0, sizeof(*o));
+  o->unix_listen_fd = cfg->unix_listen_fd;
+  o->tcp_listen_fd = cfg->tcp_listen_fd;
+  o->unix_path = cfg->unix_path[0] ? cfg->unix_path : NULL;
+  o->tcp_addr = cfg->tcp_addr[0] ? cfg->tcp_addr : NULL;
+  o->token = s->token[0] ? s->token : NULL;
+  /* wire: 0 = auto, < 0 = never; ours: -1 = auto, 0 = never. */
+  o->shm_spin_us = cfg->spin_us < 0 ? 0 : cfg->spin_us == 0 ? -1 : cfg->spin_us;
+  o->tcp_spin_us = o->shm_spin_us;
+  o->handshake_ms = (uint32_t)cfg->handshake_ms;
+  o->halfopen_max = (uint32_t)cfg->halfopen_max;
+  o->halfopen_per_peer = (uint32_t)cfg->halfopen_per_peer;
+  o->unix_mode = cfg->unix_mode;
+  if (cfg->unix_group[0]) {
+    o->unix_gid_set = true;
+    return unix_group(cfg->unix_group, &o->unix_gid);
+  }
+  return 0;
+}
+
+static const wire_server_cb_t server_cb = {
+    .on_connect = on_connect,
+    .on_msg = on_msg,
+    .on_close = on_close,
+    .blob_has = blob_has,
+    .blob_put = blob_put,
+    .on_fd = on_fd,
+    .on_refuse = on_refuse,
+};
+
+static int view_fill(void *arg, hostd_view_t *v);
+
+/* The loop's own handles, the wire server, the signals, the control
+ * socket.  0, or a negative errno with everything opened closed again. */
+static int start_loop(hostd_server_t *s, const hostd_config_t *cfg, bool handle_signals) {
+  wire_server_opts_t opts;
+  int rc;
+  if ((rc = uv_loop_init(&s->loop)) != 0)
+    return rc;
+  uv_async_init(&s->loop, &s->stop_async, on_stop);
+  uv_async_init(&s->loop, &s->close_async, on_close_requests);
+  s->stop_async.data = s->close_async.data = s;
+  uv_async_init(&s->loop, &s->restart_async, on_restart_async);
+  uv_timer_init(&s->loop, &s->grace_timer);
+  s->restart_async.data = s->grace_timer.data = s;
+  s->grace_ms = cfg->restart_grace_ms;
+  s->async_open = true;
+  s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
+  if ((rc = wire_opts(s, cfg, &opts)) == 0 &&
+      (rc = wire_server_new(&s->ws, &s->loop, &opts, &server_cb, s)) != 0)
+    hostd__log(HOSTD_LOG_ERROR, "cannot listen on%s%s%s%s: %s", opts.unix_path ? " unix:" : "",
+               opts.unix_path ? opts.unix_path : "", opts.tcp_addr ? " tcp:" : "",
+               opts.tcp_addr ? opts.tcp_addr : "", wire_strerror(rc));
+  if (rc == 0 && (rc = hostd__ctl_new(&s->ctl, &s->loop, cfg, view_fill, s)) != 0) {
+    wire_server_close(s->ws);
+    s->ws = NULL;
+  }
+  if (rc != 0) {
+    uv_close((uv_handle_t *)&s->stop_async, NULL);
+    uv_close((uv_handle_t *)&s->close_async, NULL);
+    uv_close((uv_handle_t *)&s->restart_async, NULL);
+    uv_close((uv_handle_t *)&s->grace_timer, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    return rc;
+  }
+  if (handle_signals) {
+    s->signals = true;
+    uv_signal_init(&s->loop, &s->sigterm);
+    uv_signal_init(&s->loop, &s->sigint);
+    s->sigterm.data = s->sigint.data = s;
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+  }
+  return 0;
 }
 
 /* Starts the scheduler (hostd/sched.c) for the served GPU.  Profiles are
@@ -727,42 +965,20 @@ static int sched_start(const hostd_config_t *cfg) {
   return hostd__sched_init(&sc);
 }
 
-/* wire's listening options and callbacks for configuration cfg. */
-static void server_opts(const hostd_config_t *cfg, wire_server_opts_t *opts, wire_server_cb_t *cb) {
-  memset(opts, 0, sizeof(*opts));
-  opts->unix_listen_fd = cfg->unix_listen_fd;
-  opts->tcp_listen_fd = cfg->tcp_listen_fd;
-  opts->unix_path = cfg->unix_path[0] ? cfg->unix_path : NULL;
-  opts->tcp_addr = cfg->tcp_addr[0] ? cfg->tcp_addr : NULL;
-  opts->token = hostd__token[0] ? hostd__token : NULL;
-  /* wire: 0 = auto, < 0 = never; ours: -1 = auto, 0 = never. */
-  opts->shm_spin_us = cfg->spin_us < 0 ? 0 : cfg->spin_us == 0 ? -1 : cfg->spin_us;
-  opts->tcp_spin_us = opts->shm_spin_us;
-  memset(cb, 0, sizeof(*cb));
-  cb->on_connect = on_connect;
-  cb->on_msg = on_msg;
-  cb->on_close = on_close;
-  cb->blob_has = blob_has;
-  cb->blob_put = blob_put;
-  cb->on_fd = on_fd;
-}
-
 int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handle_signals) {
   hostd_server_t *s = calloc(1, sizeof(*s));
-  wire_server_opts_t opts;
-  wire_server_cb_t cb;
   int dev = 0, rc;
   CUresult r;
 
   if (!s)
     return -ENOMEM;
   hostd__log_level = cfg->log_level;
+  s->cfg = *cfg;
+  s->started = (int64_t)time(NULL);
   if (cfg->gpus[0])
     dev = atoi(cfg->gpus); /* config.c accepts one ordinal: one GPU per tallyd */
-  if ((rc = read_token(cfg->token_file, hostd__token, sizeof(hostd__token))) != 0) {
-    hostd__log(HOSTD_LOG_ERROR, "--token-file %s: %s", cfg->token_file, strerror(-rc));
+  if ((rc = check_setup(s, cfg)) != 0)
     goto fail_token;
-  }
   r = hostd__gpu.init(dev, &hostd__snapshot);
   if (r != CUDA_SUCCESS) {
     hostd__log(HOSTD_LOG_ERROR, "GPU %d (%s backend) cannot be used: CUresult %d", dev,
@@ -772,6 +988,7 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   }
   hostd__ndev = 1;
   hostd__modcache_init(cfg->state_dir);
+  hostd__modcache_limits(cfg->modcache_mem, cfg->modcache_disk);
   if ((rc = sched_start(cfg)) != 0) {
     hostd__modcache_close();
     hostd__gpu.shutdown();
@@ -779,46 +996,14 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   }
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->changed, NULL);
-  if ((rc = uv_loop_init(&s->loop)) != 0)
+  if ((rc = start_loop(s, cfg, handle_signals)) != 0)
     goto fail_loop;
-  uv_async_init(&s->loop, &s->stop_async, on_stop);
-  uv_async_init(&s->loop, &s->close_async, on_close_requests);
-  s->stop_async.data = s->close_async.data = s;
-  uv_async_init(&s->loop, &s->restart_async, on_restart_async);
-  uv_timer_init(&s->loop, &s->grace_timer);
-  s->restart_async.data = s->grace_timer.data = s;
-  s->grace_ms = cfg->restart_grace_ms;
-  s->async_open = true;
-  server_opts(cfg, &opts, &cb);
-  s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
-  if ((rc = wire_server_new(&s->ws, &s->loop, &opts, &cb, s)) != 0) {
-    hostd__log(HOSTD_LOG_ERROR, "cannot listen on%s%s%s%s: %s", opts.unix_path ? " unix:" : "",
-               opts.unix_path ? opts.unix_path : "", opts.tcp_addr ? " tcp:" : "",
-               opts.tcp_addr ? opts.tcp_addr : "", wire_strerror(rc));
-    goto fail_listen;
-  }
-  if (handle_signals) {
-    s->signals = true;
-    uv_signal_init(&s->loop, &s->sigterm);
-    uv_signal_init(&s->loop, &s->sigint);
-    s->sigterm.data = s->sigint.data = s;
-    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-    uv_signal_start(&s->sigint, on_signal, SIGINT);
-  }
   hostd__fault_on_raise(on_fault_raised, s);
   hostd__log(HOSTD_LOG_INFO, "serving %s (%s backend) on%s%s%s%s (port %d)", hostd__snapshot.name,
-             hostd__gpu.name, opts.unix_path ? " unix:" : "", opts.unix_path ? opts.unix_path : "",
-             opts.tcp_addr ? " tcp:" : "", opts.tcp_addr ? opts.tcp_addr : "",
-             wire_server_tcp_port(s->ws));
+             hostd__gpu.name, cfg->unix_path[0] ? " unix:" : "", cfg->unix_path,
+             cfg->tcp_addr[0] ? " tcp:" : "", cfg->tcp_addr, wire_server_tcp_port(s->ws));
   *out = s;
   return 0;
-fail_listen:
-  uv_close((uv_handle_t *)&s->stop_async, NULL);
-  uv_close((uv_handle_t *)&s->close_async, NULL);
-  uv_close((uv_handle_t *)&s->restart_async, NULL);
-  uv_close((uv_handle_t *)&s->grace_timer, NULL);
-  uv_run(&s->loop, UV_RUN_DEFAULT);
-  uv_loop_close(&s->loop);
 fail_loop:
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->changed);
@@ -828,6 +1013,89 @@ fail_loop:
 fail_token:
   free(s);
   return rc;
+}
+
+/* ---- the operator's view (guard.h) ---- */
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* p50/p99 of the latency-critical tenant's calls over the last
+ * LAT_WINDOW seconds; -1 when there were none. */
+static void latency(worker_t *w, int64_t *p50, int64_t *p99) {
+  static uint32_t us[LAT_RING]; /* under s->lock (view_fill) */
+  uint64_t now_s = now_ns() / 1000000000u;
+  size_t n = 0;
+  *p50 = *p99 = -1;
+  for (size_t i = 0; w->lat && i < LAT_RING; i++) {
+    uint64_t e = __atomic_load_n(&w->lat[i], __ATOMIC_RELAXED);
+    if (e && now_s - (e >> 32) < LAT_WINDOW)
+      us[n++] = (uint32_t)e;
+  }
+  if (!n)
+    return;
+  qsort(us, n, sizeof(us[0]), cmp_u32);
+  *p50 = us[(n - 1) / 2];
+  *p99 = us[(n * 99 + 99) / 100 - 1];
+}
+
+static void row_fill(hostd_row_t *r, worker_t *w) {
+  memset(r, 0, sizeof(*r));
+  r->id = w->id;
+  snprintf(r->name, sizeof(r->name), "%s", w->name);
+  snprintf(r->peer, sizeof(r->peer), "%s", w->info.peer);
+  snprintf(r->transport, sizeof(r->transport), "%s", w->info.transport);
+  r->prio = (int)w->info.prio;
+  r->uid = w->info.local ? (long)w->info.uid : -1;
+  r->since = w->since;
+  r->mem = hostd__quota_used(&w->quota, HOSTD_QUOTA_MEM);
+  r->upload = hostd__quota_used(&w->quota, HOSTD_QUOTA_UPLOAD);
+  r->kernels = __atomic_load_n(&w->kernels, __ATOMIC_RELAXED);
+  r->queue = __atomic_load_n(&w->queued, __ATOMIC_RELAXED);
+  r->gpu_ns = -1; /* not measured by this daemon yet */
+  latency(w, &r->p50_us, &r->p99_us);
+}
+
+/* Fills v from the live workers; v->rows is malloc'd.  Any thread. */
+static int view_fill(void *arg, hostd_view_t *v) {
+  hostd_server_t *s = arg;
+  size_t n = 0;
+  memset(v, 0, sizeof(*v));
+  pthread_mutex_lock(&s->lock);
+  if (s->live > 0 && !(v->rows = calloc((size_t)s->live, sizeof(*v->rows)))) {
+    pthread_mutex_unlock(&s->lock);
+    return -ENOMEM;
+  }
+  for (worker_t *w = s->workers; w && n < (size_t)s->live; w = w->next)
+    row_fill(&v->rows[n++], w);
+  pthread_mutex_unlock(&s->lock);
+  v->n = n;
+  v->calls = hostd_server_calls(s);
+  v->rx_bytes = hostd_server_rx_bytes(s);
+  v->blob_puts = hostd_server_blob_puts(s);
+  v->refusals = hostd__refusals();
+  v->started = s->started;
+  hostd__modcache_stats(&v->mc);
+  return 0;
+}
+
+int hostd_server_view(hostd_server_t *s, char **status, char **metrics) {
+  hostd_view_t v;
+  int rc = view_fill(s, &v);
+  if (rc)
+    return rc;
+  if (status)
+    *status = hostd__view_status(&v);
+  if (metrics)
+    *metrics = hostd__view_metrics(&v);
+  free(v.rows);
+  return (status && !*status) || (metrics && !*metrics) ? -ENOMEM : 0;
+}
+
+int hostd_server_metrics_port(const hostd_server_t *s) {
+  return hostd__ctl_http_port(s->ctl);
 }
 
 int hostd_server_tcp_port(const hostd_server_t *s) {

@@ -15,6 +15,8 @@
  * corpus of hundreds of kernels takes minutes on two cores.
  * Exit status: 0 all good, 1 a failure (round trip or assembly), 2 usage.
  */
+#include "config.h"
+
 #include "rewrite/rw.h"
 #include "rewrite/rw-int.h"
 
@@ -62,6 +64,7 @@ static void usage(FILE *f) {
              "       tally-ptx transform (--slice|--ptb|--all) FILE.ptx [-o OUT]\n"
              "       tally-ptx corpus [-v] [-j N] [--no-sass] DIR\n"
              "       tally-ptx fatbin [ARGS...]   (see tally-ptx fatbin --help)\n"
+             "       tally-ptx --help | --version\n"
              "ptxas: $PTXAS, else the configured one; PTXAS=none skips assembly.\n");
 }
 
@@ -498,6 +501,10 @@ int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("tally-ptx (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+    return 0;
   }
   if (strcmp(argv[1], "check") == 0)
     return cmd_check(argc - 1, argv + 1);

@@ -7,6 +7,8 @@
  * plot.  Progress goes to stderr; results to stdout.  Exit 0, 1 on a run
  * error, 2 on a usage error.
  */
+#include "config.h"
+
 #include "sim/sim.h"
 #include "policy/pol-gpu.h"
 
@@ -59,7 +61,8 @@ static void usage(FILE *f) {
           "  --csv                 CSV on stdout instead of the table\n"
           "  --plot FILE.png       write latency CDFs and the trade-off (needs gnuplot)\n"
           "  --quiet               no progress on stderr\n"
-          "  --help\n",
+          "  -h, --help            this text\n"
+          "  --version             tally-sim's version\n",
           SIM_TRACE_DIR, SIM_INSTALLED_TRACE_DIR);
 }
 
@@ -168,7 +171,8 @@ int main(int argc, char **argv) {
     O_CSV,
     O_PLOT,
     O_QUIET,
-    O_HELP
+    O_HELP,
+    O_VERSION
   };
   static const struct option opts[] = {{"lc", required_argument, 0, O_LC},
                                        {"be", required_argument, 0, O_BE},
@@ -191,6 +195,7 @@ int main(int argc, char **argv) {
                                        {"plot", required_argument, 0, O_PLOT},
                                        {"quiet", no_argument, 0, O_QUIET},
                                        {"help", no_argument, 0, O_HELP},
+                                       {"version", no_argument, 0, O_VERSION},
                                        {0, 0, 0, 0}};
   sim_compare_config_init(&cc);
   if (!dir)
@@ -290,6 +295,9 @@ int main(int argc, char **argv) {
     case O_HELP:
     case 'h':
       usage(stdout);
+      return 0;
+    case O_VERSION:
+      printf("tally-sim (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
       return 0;
     default:
       usage(stderr);

@@ -21,6 +21,8 @@
  *               the stream blocked on its host function
  *   pinned-die  allocate 1 MiB of pinned host memory (shared with tallyd
  *               over shm), print "ready", kill itself with SIGKILL
+ *   copy-loop   allocate 16 MiB, print "copying", then copy 16 MiB host to
+ *               device over and over until killed (a death mid-copy)
  * Linked against guestlib/libcuda.so.1, as an application would be.  Used by
  * test-guest-daemon and test-guest-async (tallyd in-process) and by
  * test-hostd-restart.sh (tallyd-record): the first allocation of a fresh
@@ -136,6 +138,16 @@ int main(int argc, char **argv) {
     fflush(stdout);
     raise(SIGKILL);
     return 6;
+  }
+  if (strcmp(argv[1], "copy-loop") == 0) {
+    static char buf[16 << 20];
+    if (cuMemAlloc(&p, sizeof(buf)) != CUDA_SUCCESS)
+      return 10;
+    printf("copying\n");
+    fflush(stdout);
+    while (cuMemcpyHtoD(p, buf, sizeof(buf)) == CUDA_SUCCESS)
+      ;
+    return 11;
   }
   if (strcmp(argv[1], "stream") == 0) {
     CUstream s;

@@ -1,12 +1,18 @@
 # tests/hostd.mk: unit tests of hostd/ (recording GPU backend: never GPU coverage).
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched
-TESTS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched
+check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched \
+	tests/test-hostd-guard
+TESTS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched tests/test-hostd-guard
 endif
 tests_test_hostd_sched_SOURCES = tests/test-hostd-sched.c
 tests_test_hostd_sched_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_hostd_sched_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_sched_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
+# Quotas, token/folder checks, log escaping, module cache bounds, tallyctl's texts.
+tests_test_hostd_guard_SOURCES = tests/test-hostd-guard.c
+tests_test_hostd_guard_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_guard_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
+tests_test_hostd_guard_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 tests_test_hostd_config_SOURCES = tests/test-hostd-config.c
 tests_test_hostd_config_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_config_LDADD = hostd/libtallyhostd.a $(POLICY_LIBS) $(TEST_LIBS)
@@ -68,3 +74,16 @@ tests_test_hostd_oom_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc \
 	-Wl,--wrap=free
 tests_test_hostd_oom_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
+# The chaos suite: tallyd-record as a child process against floods,
+# slowloris, malformed input, deaths and quota breaches (TAP; no cmocka).
+check_PROGRAMS += tests/test-hostd-chaos
+TESTS += tests/test-hostd-chaos
+tests_test_hostd_chaos_SOURCES = tests/test-hostd-chaos.c tests/hostd-chaos.h
+tests_test_hostd_chaos_LDADD = $(WIRE_LIBS)
+EXTRA_tests_test_hostd_chaos_DEPENDENCIES = hostd/tallyd-record hostd/tallyctl \
+	tests/guest-tenant-helper guestlib/tally-run
+# The flood measurement (tests/bench/RESULTS.md): cd BUILDDIR && tests/bench/hostd-flood [SECONDS].
+noinst_PROGRAMS += tests/bench/hostd-flood
+tests_bench_hostd_flood_SOURCES = tests/bench/hostd-flood.c tests/hostd-chaos.h
+tests_bench_hostd_flood_LDADD = $(WIRE_LIBS)
+EXTRA_tests_bench_hostd_flood_DEPENDENCIES = hostd/tallyd-record

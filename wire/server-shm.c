@@ -813,6 +813,7 @@ static void on_conn(uv_stream_t *srv, int status) {
   wire_tenant_info_t *info;
   struct ucred cr;
   socklen_t crl = sizeof(cr);
+  char key[32] = "";
   int fd;
 
   if (status < 0)
@@ -842,7 +843,9 @@ static void on_conn(uv_stream_t *srv, int status) {
     info->uid = cr.uid;
     info->pid = cr.pid;
     snprintf(info->peer, sizeof(info->peer), "pid %d uid %u", (int)cr.pid, (unsigned)cr.uid);
+    snprintf(key, sizeof(key), "uid %u", (unsigned)cr.uid);
   }
+  wire__tenant_admit(c->t, key); /* may close older half-open ones, never this one */
   if (uv_read_start((uv_stream_t *)&c->sock, on_alloc, on_sock_read) != 0)
     wire__tenant_lost(c->t, -EIO, "cannot read the tenant's socket");
 }
@@ -863,6 +866,17 @@ static void remove_stale_socket(const char *path) {
   if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno == ECONNREFUSED)
     unlink(path);
   close(fd);
+}
+
+/* The socket file's mode and group, set between bind and listen (nobody
+ * can connect yet), so they do not depend on the umask the daemon was
+ * started with. */
+static int socket_access(const wire_server_opts_t *o, const char *path) {
+  if (chmod(path, o->unix_mode & 07777) != 0)
+    return -errno;
+  if (o->unix_gid_set && chown(path, (uid_t)-1, o->unix_gid) != 0)
+    return -errno;
+  return 0;
 }
 
 static void on_listener_closed(uv_handle_t *h) {
@@ -907,6 +921,8 @@ int wire__shm_listen(wire_server_t *s, const char *path, void **out) {
    * as it is, and connections queued in its backlog while no process
    * accepted are accepted now. */
   rc = l->adopted ? uv_pipe_open(&l->h, adopt_fd) : uv_pipe_bind(&l->h, path);
+  if (rc == 0 && !l->adopted && (rc = socket_access(wire__server_opts(s), path)) != 0)
+    unlink(path); /* bound by us a moment ago */
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&l->h, 128, on_conn);
   if (rc) {

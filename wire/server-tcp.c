@@ -335,6 +335,7 @@ static void on_conn(uv_stream_t *srv, int status) {
     }
     snprintf(info->peer, sizeof(info->peer), "%s:%d", ip, port);
   }
+  wire__tenant_admit(c->t, ip); /* may close older half-open ones, never this one */
   if (uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read) == 0)
     c->reading = true;
 }

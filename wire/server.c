@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -60,6 +61,8 @@ struct wire_tenant {
   uint64_t *calls;                 /* outstanding CALL ids (tx_mu) */
   size_t ncalls, capcalls;
   uint64_t last_rx_ns, last_tx_ns; /* loop thread */
+  uint64_t born_ns;                /* accepted (the handshake deadline counts from here) */
+  char key[48];                    /* admission key (wire__tenant_admit); "" = none */
   _Atomic int refs;
   /* Frees deferred past a close while paused: a worker may still read the
    * paused payload until its last unref (at most 4: rx + transport). */
@@ -220,7 +223,7 @@ wire_tenant_t *wire__tenant_new(wire_server_t *s, const struct wire__stp_ops *op
   t->state = T_HELLO;
   t->info.transport = ops->name;
   t->info.uid = (uid_t)-1;
-  t->last_rx_ns = t->last_tx_ns = wire__now_ns();
+  t->last_rx_ns = t->last_tx_ns = t->born_ns = wire__now_ns();
   pthread_mutex_init(&t->tx_mu, NULL);
   atomic_store(&t->refs, 1);
   atomic_fetch_add(&s->refs, 1);
@@ -279,7 +282,54 @@ static void tenant_close(wire_tenant_t *t, int status, const char *why, bool tel
   t->next = t->prev = NULL;
   if (was_open && s->cb.on_close)
     s->cb.on_close(s, t, status, why);
+  else if (!was_open && s->cb.on_refuse)
+    s->cb.on_refuse(s, &t->info, t->key, status, why ? why : "");
   t->ops->close(t);
+}
+
+/* ------------------------------------------------------------- admission
+ *
+ * Invariant: at most halfopen_max tenants are in T_HELLO, and at most
+ * halfopen_per_peer of them share a key.  A new connection is always taken
+ * in; to keep the invariant the OLDEST half-open one (the list is newest
+ * first, so the last match) is closed.  A peer that completes its HELLO at
+ * once is therefore never the one shed, however many slow ones arrive. */
+
+/* The oldest half-open tenant other than self, with key (NULL: any). */
+static wire_tenant_t *oldest_halfopen(wire_server_t *s, wire_tenant_t *self, const char *key,
+                                      unsigned *count) {
+  wire_tenant_t *old = NULL;
+  *count = 0;
+  for (wire_tenant_t *t = s->tenants; t != NULL; t = t->next) {
+    if (t == self || t->state != T_HELLO || (key && strcmp(t->key, key) != 0))
+      continue;
+    ++*count;
+    old = t;
+  }
+  return old;
+}
+
+/* A shed guest is told "come back later" (-EAGAIN, which guest libraries
+ * retry), in case it was a slow but honest one. */
+static void shed(wire_tenant_t *t, const char *what, unsigned cap) {
+  char why[160];
+  snprintf(why, sizeof(why), "too many connections without a completed handshake (%s limit %u); "
+           "the oldest is closed; retry", what, cap);
+  send_status(t, WIRE__K_REFUSE, -EAGAIN, why);
+  tenant_close(t, -EBUSY, why, false);
+}
+
+void wire__tenant_admit(wire_tenant_t *t, const char *key) {
+  wire_server_t *s = t->s;
+  wire_tenant_t *old;
+  unsigned n;
+
+  snprintf(t->key, sizeof(t->key), "%s", key ? key : "");
+  while (t->key[0] && (old = oldest_halfopen(s, t, t->key, &n)) != NULL &&
+         n >= s->opts.halfopen_per_peer)
+    shed(old, "per-peer", s->opts.halfopen_per_peer);
+  while ((old = oldest_halfopen(s, t, NULL, &n)) != NULL && n >= s->opts.halfopen_max)
+    shed(old, "total", s->opts.halfopen_max);
 }
 
 void wire__tenant_lost(wire_tenant_t *t, int status, const char *why) {
@@ -355,7 +405,11 @@ static int do_hello(wire_tenant_t *t, const wire__msg *m) {
   wire_buf_close(&body);
   wire_buf_close(&frame);
   if (rc) {
-    tenant_close(t, rc, "cannot send WELCOME", false);
+    /* on_connect accepted it: on_close is owed (once per accepted tenant),
+     * or the caller keeps what it set up for a guest that died during its
+     * handshake. */
+    t->state = T_OPEN;
+    tenant_close(t, rc, "cannot send WELCOME (guest gone during its handshake?)", false);
     return rc;
   }
   t->last_tx_ns = wire__now_ns();
@@ -727,9 +781,17 @@ static void on_timer(uv_timer_t *tm) {
   uint64_t now = wire__now_ns();
   uint64_t hb = (uint64_t)s->opts.heartbeat_ms * 1000000u;
   uint64_t dead = (uint64_t)s->opts.dead_after_ms * 1000000u;
+  uint64_t hs = (uint64_t)s->opts.handshake_ms * 1000000u;
 
   for (t = s->tenants; t != NULL; t = next) {
     next = t->next;
+    if (t->state == T_HELLO && now - t->born_ns >= hs) {
+      char why[128];
+      snprintf(why, sizeof(why), "no complete HELLO within %u ms of connecting",
+               s->opts.handshake_ms);
+      tenant_close(t, -ETIMEDOUT, why, true);
+      continue;
+    }
     /* A paused tenant is not read, so its silence is ours, not its death. */
     if (!t->paused && now - t->last_rx_ns >= dead) {
       char why[512];
@@ -756,6 +818,24 @@ static void on_handle_closed(uv_handle_t *h) {
     server_unref(s);
 }
 
+/* Zero means default; the default half-open cap leaves three quarters of
+ * the descriptors to tenants that finished their handshake. */
+static void admission_defaults(wire_server_opts_t *o) {
+  struct rlimit rl;
+  if (o->handshake_ms == 0)
+    o->handshake_ms = WIRE_HANDSHAKE_MS_DEFAULT;
+  if (o->halfopen_per_peer == 0)
+    o->halfopen_per_peer = WIRE_HALFOPEN_PEER_DEFAULT;
+  if (o->halfopen_max == 0) {
+    o->halfopen_max = WIRE_HALFOPEN_MAX_DEFAULT;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur / 4 < o->halfopen_max)
+      o->halfopen_max = rl.rlim_cur / 4 < 8 ? 8 : (uint32_t)(rl.rlim_cur / 4);
+  }
+  if (o->unix_mode == 0)
+    o->unix_mode = 0660;
+}
+
 int wire_server_new(wire_server_t **out, struct uv_loop_s *loop, const wire_server_opts_t *opts,
                     const wire_server_cb_t *cb, void *user) {
   wire_server_t *s;
@@ -779,6 +859,7 @@ int wire_server_new(wire_server_t **out, struct uv_loop_s *loop, const wire_serv
     s->opts.dead_after_ms = 5000;
   if (s->opts.dead_after_ms <= s->opts.heartbeat_ms)
     s->opts.dead_after_ms = 2 * s->opts.heartbeat_ms;
+  admission_defaults(&s->opts);
   if (s->opts.max_msg_len == 0 || s->opts.max_msg_len > UINT32_MAX)
     s->opts.max_msg_len = WIRE_MSG_MAX_DEFAULT;
   if (s->opts.shm_ring_bytes == 0)

@@ -462,6 +462,11 @@ wire_server_t *wire__tenant_server(const wire_tenant_t *t);
  * closed; t may not be touched unless the caller holds a ref). */
 int wire__tenant_feed(wire_tenant_t *t, const uint8_t *p, size_t n, size_t *used);
 /* The transport lost the guest (EOF, reset...): closes t with status. */
+/* Transport, right after wire__tenant_new and the peer fields: counts the
+ * new connection as half-open under key (TCP: address; UNIX: "uid N"),
+ * closing the oldest half-open connections that put it over
+ * halfopen_max / halfopen_per_peer (server.c, admission). */
+void wire__tenant_admit(wire_tenant_t *t, const char *key);
 void wire__tenant_lost(wire_tenant_t *t, int status, const char *why);
 /* Runs fn(arg) now, or, if t was closed while paused, at its last unref
  * (a worker may still read the paused payload).  Transports pass the frees

@@ -297,6 +297,16 @@ typedef struct wire_server_cb {
    * wire_conn_send_fd returns.  Optional: NULL = wire closes fd and answers
    * -EOPNOTSUPP. */
   int (*on_fd)(wire_server_t *s, wire_tenant_t *t, uint64_t tag, int fd);
+  /* A connection ended before its handshake completed: refused (bad
+   * HELLO, token, version, on_connect said no), shed to admit a newer one
+   * (-EBUSY: too many half-open connections, see halfopen_max), past the
+   * handshake deadline (-ETIMEDOUT), or gone (WIRE_ECLOSED/-ECONNRESET).
+   * info->peer and info->uid say who; peer_key is the admission key (TCP:
+   * the address without port; UNIX: "uid N"; "" when unknown); why is
+   * wire's reason, NOT escaped (peer bytes may be in it).  For logs.
+   * Optional. */
+  void (*on_refuse)(wire_server_t *s, const wire_tenant_info_t *info, const char *peer_key,
+                    int status, const char *why);
 } wire_server_cb_t;
 
 typedef struct wire_server_opts {
@@ -335,7 +345,28 @@ typedef struct wire_server_opts {
                              auto rule as shm_spin_us; TCP guests spin on
                              replies only where auto says 50 us (never on
                              small hosts). */
+  /* Admission before the handshake (a peer that has not sent a valid HELLO
+   * holds a descriptor and a buffer and nothing else).  Over a cap, the
+   * OLDEST half-open connection (of all, or of that peer) is closed to make
+   * room, never the new one: a flood of slow connections cannot lock out a
+   * tenant that completes its HELLO at once (on_refuse says -EBUSY). */
+  uint32_t handshake_ms;      /* a connection must complete its HELLO this long
+                                 after accept, however slowly it trickles
+                                 bytes; 0 = WIRE_HANDSHAKE_MS_DEFAULT */
+  uint32_t halfopen_max;      /* half-open connections, all peers; 0 =
+                                 WIRE_HALFOPEN_MAX_DEFAULT, lowered to a
+                                 quarter of RLIMIT_NOFILE (at least 8) */
+  uint32_t halfopen_per_peer; /* the same per peer (TCP: address; UNIX:
+                                 uid); 0 = WIRE_HALFOPEN_PEER_DEFAULT */
+  uint32_t unix_mode;         /* permission bits of the UNIX socket file, set
+                                 before listen, whatever the umask; 0 = 0660 */
+  bool unix_gid_set;          /* true: chown the socket file to unix_gid */
+  gid_t unix_gid;
 } wire_server_opts_t;
+
+#define WIRE_HANDSHAKE_MS_DEFAULT  5000
+#define WIRE_HALFOPEN_MAX_DEFAULT  256
+#define WIRE_HALFOPEN_PEER_DEFAULT 32
 
 /* Starts listening on loop.  cb is copied; user is returned by
  * wire_server_data.  Returns -EADDRINUSE, -EACCES, -EINVAL, -ENOMEM,

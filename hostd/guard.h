@@ -1,0 +1,124 @@
+/* guard.h: tallyd's production guards, shared by hostd/'s own files:
+ * per-tenant quotas and counters (quota.c), the refusal log (log.c), the
+ * module cache's bounds (modcache.c), and the operator's view: tenant rows
+ * (server.c), their text forms (metrics.c) and the control socket and HTTP
+ * endpoint that serve them (ctl.c).  Internal: never installed.
+ */
+#ifndef TALLY_HOSTD_GUARD_H
+#define TALLY_HOSTD_GUARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hostd/hostd.h"
+
+struct uv_loop_s;
+
+/* ---- quotas and counters of one tenant (quota.c) ---- */
+typedef enum hostd_quota_res {
+  HOSTD_QUOTA_MEM,     /* device memory bytes (MEM_ALLOC / MEM_FREE) */
+  HOSTD_QUOTA_STREAMS, /* streams (STREAM_NEW / STREAM_DEL) */
+  HOSTD_QUOTA_EVENTS,  /* events (EVENT_NEW / EVENT_DEL) */
+  HOSTD_QUOTA_HOSTFNS, /* host functions posted and not finished */
+  HOSTD_QUOTA_UPLOAD,  /* module image bytes received (never released) */
+  HOSTD_QUOTA_N
+} hostd_quota_res_t;
+
+/* Invariant: used[r] <= limit[r] whenever limit[r] != 0 (0 = no limit);
+ * charge and release are atomic, any thread. */
+typedef struct hostd_quota {
+  uint64_t limit[HOSTD_QUOTA_N];
+  uint64_t used[HOSTD_QUOTA_N];    /* atomics */
+  uint64_t refused[HOSTD_QUOTA_N]; /* charges refused (atomics) */
+  uint64_t peak_mem;               /* highest used[MEM] (atomic) */
+} hostd_quota_t;
+
+/* Limits for a tenant from the configuration: the rule naming it, else its
+ * class's, else the one for every tenant (HOSTD_QUOTA_MEM), and the plain
+ * caps for the others.  prio: 0 latency-critical, 1 best-effort. */
+void hostd__quota_setup(hostd_quota_t *q, const hostd_config_t *cfg, const char *name, int prio);
+/* Takes n units of r: CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY (the
+ * driver's answer when memory, streams or events run out) and nothing
+ * taken.  q NULL: always CUDA_SUCCESS (tenants driven without a worker). */
+int hostd__quota_charge(hostd_quota_t *q, hostd_quota_res_t r, uint64_t n);
+/* Gives n units of r back (never below 0).  q NULL: nothing. */
+void hostd__quota_release(hostd_quota_t *q, hostd_quota_res_t r, uint64_t n);
+uint64_t hostd__quota_used(const hostd_quota_t *q, hostd_quota_res_t r);
+/* The quota of the tenant whose worker runs on this thread (server.c sets
+ * it before the first request), NULL elsewhere: tenant.c's handlers charge
+ * through it without knowing the worker. */
+extern __thread hostd_quota_t *hostd__quota_self;
+/* "4G", "512M", "64K", "1000": bytes in *out; 0 or -EINVAL. */
+int hostd__parse_size(const char *s, uint64_t *out);
+
+/* ---- log (log.c) ---- */
+/* Copies s to out (cap bytes, NUL-terminated), escaping control bytes,
+ * backslash, quote and bytes >= 0x7f as \n \r \t \\ \" \xHH: a peer's
+ * string can then neither forge a log line nor carry terminal escapes.
+ * Returns out. */
+char *hostd__escape(char *out, size_t cap, const char *s);
+/* One info line per refusal, at most one per peer key per
+ * HOSTD_REFUSAL_LOG_S seconds (the others are counted and summarised in
+ * the next line for that key); peer, uid and reason are escaped.  Any
+ * thread.  Returns true when a line was written. */
+#define HOSTD_REFUSAL_LOG_S 10
+bool hostd__log_refusal(const char *key, const char *peer, long uid, const char *what,
+                        const char *why);
+/* Refusals seen since start (logged or not), for the metrics. */
+unsigned long hostd__refusals(void);
+
+/* ---- module cache bounds (modcache.c) ---- */
+typedef struct hostd_modcache_stats {
+  uint64_t mem_bytes, disk_bytes, images, evicted_mem, evicted_disk;
+} hostd_modcache_stats_t;
+/* Bounds (0 = unlimited); call after hostd__modcache_init. */
+void hostd__modcache_limits(uint64_t mem_max, uint64_t disk_max);
+void hostd__modcache_stats(hostd_modcache_stats_t *st);
+/* Ends this thread's hold on the image its last hostd__modcache_get
+ * returned (a worker calls it when its tenant is gone). */
+void hostd__modcache_unpin(void);
+
+/* ---- the operator's view ---- */
+typedef struct hostd_row {
+  uint32_t id;
+  char name[72];
+  char peer[64];
+  char transport[8];
+  int prio;          /* 0 latency-critical, 1 best-effort */
+  long uid;          /* -1: unknown (TCP) */
+  int64_t since;     /* connected at, seconds since the epoch */
+  uint64_t mem;      /* device memory bytes charged */
+  uint64_t kernels;  /* launches executed */
+  uint64_t queue;    /* requests queued for the worker */
+  uint64_t upload;   /* module bytes received */
+  int64_t gpu_ns;    /* -1: not measured */
+  int64_t p50_us, p99_us; /* latency-critical call latency over the last minute, -1: none */
+} hostd_row_t;
+
+typedef struct hostd_view {
+  hostd_row_t *rows;
+  size_t n;
+  unsigned long calls, rx_bytes, blob_puts, refusals;
+  int64_t started;
+  hostd_modcache_stats_t mc;
+} hostd_view_t;
+
+/* metrics.c: the text forms; malloc'd, NUL-terminated, NULL when out of
+ * memory. */
+char *hostd__view_status(const hostd_view_t *v);
+char *hostd__view_metrics(const hostd_view_t *v);
+
+/* ctl.c: the control socket (UNIX, mode 0660, group as --unix-group;
+ * requests "status\n" / "metrics\n") and the HTTP endpoint (GET /metrics).
+ * Both answer from view(arg) on the loop thread, bound every request (size,
+ * time, connections) and close after one answer. */
+typedef struct hostd_ctl hostd_ctl_t;
+typedef int (*hostd_view_fn)(void *arg, hostd_view_t *v); /* fills v; 0 or -errno */
+int hostd__ctl_new(hostd_ctl_t **out, struct uv_loop_s *loop, const hostd_config_t *cfg,
+                   hostd_view_fn view, void *arg);
+int hostd__ctl_http_port(const hostd_ctl_t *c); /* the bound metrics port, or 0 */
+void hostd__ctl_close(hostd_ctl_t *c);         /* loop thread; NULL ok; memory goes in the loop */
+
+#endif /* TALLY_HOSTD_GUARD_H */

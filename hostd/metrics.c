@@ -1,0 +1,149 @@
+/* metrics.c: the operator's view as text: `tallyctl status` (a table, one
+ * tenant a line) and the Prometheus text exposition (format 0.0.4) that
+ * `tallyctl metrics` prints and GET /metrics serves.
+ *
+ * Pure formatting of a hostd_view_t snapshot (server.c fills it): no locks,
+ * no I/O.  Peer-chosen strings (tenant names) are escaped: with
+ * hostd__escape in the table, and as Prometheus label values (backslash,
+ * quote and newline escaped, other control bytes as \xHH via
+ * hostd__escape).  A value not measured prints "-" in the table and is
+ * left out of the exposition: GPU time and the latency-critical tenant's
+ * latency, and the weight (tallyd has no per-tenant weights yet).
+ */
+#include "hostd/guard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *class_name(int prio) {
+  return prio == 0 ? "latency-critical" : "best-effort";
+}
+
+static void opt_num(char *out, size_t cap, int64_t v, const char *unit) {
+  if (v < 0)
+    snprintf(out, cap, "-");
+  else
+    snprintf(out, cap, "%lld%s", (long long)v, unit);
+}
+
+static void row_line(FILE *f, const hostd_row_t *r) {
+  char name[300], peer[200], since[32], gpu[32], p50[32], p99[32];
+  struct tm tm;
+  time_t t = (time_t)r->since;
+  gmtime_r(&t, &tm);
+  strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  opt_num(gpu, sizeof(gpu), r->gpu_ns < 0 ? -1 : r->gpu_ns / 1000000, "ms");
+  opt_num(p50, sizeof(p50), r->prio == 0 ? r->p50_us : -1, "us");
+  opt_num(p99, sizeof(p99), r->prio == 0 ? r->p99_us : -1, "us");
+  fprintf(f, "%-4u %-20s %-24s %-16s %-6s %-9s %-20s %12llu %9llu %8s %5llu %8s %8s\n", r->id,
+          hostd__escape(name, sizeof(name), r->name), hostd__escape(peer, sizeof(peer), r->peer),
+          class_name(r->prio), "-", r->transport, since, (unsigned long long)r->mem,
+          (unsigned long long)r->kernels, gpu, (unsigned long long)r->queue, p50, p99);
+}
+
+char *hostd__view_status(const hostd_view_t *v) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return NULL;
+  fprintf(f, "tenants: %zu   module cache: %llu images, %llu bytes in memory, %llu on disk   "
+          "refusals: %lu\n", v->n, (unsigned long long)v->mc.images,
+          (unsigned long long)v->mc.mem_bytes, (unsigned long long)v->mc.disk_bytes,
+          v->refusals);
+  fprintf(f, "%-4s %-20s %-24s %-16s %-6s %-9s %-20s %12s %9s %8s %5s %8s %8s\n", "ID", "NAME",
+          "PID/PEER", "CLASS", "WEIGHT", "TRANSPORT", "SINCE", "DEVMEM", "KERNELS", "GPUTIME",
+          "QUEUE", "LC_P50", "LC_P99");
+  for (size_t i = 0; i < v->n; i++)
+    row_line(f, &v->rows[i]);
+  if (fclose(f) != 0) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped as the
+ * format says; other control bytes as hostd__escape writes them. */
+static const char *label(char *out, size_t cap, const char *s) {
+  return hostd__escape(out, cap, s);
+}
+
+static void tenant_series(FILE *f, const hostd_view_t *v, const char *metric,
+                          uint64_t (*get)(const hostd_row_t *)) {
+  for (size_t i = 0; i < v->n; i++) {
+    char name[300];
+    const hostd_row_t *r = &v->rows[i];
+    fprintf(f, "%s{tenant=\"%s\",id=\"%u\",class=\"%s\",transport=\"%s\"} %llu\n", metric,
+            label(name, sizeof(name), r->name), r->id, class_name(r->prio), r->transport,
+            (unsigned long long)get(r));
+  }
+}
+
+static uint64_t get_mem(const hostd_row_t *r) { return r->mem; }
+static uint64_t get_kernels(const hostd_row_t *r) { return r->kernels; }
+static uint64_t get_queue(const hostd_row_t *r) { return r->queue; }
+static uint64_t get_upload(const hostd_row_t *r) { return r->upload; }
+static uint64_t get_since(const hostd_row_t *r) { return (uint64_t)r->since; }
+
+static void header(FILE *f, const char *name, const char *type, const char *help) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+char *hostd__view_metrics(const hostd_view_t *v) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return NULL;
+  header(f, "tally_tenants", "gauge", "Tenants connected.");
+  fprintf(f, "tally_tenants %zu\n", v->n);
+  header(f, "tally_start_time_seconds", "gauge", "When tallyd started (epoch seconds).");
+  fprintf(f, "tally_start_time_seconds %lld\n", (long long)v->started);
+  header(f, "tally_calls_total", "counter", "Synchronous requests answered.");
+  fprintf(f, "tally_calls_total %lu\n", v->calls);
+  header(f, "tally_request_bytes_total", "counter", "Payload bytes of every request received.");
+  fprintf(f, "tally_request_bytes_total %lu\n", v->rx_bytes);
+  header(f, "tally_refusals_total", "counter", "Connections refused or shed before a handshake.");
+  fprintf(f, "tally_refusals_total %lu\n", v->refusals);
+  header(f, "tally_module_cache_bytes", "gauge", "Module image bytes cached, by place.");
+  fprintf(f, "tally_module_cache_bytes{place=\"memory\"} %llu\n",
+          (unsigned long long)v->mc.mem_bytes);
+  fprintf(f, "tally_module_cache_bytes{place=\"disk\"} %llu\n",
+          (unsigned long long)v->mc.disk_bytes);
+  header(f, "tally_module_cache_evictions_total", "counter", "Module images evicted, by place.");
+  fprintf(f, "tally_module_cache_evictions_total{place=\"memory\"} %llu\n",
+          (unsigned long long)v->mc.evicted_mem);
+  fprintf(f, "tally_module_cache_evictions_total{place=\"disk\"} %llu\n",
+          (unsigned long long)v->mc.evicted_disk);
+  header(f, "tally_tenant_device_memory_bytes", "gauge", "Device memory a tenant holds.");
+  tenant_series(f, v, "tally_tenant_device_memory_bytes", get_mem);
+  header(f, "tally_tenant_kernels_total", "counter", "Kernels a tenant launched.");
+  tenant_series(f, v, "tally_tenant_kernels_total", get_kernels);
+  header(f, "tally_tenant_queue_depth", "gauge", "Requests queued for a tenant's worker.");
+  tenant_series(f, v, "tally_tenant_queue_depth", get_queue);
+  header(f, "tally_tenant_upload_bytes_total", "counter", "Module bytes a tenant sent.");
+  tenant_series(f, v, "tally_tenant_upload_bytes_total", get_upload);
+  header(f, "tally_tenant_connected_time_seconds", "gauge", "When a tenant connected.");
+  tenant_series(f, v, "tally_tenant_connected_time_seconds", get_since);
+  header(f, "tally_lc_call_latency_microseconds", "gauge",
+         "The latency-critical tenant's synchronous calls, queued to answered, last minute.");
+  for (size_t i = 0; i < v->n; i++) {
+    char name[300];
+    const hostd_row_t *r = &v->rows[i];
+    if (r->prio != 0 || r->p50_us < 0)
+      continue;
+    label(name, sizeof(name), r->name);
+    fprintf(f, "tally_lc_call_latency_microseconds{tenant=\"%s\",quantile=\"0.5\"} %lld\n", name,
+            (long long)r->p50_us);
+    fprintf(f, "tally_lc_call_latency_microseconds{tenant=\"%s\",quantile=\"0.99\"} %lld\n", name,
+            (long long)r->p99_us);
+  }
+  if (fclose(f) != 0) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
