@@ -9,7 +9,8 @@ at SIGTERM or SIGINT (between steps) or after --max-seconds, and writes the
 BE CSV `iter,start_ns,end_ns`.  --amp runs the forward in bfloat16 autocast.
 
   torch_be.py --model gpt2|resnet50|bert --out CSV [--batch N] [--ready FILE]
-              [--warmup 5] [--max-seconds 600] [--no-amp]
+              [--warmup 5] [--max-seconds 600] [--no-amp] [--device cuda]
+(--device cpu runs the same code without a GPU, to test it.)
 """
 import argparse
 import signal
@@ -35,6 +36,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--max-seconds", type=float, default=600)
     ap.add_argument("--no-amp", action="store_true")
+    ap.add_argument("--device", default="cuda")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -42,20 +44,20 @@ def main():
     import torch
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = True
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
     m, x, loss_of = tc.build(torch, a.model, a.batch or DEFAULT_BATCH[a.model], torch.float32,
                              dev, train=True)
     m.train()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    stream = torch.cuda.current_stream()
+    sync = tc.syncer(torch, dev)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not a.no_amp):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=not a.no_amp):
             loss = loss_of(x)
         loss.backward()
         opt.step()
-        stream.synchronize()
+        sync()
 
     for _ in range(a.warmup):
         step()

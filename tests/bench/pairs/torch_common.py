@@ -66,6 +66,14 @@ def build(torch, model, batch, dtype, device, train):
     raise SystemExit(f"unknown model {model}")
 
 
+def syncer(torch, dev):
+    """Waits for the work issued so far: the current CUDA stream, or nothing on the CPU."""
+    if dev.type == "cuda":
+        stream = torch.cuda.current_stream(dev)
+        return stream.synchronize
+    return lambda: None
+
+
 def read_offsets(path):
     with open(path) as f:
         return [int(line) for line in f if line.strip()]

@@ -14,7 +14,8 @@ support graphs), the run says "unsupported: <error>" and exits 77.
 
   torch_lc.py --model bert|resnet50|gpt2-decode --batch 8 [--graph]
               --arrivals FILE --out CSV [--dtype float16] [--warmup 20]
-              [--deadline-s S] [--decode-steps 16]
+              [--deadline-s S] [--decode-steps 16] [--device cuda]
+(--device cpu runs the same code without a GPU, to test it; no --graph there.)
 """
 import argparse
 import sys
@@ -33,16 +34,16 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--deadline-s", type=float, default=0)
     ap.add_argument("--decode-steps", type=int, default=16)
+    ap.add_argument("--device", default="cuda")
     a = ap.parse_args()
     offsets = tc.read_offsets(a.arrivals)
 
     import torch
     torch.backends.cudnn.benchmark = True
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
     dtype = tc.dtype_of(torch, a.dtype)
-    stream = torch.cuda.current_stream()
     with torch.inference_mode():
-        request = make_request(torch, a, dev, dtype, stream)
+        request = make_request(torch, a, dev, dtype, tc.syncer(torch, dev))
         for _ in range(a.warmup):
             request()
         rows = serve(a, offsets, request)
@@ -53,18 +54,21 @@ def main():
               f"{len(rows)} of {len(offsets)} requests, mean execution {mean:.1f} us", file=sys.stderr)
 
 
-def make_request(torch, a, dev, dtype, stream):
+def make_request(torch, a, dev, dtype, sync):
     if a.model == "gpt2-decode":
         if a.graph:
             tc.unsupported("torch_lc", "gpt2-decode grows its KV cache each step; no CUDA-graph variant")
-        return gpt2_decode(torch, a, dev, dtype, stream)
+        return gpt2_decode(torch, a, dev, dtype, sync)
     m, x, fwd = tc.build(torch, a.model, a.batch, dtype, dev, train=False)
     m.eval()
     if not a.graph:
         def eager():
             fwd(x)
-            stream.synchronize()
+            sync()
         return eager
+    if dev.type != "cuda":
+        tc.unsupported("torch_lc", f"CUDA graphs need a CUDA device, not {dev}")
+    stream = torch.cuda.current_stream()
     try:
         side = torch.cuda.Stream()
         side.wait_stream(stream)
@@ -86,7 +90,7 @@ def make_request(torch, a, dev, dtype, stream):
     return replay
 
 
-def gpt2_decode(torch, a, dev, dtype, stream):
+def gpt2_decode(torch, a, dev, dtype, sync):
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config()
     m = GPT2LMHeadModel(cfg).to(device=dev, dtype=dtype).eval()
@@ -98,7 +102,7 @@ def gpt2_decode(torch, a, dev, dtype, stream):
         for _ in range(a.decode_steps):
             out = m(input_ids=tok, past_key_values=past, use_cache=True)
             past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
-        stream.synchronize()
+        sync()
     return request
 
 
