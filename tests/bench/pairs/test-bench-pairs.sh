@@ -9,15 +9,16 @@
 # manifest, report, summary, plots, simulator table; MPS started and stopped
 # once per MPS step with the client priorities; tenants through tally-run
 # with their classes), failed and unsupported steps reported while the run
-# goes on (timeouts, a BE never ready, MPS refusing to start), and Ctrl-C
+# goes on (timeouts, a BE never ready, MPS refusing to start or its probe
+# client failing), and Ctrl-C
 # stopping MPS and the tenants; the CUDA C pair's programs carry PTX and
 # check their arguments (the recording device runs no real kernel, so they
 # are not run as tenants here).  Every wait is bounded.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..8"
+echo "1..9"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2 3 4 5 6 7 8; do echo "ok $i # SKIP python3 not found"; done
+  for i in 1 2 3 4 5 6 7 8 9; do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-bench-pairs-XXXXXX)
@@ -29,7 +30,8 @@ ln -s "$S/tests/bench/pairs/fake-mps-control.sh" "$tmp/bin/nvidia-cuda-mps-contr
 PATH=$tmp/bin:$PATH
 TALLYD=$B/hostd/tallyd-record
 FAKE_MPS_LOG=$tmp/mps.log
-export PATH TALLYD FAKE_MPS_LOG
+TALLY_MPS_PROBE=none # no GPU: no real MPS client can run; test 6 gives a fake probe
+export PATH TALLYD FAKE_MPS_LOG TALLY_MPS_PROBE
 n=0
 check() { # check NAME COMMAND...: ok when the command succeeds
   n=$((n + 1)); name=$1; shift
@@ -128,6 +130,21 @@ mps_refused() {
     [ "$(grep -c '^start' "$FAKE_MPS_LOG")" = "$before" ]
 }
 check "MPS that cannot start makes its rows unsupported and the run goes on" mps_refused
+
+probe_fails() {
+  d=$tmp/probe
+  printf '#!/bin/sh\necho "probe: no MPS server for this client" >&2\nexit 1\n' >"$tmp/bin/probe-fail"
+  chmod +x "$tmp/bin/probe-fail"
+  starts=$(grep -c '^start' "$FAKE_MPS_LOG") quits=$(grep -c '^quit' "$FAKE_MPS_LOG")
+  TALLY_MPS_PROBE=$tmp/bin/probe-fail bp --stub --pairs cuda-ptx --modes alone,mps,mps-prio \
+    --duration 0.3 --no-plots --out "$d" 2>&1 || return 1
+  # MPS started once, its probe failed, it was stopped; mps-prio was not tried again
+  status "$d" cuda-ptx mps | grep -q '^unsupported: an MPS client (probe probe-fail) exit 1: probe: no MPS' &&
+    [ "$(status "$d" cuda-ptx mps-prio)" = "$(status "$d" cuda-ptx mps)" ] &&
+    [ "$(grep -c '^start' "$FAKE_MPS_LOG")" = $((starts + 1)) ] &&
+    [ "$(grep -c '^quit' "$FAKE_MPS_LOG")" = $((quits + 1)) ]
+}
+check "MPS whose probe client fails is unsupported, stopped, and not retried" probe_fails
 
 no_mps() {
   d=$tmp/nompsbin
