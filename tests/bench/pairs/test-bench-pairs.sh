@@ -16,9 +16,9 @@
 # are not run as tenants here).  Every wait is bounded.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..9"
+echo "1..10"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2 3 4 5 6 7 8 9; do echo "ok $i # SKIP python3 not found"; done
+  for i in 1 2 3 4 5 6 7 8 9 10; do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-bench-pairs-XXXXXX)
@@ -153,6 +153,16 @@ no_mps() {
   status "$d" cuda-ptx mps | grep -q '^unsupported: nvidia-cuda-mps-control -d'
 }
 check "a missing nvidia-cuda-mps-control makes the MPS rows unsupported" no_mps
+
+budget() {
+  d=$tmp/budget
+  bp --stub --pairs cuda-ptx --modes alone,timeslice --duration 0.3 --max-minutes 0.001 --no-plots \
+    --out "$d" 2>&1 || return 1
+  # the first step starts at minute 0; every later one is over the budget
+  status "$d" cuda-ptx timeslice | grep -q '^skipped: the time budget (--max-minutes 0.001)' &&
+    grep -q '^| cuda-ptx | timeslice |.*| skipped: the time budget' "$d/report.md"
+}
+check "--max-minutes turns the steps after the budget into skipped rows and still reports" budget
 
 interrupt() {
   d=$tmp/int
