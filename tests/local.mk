@@ -8,5 +8,6 @@ include $(srcdir)/tests/sim.mk
 include $(srcdir)/tests/hostd.mk
 include $(srcdir)/tests/guestlib.mk
 include $(srcdir)/tests/gpu.mk
+include $(srcdir)/tests/bench-pairs.mk
 EXTRA_DIST += tests/data/facts
 EXTRA_DIST += tests/fuzz-replay.h

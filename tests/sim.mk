@@ -46,3 +46,24 @@ tests_fuzz_fuzz_sim_trace_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefi
 tests_fuzz_fuzz_sim_trace_LDFLAGS = -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_sim_trace_LDADD = -lm
 EXTRA_DIST += tests/fuzz/corpus/sim-trace
+
+# The pair benchmark's arithmetic (sim/pairs.h) and the replay of its fuzz corpus.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test-sim-pairs tests/test-sim-pairs-replay
+TESTS += tests/test-sim-pairs tests/test-sim-pairs-replay
+endif
+tests_test_sim_pairs_SOURCES = tests/test-sim-pairs.c
+tests_test_sim_pairs_CFLAGS = $(TEST_CFLAGS)
+tests_test_sim_pairs_LDADD = $(SIM_LIBS) $(TEST_LIBS)
+tests_test_sim_pairs_replay_SOURCES = tests/test-sim-pairs-replay.c tests/fuzz/fuzz-sim-pairs.c
+tests_test_sim_pairs_replay_CFLAGS = $(TEST_CFLAGS)
+tests_test_sim_pairs_replay_LDADD = $(SIM_LIBS) $(TEST_LIBS)
+if FUZZING
+FUZZ_TARGETS += tests/fuzz/fuzz-sim-pairs
+noinst_PROGRAMS += tests/fuzz/fuzz-sim-pairs
+endif
+tests_fuzz_fuzz_sim_pairs_SOURCES = tests/fuzz/fuzz-sim-pairs.c
+tests_fuzz_fuzz_sim_pairs_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
+tests_fuzz_fuzz_sim_pairs_LDFLAGS = -fsanitize=fuzzer,address,undefined
+tests_fuzz_fuzz_sim_pairs_LDADD = $(SIM_LIBS) -lm
+EXTRA_DIST += tests/fuzz/corpus/sim-pairs tests/bench/pairs/azure-sample.csv

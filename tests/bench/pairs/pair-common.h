@@ -1,0 +1,79 @@
+/* pair-common.h: shared bits of the CUDA C pair (pair-lc.cu, pair-be.cu).
+ *
+ * Host clock: CLOCK_MONOTONIC in ns, the clock every workload of the pair
+ * benchmark writes, so the LC's and the BE's CSVs share one time axis.
+ * Device: a block spins on %globaltimer (ns, independent of the SM clock)
+ * for the asked time, so a kernel's length does not depend on clock speed.
+ * The kernels live in the .cu files (their own names, so a trace tells them
+ * apart); this header only holds the device timer read.
+ */
+#ifndef TALLY_PAIR_COMMON_H
+#define TALLY_PAIR_COMMON_H
+
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PAIR_CHECK(call)                                                                      \
+  do {                                                                                        \
+    cudaError_t e_ = (call);                                                                  \
+    if (e_ != cudaSuccess) {                                                                  \
+      fprintf(stderr, "%s: %s failed: %s\n", pair_prog, #call, cudaGetErrorString(e_));       \
+      exit(1);                                                                                \
+    }                                                                                         \
+  } while (0)
+
+static const char *pair_prog = "pair";
+
+static inline uint64_t pair_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleeps (no spinning: the LC must not take CPU from the BE's host thread)
+ * until the monotonic clock reads t_ns. */
+static inline void pair_sleep_until(uint64_t t_ns) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)(t_ns / 1000000000ull);
+  ts.tv_nsec = (long)(t_ns % 1000000000ull);
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
+static inline __device__ uint64_t pair_gtimer(void) {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* Blocks that fit on the whole GPU at once for kernel fn with `threads`
+ * threads per block: SMs x occupancy. */
+template <typename F> static int pair_full_grid(F fn, int threads) {
+  int dev, sms, per_sm = 0;
+  PAIR_CHECK(cudaGetDevice(&dev));
+  PAIR_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  PAIR_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0));
+  if (per_sm < 1)
+    per_sm = 1;
+  return sms * per_sm;
+}
+
+/* Parses a non-negative number option or exits with usage status 2. */
+static inline double pair_num(const char *opt, const char *s) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || v < 0) {
+    fprintf(stderr, "%s: %s wants a non-negative number, not '%s'\n", pair_prog, opt, s);
+    exit(2);
+  }
+  return v;
+}
+
+#endif

@@ -1,0 +1,147 @@
+/* pair-lc.cu: the latency-critical half of the CUDA C pair.
+ *
+ * Open-loop requests: the harness gives arrival offsets (ns from the start,
+ * one per line, from `tally-pairs arrivals`); each request is --kernels
+ * launches of a kernel that fills the whole GPU for --kernel-us (blocks spin
+ * on %globaltimer), then one stream synchronisation.  A request starts when
+ * it is due and the previous one is done (one server, FIFO); the process
+ * sleeps between requests (no busy thread).  Writes the LC CSV of the pair
+ * benchmark: `req,arrival_ns,start_ns,end_ns` (CLOCK_MONOTONIC; execution =
+ * end - start, end-to-end = end - arrival).  All-zero offsets make a closed
+ * loop (the harness's calibration of the mean service time).
+ * Built with compute_90 PTX embedded, so tallyd can transform its kernel.
+ *
+ *   pair-lc --arrivals FILE --out CSV [--kernels 8] [--kernel-us 25]
+ *           [--threads 256] [--warmup 50] [--deadline-s S]
+ */
+#include "pair-common.h"
+
+#include <vector>
+
+__global__ void pair_lc_kernel(uint64_t ns, uint64_t *sink) {
+  __shared__ uint64_t t0;
+  if (threadIdx.x == 0)
+    t0 = pair_gtimer();
+  __syncthreads();
+  uint64_t spins = 0;
+  while (pair_gtimer() - t0 < ns)
+    spins++;
+  if (spins == ~0ull) /* never true; keeps the loop */
+    *sink = spins;
+}
+
+struct lc_opts {
+  const char *arrivals = nullptr, *out = nullptr;
+  int kernels = 8, threads = 256, warmup = 50;
+  double kernel_us = 25, deadline_s = 0;
+};
+
+static void usage(void) {
+  fprintf(stderr, "usage: pair-lc --arrivals FILE --out CSV [--kernels 8] [--kernel-us 25]\n"
+                  "               [--threads 256] [--warmup 50] [--deadline-s S]\n");
+  exit(2);
+}
+
+static lc_opts parse(int argc, char **argv) {
+  lc_opts o;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (i + 1 >= argc)
+      usage();
+    const char *v = argv[++i];
+    if (!strcmp(a, "--arrivals"))
+      o.arrivals = v;
+    else if (!strcmp(a, "--out"))
+      o.out = v;
+    else if (!strcmp(a, "--kernels"))
+      o.kernels = (int)pair_num(a, v);
+    else if (!strcmp(a, "--kernel-us"))
+      o.kernel_us = pair_num(a, v);
+    else if (!strcmp(a, "--threads"))
+      o.threads = (int)pair_num(a, v);
+    else if (!strcmp(a, "--warmup"))
+      o.warmup = (int)pair_num(a, v);
+    else if (!strcmp(a, "--deadline-s"))
+      o.deadline_s = pair_num(a, v);
+    else
+      usage();
+  }
+  if (!o.arrivals || !o.out || o.kernels < 1 || o.threads < 32 || o.threads > 1024)
+    usage();
+  return o;
+}
+
+static std::vector<uint64_t> read_offsets(const char *path) {
+  std::vector<uint64_t> v;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "pair-lc: %s: %s\n", path, strerror(errno));
+    exit(1);
+  }
+  unsigned long long x;
+  int rc;
+  while ((rc = fscanf(f, "%llu", &x)) == 1)
+    v.push_back(x);
+  if (rc != EOF) {
+    fprintf(stderr, "pair-lc: %s: offset %zu is not a number of ns\n", path, v.size() + 1);
+    exit(1);
+  }
+  fclose(f);
+  return v;
+}
+
+int main(int argc, char **argv) {
+  pair_prog = "pair-lc";
+  lc_opts o = parse(argc, argv);
+  std::vector<uint64_t> off = read_offsets(o.arrivals);
+  uint64_t *sink;
+  cudaStream_t s;
+  PAIR_CHECK(cudaMalloc(&sink, sizeof(*sink)));
+  PAIR_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int grid = pair_full_grid(pair_lc_kernel, o.threads);
+  uint64_t ns = (uint64_t)(o.kernel_us * 1000.0);
+  auto request = [&]() {
+    for (int k = 0; k < o.kernels; k++)
+      pair_lc_kernel<<<grid, o.threads, 0, s>>>(ns, sink);
+    PAIR_CHECK(cudaGetLastError());
+    PAIR_CHECK(cudaStreamSynchronize(s));
+  };
+  for (int i = 0; i < o.warmup; i++)
+    request();
+  std::vector<uint64_t> arr, st, en;
+  arr.reserve(off.size());
+  st.reserve(off.size());
+  en.reserve(off.size());
+  uint64_t t0 = pair_now_ns() + 1000000; /* 1 ms to settle */
+  uint64_t stop = o.deadline_s > 0 ? t0 + (uint64_t)(o.deadline_s * 1e9) : UINT64_MAX;
+  for (size_t i = 0; i < off.size(); i++) {
+    uint64_t due = t0 + off[i];
+    if (due >= stop || pair_now_ns() >= stop)
+      break;
+    pair_sleep_until(due);
+    uint64_t a = pair_now_ns();
+    request();
+    arr.push_back(due);
+    st.push_back(a);
+    en.push_back(pair_now_ns());
+  }
+  FILE *f = fopen(o.out, "w");
+  if (!f) {
+    fprintf(stderr, "pair-lc: %s: %s\n", o.out, strerror(errno));
+    return 1;
+  }
+  fprintf(f, "req,arrival_ns,start_ns,end_ns\n");
+  double sum = 0;
+  for (size_t i = 0; i < arr.size(); i++) {
+    fprintf(f, "%zu,%llu,%llu,%llu\n", i, (unsigned long long)arr[i], (unsigned long long)st[i],
+            (unsigned long long)en[i]);
+    sum += (double)(en[i] - st[i]);
+  }
+  if (fclose(f) != 0) {
+    fprintf(stderr, "pair-lc: %s: write error\n", o.out);
+    return 1;
+  }
+  fprintf(stderr, "pair-lc: %zu of %zu requests done, grid %d x %d, mean execution %.1f us\n",
+          arr.size(), off.size(), grid, o.threads, arr.empty() ? 0.0 : sum / arr.size() / 1e3);
+  return 0;
+}

@@ -1,0 +1,202 @@
+#!/bin/sh
+# test-bench-pairs.sh: scripts/bench-pairs end to end on the CPU.
+#
+# The workloads are the stub programs (bench-pairs --stub, or workload files
+# naming stub-lc.sh / stub-be.sh), nvidia-cuda-mps-control is
+# fake-mps-control.sh on PATH, and tallyd is tallyd-record (the recording
+# device; the stubs make no CUDA call, so this covers the harness's process
+# management, never the GPU).  Checks: the plan, a run of every mode (the
+# manifest, report, summary, plots, simulator table; MPS started and stopped
+# once per MPS step with the client priorities; tenants through tally-run
+# with their classes), failed and unsupported steps reported while the run
+# goes on (timeouts, a BE never ready, MPS refusing to start or its probe
+# client failing), and Ctrl-C
+# stopping MPS and the tenants; the CUDA C pair's programs carry PTX and
+# check their arguments (the recording device runs no real kernel, so they
+# are not run as tenants here).  Every wait is bounded.  Prints TAP.
+B=${TALLY_BUILDDIR:-.}
+S=${TALLY_SRCDIR:-..}
+echo "1..10"
+if ! command -v python3 >/dev/null 2>&1; then
+  for i in 1 2 3 4 5 6 7 8 9 10; do echo "ok $i # SKIP python3 not found"; done
+  exit 0
+fi
+tmp=$(mktemp -d /tmp/tally-bench-pairs-XXXXXX)
+bg=
+cleanup() { [ -n "$bg" ] && kill "$bg" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+mkdir -p "$tmp/bin" "$tmp/pairs"
+ln -s "$S/tests/bench/pairs/fake-mps-control.sh" "$tmp/bin/nvidia-cuda-mps-control"
+PATH=$tmp/bin:$PATH
+TALLYD=$B/hostd/tallyd-record
+FAKE_MPS_LOG=$tmp/mps.log
+TALLY_MPS_PROBE=none # no GPU: no real MPS client can run; test 6 gives a fake probe
+export PATH TALLYD FAKE_MPS_LOG TALLY_MPS_PROBE
+n=0
+check() { # check NAME COMMAND...: ok when the command succeeds
+  n=$((n + 1)); name=$1; shift
+  if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"; else
+    echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n" | tail -40; fi
+}
+bp() { python3 "$S/scripts/bench-pairs" --builddir "$B" "$@"; }
+status() { # status DIR PAIR MODE: that row's status in DIR's manifest
+  awk -F, -v p="$2" -v m="$3" '$1 == p && $2 == m { print $3 }' "$1/manifest.csv"
+}
+lc_saw() { # lc_saw DIR PAIR MODEDIR ROLE TEXT: that tenant's stderr names TEXT
+  grep -q "$5" "$1/raw/$2/$3/$4.err"
+}
+
+help() { bp --help | grep -q -- '--quick' && bp --help | grep -q 'azure:FILE'; }
+check "--help names the flags" help
+
+dry() {
+  out=$(bp --quick --dry-run --out "$tmp/dry") || return 1
+  echo "$out"
+  # 3 quick pairs x (calibrate, alone LC, alone BE + 5 other quick modes)
+  echo "$out" | grep -q '^24 steps' && echo "$out" | grep -q 'pair-lc --arrivals' && [ ! -d "$tmp/dry" ]
+}
+check "--quick --dry-run prints the 24 steps and runs nothing" dry
+
+modes=alone,timeslice,mps,mps-prio,tallyd:none,tallyd-tcp:none,tallyd-alone:none,tallyd:tally
+full() {
+  d=$tmp/full
+  bp --stub --pairs cuda-ptx --modes $modes --duration 0.4 --out "$d" >"$tmp/full.out" 2>"$tmp/full.err" ||
+    { cat "$tmp/full.err"; return 1; }
+  cat "$tmp/full.err"
+  for m in alone timeslice mps mps-prio tallyd:none tallyd-tcp:none tallyd-alone:none; do
+    [ "$(status "$d" cuda-ptx $m)" = ok ] || { echo "mode $m: $(status "$d" cuda-ptx $m)"; return 1; }
+  done
+  # --policy is passed only to a tallyd that has it
+  if "$TALLYD" --help 2>&1 | grep -q -- --policy; then
+    [ "$(status "$d" cuda-ptx tallyd:tally)" = ok ] || return 1
+  else
+    status "$d" cuda-ptx tallyd:tally | grep -q '^failed: this tallyd has no --policy' || return 1
+  fi
+  grep -q '^\[10/10\] cuda-ptx: tallyd:tally' "$tmp/full.err" &&
+    [ "$(grep -c '^| cuda-ptx |' "$d/report.md")" = 8 ] &&
+    [ "$(grep -c '^cuda-ptx,' "$d/summary.csv")" = 8 ] &&
+    grep -q 'BUNDLED SYNTHETIC' "$d/sim-vs-measured.md" &&
+    grep -q '^| cuda-ptx | mps |' "$tmp/full.out" || return 1
+  # MPS: one start and one quit per MPS step, priorities only under mps-prio
+  [ "$(grep -c '^start' "$FAKE_MPS_LOG")" = 2 ] && [ "$(grep -c '^quit' "$FAKE_MPS_LOG")" = 2 ] &&
+    lc_saw "$d" cuda-ptx mps-prio lc CUDA_MPS_CLIENT_PRIORITY=0 &&
+    lc_saw "$d" cuda-ptx mps-prio be CUDA_MPS_CLIENT_PRIORITY=1 &&
+    lc_saw "$d" cuda-ptx mps lc CUDA_MPS_CLIENT_PRIORITY=unset &&
+    lc_saw "$d" cuda-ptx timeslice lc CUDA_MPS_PIPE_DIRECTORY=unset || return 1
+  # tallyd: both tenants through tally-run with their classes
+  lc_saw "$d" cuda-ptx tallyd-none lc TALLY_PRIORITY=latency-critical &&
+    lc_saw "$d" cuda-ptx tallyd-none be TALLY_PRIORITY=best-effort &&
+    lc_saw "$d" cuda-ptx tallyd-tcp-none lc TALLY_PRIORITY=latency-critical || return 1
+  if python3 -c 'import matplotlib' 2>/dev/null; then
+    [ -s "$d/plots/tradeoff.png" ] && [ -s "$d/plots/cdf-cuda-ptx.png" ]
+  else
+    grep -q 'matplotlib is not installed' "$tmp/full.err"
+  fi
+}
+check "every mode runs on stubs: manifest, report, MPS start/stop, priorities, plots" full
+
+cat >"$tmp/pairs/t.pair" <<EOT
+# test pairs: stubs that fail in chosen ways
+name = hang
+lc = $S/tests/bench/pairs/stub-lc.sh --arrivals {arrivals} --out {out} --hang --when CUDA_MPS_PIPE_DIRECTORY
+be = $S/tests/bench/pairs/stub-be.sh --out {out} --ready {ready} --max-seconds {max_seconds}
+EOT
+sed -e 's/^name = hang/name = unsup/' -e 's/--hang --when CUDA_MPS_PIPE_DIRECTORY/--unsupported --when TALLY_HOST/' \
+  "$tmp/pairs/t.pair" >"$tmp/pairs/u.pair"
+sed -e 's/^name = hang/name = never/' -e 's/ --hang --when CUDA_MPS_PIPE_DIRECTORY//' \
+  -e 's/--max-seconds {max_seconds}/--never-ready/' "$tmp/pairs/t.pair" >"$tmp/pairs/n.pair"
+failures() {
+  d=$tmp/fail
+  bp --pair-dir "$tmp/pairs" --pairs hang,unsup,never --modes alone,mps,tallyd:none \
+    --duration 0.3 --step-timeout 2 --no-plots --out "$d" 2>&1 || return 1
+  status "$d" hang mps | grep -q '^failed: LC timed out after 2 s' &&
+    [ "$(status "$d" hang tallyd:none)" = ok ] &&
+    status "$d" unsup tallyd:none | grep -q '^unsupported: the stub cannot do this here' &&
+    [ "$(status "$d" unsup mps)" = ok ] &&
+    status "$d" never alone | grep -q '^failed: BE not ready after 2 s' &&
+    status "$d" never mps | grep -q '^failed: BE not ready' &&
+    grep -q '^| never | tallyd:none |.*| failed: BE not ready' "$d/report.md"
+}
+check "a hung LC times out, unsupported and never-ready steps are reported, the run goes on" failures
+
+mps_refused() {
+  d=$tmp/refused
+  before=$(grep -c '^start' "$FAKE_MPS_LOG")
+  FAKE_MPS_FAIL=1 bp --stub --pairs cuda-ptx --modes alone,mps,mps-prio --duration 0.3 --no-plots \
+    --out "$d" 2>&1 || return 1
+  status "$d" cuda-ptx mps | grep -q '^unsupported: nvidia-cuda-mps-control -d exit 1: An instance' &&
+    status "$d" cuda-ptx mps-prio | grep -q '^unsupported:' &&
+    [ "$(status "$d" cuda-ptx alone)" = ok ] &&
+    [ "$(grep -c '^start' "$FAKE_MPS_LOG")" = "$before" ]
+}
+check "MPS that cannot start makes its rows unsupported and the run goes on" mps_refused
+
+probe_fails() {
+  d=$tmp/probe
+  printf '#!/bin/sh\necho "probe: no MPS server for this client" >&2\nexit 1\n' >"$tmp/bin/probe-fail"
+  chmod +x "$tmp/bin/probe-fail"
+  starts=$(grep -c '^start' "$FAKE_MPS_LOG") quits=$(grep -c '^quit' "$FAKE_MPS_LOG")
+  TALLY_MPS_PROBE=$tmp/bin/probe-fail bp --stub --pairs cuda-ptx --modes alone,mps,mps-prio \
+    --duration 0.3 --no-plots --out "$d" 2>&1 || return 1
+  # MPS started once, its probe failed, it was stopped; mps-prio was not tried again
+  status "$d" cuda-ptx mps | grep -q '^unsupported: an MPS client (probe probe-fail) exit 1: probe: no MPS' &&
+    [ "$(status "$d" cuda-ptx mps-prio)" = "$(status "$d" cuda-ptx mps)" ] &&
+    [ "$(grep -c '^start' "$FAKE_MPS_LOG")" = $((starts + 1)) ] &&
+    [ "$(grep -c '^quit' "$FAKE_MPS_LOG")" = $((quits + 1)) ]
+}
+check "MPS whose probe client fails is unsupported, stopped, and not retried" probe_fails
+
+no_mps() {
+  d=$tmp/nompsbin
+  TALLY_MPS_CONTROL=/nonexistent/nvidia-cuda-mps-control bp --stub --pairs cuda-ptx --modes alone,mps \
+    --duration 0.3 --no-plots --out "$d" 2>&1 || return 1
+  status "$d" cuda-ptx mps | grep -q '^unsupported: nvidia-cuda-mps-control -d'
+}
+check "a missing nvidia-cuda-mps-control makes the MPS rows unsupported" no_mps
+
+budget() {
+  d=$tmp/budget
+  bp --stub --pairs cuda-ptx --modes alone,timeslice --duration 0.3 --max-minutes 0.001 --no-plots \
+    --out "$d" 2>&1 || return 1
+  # the first step starts at minute 0; every later one is over the budget
+  status "$d" cuda-ptx timeslice | grep -q '^skipped: the time budget (--max-minutes 0.001)' &&
+    grep -q '^| cuda-ptx | timeslice |.*| skipped: the time budget' "$d/report.md"
+}
+check "--max-minutes turns the steps after the budget into skipped rows and still reports" budget
+
+interrupt() {
+  d=$tmp/int
+  quits=$(grep -c '^quit' "$FAKE_MPS_LOG")
+  python3 "$S/scripts/bench-pairs" --builddir "$B" --pair-dir "$tmp/pairs" --pairs hang \
+    --modes alone,mps --duration 0.3 --step-timeout 60 --no-plots --out "$d" >"$tmp/int.out" 2>&1 &
+  bg=$!
+  err=$d/raw/hang/mps/lc.err
+  i=0
+  while ! grep -qs 'stub-lc: pid' "$err" && [ $i -lt 300 ]; do i=$((i + 1)); sleep 0.05; done
+  lc=$(sed -n 's/^stub-lc: pid \([0-9]*\)$/\1/p' "$err")
+  [ -n "$lc" ] || { echo "the LC under MPS did not start"; cat "$tmp/int.out"; return 1; }
+  kill -INT "$bg"
+  i=0
+  while kill -0 "$bg" 2>/dev/null && [ $i -lt 400 ]; do i=$((i + 1)); sleep 0.05; done
+  wait "$bg"; rc=$?; bg=
+  cat "$tmp/int.out"
+  [ $rc -eq 130 ] && [ "$(grep -c '^quit' "$FAKE_MPS_LOG")" = $((quits + 1)) ] &&
+    ! kill -0 "$lc" 2>/dev/null && grep -q 'interrupted' "$tmp/int.out" &&
+    [ "$(status "$d" hang alone)" = ok ]
+}
+check "Ctrl-C stops the tenants and MPS, and keeps what finished" interrupt
+
+cuda_pair() {
+  for p in pair-lc pair-be; do
+    x=$B/tests/bench/pairs/$p
+    [ -x "$x" ] || { echo "$x not built"; return 1; }
+    # sm_90 SASS and compute_90 PTX, so tallyd can transform the kernels
+    "$B/rewrite/tally-ptx" fatbin "$x" | grep -q '^    [0-9]*  *[0-9]* PTX  *90 ' || return 1
+    # a bad command line is refused before any CUDA call
+    "$x" --out 2>"$tmp/$p.err"; rc=$?
+    [ $rc -eq 2 ] && grep -q "^usage: $p" "$tmp/$p.err" || return 1
+  done
+  "$B/tests/bench/pairs/pair-lc" --arrivals "$tmp/none" --out "$tmp/x.csv" 2>&1 |
+    grep -q "pair-lc: $tmp/none: No such file"
+}
+check "the CUDA C pair carries compute_90 PTX and checks its arguments before CUDA" cuda_pair
