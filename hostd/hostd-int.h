@@ -29,7 +29,8 @@ extern unsigned long hostd__op_count[CALL_OP_COUNT];
 
 /* ---- module images by content id (modcache.c) ---- */
 /* Returns the image with this id (memory, then state_dir/modules/<id>.img),
- * or NULL.  The returned buffer lives until hostd__modcache_close. */
+ * or NULL.  The returned buffer is pinned for the calling thread: it lives
+ * until that thread's next hostd__modcache_get or hostd__modcache_unpin. */
 const void *hostd__modcache_get(uint64_t id, size_t *len);
 /* Stores an image under its id (checked: the id must be the XXH3-64 of the
  * bytes) and writes it to the state directory.  Returns 0, -EINVAL on a
@@ -120,11 +121,10 @@ void hostd__tenant_set_hostfn(hostd_tenant_t *t, hostd_hostfn_t *h);
  * Returns 0, -EEXIST (tag in use), -ENOMEM. */
 int hostd__tenant_pinned_add(hostd_tenant_t *t, uint64_t tag, void *addr, size_t size);
 
-/* The served device's snapshot (filled by hostd__gpu.init), and the token
- * TCP tenants must present ("" = none).  Written once before any tenant. */
+/* The served device's snapshot (filled by hostd__gpu.init).  Written once
+ * before any tenant. */
 extern call_snapshot_t hostd__snapshot;
 extern int hostd__ndev;
-extern char hostd__token[256];
 
 /* ---- recording backend (gpu-record.c): what the tests read ---- */
 /* Its answer to private table 21318c60 slot 39 (gpu-cuda.c asks the real

@@ -396,8 +396,10 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
   it->argbytes = l->argbytes;
   it->attrs = (CUlaunchAttribute *)(it + 1);
   it->args = (uint8_t *)(it + 1) + abytes;
-  memcpy(it->attrs, l->attrs, abytes);
-  memcpy(it->args, l->args, l->argbytes);
+  if (abytes)
+    memcpy(it->attrs, l->attrs, abytes);
+  if (l->argbytes)
+    memcpy(it->args, l->args, l->argbytes);
   it->seq = ++ss->last_seq;
   it->submit_ns = now_fn();
   pthread_mutex_lock(&S.mu);

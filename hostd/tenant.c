@@ -67,7 +67,6 @@ static __thread bool entered;
 
 call_snapshot_t hostd__snapshot;
 int hostd__ndev;
-char hostd__token[256];
 
 hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   hostd_tenant_t *t = calloc(1, sizeof(*t));

@@ -176,6 +176,8 @@ size_t pol_sched_actions(pol_sched_t *s, pol_action_t *out, size_t cap) {
   size_t n = s->actn - s->acth;
   if (n > cap)
     n = cap;
+  if (n == 0)
+    return 0; /* the queue may not exist yet: no memcpy from NULL */
   memcpy(out, s->actq + s->acth, n * sizeof(*out));
   s->acth += n;
   if (s->acth == s->actn)

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "wire/call.h"
 #include "wire/wire-int.h"
 
 typedef struct chaos_daemon {
@@ -271,6 +272,40 @@ static inline int chaos_tenant(const chaos_daemon_t *d, bool tcp, const char *na
   else
     snprintf(url, sizeof(url), "unix:%s", d->sock);
   return wire_conn_open(out, url, &h, &o, err, sizeof(err));
+}
+
+
+/* A tenant's first call, the call protocol's HELLO (wire/call.def), built by
+ * the table's encoder.  Returns the call's CUresult, or wire's negative
+ * error when the call itself failed. */
+static inline int chaos_call_hello(wire_conn_t *c, const char *name, uint32_t prio) {
+  call_hello_req_t q;
+  wire_buf_t b;
+  struct iovec iov;
+  void *rep = NULL;
+  size_t rlen = 0;
+  uint32_t res = 1;
+  int rc;
+  memset(&q, 0, sizeof(q));
+  q.version = CALL_PROTO_VERSION;
+  q.priority = prio;
+  memcpy(q.name, name, strnlen(name, sizeof(q.name) - 1));
+  wire_buf_init(&b);
+  if (wire_buf_reserve(&b, CALL_HDR_LEN) != 0)
+    return -ENOMEM;
+  b.len = CALL_HDR_LEN;
+  if (call_hello_req_put(&q, &b) != 0 || wire_buf_status(&b)) {
+    wire_buf_close(&b);
+    return -ENOMEM;
+  }
+  call_hdr_write(b.data, CALL_OP_HELLO, 0, (uint32_t)(b.len - CALL_HDR_LEN));
+  iov = (struct iovec){b.data, b.len};
+  rc = wire_conn_call_alloc(c, &iov, 1, &rep, &rlen);
+  if (rc == 0 && rlen >= CALL_REPLY_HDR_LEN)
+    memcpy(&res, rep, 4);
+  free(rep);
+  wire_buf_close(&b);
+  return rc ? rc : (int)res;
 }
 
 #endif /* TALLY_TESTS_HOSTD_CHAOS_H */

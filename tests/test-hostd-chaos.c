@@ -15,7 +15,6 @@
  */
 #include "tests/hostd-chaos.h"
 
-#include "wire/call.h"
 
 static chaos_daemon_t D;
 static const char *B = "."; /* the build folder */
@@ -36,22 +35,8 @@ static void tap(bool ok, const char *fmt, ...) {
 /* The first request of every tenant, the call protocol's HELLO
  * (wire/call.def), answered by the tenant's worker: 0 when it was. */
 static int call_hello(wire_conn_t *c) {
-  uint8_t req[CALL_HDR_LEN + 136] = {0};
-  uint32_t op = CALL_OP_HELLO, len = 136, ver = CALL_PROTO_VERSION, prio = 1, res = 1;
-  struct iovec q = {req, sizeof(req)};
-  void *rep = NULL;
-  size_t rlen = 0;
-  int rc;
-  memcpy(req, &op, 4);
-  memcpy(req + 8, &len, 4);
-  memcpy(req + 16, &ver, 4);
-  memcpy(req + 20, &prio, 4);
-  memcpy(req + 24, "chaos", 5);
-  rc = wire_conn_call_alloc(c, &q, 1, &rep, &rlen);
-  if (rc == 0 && rlen >= CALL_REPLY_HDR_LEN)
-    memcpy(&res, rep, 4);
-  free(rep);
-  return rc ? rc : res == 0 ? 0 : -EPROTO;
+  int r = chaos_call_hello(c, "chaos", 1);
+  return r <= 0 ? r : -EPROTO;
 }
 
 /* A good tenant is served: it connects (TCP with the token, or UNIX) and

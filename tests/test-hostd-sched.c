@@ -133,92 +133,96 @@ static void held_launch_keeps_stream_order(void **state) {
   assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
 }
 
+/* An LC and a BE tenant, a stream each, and 64 bytes of device memory. */
+typedef struct pair {
+  hostd_sched_tenant_t *lc, *be;
+  uint64_t ls, bs, p;
+  hostd_sched_stream_t *lss, *bss;
+} pair_t;
+
+static void pair_open(pair_t *x, uint32_t id) {
+  CUresult r;
+  assert_non_null(x->lc = hostd__sched_tenant_new(id, "lc", 0, 1));
+  assert_non_null(x->be = hostd__sched_tenant_new(id + 1, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&x->ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_new(&x->bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(&x->p, 64), CUDA_SUCCESS);
+  assert_non_null(x->lss = hostd__sched_stream_new(x->lc, x->ls, &r));
+  assert_non_null(x->bss = hostd__sched_stream_new(x->be, x->bs, &r));
+}
+
+/* Closes what is left open (a NULL tenant was closed by the test). */
+static void pair_close(pair_t *x) {
+  hostd_sched_tenant_t *t[2] = {x->lc, x->be};
+  for (int i = 0; i < 2; i++) {
+    hostd__sched_tenant_close(t[i]);
+    hostd__sched_tenant_free(t[i]);
+  }
+  assert_int_equal(hostd__gpu.stream_del(x->ls), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_del(x->bs), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_free(x->p), CUDA_SUCCESS);
+}
+
 /* While the LC tenant is active (it completed a kernel less than the resume
  * time ago), a BE launch stays held in tallyd; when the LC has been idle for
  * the resume time, it goes. */
 static void be_waits_while_lc_active_and_goes_when_idle(void **state) {
-  hostd_sched_tenant_t *lc = hostd__sched_tenant_new(2, "lc", 0, 1);
-  hostd_sched_tenant_t *be = hostd__sched_tenant_new(3, "be", 1, 1);
-  uint64_t ls, bs, p;
-  hostd_sched_stream_t *lss, *bss;
   hostd_sched_stats_t st0, st;
   pol_config_t pc;
-  CUresult r;
+  pair_t x;
   (void)state;
   pol_config_init(&pc);
-  assert_non_null(lc);
-  assert_non_null(be);
-  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
-  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
-  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
+  pair_open(&x, 2);
   hostd__sched_stats(&st0);
   /* The LC launch runs at once (fast path), and its completion is seen. */
-  assert_int_equal(launch_fill(lss, p, 1, 1), CUDA_SUCCESS);
-  assert_int_equal(read_u32(p, ls), 1);
+  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
+  assert_int_equal(read_u32(x.p, x.ls), 1);
   wait_stats(completed_at_least, st0.completed + 1);
   /* Now BE: submitted, but held while the clock stands still. */
-  assert_int_equal(launch_fill(bss, p + 32, 2, 1), CUDA_SUCCESS);
+  assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS);
   wait_stats(submitted_at_least, st0.submitted + 2);
   hostd__sched_stats(&st);
   assert_int_equal(st.issued, st0.issued);
-  assert_int_equal(read_u32(p + 32, bs), 0);
+  assert_int_equal(read_u32(x.p + 32, x.bs), 0);
   /* The LC has been idle past the resume time: BE goes. */
   vclock += pc.resume_idle_ns + 1000;
   wait_stats(issued_at_least, st0.issued + 1);
-  assert_int_equal(hostd__sched_fence(bss), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_sync(bs), CUDA_SUCCESS);
-  assert_int_equal(read_u32(p + 32, bs), 2);
-  hostd__sched_tenant_close(lc);
-  hostd__sched_tenant_close(be);
-  hostd__sched_tenant_free(lc);
-  hostd__sched_tenant_free(be);
-  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
+  assert_int_equal(read_u32(x.p + 32, x.bs), 2);
+  pair_close(&x);
 }
 
 /* A tenant that goes while its launches are held: they are dropped (never
  * run), its fences do not wait, and a new LC tenant can join afterwards. */
 static void closing_drops_held_launches(void **state) {
-  hostd_sched_tenant_t *lc = hostd__sched_tenant_new(4, "lc", 0, 1);
-  hostd_sched_tenant_t *be = hostd__sched_tenant_new(5, "be", 1, 1);
-  uint64_t ls, bs, p;
-  hostd_sched_stream_t *lss, *bss;
   hostd_sched_stats_t st0, st;
-  CUresult r;
+  hostd_sched_tenant_t *lc;
+  pair_t x;
   (void)state;
-  assert_non_null(lc);
-  assert_non_null(be);
-  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
-  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
-  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
+  pair_open(&x, 4);
   hostd__sched_stats(&st0);
-  assert_int_equal(launch_fill(lss, p, 1, 1), CUDA_SUCCESS);
+  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
   wait_stats(completed_at_least, st0.completed + 1);
   for (uint32_t i = 0; i < 3; i++)
-    assert_int_equal(launch_fill(bss, p + 32, 3 + i, 1), CUDA_SUCCESS);
+    assert_int_equal(launch_fill(x.bss, x.p + 32, 3 + i, 1), CUDA_SUCCESS);
   wait_stats(submitted_at_least, st0.submitted + 4);
-  hostd__sched_tenant_close(be);
+  hostd__sched_tenant_close(x.be);
   hostd__sched_stats(&st);
   assert_int_equal(st.dropped, st0.dropped + 3);
   assert_int_equal(st.issued, st0.issued);
-  assert_int_equal(hostd__sched_fence(bss), CUDA_SUCCESS); /* nothing left to wait for */
-  assert_int_equal(read_u32(p + 32, bs), 0);                /* none of them ran */
-  hostd__sched_tenant_free(be);
-  hostd__sched_tenant_close(lc);
-  hostd__sched_tenant_free(lc);
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS); /* nothing left to wait for */
+  assert_int_equal(read_u32(x.p + 32, x.bs), 0);              /* none of them ran */
+  hostd__sched_tenant_free(x.be);
+  x.be = NULL;
+  hostd__sched_tenant_close(x.lc);
+  hostd__sched_tenant_free(x.lc);
+  x.lc = NULL;
   /* The LC slot is free again. */
-  lc = hostd__sched_tenant_new(6, "lc2", 0, 1);
-  assert_non_null(lc);
+  assert_non_null(lc = hostd__sched_tenant_new(6, "lc2", 0, 1));
   hostd__sched_tenant_close(lc);
   hostd__sched_tenant_free(lc);
-  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
+  pair_close(&x);
 }
 
 /* A second latency-critical tenant is refused by the policy: NULL, and its

@@ -17,7 +17,6 @@
 #include <poll.h>
 #include <pthread.h>
 
-#include "wire/call.h"
 
 #define FLOOD_MAX 1000
 #define GOOD      20
@@ -27,24 +26,6 @@ static int FLOOD = FLOOD_MAX; /* HOSTD_FLOOD_CONNS=0: the same run without a flo
 static chaos_daemon_t D;
 static double connect_ms[GOOD];
 static int good_ok[GOOD], good_tries[GOOD];
-
-static int hello_call(wire_conn_t *c) {
-  uint8_t req[CALL_HDR_LEN + 136] = {0};
-  uint32_t op = CALL_OP_HELLO, len = 136, ver = CALL_PROTO_VERSION, res = 1;
-  struct iovec q = {req, sizeof(req)};
-  void *rep = NULL;
-  size_t rlen = 0;
-  int rc;
-  memcpy(req, &op, 4);
-  memcpy(req + 8, &len, 4);
-  memcpy(req + 16, &ver, 4);
-  memcpy(req + 24, "flood-good", 10);
-  rc = wire_conn_call_alloc(c, &q, 1, &rep, &rlen);
-  if (rc == 0 && rlen >= 4)
-    memcpy(&res, rep, 4);
-  free(rep);
-  return rc ? rc : (int)res;
-}
 
 /* One authenticated tenant: connect (retrying a shed connect for up to
  * 10 s), first call, then 100 more calls, close. */
@@ -58,11 +39,11 @@ static void *good(void *arg) {
     rc = chaos_tenant(&D, true, "good", D.token, &c), good_tries[i]++;
   while (rc != 0 && chaos_now_ms() - t0 < 10000);
   if (rc == 0)
-    rc = hello_call(c);
+    rc = chaos_call_hello(c, "flood-good", 0);
   clock_gettime(CLOCK_MONOTONIC, &b);
   connect_ms[i] = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
   for (int k = 0; rc == 0 && k < 100; k++)
-    rc = hello_call(c);
+    rc = chaos_call_hello(c, "flood-good", 0);
   good_ok[i] = rc == 0;
   wire_conn_close(c);
   return NULL;
