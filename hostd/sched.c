@@ -43,7 +43,8 @@
 #include <time.h>
 #include <xxhash.h>
 
-#define ACT_BATCH  64
+#define ACT_BATCH   64
+#define EV_POOL_MAX 4096 /* untimed events kept for reuse; more are destroyed */
 
 typedef enum item_kind { IT_SUBMIT, IT_DIRECT, IT_CLOSE } item_kind_t;
 
@@ -102,7 +103,6 @@ typedef struct flight {
   bool part;                 /* the events belong to the partition: destroyed, not pooled */
   uint64_t submit_ns, issue_ns, gap_ns;
   pol_kernel_t k;
-  uint32_t regs;
   struct flight *next;
 } flight_t;
 
@@ -159,10 +159,6 @@ int hostd__sched_parse_policy(hostd_sched_config_t *cfg, const char *name) {
   return 0;
 }
 
-bool hostd__sched_on(void) {
-  return S.on;
-}
-
 uint64_t hostd__sched_kernel_id(uint64_t module_content_id, const char *name) {
   return XXH3_64bits_withSeed(name, strlen(name), module_content_id);
 }
@@ -197,20 +193,18 @@ static void ev_put(uint64_t e, bool timing) {
     return;
   if (!timing) {
     pthread_mutex_lock(&S.mu);
-    if (S.nev < S.capev || S.nev < 4096) {
-      if (S.nev == S.capev) {
-        size_t cap = S.capev ? S.capev * 2 : 64;
-        uint64_t *p = realloc(S.evpool, cap * sizeof(*p));
-        if (p) {
-          S.evpool = p;
-          S.capev = cap;
-        }
+    if (S.nev == S.capev && S.capev < EV_POOL_MAX) {
+      size_t cap = S.capev ? S.capev * 2 : 64;
+      uint64_t *p = realloc(S.evpool, cap * sizeof(*p));
+      if (p) {
+        S.evpool = p;
+        S.capev = cap;
       }
-      if (S.nev < S.capev) {
-        S.evpool[S.nev++] = e;
-        pthread_mutex_unlock(&S.mu);
-        return;
-      }
+    }
+    if (S.nev < S.capev) {
+      S.evpool[S.nev++] = e;
+      pthread_mutex_unlock(&S.mu);
+      return;
     }
     pthread_mutex_unlock(&S.mu);
   }
@@ -234,8 +228,12 @@ static void ev_done(bool part, uint64_t e, bool timing) {
 
 /* ---- the inbox ---- */
 
+/* Queues it for the scheduler thread; a held launch also counts as pending
+ * for its tenant (one lock round on the launch path). */
 static void inbox_push(item_t *it) {
   pthread_mutex_lock(&S.mu);
+  if (it->kind == IT_SUBMIT)
+    it->t->pending++;
   it->next = NULL;
   if (S.inbox_tail)
     S.inbox_tail->next = it;
@@ -378,7 +376,7 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
   CUresult r;
   if (ss->t->direct)
     return launch_direct(ss, l);
-  if (!(it = item_new(IT_SUBMIT, ss, abytes + l->argbytes + 8)))
+  if (!(it = item_new(IT_SUBMIT, ss, abytes + l->argbytes)))
     return CUDA_ERROR_OUT_OF_MEMORY;
   if (!ss->run_open) {
     /* Invariant (c): the run's first launch waits for the stream's past. */
@@ -402,14 +400,11 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
     memcpy(it->args, l->args, l->argbytes);
   it->seq = ++ss->last_seq;
   it->submit_ns = now_fn();
-  pthread_mutex_lock(&S.mu);
-  ss->t->pending++;
-  pthread_mutex_unlock(&S.mu);
   inbox_push(it);
   return CUDA_SUCCESS;
 }
 
-static uint64_t seq_ge(uint32_t a, uint32_t b) {
+static bool seq_ge(uint32_t a, uint32_t b) {
   return (int32_t)(a - b) >= 0;
 }
 
@@ -440,16 +435,13 @@ CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
 }
 
 CUresult hostd__sched_tenant_flush(hostd_sched_tenant_t *t) {
-  CUresult r;
   if (!t)
     return CUDA_SUCCESS;
   pthread_mutex_lock(&S.mu);
   while (t->pending > 0)
     pthread_cond_wait(&S.done, &S.mu);
-  r = t->err;
-  t->err = CUDA_SUCCESS;
   pthread_mutex_unlock(&S.mu);
-  return r;
+  return hostd__sched_take_error(t);
 }
 
 CUresult hostd__sched_take_error(hostd_sched_tenant_t *t) {
@@ -490,11 +482,24 @@ void hostd__sched_tenant_free(hostd_sched_tenant_t *t) {
 
 /* ---- the scheduler thread ---- */
 
-/* Publishes that launch seq of ss was issued (or dropped): fences go on. */
-static void issued(hostd_sched_stream_t *ss, uint32_t seq) {
-  ss->issued_seq = seq;
-  if (ss->waiting)
+/* A held launch left the queue, issued or dropped: fences waiting for it
+ * and flushes waiting for the tenant's queue go on. */
+static void settle(const item_t *it) {
+  pthread_mutex_lock(&S.mu);
+  it->ss->issued_seq = it->seq;
+  if (--it->t->pending == 0 || it->ss->waiting)
     pthread_cond_broadcast(&S.done);
+  pthread_mutex_unlock(&S.mu);
+}
+
+/* A queued item of a closing tenant: never run. */
+static void drop(item_t *it) {
+  ev_put(it->run_event, false);
+  if (it->kind == IT_SUBMIT) {
+    STAT_ADD(dropped, 1);
+    settle(it);
+  }
+  free(it);
 }
 
 static void fifo_push(hostd_sched_tenant_t *t, item_t *it) {
@@ -551,24 +556,14 @@ static void tenant_forget(hostd_sched_tenant_t *t) {
 static void on_submit(item_t *it, uint64_t now) {
   hostd_sched_tenant_t *t = it->t;
   pol_event_t ev = {.type = POL_EV_SUBMIT, .now_ns = now, .tenant = t->id};
-  if (t->closing) { /* dropped with its tenant */
-    ev_put(it->run_event, false);
-    pthread_mutex_lock(&S.mu);
-    if (it->kind == IT_SUBMIT) {
-      issued(it->ss, it->seq);
-      if (--t->pending == 0)
-        pthread_cond_broadcast(&S.done);
-    }
-    STAT_ADD(dropped, 1);
-    pthread_mutex_unlock(&S.mu);
-    free(it);
+  if (t->closing) {
+    drop(it);
     return;
   }
   tenant_know(t);
   it->submit_id = ++S.next_submit;
   ev.submit_id = it->submit_id;
   ev.kernel = it->k;
-  it->k.resident_blocks = 0;
   fifo_push(t, it);
   STAT_ADD(submitted, 1);
   if (it->kind == IT_SUBMIT)
@@ -658,12 +653,8 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     ev_done(ss->part, e0, true);
     e0 = 0;
   }
-  pthread_mutex_lock(&S.mu);
-  issued(ss, it->seq);
-  STAT_ADD(issued, 1);
-  if (--it->t->pending == 0)
-    pthread_cond_broadcast(&S.done);
-  pthread_mutex_unlock(&S.mu);
+  STAT_ADD(issued, 1); /* before settle: a fence it releases may read it */
+  settle(it);
   flight_add(it, a, e0, e1, now, ss->part);
 }
 
@@ -766,28 +757,15 @@ static void poll_flights(uint64_t now) {
 
 static void on_close(item_t *it) {
   hostd_sched_tenant_t *t = it->t;
-  uint64_t dropped = 0;
   free(it);
   t->closing = true;
   (void)pol_sched_tenant_del(S.pol, t->id);
   while (t->head) {
     item_t *q = t->head;
     t->head = q->next;
-    if (q->kind == IT_SUBMIT) {
-      ev_put(q->run_event, false);
-      pthread_mutex_lock(&S.mu);
-      issued(q->ss, q->seq);
-      pthread_mutex_unlock(&S.mu);
-      dropped++;
-    }
-    free(q);
+    drop(q);
   }
   t->tail = NULL;
-  pthread_mutex_lock(&S.mu);
-  t->pending -= dropped;
-  STAT_ADD(dropped, dropped);
-  pthread_cond_broadcast(&S.done);
-  pthread_mutex_unlock(&S.mu);
   close_done(t);
 }
 

@@ -59,8 +59,6 @@ int hostd__sched_init(const hostd_sched_config_t *cfg);
 /* Stops the thread, saves profiles and closes the trace.  Every tenant must
  * be closed first. */
 void hostd__sched_shutdown(void);
-/* Whether launches go through the scheduler (a policy other than none). */
-bool hostd__sched_on(void);
 
 typedef struct hostd_sched_tenant hostd_sched_tenant_t;
 typedef struct hostd_sched_stream hostd_sched_stream_t;

@@ -395,7 +395,7 @@ static void on_idle(uv_idle_t *h) {
   }
   /* Read the clock AFTER the drains: they move active_ns forward, and an
    * earlier `now` made now - active_ns wrap around, which stopped the spin
-   * after every message (why shm_spin_us measured 6x slower in session 1). */
+   * after every message (which once made shm_spin_us measure 6x slower). */
   now = wire__now_ns();
   if (now - l->active_ns < l->spin_ns)
     return;
