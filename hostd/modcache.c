@@ -9,9 +9,9 @@
  * again.
  *
  * On-disk record: the raw image bytes, nothing else; the file name is the id
- * in 16 hex digits.  A file is written durably (a temporary name, fsync,
- * rename, fsync of the folder) and trusted only if its bytes hash to its
- * name (a torn or tampered file is ignored, never loaded).
+ * in 16 hex digits.  A file is written with pol_file_replace (a temporary
+ * name, fsync, rename, fsync of the folder) and trusted only if its bytes
+ * hash to its name (a torn or tampered file is ignored, never loaded).
  *
  * Bounds (hostd__modcache_limits; 0 = none): the images in memory, and the
  * files on disk, each evicted least recently used first.  Invariant:
@@ -31,6 +31,7 @@
  */
 #include "hostd/guard.h"
 #include "hostd/hostd-int.h"
+#include "policy/pol-file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -265,58 +266,17 @@ static image_t *insert(uint64_t id, const void *data, size_t len) {
 
 /* ---- files ---- */
 
-static int write_all(int fd, const void *data, size_t len) {
-  const char *p = data;
-  while (len) {
-    ssize_t w = write(fd, p, len);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return -EIO;
-    p += w;
-    len -= (size_t)w;
-  }
-  return 0;
-}
-
-/* tmp, fsync, rename, fsync of the folder: after a crash the file is
- * either absent or whole (and its hash is checked on reading anyway). */
-static int write_durable(const char *path, const void *data, size_t len) {
-  char tmp[4220];
-  int fd, dfd, rc;
-  snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return -errno;
-  rc = write_all(fd, data, len);
-  if (rc == 0 && fsync(fd) != 0)
-    rc = -errno;
-  if (close(fd) != 0 && rc == 0)
-    rc = -errno;
-  if (rc == 0 && rename(tmp, path) != 0)
-    rc = -errno;
-  if (rc != 0) {
-    unlink(tmp);
-    return rc;
-  }
-  if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-    if (fsync(dfd) != 0)
-      rc = -errno;
-    close(dfd);
-  }
-  return rc;
-}
-
 /* Lock held: the file costs this process the write, nobody else waits
  * long for an image (loads are rare, images a few MiB). */
 static void write_file(uint64_t id, const void *data, size_t len) {
   char path[4200];
+  struct iovec part = {.iov_base = (void *)data, .iov_len = len};
   int rc;
   if (!dir[0] || (disk_max && len > disk_max))
     return;
   disk_evict(len);
   file_path(path, sizeof(path), id);
-  if ((rc = write_durable(path, data, len)) != 0)
+  if ((rc = pol_file_replace(path, &part, 1, 0600)) != 0)
     hostd__log(HOSTD_LOG_WARN, "module cache: cannot write %s (%s)", path, strerror(-rc));
   else
     file_add(id, len);
