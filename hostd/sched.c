@@ -86,7 +86,7 @@ struct hostd_sched_tenant {
   bool direct;                 /* LC launches go straight to the GPU */
   hostd_sched_stream_t *streams; /* mu */
   /* shared, under mu */
-  uint64_t pending; /* queued, not issued or dropped */
+  uint64_t pending; /* launches queued (held or direct), not yet issued or dropped */
   bool closed;      /* close finished */
   CUresult err;     /* first error of an issued launch, until taken */
   /* scheduler side */
@@ -228,11 +228,11 @@ static void ev_done(bool part, uint64_t e, bool timing) {
 
 /* ---- the inbox ---- */
 
-/* Queues it for the scheduler thread; a held launch also counts as pending
- * for its tenant (one lock round on the launch path). */
+/* Queues it for the scheduler thread; a launch (held or direct) also counts
+ * as pending for its tenant (one lock round on the launch path). */
 static void inbox_push(item_t *it) {
   pthread_mutex_lock(&S.mu);
-  if (it->kind == IT_SUBMIT)
+  if (it->kind != IT_CLOSE)
     it->t->pending++;
   it->next = NULL;
   if (S.inbox_tail)
@@ -482,11 +482,15 @@ void hostd__sched_tenant_free(hostd_sched_tenant_t *t) {
 
 /* ---- the scheduler thread ---- */
 
-/* A held launch left the queue, issued or dropped: fences waiting for it
- * and flushes waiting for the tenant's queue go on. */
+/* A launch left the queue, issued or dropped: fences waiting for it and
+ * flushes waiting for the tenant's queue go on.  A direct (LC) launch ran
+ * already; it counts as pending until the scheduler has recorded its
+ * completion event on the tenant's stream, so a flush before the stream is
+ * destroyed also waits for that (the driver must never see a dead stream). */
 static void settle(const item_t *it) {
   pthread_mutex_lock(&S.mu);
-  it->ss->issued_seq = it->seq;
+  if (it->kind == IT_SUBMIT)
+    it->ss->issued_seq = it->seq;
   if (--it->t->pending == 0 || it->ss->waiting)
     pthread_cond_broadcast(&S.done);
   pthread_mutex_unlock(&S.mu);
@@ -495,10 +499,9 @@ static void settle(const item_t *it) {
 /* A queued item of a closing tenant: never run. */
 static void drop(item_t *it) {
   ev_put(it->run_event, false);
-  if (it->kind == IT_SUBMIT) {
+  if (it->kind == IT_SUBMIT)
     STAT_ADD(dropped, 1);
-    settle(it);
-  }
+  settle(it);
   free(it);
 }
 
@@ -625,6 +628,7 @@ static void issue_direct(item_t *it, const pol_action_t *a, uint64_t now) {
     ev_put(e, false);
     e = 0;
   }
+  settle(it);
   flight_add(it, a, 0, e, now, false);
 }
 

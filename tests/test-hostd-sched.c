@@ -269,6 +269,26 @@ static void be_launches_run_in_the_partition(void **state) {
   assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
 }
 
+/* LC launches run at once, but the scheduler still records their completion
+ * events on the tenant's stream: a flush (what a stream's destruction does
+ * first) waits until every one is recorded, so the driver never sees a
+ * destroyed stream from the scheduler thread. */
+static void flush_waits_for_direct_launches(void **state) {
+  enum { N = 2000 };
+  hostd_sched_stats_t st0, st;
+  pair_t x;
+  (void)state;
+  pair_open(&x, 11);
+  hostd__sched_stats(&st0);
+  for (uint32_t i = 0; i < N; i++)
+    assert_int_equal(launch_fill(x.lss, x.p, i, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_tenant_flush(x.lc), CUDA_SUCCESS);
+  hostd__sched_stats(&st);
+  assert_true(st.submitted >= st0.submitted + N);
+  assert_int_equal(read_u32(x.p, x.ls), N - 1);
+  pair_close(&x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(held_launch_keeps_stream_order),
@@ -276,6 +296,7 @@ int main(void) {
       cmocka_unit_test(closing_drops_held_launches),
       cmocka_unit_test(second_lc_tenant_is_refused),
       cmocka_unit_test(be_launches_run_in_the_partition),
+      cmocka_unit_test(flush_waits_for_direct_launches),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
