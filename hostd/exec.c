@@ -589,8 +589,14 @@ static CUresult exec_hostfn(exec_t *x, const call_hostfn_req_t *q) {
     r = CUDA_ERROR_INVALID_VALUE;
   else if (!t->hf)
     r = CUDA_ERROR_NOT_SUPPORTED; /* driven without server.c (tests) */
-  else if ((r = hostd__stream_lookup_enter(t, q->stream, &ts)) == CUDA_SUCCESS)
-    return (CUresult)hostd__hostfn_enqueue(t->hf, ts->handle, q->seq);
+  else if ((r = hostd__stream_lookup_enter(t, q->stream, &ts)) == CUDA_SUCCESS &&
+           (r = hostd__quota_charge(hostd__quota_self, HOSTD_QUOTA_HOSTFNS, 1)) == CUDA_SUCCESS) {
+    /* The unit comes back when the function's gate opens (hostfn.c). */
+    r = (CUresult)hostd__hostfn_enqueue(t->hf, ts->handle, q->seq, hostd__quota_self);
+    if (r != CUDA_SUCCESS) /* enqueue counted the post failed itself */
+      hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_HOSTFNS, 1);
+    return r;
+  }
   if (t->hf)
     hostd__hostfn_post_failed(t->hf);
   return r;

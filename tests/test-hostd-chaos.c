@@ -328,6 +328,7 @@ static pid_t helper(const char *action, const char *name, int *out, int *in_w) {
     if (out)
       dup2(p[1], 1);
     dup2(in[0], 0);
+    close(in[1]); /* else stdin never ends: the child would hold its write end */
     dup2(devnull, 2);
     execl(bin, bin, action, (char *)NULL);
     _exit(127);
@@ -389,6 +390,41 @@ static void tenants_killed_at_random_points_are_cleaned_up(void) {
   }
   tap(alive == 24 && copying == 8 && back_to_base() && served(false, 5000),
       "chaos: 24 tenants killed with SIGKILL (8 mid-copy): daemon up, all cleaned, next served");
+}
+
+/* --tenant-hostfns 8: a tenant whose stream is held by its first host
+ * function posts 11 more; the 9th to 12th get out of memory (at its next
+ * synchronisation, as a post's error), the others run, another tenant is
+ * served meanwhile, and the units come back when the gates open (8 more
+ * all run). */
+static void pending_host_functions_are_bounded(void) {
+  int out = -1, in = -1;
+  pid_t p = helper("hostfn-quota", "hostfns", &out, &in);
+  bool ready = helper_says(out, "ready", 10000), others = served(false, 5000), first, again;
+  char rest[256];
+  size_t n = 0;
+  uint64_t end = chaos_now_ms() + 10000;
+  close(in);
+  while (n + 1 < sizeof(rest) && chaos_now_ms() < end) { /* its output until it exits */
+    ssize_t r = read(out, rest + n, sizeof(rest) - 1 - n);
+    if (r == 0)
+      break;
+    if (r > 0)
+      n += (size_t)r;
+    else
+      chaos_nap();
+  }
+  rest[n] = 0;
+  first = strstr(rest, "sync 2 ran 7\n") != NULL;
+  again = strstr(rest, "again 0 ran 15\n") != NULL;
+  if (!first || !again)
+    printf("# hostfn-quota: ready %d, others %d, then said: %s\n", ready, others, rest);
+  kill(p, SIGKILL);
+  waitpid(p, NULL, 0);
+  close(out);
+  tap(ready && others && first && again && back_to_base(),
+      "quota: pending host functions stop at --tenant-hostfns 8 with out of memory, others are "
+      "served, the quota comes back as gates open");
 }
 
 /* A tenant stopped with SIGSTOP holds its memory; others are served while
@@ -703,14 +739,14 @@ int main(int argc, char **argv) {
   const char *extra[] = {"--handshake-ms", "1000", "--max-halfopen", "64",
                          "--max-halfopen-per-peer", "16", "--max-tenants", "100",
                          "--tenant-upload", "4M", "--modcache-mem", "2M", "--modcache-disk", "3M",
-                         "--metrics-listen", "127.0.0.1:0", NULL};
+                         "--tenant-hostfns", "8", "--metrics-listen", "127.0.0.1:0", NULL};
   char bin[256];
   (void)argc, (void)argv;
   signal(SIGPIPE, SIG_IGN);
   if (getenv("TALLY_BUILDDIR"))
     B = getenv("TALLY_BUILDDIR");
   snprintf(bin, sizeof(bin), "%s/hostd/tallyd-record", B);
-  printf("1..33\n");
+  printf("1..34\n");
   umask(0);
   if (chaos_start(&D, bin, extra) != 0) {
     printf("Bail out! tallyd-record did not start (%s)\n", D.log);
@@ -731,6 +767,7 @@ int main(int argc, char **argv) {
   tenant_cap_says_retry();
   tenants_killed_at_random_points_are_cleaned_up();
   stopped_tenant_does_not_stall_others();
+  pending_host_functions_are_bounded();
   malformed_first_frames_are_refused();
   tallyctl_and_metrics_show_tenants();
   metrics_slowloris_is_bounded();
