@@ -627,8 +627,15 @@ static CUresult exec_hello(exec_t *x, const call_hello_req_t *q) {
   /* The token was checked by wire's handshake (network tenants only). */
   x->t->prio = q->priority == 0 ? hostd__snapshot.prio_greatest : hostd__snapshot.prio_least;
   x->t->hello = true;
-  if (!x->t->sched)
-    x->t->sched = hostd__sched_tenant_new(x->t->id, name, q->priority == 0 ? 0 : 1, 1);
+  if (!x->t->sched) {
+    hostd_quota_t *qs = hostd__quota_self; /* NULL: driven without a worker */
+    x->t->sched = hostd__sched_tenant_new(x->t->id, name, q->priority == 0 ? 0 : 1,
+                                          qs && qs->weight ? qs->weight : 1);
+    if (x->t->sched && qs) {
+      hostd__sched_tenant_count_gpu(x->t->sched, &qs->gpu_ns);
+      __atomic_store_n(&qs->scheduled, 1, __ATOMIC_RELEASE);
+    }
+  }
   hostd__log(HOSTD_LOG_INFO, "tenant %u '%s' joined as %s", x->t->id, name,
              q->priority == 0 ? "latency-critical" : "best-effort");
   if (wire_buf_reserve(x->out, CALL_HELLO_REP_FIXED) != 0)
