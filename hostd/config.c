@@ -111,6 +111,9 @@ void hostd_config_usage(FILE *f) {
           "  --tenant-mem-limit [WHO=]SIZE  device memory per tenant; WHO is\n"
           "                       latency-critical, best-effort or name:NAME (repeatable;\n"
           "                       a name's rule beats its class's, which beats the plain one)\n"
+          "  --tenant-weight [WHO=]N  a best-effort tenant's share of the GPU time the\n"
+          "                       latency-critical one leaves, 1..1000 (default 1; WHO and\n"
+          "                       precedence as for --tenant-mem-limit)\n"
           "  --tenant-streams N   streams per tenant (default %d)\n"
           "  --tenant-events N    events per tenant (default %d)\n"
           "  --tenant-hostfns N   pending host functions per tenant (default %d)\n"
@@ -199,9 +202,10 @@ static const size_option_t *size_option(const char *name) {
   return NULL;
 }
 
-/* "[WHO=]SIZE" for --tenant-mem-limit; a rule for the same WHO replaces
- * the earlier one. */
-static int set_mem_rule(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+/* "[WHO=]VALUE" for --tenant-mem-limit (VALUE a size) and --tenant-weight
+ * (VALUE 1..1000); a rule for the same WHO replaces the earlier one. */
+static int set_rule(struct hostd_mem_rule *rules, int *nrules, bool weight, const char *v,
+                    const char *flag, FILE *err) {
   const char *eq = strrchr(v, '=');
   char who[80] = "";
   uint64_t bytes;
@@ -221,20 +225,23 @@ static int set_mem_rule(hostd_config_t *cfg, const char *v, const char *flag, FI
       return -EINVAL;
     }
   }
-  if (hostd__parse_size(eq ? eq + 1 : v, &bytes) != 0) {
-    fprintf(err, "tallyd: %s: expected [WHO=]SIZE (e.g. 8G, best-effort=2G), got '%s'\n", flag, v);
+  if (weight ? hostd__parse_size(eq ? eq + 1 : v, &bytes) != 0 || bytes < 1 || bytes > 1000
+             : hostd__parse_size(eq ? eq + 1 : v, &bytes) != 0) {
+    fprintf(err, "tallyd: %s: expected %s, got '%s'\n", flag,
+            weight ? "[WHO=]N, N from 1 to 1000 (e.g. 4, best-effort=2)"
+                   : "[WHO=]SIZE (e.g. 8G, best-effort=2G)", v);
     return -EINVAL;
   }
-  for (i = 0; i < cfg->n_mem_rules && strcmp(cfg->mem_rules[i].who, who) != 0; i++)
+  for (i = 0; i < *nrules && strcmp(rules[i].who, who) != 0; i++)
     ;
   if (i == HOSTD_MEM_RULES_MAX) {
     fprintf(err, "tallyd: %s: more than %d rules\n", flag, HOSTD_MEM_RULES_MAX);
     return -EINVAL;
   }
-  snprintf(cfg->mem_rules[i].who, sizeof(cfg->mem_rules[i].who), "%s", who);
-  cfg->mem_rules[i].bytes = bytes;
-  if (i == cfg->n_mem_rules)
-    cfg->n_mem_rules++;
+  snprintf(rules[i].who, sizeof(rules[i].who), "%s", who);
+  rules[i].bytes = bytes;
+  if (i == *nrules)
+    (*nrules)++;
   return 0;
 }
 
@@ -255,7 +262,9 @@ static int set_guard_option(hostd_config_t *cfg, const char *name, const char *v
                             const char *flag, FILE *err) {
   const size_option_t *so;
   if (strcmp(name, "tenant-mem-limit") == 0)
-    return set_mem_rule(cfg, v, flag, err);
+    return set_rule(cfg->mem_rules, &cfg->n_mem_rules, false, v, flag, err);
+  if (strcmp(name, "tenant-weight") == 0)
+    return set_rule(cfg->weight_rules, &cfg->n_weight_rules, true, v, flag, err);
   if ((so = size_option(name)) != NULL) {
     if (hostd__parse_size(v, (uint64_t *)((char *)cfg + so->off)) == 0)
       return 0;

@@ -589,8 +589,14 @@ static CUresult exec_hostfn(exec_t *x, const call_hostfn_req_t *q) {
     r = CUDA_ERROR_INVALID_VALUE;
   else if (!t->hf)
     r = CUDA_ERROR_NOT_SUPPORTED; /* driven without server.c (tests) */
-  else if ((r = hostd__stream_lookup_enter(t, q->stream, &ts)) == CUDA_SUCCESS)
-    return (CUresult)hostd__hostfn_enqueue(t->hf, ts->handle, q->seq);
+  else if ((r = hostd__stream_lookup_enter(t, q->stream, &ts)) == CUDA_SUCCESS &&
+           (r = hostd__quota_charge(hostd__quota_self, HOSTD_QUOTA_HOSTFNS, 1)) == CUDA_SUCCESS) {
+    /* The unit comes back when the function's gate opens (hostfn.c). */
+    r = (CUresult)hostd__hostfn_enqueue(t->hf, ts->handle, q->seq, hostd__quota_self);
+    if (r != CUDA_SUCCESS) /* enqueue counted the post failed itself */
+      hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_HOSTFNS, 1);
+    return r;
+  }
   if (t->hf)
     hostd__hostfn_post_failed(t->hf);
   return r;
@@ -621,8 +627,15 @@ static CUresult exec_hello(exec_t *x, const call_hello_req_t *q) {
   /* The token was checked by wire's handshake (network tenants only). */
   x->t->prio = q->priority == 0 ? hostd__snapshot.prio_greatest : hostd__snapshot.prio_least;
   x->t->hello = true;
-  if (!x->t->sched)
-    x->t->sched = hostd__sched_tenant_new(x->t->id, name, q->priority == 0 ? 0 : 1, 1);
+  if (!x->t->sched) {
+    hostd_quota_t *qs = hostd__quota_self; /* NULL: driven without a worker */
+    x->t->sched = hostd__sched_tenant_new(x->t->id, name, q->priority == 0 ? 0 : 1,
+                                          qs && qs->weight ? qs->weight : 1);
+    if (x->t->sched && qs) {
+      hostd__sched_tenant_count_gpu(x->t->sched, &qs->gpu_ns);
+      __atomic_store_n(&qs->scheduled, 1, __ATOMIC_RELEASE);
+    }
+  }
   hostd__log(HOSTD_LOG_INFO, "tenant %u '%s' joined as %s", x->t->id, name,
              q->priority == 0 ? "latency-critical" : "best-effort");
   if (wire_buf_reserve(x->out, CALL_HELLO_REP_FIXED) != 0)

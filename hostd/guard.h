@@ -33,11 +33,16 @@ typedef struct hostd_quota {
   uint64_t used[HOSTD_QUOTA_N];    /* atomics */
   uint64_t refused[HOSTD_QUOTA_N]; /* charges refused (atomics) */
   uint64_t peak_mem;               /* highest used[MEM] (atomic) */
+  /* Not quotas, the tenant's scheduling, for the operator's view: */
+  uint32_t weight;  /* --tenant-weight for it (1..1000) */
+  int scheduled;    /* the scheduler counts its GPU time into gpu_ns (atomic) */
+  uint64_t gpu_ns;  /* device time of its kernels (atomic; sched.c adds) */
 } hostd_quota_t;
 
 /* Limits for a tenant from the configuration: the rule naming it, else its
  * class's, else the one for every tenant (HOSTD_QUOTA_MEM), and the plain
- * caps for the others.  prio: 0 latency-critical, 1 best-effort. */
+ * caps for the others; its weight the same way (default 1).  prio: 0
+ * latency-critical, 1 best-effort. */
 void hostd__quota_setup(hostd_quota_t *q, const hostd_config_t *cfg, const char *name, int prio);
 /* Takes n units of r: CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY (the
  * driver's answer when memory, streams or events run out) and nothing
@@ -52,6 +57,28 @@ uint64_t hostd__quota_used(const hostd_quota_t *q, hostd_quota_res_t r);
 extern __thread hostd_quota_t *hostd__quota_self;
 /* "4G", "512M", "64K", "1000": bytes in *out; 0 or -EINVAL. */
 int hostd__parse_size(const char *s, uint64_t *out);
+
+/* ---- the latency-critical tenant's request latency (latency.c) ---- */
+#define HOSTD_LAT_RING     4096 /* requests remembered */
+#define HOSTD_LAT_WINDOW_S 60   /* the window of the quantiles, seconds */
+/* What a request is: latency.c.  ring and next: written by the tenant's
+ * worker only, ring entries read by any thread (atomics). */
+typedef struct hostd_lat {
+  uint64_t ring[HOSTD_LAT_RING]; /* end second (monotonic) << 32 | microseconds; 0 empty */
+  uint64_t next;                 /* next entry */
+  uint64_t open_ns;              /* the open request began (monotonic ns); 0 none */
+} hostd_lat_t;
+/* Does the answer (result) to a call of op end a request? */
+bool hostd__lat_ends(uint32_t op, uint32_t result);
+/* Worker: it is executing a request of op queued at at_ns (monotonic): a
+ * LAUNCH opens a request when none is open.  l NULL: nothing. */
+void hostd__lat_request(hostd_lat_t *l, uint32_t op, uint64_t at_ns);
+/* Worker: it answered a call of op with result at now_ns: ends the open
+ * request when hostd__lat_ends says so.  l NULL: nothing. */
+void hostd__lat_answered(hostd_lat_t *l, uint32_t op, uint32_t result, uint64_t now_ns);
+/* Any thread: p50 and p99 in microseconds of the requests that ended in
+ * the last HOSTD_LAT_WINDOW_S seconds before now_ns; -1 when none. */
+void hostd__lat_quantiles(const hostd_lat_t *l, uint64_t now_ns, int64_t *p50, int64_t *p99);
 
 /* ---- log (log.c) ---- */
 /* Copies s to out (cap bytes, NUL-terminated), escaping control bytes,
@@ -94,7 +121,8 @@ typedef struct hostd_row {
   uint64_t queue;    /* requests queued for the worker */
   uint64_t upload;   /* module bytes received */
   int64_t gpu_ns;    /* -1: not measured */
-  int64_t p50_us, p99_us; /* latency-critical call latency over the last minute, -1: none */
+  uint32_t weight;   /* the scheduler's weight of the tenant; 0: not scheduled */
+  int64_t p50_us, p99_us; /* latency-critical request latency over the last minute, -1: none */
 } hostd_row_t;
 
 typedef struct hostd_view {

@@ -101,8 +101,12 @@ void hostd__hostfn_note_post(hostd_hostfn_t *h);
 /* True while host functions are posted and not finished (NULL: false). */
 bool hostd__hostfn_busy(hostd_hostfn_t *h);
 /* Worker: enqueues the gate for guest function seq on host stream `stream`;
- * returns a CUresult. */
-int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq);
+ * returns a CUresult.  q: the quota one HOSTD_QUOTA_HOSTFNS unit was
+ * charged to (given back when the function's slot is freed; on an error
+ * the caller gives it back), or NULL. */
+struct hostd_quota;
+int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq,
+                          struct hostd_quota *q);
 /* Worker: a HOSTFN post failed before hostd__hostfn_enqueue (bad stream...). */
 void hostd__hostfn_post_failed(hostd_hostfn_t *h);
 /* Loop thread: a HOSTFN_WAIT call (args after the request header). */

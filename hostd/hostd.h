@@ -78,6 +78,9 @@ typedef struct hostd_config {
     uint64_t bytes;
   } mem_rules[HOSTD_MEM_RULES_MAX]; /* --tenant-mem-limit, later rules win */
   int n_mem_rules;
+  /* --tenant-weight: the same rules, bytes being the scheduler weight (1..1000). */
+  struct hostd_mem_rule weight_rules[HOSTD_MEM_RULES_MAX];
+  int n_weight_rules;
   /* The operator's view. */
   char control_path[108]; /* "" = unix_path + HOSTD_CONTROL_SUFFIX; "none" = off */
   char metrics_addr[256]; /* host:port for GET /metrics ("" = none) */

@@ -14,7 +14,14 @@
  *
  * Slots: a tenant has at most HOSTFN_SLOTS host functions enqueued and not
  * yet finished (one gate word each); past that HOSTFN fails with
- * CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.  Slot states: FREE -> ENQUEUED
+ * CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.  Below that, --tenant-hostfns is
+ * the tenant's quota (guard.h, HOSTD_QUOTA_HOSTFNS): exec.c charges one
+ * unit before hostd__hostfn_enqueue, the slot remembers it, and the unit
+ * is given back when the slot is freed (its gate opened, by the guest's
+ * "done" or by the tenant's close), so a tenant over its quota gets
+ * CUDA_ERROR_OUT_OF_MEMORY and nobody else waits.  The quota belongs to
+ * the worker: hostd__hostfn_drop_gate (the tenant's cleanup, on the
+ * worker) forgets it under mu, so a late driver callback never touches it.  Slot states: FREE -> ENQUEUED
  * (worker) -> REACHED (driver thread) -> HANDED (loop thread, given to the
  * guest) -> FREE (done, or the tenant closed).
  *
@@ -33,6 +40,7 @@
  * could not deliver the HOSTFN_WAIT that unblocks its own worker.
  */
 #include "hostd/gpu.h"
+#include "hostd/guard.h"
 #include "hostd/hostd-int.h"
 
 #include <errno.h>
@@ -54,6 +62,7 @@ typedef struct hostfn_slot {
   uint64_t seq;       /* the guest's number for the function */
   uint32_t value;     /* the gate value that opens it; grows by 1 per use of the slot */
   int state;
+  bool charged;       /* holds one unit of hf->quota (HOSTD_QUOTA_HOSTFNS) */
 } hostfn_slot_t;
 
 struct hostd_hostfn {
@@ -68,6 +77,7 @@ struct hostd_hostfn {
   uint32_t fifo[HOSTFN_SLOTS]; /* reached slots in reach order (ring) */
   uint32_t fifo_head, fifo_len;
   int inflight; /* atomic: see the lock story */
+  hostd_quota_t *quota; /* the worker's (charged slots give back here), under mu; NULL once gone */
   hostfn_slot_t slot[HOSTFN_SLOTS];
 };
 
@@ -126,6 +136,9 @@ static void answer(hostd_hostfn_t *h, uint64_t id, CUresult r, uint64_t seq) {
  * gate (value returned) after dropping mu. */
 static uint32_t slot_finish(hostd_hostfn_t *h, int i) {
   h->slot[i].state = SLOT_FREE;
+  if (h->slot[i].charged)
+    hostd__quota_release(h->quota, HOSTD_QUOTA_HOSTFNS, 1);
+  h->slot[i].charged = false;
   __atomic_fetch_sub(&h->inflight, 1, __ATOMIC_RELAXED);
   return h->slot[i].value;
 }
@@ -176,7 +189,7 @@ bool hostd__hostfn_busy(hostd_hostfn_t *h) {
   return h && __atomic_load_n(&h->inflight, __ATOMIC_RELAXED) > 0;
 }
 
-int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq) {
+int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq, hostd_quota_t *q) {
   int i = -1;
   CUresult r;
 
@@ -202,6 +215,9 @@ int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq) {
     h->slot[i].seq = seq;
     h->slot[i].value++;
     h->slot[i].state = SLOT_ENQUEUED;
+    h->slot[i].charged = q != NULL;
+    if (q)
+      h->quota = q;
     h->refs++;
   }
   pthread_mutex_unlock(&h->mu);
@@ -214,6 +230,7 @@ int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq) {
     return r;
   pthread_mutex_lock(&h->mu);
   h->slot[i].state = SLOT_FREE;
+  h->slot[i].charged = false; /* the caller gives the unit back */
   h->refs--; /* never the last: the worker holds one */
   pthread_mutex_unlock(&h->mu);
 fail:
@@ -307,6 +324,7 @@ void hostd__hostfn_drop_gate(hostd_hostfn_t *h, bool gpu) {
   pthread_mutex_lock(&h->mu);
   g = h->gate;
   h->gate = NULL;
+  h->quota = NULL; /* the worker's, about to go */
   pthread_mutex_unlock(&h->mu);
   if (g)
     hostd__gpu.gate_del(g, gpu);

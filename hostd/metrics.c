@@ -7,8 +7,10 @@
  * hostd__escape in the table, and as Prometheus label values (backslash,
  * quote and newline escaped, other control bytes as \xHH via
  * hostd__escape).  A value not measured prints "-" in the table and is
- * left out of the exposition: GPU time and the latency-critical tenant's
- * latency, and the weight (tallyd has no per-tenant weights yet).
+ * left out of the exposition: GPU time and weight when the scheduler does
+ * not run (--policy none), the latency-critical tenant's request latency
+ * when it finished no request in the last minute (hostd/latency.c says
+ * what a request is).
  */
 #include "hostd/guard.h"
 
@@ -29,17 +31,18 @@ static void opt_num(char *out, size_t cap, int64_t v, const char *unit) {
 }
 
 static void row_line(FILE *f, const hostd_row_t *r) {
-  char name[300], peer[200], since[32], gpu[32], p50[32], p99[32];
+  char name[300], peer[200], since[32], gpu[32], p50[32], p99[32], weight[16];
   struct tm tm;
   time_t t = (time_t)r->since;
   gmtime_r(&t, &tm);
   strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
   opt_num(gpu, sizeof(gpu), r->gpu_ns < 0 ? -1 : r->gpu_ns / 1000000, "ms");
+  opt_num(weight, sizeof(weight), r->weight ? (int64_t)r->weight : -1, "");
   opt_num(p50, sizeof(p50), r->prio == 0 ? r->p50_us : -1, "us");
   opt_num(p99, sizeof(p99), r->prio == 0 ? r->p99_us : -1, "us");
   fprintf(f, "%-4u %-20s %-24s %-16s %-6s %-9s %-20s %12llu %9llu %8s %5llu %8s %8s\n", r->id,
           hostd__escape(name, sizeof(name), r->name), hostd__escape(peer, sizeof(peer), r->peer),
-          class_name(r->prio), "-", r->transport, since, (unsigned long long)r->mem,
+          class_name(r->prio), weight, r->transport, since, (unsigned long long)r->mem,
           (unsigned long long)r->kernels, gpu, (unsigned long long)r->queue, p50, p99);
 }
 
@@ -92,6 +95,29 @@ static void header(FILE *f, const char *name, const char *type, const char *help
   fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* The series of tenants the scheduler runs (GPU time and weight). */
+static void scheduled_series(FILE *f, const hostd_view_t *v) {
+  header(f, "tally_tenant_gpu_seconds_total", "counter",
+         "Device time of a tenant's kernels (best-effort: timed by events; latency-critical: "
+         "issue or previous completion to completion).");
+  for (size_t i = 0; i < v->n; i++) {
+    char name[300];
+    const hostd_row_t *r = &v->rows[i];
+    if (r->gpu_ns >= 0)
+      fprintf(f, "tally_tenant_gpu_seconds_total{tenant=\"%s\",id=\"%u\",class=\"%s\"} %.6f\n",
+              label(name, sizeof(name), r->name), r->id, class_name(r->prio),
+              (double)r->gpu_ns / 1e9);
+  }
+  header(f, "tally_tenant_weight", "gauge", "A tenant's weight in the scheduler (--tenant-weight).");
+  for (size_t i = 0; i < v->n; i++) {
+    char name[300];
+    const hostd_row_t *r = &v->rows[i];
+    if (r->weight)
+      fprintf(f, "tally_tenant_weight{tenant=\"%s\",id=\"%u\",class=\"%s\"} %u\n",
+              label(name, sizeof(name), r->name), r->id, class_name(r->prio), r->weight);
+  }
+}
+
 char *hostd__view_metrics(const hostd_view_t *v) {
   char *buf = NULL;
   size_t len = 0;
@@ -128,18 +154,20 @@ char *hostd__view_metrics(const hostd_view_t *v) {
   tenant_series(f, v, "tally_tenant_upload_bytes_total", get_upload);
   header(f, "tally_tenant_connected_time_seconds", "gauge", "When a tenant connected.");
   tenant_series(f, v, "tally_tenant_connected_time_seconds", get_since);
-  header(f, "tally_lc_call_latency_microseconds", "gauge",
-         "The latency-critical tenant's synchronous calls, queued to answered, last minute.");
+  scheduled_series(f, v);
+  header(f, "tally_lc_request_latency_microseconds", "gauge",
+         "The latency-critical tenant's requests, first launch received to the reply of the "
+         "synchronising call, last minute.");
   for (size_t i = 0; i < v->n; i++) {
     char name[300];
     const hostd_row_t *r = &v->rows[i];
     if (r->prio != 0 || r->p50_us < 0)
       continue;
     label(name, sizeof(name), r->name);
-    fprintf(f, "tally_lc_call_latency_microseconds{tenant=\"%s\",quantile=\"0.5\"} %lld\n", name,
-            (long long)r->p50_us);
-    fprintf(f, "tally_lc_call_latency_microseconds{tenant=\"%s\",quantile=\"0.99\"} %lld\n", name,
-            (long long)r->p99_us);
+    fprintf(f, "tally_lc_request_latency_microseconds{tenant=\"%s\",quantile=\"0.5\"} %lld\n",
+            name, (long long)r->p50_us);
+    fprintf(f, "tally_lc_request_latency_microseconds{tenant=\"%s\",quantile=\"0.99\"} %lld\n",
+            name, (long long)r->p99_us);
   }
   if (fclose(f) != 0) {
     free(buf);

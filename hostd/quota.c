@@ -12,7 +12,9 @@
  *
  * Limits come from the configuration (config.c): for device memory the
  * most specific --tenant-mem-limit rule (name:NAME, then the class, then
- * the plain one), for the rest one cap for every tenant.
+ * the plain one), for the rest one cap for every tenant.  The tenant's
+ * scheduler weight (--tenant-weight, the same precedence) and its GPU
+ * time live here too, for the operator's view.
  */
 #include "hostd/guard.h"
 
@@ -51,12 +53,14 @@ int hostd__parse_size(const char *s, uint64_t *out) {
   return 0;
 }
 
-/* The most specific memory rule for this tenant; 0 when none applies. */
-static uint64_t mem_limit(const hostd_config_t *cfg, const char *name, int prio) {
+/* The value of the most specific rule for this tenant; dflt when none
+ * applies. */
+static uint64_t rule_value(const struct hostd_mem_rule *rules, int n, const char *name, int prio,
+                           uint64_t dflt) {
   const char *cls = prio == 0 ? "latency-critical" : "best-effort";
   int best = -1, rank = -1;
-  for (int i = 0; i < cfg->n_mem_rules; i++) {
-    const char *who = cfg->mem_rules[i].who;
+  for (int i = 0; i < n; i++) {
+    const char *who = rules[i].who;
     int r = !who[0] ? 0 : strcmp(who, cls) == 0 ? 1
             : (strncmp(who, "name:", 5) == 0 && name && strcmp(who + 5, name) == 0) ? 2 : -1;
     if (r > rank) {
@@ -64,12 +68,13 @@ static uint64_t mem_limit(const hostd_config_t *cfg, const char *name, int prio)
       best = i;
     }
   }
-  return best < 0 ? 0 : cfg->mem_rules[best].bytes;
+  return best < 0 ? dflt : rules[best].bytes;
 }
 
 void hostd__quota_setup(hostd_quota_t *q, const hostd_config_t *cfg, const char *name, int prio) {
   memset(q, 0, sizeof(*q));
-  q->limit[HOSTD_QUOTA_MEM] = mem_limit(cfg, name, prio);
+  q->limit[HOSTD_QUOTA_MEM] = rule_value(cfg->mem_rules, cfg->n_mem_rules, name, prio, 0);
+  q->weight = (uint32_t)rule_value(cfg->weight_rules, cfg->n_weight_rules, name, prio, 1);
   q->limit[HOSTD_QUOTA_STREAMS] = cfg->tenant_streams;
   q->limit[HOSTD_QUOTA_EVENTS] = cfg->tenant_events;
   q->limit[HOSTD_QUOTA_HOSTFNS] = cfg->tenant_hostfns;

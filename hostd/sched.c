@@ -94,6 +94,8 @@ struct hostd_sched_tenant {
   uint64_t inflight;
   bool closing;
   uint64_t last_submit_ns;
+  uint64_t *gpu_ns;  /* device time counted here (hostd__sched_tenant_count_gpu), or NULL */
+  uint64_t last_end_ns; /* its previous completion seen */
 };
 
 typedef struct flight {
@@ -286,6 +288,11 @@ hostd_sched_tenant_t *hostd__sched_tenant_new(uint32_t id, const char *name, int
     return NULL;
   }
   return t;
+}
+
+void hostd__sched_tenant_count_gpu(hostd_sched_tenant_t *t, uint64_t *gpu_ns) {
+  if (t)
+    t->gpu_ns = gpu_ns; /* before its first launch: the scheduler thread reads it after */
 }
 
 hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t stream,
@@ -735,6 +742,12 @@ static int flight_poll(flight_t *f, uint64_t now) {
   }
   ev.dev_end_ns = now;
   ev.dev_start_ns = dur < now ? now - dur : 0;
+  if (f->t->gpu_ns) { /* untimed: from its issue or the previous completion */
+    uint64_t from = f->issue_ns > f->t->last_end_ns ? f->issue_ns : f->t->last_end_ns;
+    __atomic_fetch_add(f->t->gpu_ns, f->ev_start ? dur : now > from ? now - from : 0,
+                       __ATOMIC_RELAXED);
+  }
+  f->t->last_end_ns = now;
   ev.blocks_done = blocks;
   if (S.trace)
     trace_write(f, ev.dev_start_ns, ev.dev_end_ns);

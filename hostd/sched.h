@@ -76,6 +76,13 @@ void hostd__sched_tenant_close(hostd_sched_tenant_t *t);
  * streams, its device gate), after hostd__sched_tenant_close and after the
  * tenant's own streams were synchronised.  NULL ok. */
 void hostd__sched_tenant_free(hostd_sched_tenant_t *t);
+/* The scheduler adds the device time of each of the tenant's kernels to
+ * *gpu_ns (atomically) as it sees them complete: the event-timed duration
+ * of a best-effort kernel; for an untimed (latency-critical) one, the time
+ * from its issue, or the tenant's previous completion if later, to the
+ * completion seen (an upper bound, to the scheduler's polling).  The
+ * counter must outlive the tenant's hostd__sched_tenant_close.  NULL ok. */
+void hostd__sched_tenant_count_gpu(hostd_sched_tenant_t *t, uint64_t *gpu_ns);
 /* The first error an issued launch of the tenant returned, cleared (a
  * CUresult, CUDA_SUCCESS when none): a deferred error for the next
  * synchronising call. */

@@ -95,15 +95,8 @@ typedef struct worker {
   int64_t since;           /* connected at (epoch seconds) */
   uint64_t kernels;        /* launches executed */
   uint64_t queued;         /* requests queued, not yet executed */
-  uint64_t *lat;           /* latency-critical only: LAT_RING entries of monotonic
-                              second << 32 | microseconds, one per call answered */
-  uint64_t lat_next;       /* next slot (atomic) */
+  hostd_lat_t *lat;        /* latency-critical only: its requests (latency.c) */
 } worker_t;
-
-/* Calls of the latency-critical tenant remembered for its p50/p99 (the
- * daemon's service time of a synchronous call: queued to answered). */
-#define LAT_RING   4096
-#define LAT_WINDOW 60 /* seconds */
 
 struct hostd_server {
   uv_loop_t loop;
@@ -159,17 +152,17 @@ static void msg_free(worker_t *w, msg_t *m) {
   free(m);
 }
 
-/* A call of the latency-critical tenant was answered: remember how long
- * it took since it was queued.  One atomic store; readers may miss one. */
-static void note_latency(worker_t *w, const msg_t *m) {
-  uint64_t now, us, slot;
-  if (!w->lat || !m->at_ns)
+/* The latency-critical tenant's request of op was executed; reply: its
+ * answer when it was a call, else NULL (latency.c says what a request is). */
+static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const wire_buf_t *reply) {
+  call_reply_hdr_t h;
+  if (!w->lat)
     return;
-  now = now_ns();
-  us = (now - m->at_ns) / 1000;
-  slot = __atomic_fetch_add(&w->lat_next, 1, __ATOMIC_RELAXED) % LAT_RING;
-  __atomic_store_n(&w->lat[slot], (now / 1000000000u) << 32 | (us > UINT32_MAX ? UINT32_MAX : us),
-                   __ATOMIC_RELAXED);
+  hostd__lat_request(w->lat, op, m->at_ns);
+  if (!reply || reply->len < CALL_REPLY_HDR_LEN)
+    return;
+  call_reply_hdr_read(reply->data, &h);
+  hostd__lat_answered(w->lat, op, h.result, now_ns());
 }
 
 /* Waits for the worker's next requests and takes them all (one lock round
@@ -265,6 +258,8 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
       why = "request header does not match its wire message";
     if (rc == 0 && op == CALL_OP_LAUNCH)
       __atomic_fetch_add(&w->kernels, 1, __ATOMIC_RELAXED);
+    if (rc == 0)
+      note_latency(w, m, op, m->kind == WIRE_MSG_CALL ? reply : NULL);
   } else {
     why = "request shorter than its header";
   }
@@ -274,7 +269,6 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
     if (wire_tenant_reply_mt(w->wt, m->id, reply->data, reply->len) != 0)
       hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply after close dropped", w->id);
     wire_buf_init(reply);
-    note_latency(w, m);
   } else if (rc != 0) {
     hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
                rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
@@ -394,7 +388,7 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   w->since = (int64_t)time(NULL);
   hostd__quota_setup(&w->quota, &s->cfg, info->name, (int)info->prio);
   if (info->prio == WIRE_PRIO_LATENCY_CRITICAL)
-    w->lat = calloc(LAT_RING, sizeof(*w->lat)); /* NULL: no latency shown, nothing else */
+    w->lat = calloc(1, sizeof(*w->lat)); /* NULL: no latency shown, nothing else */
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   pthread_mutex_lock(&s->lock);
@@ -497,7 +491,7 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
     return;
   }
   __atomic_fetch_add(&w->queued, 1, __ATOMIC_RELAXED);
-  q->at_ns = w->lat && m->kind == WIRE_MSG_CALL ? now_ns() : 0;
+  q->at_ns = w->lat ? now_ns() : 0;
   q->kind = m->kind;
   q->id = m->id;
   q->len = m->len;
@@ -1017,30 +1011,6 @@ fail_token:
 
 /* ---- the operator's view (guard.h) ---- */
 
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* p50/p99 of the latency-critical tenant's calls over the last
- * LAT_WINDOW seconds; -1 when there were none. */
-static void latency(worker_t *w, int64_t *p50, int64_t *p99) {
-  static uint32_t us[LAT_RING]; /* under s->lock (view_fill) */
-  uint64_t now_s = now_ns() / 1000000000u;
-  size_t n = 0;
-  *p50 = *p99 = -1;
-  for (size_t i = 0; w->lat && i < LAT_RING; i++) {
-    uint64_t e = __atomic_load_n(&w->lat[i], __ATOMIC_RELAXED);
-    if (e && now_s - (e >> 32) < LAT_WINDOW)
-      us[n++] = (uint32_t)e;
-  }
-  if (!n)
-    return;
-  qsort(us, n, sizeof(us[0]), cmp_u32);
-  *p50 = us[(n - 1) / 2];
-  *p99 = us[(n * 99 + 99) / 100 - 1];
-}
-
 static void row_fill(hostd_row_t *r, worker_t *w) {
   memset(r, 0, sizeof(*r));
   r->id = w->id;
@@ -1054,8 +1024,12 @@ static void row_fill(hostd_row_t *r, worker_t *w) {
   r->upload = hostd__quota_used(&w->quota, HOSTD_QUOTA_UPLOAD);
   r->kernels = __atomic_load_n(&w->kernels, __ATOMIC_RELAXED);
   r->queue = __atomic_load_n(&w->queued, __ATOMIC_RELAXED);
-  r->gpu_ns = -1; /* not measured by this daemon yet */
-  latency(w, &r->p50_us, &r->p99_us);
+  /* -1 under --policy none: only the scheduler sees kernels complete */
+  r->gpu_ns = __atomic_load_n(&w->quota.scheduled, __ATOMIC_ACQUIRE)
+                  ? (int64_t)__atomic_load_n(&w->quota.gpu_ns, __ATOMIC_RELAXED)
+                  : -1;
+  r->weight = r->gpu_ns >= 0 ? w->quota.weight : 0;
+  hostd__lat_quantiles(w->lat, now_ns(), &r->p50_us, &r->p99_us);
 }
 
 /* Fills v from the live workers; v->rows is malloc'd.  Any thread. */

@@ -232,6 +232,10 @@ int main(int argc, char **argv) {
     return usage(stderr, 2);
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
     return usage(stdout, 0);
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("tally-pairs (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+    return 0;
+  }
   if (strcmp(argv[1], "arrivals") == 0)
     return cmd_arrivals(argc - 1, argv + 1);
   if (strcmp(argv[1], "service") == 0)

@@ -23,6 +23,14 @@
  *               over shm), print "ready", kill itself with SIGKILL
  *   copy-loop   allocate 16 MiB, print "copying", then copy 16 MiB host to
  *               device over and over until killed (a death mid-copy)
+ *   lc-requests 10 requests, each 3 launches of fill_u32 3 ms apart then
+ *               cuCtxSynchronize; prints "done", waits until stdin closes
+ *               (tallyd's request latency of each is at least 6 ms)
+ *   hostfn-quota  on one stream, a host function that waits until stdin
+ *               closes and 11 that count; a call, then "ready"; then
+ *               synchronise and print "sync N ran M"; then 8 more counting
+ *               ones and "again N ran M" (tallyd's --tenant-hostfns 8: the
+ *               first sync says out of memory and 7 ran, the second 0 and 15)
  * Linked against guestlib/libcuda.so.1, as an application would be.  Used by
  * test-guest-daemon and test-guest-async (tallyd in-process) and by
  * test-hostd-restart.sh (tallyd-record): the first allocation of a fresh
@@ -43,6 +51,73 @@ static void never_runs(void *data) {
   (void)data;
   printf("second host function ran\n");
   fflush(stdout);
+}
+
+static int counted;
+
+static void hold_until_stdin_closes(void *data) {
+  char c;
+  (void)data;
+  while (read(0, &c, 1) > 0)
+    ;
+}
+
+static void count_one(void *data) {
+  (void)data;
+  __atomic_fetch_add(&counted, 1, __ATOMIC_RELAXED);
+}
+
+/* lc-requests (see the usage above). */
+static int lc_requests(void) {
+  static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+  CUmodule m;
+  CUfunction f;
+  CUdeviceptr p;
+  unsigned v = 7;
+  unsigned long long n = 16;
+  void *args[] = {&p, &v, &n};
+  char c;
+  if (cuMemAlloc(&p, 4096) || cuModuleLoadData(&m, img) || cuModuleGetFunction(&f, m, "fill_u32"))
+    return 13;
+  for (int r = 0; r < 10; r++) {
+    for (int k = 0; k < 3; k++) {
+      if (k)
+        usleep(3000);
+      if (cuLaunchKernel(f, 1, 1, 1, 16, 1, 1, 0, NULL, args, NULL))
+        return 13;
+    }
+    if (cuCtxSynchronize())
+      return 13;
+  }
+  printf("done\n");
+  fflush(stdout);
+  while (read(0, &c, 1) > 0)
+    ;
+  return 0;
+}
+
+/* hostfn-quota (see the usage above). */
+static int hostfn_quota(void) {
+  CUstream s;
+  CUdeviceptr p;
+  CUresult r;
+  if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuLaunchHostFunc(s, hold_until_stdin_closes, NULL))
+    return 12;
+  for (int i = 0; i < 11; i++)
+    if (cuLaunchHostFunc(s, count_one, NULL))
+      return 12;
+  if (cuMemAlloc(&p, 4096) != CUDA_SUCCESS) /* a call: every post before it was executed */
+    return 12;
+  printf("ready\n");
+  fflush(stdout);
+  r = cuStreamSynchronize(s);
+  printf("sync %d ran %d\n", (int)r, __atomic_load_n(&counted, __ATOMIC_RELAXED));
+  for (int i = 0; i < 8; i++)
+    if (cuLaunchHostFunc(s, count_one, NULL))
+      return 12;
+  r = cuStreamSynchronize(s);
+  printf("again %d ran %d\n", (int)r, __atomic_load_n(&counted, __ATOMIC_RELAXED));
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -139,6 +214,10 @@ int main(int argc, char **argv) {
     raise(SIGKILL);
     return 6;
   }
+  if (strcmp(argv[1], "lc-requests") == 0)
+    return lc_requests();
+  if (strcmp(argv[1], "hostfn-quota") == 0)
+    return hostfn_quota();
   if (strcmp(argv[1], "copy-loop") == 0) {
     static char buf[16 << 20];
     if (cuMemAlloc(&p, sizeof(buf)) != CUDA_SUCCESS)

@@ -390,12 +390,82 @@ static void pinned_image_survives_eviction(void **state) {
   hostd__modcache_close();
 }
 
+/* --tenant-weight: the same precedence; out of 1..1000 is refused. */
+static void weight_rules_pick_the_most_specific(void **state) {
+  hostd_config_t c;
+  hostd_quota_t q;
+  char *argv[] = {"tallyd", "--tenant-weight", "best-effort=4", "--tenant-weight", "name:big=9",
+                  NULL};
+  char *bad[] = {"tallyd", "--tenant-weight", "1001", NULL};
+  char *zero[] = {"tallyd", "--tenant-weight", "best-effort=0", NULL};
+  FILE *e = devnull();
+  (void)state;
+  hostd_config_init(&c);
+  hostd__quota_setup(&q, &c, "any", 1);
+  assert_int_equal(q.weight, 1);
+  assert_int_equal(hostd_config_parse_args(&c, 5, argv, e), 0);
+  hostd__quota_setup(&q, &c, "any", 1);
+  assert_int_equal(q.weight, 4);
+  hostd__quota_setup(&q, &c, "big", 1);
+  assert_int_equal(q.weight, 9);
+  hostd__quota_setup(&q, &c, "serve", 0);
+  assert_int_equal(q.weight, 1);
+  hostd_config_init(&c);
+  assert_int_not_equal(hostd_config_parse_args(&c, 3, bad, e), 0);
+  hostd_config_init(&c);
+  assert_int_not_equal(hostd_config_parse_args(&c, 3, zero, e), 0);
+  fclose(e);
+}
+
+/* ---- the latency-critical tenant's request latency (latency.c) ---- */
+
+#define MS 1000000ull
+#define S0 (1000ull * 1000 * MS) /* a monotonic time well past 0 */
+
+/* A request runs from its first launch to the answer of the call that
+ * waits for the GPU; calls and copies before a launch open none; a query
+ * that says NOT_READY does not end one. */
+static void lc_request_is_first_launch_to_synchronising_reply(void **state) {
+  static hostd_lat_t l;
+  int64_t p50, p99;
+  (void)state;
+  hostd__lat_answered(&l, CALL_OP_STREAM_SYNC, CUDA_SUCCESS, S0); /* nothing open */
+  hostd__lat_request(&l, CALL_OP_MEM_ALLOC, S0 + 1 * MS);         /* opens nothing */
+  hostd__lat_request(&l, CALL_OP_LAUNCH, S0 + 10 * MS);           /* opens */
+  hostd__lat_request(&l, CALL_OP_LAUNCH, S0 + 12 * MS);           /* already open */
+  hostd__lat_answered(&l, CALL_OP_STREAM_QUERY, CUDA_ERROR_NOT_READY, S0 + 13 * MS);
+  hostd__lat_answered(&l, CALL_OP_MEM_ALLOC, CUDA_SUCCESS, S0 + 14 * MS);
+  hostd__lat_answered(&l, CALL_OP_STREAM_SYNC, CUDA_SUCCESS, S0 + 17 * MS); /* 7 ms */
+  hostd__lat_quantiles(&l, S0 + 20 * MS, &p50, &p99);
+  assert_int_equal(p50, 7000);
+  assert_int_equal(p99, 7000);
+  assert_true(hostd__lat_ends(CALL_OP_DTOH, CUDA_SUCCESS));
+  assert_true(hostd__lat_ends(CALL_OP_EVENT_QUERY, CUDA_SUCCESS));
+  assert_false(hostd__lat_ends(CALL_OP_EVENT_QUERY, CUDA_ERROR_NOT_READY));
+  assert_false(hostd__lat_ends(CALL_OP_HTOD, CUDA_SUCCESS));
+  /* 99 more of 1..99 ms: p50 and p99 of the 100 */
+  for (int i = 1; i <= 99; i++) {
+    uint64_t t = S0 + (uint64_t)i * 1000 * MS;
+    hostd__lat_request(&l, CALL_OP_LAUNCH, t);
+    hostd__lat_answered(&l, CALL_OP_CTX_SYNC, CUDA_SUCCESS, t + (uint64_t)i * MS);
+  }
+  hostd__lat_quantiles(&l, S0 + 100 * 1000 * MS, &p50, &p99);
+  /* the window is the last minute: requests that ended 60 s or more ago are out */
+  assert_true(p50 > 40000 && p99 == 99000);
+  hostd__lat_quantiles(&l, S0 + 1000 * 1000 * MS, &p50, &p99);
+  assert_int_equal(p50, -1);
+  assert_int_equal(p99, -1);
+  hostd__lat_quantiles(NULL, S0, &p50, &p99);
+  assert_int_equal(p50, -1);
+}
+
 /* ---- the operator's texts (finding 10) ---- */
 
 static void view_texts_list_tenants_escaped(void **state) {
   hostd_row_t rows[2] = {
       {.id = 1, .name = "serve", .peer = "pid 10 uid 0", .transport = "shm", .prio = 0,
-       .mem = 4096, .kernels = 7, .queue = 2, .gpu_ns = -1, .p50_us = -1, .p99_us = -1},
+       .mem = 4096, .kernels = 7, .queue = 2, .gpu_ns = 2500000000, .weight = 1, .p50_us = 800,
+       .p99_us = 2100},
       {.id = 2, .name = "ev\"il\n", .peer = "10.0.0.2:5", .transport = "tcp", .prio = 1,
        .gpu_ns = -1, .p50_us = -1, .p99_us = -1}};
   hostd_view_t v = {.rows = rows, .n = 2, .calls = 5};
@@ -409,6 +479,15 @@ static void view_texts_list_tenants_escaped(void **state) {
                             "class=\"latency-critical\",transport=\"shm\"} 4096\n"));
   assert_non_null(strstr(m, "tenant=\"ev\\\"il\\n\""));
   assert_non_null(strstr(m, "tally_tenant_kernels_total{tenant=\"serve\""));
+  assert_non_null(strstr(s, "2500ms"));  /* GPU time */
+  assert_non_null(strstr(s, "2100us"));  /* LC p99 */
+  assert_non_null(strstr(m, "tally_tenant_gpu_seconds_total{tenant=\"serve\",id=\"1\","
+                            "class=\"latency-critical\"} 2.500000\n"));
+  assert_non_null(strstr(m, "tally_tenant_weight{tenant=\"serve\",id=\"1\","
+                            "class=\"latency-critical\"} 1\n"));
+  assert_null(strstr(m, "tally_tenant_weight{tenant=\"ev")); /* not scheduled: left out */
+  assert_non_null(strstr(m, "tally_lc_request_latency_microseconds{tenant=\"serve\","
+                            "quantile=\"0.99\"} 2100\n"));
   free(s);
   free(m);
 }
@@ -432,6 +511,8 @@ int main(void) {
       cmocka_unit_test(module_cache_bounded_lru_in_memory_and_on_disk),
       cmocka_unit_test(pinned_image_survives_eviction),
       cmocka_unit_test(view_texts_list_tenants_escaped),
+      cmocka_unit_test(weight_rules_pick_the_most_specific),
+      cmocka_unit_test(lc_request_is_first_launch_to_synchronising_reply),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,19 +50,27 @@ def cdf_plot(plt, ticker, pair, runs, out, modes):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     for ax, idx, title in ((axes[0], 0, "execution (first launch -> sync)"),
                            (axes[1], 1, "end-to-end (arrival -> completion)")):
+        lo, hi = float("inf"), 0.0
         for mode, lat in runs:
             v = sorted(lat[idx])
             if not v:
                 continue
+            lo, hi = min(lo, v[0]), max(hi, v[-1])
             y = [(i + 1) / len(v) for i in range(len(v))]
             p99 = v[max(0, -(-99 * len(v) // 100) - 1)]  # nearest rank, as tally-pairs
             ax.step(v, y, where="post", label=f"{mode} (p99 {p99:.2f} ms)", color=color_of(mode, modes),
                     linewidth=2.2 if mode == "alone" else 1.4)
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
-        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        # Log scale when the latencies span more than a decade; below that a
+        # log axis would have no labelled tick at all.
+        wide = lo > 0 and hi / lo > 10
+        if wide:
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+            ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        else:
+            ax.xaxis.set_major_locator(ticker.MaxNLocator(6))
         ax.legend(loc="lower right", fontsize=8)
-        ax.set_xlabel("LC latency, ms (log scale)")
+        ax.set_xlabel("LC latency, ms" + (" (log scale)" if wide else ""))
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
         ax.axhline(0.99, color="grey", linestyle=":", linewidth=1)
@@ -75,7 +83,7 @@ def cdf_plot(plt, ticker, pair, runs, out, modes):
 
 def tradeoff_plot(plt, by_pair, out, modes):
     n = len(by_pair)
-    fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=(max(7.0, 5.5 * n), 4.8), squeeze=False)
     for ax, (pair, rows) in zip(axes[0], by_pair.items()):
         for r in rows:
             try:
@@ -86,13 +94,13 @@ def tradeoff_plot(plt, by_pair, out, modes):
             ax.scatter([x], [y], s=40, color=color_of(r["mode"], modes))
             ax.annotate(r["mode"], (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
         ax.axhline(0, color="grey", linewidth=1)
-        ax.set_xlim(0, 1.1)
+        ax.set_xlim(0, 1.3)  # room for the labels of points near 1
         ax.set_xlabel("BE throughput, normalised to BE alone")
         ax.set_ylabel("LC execution p99 overhead vs alone, %")
         ax.set_title(pair, fontsize=10)
         ax.grid(True, alpha=0.3)
-    fig.suptitle("Trade-off per mode: LC p99 overhead (lower is better) vs BE throughput "
-                 "(right is better)")
+    fig.suptitle("Trade-off per mode: LC p99 overhead (lower is better)\n"
+                 "vs BE throughput (right is better)")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)

@@ -46,16 +46,24 @@ lc_saw() { # lc_saw DIR PAIR MODEDIR ROLE TEXT: that tenant's stderr names TEXT
   grep -q "$5" "$1/raw/$2/$3/$4.err"
 }
 
-help() { bp --help | grep -q -- '--quick' && bp --help | grep -q 'azure:FILE'; }
-check "--help names the flags" help
+help() {
+  bp --help | grep -q -- '--quick' && bp --help | grep -q 'azure:FILE' &&
+    bp --version | grep -q '^bench-pairs (tally) '
+}
+check "--help names the flags, --version on stdout" help
 
 dry() {
   out=$(bp --quick --dry-run --out "$tmp/dry") || return 1
   echo "$out"
   # 3 quick pairs x (calibrate, alone LC, alone BE + 5 other quick modes)
-  echo "$out" | grep -q '^24 steps' && echo "$out" | grep -q 'pair-lc --arrivals' && [ ! -d "$tmp/dry" ]
+  # the product's default policy, each step's estimate, the whole set within 10 minutes
+  echo "$out" | grep -q '^24 steps, about ' && echo "$out" | grep -q 'pair-lc --arrivals' &&
+    echo "$out" | grep -q '^\[7/24\] cuda-ptx: tallyd:tally (about [0-9]* s)' &&
+    echo "$out" | grep -q 'cuda-ptx: tallyd-alone:tally (about' &&
+    ! echo "$out" | grep -q 'tallyd:none' &&
+    echo "$out" | awk '/^24 steps, about/ { exit !($4 + 0 > 0 && $4 + 0 <= 10) }' && [ ! -d "$tmp/dry" ]
 }
-check "--quick --dry-run prints the 24 steps and runs nothing" dry
+check "--quick --dry-run prints the 24 steps (tallyd:tally) with estimates within 10 minutes and runs nothing" dry
 
 modes=alone,timeslice,mps,mps-prio,tallyd:none,tallyd-tcp:none,tallyd-alone:none,tallyd:tally
 full() {
