@@ -28,7 +28,7 @@
 
 #include "wire/wire.h"
 
-/* Requests kept per tenant: the last 64K (a ring); 2.5 MiB. */
+/* Requests kept per tenant: the last 64K (a ring of 56-byte records, 3.5 MiB). */
 #define HOPS_RING 65536u
 
 struct hostd_hops {

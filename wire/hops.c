@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Calls kept: the last 64K (1.5 MiB). */
+/* Calls kept: the last 64K (a ring of 32-byte records, 2 MiB). */
 #define HOPS_RING 65536u
 
 typedef struct hop {
