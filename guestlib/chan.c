@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "wire/wire.h"
 
@@ -43,22 +44,54 @@ static wire_conn_t *conn;
 #define CONNECT_WAIT_MAX_MS     3600000 /* an hour: anything above is a typo */
 /* Backoff between attempts: from 10 ms (a restart is often that quick)
  * doubling to 250 ms (at most 4 refused handshakes a second). */
+/* With TALLY_CONNECT_WAIT_MS=0 (no retry) one attempt still gets this long
+ * to connect and be answered (wire's own default). */
+#define CONNECT_NO_WAIT_MS 5000
 #define RETRY_FIRST_MS 10
 #define RETRY_MAX_MS   250
 
-static long connect_wait_ms(void) {
-  const char *v = getenv(ENV_CONNECT_WAIT);
+/* A number from the environment in 0..max, else dflt (a bad value is
+ * logged once, naming the variable). */
+long guest__env_long(const char *name, long dflt, long max) {
+  const char *v = getenv(name);
   char *end = NULL;
   long n;
   if (!v || !*v)
-    return CONNECT_WAIT_DEFAULT_MS;
+    return dflt;
   n = strtol(v, &end, 10);
-  if (!end || *end || n < 0 || n > CONNECT_WAIT_MAX_MS) {
-    guest__log("%s=%s: expected 0..%d ms; using %d", ENV_CONNECT_WAIT, v, CONNECT_WAIT_MAX_MS,
-               CONNECT_WAIT_DEFAULT_MS);
-    return CONNECT_WAIT_DEFAULT_MS;
+  if (!end || *end || n < 0 || n > max) {
+    guest__log("%s=%s: expected 0..%ld; using %ld", name, v, max, dflt);
+    return dflt;
   }
   return n;
+}
+
+static long connect_wait_ms(void) {
+  return guest__env_long(ENV_CONNECT_WAIT, CONNECT_WAIT_DEFAULT_MS, CONNECT_WAIT_MAX_MS);
+}
+
+/* The latency-critical tenant's side of the LC path (docs/lc-path.md): its
+ * synchronising calls spin TALLY_LC_SPIN_US (default 2000 us with 4 or more
+ * CPUs online, else the transport's rule) before they block, as the driver
+ * spins in a synchronisation natively, and its posts go out one by one
+ * (TALLY_LC_POST_NOW, default on with 4 or more CPUs) so a polling daemon
+ * launches each kernel while the next is made.  Over TCP its socket asks
+ * for SO_BUSY_POLL. */
+#define LC_SPIN_DEFAULT_US 2000
+#define LC_SPIN_MAX_US     1000000
+#define LC_MIN_CPUS        4
+static void lc_opts(wire_conn_opts_t *o) {
+  bool big = sysconf(_SC_NPROCESSORS_ONLN) >= LC_MIN_CPUS;
+  long spin = guest__env_long("TALLY_LC_SPIN_US", big ? LC_SPIN_DEFAULT_US : -1, LC_SPIN_MAX_US);
+  o->spin_us = spin < 0 ? 0 : spin == 0 ? -1 : (int32_t)spin; /* wire: 0 auto, < 0 never */
+  o->post_now = guest__env_long("TALLY_LC_POST_NOW", big, 1) != 0;
+  o->busy_poll_us = 50;
+}
+
+/* TALLY_HOPS: the calls' hand-off times reach the file when the process
+ * exits (nothing else closes the channel). */
+static void hops_at_exit(void) {
+  wire_conn_hops_write(conn);
 }
 
 static long now_ms(void) {
@@ -70,9 +103,17 @@ static long now_ms(void) {
 int guest__chan_open(const char *url, const char *name, int latency_critical, const char *token,
                      char *err, size_t errlen) {
   wire_hello_t hello;
-  long wait_ms = -1, start = 0, delay = RETRY_FIRST_MS;
+  long wait_ms = -1, start = now_ms(), delay = RETRY_FIRST_MS;
+  long limit = connect_wait_ms(); /* the whole connect, hello call included */
   bool restarting = false; /* the daemon said -EAGAIN at least once */
+  wire_conn_opts_t o;
   int rc;
+
+  memset(&o, 0, sizeof(o));
+  if (limit == 0)
+    limit = CONNECT_NO_WAIT_MS;
+  if (latency_critical)
+    lc_opts(&o);
 
   memset(&hello, 0, sizeof(hello));
   hello.tenant = name;
@@ -82,13 +123,17 @@ int guest__chan_open(const char *url, const char *name, int latency_critical, co
   for (;;) {
     long left;
     struct timespec ts;
-    rc = wire_conn_open(&conn, url, &hello, NULL, err, errlen);
+    left = limit - (now_ms() - start);
+    o.connect_timeout_ms = (uint32_t)(left > 0 ? left : 1);
+    o.timed_ms = o.connect_timeout_ms; /* the HELLO call that follows (entry.c) */
+    rc = wire_conn_open(&conn, url, &hello, &o, err, errlen);
+    if (rc == 0 && getenv("TALLY_HOPS"))
+      atexit(hops_at_exit);
     if (rc == 0 || (rc != -EAGAIN && (!restarting || rc == WIRE_ETOKEN || rc == WIRE_EVERSION ||
                                       rc == WIRE_EREFUSED || rc == -EINVAL)))
       return rc;
     if (wait_ms < 0) { /* the first refusal */
       wait_ms = connect_wait_ms();
-      start = now_ms();
       if (wait_ms > 0)
         guest__log("tallyd at %s asks us to come back later (%s); retrying for up to %ld ms (%s)",
                    url, err && err[0] ? err : wire_strerror(rc), wait_ms, ENV_CONNECT_WAIT);

@@ -112,9 +112,9 @@ static CUresult connect_locked(void) {
   rc = guest__chan_open(guest__g.addr, name, prio == 0, token, why, sizeof(why));
   if (rc == -ECONNREFUSED || rc == -ENOENT || rc == -EHOSTUNREACH || rc == -ETIMEDOUT ||
       rc == -ENETUNREACH) {
-    guest__log("cannot reach tallyd at %s (%s); start it with 'tallyd --listen-unix PATH' "
+    guest__log("cannot reach tallyd at %s (%s%s%s); start it with 'tallyd --listen-unix PATH' "
                "and run the program under 'tally-run --host unix:PATH -- CMD'",
-               guest__g.addr, wire_strerror(rc));
+               guest__g.addr, wire_strerror(rc), why[0] ? ": " : "", why);
     return CUDA_ERROR_NO_DEVICE;
   }
   if (rc) {
@@ -127,6 +127,11 @@ static CUresult connect_locked(void) {
   hello.priority = prio;
   memcpy(hello.name, name, strnlen(name, 63));
   rc = guest__call(CALL_OP_HELLO, 0, &hello, &res, NULL, 0, &rlen, (void **)&rep);
+  if (rc == -ETIMEDOUT) {
+    guest__log("tallyd at %s took the connection but did not answer its hello within "
+               "TALLY_CONNECT_WAIT_MS; giving up", guest__g.addr);
+    goto fail;
+  }
   if (rc || res != CUDA_SUCCESS) {
     guest__log("tallyd at %s refused this tenant (%s)", guest__g.addr,
                rc ? wire_strerror(rc) : "call protocol versions differ");

@@ -63,6 +63,8 @@ extern guest_state_t guest__g;
 /* ---- errors: our own failures (negative errno / wire codes) -> CUresult ---- */
 CUresult guest__cu_error(int status);
 void guest__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A number from the environment in 0..max, else dflt (chan.c). */
+long guest__env_long(const char *name, long dflt, long max);
 bool guest__debug(void);
 /* Logs "NAME is not supported" once per *logged flag; returns NOT_SUPPORTED. */
 CUresult guest__unsupported(const char *name, int *logged);

@@ -41,6 +41,8 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->log_level = HOSTD_LOG_INFO;
   cfg->spin_us = -1;
   cfg->worker_spin_us = -1;
+  cfg->lc_poll = -1;
+  cfg->lc_poll_cpu = -1;
   cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
   strcpy(cfg->policy, "tally");
   cfg->threshold_us = -1;
@@ -73,6 +75,15 @@ void hostd_config_usage(FILE *f) {
           "                       wire's auto, 50 with 4 or more CPUs online, else never)\n"
           "  --worker-spin-us N   a tenant's worker polls its queue N us before sleeping\n"
           "                       (default: 20 with 4 or more CPUs online, else 0)\n"
+          "  --lc-poll MODE       yes: while the latency-critical tenant is connected, the\n"
+          "                       loop polls its ring or socket and its worker its queue\n"
+          "                       without ever sleeping (two cores busy); no: they spin\n"
+          "                       as above, then sleep; auto (default): yes with 4 or more\n"
+          "                       CPUs online\n"
+          "  --lc-poll-cpu N      pin the latency-critical tenant's worker to CPU N\n"
+          "                       (default none)\n"
+          "  --hops FILE          append the hand-off times of every request to FILE\n"
+          "                       (tests/bench/hops-report reads it; docs/lc-path.md)\n"
           "  --restart-grace-ms N after a tenant's GPU fault, tallyd re-executes itself once\n"
           "                       every tenant has left, or after N ms (default %d), closing\n"
           "                       the rest; new tenants are told to retry meanwhile\n"
@@ -336,7 +347,26 @@ static int set_option(hostd_config_t *cfg, const char *name, const char *v, cons
       rc = set_str(cfg->policy, sizeof(cfg->policy), flag, v, err);
   } else if (strcmp(name, "trace") == 0)
     rc = set_str(cfg->trace, sizeof(cfg->trace), flag, v, err);
-  else if (strcmp(name, "token-file") == 0)
+  else if (strcmp(name, "hops") == 0)
+    rc = set_str(cfg->hops, sizeof(cfg->hops), flag, v, err);
+  else if (strcmp(name, "lc-poll") == 0) {
+    int b;
+    if (strcmp(v, "auto") == 0)
+      cfg->lc_poll = -1;
+    else if (parse_bool(v, &b) == 0)
+      cfg->lc_poll = b;
+    else
+      BAD("%s: expected yes, no or auto, got '%s'\n", flag, v);
+  } else if (strcmp(name, "lc-poll-cpu") == 0) {
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (strcmp(v, "none") == 0)
+      cfg->lc_poll_cpu = -1;
+    else if (!end || end == v || *end || n < 0 || n > 4095)
+      BAD("%s: expected a CPU number 0..4095 or none, got '%s'\n", flag, v);
+    else
+      cfg->lc_poll_cpu = (int)n;
+  } else if (strcmp(name, "token-file") == 0)
     rc = set_str(cfg->token_file, sizeof(cfg->token_file), flag, v, err);
   else if (strcmp(name, "log-level") == 0) {
     if (parse_level(v, &cfg->log_level) != 0)

@@ -90,6 +90,23 @@ uint32_t hostd__tenant_id(const hostd_tenant_t *t);
  * restart.c). */
 const char *hostd__ctx_fatal(int r); /* r: a CUresult */
 
+/* ---- hand-off times (hops.c) ---- */
+/* Hand-off times of requests (hops.c, --hops FILE).  t[]: read by the loop,
+ * taken by the worker, handler entered, handler returned, reply handed to
+ * wire (0 for a post); CLOCK_MONOTONIC ns. */
+typedef struct hostd_hop {
+  uint64_t id;
+  uint32_t op;
+  bool call;
+  uint64_t t[5];
+} hostd_hop_t;
+typedef struct hostd_hops hostd_hops_t;
+void hostd__hops_setup(const char *path); /* "" = off */
+hostd_hops_t *hostd__hops_new(const char *name); /* NULL when off or out of memory */
+void hostd__hops_add(hostd_hops_t *h, const hostd_hop_t *r); /* h may be NULL */
+void hostd__hops_free(hostd_hops_t *h); /* appends to the file; NULL ok */
+
+
 /* ---- stream-ordered host functions (hostfn.c) ---- */
 typedef struct hostd_hostfn hostd_hostfn_t;
 struct wire_tenant;

@@ -49,6 +49,11 @@ typedef struct hostd_config {
                            (0 = never, -1 = wire's auto default) */
   int worker_spin_us;   /* a tenant worker polls its queue this long before sleeping
                            on its condition variable; -1 = auto (server.c) */
+  int lc_poll;          /* the latency-critical tenant's path polls without sleeping
+                           (wire's loop and its worker, docs/lc-path.md): 1 yes,
+                           0 no, -1 auto (yes with 4 or more CPUs online) */
+  int lc_poll_cpu;      /* pin the latency-critical worker to this CPU (-1 = no pin) */
+  char hops[4096];      /* --hops FILE: hand-off times of every request ("" = off) */
   int restart_grace_ms; /* after a GPU fault, how long live tenants may stay before
                            they are closed and tallyd re-executes itself */
   int unix_listen_fd;   /* > 0: adopt this listening socket (inherited across a

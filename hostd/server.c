@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <malloc.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ typedef struct fd_map {
 
 typedef struct msg {
   int kind; /* wire_msg_kind_t, or MSG_FD_MAP */
-  uint64_t at_ns; /* queued at (monotonic; latency-critical tenants only) */
+  uint64_t at_ns; /* read by the loop (monotonic; latency-critical tenants or --hops) */
   uint64_t id;
   uint8_t *data; /* owned copy, or wire's buffer when paused */
   size_t len;
@@ -96,6 +97,8 @@ typedef struct worker {
   uint64_t kernels;        /* launches executed */
   uint64_t queued;         /* requests queued, not yet executed */
   hostd_lat_t *lat;        /* latency-critical only: its requests (latency.c) */
+  bool poll;               /* latency-critical under --lc-poll: never sleeps on cv */
+  hostd_hops_t *hops;      /* --hops: this tenant's hand-off times (worker), or NULL */
 } worker_t;
 
 struct hostd_server {
@@ -118,6 +121,7 @@ struct hostd_server {
   unsigned long calls;     /* synchronous requests answered (tests count them) */
   unsigned long rx_bytes;  /* payload bytes of every request (tests count them) */
   uint64_t spin_ns;        /* a worker polls its queue this long before sleeping (worker_spin_us) */
+  bool lc_poll;            /* --lc-poll resolved: the LC worker polls without end */
   /* Restart after a GPU fault (loop thread, except as noted). */
   uv_async_t restart_async; /* a fault was raised or the last tenant left */
   uv_timer_t grace_timer;   /* --restart-grace-ms, then the drain bound */
@@ -171,7 +175,17 @@ static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const wire_bu
 static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
   hostd_server_t *s = w->srv;
   msg_t *batch;
-  if (s->spin_ns && !__atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
+  if (w->poll) {
+    /* --lc-poll: the latency-critical worker owns a core and never sleeps
+     * while its tenant is connected, so a request after an idle gap costs
+     * no futex wakeup.  A yield now and then lets a forced --lc-poll yes
+     * on a small host still make progress. */
+    unsigned spins = 0;
+    while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) &&
+           !__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE))
+      if ((++spins & 1023) == 0)
+        sched_yield();
+  } else if (s->spin_ns && !__atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
     /* Bounded poll (worker_spin_us) saves the condition-variable wakeup
      * when the tenant's next request follows closely (launch + sync). */
     uint64_t end = now_ns() + s->spin_ns;
@@ -241,20 +255,24 @@ static void worker_done(worker_t *w) {
 
 /* Executes one queued request of tenant t: its reply goes to wire; a
  * malformed or failed one closes the tenant with the reason. */
-static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *reply) {
+static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *reply,
+                        uint64_t taken) {
   hostd_server_t *s = w->srv;
   const char *why = NULL;
   uint32_t op = 0;
   int rc = -EPROTO;
+  hostd_hop_t hop = {m->id, 0, m->kind == WIRE_MSG_CALL, {m->at_ns, taken, 0, 0, 0}};
 
   if (m->len >= CALL_HDR_LEN) {
     call_hdr_t h;
     call_hdr_read(m->data, &h);
     op = h.op;
     /* A post must say ASYNC and a call must not: the guest's framing. */
-    if (h.len == m->len - CALL_HDR_LEN && ((h.flags & CALL_ASYNC) != 0) == (m->kind == WIRE_MSG_POST))
+    if (h.len == m->len - CALL_HDR_LEN && ((h.flags & CALL_ASYNC) != 0) == (m->kind == WIRE_MSG_POST)) {
+      hop.t[2] = w->hops ? now_ns() : 0;
       rc = hostd__tenant_exec(t, op, h.flags, m->data + CALL_HDR_LEN, h.len, reply, &why);
-    else
+      hop.t[3] = w->hops ? now_ns() : 0;
+    } else
       why = "request header does not match its wire message";
     if (rc == 0 && op == CALL_OP_LAUNCH)
       __atomic_fetch_add(&w->kernels, 1, __ATOMIC_RELAXED);
@@ -269,11 +287,29 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
     if (wire_tenant_reply_mt(w->wt, m->id, reply->data, reply->len) != 0)
       hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply after close dropped", w->id);
     wire_buf_init(reply);
+    hop.t[4] = w->hops ? now_ns() : 0;
   } else if (rc != 0) {
     hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
                rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
     ask_close(w, why);
   }
+  if (w->hops) {
+    hop.op = op;
+    hostd__hops_add(w->hops, &hop);
+  }
+}
+
+/* --lc-poll-cpu: the polling latency-critical worker runs on that CPU. */
+static void worker_pin(worker_t *w) {
+  int cpu = w->srv->cfg.lc_poll_cpu, rc;
+  cpu_set_t set;
+  if (!w->poll || cpu < 0)
+    return;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if ((rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) != 0)
+    hostd__log(HOSTD_LOG_WARN, "tenant %u: cannot pin its worker to CPU %d (--lc-poll-cpu): %s",
+               w->id, cpu, strerror(rc));
 }
 
 static void *worker_main(void *arg) {
@@ -289,6 +325,7 @@ static void *worker_main(void *arg) {
   wire_buf_init(&reply);
 
   hostd__quota_self = &w->quota; /* tenant.c's handlers charge through it */
+  worker_pin(w);
   if (!ok)
     hostd__log(HOSTD_LOG_ERROR, "tenant %u: cannot set up (out of memory)", w->id);
   for (;;) {
@@ -315,7 +352,7 @@ static void *worker_main(void *arg) {
       msg_free(w, m);
       continue;
     }
-    worker_exec(w, t, m, &reply);
+    worker_exec(w, t, m, &reply, w->hops ? now_ns() : 0);
     msg_free(w, m);
   }
   /* The tenant is gone: free everything it owned on the GPU. */
@@ -323,6 +360,7 @@ static void *worker_main(void *arg) {
   hostd__modcache_unpin();
   hostd__quota_self = NULL;
   hostd__hostfn_unref(w->hf); /* on_close has run: nothing reaches it from the loop now */
+  hostd__hops_free(w->hops);
   wire_buf_close(&reply);
   worker_done(w);
   return NULL;
@@ -387,8 +425,11 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   w->info = *info;
   w->since = (int64_t)time(NULL);
   hostd__quota_setup(&w->quota, &s->cfg, info->name, (int)info->prio);
-  if (info->prio == WIRE_PRIO_LATENCY_CRITICAL)
+  if (info->prio == WIRE_PRIO_LATENCY_CRITICAL) {
     w->lat = calloc(1, sizeof(*w->lat)); /* NULL: no latency shown, nothing else */
+    w->poll = s->lc_poll;
+  }
+  w->hops = hostd__hops_new(info->name); /* NULL unless --hops */
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   pthread_mutex_lock(&s->lock);
@@ -404,6 +445,8 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
     wire_tenant_unref(wt);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
+    hostd__hops_free(w->hops);
+    free(w->lat);
     free(w);
     snprintf(why, why_len, "no thread for this tenant");
     return WIRE_EREFUSED;
@@ -491,7 +534,7 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
     return;
   }
   __atomic_fetch_add(&w->queued, 1, __ATOMIC_RELAXED);
-  q->at_ns = w->lat ? now_ns() : 0;
+  q->at_ns = w->hops || w->lat ? now_ns() : 0;
   q->kind = m->kind;
   q->id = m->id;
   q->len = m->len;
@@ -527,7 +570,7 @@ static void on_close(wire_server_t *ws, wire_tenant_t *wt, int status, const cha
   wire_tenant_set_data(wt, NULL);
   hostd__hostfn_close(w->hf); /* open every host-function gate: no stream stays blocked */
   pthread_mutex_lock(&w->mu);
-  w->closed = true;
+  __atomic_store_n(&w->closed, true, __ATOMIC_RELEASE); /* read by a polling worker */
   pthread_cond_signal(&w->cv);
   pthread_mutex_unlock(&w->mu);
 }
@@ -800,6 +843,14 @@ static int worker_spin_us(const hostd_config_t *cfg) {
   return sysconf(_SC_NPROCESSORS_ONLN) >= WORKER_SPIN_MIN_CPUS ? WORKER_SPIN_AUTO_US : 0;
 }
 
+/* --lc-poll resolved: auto is on where a core can be given to it (as the
+ * spins above: 4 or more CPUs online). */
+static bool lc_poll(const hostd_config_t *cfg) {
+  if (cfg->lc_poll >= 0)
+    return cfg->lc_poll != 0;
+  return sysconf(_SC_NPROCESSORS_ONLN) >= WORKER_SPIN_MIN_CPUS;
+}
+
 /* What must hold before tallyd listens (hostd.h: config checks): a token
  * where one is needed, a private state folder, the socket's folder.  The
  * reasons go to the log.  0 or a negative errno. */
@@ -865,6 +916,7 @@ static int wire_opts(hostd_server_t *s, const hostd_config_t *cfg, wire_server_o
   o->halfopen_max = (uint32_t)cfg->halfopen_max;
   o->halfopen_per_peer = (uint32_t)cfg->halfopen_per_peer;
   o->unix_mode = cfg->unix_mode;
+  o->lc_poll = s->lc_poll;
   if (cfg->unix_group[0]) {
     o->unix_gid_set = true;
     return unix_group(cfg->unix_group, &o->unix_gid);
@@ -900,6 +952,8 @@ static int start_loop(hostd_server_t *s, const hostd_config_t *cfg, bool handle_
   s->grace_ms = cfg->restart_grace_ms;
   s->async_open = true;
   s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
+  s->lc_poll = lc_poll(cfg);
+  hostd__hops_setup(cfg->hops);
   if ((rc = wire_opts(s, cfg, &opts)) == 0 &&
       (rc = wire_server_new(&s->ws, &s->loop, &opts, &server_cb, s)) != 0)
     hostd__log(HOSTD_LOG_ERROR, "cannot listen on%s%s%s%s: %s", opts.unix_path ? " unix:" : "",

@@ -98,7 +98,19 @@ if HAVE_CMOCKA
 TESTS += tests/gpu/test-e2e-runner
 endif
 
-gpu-programs: $(GPU_E2E_PROGS) $(GPU_BENCH_PROGS) tests/gpu/e2e-run tests/bench/forward-bench
+# N framework tenants in a row through one tallyd (make tenant-churn).
+tests/gpu/tenant-churn: $(srcdir)/tests/gpu/tenant-churn.sh $(srcdir)/tests/gpu/tallyd-lib.sh Makefile
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(GPU_SCRIPT_SED) $(srcdir)/tests/gpu/tenant-churn.sh >$@.tmp && \
+	  chmod +x $@.tmp && mv -f $@.tmp $@
+EXTRA_DIST += tests/gpu/tenant-churn.sh
+CLEANFILES += tests/gpu/tenant-churn
+
+tenant-churn: all tests/gpu/tenant-churn $(GPU_E2E_PROGS)
+	@tests/gpu/tenant-churn
+
+gpu-programs: $(GPU_E2E_PROGS) $(GPU_BENCH_PROGS) tests/gpu/e2e-run tests/bench/forward-bench \
+	tests/gpu/tenant-churn
 
 forward-bench: all tests/bench/forward-bench
 	@tests/bench/forward-bench
@@ -107,4 +119,4 @@ gpu-e2e: all
 	@$(MAKE) $(AM_MAKEFLAGS) check-gpu; rc=$$?; \
 	  $(MAKE) $(AM_MAKEFLAGS) forward-bench || rc=1; exit $$rc
 
-.PHONY: gpu-programs forward-bench gpu-e2e
+.PHONY: gpu-programs forward-bench gpu-e2e tenant-churn

@@ -7,9 +7,11 @@ TESTS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon
 endif
 # The other tenant process of test-guest-daemon/-async and of
 # test-hostd-restart.sh (no cmocka: the script runs without it).
-check_PROGRAMS += tests/guest-tenant-helper
-TESTS += tests/test-guest-cudart.sh tests/test-guest-chain.sh
-EXTRA_DIST += tests/test-guest-cudart.sh tests/guest-cudart.cu tests/test-guest-chain.sh
+check_PROGRAMS += tests/guest-tenant-helper tests/mute-listener
+TESTS += tests/test-guest-cudart.sh tests/test-guest-chain.sh tests/test-lc-path.sh
+EXTRA_DIST += tests/test-guest-cudart.sh tests/guest-cudart.cu tests/test-guest-chain.sh \
+	tests/test-lc-path.sh
+tests_mute_listener_SOURCES = tests/mute-listener.c
 tests_test_guest_entry_SOURCES = tests/test-guest-entry.c
 tests_test_guest_entry_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_guest_entry_CFLAGS = $(TEST_CFLAGS)
@@ -50,7 +52,7 @@ tests_guest_chain_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_guest_chain_LDADD = $(GUEST_LINK)
 tests_guest_chain_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
 # The cudart script runs the programs it builds against tallyd-record.
-check_SCRIPTS = guestlib/tally-run hostd/tallyd hostd/tallyd-record
+check_SCRIPTS = guestlib/tally-run hostd/tallyd hostd/tallyd-record tests/bench/hops-report
 
 # GPU end-to-end (make check-gpu): the script, with this tree's paths.
 GPU_TESTS += tests/guest-gpu-smoke

@@ -82,6 +82,11 @@ tests_test_hostd_chaos_SOURCES = tests/test-hostd-chaos.c tests/hostd-chaos.h
 tests_test_hostd_chaos_LDADD = $(WIRE_LIBS)
 EXTRA_tests_test_hostd_chaos_DEPENDENCIES = hostd/tallyd-record hostd/tallyctl \
 	tests/guest-tenant-helper guestlib/tally-run
+# Where a request's time goes (docs/lc-path.md): hops-report FILE... over the
+# hand-off times of TALLY_HOPS (guest) and tallyd --hops.
+noinst_PROGRAMS += tests/bench/hops-report
+tests_bench_hops_report_SOURCES = tests/bench/hops-report.c
+
 # The flood measurement (tests/bench/RESULTS.md): cd BUILDDIR && tests/bench/hostd-flood [SECONDS].
 noinst_PROGRAMS += tests/bench/hostd-flood
 tests_bench_hostd_flood_SOURCES = tests/bench/hostd-flood.c tests/hostd-chaos.h

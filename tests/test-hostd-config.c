@@ -60,6 +60,49 @@ static void worker_spin_defaults_to_auto_and_is_bounded(void **state) {
   fclose(devnull);
 }
 
+static void lc_poll_options_parse_and_are_bounded(void **state) {
+  hostd_config_t c;
+  char *yes[] = {"tallyd", "--lc-poll", "yes", "--lc-poll-cpu", "3", "--hops", "/tmp/h", NULL};
+  char *no[] = {"tallyd", "--lc-poll", "no", "--lc-poll-cpu", "none", NULL};
+  char *autom[] = {"tallyd", "--lc-poll", "auto", NULL};
+  char *bad[] = {"tallyd", "--lc-poll", "always", NULL};
+  char *cpu_neg[] = {"tallyd", "--lc-poll-cpu", "-1", NULL};
+  char *cpu_junk[] = {"tallyd", "--lc-poll-cpu", "2x", NULL};
+  char path[] = "/tmp/tally-lc-poll-XXXXXX";
+  FILE *devnull = fopen("/dev/null", "w"), *f;
+  int fd = mkstemp(path);
+  (void)state;
+  assert_non_null(devnull);
+  assert_true(fd >= 0);
+  hostd_config_init(&c);
+  assert_int_equal(c.lc_poll, -1); /* auto: server.c decides by CPUs online */
+  assert_int_equal(c.lc_poll_cpu, -1);
+  assert_string_equal(c.hops, "");
+  assert_int_equal(hostd_config_parse_args(&c, 7, yes, devnull), 0);
+  assert_int_equal(c.lc_poll, 1);
+  assert_int_equal(c.lc_poll_cpu, 3);
+  assert_string_equal(c.hops, "/tmp/h");
+  assert_int_equal(hostd_config_parse_args(&c, 5, no, devnull), 0);
+  assert_int_equal(c.lc_poll, 0);
+  assert_int_equal(c.lc_poll_cpu, -1);
+  assert_int_equal(hostd_config_parse_args(&c, 3, autom, devnull), 0);
+  assert_int_equal(c.lc_poll, -1);
+  assert_int_equal(hostd_config_parse_args(&c, 3, bad, devnull), -EINVAL);
+  assert_int_equal(hostd_config_parse_args(&c, 3, cpu_neg, devnull), -EINVAL);
+  assert_int_equal(hostd_config_parse_args(&c, 3, cpu_junk, devnull), -EINVAL);
+  /* the same keys in a config file */
+  f = fdopen(fd, "w");
+  assert_non_null(f);
+  fputs("lc-poll = yes\nlc-poll-cpu = 7\n", f);
+  fclose(f);
+  hostd_config_init(&c);
+  assert_int_equal(hostd_config_load_file(&c, path, devnull), 0);
+  assert_int_equal(c.lc_poll, 1);
+  assert_int_equal(c.lc_poll_cpu, 7);
+  unlink(path);
+  fclose(devnull);
+}
+
 static void config_rejects_unknown_flag_and_missing_value(void **state) {
   (void)state;
   hostd_config_t c;
@@ -199,6 +242,7 @@ int main(void) {
       cmocka_unit_test(config_rejects_unknown_flag_and_missing_value),
       cmocka_unit_test(config_refuses_overlong_path),
       cmocka_unit_test(worker_spin_defaults_to_auto_and_is_bounded),
+      cmocka_unit_test(lc_poll_options_parse_and_are_bounded),
       cmocka_unit_test(config_file_sets_options_and_flags_win),
       cmocka_unit_test(config_file_errors_name_the_line),
       cmocka_unit_test(gpus_takes_one_ordinal_and_says_what_to_do_with_more),

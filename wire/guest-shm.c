@@ -14,7 +14,9 @@
  */
 #include "wire/shm.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <time.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +40,6 @@ typedef struct shm_gtp {
   uint8_t *mem;
   size_t size;
   wire__shm_dir g2d, d2g;
-  uint64_t spin_ns; /* spin budget before sleeping on a reply (0 = none) */
 } shm_gtp;
 
 /* Blocks on efd (or a daemon hang-up) up to timeout_ms. */
@@ -116,14 +117,14 @@ static int shm_peek(wire__gtp *t, const uint8_t **p, size_t *n, int timeout_ms) 
       return 0;
     if (timeout_ms == 0)
       return -ETIMEDOUT;
-    if (g->spin_ns == 0)
+    if (g->base.spin_ns == 0)
       break;
     /* Spin first; read the clock only every 64 pauses. */
     if ((spins++ & 63) == 0) {
       uint64_t now = wire__now_ns();
       if (start == 0)
         start = now;
-      else if (now - start >= g->spin_ns)
+      else if (now - start >= g->base.spin_ns)
         break;
       /* Let a daemon that the scheduler woke on this CPU run at once
        * instead of after our spin (wake-affine placement). */
@@ -220,6 +221,48 @@ static const struct wire__gtp_ops shm_ops = {
     .idle = shm_idle,
 };
 
+/* connect() that cannot hang: a UNIX stream connect blocks for as long as
+ * the listener's backlog is full (a daemon that stopped accepting), so it
+ * is made non-blocking and retried every millisecond (the kernel answers
+ * EAGAIN at once) until timeout_ms; the socket is blocking again after. */
+static int unix_connect(int fd, const struct sockaddr_un *sa, uint32_t timeout_ms) {
+  uint64_t deadline = wire__now_ns() + (uint64_t)timeout_ms * 1000000u;
+  int fl = fcntl(fd, F_GETFL), rc = 0;
+
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+    return -errno;
+  for (;;) {
+    if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+      break;
+    if (errno == EINPROGRESS) { /* not done by AF_UNIX today; handled anyway */
+      int err = 0;
+      socklen_t el = sizeof(err);
+      uint64_t now = wire__now_ns();
+      rc = wire__wait_fd(fd, POLLOUT, now >= deadline ? 0 : (int)((deadline - now) / 1000000u));
+      if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+        rc = -errno;
+      else if (rc == 0)
+        rc = -err;
+      break;
+    }
+    if (errno != EAGAIN && errno != EINTR) {
+      rc = -errno;
+      break;
+    }
+    if (wire__now_ns() >= deadline) {
+      rc = -ETIMEDOUT;
+      break;
+    }
+    if (errno == EAGAIN) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  if (rc == 0 && fcntl(fd, F_SETFL, fl) < 0)
+    rc = -errno;
+  return rc;
+}
+
 int wire__gtp_shm_open(wire__gtp **out, const char *path, const uint8_t *hello_frame,
                        size_t hello_len, uint32_t timeout_ms, wire__welcome *w, char *why,
                        size_t why_len) {
@@ -242,9 +285,13 @@ int wire__gtp_shm_open(wire__gtp **out, const char *path, const uint8_t *hello_f
   g->base.ops = &shm_ops;
   memcpy(sa.sun_path, path, strlen(path));
   g->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (g->sock < 0 || connect(g->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-    rc = -errno;
-    snprintf(why, why_len, "cannot connect to %s: %s", path, strerror(-rc));
+  rc = g->sock < 0 ? -errno : unix_connect(g->sock, &sa, timeout_ms);
+  if (rc) {
+    if (rc == -ETIMEDOUT)
+      snprintf(why, why_len, "cannot connect to %s: its listen backlog stayed full for %u ms "
+               "(tallyd not accepting)", path, timeout_ms);
+    else
+      snprintf(why, why_len, "cannot connect to %s: %s", path, strerror(-rc));
     goto fail;
   }
   rc = wire__write_all(g->sock, &v, 1, NULL);
@@ -277,7 +324,7 @@ int wire__gtp_shm_open(wire__gtp **out, const char *path, const uint8_t *hello_f
   wire__shm_bind(g->mem, w->ring_bytes, w->data_bytes, &g->g2d, &g->d2g);
   g->g2d.copy = shm_copy;
   g->g2d.copy_ctx = g;
-  g->spin_ns = (uint64_t)wire__spin_us(WIRE__SHM_SPIN_SMALL_US) * 1000u;
+  g->base.spin_ns = (uint64_t)wire__spin_us(WIRE__SHM_SPIN_SMALL_US) * 1000u;
   *out = &g->base;
   return 0;
 fail:

@@ -30,7 +30,6 @@ typedef struct tcp_gtp {
   int fd;
   uint8_t *buf;       /* TCP_RBUF bytes */
   size_t off, end;    /* unconsumed bytes are buf[off..end) */
-  uint64_t spin_ns;   /* polling before a blocking recv (0 = none) */
   atomic_bool big_tx; /* the last send was bulk: its reply is far off */
 } tcp_gtp;
 
@@ -62,7 +61,7 @@ static int tcp_peek(wire__gtp *t, const uint8_t **p, size_t *n, int timeout_ms) 
    * reader's slice, set at open) instead of poll + recv.  timeout 0 (the
    * background thread's look) does not block at all. */
   bool nothing = true; /* no bytes and no error yet */
-  if (timeout_ms != 0 && g->spin_ns != 0 &&
+  if (timeout_ms != 0 && g->base.spin_ns != 0 &&
       !atomic_load_explicit(&g->big_tx, memory_order_relaxed)) {
     uint64_t start = wire__now_ns();
     unsigned spins = 0;
@@ -71,7 +70,7 @@ static int tcp_peek(wire__gtp *t, const uint8_t **p, size_t *n, int timeout_ms) 
       nothing = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
       if ((++spins & 15) == 0)
         sched_yield(); /* a daemon woken on this CPU runs at once */
-    } while (nothing && wire__now_ns() - start < g->spin_ns);
+    } while (nothing && wire__now_ns() - start < g->base.spin_ns);
   }
   if (nothing)
     do
@@ -158,6 +157,13 @@ static int connect_timeout(int fd, const struct sockaddr *sa, socklen_t len, uin
   return 0;
 }
 
+int wire__gtp_tcp_busy_poll(wire__gtp *t, uint32_t us) {
+  int v = us > INT32_MAX ? INT32_MAX : (int)us;
+  if (setsockopt(((tcp_gtp *)t)->fd, SOL_SOCKET, SO_BUSY_POLL, &v, sizeof(v)) < 0)
+    return -errno;
+  return 0;
+}
+
 int wire__gtp_tcp_open(wire__gtp **out, const char *hostport, const uint8_t *hello_frame,
                        size_t hello_len, uint32_t timeout_ms, wire__welcome *welcome, char *why,
                        size_t why_len) {
@@ -228,7 +234,7 @@ int wire__gtp_tcp_open(wire__gtp **out, const char *hostport, const uint8_t *hel
   g->fd = fd;
   /* Only where the auto rule says so: on a small host a spinning guest
    * steals the CPU the daemon needs to answer. */
-  g->spin_ns = (uint64_t)wire__spin_us(0) * 1000u;
+  g->base.spin_ns = (uint64_t)wire__spin_us(0) * 1000u;
   *out = &g->base;
   return 0;
 fail:

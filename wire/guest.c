@@ -104,6 +104,8 @@ struct wire_conn {
   post_slot slots[WIRE__SLOTS];
   _Atomic uint64_t last_tx_ns;
   _Atomic uint64_t next_id;
+  _Atomic uint32_t timed_ms; /* the first call's deadline (opts.timed_ms); 0 once it went */
+  wire__hops *hops;          /* TALLY_HOPS: each call's hand-off times, or NULL (hops.c) */
 
   /* rx_mu: guards waiters, reading, rx (through the rx role), err/why. */
   pthread_mutex_t rx_mu;
@@ -405,10 +407,12 @@ static int tx_check(void *arg) {
   return atomic_load(&c->err);
 }
 
-/* Waits until w is done or the connection fails.  w is registered. */
-static int wait_reply(wire_conn_t *c, waiter *w) {
+/* Waits until w is done or the connection fails, or until timed_ms (> 0)
+ * have passed: then the connection fails with -ETIMEDOUT.  w is registered. */
+static int wait_reply(wire_conn_t *c, waiter *w, uint32_t timed_ms) {
   int rc;
   int slice_ms = (int)(c->heartbeat_ms < 100 ? c->heartbeat_ms : 100);
+  uint64_t deadline = timed_ms ? wire__now_ns() + (uint64_t)timed_ms * 1000000u : 0;
 
   pthread_mutex_lock(&c->rx_mu);
   for (;;) {
@@ -424,6 +428,12 @@ static int wait_reply(wire_conn_t *c, waiter *w) {
         continue;
       }
       break;
+    }
+    if (deadline && wire__now_ns() >= deadline) {
+      char why[96];
+      snprintf(why, sizeof(why), "no reply to the first call within %u ms", timed_ms);
+      set_err_locked(c, -ETIMEDOUT, why);
+      continue; /* the error branch above ends the wait */
     }
     if (!c->reading) {
       c->reading = true;
@@ -454,6 +464,7 @@ static int wait_reply(wire_conn_t *c, waiter *w) {
 static int call_kind(wire_conn_t *c, uint8_t kind, const struct iovec *req, int req_cnt,
                      waiter *w) {
   size_t len = wire__iov_len(req, req_cnt);
+  uint64_t t_call = c->hops ? wire__now_ns() : 0, t_sent = 0;
   int rc;
 
   if (len > c->max_msg)
@@ -481,15 +492,20 @@ static int call_kind(wire_conn_t *c, uint8_t kind, const struct iovec *req, int 
       w->done = true;
       w->status = frc;
       pthread_mutex_unlock(&c->rx_mu);
-      return wait_reply(c, w);
+      return wait_reply(c, w, 0);
     }
   }
   if (rc == 0)
     rc = send_locked(c, kind, w->id, req, req_cnt, len);
   pthread_mutex_unlock(&c->tx_mu);
+  if (c->hops)
+    t_sent = wire__now_ns();
   if (rc)
     set_err(c, rc, NULL); /* wait_reply then returns it and unlinks w */
-  return wait_reply(c, w);
+  rc = wait_reply(c, w, atomic_exchange(&c->timed_ms, 0));
+  if (c->hops && rc == 0)
+    wire__hops_add(c->hops, w->id, t_call, t_sent, wire__now_ns());
+  return rc;
 }
 
 /* ------------------------------------------------------------ background */
@@ -686,13 +702,19 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
     goto fail;
   c->tp->check = tx_check;
   c->tp->check_ctx = c;
+  if (o.spin_us)
+    c->tp->spin_ns = o.spin_us < 0 ? 0 : (uint64_t)(o.spin_us > 1000000 ? 1000000 : o.spin_us) * 1000u;
+  if (o.busy_poll_us && strncmp(url, "tcp://", 6) == 0 && wire__gtp_tcp_busy_poll(c->tp, o.busy_poll_us))
+    o.busy_poll_us = 0; /* not allowed here (EPERM): the spin still polls */
+  atomic_store(&c->timed_ms, o.timed_ms);
+  c->hops = wire__hops_new(hello->tenant);
   c->version = (uint8_t)w.version;
   c->caps = w.caps & hello->caps & ~(WIRE__CAP_FD | WIRE__CAP_RDMA_BULK);
   c->fd_ok = (w.caps & WIRE__CAP_FD) != 0;
   c->tp->zstd = (c->caps & WIRE_CAP_ZSTD) != 0;
   c->heartbeat_ms = o.heartbeat_ms ? o.heartbeat_ms : w.heartbeat_ms;
   c->dead_after_ms = o.dead_after_ms ? o.dead_after_ms : w.dead_after_ms;
-  c->batch_bytes = o.batch_bytes ? o.batch_bytes : 64 << 10;
+  c->batch_bytes = o.post_now ? 1 : o.batch_bytes ? o.batch_bytes : 64 << 10;
   /* A batch is one frame: keep it within a TCP/RDMA chunk. */
   if (c->batch_bytes > WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8)
     c->batch_bytes = WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8;
@@ -800,6 +822,10 @@ void wire_conn_close(wire_conn_t *c) {
     wire_buf_close(&b);
   }
   pthread_mutex_unlock(&c->tx_mu);
+  if (c->hops) {
+    wire__hops_write(c->hops);
+    free(c->hops);
+  }
   c->tp->ops->close(c->tp);
   wire__rx_close(&c->rx);
   wire_buf_close(&c->spare);
@@ -815,6 +841,11 @@ void wire_conn_close(wire_conn_t *c) {
   pthread_cond_destroy(&c->bg_cv);
   pthread_cond_destroy(&c->par_cv);
   free(c);
+}
+
+void wire_conn_hops_write(wire_conn_t *c) {
+  if (c && c->hops)
+    wire__hops_write(c->hops);
 }
 
 int wire_conn_call(wire_conn_t *c, const struct iovec *req, int req_cnt, const struct iovec *rep,

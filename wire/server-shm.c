@@ -23,7 +23,8 @@
  * nothing is queued (send_direct), saving the uv_async hop to the loop.  The loop never blocks on a
  * guest, and one drain consumes at most DRAIN_BUDGET bytes before letting other tenants run.
  * Optional spinning (shm_spin_us > 0): a uv_idle handle keeps polling every ring for a while after
- * traffic, with the sleeping flags at 0.
+ * traffic, with the sleeping flags at 0; with lc_poll it polls without end while a
+ * latency-critical tenant is open (spinning()).
  */
 #include "wire/shm.h"
 
@@ -53,6 +54,7 @@ typedef struct shm_listener {
   int handles;        /* pipe + idle still to close */
   uint64_t active_ns; /* last time a ring had data */
   uint64_t spin_ns;   /* 0 = never spin */
+  int lc_open;        /* latency-critical tenants open under lc_poll: spin without end */
   shm_stp *open;      /* tenants past WELCOME (loop thread) */
   wire_server_t *s;
   bool adopted; /* the socket was inherited: never unlink its path */
@@ -85,6 +87,7 @@ struct shm_stp {
   wire__shm_dir g2d, d2g;
   pthread_mutex_t d2g_mu; /* d2g producer side and out_* (loop + reply_mt threads) */
   bool open;              /* WELCOME sent */
+  bool lc;                /* counted in l->lc_open */
   bool held;              /* paused: g2d tail not published */
   uint8_t hbuf[WIRE__HDR_LEN + WIRE__HELLO_MAX];
   out_msg *out_head, *out_tail;
@@ -93,6 +96,12 @@ struct shm_stp {
 
 static void drain(shm_stp *c);
 static void spin_start(shm_listener *l);
+
+/* Whether the loop keeps polling: within spin_ns of the last traffic, or
+ * always while a latency-critical tenant is open under lc_poll. */
+static bool spinning(const shm_listener *l, uint64_t now) {
+  return l->lc_open > 0 || (l->spin_ns && now - l->active_ns < l->spin_ns);
+}
 
 /* ----------------------------------------------------------------- sending */
 
@@ -323,7 +332,7 @@ static void drain(shm_stp *c) {
       return;
     }
     if (n1 == 0) {
-      if (l->spin_ns) {
+      if (l->spin_ns || l->lc_open) {
         if (got)
           l->active_ns = wire__now_ns();
         spin_start(l);
@@ -380,7 +389,7 @@ static void on_idle(uv_idle_t *h) {
       break;
     if ((++spins & 31) == 0) {
       now = wire__now_ns();
-      if (now - t0 >= IDLE_SLICE_NS || now - l->active_ns >= l->spin_ns)
+      if (now - t0 >= IDLE_SLICE_NS || !spinning(l, now))
         break;
       /* A guest that shares our CPU (a loaded host) must get to run, or our
        * spin delays its reply by the whole budget (59 us p50 measured on a
@@ -397,7 +406,7 @@ static void on_idle(uv_idle_t *h) {
    * earlier `now` made now - active_ns wrap around, which stopped the spin
    * after every message (which once made shm_spin_us measure 6x slower). */
   now = wire__now_ns();
-  if (now - l->active_ns < l->spin_ns)
+  if (spinning(l, now))
     return;
   /* Spin budget spent: every ring goes to sleep; one that got data in the
    * meantime keeps us spinning. */
@@ -672,6 +681,11 @@ static int shm_welcome(wire_tenant_t *t, const void *frame, size_t len) {
     goto fail;
   c->open = true;
   link_open(c);
+  if (o->lc_poll && wire_tenant_info(t)->prio == WIRE_PRIO_LATENCY_CRITICAL) {
+    c->lc = true;
+    c->l->lc_open++;
+    spin_start(c->l);
+  }
   return 0;
 fail:
   if (memfd >= 0)
@@ -741,6 +755,10 @@ static void shm_close(wire_tenant_t *t) {
 
   c->open = false;
   unlink_open(c);
+  if (c->lc) {
+    c->lc = false;
+    c->l->lc_open--;
+  }
   if (c->poll_init)
     uv_close((uv_handle_t *)&c->poll, on_closed);
   if (c->spoll_init)

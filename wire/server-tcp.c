@@ -17,6 +17,7 @@
 #include "wire/shm.h" /* wire__spin_us */
 
 #include <sched.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ typedef struct tcp_listener {
   uv_idle_t *idle;    /* NULL = never spin */
   uint64_t active_ns; /* last read */
   uint64_t spin_ns;
+  int lc_open; /* latency-critical tenants open under lc_poll: spin without end */
 } tcp_listener;
 
 typedef struct write_req_t write_req_t;
@@ -47,6 +49,7 @@ typedef struct tcp_stp {
   size_t hold_off, hold_end; /* paused: unconsumed bytes buf[hold_off..hold_end) */
   bool reading;
   wire__zstate zs; /* compression memory (loop thread) */
+  bool lc;         /* counted in l->lc_open */
   /* The framing buffer of large replies, kept between them: a fresh
    * multi-MiB malloc per reply is fresh mmap'd pages, and their faults cost
    * more than the copy (wire-bench's daemon->guest figure: 16 MiB replies
@@ -174,9 +177,29 @@ static int tcp_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct io
   return write_block(c, w);
 }
 
+static void spin_touch(tcp_listener *l);
+
+/* lc_poll: a latency-critical tenant keeps the loop polling while it is
+ * open, and its socket busy-polls the device queue (SO_BUSY_POLL; refused
+ * without CAP_NET_ADMIN above net.core.busy_read, and of no use on
+ * loopback, so best effort). */
+static void lc_start(tcp_stp *c, wire_tenant_t *t) {
+  const wire_server_opts_t *o = wire__server_opts(c->l->s);
+  int fd, us = o->lc_busy_poll_us ? (int)o->lc_busy_poll_us : 50;
+
+  if (!o->lc_poll || c->l->idle == NULL || wire_tenant_info(t)->prio != WIRE_PRIO_LATENCY_CRITICAL)
+    return;
+  if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0)
+    (void)setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us));
+  c->lc = true;
+  c->l->lc_open++;
+  spin_touch(c->l);
+}
+
 static int tcp_welcome(wire_tenant_t *t, const void *frame, size_t len) {
   tcp_stp *c = wire__tenant_tp(t);
   write_req_t *w = write_req_new(NULL);
+  int rc;
 
   if (w == NULL)
     return -ENOMEM;
@@ -184,7 +207,10 @@ static int tcp_welcome(wire_tenant_t *t, const void *frame, size_t len) {
     free(w);
     return -ENOMEM;
   }
-  return write_block(c, w);
+  rc = write_block(c, w);
+  if (rc == 0)
+    lc_start(c, t);
+  return rc;
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -195,7 +221,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
 static void on_spin(uv_idle_t *h) {
   tcp_listener *l = h->data;
 
-  if (wire__now_ns() - l->active_ns >= l->spin_ns)
+  if (l->lc_open == 0 && wire__now_ns() - l->active_ns >= l->spin_ns)
     uv_idle_stop(h);
   else
     sched_yield(); /* a guest woken on this CPU runs at once */
@@ -268,6 +294,10 @@ static void on_tenant_closed(uv_handle_t *h) {
 static void tcp_close(wire_tenant_t *t) {
   tcp_stp *c = wire__tenant_tp(t);
 
+  if (c->lc) {
+    c->lc = false;
+    c->l->lc_open--;
+  }
   uv_close((uv_handle_t *)&c->h, on_tenant_closed);
 }
 
@@ -358,12 +388,12 @@ static tcp_listener *listener_new(wire_server_t *s) {
   l->s = s;
   if (us == 0)
     us = wire__spin_us(0);
-  if (us > 0) {
+  if (us > 0 || wire__server_opts(s)->lc_poll) {
     if ((l->idle = malloc(sizeof(*l->idle))) == NULL) {
       free(l);
       return NULL;
     }
-    l->spin_ns = (uint64_t)us * 1000u;
+    l->spin_ns = us > 0 ? (uint64_t)us * 1000u : 0;
     uv_idle_init(wire__server_loop(s), l->idle);
     l->idle->data = l;
   }

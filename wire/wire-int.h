@@ -271,6 +271,10 @@ struct wire__gtp {
    * for very large copies (guest-shm.c).  NULL: do the work inline. */
   void (*par)(void *ctx, wire__par *job);
   void *par_ctx;
+  /* How long a reply wait polls before it blocks (0 = never): set by the
+   * transport's open (wire__spin_us), replaced by wire_conn_opts_t.spin_us
+   * when the caller gives one (guest.c). */
+  uint64_t spin_ns;
 };
 
 /* Copies n bytes between the iovec list (from offset off) and one flat
@@ -287,6 +291,15 @@ void wire__par_iov_copy(const wire__gtp *t, uint8_t *dst, const uint8_t *src,
 int wire__gtp_tcp_open(wire__gtp **out, const char *hostport, const uint8_t *hello_frame,
                        size_t hello_len, uint32_t timeout_ms, wire__welcome *welcome, char *why,
                        size_t why_len);
+/* The guest's hand-off times (hops.c): NULL unless TALLY_HOPS names a file. */
+typedef struct wire__hops wire__hops;
+wire__hops *wire__hops_new(const char *tenant);
+void wire__hops_add(wire__hops *h, uint64_t id, uint64_t t_call, uint64_t t_sent, uint64_t t_woke);
+void wire__hops_write(wire__hops *h); /* appends what is new to the file */
+
+/* SO_BUSY_POLL on a TCP guest transport's socket (-EPERM without
+ * CAP_NET_ADMIN above the system's net.core.busy_read). */
+int wire__gtp_tcp_busy_poll(wire__gtp *t, uint32_t us);
 int wire__gtp_shm_open(wire__gtp **out, const char *path, const uint8_t *hello_frame,
                        size_t hello_len, uint32_t timeout_ms, wire__welcome *welcome, char *why,
                        size_t why_len);

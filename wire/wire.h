@@ -165,6 +165,16 @@ typedef struct wire_conn_opts {
   uint32_t connect_timeout_ms; /* 0 = 5000 */
   size_t batch_bytes;          /* posts are flushed when the batch reaches this; 0 = 64 KiB */
   bool no_thread;              /* true: no heartbeat thread (tests, benches) */
+  int32_t spin_us;             /* a reply wait polls this long before it blocks: 0 = the
+                                  transport's rule (TALLY_WIRE_SPIN_US, wire/README.md),
+                                  < 0 = never, > 0 = this many us (at most 1 s) */
+  bool post_now;               /* true: every post is sent at once, never batched (a daemon
+                                  that polls then starts on it while the next is made) */
+  uint32_t busy_poll_us;       /* TCP: SO_BUSY_POLL on the socket (best effort: raising it
+                                  above net.core.busy_read needs CAP_NET_ADMIN); 0 = off */
+  uint32_t timed_ms;           /* > 0: the connection's first call (the caller's own hello)
+                                  fails the connection with -ETIMEDOUT when no reply comes
+                                  within this many ms; later calls are untimed */
 } wire_conn_opts_t;
 
 /* Connects to url, performs the handshake and starts the connection's one
@@ -218,6 +228,12 @@ int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt);
 
 /* Sends every queued post now.  Thread-safe. */
 int wire_conn_flush(wire_conn_t *c);
+
+/* With TALLY_HOPS=FILE in the environment at open, each call's hand-off
+ * times are kept (wire/hops.c has the line format); this appends those not
+ * yet written to FILE (wire_conn_close does too).  Call it while no call is
+ * in flight (at exit, say).  Nothing happens without the variable. */
+void wire_conn_hops_write(wire_conn_t *c);
 
 /* Makes sure the daemon holds the blob data[0..len) (a module image, say),
  * sending the bytes only if it lacks them (have/send exchange, PROTOCOL.md
@@ -362,6 +378,14 @@ typedef struct wire_server_opts {
                                  before listen, whatever the umask; 0 = 0660 */
   bool unix_gid_set;          /* true: chown the socket file to unix_gid */
   gid_t unix_gid;
+  bool lc_poll;               /* true: while a latency-critical tenant is connected
+                                 the loop never sleeps: it polls the shm rings and
+                                 the TCP sockets without end (one core busy), so that
+                                 tenant's requests after an idle gap are read without a
+                                 doorbell or an epoll wakeup; its TCP socket also gets
+                                 SO_BUSY_POLL (best effort).  false: the spins above */
+  uint32_t lc_busy_poll_us;   /* SO_BUSY_POLL of a latency-critical TCP tenant's socket
+                                 under lc_poll; 0 = 50 */
 } wire_server_opts_t;
 
 #define WIRE_HANDSHAKE_MS_DEFAULT  5000

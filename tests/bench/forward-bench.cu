@@ -9,6 +9,16 @@
  *                   (10^9 bytes per second, from the median of COPY_REPS copies)
  *   chain_ms        1000 dependent single-block kernels launched back to back, then one
  *                   synchronize (median of CHAIN_REPS)
+ *   req_us          open-loop requests of a latency-critical service: REQ_KERNELS kernels of
+ *                   REQ_KERNEL_US each (spinning on the GPU's globaltimer, so 25 us of real
+ *                   GPU time) then a stream synchronize, arrivals REQ_GAP_US apart on average
+ *                   (Poisson: exponential gaps, fixed seed); time from the request's start
+ *                   (after the host woke for it) to the synchronize's return
+ *   idle_cpu_pct    CPU time per second of wall time while the process sits idle for
+ *                   IDLE_S seconds after the requests (getrusage), and the same for the
+ *                   process named by FB_TALLYD_PID (tallyd, from /proc/PID/stat) when set
+ *   tcp_rtt_us      round trip of 64 bytes over TCP loopback between two threads of this
+ *                   process, the yardstick for the TCP column's overhead
  * It prints "key value" lines (p50 and p99 where a distribution is meaningful) and a
  * checksum of the chain's result, which must be the same natively and through Tally.
  * tests/bench/forward-bench runs it natively and through tallyd and prints the table.
@@ -23,6 +33,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <math.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 
 #include "e2e-common.h" /* e2e_report_driver: names the libcuda.so.1 in use on stderr */
 
@@ -34,6 +52,12 @@
 #define CHAIN_LEN      1000
 #define CHAIN_REPS     20
 #define WARMUP         200
+#define REQ_N          1500 /* open-loop requests (3 s at 2 ms gaps) */
+#define REQ_KERNELS    8
+#define REQ_KERNEL_US  25
+#define REQ_GAP_US     2000
+#define IDLE_S         2
+#define RTT_REPS       5000
 
 #define CK(call)                                                                                   \
   do {                                                                                             \
@@ -49,6 +73,16 @@ __global__ void empty_kernel(void) {}
 /* One step of the chain: each launch depends on the previous one's result (stream order). */
 __global__ void chain_step(uint32_t *p) {
   p[threadIdx.x] = p[threadIdx.x] * 3u + 1u + threadIdx.x;
+}
+
+/* Spins until ns of GPU wall time (globaltimer) have passed: a kernel of a fixed real
+ * duration, whatever the clocks. */
+__global__ void spin_kernel(uint64_t ns) {
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  while (t - t0 < ns);
 }
 
 static double now_ns(void) {
@@ -68,6 +102,127 @@ static double quantile(double *v, size_t n, double q) {
   qsort(v, n, sizeof(double), cmp_double);
   i = (size_t)(q * (double)(n - 1) + 0.5);
   return v[i < n ? i : n - 1];
+}
+
+/* Sleeps until the absolute CLOCK_MONOTONIC time at_ns. */
+static void sleep_until(double at_ns) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)(at_ns / 1e9);
+  ts.tv_nsec = (long)(at_ns - (double)ts.tv_sec * 1e9);
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+    ;
+}
+
+/* CPU seconds (user + system) of this process, or of pid from /proc/PID/stat (-1: none). */
+static double cpu_s(long pid) {
+  if (pid <= 0) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+  }
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  unsigned long ut = 0, st = 0;
+  /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+    return -1;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The TCP loopback yardstick: an echo thread and RTT_REPS 64-byte round trips. */
+static void *echo_main(void *arg) {
+  int fd = *(int *)arg, one = 1;
+  char b[64];
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  for (;;) {
+    ssize_t n = recv(fd, b, sizeof(b), MSG_WAITALL);
+    if (n <= 0 || send(fd, b, (size_t)n, 0) != n)
+      break;
+  }
+  close(fd);
+  return NULL;
+}
+
+static double tcp_rtt_p50_us(int reps) {
+  struct sockaddr_in a;
+  socklen_t al = sizeof(a);
+  int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), s = -1, one = 1;
+  pthread_t th;
+  char b[64] = {0};
+  double *v = (double *)malloc((size_t)reps * sizeof(double)), r = -1;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (!v || l < 0 || c < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+      getsockname(l, (struct sockaddr *)&a, &al) || connect(c, (struct sockaddr *)&a, sizeof(a)) ||
+      (s = accept(l, NULL, NULL)) < 0 || pthread_create(&th, NULL, echo_main, &s))
+    goto out;
+  setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  for (int i = 0; i < reps; i++) {
+    double t0 = now_ns();
+    if (send(c, b, sizeof(b), 0) != (ssize_t)sizeof(b) ||
+        recv(c, b, sizeof(b), MSG_WAITALL) != (ssize_t)sizeof(b))
+      break;
+    v[i] = now_ns() - t0;
+    if (i + 1 == reps)
+      r = quantile(v, (size_t)reps, 0.5) / 1e3;
+  }
+  shutdown(c, SHUT_RDWR);
+  pthread_join(th, NULL);
+out:
+  if (c >= 0)
+    close(c);
+  if (l >= 0)
+    close(l);
+  free(v);
+  return r;
+}
+
+/* The open-loop request workload (req_us) and the idle phase after it (idle_cpu_pct). */
+static void open_loop(cudaStream_t s, double scale) {
+  const int n = (int)(REQ_N * scale) + 1;
+  double *v = (double *)malloc((size_t)n * sizeof(double));
+  double at;
+  uint64_t rng = 88172645463325252ull; /* xorshift64: the same arrivals in every run */
+  const char *tp = getenv("FB_TALLYD_PID");
+  long tpid = tp ? atol(tp) : 0;
+  if (!v)
+    exit(1);
+  for (int i = 0; i < 20; i++) /* warm-up */
+    spin_kernel<<<1, 32, 0, s>>>(REQ_KERNEL_US * 1000ull);
+  CK(cudaStreamSynchronize(s));
+  at = now_ns();
+  for (int r = 0; r < n; r++) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    double u = ((double)(rng >> 11) + 0.5) / 9007199254740992.0;
+    at += -log(u) * REQ_GAP_US * 1e3;
+    sleep_until(at);
+    double t0 = now_ns();
+    for (int k = 0; k < REQ_KERNELS; k++)
+      spin_kernel<<<1, 32, 0, s>>>(REQ_KERNEL_US * 1000ull);
+    CK(cudaStreamSynchronize(s));
+    v[r] = now_ns() - t0;
+  }
+  CK(cudaGetLastError());
+  printf("req_us_p50 %.2f\n", quantile(v, (size_t)n, 0.5) / 1e3);
+  printf("req_us_p99 %.2f\n", quantile(v, (size_t)n, 0.99) / 1e3);
+  free(v);
+  {
+    double w0 = now_ns(), g0 = cpu_s(0), d0 = tpid > 0 ? cpu_s(tpid) : -1;
+    sleep(IDLE_S);
+    double w = (now_ns() - w0) / 1e9, g1 = cpu_s(0), d1 = tpid > 0 ? cpu_s(tpid) : -1;
+    printf("guest_idle_cpu_pct %.1f\n", 100.0 * (g1 - g0) / w);
+    if (d0 >= 0 && d1 >= 0)
+      printf("tallyd_idle_cpu_pct %.1f\n", 100.0 * (d1 - d0) / w);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -201,6 +356,16 @@ int main(int argc, char **argv) {
     printf("chain_ms_p50 %.3f\n", quantile(v, chain_reps, 0.5) / 1e6);
     CK(cudaFree(d));
     free(v);
+  }
+
+  /* 5. open-loop requests, then the CPU an idle tenant costs */
+  open_loop(s, scale);
+
+  /* 6. the TCP loopback round trip (no CUDA) */
+  {
+    double rtt = tcp_rtt_p50_us((int)(RTT_REPS * scale) + 1);
+    if (rtt >= 0)
+      printf("tcp_rtt_us_p50 %.2f\n", rtt);
   }
   if (!use_null)
     CK(cudaStreamDestroy(s));

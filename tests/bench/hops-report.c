@@ -1,0 +1,188 @@
+/* hops-report.c: where a request's time goes, from the hand-off times that
+ * the guest (TALLY_HOPS=FILE, wire/hops.c) and tallyd (--hops FILE,
+ * hostd/hops.c) append to their files.
+ *
+ * usage: hops-report [--last N] [--op OP] FILE...
+ *   Reads G (guest) and D (daemon) lines from every FILE (both sides may
+ *   share one), joins each guest call with the daemon's record of it by
+ *   tenant name and call id, and prints p50/p99 in microseconds of every
+ *   hop: guest call -> in the ring or socket -> read by tallyd's loop ->
+ *   taken by the tenant's worker -> handler entered -> handler returned (a
+ *   synchronisation returns when the GPU work completed) -> reply handed to
+ *   wire -> guest woke.  Posts (daemon side only) get their own rows.
+ *   --last N keeps each tenant's last N joined calls (a benchmark's final
+ *   phase); --op keeps one call.def op number.  Both sides must share
+ *   CLOCK_MONOTONIC, i.e. run on one host (shm, or TCP over loopback).
+ *   Exit 0 when at least one call was joined, 1 otherwise, 2 for bad usage.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_MAX_ 64
+
+typedef struct rec {
+  char name[NAME_MAX_ + 1];
+  uint64_t id;
+  unsigned op;
+  char kind; /* 'c' call, 'p' post (D lines); 'g' for G lines */
+  uint64_t t[5];
+} rec_t;
+
+typedef struct vec {
+  rec_t *v;
+  size_t n, cap;
+} vec_t;
+
+static int push(vec_t *a, const rec_t *r) {
+  if (a->n == a->cap) {
+    size_t c = a->cap ? a->cap * 2 : 4096;
+    rec_t *v = realloc(a->v, c * sizeof(*v));
+    if (!v)
+      return -1;
+    a->v = v;
+    a->cap = c;
+  }
+  a->v[a->n++] = *r;
+  return 0;
+}
+
+static int by_key(const void *x, const void *y) {
+  const rec_t *a = x, *b = y;
+  int c = strcmp(a->name, b->name);
+  if (c)
+    return c;
+  return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static int cmp_u64(const void *x, const void *y) {
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* Prints one row: p50 and p99 of v[0..n) (ns) in us. */
+static void row(const char *label, uint64_t *v, size_t n) {
+  if (n == 0) {
+    printf("| %s | - | - |\n", label);
+    return;
+  }
+  qsort(v, n, sizeof(*v), cmp_u64);
+  printf("| %s | %.2f | %.2f |\n", label, (double)v[(n - 1) / 2] / 1e3,
+         (double)v[(size_t)((double)(n - 1) * 0.99 + 0.5)] / 1e3);
+}
+
+static int load(const char *path, vec_t *g, vec_t *d) {
+  FILE *f = fopen(path, "r");
+  char line[512];
+  if (!f) {
+    perror(path);
+    return -1;
+  }
+  while (fgets(line, sizeof(line), f)) {
+    rec_t r;
+    unsigned long long id, t[5];
+    char kind;
+    memset(&r, 0, sizeof(r));
+    if (sscanf(line, "G %64s %llu %llu %llu %llu", r.name, &id, &t[0], &t[1], &t[2]) == 5) {
+      r.id = id, r.kind = 'g';
+      for (int i = 0; i < 3; i++)
+        r.t[i] = t[i];
+      if (push(g, &r))
+        break;
+    } else if (sscanf(line, "D %64s %llu %u %c %llu %llu %llu %llu %llu", r.name, &id, &r.op,
+                      &kind, &t[0], &t[1], &t[2], &t[3], &t[4]) == 9) {
+      r.id = id, r.kind = kind;
+      for (int i = 0; i < 5; i++)
+        r.t[i] = t[i];
+      if (push(d, &r))
+        break;
+    }
+  }
+  fclose(f);
+  return 0;
+}
+
+/* Differences b - a that are not torn (a, b set and in order). */
+static void add(uint64_t *v, size_t *n, uint64_t a, uint64_t b) {
+  if (a && b && b >= a)
+    v[(*n)++] = b - a;
+}
+
+int main(int argc, char **argv) {
+  vec_t g = {0}, d = {0};
+  long last = -1, op = -1;
+  int i, nfiles = 0;
+  for (i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--last") == 0 && i + 1 < argc)
+      last = atol(argv[++i]);
+    else if (strcmp(argv[i], "--op") == 0 && i + 1 < argc)
+      op = atol(argv[++i]);
+    else if (argv[i][0] == '-') {
+      fprintf(stderr, "usage: hops-report [--last N] [--op OP] FILE...\n");
+      return 2;
+    } else if (load(argv[i], &g, &d) == 0)
+      nfiles++;
+  }
+  if (nfiles == 0) {
+    fprintf(stderr, "usage: hops-report [--last N] [--op OP] FILE...\n");
+    return 2;
+  }
+  size_t m = g.n + d.n + 1, k[9] = {0}, joined = 0, posts = 0;
+  uint64_t *h[9];
+  for (i = 0; i < 9; i++)
+    if (!(h[i] = malloc(m * sizeof(uint64_t))))
+      return 1;
+  qsort(d.v, d.n, sizeof(rec_t), by_key);
+  qsort(g.v, g.n, sizeof(rec_t), by_key); /* per tenant, in call order (ids grow) */
+  for (size_t j = 0, end = 0; j < g.n; j++) {
+    const rec_t *c = &g.v[j], *s;
+    if (j >= end) /* the first call of a tenant: find its last */
+      for (end = j + 1; end < g.n && !strcmp(g.v[end].name, c->name); end++)
+        ;
+    if (last >= 0 && end - j > (size_t)last) /* keep the tenant's last N calls only */
+      continue;
+    s = bsearch(c, d.v, d.n, sizeof(rec_t), by_key);
+    if (!s || s->kind != 'c' || (op >= 0 && s->op != (unsigned)op))
+      continue;
+    joined++;
+    add(h[0], &k[0], c->t[0], c->t[1]);
+    add(h[1], &k[1], c->t[1], s->t[0]);
+    add(h[2], &k[2], s->t[0], s->t[1]);
+    add(h[3], &k[3], s->t[1], s->t[2]);
+    add(h[4], &k[4], s->t[2], s->t[3]);
+    add(h[5], &k[5], s->t[3], s->t[4]);
+    add(h[6], &k[6], s->t[4], c->t[2]);
+    add(h[7], &k[7], c->t[0], c->t[2]);
+  }
+  printf("hops: %zu calls joined (%zu guest, %zu daemon records)\n\n", joined, g.n, d.n);
+  printf("| hop (calls) | p50 us | p99 us |\n|---|---|---|\n");
+  row("guest call -> request in ring/socket (flush, send)", h[0], k[0]);
+  row("-> read by tallyd's loop", h[1], k[1]);
+  row("-> taken by the tenant's worker", h[2], k[2]);
+  row("-> handler entered", h[3], k[3]);
+  row("handler (driver call; a sync returns at completion)", h[4], k[4]);
+  row("-> reply handed to wire", h[5], k[5]);
+  row("-> guest woke with the reply", h[6], k[6]);
+  row("total (guest call -> guest woke)", h[7], k[7]);
+  for (i = 0; i < 9; i++)
+    k[i] = 0;
+  for (size_t j = 0; j < d.n; j++) {
+    const rec_t *s = &d.v[j];
+    if (s->kind != 'p' || (op >= 0 && s->op != (unsigned)op))
+      continue;
+    posts++;
+    add(h[0], &k[0], s->t[0], s->t[1]);
+    add(h[1], &k[1], s->t[1], s->t[2]);
+    add(h[2], &k[2], s->t[2], s->t[3]);
+  }
+  printf("\n| hop (%zu posts, daemon side) | p50 us | p99 us |\n|---|---|---|\n", posts);
+  row("read by the loop -> taken by the worker", h[0], k[0]);
+  row("-> handler entered", h[1], k[1]);
+  row("handler (driver call)", h[2], k[2]);
+  for (i = 0; i < 9; i++)
+    free(h[i]);
+  free(g.v);
+  free(d.v);
+  return joined ? 0 : 1;
+}

@@ -1,0 +1,70 @@
+#!/bin/bash
+# tenant-churn: N framework tenants in a row through one tallyd on the GPU, none may hang.
+# (generated from tests/gpu/tenant-churn.sh by `make`.)
+#
+# Starts one tallyd, then runs N short PyTorch tenants one after the other through
+# tally-run (each: import torch, one tensor on the GPU, one reduction read back), then a
+# CUDA C tenant (tests/gpu/rt-launch) the same way, each under a 120 s timeout.  Prints
+# how many completed, the slowest tenant's wall time (its whole life: start, connect, one
+# kernel, exit; a connect that hung would show here or time out) and how many connects
+# tallyd logged.  Exit 0 when every tenant printed its result, 1 otherwise, 77 without a
+# GPU or PyTorch.
+#
+# usage: tenant-churn [-n N] [-t shm|tcp]     (default 200, shm)
+set -u
+self_dir=$(cd "$(dirname "$0")" && pwd)
+: "${TALLY_BUILDDIR:=$(cd "$self_dir/../.." && pwd)}"
+if [ -z "${TALLY_SRCDIR:-}" ]; then
+  for d in "@abs_top_srcdir@" "$TALLY_BUILDDIR" "$TALLY_BUILDDIR/.."; do
+    if [ -f "$d/tests/gpu/tallyd-lib.sh" ]; then
+      TALLY_SRCDIR=$(cd "$d" && pwd)
+      break
+    fi
+  done
+fi
+export TALLY_BUILDDIR TALLY_SRCDIR
+. "$TALLY_SRCDIR/tests/gpu/tallyd-lib.sh"
+
+n=200
+transport=shm
+while [ $# -gt 0 ]; do
+  case $1 in
+    -n) n=$2; shift ;;
+    -t) transport=$2; shift ;;
+    *) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
+  esac
+  shift
+done
+tl_have_gpu || { echo "skip: no GPU"; exit 77; }
+python3 -c 'import torch' 2>/dev/null || { echo "skip: no PyTorch"; exit 77; }
+
+TL_WORK=$(mktemp -d "${TMPDIR:-/tmp}/tally-churn.XXXXXX")
+LOGS=$TALLY_BUILDDIR/tests/gpu/tenant-churn-logs
+rm -rf "$LOGS"; mkdir -p "$LOGS"
+trap 'tl_stop >/dev/null 2>&1; cp -f "$TL_WORK"/tallyd.*.log "$LOGS"/ 2>/dev/null; rm -rf "$TL_WORK"' EXIT
+tl_start || { echo "tenant-churn: tallyd unavailable: $TL_ERR"; exit 1; }
+
+ok=0; bad=0; slow=0; slow_i=-1
+t_all=$(date +%s%N)
+for i in $(seq 1 "$n"); do
+  t0=$(date +%s%N)
+  out=$(tl_run "$transport" 120 best-effort "churn-$i" -- python3 -c \
+    'import torch; print("sum", torch.ones(1, device="cuda").sum().item())' 2>"$LOGS/$i.err")
+  rc=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  if [ $rc = 0 ] && [ "$out" = "sum 1.0" ]; then ok=$((ok + 1)); else
+    bad=$((bad + 1)); echo "tenant $i: rc $rc after $ms ms: $(tail -n 1 "$LOGS/$i.err")"; fi
+  [ $ms -gt $slow ] && { slow=$ms; slow_i=$i; }
+done
+t0=$(date +%s%N)
+if [ -x "$TL_BUILDDIR/tests/gpu/rt-launch" ] &&
+  tl_run "$transport" 120 latency-critical "churn-cuda-c" -- "$TL_BUILDDIR/tests/gpu/rt-launch" \
+    >"$LOGS/cuda-c.out" 2>&1; then
+  echo "CUDA C tenant after the churn: ok in $((($(date +%s%N) - t0) / 1000000)) ms"
+else
+  echo "CUDA C tenant after the churn: FAILED (rc $?; $LOGS/cuda-c.out)"; bad=$((bad + 1))
+fi
+connects=$(grep -c "connected (" "$TL_LOG" 2>/dev/null)
+echo "tenant-churn: $ok of $n PyTorch tenants over $transport in $((($(date +%s%N) - t_all) / 1000000000)) s;" \
+  "slowest $slow ms (tenant $slow_i); tallyd logged $connects connects; $bad failed"
+[ $bad = 0 ]

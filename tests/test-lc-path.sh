@@ -1,0 +1,151 @@
+#!/bin/sh
+# test-lc-path.sh: the latency-critical path's behaviours on tallyd-record (CPU).
+#
+#   1. churn: TALLY_CHURN_N (default 1000) tenants start, cuInit and exit in a
+#      row against one tallyd-record, alternating classes; every one connects,
+#      none hangs (each bounded by timeout), and the slowest is printed
+#   2. a socket whose listen backlog is full: cuInit fails within
+#      TALLY_CONNECT_WAIT_MS, naming the address and the full backlog
+#   3. a socket that accepts and never answers: cuInit fails within
+#      TALLY_CONNECT_WAIT_MS, naming the address and the unanswered HELLO
+#   4. hand-off times: tallyd --hops and TALLY_HOPS, joined by hops-report
+#   5. --lc-poll yes: tallyd polls while an idle latency-critical tenant is
+#      connected (CPU time over a second), --lc-poll no: it sleeps; a bad
+#      TALLY_LC_SPIN_US is refused with a line naming it
+# Prints TAP.  Each tenant is guest-tenant-helper under tally-run.
+B=${TALLY_BUILDDIR:-.}
+N=${TALLY_CHURN_N:-1000}
+echo "1..6"
+tmp=$(mktemp -d /tmp/tally-lc-XXXXXX)
+daemon=
+mute=
+cleanup() {
+  [ -n "$daemon" ] && kill "$daemon" 2>/dev/null
+  [ -n "$mute" ] && kill "$mute" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+n=0
+check() { # check NAME COMMAND...: ok when the command succeeds
+  n=$((n + 1)); name=$1; shift
+  if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"; sed -n 's/^note: /# /p' "$tmp/out.$n"
+  else echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n" | tail -n 20; fi
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+helper() { # helper HOST PRIO ACTION
+  TALLY_HOST=$1 TALLY_PRIORITY=$2 timeout -k 2 20 "$B/guestlib/tally-run" --host "$1" \
+    --priority "$2" -- "$B/tests/guest-tenant-helper" "$3"
+}
+start_daemon() { # start_daemon ARGS...: tallyd-record on $tmp/sock
+  rm -f "$tmp/sock" "$tmp/daemon.log"
+  "$B/hostd/tallyd-record" --listen-unix "$tmp/sock" --state-dir "$tmp/state" \
+    --log-level info "$@" 2>"$tmp/daemon.log" &
+  daemon=$!
+  i=0
+  while ! grep -qs serving "$tmp/daemon.log" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+  grep -qs serving "$tmp/daemon.log"
+}
+stop_daemon() {
+  kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+  daemon=
+}
+cpu_ticks() { # user + system ticks of pid $1
+  sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+
+churn() {
+  start_daemon || { echo "tallyd-record did not start"; return 1; }
+  slow=0; slow_i=0; t_all=$(now_ms); i=0
+  while [ $i -lt "$N" ]; do
+    prio=best-effort; [ $((i % 2)) = 0 ] && prio=latency-critical
+    t0=$(now_ms)
+    out=$(helper "unix:$tmp/sock" $prio init 2>&1)
+    dt=$(($(now_ms) - t0))
+    if [ "$out" != "init 0" ]; then
+      echo "tenant $i ($prio) after ${dt} ms: $out"; stop_daemon; return 1
+    fi
+    [ $dt -gt $slow ] && { slow=$dt; slow_i=$i; }
+    i=$((i + 1))
+  done
+  echo "note: $N tenants in $(($(now_ms) - t_all)) ms; slowest start-to-exit ${slow} ms (tenant $slow_i)"
+  kill -0 "$daemon" || { echo "tallyd-record died"; return 1; }
+  stop_daemon
+}
+check "$N tenants start and stop in a row, none hangs" churn
+
+mute_start() { # mute_start full|silent
+  rm -f "$tmp/mute.sock" "$tmp/mute.in"
+  mkfifo "$tmp/mute.in"
+  "$B/tests/mute-listener" "$tmp/mute.sock" "$1" <"$tmp/mute.in" >"$tmp/mute.out" &
+  mute=$!
+  exec 7>"$tmp/mute.in"
+  i=0
+  while ! grep -qs ready "$tmp/mute.out" && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.05; done
+}
+mute_stop() {
+  exec 7>&-
+  wait "$mute" 2>/dev/null
+  mute=
+}
+bounded() { # bounded full|silent WANT: cuInit fails in time with WANT in its message
+  mute_start "$1"
+  t0=$(now_ms)
+  out=$(TALLY_CONNECT_WAIT_MS=300 helper "unix:$tmp/mute.sock" best-effort init 2>&1)
+  dt=$(($(now_ms) - t0))
+  mute_stop
+  echo "$out"
+  echo "note: cuInit gave up after $dt ms (TALLY_CONNECT_WAIT_MS=300)"
+  echo "$out" | grep -q "^init 100$" && echo "$out" | grep -q "$tmp/mute.sock" &&
+    echo "$out" | grep -q "$2" && [ $dt -lt 5000 ]
+}
+check "connect to a full backlog fails within TALLY_CONNECT_WAIT_MS, naming it" \
+  bounded full "listen backlog stayed full"
+check "a daemon that never answers fails cuInit within TALLY_CONNECT_WAIT_MS" \
+  bounded silent "no answer to HELLO within"
+
+hops() {
+  start_daemon --hops "$tmp/hops" || return 1
+  TALLY_HOPS=$tmp/hops helper "unix:$tmp/sock" latency-critical healthy | grep -q "^healthy 0$" ||
+    { echo "tenant failed"; return 1; }
+  stop_daemon
+  grep -c '^G ' "$tmp/hops"; grep -c '^D ' "$tmp/hops"
+  "$B/tests/bench/hops-report" "$tmp/hops" >"$tmp/report" || { cat "$tmp/report"; return 1; }
+  cat "$tmp/report"
+  for hop in "read by tallyd's loop" "taken by the tenant's worker" "handler (driver" \
+    "reply handed to wire" "guest woke" "total"; do
+    grep -F "$hop" "$tmp/report" | grep -qv '| - |' || { echo "no figures for: $hop"; return 1; }
+  done
+}
+check "hand-off times are recorded on both sides and joined" hops
+
+idle_cpu() { # idle_cpu MODE: prints tallyd's CPU % over 1 s with an idle LC tenant
+  start_daemon --lc-poll "$1" || return 1
+  rm -f "$tmp/lc.in"; mkfifo "$tmp/lc.in"
+  TALLY_LC_SPIN_US=abc helper "unix:$tmp/sock" latency-critical alloc-wait <"$tmp/lc.in" \
+    >"$tmp/lc.out" 2>"$tmp/lc.err" &
+  tenant=$!
+  exec 8>"$tmp/lc.in"
+  i=0
+  while ! grep -qs '^ptr' "$tmp/lc.out" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+  sleep 0.2
+  a=$(cpu_ticks "$daemon"); sleep 1; b=$(cpu_ticks "$daemon")
+  exec 8>&-
+  wait "$tenant"
+  stop_daemon
+  echo $(((b - a) * 100 / $(getconf CLK_TCK)))
+}
+lc_poll() {
+  yes=$(idle_cpu yes) || return 1
+  grep -q "TALLY_LC_SPIN_US=abc: expected" "$tmp/lc.err" || { echo "bad TALLY_LC_SPIN_US not logged"; return 1; }
+  no=$(idle_cpu no) || return 1
+  echo "note: tallyd CPU with an idle latency-critical tenant: --lc-poll yes ${yes}%, no ${no}%"
+  [ "$yes" -ge 40 ] && [ "$no" -le 15 ]
+}
+check "--lc-poll yes polls for an idle LC tenant, no sleeps" lc_poll
+
+unreachable() {
+  out=$(TALLY_CONNECT_WAIT_MS=200 helper "unix:$tmp/nothing.sock" best-effort init 2>&1)
+  echo "$out"
+  echo "$out" | grep -q "^init 100$" && echo "$out" | grep -q "cannot reach tallyd at unix:$tmp/nothing.sock"
+}
+check "no daemon: cuInit fails at once naming the address" unreachable
