@@ -367,17 +367,7 @@ static CUresult copy_any(uint64_t dst, uint64_t src, size_t n, uint64_t s, int a
     return call(1);                                                                                \
   }
 
-/* Stream-ordered allocation, without a pool: allocation is immediate (a
- * fresh allocation is ready for any stream), and a free waits for the
- * stream's earlier work first, so the memory is never freed under it. */
-static CUresult free_async(CUdeviceptr p, CUstream s, int ptds) {
-  CUresult r = ptds ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
-  return r == CUDA_SUCCESS ? cuMemFree_v2(p) : r;
-}
-#define ALLOCA(pt) ((void)(pt), (void)s, cuMemAlloc_v2(dptr, size))
-PTSZ(cuMemAllocAsync, (CUdeviceptr * dptr, size_t size, CUstream s), ALLOCA)
-#define FREEA(pt) free_async(p, s, pt)
-PTSZ(cuMemFreeAsync, (CUdeviceptr p, CUstream s), FREEA)
+/* Stream-ordered allocation and pools: vmm.c. */
 
 #define HTOD(pt) htod(dst, src, n, guest__stream(NULL, pt), 0)
 PTDS(cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), HTOD)

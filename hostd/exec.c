@@ -61,7 +61,9 @@ static CUresult exec_mem_free(exec_t *x, const call_mem_free_req_t *q) {
   hostd_tenant_t *t = x->t;
   size_t i = hostd__range_upper(t, q->ptr);
   CUresult r;
-  if (i == 0 || t->ranges[i - 1].base != q->ptr || t->ranges[i - 1].kind != RANGE_ALLOC)
+  /* cuMemFree frees stream-ordered allocations too (after their stream). */
+  if (i == 0 || t->ranges[i - 1].base != q->ptr ||
+      (t->ranges[i - 1].kind != RANGE_ALLOC && t->ranges[i - 1].kind != RANGE_ASYNC))
     return CUDA_ERROR_INVALID_VALUE;
   /* Held launches may use it: they go out first, as launched work would. */
   if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
@@ -653,6 +655,15 @@ static CUresult exec_hello(exec_t *x, const call_hello_req_t *q) {
   return call_hello_rep_encode(&rep, x->out->data + at, tails) < 0 ? CUDA_ERROR_INVALID_VALUE
                                                                    : CUDA_SUCCESS;
 }
+
+/* ---- handlers in other files (exec-vmm.c, exec-pool.c) ---- */
+
+#define ELSEWHERE(name)                                                                            \
+  static CUresult exec_##name(exec_t *x, const call_##name##_req_t *q) {                           \
+    return hostd__exec_##name(x->t, x->out, q);                                                    \
+  }
+HOSTD_EXEC_ELSEWHERE(ELSEWHERE)
+#undef ELSEWHERE
 
 /* ---- the table ---- */
 

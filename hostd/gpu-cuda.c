@@ -105,7 +105,23 @@
   X(cuStreamQuery)                                                                                 \
   X(cuStreamSynchronize)                                                                           \
   X(cuStreamWaitEvent)                                                                             \
-  X(cuStreamWaitValue32)
+  X(cuStreamWaitValue32)                                                                           \
+  X(cuMemGetAllocationGranularity)                                                                 \
+  X(cuMemCreate)                                                                                   \
+  X(cuMemRelease)                                                                                  \
+  X(cuMemAddressReserve)                                                                           \
+  X(cuMemAddressFree)                                                                              \
+  X(cuMemMap)                                                                                      \
+  X(cuMemUnmap)                                                                                    \
+  X(cuMemSetAccess)                                                                                \
+  X(cuMemRetainAllocationHandle)                                                                   \
+  X(cuMemPoolCreate)                                                                               \
+  X(cuMemPoolDestroy)                                                                              \
+  X(cuMemPoolGetAttribute)                                                                         \
+  X(cuMemPoolSetAttribute)                                                                         \
+  X(cuMemPoolTrimTo)                                                                               \
+  X(cuMemAllocFromPoolAsync)                                                                       \
+  X(cuMemFreeAsync)
 
 static struct {
 #define X(n) __typeof__(&n) n;
@@ -711,6 +727,124 @@ static CUresult cuda_part_event_new(uint64_t *e, unsigned flags) {
   return r;
 }
 
+/* ---- virtual memory management and pools ---- */
+
+/* The driver's properties for p: pinned memory on the served device. */
+static CUmemAllocationProp alloc_prop(const hostd_mem_prop_t *p) {
+  CUmemAllocationProp a;
+  memset(&a, 0, sizeof(a));
+  a.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  a.requestedHandleTypes = (CUmemAllocationHandleType)p->handle_types;
+  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  a.location.id = device;
+  a.allocFlags.compressionType = (unsigned char)p->compression;
+  a.allocFlags.gpuDirectRDMACapable = (unsigned char)p->rdma;
+  a.allocFlags.usage = (unsigned short)p->usage;
+  return a;
+}
+
+static CUresult cuda_mem_granularity(uint64_t *g, const hostd_mem_prop_t *p, int option) {
+  CUmemAllocationProp a = alloc_prop(p);
+  size_t v = 0;
+  CUresult r = D.cuMemGetAllocationGranularity(&v, &a, (CUmemAllocationGranularity_flags)option);
+  *g = v;
+  return r;
+}
+
+static CUresult cuda_mem_create(uint64_t *h, uint64_t size, const hostd_mem_prop_t *p) {
+  CUmemAllocationProp a = alloc_prop(p);
+  CUmemGenericAllocationHandle v = 0;
+  CUresult r = D.cuMemCreate(&v, size, &a, 0);
+  *h = v;
+  return r;
+}
+
+static CUresult cuda_mem_release(uint64_t h) {
+  return D.cuMemRelease(h);
+}
+
+static CUresult cuda_mem_reserve(uint64_t *p, uint64_t size, uint64_t align, uint64_t hint) {
+  CUdeviceptr v = 0;
+  CUresult r = D.cuMemAddressReserve(&v, size, align, hint, 0);
+  *p = v;
+  return r;
+}
+
+static CUresult cuda_mem_unreserve(uint64_t p, uint64_t size) {
+  return D.cuMemAddressFree(p, size);
+}
+
+static CUresult cuda_mem_map(uint64_t p, uint64_t size, uint64_t off, uint64_t h) {
+  return D.cuMemMap(p, size, off, h, 0);
+}
+
+static CUresult cuda_mem_unmap(uint64_t p, uint64_t size) {
+  return D.cuMemUnmap(p, size);
+}
+
+static CUresult cuda_mem_set_access(uint64_t p, uint64_t size, unsigned flags) {
+  CUmemAccessDesc d;
+  memset(&d, 0, sizeof(d));
+  d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  d.location.id = device;
+  d.flags = (CUmemAccess_flags)flags;
+  return D.cuMemSetAccess(p, size, &d, 1);
+}
+
+static CUresult cuda_mem_retain(uint64_t *h, uint64_t p) {
+  CUmemGenericAllocationHandle v = 0;
+  CUresult r = D.cuMemRetainAllocationHandle(&v, (void *)(uintptr_t)p);
+  *h = v;
+  return r;
+}
+
+static CUresult cuda_pool_new(uint64_t *pool, const hostd_mem_prop_t *p, uint64_t max_size) {
+  CUmemPoolProps pp;
+  CUmemoryPool v = NULL;
+  CUresult r;
+  memset(&pp, 0, sizeof(pp));
+  pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  pp.handleTypes = (CUmemAllocationHandleType)p->handle_types;
+  pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  pp.location.id = device;
+  pp.maxSize = max_size;
+  r = D.cuMemPoolCreate(&v, &pp);
+  *pool = (uint64_t)(uintptr_t)v;
+  return r;
+}
+
+static CUresult cuda_pool_del(uint64_t pool) {
+  return D.cuMemPoolDestroy((CUmemoryPool)(uintptr_t)pool);
+}
+
+/* The first three attributes are ints, the rest cuuint64_t (cuda.h). */
+static CUresult cuda_pool_attr(uint64_t pool, int attr, int set, uint64_t *v) {
+  CUmemoryPool mp = (CUmemoryPool)(uintptr_t)pool;
+  int iv = (int)*v;
+  cuuint64_t uv = *v;
+  void *val = attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES ? (void *)&iv : (void *)&uv;
+  CUresult r = set ? D.cuMemPoolSetAttribute(mp, (CUmemPool_attribute)attr, val)
+                   : D.cuMemPoolGetAttribute(mp, (CUmemPool_attribute)attr, val);
+  *v = val == (void *)&iv ? (uint64_t)(int64_t)iv : uv;
+  return r;
+}
+
+static CUresult cuda_pool_trim(uint64_t pool, uint64_t keep) {
+  return D.cuMemPoolTrimTo((CUmemoryPool)(uintptr_t)pool, keep);
+}
+
+static CUresult cuda_mem_alloc_async(uint64_t *p, uint64_t size, uint64_t pool, uint64_t s) {
+  CUdeviceptr v = 0;
+  CUresult r = D.cuMemAllocFromPoolAsync(&v, size, (CUmemoryPool)(uintptr_t)pool,
+                                         (CUstream)(uintptr_t)s);
+  *p = v;
+  return r;
+}
+
+static CUresult cuda_mem_free_async(uint64_t p, uint64_t s) {
+  return D.cuMemFreeAsync(p, (CUstream)(uintptr_t)s);
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
@@ -752,4 +886,19 @@ const hostd_gpu_ops_t hostd__gpu = {
     .host_unregister = cuda_host_unregister,
     .part_stream_new = cuda_part_stream_new,
     .part_event_new = cuda_part_event_new,
+    .mem_granularity = cuda_mem_granularity,
+    .mem_create = cuda_mem_create,
+    .mem_release = cuda_mem_release,
+    .mem_reserve = cuda_mem_reserve,
+    .mem_unreserve = cuda_mem_unreserve,
+    .mem_map = cuda_mem_map,
+    .mem_unmap = cuda_mem_unmap,
+    .mem_set_access = cuda_mem_set_access,
+    .mem_retain = cuda_mem_retain,
+    .pool_new = cuda_pool_new,
+    .pool_del = cuda_pool_del,
+    .pool_attr = cuda_pool_attr,
+    .pool_trim = cuda_pool_trim,
+    .mem_alloc_async = cuda_mem_alloc_async,
+    .mem_free_async = cuda_mem_free_async,
 };

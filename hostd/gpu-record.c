@@ -53,11 +53,30 @@
 #define MAX_KERNELS      64
 #define VIEW_BIT         0x4 /* handles are multiples of 0x10: bit 2 marks a view's function */
 
+typedef struct rec_phys rec_phys_t;
+
 typedef struct rec_alloc {
   uint64_t addr, size;
-  uint8_t *bytes;
+  uint8_t *bytes;   /* owned, except for a mapping (phys set) */
+  rec_phys_t *phys; /* a VMM mapping: bytes lie in this physical allocation */
+  uint64_t pool;    /* a stream-ordered allocation: its pool */
   struct rec_alloc *next;
 } rec_alloc_t;
+
+/* VMM physical memory: freed when released and unmapped, as on the driver. */
+struct rec_phys {
+  uint64_t h, size;
+  uint8_t *bytes;
+  uint32_t refs, maps;
+  rec_phys_t *next;
+};
+
+/* A reserved address range (VMM) or a memory pool: a handle and numbers. */
+typedef struct rec_span {
+  uint64_t addr, size; /* reservation; for a pool: its handle, bytes in use */
+  uint64_t attr[CU_MEMPOOL_ATTR_USED_MEM_HIGH + 1]; /* pools: attributes by number */
+  struct rec_span *next;
+} rec_span_t;
 
 typedef struct rec_kernel {
   char name[64];
@@ -148,6 +167,15 @@ static rec_stream_t *streams;
 static rec_event_t *events;
 static __thread bool draining; /* this thread runs drain(): nested gate_opens only set words */
 static rec_alloc_t *allocs;
+static rec_phys_t *physs;
+static rec_span_t *reservations, *pools;
+
+static rec_span_t *pool_find(uint64_t h) { /* lock held */
+  for (rec_span_t *sp = pools; sp; sp = sp->next)
+    if (sp->addr == h)
+      return sp;
+  return NULL;
+}
 static rec_module_t *modules;
 static uint64_t next_addr = RECORD_BASE, next_handle = 0x1000;
 static uint64_t used_bytes;
@@ -261,9 +289,22 @@ static void rec_shutdown(void) {
   while (allocs) {
     rec_alloc_t *a = allocs;
     allocs = a->next;
-    free(a->bytes);
+    if (!a->phys)
+      free(a->bytes);
     free(a);
   }
+  while (physs) {
+    rec_phys_t *ph = physs;
+    physs = ph->next;
+    free(ph->bytes);
+    free(ph);
+  }
+  for (rec_span_t **l = &reservations; l; l = l == &reservations ? &pools : NULL)
+    while (*l) {
+      rec_span_t *sp = *l;
+      *l = sp->next;
+      free(sp);
+    }
   while (modules) {
     rec_module_t *m = modules;
     modules = m->next;
@@ -338,8 +379,11 @@ static CUresult rec_mem_free(uint64_t p) {
   count(HOSTD_RECORD_FREE);
   pthread_mutex_lock(&lock);
   for (rec_alloc_t **pa = &allocs; *pa; pa = &(*pa)->next)
-    if ((*pa)->addr == p) {
+    if ((*pa)->addr == p && !(*pa)->phys) { /* a mapping is unmapped, never freed */
       rec_alloc_t *a = *pa;
+      rec_span_t *sp = a->pool ? pool_find(a->pool) : NULL;
+      if (sp) /* a stream-ordered allocation leaves its pool */
+        sp->size -= a->size < sp->size ? a->size : sp->size;
       *pa = a->next;
       used_bytes -= a->size;
       free(a->bytes);
@@ -1137,6 +1181,281 @@ static CUresult rec_occupancy(uint64_t f, int kind, int which, const CUlaunchCon
   return CUDA_SUCCESS;
 }
 
+/* ---- virtual memory management (as the driver: 2 MiB granularity) ---- */
+
+#define REC_GRANULE (2ull << 20)
+
+static CUresult rec_mem_granularity(uint64_t *g, const hostd_mem_prop_t *p, int option) {
+  LIVE(0);
+  (void)p;
+  (void)option;
+  *g = REC_GRANULE;
+  return CUDA_SUCCESS;
+}
+
+/* Frees ph once it is released and unmapped.  Lock held. */
+static void phys_settle(rec_phys_t *ph) {
+  if (ph->refs || ph->maps)
+    return;
+  for (rec_phys_t **pp = &physs; *pp; pp = &(*pp)->next)
+    if (*pp == ph) {
+      *pp = ph->next;
+      break;
+    }
+  used_bytes -= ph->size;
+  free(ph->bytes);
+  free(ph);
+}
+
+static rec_phys_t *phys_find(uint64_t h) { /* lock held */
+  for (rec_phys_t *ph = physs; ph; ph = ph->next)
+    if (ph->h == h)
+      return ph;
+  return NULL;
+}
+
+static CUresult rec_mem_create(uint64_t *h, uint64_t size, const hostd_mem_prop_t *p) {
+  LIVE(0);
+  rec_phys_t *ph = NULL;
+  (void)p;
+  count(HOSTD_RECORD_ALLOC);
+  if (size % REC_GRANULE)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  int over = size > (1ull << 30) || used_bytes + size > (4ull << 30); /* as rec_mem_alloc */
+  pthread_mutex_unlock(&lock);
+  if (over || !(ph = calloc(1, sizeof(*ph))) || !(ph->bytes = calloc(1, size))) {
+    if (!over)
+      free(ph);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  ph->size = size;
+  ph->refs = 1;
+  *h = ph->h = handle();
+  pthread_mutex_lock(&lock);
+  ph->next = physs;
+  physs = ph;
+  used_bytes += size;
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_mem_release(uint64_t h) {
+  LIVE(h);
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  count(HOSTD_RECORD_FREE);
+  pthread_mutex_lock(&lock);
+  rec_phys_t *ph = phys_find(h);
+  if (ph && ph->refs) {
+    ph->refs--;
+    phys_settle(ph);
+    r = CUDA_SUCCESS;
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_mem_reserve(uint64_t *p, uint64_t size, uint64_t align, uint64_t hint) {
+  LIVE(0);
+  rec_span_t *sp;
+  uint64_t a = align > REC_GRANULE ? align : REC_GRANULE;
+  (void)hint; /* a hint, as on the driver */
+  if (size % REC_GRANULE || (a & (a - 1)) || size > (1ull << 40))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!(sp = calloc(1, sizeof(*sp))))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&lock);
+  sp->addr = (next_addr + a - 1) & ~(a - 1);
+  sp->size = size;
+  next_addr = sp->addr + size + REC_GRANULE; /* a gap after it */
+  sp->next = reservations;
+  reservations = sp;
+  pthread_mutex_unlock(&lock);
+  *p = sp->addr;
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_mem_unreserve(uint64_t p, uint64_t size) {
+  LIVE(p);
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  for (rec_span_t **ps = &reservations; *ps; ps = &(*ps)->next)
+    if ((*ps)->addr == p && (*ps)->size == size) {
+      rec_span_t *sp = *ps;
+      *ps = sp->next;
+      free(sp);
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+/* True when [p, p+n) lies inside one reservation.  Lock held. */
+static bool in_reservation(uint64_t p, uint64_t n) {
+  for (rec_span_t *sp = reservations; sp; sp = sp->next)
+    if (p >= sp->addr && n <= sp->size && p - sp->addr <= sp->size - n)
+      return true;
+  return false;
+}
+
+static CUresult rec_mem_map(uint64_t p, uint64_t size, uint64_t off, uint64_t h) {
+  LIVE(p, h);
+  rec_alloc_t *a = calloc(1, sizeof(*a));
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  if (!a)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&lock);
+  rec_phys_t *ph = phys_find(h);
+  if (ph && ph->refs && in_reservation(p, size) && off <= ph->size && size <= ph->size - off &&
+      !find(p, 1) && !find(p + size - 1, 1) && (p | size | off) % REC_GRANULE == 0) {
+    *a = (rec_alloc_t){p, size, ph->bytes + off, ph, 0, allocs};
+    allocs = a;
+    ph->maps++;
+    r = CUDA_SUCCESS;
+  }
+  pthread_mutex_unlock(&lock);
+  if (r != CUDA_SUCCESS)
+    free(a);
+  return r;
+}
+
+static CUresult rec_mem_unmap(uint64_t p, uint64_t size) {
+  LIVE(p);
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  for (rec_alloc_t **pa = &allocs; *pa;) {
+    rec_alloc_t *a = *pa;
+    if (a->phys && a->addr >= p && a->addr - p < size) {
+      *pa = a->next;
+      a->phys->maps--;
+      phys_settle(a->phys);
+      free(a);
+      r = CUDA_SUCCESS;
+    } else {
+      pa = &a->next;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_mem_set_access(uint64_t p, uint64_t size, unsigned flags) {
+  LIVE(p);
+  pthread_mutex_lock(&lock);
+  bool ok = in_reservation(p, size) && flags <= CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  pthread_mutex_unlock(&lock);
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult rec_mem_retain(uint64_t *h, uint64_t p) {
+  LIVE(p);
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  for (rec_alloc_t *a = allocs; a; a = a->next)
+    if (a->phys && p >= a->addr && p - a->addr < a->size) {
+      a->phys->refs++;
+      *h = a->phys->h;
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+/* ---- memory pools: allocations from them are plain allocations that
+ * remember their pool; a free on a stream happens at once (stream order is
+ * not modelled for it) ---- */
+
+static CUresult rec_pool_new(uint64_t *pool, const hostd_mem_prop_t *p, uint64_t max_size) {
+  LIVE(0);
+  rec_span_t *sp = calloc(1, sizeof(*sp));
+  (void)p;
+  (void)max_size;
+  if (!sp)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *pool = sp->addr = handle();
+  pthread_mutex_lock(&lock);
+  sp->next = pools;
+  pools = sp;
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_pool_del(uint64_t pool) {
+  LIVE(pool);
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  for (rec_span_t **ps = &pools; *ps; ps = &(*ps)->next)
+    if ((*ps)->addr == pool) {
+      rec_span_t *sp = *ps;
+      *ps = sp->next;
+      free(sp);
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+/* Attributes are kept as set; the used-memory ones follow allocations. */
+static CUresult rec_pool_attr(uint64_t pool, int attr, int set, uint64_t *v) {
+  LIVE(pool);
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  rec_span_t *sp = pool_find(pool);
+  if (sp && attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+      attr <= CU_MEMPOOL_ATTR_USED_MEM_HIGH) {
+    r = CUDA_SUCCESS;
+    if (attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT || attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+      r = set ? CUDA_ERROR_INVALID_VALUE : (*v = sp->size, CUDA_SUCCESS);
+    else if (set)
+      sp->attr[attr] = *v;
+    else
+      *v = sp->attr[attr];
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_pool_trim(uint64_t pool, uint64_t keep) {
+  LIVE(pool);
+  (void)keep;
+  pthread_mutex_lock(&lock);
+  bool ok = pool_find(pool) != NULL;
+  pthread_mutex_unlock(&lock);
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult rec_mem_alloc_async(uint64_t *p, uint64_t size, uint64_t pool, uint64_t s) {
+  LIVE(pool, s);
+  CUresult r;
+  pthread_mutex_lock(&lock);
+  bool ok = pool_find(pool) != NULL;
+  pthread_mutex_unlock(&lock);
+  if (!ok)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = rec_mem_alloc(p, size)) != CUDA_SUCCESS)
+    return r;
+  pthread_mutex_lock(&lock);
+  for (rec_alloc_t *a = allocs; a; a = a->next)
+    if (a->addr == *p)
+      a->pool = pool;
+  rec_span_t *sp = pool_find(pool);
+  if (sp) {
+    sp->size += size;
+    if (sp->size > sp->attr[CU_MEMPOOL_ATTR_USED_MEM_HIGH])
+      sp->attr[CU_MEMPOOL_ATTR_USED_MEM_HIGH] = sp->size;
+  }
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_mem_free_async(uint64_t p, uint64_t s) {
+  LIVE(p, s);
+  return rec_mem_free(p);
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "record",
     .init = rec_init,
@@ -1178,6 +1497,21 @@ const hostd_gpu_ops_t hostd__gpu = {
     .host_unregister = rec_host_unregister,
     .part_stream_new = rec_part_stream_new,
     .part_event_new = rec_part_event_new,
+    .mem_granularity = rec_mem_granularity,
+    .mem_create = rec_mem_create,
+    .mem_release = rec_mem_release,
+    .mem_reserve = rec_mem_reserve,
+    .mem_unreserve = rec_mem_unreserve,
+    .mem_map = rec_mem_map,
+    .mem_unmap = rec_mem_unmap,
+    .mem_set_access = rec_mem_set_access,
+    .mem_retain = rec_mem_retain,
+    .pool_new = rec_pool_new,
+    .pool_del = rec_pool_del,
+    .pool_attr = rec_pool_attr,
+    .pool_trim = rec_pool_trim,
+    .mem_alloc_async = rec_mem_alloc_async,
+    .mem_free_async = rec_mem_free_async,
 };
 int hostd__record_last_prio;
 _Atomic long hostd__record_registered;

@@ -35,6 +35,15 @@ typedef struct hostd_func_info {
 
 typedef int (*hostd_func_cb)(void *arg, const hostd_func_info_t *f);
 
+/* Allocation properties of VMM memory and pools (wire/call.def, MEM_CREATE):
+ * the location is always the served device, the type pinned. */
+typedef struct hostd_mem_prop {
+  uint32_t handle_types; /* CUmemAllocationHandleType bits */
+  uint32_t compression;  /* allocFlags.compressionType */
+  uint32_t rdma;         /* allocFlags.gpuDirectRDMACapable */
+  uint32_t usage;        /* allocFlags.usage */
+} hostd_mem_prop_t;
+
 /* Called when a stream reaches a host function (hostd/hostfn.c): on a driver
  * thread or wherever the backend runs stream work; it must call no CUDA
  * function (cuda.h, cuLaunchHostFunc). */
@@ -110,6 +119,28 @@ typedef struct hostd_gpu_ops {
    * stream it is recorded on must share a context). */
   CUresult (*part_stream_new)(uint64_t *s, int prio, uint32_t sms, uint32_t *got);
   CUresult (*part_event_new)(uint64_t *e, unsigned flags);
+  /* ---- virtual memory management (hostd/exec-vmm.c) ----
+   * cuMemGetAllocationGranularity, cuMemCreate, cuMemRelease,
+   * cuMemAddressReserve / Free, cuMemMap / Unmap, cuMemSetAccess (the served
+   * device; flags CUmemAccess_flags), cuMemRetainAllocationHandle. */
+  CUresult (*mem_granularity)(uint64_t *g, const hostd_mem_prop_t *p, int option);
+  CUresult (*mem_create)(uint64_t *h, uint64_t size, const hostd_mem_prop_t *p);
+  CUresult (*mem_release)(uint64_t h);
+  CUresult (*mem_reserve)(uint64_t *p, uint64_t size, uint64_t align, uint64_t hint);
+  CUresult (*mem_unreserve)(uint64_t p, uint64_t size);
+  CUresult (*mem_map)(uint64_t p, uint64_t size, uint64_t off, uint64_t h);
+  CUresult (*mem_unmap)(uint64_t p, uint64_t size);
+  CUresult (*mem_set_access)(uint64_t p, uint64_t size, unsigned flags);
+  CUresult (*mem_retain)(uint64_t *h, uint64_t p);
+  /* ---- memory pools and stream-ordered allocation (hostd/exec-pool.c) ----
+   * pool_attr: get (set 0) or set (set 1) CUmemPool_attribute attr, its
+   * value widened to u64 (the int ones too). */
+  CUresult (*pool_new)(uint64_t *pool, const hostd_mem_prop_t *p, uint64_t max_size);
+  CUresult (*pool_del)(uint64_t pool);
+  CUresult (*pool_attr)(uint64_t pool, int attr, int set, uint64_t *v);
+  CUresult (*pool_trim)(uint64_t pool, uint64_t keep);
+  CUresult (*mem_alloc_async)(uint64_t *p, uint64_t size, uint64_t pool, uint64_t s);
+  CUresult (*mem_free_async)(uint64_t p, uint64_t s);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */

@@ -25,11 +25,14 @@
 #define KIND_VIEW            2 /* a library's module view: dies with the library */
 #define RANGE_ALLOC          1 /* from MEM_ALLOC: may be freed */
 #define RANGE_GLOBAL         2 /* a module global: may be copied, not freed */
+#define RANGE_MAPPED         3 /* VMM: mapped onto physical handle `module` (exec-vmm.c) */
+#define RANGE_ASYNC          4 /* from MEM_ALLOC_ASYNC out of pool `module` (exec-pool.c) */
 
 typedef struct range {
   uint64_t base, size;
   int kind;
-  uint64_t module; /* for globals: the module they die with */
+  uint64_t module; /* globals: the module they die with; RANGE_MAPPED: the
+                      physical handle; RANGE_ASYNC: the pool */
 } range_t;
 
 /* Pinned host memory a guest shared as a memfd (server.c maps it in on_fd):
@@ -67,6 +70,10 @@ struct hostd_tenant {
   u64map_t pinned;  /* guest tag -> pinned_t*: memfd mappings (PINNED_COPY) */
   u64map_t modids;  /* module or library handle -> content id (kernel ids) */
   u64map_t kids;    /* function handle -> stable kernel id (sched.h) */
+  u64map_t vmh;     /* VMM physical handle -> vmm_phys_t* (exec-vmm.c) */
+  u64map_t vas;     /* reserved address range base -> its size (exec-vmm.c) */
+  u64map_t pools;   /* the tenant's memory pools -> 1, its default pool 2 (exec-pool.c) */
+  uint64_t pool_default, pool_cur; /* 0: not made yet / the default one */
   hostd_sched_tenant_t *sched; /* NULL: launches go straight to the GPU (sched.h) */
   hostd_hostfn_t *hf;  /* host functions (hostfn.c); NULL when not served by server.c */
   range_t *ranges;     /* sorted by base */
@@ -110,6 +117,22 @@ CUresult hostd__streams_sync_all(hostd_tenant_t *t, bool stop);
 /* Forgets module h's functions and globals (not the module entry). */
 void hostd__module_forget(hostd_tenant_t *t, uint64_t h);
 void hostd__pinned_drop(pinned_t *p, bool gpu);
+
+/* ---- virtual memory and pools (exec-vmm.c, exec-pool.c) ----
+ * Request handlers called from exec.c's table; results go to out.  The
+ * release functions free what the tenant still holds (gpu false: it died
+ * with the context, only our memory is freed); tenant.c calls them after
+ * the tenant's streams are drained. */
+#define HOSTD_EXEC_ELSEWHERE(X)                                                                    \
+  X(mem_granularity) X(mem_create) X(mem_release) X(mem_reserve) X(mem_unreserve) X(mem_map)      \
+  X(mem_unmap) X(mem_set_access) X(mem_retain) X(mem_alloc_async) X(mem_free_async) X(pool_new)  \
+  X(pool_del) X(pool_attr) X(pool_trim) X(pool_current)
+#define HOSTD_EXEC_DECL(name)                                                                      \
+  CUresult hostd__exec_##name(hostd_tenant_t *t, wire_buf_t *out, const call_##name##_req_t *q);
+HOSTD_EXEC_ELSEWHERE(HOSTD_EXEC_DECL)
+#undef HOSTD_EXEC_DECL
+void hostd__vmm_release(hostd_tenant_t *t, bool gpu);
+void hostd__pool_release(hostd_tenant_t *t, bool gpu);
 
 /* ---- execution (exec.c) ---- */
 /* Decodes args as op's request and runs its handler; results go to out.

@@ -84,6 +84,9 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   u64map_init(&t->pinned);
   u64map_init(&t->modids);
   u64map_init(&t->kids);
+  u64map_init(&t->vmh);
+  u64map_init(&t->vas);
+  u64map_init(&t->pools);
   pthread_rwlock_rdlock(&ctx_lock);
   /* After a fault this process serves nobody until it restarts. */
   t->lost = (CUresult)hostd__fault_pending(NULL);
@@ -182,13 +185,25 @@ int hostd__range_add(hostd_tenant_t *t, uint64_t base, uint64_t size, int kind, 
 }
 
 /* True when [p, p+n) lies inside one range of the tenant. */
+/* VMM mappings placed back to back count as one range (a tensor may span
+ * two mappings of one reservation, as in PyTorch's expandable segments). */
 bool hostd__owns(const hostd_tenant_t *t, uint64_t p, uint64_t n) {
   size_t i = hostd__range_upper(t, p);
   const range_t *r;
   if (i == 0)
     return false;
   r = &t->ranges[i - 1];
-  return p - r->base <= r->size && n <= r->size - (p - r->base);
+  if (p - r->base > r->size)
+    return false;
+  while (n > r->size - (p - r->base)) {
+    if (r->kind != RANGE_MAPPED || i >= t->nranges || t->ranges[i].kind != RANGE_MAPPED ||
+        t->ranges[i].base != r->base + r->size)
+      return false;
+    n -= r->size - (p - r->base);
+    p = t->ranges[i].base;
+    r = &t->ranges[i++];
+  }
+  return true;
 }
 
 void hostd__range_del_at(hostd_tenant_t *t, size_t i) {
@@ -384,6 +399,8 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
   for (size_t i = 0; gpu && i < t->nranges; i++)
     if (t->ranges[i].kind == RANGE_ALLOC)
       (void)hostd__gpu.mem_free(t->ranges[i].base);
+  hostd__pool_release(t, gpu);
+  hostd__vmm_release(t, gpu);
   for (size_t i = 0; gpu && i < t->modules.cap; i++)
     if (t->modules.keys[i] && t->modules.vals[i] != KIND_VIEW)
       (void)hostd__gpu.module_unload(t->modules.keys[i], (int)t->modules.vals[i]);
@@ -396,7 +413,8 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
   hostd__sched_tenant_free(t->sched);
   t->sched = NULL;
   u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
-                      &t->views,   &t->pinned, &t->modids, &t->kids};
+                      &t->views,   &t->pinned, &t->modids, &t->kids,
+                      &t->vmh,     &t->vas,    &t->pools};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
     u64map_close(maps[i]);
     u64map_init(maps[i]);
@@ -419,7 +437,8 @@ void hostd__tenant_free(hostd_tenant_t *t) {
   tenant_release(t, t->lost == CUDA_SUCCESS);
   pthread_rwlock_unlock(&ctx_lock);
   u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
-                      &t->views,   &t->pinned, &t->modids, &t->kids};
+                      &t->views,   &t->pinned, &t->modids, &t->kids,
+                      &t->vmh,     &t->vas,    &t->pools};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
     u64map_close(maps[i]);
   free(t->ranges);

@@ -120,3 +120,14 @@ gpu-e2e: all
 	  $(MAKE) $(AM_MAKEFLAGS) forward-bench || rc=1; exit $$rc
 
 .PHONY: gpu-programs forward-bench gpu-e2e tenant-churn
+
+# Stock frameworks feature by feature (make check-gpu): tests/frameworks/run.sh with
+# this tree's source path.
+GPU_TESTS += tests/frameworks/frameworks-run
+EXTRA_DIST += tests/frameworks/README.md tests/frameworks/run.sh tests/frameworks/vmm-async.c \
+	tests/frameworks/torch_features.py tests/frameworks/jax_train.py
+CLEANFILES += tests/frameworks/frameworks-run
+tests/frameworks/frameworks-run: $(srcdir)/tests/frameworks/run.sh hostd/tallyd guestlib/libcuda.so.1 \
+	guestlib/tally-run
+	$(AM_V_GEN)$(MKDIR_P) tests/frameworks && sed -e 's|@TALLY_SRCDIR@|$(abs_top_srcdir)|g' \
+	  $(srcdir)/tests/frameworks/run.sh > $@ && chmod +x $@

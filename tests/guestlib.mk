@@ -1,9 +1,9 @@
 # tests/guestlib.mk: unit tests of guestlib/ (load or link the built libcuda.so.1).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
-	tests/guest-chain tests/test-guest-async
+	tests/guest-chain tests/test-guest-async tests/test-guest-vmm
 TESTS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
-	tests/test-guest-async
+	tests/test-guest-async tests/test-guest-vmm
 endif
 # The other tenant process of test-guest-daemon/-async and of
 # test-hostd-restart.sh (no cmocka: the script runs without it).
@@ -43,6 +43,12 @@ tests_test_guest_async_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOST
 	$(GUEST_LINK) $(TEST_LIBS)
 tests_test_guest_async_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
 EXTRA_tests_test_guest_async_DEPENDENCIES = tests/guest-tenant-helper
+tests_test_guest_vmm_SOURCES = tests/test-guest-vmm.c tests/guest-daemon-harness.h
+tests_test_guest_vmm_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_guest_vmm_CFLAGS = $(TEST_CFLAGS)
+tests_test_guest_vmm_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \
+	$(GUEST_LINK) $(TEST_LIBS)
+tests_test_guest_vmm_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
 tests_guest_tenant_helper_SOURCES = tests/guest-tenant-helper.c
 tests_guest_tenant_helper_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_guest_tenant_helper_LDADD = $(GUEST_LINK)

@@ -42,7 +42,7 @@
 #define CALL_MAX_LEN          (16u << 20)
 #define CALL_CHUNK            (8u << 20)
 #define CALL_BLOB_MAX         (1u << 30) /* 1 GiB: cuBLASLt's largest fatbins are far below */
-#define CALL_PROTO_VERSION    2          /* 2: 16 function attributes and their valid mask */
+#define CALL_PROTO_VERSION    3          /* 2: 16 function attributes; 3: VMM and pool ops */
 #define CALL_NAME_MAX         256
 #define CALL_ATTR_MAX         160 /* > CU_DEVICE_ATTRIBUTE_MAX of CUDA 13.0 (148) */
 #define CALL_MAX_DEVICES      16
