@@ -110,6 +110,11 @@ typedef struct hostd_gpu_ops {
    * stream it is recorded on must share a context). */
   CUresult (*part_stream_new)(uint64_t *s, int prio, uint32_t sms, uint32_t *got);
   CUresult (*part_event_new)(uint64_t *e, unsigned flags);
+  /* ---- transformed variants (hostd/variants.c) ----
+   * Compiles PTX text (len bytes, NUL-terminated) for the served device into
+   * an image module_load accepts: *image is malloc'd, the caller frees it.
+   * On the real driver, cuLinkCreate / cuLinkAddData / cuLinkComplete. */
+  CUresult (*jit)(const char *ptx, size_t len, void **image, size_t *image_len);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */
