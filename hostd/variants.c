@@ -230,9 +230,9 @@ static int compile_image(void *arg, const void *src, size_t len, void **image, s
   rw_xform_report_t rep;
   rw_diag_t d;
   int rc = rw_fatbin_ptx(src, len, V.cfg.arch, &ptx, &plen, &parch, &d);
-  if (rc < 0 || !ptx) {
+  if (rc < 0 || !ptx) { /* not an image rewrite/ reads, or no PTX in it: originals only */
     free(ptx);
-    return c->why = rc < 0 ? rc : -ENOENT;
+    return c->why = -ENOENT;
   }
   if (has_module_vars(ptx)) {
     hostd__log(HOSTD_LOG_INFO, "variants: module %016" PRIx64 " declares module-scope "
