@@ -16,6 +16,7 @@
  */
 #include "hostd/guard.h"
 #include "hostd/hostd.h"
+#include "hostd/variants.h"
 #include "policy/pol.h"
 
 #include <arpa/inet.h>
@@ -45,6 +46,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->lc_poll_cpu = -1;
   cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
   strcpy(cfg->policy, "tally");
+  strcpy(cfg->variants, "all");
   cfg->threshold_us = -1;
   cfg->resume_idle_us = -1;
   cfg->unix_mode = HOSTD_DEFAULT_UNIX_MODE;
@@ -96,6 +98,8 @@ void hostd_config_usage(FILE *f) {
           "                       critical tenant at most N us (default: the policy's, 31.6)\n"
           "  --resume-idle-us N   best-effort kernels resume N us after the latency-\n"
           "                       critical tenant went idle (default: the policy's, 50)\n"
+          "  --variants V         forms of best-effort PTX kernels the policy may use: all\n"
+          "                       (sliced and PTB, default), slice, ptb, or off\n"
           "  --be-sms N           best-effort kernels run in a partition (green context)\n"
           "                       of at least N SMs, the rest stays free for the\n"
           "                       latency-critical tenant (default 0: the whole GPU;\n"
@@ -345,6 +349,12 @@ static int set_option(hostd_config_t *cfg, const char *name, const char *v, cons
       BAD("%s: '%s': expected none, tally, paper, timeslice, mps, mps-prio or tgs\n", flag, v);
     else
       rc = set_str(cfg->policy, sizeof(cfg->policy), flag, v, err);
+  } else if (strcmp(name, "variants") == 0) {
+    unsigned forms;
+    if (hostd__var_parse(v, &forms) != 0)
+      BAD("%s: '%s': expected all, slice, ptb or off\n", flag, v);
+    else
+      rc = set_str(cfg->variants, sizeof(cfg->variants), flag, v, err);
   } else if (strcmp(name, "trace") == 0)
     rc = set_str(cfg->trace, sizeof(cfg->trace), flag, v, err);
   else if (strcmp(name, "hops") == 0)

@@ -397,13 +397,15 @@ static CUresult exec_module_load(exec_t *x, const call_module_load_req_t *q) {
     u64map_del(&x->t->modules, h);
     u64map_del(&x->t->modids, h);
     (void)hostd__gpu.module_unload(h, (int)q->kind);
+  } else if (x->t->sched) {
+    hostd__var_module_ref(q->id); /* variants are built off this path (variants.h) */
   }
   return r;
 }
 
 static CUresult exec_module_unload(exec_t *x, const call_module_unload_req_t *q) {
   hostd_tenant_t *t = x->t;
-  uint64_t kind, view;
+  uint64_t kind, view, cid;
   CUresult r;
   if (!u64map_get(&t->modules, q->module, &kind) || kind != q->kind)
     return CUDA_ERROR_INVALID_HANDLE;
@@ -415,6 +417,8 @@ static CUresult exec_module_unload(exec_t *x, const call_module_unload_req_t *q)
     return r;
   hostd__module_forget(t, q->module);
   u64map_del(&t->modules, q->module);
+  if (t->sched && u64map_get(&t->modids, q->module, &cid))
+    hostd__var_module_unref(cid); /* the reference exec_module_load took */
   u64map_del(&t->modids, q->module);
   if (q->kind == KIND_LIBRARY && u64map_get(&t->views, q->module, &view)) {
     hostd__module_forget(t, view); /* the view died with its library */

@@ -73,6 +73,10 @@
   X(cuLaunchHostFunc)                                                                              \
   X(cuLaunchKernel)                                                                                \
   X(cuLaunchKernelEx)                                                                              \
+  X(cuLinkAddData)                                                                                 \
+  X(cuLinkComplete)                                                                                \
+  X(cuLinkCreate)                                                                                  \
+  X(cuLinkDestroy)                                                                                 \
   X(cuLibraryEnumerateKernels)                                                                     \
   X(cuLibraryGetGlobal)                                                                            \
   X(cuLibraryGetKernelCount)                                                                       \
@@ -845,6 +849,34 @@ static CUresult cuda_mem_free_async(uint64_t p, uint64_t s) {
   return D.cuMemFreeAsync(p, (CUstream)(uintptr_t)s);
 }
 
+/* PTX -> cubin through the driver's JIT linker, for the context current
+ * on this thread (the primary one).  The driver's error log is logged. */
+static CUresult cuda_jit(const char *ptx, size_t len, void **image, size_t *image_len) {
+  char errlog[2048] = "";
+  CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *val[2] = {errlog, (void *)(uintptr_t)sizeof(errlog)};
+  CUlinkState ls = NULL;
+  void *cubin = NULL;
+  size_t n = 0;
+  CUresult r = D.cuLinkCreate(2, opt, val, &ls);
+  *image = NULL;
+  if (r != CUDA_SUCCESS)
+    return r;
+  r = D.cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)ptx, len + 1, "tally-variants", 0, NULL, NULL);
+  if (r == CUDA_SUCCESS)
+    r = D.cuLinkComplete(ls, &cubin, &n);
+  if (r == CUDA_SUCCESS && !(*image = malloc(n ? n : 1)))
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) {
+    memcpy(*image, cubin, n); /* cubin belongs to the link state */
+    *image_len = n;
+  } else if (errlog[0]) {
+    hostd__log(HOSTD_LOG_WARN, "variants: the JIT refused a transformed module: %.400s", errlog);
+  }
+  (void)D.cuLinkDestroy(ls);
+  return r;
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
@@ -901,4 +933,5 @@ const hostd_gpu_ops_t hostd__gpu = {
     .pool_trim = cuda_pool_trim,
     .mem_alloc_async = cuda_mem_alloc_async,
     .mem_free_async = cuda_mem_free_async,
+    .jit = cuda_jit,
 };

@@ -42,6 +42,7 @@
  */
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
+#include "rewrite/rw.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -52,6 +53,8 @@
 #define RECORD_MEM_TOTAL (80ull << 30)     /* what mem_info reports, an H200-like 80 GiB */
 #define MAX_KERNELS      64
 #define VIEW_BIT         0x4 /* handles are multiples of 0x10: bit 2 marks a view's function */
+#define RECORD_MAX_PARAMS 32
+#define BLOCK_LOG_MAX     (1u << 16)
 
 typedef struct rec_phys rec_phys_t;
 
@@ -80,7 +83,7 @@ typedef struct rec_span {
 
 typedef struct rec_kernel {
   char name[64];
-  uint32_t nparams, off[16], size[16];
+  uint32_t nparams, off[RECORD_MAX_PARAMS], size[RECORD_MAX_PARAMS];
   bool loaded;                    /* a query loaded it (lazy loading) */
   int32_t attr[CALL_FUNC_ATTRS]; /* cuFuncGetAttribute values, set by Set */
 } rec_kernel_t;
@@ -138,6 +141,7 @@ typedef struct rec_op {
   void *arg;
   rec_gate_t *g;
   uint32_t slot, value;
+  uint32_t grid[3]; /* OP_LAUNCH */
   struct rec_op *next;
 } rec_op_t;
 
@@ -149,6 +153,8 @@ typedef struct rec_stream {
   rec_gate_t *g; /* the gate it waits for while gated */
   uint32_t slot, value;
   rec_op_t *head, *tail;
+  int prio;
+  rec_op_t *ptb; /* a held PTB launch: the stream waits until its flag is raised */
   struct rec_stream *next;
 } rec_stream_t;
 
@@ -319,6 +325,9 @@ static void rec_shutdown(void) {
       free(o->bytes);
       free(o);
     }
+    if (st->ptb)
+      free(st->ptb->bytes);
+    free(st->ptb);
     free(st);
   }
   while (events) {
@@ -421,7 +430,7 @@ static rec_event_t *event_find(uint64_t e) {
 }
 
 static bool busy(const rec_stream_t *st) {
-  return st && (st->gated || st->evwait || st->head);
+  return st && (st->gated || st->evwait || st->head || st->ptb);
 }
 
 static bool gate_reached(const rec_gate_t *g, uint32_t slot, uint32_t value) {
@@ -465,10 +474,11 @@ static void wait_idle(uint64_t s) {
     pthread_cond_wait(&cv, &lock);
 }
 
-static void launch_effect(uint64_t f, const uint8_t *args, size_t argbytes);
+static bool launch_effect(rec_stream_t *st, rec_op_t *o);
+static bool ptb_go(rec_stream_t *st);
 
-/* Runs one queued op (not OP_HOSTFN). */
-static void exec_op(rec_op_t *o) {
+/* Runs one queued op (not OP_HOSTFN) of stream st. */
+static void exec_op(rec_stream_t *st, rec_op_t *o) {
   uint8_t *d, *p;
   switch (o->kind) {
   case OP_HTOD:
@@ -489,9 +499,11 @@ static void exec_op(rec_op_t *o) {
     d = find(o->a, (uint64_t)o->n * o->elem);
     for (size_t i = 0; d && i < o->n; i++)
       memcpy(d + i * o->elem, &o->v, o->elem);
+    moved = true; /* it may raise a held PTB launch's flag */
     break;
   case OP_LAUNCH:
-    launch_effect(o->a, o->bytes, o->n);
+    if (launch_effect(st, o))
+      st->ptb = o; /* held: drain() keeps o */
     break;
   case OP_RECORD: {
     rec_event_t *ev = event_find(o->a);
@@ -520,7 +532,9 @@ static void drain(void) {
         st->gated = false;
       if (st->evwait && event_reached(st->evwait, st->evtarget))
         st->evwait = 0;
-      while (!st->gated && !st->evwait && st->head) {
+      if (st->ptb && ptb_go(st))
+        moved = true;
+      while (!st->gated && !st->evwait && !st->ptb && st->head) {
         rec_op_t *o = st->head;
         if (!(st->head = o->next))
           st->tail = NULL;
@@ -544,9 +558,11 @@ static void drain(void) {
           again = true;
           break;
         }
-        exec_op(o);
-        free(o->bytes);
-        free(o);
+        exec_op(st, o);
+        if (st->ptb != o) {
+          free(o->bytes);
+          free(o);
+        }
       }
       if (again)
         break;
@@ -644,9 +660,14 @@ static CUresult rec_memset(uint64_t p, uint32_t v, uint32_t elem, size_t n, uint
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   d = find(p, (uint64_t)n * elem);
-  if (d && !defer(s, &o))
+  if (d && !defer(s, &o)) {
+    rec_stream_t *st = stream_find(s);
     for (size_t i = 0; i < n; i++)
       memcpy(d + i * elem, &v, elem);
+    hostd__record_memset_prio = st ? st->prio : 0;
+    if (!draining) /* a raised PTB flag lets its launch finish */
+      drain();
+  }
   pthread_mutex_unlock(&lock);
   return d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -676,6 +697,7 @@ static CUresult rec_stream_new(uint64_t *s, unsigned flags, int prio) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   count(HOSTD_RECORD_STREAM);
   hostd__record_last_prio = prio;
+  st->prio = prio;
   *s = st->h = handle();
   pthread_mutex_lock(&lock);
   st->next = streams;
@@ -806,6 +828,42 @@ static CUresult rec_event_time(float *ms, uint64_t a, uint64_t b) {
   return CUDA_SUCCESS;
 }
 
+/* PTX text: its entries, with their parameters laid out as the driver
+ * does (each at its alignment, in order).  Anything else loads without
+ * kernels. */
+static CUresult parse_ptx(rec_module_t *m, const char *text, size_t len) {
+  rw_fatbin_t *fb = NULL;
+  rw_ptx_module_t *pm = NULL;
+  bool ptx = rw_fatbin_open(text, len, &fb, NULL) == 0 && rw_fatbin_image_kind(fb) == RW_IMAGE_PTX;
+  rw_fatbin_free(fb);
+  if (!ptx)
+    return CUDA_SUCCESS;
+  if (rw_ptx_parse(text, strnlen(text, len), &pm, NULL) != 0)
+    return CUDA_ERROR_INVALID_PTX;
+  for (size_t i = 0; i < rw_ptx_entry_count(pm) && m->nk < MAX_KERNELS; i++) {
+    rec_kernel_t *k = &m->k[m->nk];
+    uint32_t size[RECORD_MAX_PARAMS], al[RECORD_MAX_PARAMS], off = 0;
+    int np = rw_ptx_entry_params(pm, i, size, al, RECORD_MAX_PARAMS);
+    if (np < 0 || np > RECORD_MAX_PARAMS) {
+      rw_ptx_free(pm);
+      return CUDA_ERROR_INVALID_PTX;
+    }
+    snprintf(k->name, sizeof(k->name), "%s", rw_ptx_entry_name(pm, i));
+    for (int j = 0; j < np; j++) {
+      off = (off + al[j] - 1) / al[j] * al[j];
+      k->off[j] = off;
+      k->size[j] = size[j];
+      off += size[j];
+    }
+    k->nparams = (uint32_t)np;
+    k->attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+    k->attr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+    m->kh[m->nk++] = handle();
+  }
+  rw_ptx_free(pm);
+  return CUDA_SUCCESS;
+}
+
 /* Parses the TALLYREC text format; returns CUDA_ERROR_INVALID_IMAGE on anything else. */
 static CUresult parse_module(rec_module_t *m, const char *text, size_t len) {
   const char *p = text, *end = text + len;
@@ -814,7 +872,7 @@ static CUresult parse_module(rec_module_t *m, const char *text, size_t len) {
   if (len == 0)
     return CUDA_ERROR_INVALID_IMAGE;
   if (len < 8 || memcmp(text, "TALLYREC", 8) != 0)
-    return CUDA_SUCCESS; /* a real fatbin or cubin: loads, with no kernels we can run */
+    return parse_ptx(m, text, len); /* a real fatbin or cubin: no kernels we can run */
   while (p < end && *p) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     size_t n = nl ? (size_t)(nl - p) : strnlen(p, (size_t)(end - p));
@@ -833,7 +891,8 @@ static CUresult parse_module(rec_module_t *m, const char *text, size_t len) {
       k = &m->k[m->nk];
       snprintf(k->name, sizeof(k->name), "%s", name);
       if (sscanf(line, "kernel %*s %159s", sizes) == 1)
-        for (char *t = strtok(sizes, ","); t && k->nparams < 16; t = strtok(NULL, ",")) {
+        for (char *t = strtok(sizes, ","); t && k->nparams < RECORD_MAX_PARAMS;
+             t = strtok(NULL, ",")) {
           uint32_t sz = (uint32_t)strtoul(t, NULL, 10);
           uint32_t al = sz >= 8 ? 8 : sz >= 4 ? 4 : sz >= 2 ? 2 : 1;
           off = (off + al - 1) / al * al;
@@ -989,26 +1048,149 @@ static rec_kernel_t *kernel_of(uint64_t f) {
   return k;
 }
 
-/* What a kernel does on the recording device (lock held). */
-static void launch_effect(uint64_t f, const uint8_t *args, size_t argbytes) {
-  const rec_kernel_t *k = kernel_of_locked(f);
-  if (!k)
+/* ---- what kernels do ----
+ * Every launch logs the original linear block indices it runs, in order
+ * (hostd_record_blocks): an original launch all of its grid, a
+ * NAME__tally_slice launch and a NAME__tally_ptb launch what the calling
+ * convention of rewrite/rw.h gives them.  A PTB launch takes its indices
+ * from its control block in device memory and stops at its flag, so the
+ * block log after a preemption and a resumed launch says whether hostd
+ * resumed exactly where the kernel stopped.  With hostd_record_ptb_hold on,
+ * a PTB launch runs its static indices and then holds its stream (as a
+ * long kernel would) until its flag is raised or the hold is lifted. */
+static uint64_t block_log[BLOCK_LOG_MAX];
+static size_t n_block_log;
+static bool ptb_hold;
+
+static void log_block(uint64_t idx) {
+  if (n_block_log < BLOCK_LOG_MAX)
+    block_log[n_block_log++] = idx;
+}
+
+size_t hostd_record_blocks(uint64_t *out, size_t cap) {
+  size_t n;
+  pthread_mutex_lock(&lock);
+  n = n_block_log < cap ? n_block_log : cap;
+  if (out)
+    memcpy(out, block_log, n * sizeof(*out));
+  n = n_block_log;
+  n_block_log = 0;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+static bool has_suffix(const char *name, const char *suf) {
+  size_t n = strlen(name), m = strlen(suf);
+  return n > m && strcmp(name + n - m, suf) == 0;
+}
+
+/* Parameter i of k in args (little-endian, as laid out by k's offsets). */
+static uint64_t param(const rec_kernel_t *k, const uint8_t *args, size_t argbytes, uint32_t i) {
+  uint64_t v = 0;
+  if (i < k->nparams && k->off[i] + k->size[i] <= argbytes && k->size[i] <= 8)
+    memcpy(&v, args + k->off[i], k->size[i]);
+  return v;
+}
+
+/* The dynamic part of a PTB launch: take indices until the flag or the end. */
+static void ptb_dynamic(const rec_op_t *o) {
+  const rec_kernel_t *k = kernel_of_locked(o->a);
+  uint32_t n = k ? k->nparams : 0;
+  uint64_t total, ctl;
+  uint8_t *cb;
+  if (n < 7)
     return;
+  total = param(k, o->bytes, o->n, n - 7) * param(k, o->bytes, o->n, n - 6) *
+          param(k, o->bytes, o->n, n - 5);
+  ctl = param(k, o->bytes, o->n, n - 4);
+  if (!(cb = find(ctl, 16)))
+    return;
+  for (;;) {
+    uint64_t next;
+    uint32_t flag;
+    memcpy(&flag, cb + 8, 4);
+    memcpy(&next, cb, 8);
+    if (flag || next >= total)
+      break;
+    next++;
+    memcpy(cb, &next, 8);
+    log_block(next - 1);
+  }
+}
+
+/* A held PTB launch of st goes on when its flag is up or the hold is lifted. */
+static bool ptb_go(rec_stream_t *st) {
+  const rec_kernel_t *k = kernel_of_locked(st->ptb->a);
+  uint32_t n = k ? k->nparams : 0, flag = 0;
+  uint8_t *cb = n >= 7 ? find(param(k, st->ptb->bytes, st->ptb->n, n - 4), 16) : NULL;
+  if (cb)
+    memcpy(&flag, cb + 8, 4);
+  if (cb && !flag && ptb_hold)
+    return false;
+  ptb_dynamic(st->ptb);
+  free(st->ptb->bytes);
+  free(st->ptb);
+  st->ptb = NULL;
+  return true;
+}
+
+void hostd_record_ptb_hold(bool on) {
+  pthread_mutex_lock(&lock);
+  ptb_hold = on;
+  if (!draining)
+    drain();
+  pthread_mutex_unlock(&lock);
+}
+
+static void fill_effect(const rec_kernel_t *k, const uint8_t *args, size_t argbytes) {
+  uint64_t p, n;
+  uint32_t v;
+  uint8_t *d;
+  memcpy(&p, args + k->off[0], 8);
+  memcpy(&v, args + k->off[1], 4);
+  memcpy(&n, args + k->off[2], 8);
+  d = n <= (1ull << 30) ? find(p, n * 4) : NULL;
+  for (uint64_t i = 0; d && i < n; i++)
+    memcpy(d + i * 4, &v, 4);
+  if (!d)
+    sticky = CUDA_ERROR_ILLEGAL_ADDRESS; /* an out-of-bounds kernel faults */
+  (void)argbytes;
+}
+
+/* What launch o does on the recording device (lock held).  Returns true
+ * when it is a PTB launch that now holds its stream (st->ptb takes o). */
+static bool launch_effect(rec_stream_t *st, rec_op_t *o) {
+  const rec_kernel_t *k = kernel_of_locked(o->a);
+  const uint8_t *a = o->bytes;
+  uint32_t n;
+  if (!k)
+    return false;
+  n = k->nparams;
   if (strcmp(k->name, "fault") == 0) {
     sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
-  } else if (strcmp(k->name, "fill_u32") == 0 && k->nparams == 3 && argbytes >= 24) {
-    uint64_t p, n;
-    uint32_t v;
-    uint8_t *d;
-    memcpy(&p, args + k->off[0], 8);
-    memcpy(&v, args + k->off[1], 4);
-    memcpy(&n, args + k->off[2], 8);
-    d = n <= (1ull << 30) ? find(p, n * 4) : NULL;
-    for (uint64_t i = 0; d && i < n; i++)
-      memcpy(d + i * 4, &v, 4);
-    if (!d)
-      sticky = CUDA_ERROR_ILLEGAL_ADDRESS; /* an out-of-bounds kernel faults */
+  } else if (strcmp(k->name, "fill_u32") == 0 && n == 3 && o->n >= 24) {
+    fill_effect(k, a, o->n);
+  } else if (has_suffix(k->name, "__tally_slice") && n >= 4) {
+    uint64_t total = param(k, a, o->n, n - 4) * param(k, a, o->n, n - 3) * param(k, a, o->n, n - 2);
+    uint64_t off = param(k, a, o->n, n - 1);
+    for (uint64_t b = 0; b < o->grid[0]; b++)
+      if (off + b < total)
+        log_block(off + b);
+    return false;
+  } else if (has_suffix(k->name, "__tally_ptb") && n >= 7) {
+    uint64_t total = param(k, a, o->n, n - 7) * param(k, a, o->n, n - 6) * param(k, a, o->n, n - 5);
+    uint64_t first = param(k, a, o->n, n - 3), ns = param(k, a, o->n, n - 2);
+    for (uint64_t w = 0; w < ns && w < o->grid[0]; w++)
+      if (first + w < total)
+        log_block(first + w);
+    if (ptb_hold && st)
+      return true;
+    ptb_dynamic(o);
+    return false;
   }
+  for (uint64_t b = 0; b < (uint64_t)o->grid[0] * o->grid[1] * o->grid[2]; b++)
+    log_block(b);
+  return false;
 }
 
 static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t block[3],
@@ -1016,7 +1198,8 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
                            uint32_t nattr, void *args, size_t argbytes) {
   LIVE(f, s);
   const rec_kernel_t *k = kernel_of(f);
-  rec_op_t o = {.kind = OP_LAUNCH, .a = f, .n = argbytes};
+  rec_op_t o = {.kind = OP_LAUNCH, .a = f, .n = argbytes, .grid = {grid[0], grid[1], grid[2]}};
+  rec_stream_t *st;
   (void)shmem, (void)attrs, (void)nattr;
   count(HOSTD_RECORD_LAUNCH);
   if (!k)
@@ -1025,14 +1208,37 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
       (uint64_t)block[0] * block[1] * block[2] > 1024)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  if (busy(stream_find(s)) && (o.bytes = malloc(argbytes ? argbytes : 1)) != NULL) {
-    memcpy(o.bytes, args, argbytes);
-    if (!defer(s, &o))
-      free(o.bytes), o.bytes = NULL;
+  st = stream_find(s);
+  if ((o.bytes = malloc(argbytes ? argbytes : 1)) == NULL) {
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  if (!o.bytes)
-    launch_effect(f, args, argbytes);
+  memcpy(o.bytes, args, argbytes);
+  if (busy(st) && defer(s, &o)) {
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+  }
+  if (launch_effect(st, &o) && (st->ptb = malloc(sizeof(o))) != NULL) {
+    *st->ptb = o; /* held: the stream waits for its flag */
+  } else {
+    if (st && st->ptb == NULL && has_suffix(k->name, "__tally_ptb") && ptb_hold)
+      ptb_dynamic(&o); /* no memory to hold it: it runs through */
+    free(o.bytes);
+  }
   pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+/* PTX "compiled" for the recording device: the text itself (parse_module
+ * reads PTX), counted so tests see the JIT happen. */
+static CUresult rec_jit(const char *ptx, size_t len, void **image, size_t *image_len) {
+  LIVE(0);
+  count(HOSTD_RECORD_JIT);
+  if (!(*image = malloc(len + 1)))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  memcpy(*image, ptx, len);
+  ((char *)*image)[len] = 0;
+  *image_len = len + 1;
   return CUDA_SUCCESS;
 }
 
@@ -1512,7 +1718,9 @@ const hostd_gpu_ops_t hostd__gpu = {
     .pool_trim = rec_pool_trim,
     .mem_alloc_async = rec_mem_alloc_async,
     .mem_free_async = rec_mem_free_async,
+    .jit = rec_jit,
 };
+int hostd__record_memset_prio;
 int hostd__record_last_prio;
 _Atomic long hostd__record_registered;
 int hostd__record_last_cluster[4];

@@ -141,6 +141,11 @@ typedef struct hostd_gpu_ops {
   CUresult (*pool_trim)(uint64_t pool, uint64_t keep);
   CUresult (*mem_alloc_async)(uint64_t *p, uint64_t size, uint64_t pool, uint64_t s);
   CUresult (*mem_free_async)(uint64_t p, uint64_t s);
+  /* ---- transformed variants (hostd/variants.c) ----
+   * Compiles PTX text (len bytes, NUL-terminated) for the served device into
+   * an image module_load accepts: *image is malloc'd, the caller frees it.
+   * On the real driver, cuLinkCreate / cuLinkAddData / cuLinkComplete. */
+  CUresult (*jit)(const char *ptx, size_t len, void **image, size_t *image_len);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */

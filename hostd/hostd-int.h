@@ -170,6 +170,7 @@ typedef enum hostd_record_what {
   HOSTD_RECORD_LAUNCH,
   HOSTD_RECORD_STALE, /* calls on a thread without the current context, or naming a handle or
                          address from before the last shutdown (must stay 0) */
+  HOSTD_RECORD_JIT,   /* PTX compiled (jit) */
   HOSTD_RECORD_NCOUNT
 } hostd_record_what_t;
 unsigned long hostd_record_count(hostd_record_what_t what);
@@ -184,5 +185,12 @@ extern int hostd__record_last_cluster[4];
 /* Makes every synchronisation fail with CUresult r from now on, as a kernel
  * fault does (sticky), until the backend is shut down (a restart). */
 void hostd_record_inject(int r);
+/* The original linear block indices kernels ran since the last call, in
+ * order (at most cap copied to out; the count of all is returned). */
+size_t hostd_record_blocks(uint64_t *out, size_t cap);
+/* On: PTB launches hold their stream after their static indices until their
+ * flag is raised; off: held ones finish (gpu-record.c). */
+void hostd_record_ptb_hold(bool on);
+extern int hostd__record_memset_prio; /* priority of the stream of the last memset */
 
 #endif /* TALLY_HOSTD_INT_H */

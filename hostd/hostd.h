@@ -64,6 +64,7 @@ typedef struct hostd_config {
   int threshold_us;     /* --threshold-us: LC turnaround budget for BE work (-1 = policy's) */
   int resume_idle_us;   /* --resume-idle-us: LC idle this long before BE resumes (-1 = policy's) */
   int be_sms;           /* --be-sms: BE kernels run on a partition of this many SMs (0 = all) */
+  char variants[16];    /* --variants: all, slice, ptb, off (forms of PTX kernels offered) */
   int show_help;        /* --help was given */
   int show_version;     /* --version was given */
   /* Admission and safe defaults. */

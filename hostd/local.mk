@@ -6,7 +6,7 @@
 noinst_LIBRARIES += hostd/libtallyhostd.a hostd/libtallyhostd-cuda.a hostd/libtallyhostd-record.a
 hostd_libtallyhostd_a_SOURCES = hostd/hostd.h hostd/hostd-int.h hostd/tenant-int.h hostd/gpu.h \
 	hostd/config.c hostd/log.c hostd/modcache.c hostd/tenant.c hostd/exec.c hostd/server.c hostd/hops.c \
-	hostd/hostfn.c hostd/sched.c hostd/sched.h \
+	hostd/hostfn.c hostd/sched.c hostd/sched.h hostd/variants.c hostd/variants.h \
 	hostd/restart.c hostd/guard.h hostd/quota.c hostd/metrics.c hostd/ctl.c hostd/latency.c \
 	hostd/exec-vmm.c hostd/exec-pool.c
 hostd_libtallyhostd_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)

@@ -31,6 +31,8 @@
 #include "hostd/sched.h"
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
+#include "hostd/variants.h"
+#include "rewrite/rw.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -45,6 +47,9 @@
 
 #define ACT_BATCH   64
 #define EV_POOL_MAX 4096 /* untimed events kept for reuse; more are destroyed */
+#define CTL_SLOTS   1024 /* PTB control blocks: PTB launches in flight at once */
+#define CTL_HOST    32   /* host bytes per slot: 16 staged for the write, 8 read back */
+#define TURN_BUCKETS 4096 /* turnaround histogram: 1 us buckets, then one overflow */
 
 typedef enum item_kind { IT_SUBMIT, IT_DIRECT, IT_CLOSE } item_kind_t;
 
@@ -63,6 +68,11 @@ typedef struct item {
   uint32_t nattr, argbytes;
   CUlaunchAttribute *attrs; /* into the same allocation */
   uint8_t *args;
+  /* variants (SUBMIT): a reference while the item lives */
+  const hostd_var_kernel_t *vk;
+  uint64_t total;  /* logical blocks */
+  bool ptb_live;   /* a PTB launch of it is in flight: its flight frees it */
+  bool orphan;     /* its tenant closed meanwhile: dropped when that launch ends */
 } item_t;
 
 struct hostd_sched_stream {
@@ -105,6 +115,12 @@ typedef struct flight {
   bool part;                 /* the events belong to the partition: destroyed, not pooled */
   uint64_t submit_ns, issue_ns, gap_ns;
   pol_kernel_t k;
+  pol_form_t form;       /* as launched */
+  uint64_t begin, count; /* logical blocks */
+  const hostd_var_kernel_t *vk; /* a reference while a variant runs */
+  item_t *it;            /* PTB: the submission, which stays queued until it is whole */
+  int slot;              /* PTB: control block, -1 none */
+  uint64_t ev_flag;      /* PTB preempted: timed event after the flag write */
   struct flight *next;
 } flight_t;
 
@@ -123,8 +139,15 @@ static struct {
   flight_t *flights; /* scheduler thread */
   uint64_t next_submit;
   FILE *trace;
-  bool preempt_logged;
   hostd_sched_stats_t st;
+  /* PTB (scheduler thread): control blocks, the flag stream, turnarounds */
+  uint64_t ctl_dev;   /* CTL_SLOTS x 16 bytes of device memory */
+  uint8_t *ctl_host;  /* CTL_SLOTS x CTL_HOST bytes, registered (pinned) */
+  bool ctl_tried;
+  int ctl_free[CTL_SLOTS], nctl_free;
+  uint64_t hi_stream; /* highest priority: preemption flags */
+  uint32_t turn_hist[TURN_BUCKETS + 1];
+  uint64_t turn_max_ns;
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER,
        .polmu = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER,
@@ -148,6 +171,9 @@ void hostd__sched_config_init(hostd_sched_config_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
   cfg->kind = POL_KIND_TALLY;
   pol_config_init(&cfg->pol);
+  cfg->var.forms = (1u << VAR_FORM_SLICE) | (1u << VAR_FORM_PTB);
+  cfg->var.arch = 90;
+  snprintf(cfg->var.tag, sizeof(cfg->var.tag), "sm_90");
 }
 
 int hostd__sched_parse_policy(hostd_sched_config_t *cfg, const char *name) {
@@ -172,6 +198,14 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->dropped = __atomic_load_n(&S.st.dropped, __ATOMIC_ACQUIRE);
   out->completed = __atomic_load_n(&S.st.completed, __ATOMIC_ACQUIRE);
   out->fences = __atomic_load_n(&S.st.fences, __ATOMIC_ACQUIRE);
+  out->sliced = __atomic_load_n(&S.st.sliced, __ATOMIC_ACQUIRE);
+  out->ptb = __atomic_load_n(&S.st.ptb, __ATOMIC_ACQUIRE);
+  out->preempts = __atomic_load_n(&S.st.preempts, __ATOMIC_ACQUIRE);
+  out->ctl_inuse = __atomic_load_n(&S.st.ctl_inuse, __ATOMIC_ACQUIRE);
+  out->turnarounds = __atomic_load_n(&S.st.turnarounds, __ATOMIC_ACQUIRE);
+  out->turn_p50_ns = __atomic_load_n(&S.st.turn_p50_ns, __ATOMIC_ACQUIRE);
+  out->turn_p99_ns = __atomic_load_n(&S.st.turn_p99_ns, __ATOMIC_ACQUIRE);
+  out->turn_max_ns = __atomic_load_n(&S.st.turn_max_ns, __ATOMIC_ACQUIRE);
 }
 
 /* ---- events: a pool shared by workers and the scheduler thread ---- */
@@ -359,7 +393,32 @@ static void kernel_of(const hostd_sched_launch_t *l, pol_kernel_t *k) {
   memcpy(k->grid, l->grid, sizeof(k->grid));
   memcpy(k->block, l->block, sizeof(k->block));
   k->shmem_bytes = l->shmem;
-  k->variants = POL_VAR_ORIGINAL; /* SASS-only kernels: no other form yet */
+  k->variants = POL_VAR_ORIGINAL;
+}
+
+/* The variants a queued launch may use (variants.h), with a reference in
+ * it->vk, or none: launch attributes (a completion event, clusters) and
+ * grids of 2^31 blocks or more keep the original, as does an argument
+ * buffer that reaches into the appended parameters. */
+static void variants_of(item_t *it, const hostd_sched_launch_t *l) {
+  unsigned forms = 0;
+  const hostd_var_kernel_t *vk;
+  it->total = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
+  if (l->nattr != 0 || it->total > INT32_MAX || !(vk = hostd__var_get(l->kernel_id, &forms)))
+    return;
+  for (int form = 0; form < 2; form++)
+    if (vk->fn[form].f && (l->argbytes > vk->fn[form].first_extra ||
+                           vk->fn[form].args_end > CALL_LAUNCH_ARGS_MAX + 64))
+      forms = 0;
+  if (!forms) {
+    hostd__var_put(vk);
+    return;
+  }
+  it->vk = vk;
+  if (forms & (1u << VAR_FORM_SLICE))
+    it->k.variants |= POL_VAR_SLICED;
+  if (forms & (1u << VAR_FORM_PTB))
+    it->k.variants |= POL_VAR_PTB;
 }
 
 /* The LC fast path: launch now, tell the scheduler afterwards. */
@@ -396,6 +455,7 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
     ss->run_open = true;
   }
   kernel_of(l, &it->k);
+  variants_of(it, l);
   it->f = l->f;
   it->nattr = l->nattr;
   it->argbytes = l->argbytes;
@@ -506,6 +566,7 @@ static void settle(const item_t *it) {
 /* A queued item of a closing tenant: never run. */
 static void drop(item_t *it) {
   ev_put(it->run_event, false);
+  hostd__var_put(it->vk);
   if (it->kind == IT_SUBMIT)
     STAT_ADD(dropped, 1);
   settle(it);
@@ -581,12 +642,14 @@ static void on_submit(item_t *it, uint64_t now) {
   feed(&ev);
 }
 
-/* Finds and unlinks submission id of t (the FIFO's head in practice). */
-static item_t *fifo_take(hostd_sched_tenant_t *t, uint64_t id) {
+/* Finds submission id of t (the FIFO's head in practice); unlink: take it off. */
+static item_t *fifo_find(hostd_sched_tenant_t *t, uint64_t id, bool unlink) {
   item_t *prev = NULL;
   for (item_t *it = t->head; it; prev = it, it = it->next) {
     if (it->submit_id != id)
       continue;
+    if (!unlink)
+      return it;
     if (prev)
       prev->next = it->next;
     else
@@ -598,23 +661,34 @@ static item_t *fifo_take(hostd_sched_tenant_t *t, uint64_t id) {
   return NULL;
 }
 
-static void flight_add(item_t *it, const pol_action_t *a, uint64_t ev_start, uint64_t ev_end,
-                       uint64_t now, bool part) {
+static void fifo_unlink(item_t *it) {
+  (void)fifo_find(it->t, it->submit_id, true);
+}
+
+/* One launch of a submission: what issue_queued hands to flight_add. */
+typedef struct issued {
+  uint64_t ev_start, ev_end;
+  pol_form_t form;
+  int slot;
+} issued_t;
+
+static void flight_add(item_t *it, const pol_action_t *a, const issued_t *is, uint64_t now,
+                       bool part) {
   flight_t *f = calloc(1, sizeof(*f));
   if (!f) {
     /* Nobody will see it complete: tell the policy now, untimed. */
     pol_event_t ev = {.type = POL_EV_COMPLETED, .now_ns = now, .launch_id = a->launch_id,
                       .dev_start_ns = now, .dev_end_ns = now, .blocks_done = a->block_count};
-    ev_done(part, ev_start, true);
-    ev_done(part, ev_end, ev_start != 0);
+    ev_done(part, is->ev_start, true);
+    ev_done(part, is->ev_end, is->ev_start != 0);
     feed(&ev);
     return;
   }
   f->part = part;
   f->launch_id = a->launch_id;
   f->t = it->t;
-  f->ev_start = ev_start;
-  f->ev_end = ev_end;
+  f->ev_start = is->ev_start;
+  f->ev_end = is->ev_end;
   f->submit_ns = it->submit_ns;
   f->issue_ns = now;
   f->gap_ns = it->submit_ns > it->t->last_submit_ns && it->t->last_submit_ns
@@ -622,6 +696,18 @@ static void flight_add(item_t *it, const pol_action_t *a, uint64_t ev_start, uin
                   : 0;
   it->t->last_submit_ns = it->submit_ns;
   f->k = it->k;
+  f->form = is->form;
+  f->begin = a->block_begin;
+  f->count = a->block_count;
+  f->slot = is->slot;
+  if (is->form != POL_FORM_ORIGINAL && it->vk) {
+    f->vk = it->vk;
+    hostd__var_hold(f->vk);
+  }
+  if (is->form == POL_FORM_PTB) {
+    f->it = it;
+    it->ptb_live = true;
+  }
   f->next = S.flights;
   S.flights = f;
   it->t->inflight++;
@@ -629,66 +715,261 @@ static void flight_add(item_t *it, const pol_action_t *a, uint64_t ev_start, uin
 
 /* An LC launch made by the worker: an event on its stream tells when it ends. */
 static void issue_direct(item_t *it, const pol_action_t *a, uint64_t now) {
-  uint64_t e = 0;
-  if (ev_get(&e, false) != CUDA_SUCCESS ||
-      hostd__gpu.event_record(e, it->ss->handle, 0) != CUDA_SUCCESS) {
-    ev_put(e, false);
-    e = 0;
+  issued_t is = {.form = POL_FORM_ORIGINAL, .slot = -1};
+  if (ev_get(&is.ev_end, false) != CUDA_SUCCESS ||
+      hostd__gpu.event_record(is.ev_end, it->ss->handle, 0) != CUDA_SUCCESS) {
+    ev_put(is.ev_end, false);
+    is.ev_end = 0;
   }
   settle(it);
-  flight_add(it, a, 0, e, now, false);
+  flight_add(it, a, &is, now, false);
+}
+
+/* ---- PTB control blocks: a pool owned by this thread ---- */
+
+/* Made at the first PTB launch; false when there is no memory for it. */
+static bool ctl_ready(void) {
+  if (S.ctl_tried)
+    return S.ctl_dev != 0;
+  S.ctl_tried = true;
+  S.ctl_host = aligned_alloc(64, (size_t)CTL_SLOTS * CTL_HOST);
+  if (!S.ctl_host)
+    return false;
+  memset(S.ctl_host, 0, (size_t)CTL_SLOTS * CTL_HOST);
+  if (hostd__gpu.host_register(S.ctl_host, (size_t)CTL_SLOTS * CTL_HOST) != CUDA_SUCCESS ||
+      hostd__gpu.mem_alloc(&S.ctl_dev, (uint64_t)CTL_SLOTS * 16) != CUDA_SUCCESS) {
+    hostd__log(HOSTD_LOG_WARN, "scheduler: no memory for PTB control blocks; launches are sliced");
+    (void)hostd__gpu.host_unregister(S.ctl_host);
+    free(S.ctl_host);
+    S.ctl_host = NULL;
+    S.ctl_dev = 0;
+    return false;
+  }
+  for (int i = 0; i < CTL_SLOTS; i++)
+    S.ctl_free[i] = CTL_SLOTS - 1 - i;
+  S.nctl_free = CTL_SLOTS;
+  return true;
+}
+
+static int ctl_get(void) {
+  if (!ctl_ready() || S.nctl_free == 0)
+    return -1;
+  STAT_ADD(ctl_inuse, 1);
+  return S.ctl_free[--S.nctl_free];
+}
+
+static void ctl_put(int slot) {
+  if (slot < 0)
+    return;
+  S.ctl_free[S.nctl_free++] = slot;
+  __atomic_fetch_sub(&S.st.ctl_inuse, 1, __ATOMIC_RELEASE);
+}
+
+static uint64_t ctl_dev(int slot) {
+  return S.ctl_dev + (uint64_t)slot * 16;
+}
+
+/* Host word 0 of a slot as the launch's read-back left it. */
+static uint64_t ctl_read(int slot) {
+  uint64_t v;
+  memcpy(&v, S.ctl_host + (size_t)slot * CTL_HOST + 16, 8);
+  return v;
+}
+
+static void put_arg(uint8_t *buf, const hostd_var_fn_t *fn, int i, uint64_t v) {
+  memcpy(buf + fn->off[i], &v, fn->size[i] < 8 ? fn->size[i] : 8); /* little-endian */
+}
+
+/* A variant launch needs its function opened to the launch's dynamic shared
+ * memory, as the tenant opened the original (cuFuncSetAttribute). */
+static CUresult open_shmem(hostd_var_fn_t *fn, uint32_t shmem) {
+  CUresult r;
+  if (shmem <= 48u * 1024 || shmem <= fn->shmem_ok)
+    return CUDA_SUCCESS;
+  r = hostd__gpu.func_set_attr(fn->f, 0, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                               (int)shmem);
+  if (r == CUDA_SUCCESS)
+    fn->shmem_ok = shmem;
+  return r;
+}
+
+/* The launch of blocks [begin, +count) of it in form: function, grid and
+ * argument buffer (args has room for CALL_LAUNCH_ARGS_MAX + 64 bytes).
+ * PTB also writes the control block on the launch stream first. */
+typedef struct plan {
+  uint64_t f;
+  uint32_t grid[3];
+  uint32_t argbytes;
+  pol_form_t form;
+  int slot;
+} plan_t;
+
+static CUresult plan_slice(item_t *it, const pol_action_t *a, uint8_t *args, plan_t *p) {
+  hostd_var_fn_t *fn = it->vk ? (hostd_var_fn_t *)&it->vk->fn[VAR_FORM_SLICE] : NULL;
+  if (!fn || !fn->f || a->block_count > INT32_MAX)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  memset(args + it->argbytes, 0, fn->args_end - it->argbytes);
+  put_arg(args, fn, VAR_SLICE_GX, it->k.grid[0]);
+  put_arg(args, fn, VAR_SLICE_GY, it->k.grid[1]);
+  put_arg(args, fn, VAR_SLICE_GZ, it->k.grid[2]);
+  put_arg(args, fn, VAR_SLICE_OFFSET, a->block_begin);
+  p->f = fn->f;
+  p->grid[0] = (uint32_t)a->block_count;
+  p->grid[1] = p->grid[2] = 1;
+  p->argbytes = fn->args_end;
+  p->form = POL_FORM_SLICED;
+  return open_shmem(fn, it->k.shmem_bytes);
+}
+
+static CUresult plan_ptb(item_t *it, const pol_action_t *a, uint8_t *args, plan_t *p) {
+  hostd_var_fn_t *fn = it->vk ? (hostd_var_fn_t *)&it->vk->fn[VAR_FORM_PTB] : NULL;
+  uint32_t workers = a->ptb_workers ? a->ptb_workers : 1;
+  rw_ptb_launch_t pl;
+  uint8_t *stage;
+  uint64_t zero = 0;
+  CUresult r;
+  if (!fn || !fn->f || rw_ptb_plan(it->total, a->block_begin, workers, 1, &pl) != 0 ||
+      (p->slot = ctl_get()) < 0)
+    return plan_slice(it, a, args, p); /* no control block: the same blocks, sliced */
+  stage = S.ctl_host + (size_t)p->slot * CTL_HOST;
+  memcpy(stage, &pl.word0, 8);
+  memcpy(stage + 8, &zero, 8); /* flag and reserved word */
+  r = hostd__gpu.htod(ctl_dev(p->slot), stage, 16, it->ss->lstream, 1);
+  memset(args + it->argbytes, 0, fn->args_end - it->argbytes);
+  put_arg(args, fn, VAR_PTB_GX, it->k.grid[0]);
+  put_arg(args, fn, VAR_PTB_GY, it->k.grid[1]);
+  put_arg(args, fn, VAR_PTB_GZ, it->k.grid[2]);
+  put_arg(args, fn, VAR_PTB_CTL, ctl_dev(p->slot));
+  put_arg(args, fn, VAR_PTB_FIRST, pl.first);
+  put_arg(args, fn, VAR_PTB_NSTATIC, pl.nstatic);
+  put_arg(args, fn, VAR_PTB_BATCH, 1);
+  p->f = fn->f;
+  p->grid[0] = workers;
+  p->grid[1] = p->grid[2] = 1;
+  p->argbytes = fn->args_end;
+  p->form = POL_FORM_PTB;
+  return r == CUDA_SUCCESS ? open_shmem(fn, it->k.shmem_bytes) : r;
+}
+
+static CUresult plan_launch(item_t *it, const pol_action_t *a, uint8_t *args, plan_t *p) {
+  memset(p, 0, sizeof(*p));
+  p->slot = -1;
+  memcpy(args, it->args, it->argbytes);
+  if (a->form == POL_FORM_PTB)
+    return plan_ptb(it, a, args, p);
+  if (a->form == POL_FORM_SLICED && !(a->block_begin == 0 && a->block_count == it->total))
+    return plan_slice(it, a, args, p);
+  /* The whole grid: the original (a "slice" of everything is the same). */
+  p->f = it->f;
+  memcpy(p->grid, it->k.grid, sizeof(p->grid));
+  p->argbytes = it->argbytes;
+  p->form = POL_FORM_ORIGINAL;
+  return CUDA_SUCCESS;
+}
+
+/* The submission leaves the queue once its last block was issued in a form
+ * that cannot stop early: fences and flushes waiting for it go on. */
+static void item_done(item_t *it) {
+  fifo_unlink(it);
+  settle(it);
+  hostd__var_put(it->vk);
+  free(it);
 }
 
 /* A queued launch the policy released: on the launch stream, timed. */
 static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   hostd_sched_stream_t *ss = it->ss;
-  uint64_t e0 = 0, e1 = 0;
+  uint64_t argbuf[(CALL_LAUNCH_ARGS_MAX + 64) / 8];
+  issued_t is = {.slot = -1};
+  plan_t p;
   CUresult r = CUDA_SUCCESS;
   if (it->run_event) {
     r = hostd__gpu.stream_wait(ss->lstream, it->run_event, 0);
     ev_put(it->run_event, false);
+    it->run_event = 0;
   }
-  if (r == CUDA_SUCCESS && ev_for(ss, &e0, true) == CUDA_SUCCESS &&
-      ev_for(ss, &e1, true) == CUDA_SUCCESS)
-    (void)hostd__gpu.event_record(e0, ss->lstream, 0);
   if (r == CUDA_SUCCESS)
-    r = hostd__gpu.launch(it->f, it->k.grid, it->k.block, it->k.shmem_bytes, ss->lstream,
-                          it->attrs, it->nattr, it->args, it->argbytes);
-  if (r != CUDA_SUCCESS)
+    r = plan_launch(it, a, (uint8_t *)argbuf, &p);
+  if (r == CUDA_SUCCESS && ev_for(ss, &is.ev_start, true) == CUDA_SUCCESS &&
+      ev_for(ss, &is.ev_end, true) == CUDA_SUCCESS)
+    (void)hostd__gpu.event_record(is.ev_start, ss->lstream, 0);
+  if (r == CUDA_SUCCESS)
+    r = hostd__gpu.launch(p.f, p.grid, it->k.block, it->k.shmem_bytes, ss->lstream, it->attrs,
+                          it->nattr, argbuf, p.argbytes);
+  if (r == CUDA_SUCCESS && p.form == POL_FORM_PTB) /* where it stopped, for the policy */
+    r = hostd__gpu.dtoh_async(S.ctl_host + (size_t)p.slot * CTL_HOST + 16, ctl_dev(p.slot), 8,
+                              ss->lstream);
+  if (r != CUDA_SUCCESS) {
     set_error(it->t, r);
-  if (e1 && hostd__gpu.event_record(e1, ss->lstream, 0) != CUDA_SUCCESS) {
-    ev_done(ss->part, e1, true);
-    e1 = 0;
+    ctl_put(p.slot);
+    p.slot = -1;
+    p.form = POL_FORM_ORIGINAL; /* nothing to wait for: complete it */
   }
-  if (!e1) {
-    ev_done(ss->part, e0, true);
-    e0 = 0;
+  if (is.ev_end && hostd__gpu.event_record(is.ev_end, ss->lstream, 0) != CUDA_SUCCESS) {
+    ev_done(ss->part, is.ev_end, true);
+    is.ev_end = 0;
   }
+  if (!is.ev_end) {
+    ev_done(ss->part, is.ev_start, true);
+    is.ev_start = 0;
+  }
+  if (p.form == POL_FORM_PTB && !is.ev_end) /* no way to see it end: wait for it here */
+    (void)hostd__gpu.stream_sync(ss->lstream);
+  is.form = p.form;
+  is.slot = p.slot;
   STAT_ADD(issued, 1); /* before settle: a fence it releases may read it */
-  settle(it);
-  flight_add(it, a, e0, e1, now, ss->part);
+  if (p.form == POL_FORM_SLICED)
+    STAT_ADD(sliced, 1);
+  else if (p.form == POL_FORM_PTB)
+    STAT_ADD(ptb, 1);
+  flight_add(it, a, &is, now, ss->part);
+  if (p.form != POL_FORM_PTB && a->block_begin + a->block_count >= it->total)
+    item_done(it);
+}
+
+/* POL_ACT_PREEMPT: raise the flag of a PTB launch with a write on the
+ * high-priority stream, and time it from an event recorded right after. */
+static void preempt(uint64_t launch_id) {
+  flight_t *f = S.flights;
+  while (f && f->launch_id != launch_id)
+    f = f->next;
+  if (!f || f->slot < 0 || f->ev_flag)
+    return; /* not a PTB launch in flight (it may have just ended) */
+  if (!S.hi_stream &&
+      hostd__gpu.stream_new(&S.hi_stream, CU_STREAM_NON_BLOCKING,
+                            hostd__snapshot.prio_greatest) != CUDA_SUCCESS) {
+    S.hi_stream = 0;
+    return;
+  }
+  if (hostd__gpu.memset(ctl_dev(f->slot) + 8, 1, 4, 1, S.hi_stream) != CUDA_SUCCESS)
+    return;
+  STAT_ADD(preempts, 1);
+  if (ev_get(&f->ev_flag, true) != CUDA_SUCCESS ||
+      hostd__gpu.event_record(f->ev_flag, S.hi_stream, 0) != CUDA_SUCCESS) {
+    ev_put(f->ev_flag, true);
+    f->ev_flag = 1; /* raised, not timed */
+  }
 }
 
 static void do_action(const pol_action_t *a, uint64_t now) {
   hostd_sched_tenant_t *t = tenant_of(a->tenant);
   item_t *it;
   if (a->type == POL_ACT_PREEMPT) {
-    if (!S.preempt_logged)
-      hostd__log(HOSTD_LOG_INFO, "scheduler: preemption asked for, but no kernel has a "
-                                 "preemptible form yet; it runs to its end");
-    S.preempt_logged = true;
+    preempt(a->launch_id);
     return;
   }
-  if (!t || !(it = fifo_take(t, a->submit_id))) {
+  if (!t || !(it = fifo_find(t, a->submit_id, false)) || it->ptb_live) {
     hostd__log(HOSTD_LOG_WARN, "scheduler: the policy launched unknown submission %" PRIu64,
                a->submit_id);
     return;
   }
-  if (it->kind == IT_DIRECT)
+  if (it->kind == IT_DIRECT) {
+    fifo_unlink(it);
     issue_direct(it, a, now);
-  else
-    issue_queued(it, a, now);
-  free(it);
+    free(it);
+    return;
+  }
+  issue_queued(it, a, now);
 }
 
 static void do_actions(uint64_t now) {
@@ -701,18 +982,42 @@ static void do_actions(uint64_t now) {
 
 /* ---- completions, the trace, closing tenants ---- */
 
+static void turn_add(uint64_t ns) {
+  uint64_t b = ns / 1000, n = 0, seen = 0, p50 = 0, p99 = 0;
+  S.turn_hist[b < TURN_BUCKETS ? b : TURN_BUCKETS]++;
+  if (ns > S.turn_max_ns)
+    S.turn_max_ns = ns;
+  for (int i = 0; i <= TURN_BUCKETS; i++)
+    n += S.turn_hist[i];
+  for (int i = 0; i <= TURN_BUCKETS; i++) {
+    uint64_t edge = i < TURN_BUCKETS ? (uint64_t)(i + 1) * 1000 : S.turn_max_ns;
+    seen += S.turn_hist[i];
+    if (!p50 && seen * 2 >= n)
+      p50 = edge;
+    if (!p99 && seen * 100 >= n * 99)
+      p99 = edge;
+  }
+  __atomic_store_n(&S.st.turn_p50_ns, p50 < S.turn_max_ns ? p50 : S.turn_max_ns, __ATOMIC_RELEASE);
+  __atomic_store_n(&S.st.turn_p99_ns, p99 < S.turn_max_ns ? p99 : S.turn_max_ns, __ATOMIC_RELEASE);
+  __atomic_store_n(&S.st.turn_max_ns, S.turn_max_ns, __ATOMIC_RELEASE);
+  STAT_ADD(turnarounds, 1);
+}
+
 static void trace_write(const flight_t *f, uint64_t start, uint64_t end) {
+  static const char *const forms[] = {"original", "sliced", "ptb"};
   const pol_kernel_t *k = &f->k;
   uint64_t blocks = (uint64_t)k->grid[0] * k->grid[1] * k->grid[2];
   uint64_t waves = (blocks + S.cfg.pol.default_resident - 1) / S.cfg.pol.default_resident;
   uint64_t block_ns = waves ? (end - start) / waves : 0;
   fprintf(S.trace,
           "%s 0x%016" PRIx64 " %u,%u,%u %u,%u,%u 0 %u %" PRIu64 " %" PRIu64
-          " o # class=%s submit=%" PRIu64 " issue=%" PRIu64 " start=%" PRIu64 " end=%" PRIu64
-          "\n",
+          " o%s%s # class=%s form=%s blocks=%" PRIu64 "+%" PRIu64 " submit=%" PRIu64
+          " issue=%" PRIu64 " start=%" PRIu64 " end=%" PRIu64 "\n",
           f->t->name, k->kernel_id, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
           k->block[2], k->shmem_bytes, block_ns ? block_ns : 1, f->gap_ns,
-          f->t->cls == 0 ? "lc" : "be", f->submit_ns, f->issue_ns, start, end);
+          (k->variants & POL_VAR_SLICED) ? "s" : "", (k->variants & POL_VAR_PTB) ? "p" : "",
+          f->t->cls == 0 ? "lc" : "be", forms[f->form], f->begin, f->count, f->submit_ns,
+          f->issue_ns, start, end);
 }
 
 static void close_done(hostd_sched_tenant_t *t) {
@@ -725,10 +1030,41 @@ static void close_done(hostd_sched_tenant_t *t) {
   pthread_mutex_unlock(&S.mu);
 }
 
+/* A PTB launch ended: the blocks it finished (word 0 as it left it), its
+ * preemption turnaround (flag write -> end), its control block back. */
+static uint64_t ptb_end(flight_t *f, CUresult r) {
+  uint64_t word0 = ctl_read(f->slot), done;
+  float ms = -1;
+  done = r != CUDA_SUCCESS ? f->count : word0 > f->begin ? word0 - f->begin : 0;
+  if (done > f->count)
+    done = f->count;
+  if (f->ev_flag > 1 && r == CUDA_SUCCESS &&
+      hostd__gpu.event_time(&ms, f->ev_flag, f->ev_end) == CUDA_SUCCESS && ms >= 0)
+    turn_add((uint64_t)((double)ms * 1e6));
+  if (f->ev_flag && S.trace)
+    fprintf(S.trace, "# preempt tenant=%s launch=%" PRIu64 " blocks_done=%" PRIu64 "/%" PRIu64
+            " turnaround_ns=%" PRId64 "\n", f->t->name, f->launch_id, done, f->count,
+            ms >= 0 ? (int64_t)((double)ms * 1e6) : (int64_t)-1);
+  if (f->ev_flag > 1)
+    ev_done(false, f->ev_flag, true);
+  ctl_put(f->slot);
+  return done;
+}
+
+/* The submission of a PTB launch that ended: whole, it leaves the queue;
+ * else it stays for the policy to launch the rest (or goes with its tenant). */
+static void ptb_item_end(flight_t *f, uint64_t done) {
+  item_t *it = f->it;
+  it->ptb_live = false;
+  if (it->orphan)
+    drop(it);
+  else if (done == f->count)
+    item_done(it);
+}
+
 /* 1 when f completed (its events are returned and the policy told). */
 static int flight_poll(flight_t *f, uint64_t now) {
   pol_event_t ev = {.type = POL_EV_COMPLETED, .now_ns = now, .launch_id = f->launch_id};
-  uint64_t blocks = (uint64_t)f->k.grid[0] * f->k.grid[1] * f->k.grid[2];
   uint64_t dur = 0;
   CUresult r = f->ev_end ? hostd__gpu.event_query(f->ev_end) : CUDA_SUCCESS;
   if (r == CUDA_ERROR_NOT_READY)
@@ -748,12 +1084,15 @@ static int flight_poll(flight_t *f, uint64_t now) {
                        __ATOMIC_RELAXED);
   }
   f->t->last_end_ns = now;
-  ev.blocks_done = blocks;
+  ev.blocks_done = f->slot >= 0 ? ptb_end(f, r) : f->count;
   if (S.trace)
     trace_write(f, ev.dev_start_ns, ev.dev_end_ns);
   ev_done(f->part, f->ev_start, true);
   ev_done(f->part, f->ev_end, f->ev_start != 0);
   feed(&ev);
+  if (f->it)
+    ptb_item_end(f, ev.blocks_done);
+  hostd__var_put(f->vk);
   f->t->inflight--;
   STAT_ADD(completed, 1);
   close_done(f->t);
@@ -772,6 +1111,8 @@ static void poll_flights(uint64_t now) {
   }
 }
 
+/* Queued submissions are dropped; one whose PTB launch is in flight goes
+ * when that launch ends (its control block with it). */
 static void on_close(item_t *it) {
   hostd_sched_tenant_t *t = it->t;
   free(it);
@@ -780,7 +1121,10 @@ static void on_close(item_t *it) {
   while (t->head) {
     item_t *q = t->head;
     t->head = q->next;
-    drop(q);
+    if (q->ptb_live)
+      q->orphan = true;
+    else
+      drop(q);
   }
   t->tail = NULL;
   close_done(t);
@@ -882,6 +1226,11 @@ int hostd__sched_init(const hostd_sched_config_t *cfg) {
   }
   if ((rc = pol_sched_new(cfg->kind, &cfg->pol, &S.pol)) < 0)
     return rc;
+  if ((rc = hostd__var_init(&cfg->var)) < 0) {
+    pol_sched_free(S.pol);
+    S.pol = NULL;
+    return rc;
+  }
   if (cfg->profiles[0]) {
     rc = pol_profiles_load(pol_sched_profiles(S.pol), cfg->profiles, &why);
     if (rc == 0)
@@ -910,9 +1259,26 @@ fail_trace:
     fclose(S.trace);
   S.trace = NULL;
 fail_pol:
+  hostd__var_shutdown();
   pol_sched_free(S.pol);
   S.pol = NULL;
   return rc;
+}
+
+/* The control blocks and the flag stream (after the thread stopped). */
+static void ptb_pool_free(void) {
+  if (S.hi_stream)
+    (void)hostd__gpu.stream_del(S.hi_stream);
+  if (S.ctl_dev)
+    (void)hostd__gpu.mem_free(S.ctl_dev);
+  if (S.ctl_host) {
+    (void)hostd__gpu.host_unregister(S.ctl_host);
+    free(S.ctl_host);
+  }
+  S.hi_stream = S.ctl_dev = 0;
+  S.ctl_host = NULL;
+  S.ctl_tried = false;
+  S.nctl_free = 0;
 }
 
 void hostd__sched_shutdown(void) {
@@ -931,8 +1297,17 @@ void hostd__sched_shutdown(void) {
                strerror(-rc));
   hostd__log(HOSTD_LOG_INFO,
              "scheduler: %" PRIu64 " launches (%" PRIu64 " held, %" PRIu64 " dropped), %" PRIu64
-             " fences that waited",
-             S.st.submitted, S.st.held, S.st.dropped, S.st.fences);
+             " fences that waited; %" PRIu64 " sliced and %" PRIu64 " PTB launches, %" PRIu64
+             " preemptions, turnaround p50 %.1f us p99 %.1f us max %.1f us (%" PRIu64 " timed)",
+             S.st.submitted, S.st.held, S.st.dropped, S.st.fences, S.st.sliced, S.st.ptb,
+             S.st.preempts, (double)S.st.turn_p50_ns / 1e3, (double)S.st.turn_p99_ns / 1e3,
+             (double)S.st.turn_max_ns / 1e3, S.st.turnarounds);
+  if (S.trace)
+    fprintf(S.trace, "# preemption turnaround: n=%" PRIu64 " p50_ns=%" PRIu64 " p99_ns=%" PRIu64
+            " max_ns=%" PRIu64 "\n", S.st.turnarounds, S.st.turn_p50_ns, S.st.turn_p99_ns,
+            S.st.turn_max_ns);
+  ptb_pool_free();
+  hostd__var_shutdown();
   if (S.trace)
     fclose(S.trace);
   S.trace = NULL;
@@ -945,4 +1320,6 @@ void hostd__sched_shutdown(void) {
   S.pol = NULL;
   S.next_submit = 0;
   memset(&S.st, 0, sizeof(S.st));
+  memset(S.turn_hist, 0, sizeof(S.turn_hist));
+  S.turn_max_ns = 0;
 }

@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hostd/variants.h"
 #include "policy/pol.h"
 
 typedef struct hostd_sched_config {
@@ -46,6 +47,7 @@ typedef struct hostd_sched_config {
   char profiles[4096]; /* file the profiles persist in ("" = none) */
   uint32_t be_sms;     /* > 0: BE launches run in a partition of at least this many SMs
                           (a green context), leaving the rest to the LC tenant */
+  hostd_var_config_t var; /* transformed variants (variants.h): forms offered, cache */
 } hostd_sched_config_t;
 
 /* Fills *cfg: off, policy tally with policy/'s defaults. */
@@ -132,6 +134,12 @@ typedef struct hostd_sched_stats {
   uint64_t dropped;   /* dropped with their tenant */
   uint64_t completed; /* completions observed */
   uint64_t fences;    /* fences that made a tenant stream wait */
+  uint64_t sliced;    /* launches of a __tally_slice variant */
+  uint64_t ptb;       /* launches of a __tally_ptb variant */
+  uint64_t preempts;  /* preemption flags raised */
+  uint64_t ctl_inuse; /* PTB control blocks in use */
+  uint64_t turnarounds; /* preemptions timed: flag write -> the launch's end */
+  uint64_t turn_p50_ns, turn_p99_ns, turn_max_ns; /* of those (1 us buckets) */
 } hostd_sched_stats_t;
 void hostd__sched_stats(hostd_sched_stats_t *out);
 

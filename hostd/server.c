@@ -1002,6 +1002,15 @@ static int sched_start(const hostd_config_t *cfg) {
   if (a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] > 0)
     sc.pol.default_resident = (uint32_t)a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
   snprintf(sc.trace, sizeof(sc.trace), "%s", cfg->trace);
+  /* Variants: PTX for this device's arch, compiled images cached per arch. */
+  if (hostd__var_parse(cfg->variants[0] ? cfg->variants : "all", &sc.var.forms) != 0)
+    return -EINVAL;
+  sc.var.arch = (unsigned)(a[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
+                           a[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR]);
+  snprintf(sc.var.tag, sizeof(sc.var.tag), "sm_%u %s", sc.var.arch, hostd__gpu.name);
+  if (cfg->state_dir[0] && snprintf(sc.var.cache_dir, sizeof(sc.var.cache_dir), "%s/variants",
+                                    cfg->state_dir) >= (int)sizeof(sc.var.cache_dir))
+    sc.var.cache_dir[0] = 0;
   snprintf(key, sizeof(key), "%s/%d/%d.%d", hostd__snapshot.name,
            a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT],
            a[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR],

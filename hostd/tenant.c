@@ -410,6 +410,9 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
     if (t->pinned.keys[i])
       hostd__pinned_drop((pinned_t *)(uintptr_t)t->pinned.vals[i], gpu);
   hostd__hostfn_drop_gate(t->hf, gpu);
+  for (size_t i = 0; t->sched && i < t->modids.cap; i++)
+    if (t->modids.keys[i]) /* the references exec_module_load took (variants.h) */
+      hostd__var_module_unref(t->modids.vals[i]);
   hostd__sched_tenant_free(t->sched);
   t->sched = NULL;
   u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,

@@ -147,6 +147,61 @@ const char *rw_ptx_entry_name(const rw_ptx_module_t *m, size_t idx) {
   return NULL;
 }
 
+static const rw__func_t *entry_at(const rw_ptx_module_t *m, size_t idx) {
+  for (size_t i = 0; i < m->top.n; i++) {
+    const rw__stmt_t *s = m->top.v[i];
+    if (s->kind == RW__ST_FUNC && s->func->is_entry && s->func->has_body && idx-- == 0)
+      return s->func;
+  }
+  return NULL;
+}
+
+/* Bytes of a PTX fundamental type (".u64" -> 8); 0 if not one. */
+static uint32_t type_bytes(const char *t) {
+  static const char *const names[] = {".b8", ".u8", ".s8", ".pred", ".b16", ".u16", ".s16",
+                                      ".f16", ".bf16", ".b32", ".u32", ".s32", ".f32", ".f16x2",
+                                      ".bf16x2", ".b64", ".u64", ".s64", ".f64"};
+  static const uint8_t bytes[] = {1, 1, 1, 1, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4, 8, 8, 8, 8};
+  for (size_t i = 0; i < sizeof(bytes); i++)
+    if (strcmp(t, names[i]) == 0)
+      return bytes[i];
+  return 0;
+}
+
+/* ".param .align 8 .b8 name[24]" / ".param .u64 .ptr .global .align 1 p" /
+ * ".param .v2 .u32 v": element type, vector width, array length, .align. */
+static int param_layout(const rw__param_t *p, uint32_t *size, uint32_t *align) {
+  uint32_t elem = 0, vec = 1, al = 0;
+  uint64_t count = 1;
+  for (size_t k = 0; k < p->ntoks; k++) {
+    const char *t = p->toks[k].text;
+    if (strcmp(t, ".align") == 0 && k + 1 < p->ntoks)
+      al = (uint32_t)strtoul(p->toks[++k].text, NULL, 0);
+    else if (strcmp(t, ".v2") == 0 || strcmp(t, ".v4") == 0)
+      vec = (uint32_t)(t[2] - '0');
+    else if (strcmp(t, "[") == 0 && k + 1 < p->ntoks)
+      count *= strtoull(p->toks[++k].text, NULL, 0);
+    else if (!elem)
+      elem = type_bytes(t);
+  }
+  if (!elem || count == 0 || count > (1u << 16))
+    return -EPROTO;
+  *size = (uint32_t)(elem * vec * count);
+  *align = al ? al : elem * vec;
+  return 0;
+}
+
+int rw_ptx_entry_params(const rw_ptx_module_t *m, size_t i, uint32_t *size, uint32_t *align,
+                        size_t cap) {
+  const rw__func_t *f = m ? entry_at(m, i) : NULL;
+  if (!f)
+    return -ENOENT;
+  for (size_t k = 0; k < f->nparams && k < cap; k++)
+    if (param_layout(&f->params[k], &size[k], &align[k]) != 0)
+      return -EPROTO;
+  return (int)f->nparams;
+}
+
 static void buf_reserve(rw__buf_t *b, size_t more) {
   if (b->err || b->len + more + 1 <= b->cap)
     return;

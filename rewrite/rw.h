@@ -166,6 +166,14 @@ void rw_ptx_free(rw_ptx_module_t *m);
 size_t rw_ptx_entry_count(const rw_ptx_module_t *m);
 const char *rw_ptx_entry_name(const rw_ptx_module_t *m, size_t i);
 
+/* The kernel parameters of the i-th entry (as rw_ptx_entry_name counts):
+ * for each of the first cap parameters, its size in bytes (a vector or
+ * array counts whole) and alignment (.align N, else its element size).
+ * Returns the entry's parameter count (may exceed cap), or -ENOENT (no such
+ * entry) / -EPROTO (a parameter whose type we do not know). */
+int rw_ptx_entry_params(const rw_ptx_module_t *m, size_t i, uint32_t *size, uint32_t *align,
+                        size_t cap);
+
 /* ---- transformations (rewrite/xform-*.c) ---- */
 
 /* Each transformation adds a NEW .entry to the module; the original stays.

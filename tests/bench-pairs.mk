@@ -17,6 +17,7 @@ PAIR_FILES = tests/bench/pairs/bert-b1-eager+gpt2-train.pair \
 	tests/bench/pairs/bert-b8-eager+gpt2-train.pair \
 	tests/bench/pairs/bert-b8-graph+gpt2-train.pair \
 	tests/bench/pairs/cuda-ptx.pair \
+	tests/bench/pairs/cuda-ptx-short.pair \
 	tests/bench/pairs/gpt2-decode+gpt2-train.pair \
 	tests/bench/pairs/resnet50-b1-eager+bert-train.pair \
 	tests/bench/pairs/resnet50-b1-graph+resnet50-train.pair \

@@ -1,15 +1,21 @@
 # tests/hostd.mk: unit tests of hostd/ (recording GPU backend: never GPU coverage).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched \
-	tests/test-hostd-guard tests/test-hostd-vmm
+	tests/test-hostd-guard tests/test-hostd-vmm tests/test-hostd-variants
 TESTS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched tests/test-hostd-guard \
-	tests/test-hostd-vmm
+	tests/test-hostd-vmm tests/test-hostd-variants
 endif
 # Virtual memory, stream-ordered allocation and pools (exec-vmm.c, exec-pool.c).
 tests_test_hostd_vmm_SOURCES = tests/test-hostd-vmm.c tests/hostd-call-harness.h
 tests_test_hostd_vmm_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_hostd_vmm_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
 tests_test_hostd_vmm_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
+# Slice and PTB variants: build, cache, slices, preemption (hostd/variants.c, sched.c).
+tests_test_hostd_variants_SOURCES = tests/test-hostd-variants.c
+tests_test_hostd_variants_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_variants_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
+tests_test_hostd_variants_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \
+	$(TEST_LIBS)
 tests_test_hostd_sched_SOURCES = tests/test-hostd-sched.c
 tests_test_hostd_sched_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_hostd_sched_CFLAGS = $(TEST_CFLAGS)

@@ -1,0 +1,352 @@
+/* test-hostd-variants.c: slice and PTB variants of PTX kernels in tallyd
+ * (hostd/variants.c, hostd/sched.c) on the recording device.
+ *
+ * The recording device "compiles" PTX by keeping it (counted as a JIT),
+ * loads PTX modules with their entries' parameter layouts, and logs the
+ * original block indices every launch runs (slices and PTB workers as
+ * rewrite/rw.h defines them; a PTB launch takes indices from its control
+ * block in device memory and stops at its flag).  So the block log says
+ * whether hostd covered every block once, in order, across slices and
+ * across a preemption and its resumed launch.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <xxhash.h>
+
+#include "hostd/gpu.h"
+#include "hostd/guard.h"
+#include "hostd/hostd-int.h"
+#include "hostd/sched.h"
+#include "hostd/variants.h"
+
+static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                          ".visible .entry ok(.param .u64 p, .param .u32 n)\n{\n"
+                          ".reg .b32 %r<3>;\nmov.u32 %r1, %ctaid.x;\nld.param.u32 %r2, [n];\n"
+                          "ret;\n}\n"
+                          ".visible .entry uses_smid(.param .u64 p)\n{\n.reg .b32 %r<2>;\n"
+                          "mov.u32 %r1, %smid;\nret;\n}\n";
+static char state[64];
+static uint64_t cid, ok_f;
+static _Atomic uint64_t vclock = 1000000000ull;
+static uint64_t vnow(void) {
+  return vclock;
+}
+
+static int ok_func(void *arg, const hostd_func_info_t *f) {
+  if (strcmp(f->name, "ok") == 0)
+    *(uint64_t *)arg = f->handle;
+  return 0;
+}
+
+/* The scheduler with policy tally, the given forms, `resident` blocks per
+ * wave (so grids of a few dozen blocks take several slices). */
+static void start(unsigned forms, uint32_t resident) {
+  hostd_sched_config_t cfg;
+  hostd__sched_config_init(&cfg);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  cfg.pol.default_resident = resident;
+  cfg.var.forms = forms;
+  snprintf(cfg.var.cache_dir, sizeof(cfg.var.cache_dir), "%s/variants", state);
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+}
+
+static int setup(void **st) {
+  uint64_t mod;
+  (void)st;
+  snprintf(state, sizeof(state), "/tmp/tally-var-test.XXXXXX");
+  if (!mkdtemp(state) || hostd__gpu.init(0, &hostd__snapshot) != CUDA_SUCCESS ||
+      hostd__gpu.thread_enter() != CUDA_SUCCESS)
+    return -1;
+  hostd__modcache_init(state);
+  cid = XXH3_64bits(ptx, sizeof(ptx) - 1);
+  if (hostd__modcache_put(cid, ptx, sizeof(ptx) - 1) != 0 ||
+      hostd__gpu.module_load(&mod, 0, ptx, sizeof(ptx) - 1) != CUDA_SUCCESS ||
+      hostd__gpu.module_functions(mod, 0, ok_func, &ok_f) != CUDA_SUCCESS || !ok_f)
+    return -1;
+  hostd__sched_set_clock(vnow);
+  return 0;
+}
+
+static int teardown(void **st) {
+  char cmd[128];
+  (void)st;
+  hostd__sched_set_clock(NULL);
+  hostd__modcache_close();
+  hostd__gpu.shutdown();
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", state);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Loads, builds, unloads: the disk cache serves the second build and a
+ * new scheduler (a restarted daemon) on the same folder. */
+static void variants_built_once_then_from_the_cache(void **st) {
+  hostd_var_stats_t vs;
+  unsigned forms;
+  const hostd_var_kernel_t *k;
+  unsigned long jit0 = hostd_record_count(HOSTD_RECORD_JIT);
+  (void)st;
+  start(3, 4);
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  hostd__var_stats(&vs);
+  assert_int_equal(vs.builds, 1);
+  assert_int_equal(vs.jits, 1);
+  assert_int_equal(vs.cache_hits, 0);
+  assert_int_equal(vs.kernels, 1);   /* ok; uses_smid refused */
+  assert_int_equal(vs.refused, 2);   /* uses_smid: sliced and PTB */
+  assert_int_equal(vs.modules, 1);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_JIT), jit0 + 1);
+  assert_non_null(k = hostd__var_get(hostd__sched_kernel_id(cid, "ok"), &forms));
+  assert_int_equal(forms, 3);
+  assert_int_not_equal(k->fn[VAR_FORM_SLICE].f, 0);
+  assert_int_equal(k->fn[VAR_FORM_SLICE].first_extra, 12); /* after p (8) and n (4) */
+  hostd__var_put(k);
+  assert_null(hostd__var_get(hostd__sched_kernel_id(cid, "uses_smid"), &forms));
+  hostd__var_module_unref(cid); /* the last reference: the module goes */
+  hostd__var_stats(&vs);
+  assert_int_equal(vs.sets, 0);
+  assert_int_equal(vs.modules, 0);
+  hostd__var_module_ref(cid); /* again: from the disk cache */
+  hostd__var_wait_idle();
+  hostd__var_stats(&vs);
+  assert_int_equal(vs.cache_hits, 1);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_JIT), jit0 + 1);
+  hostd__var_module_unref(cid);
+  hostd__sched_shutdown();
+  start(3, 4); /* a new daemon on the same state folder */
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  hostd__var_stats(&vs);
+  assert_int_equal(vs.cache_hits, 1);
+  assert_int_equal(vs.jits, 0);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_JIT), jit0 + 1);
+  hostd__var_module_unref(cid);
+  hostd__sched_shutdown();
+}
+
+static void wait_until(int (*pred)(void)) {
+  struct timespec ts = {0, 1000000};
+  for (int i = 0; i < 5000; i++) {
+    if (pred())
+      return;
+    nanosleep(&ts, NULL);
+  }
+  fail_msg("not within 5 s");
+}
+
+static CUresult launch_ok(hostd_sched_stream_t *ss, const uint32_t grid[3]) {
+  uint8_t args[12] = {0};
+  hostd_sched_launch_t l = {.f = ok_f, .kernel_id = hostd__sched_kernel_id(cid, "ok"),
+                            .block = {32, 1, 1}, .args = args, .argbytes = sizeof(args)};
+  memcpy(l.grid, grid, sizeof(l.grid));
+  return hostd__sched_launch(ss, &l);
+}
+
+/* Every block once, in order: the log is 0, 1, ..., total - 1. */
+static void assert_blocks_in_order(uint64_t total) {
+  static uint64_t log[1 << 16];
+  size_t n = hostd_record_blocks(log, sizeof(log) / sizeof(log[0]));
+  assert_int_equal(n, total);
+  for (uint64_t i = 0; i < total; i++)
+    assert_int_equal(log[i], i);
+}
+
+static void sliced_grid(const uint32_t grid[3]) {
+  hostd_sched_tenant_t *lc, *be;
+  hostd_sched_stream_t *ss;
+  hostd_sched_stats_t s0, s1;
+  uint64_t s;
+  CUresult r;
+  start(1u << VAR_FORM_SLICE, 4);
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1)); /* idle: BE goes, explored */
+  assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_non_null(ss = hostd__sched_stream_new(be, s, &r));
+  hostd__sched_stats(&s0);
+  (void)hostd_record_blocks(NULL, 0);
+  assert_int_equal(launch_ok(ss, grid), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(s), CUDA_SUCCESS);
+  hostd__sched_stats(&s1);
+  assert_true(s1.sliced - s0.sliced >= 2); /* several slices, no original */
+  assert_blocks_in_order((uint64_t)grid[0] * grid[1] * grid[2]);
+  hostd__sched_tenant_close(be);
+  hostd__sched_tenant_close(lc);
+  hostd__sched_tenant_free(be);
+  hostd__sched_tenant_free(lc);
+  assert_int_equal(hostd__gpu.stream_del(s), CUDA_SUCCESS);
+  hostd__var_module_unref(cid);
+  hostd__sched_shutdown();
+}
+
+static void slices_cover_a_1d_grid_once_in_order(void **st) {
+  const uint32_t g[3] = {37, 1, 1};
+  (void)st;
+  sliced_grid(g);
+}
+
+static void slices_cover_a_3d_grid_once_in_order(void **st) {
+  const uint32_t g[3] = {5, 3, 4};
+  (void)st;
+  sliced_grid(g);
+}
+
+static int preempted(void) {
+  hostd_sched_stats_t s;
+  hostd__sched_stats(&s);
+  return s.preempts >= 1 && s.turnarounds >= 1;
+}
+static int ptb_in_flight(void) {
+  hostd_sched_stats_t s;
+  hostd__sched_stats(&s);
+  return s.ptb >= 1;
+}
+
+/* A PTB launch is preempted when the LC tenant launches: the flag is
+ * written on the high-priority stream, the launch stops after its static
+ * blocks, and the resumed launch runs exactly the rest. */
+static void preempted_ptb_resumes_the_remaining_blocks(void **st) {
+  hostd_sched_tenant_t *lc, *be;
+  hostd_sched_stream_t *lss, *bss;
+  hostd_sched_stats_t s1;
+  const uint32_t g[3] = {16, 2, 2};
+  uint64_t ls, bs;
+  CUresult r;
+  (void)st;
+  start(3, 4);
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1));
+  assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
+  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
+  (void)hostd_record_blocks(NULL, 0);
+  hostd_record_ptb_hold(true);
+  assert_int_equal(launch_ok(bss, g), CUDA_SUCCESS);
+  wait_until(ptb_in_flight); /* 4 workers ran their static blocks 0..3, then hold */
+  hostd__record_memset_prio = 0;
+  const uint32_t one[3] = {1, 1, 1};
+  assert_int_equal(launch_ok(lss, one), CUDA_SUCCESS); /* the LC arrives: preempt */
+  wait_until(preempted);
+  assert_int_equal(hostd__record_memset_prio, hostd__snapshot.prio_greatest);
+  hostd_record_ptb_hold(false);
+  vclock += 10000000; /* the LC stays idle: the rest goes */
+  assert_int_equal(hostd__sched_fence(bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(bs), CUDA_SUCCESS);
+  hostd__sched_stats(&s1);
+  assert_true(s1.ptb + s1.sliced >= 2);
+  assert_int_equal(s1.ctl_inuse, 0);
+  {
+    static uint64_t log[256];
+    size_t n = hostd_record_blocks(log, 256);
+    /* BE 0..3 (static), the LC's own block 0, then BE 4..63 exactly once */
+    assert_int_equal(n, 65);
+    for (uint64_t i = 0; i < 4; i++)
+      assert_int_equal(log[i], i);
+    assert_int_equal(log[4], 0);
+    for (uint64_t i = 4; i < 64; i++)
+      assert_int_equal(log[i + 1], i);
+  }
+  hostd__sched_tenant_close(be);
+  hostd__sched_tenant_close(lc);
+  hostd__sched_tenant_free(be);
+  hostd__sched_tenant_free(lc);
+  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
+  hostd__var_module_unref(cid);
+  hostd__sched_shutdown();
+}
+
+static void *closer(void *arg) {
+  hostd__sched_tenant_close(arg);
+  return NULL;
+}
+
+/* A tenant closed while its PTB launch runs: the close waits for it, then
+ * its control block is free and its variant module unloaded. */
+static void close_mid_ptb_frees_control_blocks_and_variants(void **st) {
+  hostd_sched_tenant_t *lc, *be;
+  hostd_sched_stream_t *bss;
+  hostd_sched_stats_t s1;
+  hostd_var_stats_t vs;
+  const uint32_t g[3] = {64, 1, 1};
+  pthread_t th;
+  uint64_t bs;
+  CUresult r;
+  (void)st;
+  start(3, 4);
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1));
+  assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
+  hostd_record_ptb_hold(true);
+  assert_int_equal(launch_ok(bss, g), CUDA_SUCCESS);
+  launch_ok(bss, g); /* a second one, still queued: dropped */
+  wait_until(ptb_in_flight);
+  hostd__sched_stats(&s1);
+  assert_int_equal(s1.ctl_inuse, 1);
+  assert_int_equal(pthread_create(&th, NULL, closer, be), 0);
+  usleep(20000);
+  hostd_record_ptb_hold(false); /* the launch ends */
+  assert_int_equal(pthread_join(th, NULL), 0);
+  hostd__sched_stats(&s1);
+  assert_int_equal(s1.ctl_inuse, 0);
+  assert_true(s1.dropped >= 1);
+  hostd__sched_tenant_free(be);
+  hostd__sched_tenant_close(lc);
+  hostd__sched_tenant_free(lc);
+  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
+  hostd__var_module_unref(cid); /* what tenant_release does for the module's tenant */
+  hostd__var_stats(&vs);
+  assert_int_equal(vs.modules, 0);
+  assert_int_equal(vs.sets, 0);
+  hostd__sched_shutdown();
+}
+
+/* A module without PTX (TALLYREC text) and an image whose kernels are all
+ * refused: no variants, originals only. */
+static void modules_without_variants_keep_originals(void **st) {
+  static const char rec[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+  uint64_t rid = XXH3_64bits(rec, sizeof(rec) - 1);
+  hostd_var_stats_t vs;
+  unsigned forms;
+  (void)st;
+  assert_int_equal(hostd__modcache_put(rid, rec, sizeof(rec) - 1), 0);
+  start(3, 4);
+  hostd__var_module_ref(rid);
+  hostd__var_wait_idle();
+  hostd__var_stats(&vs);
+  assert_int_equal(vs.no_ptx, 1);
+  assert_int_equal(vs.modules, 0);
+  assert_null(hostd__var_get(hostd__sched_kernel_id(rid, "fill_u32"), &forms));
+  hostd__var_module_unref(rid);
+  hostd__sched_shutdown();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(variants_built_once_then_from_the_cache),
+      cmocka_unit_test(slices_cover_a_1d_grid_once_in_order),
+      cmocka_unit_test(slices_cover_a_3d_grid_once_in_order),
+      cmocka_unit_test(preempted_ptb_resumes_the_remaining_blocks),
+      cmocka_unit_test(close_mid_ptb_frees_control_blocks_and_variants),
+      cmocka_unit_test(modules_without_variants_keep_originals),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
