@@ -104,6 +104,7 @@
   X(cuModuleUnload)                                                                                \
   X(cuOccupancyMaxActiveClusters)                                                                  \
   X(cuOccupancyMaxPotentialClusterSize)                                                            \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                                   \
   X(cuStreamCreateWithPriority)                                                                    \
   X(cuStreamDestroy)                                                                               \
   X(cuStreamQuery)                                                                                 \
@@ -508,6 +509,9 @@ static CUresult cuda_occupancy(uint64_t f, int kind, int which, const CUlaunchCo
   CUresult r;
   if (kind != 0 && (r = D.cuKernelGetFunction(&fn, (CUkernel)(uintptr_t)f)) != CUDA_SUCCESS)
     return r;
+  if (which == HOSTD_OCC_BLOCKS_PER_SM)
+    return D.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        v, fn, (int)(cfg->blockDimX * cfg->blockDimY * cfg->blockDimZ), cfg->sharedMemBytes);
   return which == 0 ? D.cuOccupancyMaxActiveClusters(v, fn, cfg)
                     : D.cuOccupancyMaxPotentialClusterSize(v, fn, cfg);
 }

@@ -1365,12 +1365,19 @@ static CUresult rec_func_set_attr(uint64_t f, int kind, int attr, int v) {
 }
 
 /* Deterministic answers: 1 active cluster, a potential cluster size of 8
- * (the portable maximum); the config's cluster attributes are kept for tests. */
+ * (the portable maximum), hostd__record_blocks_per_sm blocks per SM (0 by
+ * default: the device models no occupancy); the config's cluster
+ * attributes are kept for tests. */
+int hostd__record_blocks_per_sm;
 static CUresult rec_occupancy(uint64_t f, int kind, int which, const CUlaunchConfig *cfg, int *v) {
   LIVE(f);
   (void)kind;
   if (!kernel_of(f))
     return CUDA_ERROR_INVALID_HANDLE;
+  if (which == HOSTD_OCC_BLOCKS_PER_SM) {
+    *v = hostd__record_blocks_per_sm;
+    return CUDA_SUCCESS;
+  }
   pthread_mutex_lock(&lock);
   hostd__record_last_cluster[0] = hostd__record_last_cluster[1] = hostd__record_last_cluster[2] = 0;
   hostd__record_last_cluster[3] = -1;

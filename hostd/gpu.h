@@ -88,7 +88,10 @@ typedef struct hostd_gpu_ops {
   CUresult (*func_attr)(uint64_t f, int kind, int attr, int *v);
   CUresult (*func_set_attr)(uint64_t f, int kind, int attr, int v);
   /* which 0: cuOccupancyMaxActiveClusters, 1: cuOccupancyMaxPotentialClusterSize
-   * of f under cfg (tenant.c passes hStream NULL and only the two cluster attributes). */
+   * of f under cfg (tenant.c passes hStream NULL and only the two cluster attributes);
+   * HOSTD_OCC_BLOCKS_PER_SM: cuOccupancyMaxActiveBlocksPerMultiprocessor for
+   * cfg's block size and sharedMemBytes (the scheduler's residency). */
+#define HOSTD_OCC_BLOCKS_PER_SM 2
   CUresult (*occupancy)(uint64_t f, int kind, int which, const CUlaunchConfig *cfg, int *v);
   /* ---- stream-ordered host functions (hostd/hostfn.c) ----
    * A gate is nslots u32 words that a stream can wait on and the host sets.

@@ -178,6 +178,7 @@ void hostd_record_reset(void);
 uint64_t hostd_record_live_bytes(void);
 extern int hostd__record_last_prio; /* priority of the last stream created */
 extern uint32_t hostd__record_part_sms; /* SMs of the best-effort partition (0: none made) */
+extern int hostd__record_blocks_per_sm; /* occupancy answer (0, the default: unknown) */
 /* Host ranges registered (host_register minus host_unregister). */
 extern _Atomic long hostd__record_registered;
 /* Cluster x, y, z and scheduling policy of the last occupancy query (0 / -1 absent). */

@@ -32,6 +32,7 @@
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
 #include "hostd/variants.h"
+#include "wire/u64map.h"
 #include "rewrite/rw.h"
 
 #include <errno.h>
@@ -148,6 +149,7 @@ static struct {
   uint64_t hi_stream; /* highest priority: preemption flags */
   uint32_t turn_hist[TURN_BUCKETS + 1];
   uint64_t turn_max_ns;
+  u64map_t resident; /* scheduler thread: XXH3(kernel, block, shmem) -> blocks + 1 */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER,
        .polmu = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER,
@@ -624,6 +626,36 @@ static void tenant_forget(hostd_sched_tenant_t *t) {
       known[i] = NULL;
 }
 
+/* Blocks of it's kernel the whole GPU holds at once: the driver's occupancy
+ * for its block size and dynamic shared memory, times the SMs.  The policy's
+ * waves, single-wave slices and PTB worker counts follow from it; without it
+ * the policy assumes one block per SM, which leaves most of the GPU idle for
+ * a sliced kernel of small blocks.  Cached per shape (the driver call costs
+ * about a launch); 0 (unknown) when the driver cannot say. */
+static uint32_t resident_of(const item_t *it) {
+  const pol_kernel_t *k = &it->k;
+  uint64_t shape[3] = {k->kernel_id,
+                       (uint64_t)k->block[0] * k->block[1] * k->block[2], k->shmem_bytes};
+  uint64_t key = XXH3_64bits(shape, sizeof(shape)) | 1, v;
+  int sms = hostd__snapshot.attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT], per_sm = 0;
+  CUlaunchConfig c;
+  if (u64map_get(&S.resident, key, &v))
+    return (uint32_t)(v - 1);
+  memset(&c, 0, sizeof(c));
+  c.blockDimX = k->block[0];
+  c.blockDimY = k->block[1];
+  c.blockDimZ = k->block[2];
+  c.sharedMemBytes = k->shmem_bytes;
+  v = hostd__gpu.occupancy(it->f, 0, HOSTD_OCC_BLOCKS_PER_SM, &c, &per_sm) == CUDA_SUCCESS &&
+              per_sm > 0 && sms > 0
+          ? (uint64_t)per_sm * (uint64_t)sms
+          : 0;
+  if (v > UINT32_MAX)
+    v = 0;
+  (void)u64map_put(&S.resident, key, v + 1); /* no memory: asked again next time */
+  return (uint32_t)v;
+}
+
 static void on_submit(item_t *it, uint64_t now) {
   hostd_sched_tenant_t *t = it->t;
   pol_event_t ev = {.type = POL_EV_SUBMIT, .now_ns = now, .tenant = t->id};
@@ -632,6 +664,8 @@ static void on_submit(item_t *it, uint64_t now) {
     return;
   }
   tenant_know(t);
+  if (it->kind == IT_SUBMIT)
+    it->k.resident_blocks = resident_of(it);
   it->submit_id = ++S.next_submit;
   ev.submit_id = it->submit_id;
   ev.kernel = it->k;
@@ -1318,6 +1352,7 @@ void hostd__sched_shutdown(void) {
   S.capev = 0;
   pol_sched_free(S.pol);
   S.pol = NULL;
+  u64map_close(&S.resident);
   S.next_submit = 0;
   memset(&S.st, 0, sizeof(S.st));
   memset(S.turn_hist, 0, sizeof(S.turn_hist));
