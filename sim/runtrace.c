@@ -241,6 +241,35 @@ void sim_runtrace_close(sim_runtrace_t *rt) {
   rt->n = 0;
 }
 
+/* ---------------------------------------------------------------- launch latency */
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+uint64_t sim_runtrace_launch_ns(const sim_runtrace_t *rt, pol_class_t cls) {
+  uint64_t *d = malloc((rt->n ? rt->n : 1) * sizeof(*d)), max_end = 0, med = 0;
+  size_t n = 0;
+  if (!d)
+    return 0;
+  for (size_t i = 0; i < rt->n; i++) {
+    const sim_run_kernel_t *k = &rt->k[i];
+    if (rt->tenants[k->tenant].cls != cls)
+      continue;
+    if (k->submit_ns >= max_end && k->start_ns >= k->submit_ns)
+      d[n++] = k->start_ns - k->submit_ns;
+    if (k->end_ns > max_end)
+      max_end = k->end_ns;
+  }
+  if (n) {
+    qsort(d, n, sizeof(*d), cmp_u64);
+    med = d[(n - 1) / 2];
+  }
+  free(d);
+  return med;
+}
+
 /* ---------------------------------------------------------------- split */
 
 /* Sorts kernels by signature (id, grid, block, shmem) then block time. */

@@ -1,9 +1,10 @@
 /* trace.c: the kernel trace text format: parser and writer.
  *
  * A kernel trace is one workload's iteration (one inference request, or one
- * training step): one line per kernel, in submission order.  tallyd will
- * record real ones in this format; the bundled ones in sim/traces/ are
- * SYNTHETIC (sim/traces/README.md says how they were made).
+ * training step): one line per kernel, in submission order.  tallyd records
+ * whole runs in this format plus a comment per line (runtrace.c); the
+ * bundled ones in sim/traces/ are SYNTHETIC (sim/traces/README.md says how
+ * they were made).
  *
  * Text, UTF-8/ASCII; '#' starts a comment to the end of the line; blank
  * lines are ignored; fields are separated by spaces or tabs:

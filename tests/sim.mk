@@ -44,6 +44,7 @@ FUZZ_TARGETS += tests/fuzz/fuzz-sim-trace
 noinst_PROGRAMS += tests/fuzz/fuzz-sim-trace
 endif
 tests_fuzz_fuzz_sim_trace_SOURCES = tests/fuzz/fuzz-sim-trace.c sim/trace.c sim/arrivals.c \
+	sim/file.c sim/runtrace.c \
 	sim/rng.c policy/config.c policy/sched.c policy/profile.c policy/profile-file.c \
 	policy/tally.c policy/ref-mps.c policy/ref-timeslice.c policy/ref-tgs.c
 tests_fuzz_fuzz_sim_trace_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
