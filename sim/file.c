@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int sim__read_file(const char *path, size_t max, char **buf, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -47,4 +48,11 @@ int sim__read_file(const char *path, size_t max, char **buf, size_t *len) {
   *buf = b;
   *len = n;
   return 0;
+}
+
+int sim__read_trace_file(const char *path, char **buf, size_t *len, char *err, size_t errlen) {
+  int rc = sim__read_file(path, SIM_TRACE_MAX_BYTES, buf, len);
+  if (rc < 0 && err && errlen)
+    snprintf(err, errlen, "%s", rc == -EFBIG ? "larger than the trace limit" : strerror(-rc));
+  return rc;
 }

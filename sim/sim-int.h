@@ -107,6 +107,8 @@ int sim__line_err(char *err, size_t errlen, size_t line, const char *fmt, ...)
 /* Reads all of path into *buf (malloc'd, NUL added after *len bytes).  0,
  * -errno of fopen, -EFBIG (more than max bytes), -ENOMEM, -EIO. */
 int sim__read_file(const char *path, size_t max, char **buf, size_t *len);
+/* The same for a trace (at most SIM_TRACE_MAX_BYTES), with why in err. */
+int sim__read_trace_file(const char *path, char **buf, size_t *len, char *err, size_t errlen);
 
 /* One kernel line of the trace format (trace.c's table), without its
  * comment: p[0..n).  0 with name and *k filled, 1 for a blank line, or

@@ -246,12 +246,9 @@ fail:
 int sim_trace_load(const char *path, sim_trace_t *out, char *err, size_t errlen) {
   size_t len;
   char *buf = NULL;
-  int rc = sim__read_file(path, SIM_TRACE_MAX_BYTES, &buf, &len);
-  if (rc < 0) {
-    if (err && errlen)
-      snprintf(err, errlen, "%s", rc == -EFBIG ? "larger than the trace limit" : strerror(-rc));
+  int rc = sim__read_trace_file(path, &buf, &len, err, errlen);
+  if (rc < 0)
     return rc;
-  }
   rc = sim_trace_parse(buf, len, out, err, errlen);
   free(buf);
   return rc;
