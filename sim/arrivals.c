@@ -103,6 +103,59 @@ int sim_arrivals_bursty(sim_arrivals_t *a, sim_rng_t *r, double rate_per_s, uint
   }
 }
 
+int sim_arrivals_parse(sim_arrivals_t *a, const char *text, size_t len, char *err,
+                       size_t errlen) {
+  size_t pos = 0, line = 0, cap = 0;
+  int rc = 0;
+  memset(a, 0, sizeof(*a));
+  while (pos < len) {
+    size_t end = pos, s, e;
+    uint64_t v = 0;
+    while (end < len && text[end] != '\n')
+      end++;
+    line++;
+    for (s = pos; s < end && (text[s] == ' ' || text[s] == '\t'); s++)
+      ;
+    for (e = end; e > s && (text[e - 1] == ' ' || text[e - 1] == '\t' || text[e - 1] == '\r'); e--)
+      ;
+    pos = end + 1;
+    if (s == e || text[s] == '#')
+      continue;
+    for (size_t i = s; i < e; i++) {
+      unsigned d = (unsigned)((unsigned char)text[i] - '0');
+      if (d > 9 || v > (UINT64_MAX - d) / 10) {
+        rc = sim__line_err(err, errlen, line, "not an offset in ns (an unsigned integer)");
+        goto fail;
+      }
+      v = v * 10 + d;
+    }
+    if (a->n && v < a->t_ns[a->n - 1]) {
+      rc = sim__line_err(err, errlen, line, "offsets must not decrease");
+      goto fail;
+    }
+    if (a->n >= SIM_TRACE_MAX_KERNELS) {
+      rc = -E2BIG;
+      sim__line_err(err, errlen, line, "more than %d arrivals", SIM_TRACE_MAX_KERNELS);
+      goto fail;
+    }
+    if (a->n == cap) {
+      size_t c = cap ? cap * 2 : 1024;
+      uint64_t *p = realloc(a->t_ns, c * sizeof(*p));
+      if (!p) {
+        rc = -ENOMEM;
+        goto fail;
+      }
+      a->t_ns = p;
+      cap = c;
+    }
+    a->t_ns[a->n++] = v;
+  }
+  return 0;
+fail:
+  sim_arrivals_close(a);
+  return rc;
+}
+
 void sim_arrivals_close(sim_arrivals_t *a) {
   if (!a)
     return;

@@ -77,28 +77,26 @@ static double ms(uint64_t ns) {
 
 int sim_compare_pair(const sim_compare_config_t *c, const sim_trace_t *lc, const sim_trace_t *be,
                      sim_row_t **rows, size_t *nrows, const char **why) {
-  sim_arrivals_t one = {0}, arr = {0};
+  char label[2 * SIM_NAME_MAX + 2];
+  snprintf(label, sizeof(label), "%s/%s", lc->name, be->name);
+  return sim_compare_units(c, label, lc, 1, be, 1, rows, nrows, why);
+}
+
+/* The generated arrivals at load x the LC's capacity alone (1 / the
+ * service time of its first request on an idle GPU). */
+static int make_arrivals(const sim_compare_config_t *c, const sim_tenant_spec_t *lc,
+                         const char *label, sim_arrivals_t *arr, const char **why) {
+  sim_arrivals_t one = {0};
   sim_result_t res;
-  sim_tenant_spec_t ts[2];
-  char label[2 * SIM_NAME_MAX + 2], what[256];
+  sim_tenant_spec_t ts = *lc;
+  char what[256];
   uint64_t first = 0;
   int rc;
-  const char *dummy;
-  if (!why)
-    why = &dummy;
-  *why = NULL;
-  if (!(c->load > 0 && c->load < 1)) {
-    *why = "load must be in (0, 1)";
-    return -EINVAL;
-  }
-  snprintf(label, sizeof(label), "%s/%s", lc->name, be->name);
-
-  /* 1. Service time of one request alone. */
   one.t_ns = &first;
   one.n = 1;
-  ts[0] = (sim_tenant_spec_t){.trace = lc, .cls = POL_CLASS_LC, .weight = 1, .arrivals = &one};
+  ts.arrivals = &one;
   snprintf(what, sizeof(what), "%s: LC service time", label);
-  rc = run_one(c, POL_KIND_MPS_PRIO, ts, 1, what, &res, why);
+  rc = run_one(c, POL_KIND_MPS_PRIO, &ts, 1, what, &res, why);
   if (rc < 0)
     return rc;
   uint64_t service = res.t[0].nlat ? res.t[0].lat_ns[0] : 0;
@@ -107,27 +105,53 @@ int sim_compare_pair(const sim_compare_config_t *c, const sim_trace_t *lc, const
     *why = "the LC request did not finish within the duration";
     return -EINVAL;
   }
-
-  /* 2. Arrivals. */
   double rate = c->load * 1e9 / (double)service;
   sim_rng_t rng;
   sim_rng_init(&rng, c->seed);
   if (c->azure_text) {
     static char err[160];
-    rc = sim_arrivals_azure(&arr, c->azure_text, c->azure_len, c->azure_func, rate, c->duration_ns,
+    rc = sim_arrivals_azure(arr, c->azure_text, c->azure_len, c->azure_func, rate, c->duration_ns,
                             err, sizeof(err));
     if (rc < 0)
       *why = err;
   } else {
-    rc = sim_arrivals_bursty(&arr, &rng, rate, c->duration_ns);
+    rc = sim_arrivals_bursty(arr, &rng, rate, c->duration_ns);
     if (rc < 0)
       *why = "cannot generate arrivals";
   }
-  if (rc < 0)
+  return rc;
+}
+
+int sim_compare_units(const sim_compare_config_t *c, const char *label, const sim_trace_t *lc,
+                      size_t nlc, const sim_trace_t *be, size_t nbe, sim_row_t **rows,
+                      size_t *nrows, const char **why) {
+  sim_arrivals_t arr = {0};
+  sim_result_t res;
+  sim_tenant_spec_t ts[2];
+  char what[256];
+  int rc;
+  const char *dummy;
+  if (!why)
+    why = &dummy;
+  *why = NULL;
+  if (!c->arrivals && !(c->load > 0 && c->load < 1)) {
+    *why = "load must be in (0, 1)";
+    return -EINVAL;
+  }
+  if (nlc == 0 || nbe == 0) {
+    *why = "no LC or no BE trace";
+    return -EINVAL;
+  }
+
+  /* 1. Arrivals: given, or generated at the load asked for. */
+  ts[0] = (sim_tenant_spec_t){
+      .trace = lc, .iters = nlc > 1 ? lc : NULL, .niters = nlc > 1 ? nlc : 0,
+      .cls = POL_CLASS_LC, .weight = 1};
+  if (!c->arrivals && (rc = make_arrivals(c, &ts[0], label, &arr, why)) < 0)
     return rc;
 
-  /* 3. LC alone, BE alone. */
-  ts[0].arrivals = &arr;
+  /* 2. LC alone, BE alone. */
+  ts[0].arrivals = c->arrivals ? c->arrivals : &arr;
   snprintf(what, sizeof(what), "%s: LC alone", label);
   rc = run_one(c, POL_KIND_MPS_PRIO, ts, 1, what, &res, why);
   if (rc < 0)
@@ -162,7 +186,8 @@ int sim_compare_pair(const sim_compare_config_t *c, const sim_trace_t *lc, const
     goto out;
   }
 
-  ts[1] = (sim_tenant_spec_t){.trace = be, .cls = POL_CLASS_BE, .weight = 1};
+  ts[1] = (sim_tenant_spec_t){.trace = be, .iters = nbe > 1 ? be : NULL,
+                              .niters = nbe > 1 ? nbe : 0, .cls = POL_CLASS_BE, .weight = 1};
   snprintf(what, sizeof(what), "%s: BE alone", label);
   rc = run_one(c, POL_KIND_MPS, ts + 1, 1, what, &res, why);
   if (rc < 0)
@@ -175,7 +200,7 @@ int sim_compare_pair(const sim_compare_config_t *c, const sim_trace_t *lc, const
     goto out;
   }
 
-  /* 4. Each policy on the pair. */
+  /* 3. Each policy on the pair. */
   for (int k = 0; k < POL_KIND_COUNT; k++) {
     if (!c->kinds[k])
       continue;

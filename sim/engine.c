@@ -200,7 +200,6 @@ static int iteration_done(sim__ctx_t *c, uint32_t ti) {
 /* Advances tenant ti's host thread as far as it can at c->now. */
 static int host_step(sim__ctx_t *c, uint32_t ti) {
   sim__tenant_t *t = &c->tenants[ti];
-  const sim_trace_t *tr = t->spec->trace;
   int rc;
   if (!t->in_iter) {
     if (t->spec->cls == POL_CLASS_LC) {
@@ -213,10 +212,13 @@ static int host_step(sim__ctx_t *c, uint32_t ti) {
       return 0;
     }
     t->in_iter = true;
+    t->tr = t->spec->niters ? &t->spec->iters[t->iter % t->spec->niters] : t->spec->trace;
+    t->iter++;
     t->next_k = 0;
     t->iter_start_ns = c->now;
     t->last_submit_ns = c->now;
   }
+  const sim_trace_t *tr = t->tr;
   while (t->next_k < tr->n) {
     const sim_kernel_t *k = &tr->k[t->next_k];
     uint64_t due = t->last_submit_ns + (t->next_k == 0 ? 0 : k->gap_ns);
@@ -229,7 +231,7 @@ static int host_step(sim__ctx_t *c, uint32_t ti) {
     sim__sub_t *u = &c->subs[si];
     u->in_use = true;
     u->tenant = ti;
-    u->kidx = t->next_k;
+    u->k = k;
     u->total = sim_kernel_blocks(k);
     u->done = 0;
     u->gen++;
@@ -258,7 +260,7 @@ static int on_sub_done(sim__ctx_t *c, uint32_t si) {
   sim__tenant_t *t = &c->tenants[ti];
   sub_release(c, si);
   t->outstanding--;
-  if (t->outstanding == 0 && t->in_iter && t->next_k == t->spec->trace->n)
+  if (t->outstanding == 0 && t->in_iter && t->next_k == t->tr->n)
     return iteration_done(c, ti);
   return 0;
 }
@@ -307,20 +309,28 @@ static int check_config(const sim_run_config_t *cfg, const char **why) {
   }
   for (uint32_t i = 0; i < cfg->ntenants; i++) {
     const sim_tenant_spec_t *s = &cfg->tenants[i];
-    if (!s->trace || s->trace->n == 0) {
+    size_t ntr = s->niters ? s->niters : 1;
+    if (!s->niters && !s->trace) {
       *why = "a tenant has an empty trace";
       return -EINVAL;
+    }
+    for (size_t j = 0; j < ntr; j++) {
+      const sim_trace_t *tr = s->niters ? &s->iters[j] : s->trace;
+      if (tr->n == 0) {
+        *why = "a tenant has an empty trace";
+        return -EINVAL;
+      }
+      for (size_t q = 0; q < tr->n; q++) {
+        if (sim_gpu_resident(&cfg->gpu, &tr->k[q]) == 0) {
+          *why = "a kernel's block does not fit on one SM";
+          return -EINVAL;
+        }
+      }
     }
     if (s->cls == POL_CLASS_LC) {
       nlc++;
       if (!s->arrivals) {
         *why = "the LC tenant needs arrivals";
-        return -EINVAL;
-      }
-    }
-    for (size_t j = 0; j < s->trace->n; j++) {
-      if (sim_gpu_resident(&cfg->gpu, &s->trace->k[j]) == 0) {
-        *why = "a kernel's block does not fit on one SM";
         return -EINVAL;
       }
     }

@@ -335,7 +335,7 @@ int sim__gpu_launch(sim__ctx_t *c, const pol_action_t *a) {
   if (si >= c->nsubs || !c->subs[si].in_use || a->tenant >= c->res->ntenants)
     return -EINVAL;
   const sim__sub_t *u = &c->subs[si];
-  const sim_kernel_t *k = &c->tenants[u->tenant].spec->trace->k[u->kidx];
+  const sim_kernel_t *k = u->k;
   if (a->block_count == 0 || a->block_begin + a->block_count > u->total)
     return -EINVAL;
   int rc = launch_alloc(c, &li);

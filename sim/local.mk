@@ -1,7 +1,7 @@
 # sim/local.mk: the discrete-event GPU simulator and tally-sim.
 noinst_LIBRARIES += sim/libtallysim.a
 sim_libtallysim_a_SOURCES = sim/sim.h sim/sim-int.h sim/rng.c sim/trace.c sim/arrivals.c \
-	sim/pool.c sim/gpu.c sim/engine.c sim/compare.c sim/report.c \
+	sim/pool.c sim/file.c sim/runtrace.c sim/wholerun.c sim/gpu.c sim/engine.c sim/compare.c sim/report.c \
 	sim/pairs.h sim/pairs.c sim/pairs-report.c
 SIM_LIBS = sim/libtallysim.a $(POLICY_LIBS)
 bin_PROGRAMS += sim/tally-sim

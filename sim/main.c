@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "sim/sim.h"
+#include "sim/sim-int.h"
 #include "policy/pol-gpu.h"
 
 #include <errno.h>
@@ -37,6 +38,18 @@ static void usage(FILE *f) {
           "throughput.  With no options: the bundled SYNTHETIC pairs, every policy.\n"
           "\n"
           "  --lc FILE --be FILE   one pair of kernel traces (format: sim/trace.c)\n"
+          "  --run-trace FILE      a whole run recorded by tallyd --trace (all tenants;\n"
+          "                        format: sim/runtrace.c): the LC's requests and the\n"
+          "                        BE's steps are cut from it and replayed on the run's\n"
+          "                        own arrivals (load and --azure ignored)\n"
+          "  --lc-csv FILE         with --run-trace: the LC's measured requests\n"
+          "                        (req,arrival_ns,start_ns,end_ns) cut the requests and\n"
+          "                        give the arrivals\n"
+          "  --be-csv FILE         with --run-trace: the BE's steps (iter,start_ns,end_ns)\n"
+          "  --arrivals FILE       with --run-trace, no --lc-csv: arrival offsets in ns,\n"
+          "                        one a line (default: each request's first submit)\n"
+          "  --launch-from-trace   with --run-trace: the launch latency is the one the\n"
+          "                        trace shows (median start - submit on an idle stream)\n"
           "  --traces DIR          folder of the bundled traces (default $TALLY_SIM_TRACES,\n"
           "                        else %s if present,\n"
           "                        else %s)\n"
@@ -96,37 +109,50 @@ static int parse_policies(const char *s, bool kinds[POL_KIND_COUNT]) {
   return 0;
 }
 
+/* 4 GiB: larger than any MAF2 day. */
 static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  size_t cap = 0, n = 0;
-  if (!f)
-    return NULL;
-  for (;;) {
-    if (n == cap) {
-      if (cap >= (1ull << 32))
-        goto fail; /* 4 GiB: larger than any MAF2 day */
-      size_t c = cap ? cap * 2 : 65536;
-      char *p = realloc(buf, c);
-      if (!p)
-        goto fail;
-      buf = p;
-      cap = c;
-    }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0)
-      break;
+  char *b;
+  return sim__read_file(path, (size_t)1 << 32, &b, len) < 0 ? NULL : b;
+}
+
+typedef struct whole_opts {
+  const char *trace, *lc_csv, *be_csv, *arrivals;
+  bool launch_from_trace;
+} whole_opts_t;
+
+/* --run-trace: the measured run's requests, steps and arrivals. */
+static int run_whole(sim_compare_config_t *cc, const whole_opts_t *o, sim_row_t **rows,
+                     size_t *nrows) {
+  sim_wholerun_t w;
+  char err[512];
+  const char *why = NULL;
+  int rc = sim_wholerun_load(o->trace, o->lc_csv, o->be_csv, o->arrivals, &w, err, sizeof(err));
+  if (rc < 0) {
+    fprintf(stderr, "tally-sim: %s\n", err);
+    return rc;
   }
-  if (ferror(f))
-    goto fail;
-  fclose(f);
-  *len = n;
-  return buf;
-fail:
-  free(buf);
-  fclose(f);
-  return NULL;
+  size_t klc = 0, kbe = 0;
+  for (size_t i = 0; i < w.lc.n; i++)
+    klc += w.lc.u[i].n;
+  for (size_t i = 0; i < w.be.n; i++)
+    kbe += w.be.u[i].n;
+  if (o->launch_from_trace && w.launch_ns > 0)
+    cc->gpu.launch_ns = w.launch_ns;
+  cc->arrivals = &w.arrivals;
+  cc->duration_ns = w.arrivals.t_ns[w.arrivals.n - 1] + 1000000;
+  fprintf(stderr,
+          "tally-sim: whole-run trace %s: LC %s: %zu requests (%zu kernels, %zu outside them), "
+          "BE %s: %zu steps (%zu kernels, %zu outside them), %zu preemptions; %zu arrivals over "
+          "%.3f s; launch latency seen %.1f us, simulated %.1f us\n",
+          o->trace, w.lc.u[0].name, w.lc.n, klc, w.lc.dropped, w.be.u[0].name, w.be.n, kbe,
+          w.be.dropped, w.rt.preempts, w.arrivals.n, (double)cc->duration_ns / 1e9,
+          (double)w.launch_ns / 1e3, (double)cc->gpu.launch_ns / 1e3);
+  rc = sim_compare_units(cc, w.label, w.lc.u, w.lc.n, w.be.u, w.be.n, rows, nrows, &why);
+  if (rc < 0)
+    fprintf(stderr, "\ntally-sim: %s: %s (%s)\n", w.label, why ? why : "failed", strerror(-rc));
+  cc->arrivals = NULL;
+  sim_wholerun_close(&w);
+  return rc;
 }
 
 static int load_trace(const char *dir, const char *file, sim_trace_t *t) {
@@ -145,6 +171,7 @@ int main(int argc, char **argv) {
   sim_compare_config_t cc;
   const char *lc_path = NULL, *be_path = NULL, *azure = NULL, *plot = NULL;
   const char *dir = getenv("TALLY_SIM_TRACES");
+  whole_opts_t wo = {0};
   bool csv = false, quiet = false;
   char *azure_text = NULL;
   sim_row_t *rows = NULL;
@@ -172,7 +199,12 @@ int main(int argc, char **argv) {
     O_PLOT,
     O_QUIET,
     O_HELP,
-    O_VERSION
+    O_VERSION,
+    O_RUN_TRACE,
+    O_LC_CSV,
+    O_BE_CSV,
+    O_ARRIVALS,
+    O_LAUNCH_FROM_TRACE
   };
   static const struct option opts[] = {{"lc", required_argument, 0, O_LC},
                                        {"be", required_argument, 0, O_BE},
@@ -196,6 +228,11 @@ int main(int argc, char **argv) {
                                        {"quiet", no_argument, 0, O_QUIET},
                                        {"help", no_argument, 0, O_HELP},
                                        {"version", no_argument, 0, O_VERSION},
+                                       {"run-trace", required_argument, 0, O_RUN_TRACE},
+                                       {"lc-csv", required_argument, 0, O_LC_CSV},
+                                       {"be-csv", required_argument, 0, O_BE_CSV},
+                                       {"arrivals", required_argument, 0, O_ARRIVALS},
+                                       {"launch-from-trace", no_argument, 0, O_LAUNCH_FROM_TRACE},
                                        {0, 0, 0, 0}};
   sim_compare_config_init(&cc);
   if (!dir)
@@ -296,6 +333,21 @@ int main(int argc, char **argv) {
     case 'h':
       usage(stdout);
       return 0;
+    case O_RUN_TRACE:
+      wo.trace = optarg;
+      break;
+    case O_LC_CSV:
+      wo.lc_csv = optarg;
+      break;
+    case O_BE_CSV:
+      wo.be_csv = optarg;
+      break;
+    case O_ARRIVALS:
+      wo.arrivals = optarg;
+      break;
+    case O_LAUNCH_FROM_TRACE:
+      wo.launch_from_trace = true;
+      break;
     case O_VERSION:
       printf("tally-sim (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
       return 0;
@@ -304,7 +356,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (optind < argc || (!lc_path) != (!be_path)) {
+  if (optind < argc || (!lc_path) != (!be_path) || (wo.trace && (lc_path || azure)) ||
+      (!wo.trace && (wo.lc_csv || wo.be_csv || wo.arrivals || wo.launch_from_trace))) {
     usage(stderr);
     return 2;
   }
@@ -323,7 +376,12 @@ int main(int argc, char **argv) {
   }
   if (!quiet)
     cc.progress = progress;
-  if (!csv)
+  if (!csv && wo.trace)
+    printf("tally-sim: discrete-event simulation of one GPU (%u SMs, H200 constants) on the\n"
+           "whole-run trace %s, with the run's own arrivals.\n"
+           "Simulated numbers, not measurements.\n\n",
+           cc.gpu.sm_count, wo.trace);
+  else if (!csv)
     printf("tally-sim: discrete-event simulation of one GPU (%u SMs, H200 constants) on %s;\n"
            "arrivals: %s at %.0f%% load, %g s simulated per run, seed %llu.\n"
            "Simulated numbers, not measurements.\n\n",
@@ -331,7 +389,9 @@ int main(int argc, char **argv) {
            azure ? "Azure Functions 2021 CSV" : "bundled SYNTHETIC bursty generator", cc.load * 100,
            (double)cc.duration_ns / 1e9, (unsigned long long)cc.seed);
   fflush(stdout);
-  size_t npairs = lc_path ? 1 : sim_bundled_npairs;
+  size_t npairs = wo.trace ? 0 : lc_path ? 1 : sim_bundled_npairs;
+  if (wo.trace && run_whole(&cc, &wo, &rows, &nrows) < 0)
+    status = 1;
   for (size_t i = 0; i < npairs && status == 0; i++) {
     sim_trace_t lc = {0}, be = {0};
     if (lc_path ? load_trace(NULL, lc_path, &lc) < 0

@@ -11,6 +11,7 @@
  * Exit 0, 1 on bad input (message names the file and line), 2 on usage.
  */
 #include "sim/pairs.h"
+#include "sim/sim-int.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -28,38 +29,13 @@ static int usage(FILE *f, int rc) {
 }
 
 static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "tally-pairs: %s: %s\n", path, strerror(errno));
+  char *b;
+  int rc = sim__read_file(path, 1u << 30, &b, len);
+  if (rc < 0) {
+    fprintf(stderr, "tally-pairs: %s: %s\n", path,
+            rc == -EFBIG ? "larger than 1 GiB" : strerror(-rc));
     return NULL;
   }
-  char *b = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n == cap) {
-      char *p = cap < (1u << 30) ? realloc(b, cap ? cap * 2 : 65536) : NULL;
-      if (!p) {
-        fprintf(stderr, "tally-pairs: %s: too large or out of memory\n", path);
-        free(b);
-        fclose(f);
-        return NULL;
-      }
-      b = p;
-      cap = cap ? cap * 2 : 65536;
-    }
-    size_t k = fread(b + n, 1, cap - n, f);
-    n += k;
-    if (k == 0)
-      break;
-  }
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    fprintf(stderr, "tally-pairs: %s: read error\n", path);
-    free(b);
-    return NULL;
-  }
-  *len = n;
   return b;
 }
 

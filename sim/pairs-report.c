@@ -9,6 +9,7 @@
  * that does not exist is "-" (Markdown) or empty (CSV).
  */
 #include "sim/pairs.h"
+#include "sim/sim-int.h"
 
 #include <errno.h>
 #include <math.h>
@@ -23,43 +24,7 @@ static int read_file(const char *base, const char *name, char **buf, size_t *len
     snprintf(path, sizeof(path), "%s", name);
   else
     snprintf(path, sizeof(path), "%s/%s", base, name);
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return -errno;
-  size_t cap = 0, n = 0;
-  char *b = NULL;
-  int rc = 0;
-  for (;;) {
-    if (n == cap) {
-      if (cap >= PAIRS_MAX_FILE) {
-        rc = -EFBIG;
-        break;
-      }
-      size_t c = cap ? cap * 2 : 65536;
-      char *p = realloc(b, c);
-      if (!p) {
-        rc = -ENOMEM;
-        break;
-      }
-      b = p;
-      cap = c;
-    }
-    size_t k = fread(b + n, 1, cap - n, f);
-    n += k;
-    if (k == 0) {
-      if (ferror(f))
-        rc = -EIO;
-      break;
-    }
-  }
-  fclose(f);
-  if (rc < 0) {
-    free(b);
-    return rc;
-  }
-  *buf = b;
-  *len = n;
-  return 0;
+  return sim__read_file(path, PAIRS_MAX_FILE, buf, len);
 }
 
 static void fail_row(sim_pairs_row_t *r, const char *file, const char *why) {

@@ -152,8 +152,6 @@ static bool is_header(const field_t *f, int nf, const char *const *names, int k)
 static int grow(void **v, size_t *cap, size_t n, size_t size) {
   if (n < *cap)
     return 0;
-  if (n >= SIM_PAIRS_MAX_ROWS)
-    return -E2BIG;
   size_t c = *cap ? *cap * 2 : 256;
   void *p = realloc(*v, c * size);
   if (!p)
@@ -163,12 +161,20 @@ static int grow(void **v, size_t *cap, size_t n, size_t size) {
   return 0;
 }
 
-/* Parses rows of k unsigned fields after the header `names`; each row goes
- * to row(), which may refuse it with a reason. */
-typedef const char *(*row_fn)(const uint64_t *v, void *dst);
+/* The one CSV reader: a header line `names` (k columns), then rows of k
+ * fields, at most max_rows; each row goes to row(), which fills dst or
+ * refuses the row with a reason.  Errors are "line N: reason". */
+typedef struct table {
+  const char *const *names;
+  int k;
+  size_t max_rows, size;
+  const char *(*row)(const field_t *f, const char *const *names, void *dst, char *why);
+} table_t;
 
-static int parse_table(const char *text, size_t len, const char *const *names, int k, row_fn row,
-                       size_t size, void **out, size_t *nout, char *err, size_t errlen) {
+#define WHY_MAX 96 /* room for row()'s reason when it formats one */
+
+static int parse_table(const char *text, size_t len, const table_t *t, void **out, size_t *nout,
+                       char *err, size_t errlen) {
   lines_t l = {text, len, 0, 0};
   field_t f[MAXF];
   int nf, rc = 0;
@@ -179,32 +185,28 @@ static int parse_table(const char *text, size_t len, const char *const *names, i
     if (skip)
       continue;
     if (!header) {
-      if (!is_header(f, nf, names, k)) {
-        rc = sim__line_err(err, errlen, l.line, "expected the header line %s,%s,...", names[0],
-                           names[1]);
+      if (!is_header(f, nf, t->names, t->k)) {
+        rc = sim__line_err(err, errlen, l.line, "expected the header line %s,%s,...",
+                           t->names[0], t->names[1]);
         goto fail;
       }
       header = true;
       continue;
     }
-    if (nf != k) {
-      rc = sim__line_err(err, errlen, l.line, "expected %d comma-separated fields, found %d", k,
-                         nf);
+    if (nf != t->k) {
+      rc = sim__line_err(err, errlen, l.line, "expected %d comma-separated fields, found %d",
+                         t->k, nf);
       goto fail;
     }
-    uint64_t val[MAXF];
-    for (int i = 0; i < k; i++)
-      if (!parse_u64(&f[i], &val[i])) {
-        rc = sim__line_err(err, errlen, l.line, "field %d (%s) is not an unsigned integer",
-                           i + 1, names[i]);
-        goto fail;
-      }
-    if ((rc = grow(&v, &cap, n, size)) < 0) {
-      if (rc == -E2BIG)
-        sim__line_err(err, errlen, l.line, "more than %u rows", SIM_PAIRS_MAX_ROWS);
+    if (n >= t->max_rows) {
+      rc = -E2BIG;
+      sim__line_err(err, errlen, l.line, "more than %zu rows", t->max_rows);
       goto fail;
     }
-    const char *why = row(val, (char *)v + n * size);
+    if ((rc = grow(&v, &cap, n, t->size)) < 0)
+      goto fail;
+    char buf[WHY_MAX];
+    const char *why = t->row(f, t->names, (char *)v + n * t->size, buf);
     if (why) {
       rc = sim__line_err(err, errlen, l.line, "%s", why);
       goto fail;
@@ -223,8 +225,23 @@ fail:
   return rc;
 }
 
-static const char *lc_row(const uint64_t *v, void *dst) {
+/* Fields 0..k-1 as unsigned integers, or the reason one is not. */
+static const char *u64_fields(const field_t *f, const char *const *names, int k, uint64_t *v,
+                              char *why) {
+  for (int i = 0; i < k; i++)
+    if (!parse_u64(&f[i], &v[i])) {
+      snprintf(why, WHY_MAX, "field %d (%s) is not an unsigned integer", i + 1, names[i]);
+      return why;
+    }
+  return NULL;
+}
+
+static const char *lc_row(const field_t *f, const char *const *names, void *dst, char *buf) {
   sim_pairs_req_t *r = dst;
+  uint64_t v[4];
+  const char *why = u64_fields(f, names, 4, v, buf);
+  if (why)
+    return why;
   r->arrival_ns = v[1];
   r->start_ns = v[2];
   r->end_ns = v[3];
@@ -235,8 +252,12 @@ static const char *lc_row(const uint64_t *v, void *dst) {
   return NULL;
 }
 
-static const char *be_row(const uint64_t *v, void *dst) {
+static const char *be_row(const field_t *f, const char *const *names, void *dst, char *buf) {
   sim_pairs_iter_t *it = dst;
+  uint64_t v[3];
+  const char *why = u64_fields(f, names, 3, v, buf);
+  if (why)
+    return why;
   it->start_ns = v[1];
   it->end_ns = v[2];
   return it->end_ns < it->start_ns ? "end_ns before start_ns" : NULL;
@@ -245,13 +266,15 @@ static const char *be_row(const uint64_t *v, void *dst) {
 int sim_pairs_lc_parse(const char *text, size_t len, sim_pairs_req_t **out, size_t *n, char *err,
                        size_t errlen) {
   static const char *const names[] = {"req", "arrival_ns", "start_ns", "end_ns"};
-  return parse_table(text, len, names, 4, lc_row, sizeof(**out), (void **)out, n, err, errlen);
+  static const table_t t = {names, 4, SIM_PAIRS_MAX_ROWS, sizeof(**out), lc_row};
+  return parse_table(text, len, &t, (void **)out, n, err, errlen);
 }
 
 int sim_pairs_be_parse(const char *text, size_t len, sim_pairs_iter_t **out, size_t *n, char *err,
                        size_t errlen) {
   static const char *const names[] = {"iter", "start_ns", "end_ns"};
-  return parse_table(text, len, names, 3, be_row, sizeof(**out), (void **)out, n, err, errlen);
+  static const table_t t = {names, 3, SIM_PAIRS_MAX_ROWS, sizeof(**out), be_row};
+  return parse_table(text, len, &t, (void **)out, n, err, errlen);
 }
 
 /* ---------------------------------------------------------------- manifest */
@@ -266,60 +289,27 @@ static bool copy_field(char *dst, const field_t *f) {
   return memchr(f->p, '\0', f->n) == NULL;
 }
 
+static const char *manifest_row(const field_t *f, const char *const *names, void *dst,
+                                char *why) {
+  sim_pairs_entry_t *e = dst;
+  (void)names;
+  if (!copy_field(e->pair, &f[0]) || !copy_field(e->mode, &f[1]) ||
+      !copy_field(e->status, &f[2]) || !copy_field(e->lc_csv, &f[3]) ||
+      !copy_field(e->be_csv, &f[4])) {
+    snprintf(why, WHY_MAX, "a field is longer than %d bytes or holds NUL",
+             SIM_PAIRS_FIELD_MAX - 1);
+    return why;
+  }
+  if (!e->pair[0] || !e->mode[0] || !e->status[0])
+    return "empty pair, mode or status";
+  return NULL;
+}
+
 int sim_pairs_manifest_parse(const char *text, size_t len, sim_pairs_entry_t **out, size_t *nout,
                              char *err, size_t errlen) {
   static const char *const names[] = {"pair", "mode", "status", "lc_csv", "be_csv"};
-  lines_t l = {text, len, 0, 0};
-  field_t f[MAXF];
-  int nf, rc = 0;
-  bool skip, header = false;
-  sim_pairs_entry_t *v = NULL;
-  size_t n = 0, cap = 0;
-  while (next_line(&l, f, &nf, &skip)) {
-    if (skip)
-      continue;
-    if (!header) {
-      if (!is_header(f, nf, names, 5)) {
-        rc = sim__line_err(err, errlen, l.line, "expected the header pair,mode,status,lc_csv,be_csv");
-        goto fail;
-      }
-      header = true;
-      continue;
-    }
-    if (nf != 5) {
-      rc = sim__line_err(err, errlen, l.line, "expected 5 comma-separated fields, found %d", nf);
-      goto fail;
-    }
-    if (n >= SIM_PAIRS_MAX_ENTRIES) {
-      rc = sim__line_err(err, errlen, l.line, "more than %u entries", SIM_PAIRS_MAX_ENTRIES);
-      goto fail;
-    }
-    if ((rc = grow((void **)&v, &cap, n, sizeof(*v))) < 0)
-      goto fail;
-    sim_pairs_entry_t *e = &v[n];
-    if (!copy_field(e->pair, &f[0]) || !copy_field(e->mode, &f[1]) ||
-        !copy_field(e->status, &f[2]) || !copy_field(e->lc_csv, &f[3]) ||
-        !copy_field(e->be_csv, &f[4])) {
-      rc = sim__line_err(err, errlen, l.line, "a field is longer than %d bytes or holds NUL",
-                         SIM_PAIRS_FIELD_MAX - 1);
-      goto fail;
-    }
-    if (!e->pair[0] || !e->mode[0] || !e->status[0]) {
-      rc = sim__line_err(err, errlen, l.line, "empty pair, mode or status");
-      goto fail;
-    }
-    n++;
-  }
-  if (!header) {
-    rc = sim__line_err(err, errlen, l.line, "no header line");
-    goto fail;
-  }
-  *out = v;
-  *nout = n;
-  return 0;
-fail:
-  free(v);
-  return rc;
+  static const table_t t = {names, 5, SIM_PAIRS_MAX_ENTRIES, sizeof(**out), manifest_row};
+  return parse_table(text, len, &t, (void **)out, nout, err, errlen);
 }
 
 /* ---------------------------------------------------------------- statistics */

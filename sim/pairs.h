@@ -81,6 +81,8 @@ typedef struct sim_pairs_entry {
   char be_csv[SIM_PAIRS_FIELD_MAX];
 } sim_pairs_entry_t;
 
+/* Same errors as the CSV readers (one reader serves all three): "line N:
+ * reason", and -E2BIG "line N: more than SIM_PAIRS_MAX_ENTRIES rows". */
 #define SIM_PAIRS_MAX_ENTRIES 4096u
 int sim_pairs_manifest_parse(const char *text, size_t len, sim_pairs_entry_t **out, size_t *n,
                              char *err, size_t errlen);

@@ -75,7 +75,7 @@ typedef struct sim__launch {
 typedef struct sim__sub {
   bool in_use;
   uint32_t tenant;
-  uint32_t kidx; /* kernel index in the tenant's trace */
+  const sim_kernel_t *k; /* the kernel (in the tenant's trace of this iteration) */
   uint64_t total, done;
   uint32_t gen;
   uint32_t next_free;
@@ -90,6 +90,8 @@ typedef struct sim__tenant {
   uint32_t stream_head, stream_tail; /* launch index + 1 */
   /* host thread */
   uint64_t req;         /* LC: index of the current request */
+  uint64_t iter;        /* iterations started (picks the trace of spec->iters) */
+  const sim_trace_t *tr; /* the trace of the current iteration */
   bool in_iter;         /* submitting or waiting for an iteration */
   uint32_t next_k;      /* next kernel of the iteration to submit */
   uint64_t outstanding; /* submitted kernels not complete (host view) */
@@ -101,6 +103,18 @@ typedef struct sim__tenant {
  * and returns -EPROTO: the one error path of the trace and CSV readers. */
 int sim__line_err(char *err, size_t errlen, size_t line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Reads all of path into *buf (malloc'd, NUL added after *len bytes).  0,
+ * -errno of fopen, -EFBIG (more than max bytes), -ENOMEM, -EIO. */
+int sim__read_file(const char *path, size_t max, char **buf, size_t *len);
+/* The same for a trace (at most SIM_TRACE_MAX_BYTES), with why in err. */
+int sim__read_trace_file(const char *path, char **buf, size_t *len, char *err, size_t errlen);
+
+/* One kernel line of the trace format (trace.c's table), without its
+ * comment: p[0..n).  0 with name and *k filled, 1 for a blank line, or
+ * -EPROTO with "line LINE: reason" in err. */
+int sim__trace_line(const char *p, size_t n, size_t line, char name[SIM_NAME_MAX],
+                    sim_kernel_t *k, char *err, size_t errlen);
 
 /* Free-list pools (pool.c): take an entry of a growable array of records
  * chained through the u32 field `link` (index + 1; 0 = end); new records are

@@ -69,6 +69,7 @@ typedef struct sim_kernel {
 } sim_kernel_t;
 
 #define SIM_NAME_MAX 48
+#define SIM_MAX_TENANTS 8
 
 typedef struct sim_trace {
   char name[SIM_NAME_MAX]; /* workload name (the tenant field) */
@@ -90,6 +91,66 @@ int sim_trace_write(const sim_trace_t *t, FILE *f);
 /* Logical blocks of kernel i. */
 uint64_t sim_kernel_blocks(const sim_kernel_t *k);
 
+/* ---------------------------------------------------------------- whole-run traces */
+
+/* A whole-run trace is what `tallyd --trace` writes: every kernel of every
+ * tenant of a run, with class and host times in a comment (table in
+ * runtrace.c).  One record per submission, its slices and PTB launches
+ * merged. */
+typedef struct sim_run_kernel {
+  sim_kernel_t k;   /* gap_ns as recorded; block_ns summed over the pieces */
+  uint32_t tenant;  /* index into sim_runtrace_t.tenants */
+  uint64_t submit_ns, start_ns, end_ns; /* CLOCK_MONOTONIC of the machine */
+} sim_run_kernel_t;
+
+typedef struct sim_run_tenant {
+  char name[SIM_NAME_MAX];
+  pol_class_t cls;
+  size_t kernels; /* submissions */
+} sim_run_tenant_t;
+
+typedef struct sim_runtrace {
+  sim_run_tenant_t tenants[SIM_MAX_TENANTS];
+  uint32_t ntenants;
+  sim_run_kernel_t *k; /* by submit time */
+  size_t n;
+  size_t pieces;   /* kernel lines read (>= n) */
+  size_t preempts; /* `# preempt` lines */
+} sim_runtrace_t;
+
+/* 0, -EPROTO with "line N: reason" in err, -ENOMEM; *out untouched on error. */
+int sim_runtrace_parse(const char *text, size_t len, sim_runtrace_t *out, char *err,
+                       size_t errlen);
+int sim_runtrace_load(const char *path, sim_runtrace_t *out, char *err, size_t errlen);
+void sim_runtrace_close(sim_runtrace_t *rt);
+
+/* A measured request (LC) or step (BE): the pair benchmark's CSV row. */
+typedef struct sim_span {
+  uint64_t arrival_ns, start_ns, end_ns; /* BE: arrival = start */
+} sim_span_t;
+
+/* One tenant's kernels cut into units: its requests or its steps. */
+typedef struct sim_units {
+  sim_trace_t *u; /* one trace per unit, gaps from the submit times */
+  size_t n;
+  uint64_t *arrival_ns; /* per unit: its window's arrival, or its first submit */
+  size_t *win_index;    /* per unit: its window (NULL when none were given) */
+  size_t dropped;       /* kernels outside every window (warm-up) */
+} sim_units_t;
+
+/* Cuts the kernels of the one tenant of class cls into units.  With windows
+ * (sorted by start; the measured requests or steps, same clock): a kernel
+ * belongs to the window holding its submit time; windows without kernels
+ * give no unit; kernels outside all are dropped.  Without (win NULL): a
+ * kernel starts a new unit when it was submitted after every earlier kernel
+ * of the tenant had ended (the host had synchronised).  Every launch of a
+ * kernel signature (id, grid, block, shmem) gets the signature's
+ * 10th-percentile block time.  0, -ENOENT (no such kernels), -EINVAL (two
+ * tenants of the class, bad windows), -ENOMEM; err says why. */
+int sim_runtrace_split(const sim_runtrace_t *rt, pol_class_t cls, const sim_span_t *win,
+                       size_t nwin, sim_units_t *out, char *err, size_t errlen);
+void sim_units_close(sim_units_t *u);
+
 /* ---------------------------------------------------------------- arrivals */
 
 typedef struct sim_arrivals {
@@ -108,14 +169,45 @@ int sim_arrivals_bursty(sim_arrivals_t *a, sim_rng_t *r, double rate_per_s, uint
  * -EPROTO with "line N: reason" in err on bad input. */
 int sim_arrivals_azure(sim_arrivals_t *a, const char *text, size_t len, const char *func,
                        double rate_per_s, uint64_t duration_ns, char *err, size_t errlen);
+/* Arrival offsets in ns, one per line, sorted ('#' lines and blank lines
+ * skipped): what `tally-pairs arrivals` writes.  0, -EPROTO with "line N:
+ * reason", -ENOMEM, -E2BIG (more than SIM_TRACE_MAX_KERNELS). */
+int sim_arrivals_parse(sim_arrivals_t *a, const char *text, size_t len, char *err,
+                       size_t errlen);
 void sim_arrivals_close(sim_arrivals_t *a);
+
+/* A measured run ready for sim_compare_units (wholerun.c): tallyd's
+ * whole-run trace cut into requests and steps (by the CSVs' rows when
+ * given), the run's arrivals, and its LC launch latency. */
+typedef struct sim_wholerun {
+  sim_runtrace_t rt;
+  sim_units_t lc, be;       /* requests, steps */
+  sim_arrivals_t arrivals;  /* offsets from the first */
+  uint64_t launch_ns;       /* sim_runtrace_launch_ns of the LC; 0: none seen */
+  char label[2 * SIM_NAME_MAX + 2];
+} sim_wholerun_t;
+
+/* trace: tallyd --trace FILE; lc_csv, be_csv, arrivals: NULL or the pair
+ * benchmark's files of the same run.  0 or a negative errno with err set
+ * (a reader's "line N: reason" prefixed by the file). */
+int sim_wholerun_load(const char *trace, const char *lc_csv, const char *be_csv,
+                      const char *arrivals, sim_wholerun_t *w, char *err, size_t errlen);
+void sim_wholerun_close(sim_wholerun_t *w);
+
+/* Median of start - submit over the kernels of class cls submitted when
+ * every earlier one of the class had ended (an idle stream): the launch
+ * latency the run showed.  0 when there is none. */
+uint64_t sim_runtrace_launch_ns(const sim_runtrace_t *rt, pol_class_t cls);
 
 /* ---------------------------------------------------------------- runs */
 
-#define SIM_MAX_TENANTS 8
-
 typedef struct sim_tenant_spec {
   const sim_trace_t *trace; /* one request (LC) or one training step (BE) */
+  /* niters > 0: iteration i (the LC's request i, the BE's step i) runs
+   * iters[i % niters] instead of trace (a whole-run trace's own requests and
+   * steps, sim_runtrace_split); trace is then ignored. */
+  const sim_trace_t *iters;
+  size_t niters;
   pol_class_t cls;
   uint32_t weight;                /* BE share, 1..1000 */
   const sim_arrivals_t *arrivals; /* LC: open-loop request arrivals; NULL: closed loop */
@@ -204,6 +296,9 @@ typedef struct sim_compare_config {
   const char *azure_text;     /* NULL: bursty generator */
   size_t azure_len;
   const char *azure_func;   /* NULL: busiest function */
+  /* Given arrivals (offsets from 0, sorted): used as they are, load and the
+   * generators ignored; e.g. the measured ones of a whole-run trace. */
+  const sim_arrivals_t *arrivals;
   const char *profile_path; /* ours: load/save profiles (NULL: none) */
   void (*progress)(void *arg, const char *what, uint64_t now_ns, uint64_t end_ns);
   void *progress_arg;
@@ -214,6 +309,12 @@ void sim_compare_config_init(sim_compare_config_t *c);
  * sim_rows_free).  0, -EINVAL with *why, -ENOMEM, or a run's error. */
 int sim_compare_pair(const sim_compare_config_t *c, const sim_trace_t *lc, const sim_trace_t *be,
                      sim_row_t **rows, size_t *nrows, const char **why);
+/* The same with per-iteration traces (sim_tenant_spec_t.iters): the LC's
+ * request i runs lc[i % nlc], the BE's step i be[i % nbe]; label names the
+ * pair in the rows. */
+int sim_compare_units(const sim_compare_config_t *c, const char *label, const sim_trace_t *lc,
+                      size_t nlc, const sim_trace_t *be, size_t nbe, sim_row_t **rows,
+                      size_t *nrows, const char **why);
 void sim_rows_free(sim_row_t *rows, size_t n);
 
 void sim_report_table(FILE *f, const sim_row_t *rows, size_t n);

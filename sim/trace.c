@@ -1,9 +1,10 @@
 /* trace.c: the kernel trace text format: parser and writer.
  *
  * A kernel trace is one workload's iteration (one inference request, or one
- * training step): one line per kernel, in submission order.  tallyd will
- * record real ones in this format; the bundled ones in sim/traces/ are
- * SYNTHETIC (sim/traces/README.md says how they were made).
+ * training step): one line per kernel, in submission order.  tallyd records
+ * whole runs in this format plus a comment per line (runtrace.c); the
+ * bundled ones in sim/traces/ are SYNTHETIC (sim/traces/README.md says how
+ * they were made).
  *
  * Text, UTF-8/ASCII; '#' starts a comment to the end of the line; blank
  * lines are ignored; fields are separated by spaces or tabs:
@@ -159,6 +160,35 @@ static int parse_line(tok_t *f, int nf, size_t line, sim_kernel_t *k, char *err,
   return 0;
 }
 
+int sim__trace_line(const char *p, size_t n, size_t line, char name[SIM_NAME_MAX],
+                    sim_kernel_t *k, char *err, size_t errlen) {
+  tok_t f[MAX_FIELDS + 1];
+  int nf = 0;
+  for (size_t i = 0; i < n;) {
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r'))
+      i++;
+    if (i >= n)
+      break;
+    size_t s = i;
+    while (i < n && p[i] != ' ' && p[i] != '\t' && p[i] != '\r')
+      i++;
+    if (nf <= MAX_FIELDS) {
+      f[nf].p = p + s;
+      f[nf].n = i - s;
+    }
+    nf++;
+  }
+  if (nf == 0)
+    return 1;
+  if (nf > MAX_FIELDS)
+    return sim__line_err(err, errlen, line, "expected 7 to 9 fields, found %d", nf);
+  if (!name_ok(&f[0]))
+    return sim__line_err(err, errlen, line, "bad tenant name (1-47 of A-Z a-z 0-9 . _ -)");
+  memcpy(name, f[0].p, f[0].n);
+  name[f[0].n] = '\0';
+  return parse_line(f, nf, line, k, err, errlen);
+}
+
 int sim_trace_parse(const char *text, size_t len, sim_trace_t *out, char *err, size_t errlen) {
   sim_trace_t t = {0};
   size_t cap = 0, line = 0, pos = 0;
@@ -166,48 +196,23 @@ int sim_trace_parse(const char *text, size_t len, sim_trace_t *out, char *err, s
   if (len > SIM_TRACE_MAX_BYTES)
     return sim__line_err(err, errlen, 0, "trace larger than %u bytes", SIM_TRACE_MAX_BYTES);
   while (pos < len) {
-    size_t end = pos;
-    tok_t f[MAX_FIELDS + 1];
-    int nf = 0;
+    size_t end = pos, stop;
+    char name[SIM_NAME_MAX];
+    sim_kernel_t k;
     line++;
     while (end < len && text[end] != '\n')
       end++;
-    size_t stop = end;
-    for (size_t i = pos; i < end; i++) {
-      if (text[i] == '#') {
-        stop = i;
-        break;
-      }
-    }
-    for (size_t i = pos; i < stop;) {
-      while (i < stop && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r'))
-        i++;
-      if (i >= stop)
-        break;
-      size_t s = i;
-      while (i < stop && text[i] != ' ' && text[i] != '\t' && text[i] != '\r')
-        i++;
-      if (nf <= MAX_FIELDS) {
-        f[nf].p = text + s;
-        f[nf].n = i - s;
-      }
-      nf++;
-    }
+    const char *hash = memchr(text + pos, '#', end - pos);
+    stop = hash ? (size_t)(hash - text) : end;
+    rc = sim__trace_line(text + pos, stop - pos, line, name, &k, err, errlen);
     pos = end + 1;
-    if (nf == 0)
+    if (rc == 1)
       continue;
-    if (nf > MAX_FIELDS) {
-      rc = sim__line_err(err, errlen, line, "expected 7 to 9 fields, found %d", nf);
+    if (rc < 0)
       goto fail;
-    }
-    if (!name_ok(&f[0])) {
-      rc = sim__line_err(err, errlen, line, "bad tenant name (1-47 of A-Z a-z 0-9 . _ -)");
-      goto fail;
-    }
     if (t.n == 0) {
-      memcpy(t.name, f[0].p, f[0].n);
-      t.name[f[0].n] = '\0';
-    } else if (strlen(t.name) != f[0].n || memcmp(t.name, f[0].p, f[0].n) != 0) {
+      snprintf(t.name, sizeof(t.name), "%s", name);
+    } else if (strcmp(t.name, name) != 0) {
       rc = sim__line_err(err, errlen, line, "tenant differs from line 1's (one workload per file)");
       goto fail;
     }
@@ -217,18 +222,15 @@ int sim_trace_parse(const char *text, size_t len, sim_trace_t *out, char *err, s
     }
     if (t.n == cap) {
       size_t nc = cap ? cap * 2 : 64;
-      sim_kernel_t *k = realloc(t.k, nc * sizeof(*k));
-      if (!k) {
+      sim_kernel_t *nk = realloc(t.k, nc * sizeof(*nk));
+      if (!nk) {
         rc = -ENOMEM;
         goto fail;
       }
-      t.k = k;
+      t.k = nk;
       cap = nc;
     }
-    rc = parse_line(f, nf, line, &t.k[t.n], err, errlen);
-    if (rc < 0)
-      goto fail;
-    t.n++;
+    t.k[t.n++] = k;
   }
   if (t.n == 0) {
     rc = sim__line_err(err, errlen, line, "no kernels");
@@ -242,29 +244,13 @@ fail:
 }
 
 int sim_trace_load(const char *path, sim_trace_t *out, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  int rc;
-  if (!f) {
-    rc = -errno;
-    if (err && errlen)
-      snprintf(err, errlen, "%s", strerror(errno));
+  size_t len;
+  char *buf = NULL;
+  int rc = sim__read_trace_file(path, &buf, &len, err, errlen);
+  if (rc < 0)
     return rc;
-  }
-  char *buf = malloc(SIM_TRACE_MAX_BYTES + 1u);
-  if (!buf) {
-    fclose(f);
-    return -ENOMEM;
-  }
-  size_t n = fread(buf, 1, SIM_TRACE_MAX_BYTES + 1u, f);
-  if (ferror(f)) {
-    rc = -EIO;
-    if (err && errlen)
-      snprintf(err, errlen, "read error");
-  } else {
-    rc = sim_trace_parse(buf, n, out, err, errlen);
-  }
+  rc = sim_trace_parse(buf, len, out, err, errlen);
   free(buf);
-  fclose(f);
   return rc;
 }
 

@@ -1,6 +1,7 @@
 # tests/sim.mk: unit tests of sim/ (and of policy/ decisions in simulation).
 SIM_TESTS = tests/test-sim-rng tests/test-sim-trace tests/test-sim-decisions \
-	tests/test-sim-determinism tests/test-sim-trace-replay tests/test-sim-oom
+	tests/test-sim-determinism tests/test-sim-trace-replay tests/test-sim-oom \
+	tests/test-sim-runtrace
 if HAVE_CMOCKA
 check_PROGRAMS += $(SIM_TESTS)
 TESTS += $(SIM_TESTS)
@@ -14,6 +15,9 @@ tests_test_sim_trace_LDADD = $(SIM_LIBS) $(TEST_LIBS)
 tests_test_sim_trace_replay_SOURCES = tests/test-sim-trace-replay.c tests/fuzz/fuzz-sim-trace.c
 tests_test_sim_trace_replay_CFLAGS = $(TEST_CFLAGS)
 tests_test_sim_trace_replay_LDADD = $(SIM_LIBS) $(TEST_LIBS)
+tests_test_sim_runtrace_SOURCES = tests/test-sim-runtrace.c
+tests_test_sim_runtrace_CFLAGS = $(TEST_CFLAGS)
+tests_test_sim_runtrace_LDADD = $(SIM_LIBS) $(TEST_LIBS)
 tests_test_sim_oom_SOURCES = tests/test-sim-oom.c tests/oom-harness.h
 tests_test_sim_oom_CFLAGS = $(TEST_CFLAGS)
 tests_test_sim_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc \
@@ -40,6 +44,7 @@ FUZZ_TARGETS += tests/fuzz/fuzz-sim-trace
 noinst_PROGRAMS += tests/fuzz/fuzz-sim-trace
 endif
 tests_fuzz_fuzz_sim_trace_SOURCES = tests/fuzz/fuzz-sim-trace.c sim/trace.c sim/arrivals.c \
+	sim/file.c sim/runtrace.c \
 	sim/rng.c policy/config.c policy/sched.c policy/profile.c policy/profile-file.c \
 	policy/tally.c policy/ref-mps.c policy/ref-timeslice.c policy/ref-tgs.c
 tests_fuzz_fuzz_sim_trace_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined

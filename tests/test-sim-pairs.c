@@ -227,6 +227,32 @@ static void manifest_errors_name_the_line(void **state) {
   assert_string_equal(e[0].lc_csv, "a.csv");
   assert_string_equal(e[0].be_csv, "");
   free(e);
+  /* The same reader as the CSVs: the same header and field errors. */
+  const char *hdr = "pair,mode\n";
+  assert_int_equal(sim_pairs_manifest_parse(hdr, strlen(hdr), &e, &n, err, sizeof(err)), -EPROTO);
+  assert_non_null(strstr(err, "line 1: expected the header line pair,mode,..."));
+  const char *empty = "pair,mode,status,lc_csv,be_csv\n\np,,ok,-,-\n";
+  assert_int_equal(sim_pairs_manifest_parse(empty, strlen(empty), &e, &n, err, sizeof(err)),
+                   -EPROTO);
+  assert_non_null(strstr(err, "line 3: empty pair, mode or status"));
+  /* More rows than the bound: refused, naming the first row too many. */
+  size_t cap = 64 + (SIM_PAIRS_MAX_ENTRIES + 1) * 16, o = 0;
+  char *big = malloc(cap);
+  assert_non_null(big);
+  o += (size_t)snprintf(big, cap, "pair,mode,status,lc_csv,be_csv\n");
+  for (unsigned i = 0; i <= SIM_PAIRS_MAX_ENTRIES; i++)
+    o += (size_t)snprintf(big + o, cap - o, "p,m%u,ok,-,-\n", i);
+  assert_int_equal(sim_pairs_manifest_parse(big, o, &e, &n, err, sizeof(err)), -E2BIG);
+  char want[64];
+  snprintf(want, sizeof(want), "line %u: more than %u rows", SIM_PAIRS_MAX_ENTRIES + 2,
+           SIM_PAIRS_MAX_ENTRIES);
+  assert_string_equal(err, want);
+  assert_int_equal(sim_pairs_manifest_parse(big, o - strlen("p,m4096,ok,-,-\n"), &e, &n, err,
+                                            sizeof(err)),
+                   0);
+  assert_int_equal(n, SIM_PAIRS_MAX_ENTRIES);
+  free(e);
+  free(big);
 }
 
 /* Writes the CSVs of one pair into a temporary folder and reports it. */

@@ -2,7 +2,8 @@
  * sim/ and policy/.
  *
  * The first input byte picks the decoder (mod 3): 0 the kernel trace text
- * format (sim/trace.c), 1 the Azure Functions 2021 CSV (sim/arrivals.c),
+ * format (sim/trace.c) and the same bytes as a whole-run trace
+ * (sim/runtrace.c, cut into units by class when it parses), 1 the Azure Functions 2021 CSV (sim/arrivals.c),
  * 2 the profile file (policy/profile-file.c).  The rest is the file.  Each
  * must return 0 or an error, never crash, never read past the buffer (the
  * buffer is exactly the input; ASan checks), never leak.  A parse that
@@ -41,6 +42,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(buf);
       }
       sim_trace_close(&t);
+    }
+    sim_runtrace_t rt;
+    if (sim_runtrace_parse(text, len, &rt, err, sizeof(err)) == 0) {
+      for (int c = 0; c < 2; c++) {
+        sim_units_t un;
+        if (sim_runtrace_split(&rt, c ? POL_CLASS_BE : POL_CLASS_LC, NULL, 0, &un, err,
+                               sizeof(err)) == 0)
+          sim_units_close(&un);
+      }
+      (void)sim_runtrace_launch_ns(&rt, POL_CLASS_LC);
+      sim_runtrace_close(&rt);
     }
     break;
   }

@@ -41,38 +41,23 @@ struct be_opts {
   int waves = 1, threads = 256, warmup = 5;
 };
 
-static void usage(void) {
-  fprintf(stderr, "usage: pair-be --out CSV [--block-us 1000] [--waves 1] [--threads 256]\n"
-                  "               [--warmup 5] [--ready FILE] [--max-seconds 600]\n");
-  exit(2);
-}
+static const char be_usage[] =
+    "usage: pair-be --out CSV [--block-us 1000] [--waves 1] [--threads 256]\n"
+    "               [--warmup 5] [--ready FILE] [--max-seconds 600]\n";
 
 static be_opts parse(int argc, char **argv) {
   be_opts o;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (i + 1 >= argc)
-      usage();
-    const char *v = argv[++i];
-    if (!strcmp(a, "--out"))
-      o.out = v;
-    else if (!strcmp(a, "--ready"))
-      o.ready = v;
-    else if (!strcmp(a, "--block-us"))
-      o.block_us = pair_num(a, v);
-    else if (!strcmp(a, "--waves"))
-      o.waves = (int)pair_num(a, v);
-    else if (!strcmp(a, "--threads"))
-      o.threads = (int)pair_num(a, v);
-    else if (!strcmp(a, "--warmup"))
-      o.warmup = (int)pair_num(a, v);
-    else if (!strcmp(a, "--max-seconds"))
-      o.max_s = pair_num(a, v);
-    else
-      usage();
-  }
+  const pair_opt opts[] = {{"--out", &o.out, nullptr, nullptr},
+                           {"--ready", &o.ready, nullptr, nullptr},
+                           {"--block-us", nullptr, &o.block_us, nullptr},
+                           {"--waves", nullptr, nullptr, &o.waves},
+                           {"--threads", nullptr, nullptr, &o.threads},
+                           {"--warmup", nullptr, nullptr, &o.warmup},
+                           {"--max-seconds", nullptr, &o.max_s, nullptr},
+                           {nullptr, nullptr, nullptr, nullptr}};
+  pair_parse(argc, argv, opts, be_usage);
   if (!o.out || o.waves < 1 || o.threads < 32 || o.threads > 1024)
-    usage();
+    pair_usage(be_usage);
   return o;
 }
 

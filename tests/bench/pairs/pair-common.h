@@ -5,7 +5,7 @@
  * Device: a block spins on %globaltimer (ns, independent of the SM clock)
  * for the asked time, so a kernel's length does not depend on clock speed.
  * The kernels live in the .cu files (their own names, so a trace tells them
- * apart); this header only holds the device timer read.
+ * apart); this header holds the device timer read and the option parser.
  */
 #ifndef TALLY_PAIR_COMMON_H
 #define TALLY_PAIR_COMMON_H
@@ -74,6 +74,39 @@ static inline double pair_num(const char *opt, const char *s) {
     exit(2);
   }
   return v;
+}
+
+/* One option of a pair program: `--name VALUE`, stored as a string, a
+ * non-negative number or a non-negative int (exactly one target set). */
+struct pair_opt {
+  const char *name;
+  const char **str;
+  double *num;
+  int *inum;
+};
+
+static inline void pair_usage(const char *usage) {
+  fputs(usage, stderr);
+  exit(2);
+}
+
+/* Parses argv as `--name VALUE` pairs against opts (ended by a null name);
+ * an unknown option, a missing value or a bad number: usage, exit 2. */
+static inline void pair_parse(int argc, char **argv, const pair_opt *opts, const char *usage) {
+  for (int i = 1; i < argc; i += 2) {
+    const pair_opt *o = opts;
+    while (o->name && strcmp(o->name, argv[i]) != 0)
+      o++;
+    if (!o->name || i + 1 >= argc)
+      pair_usage(usage);
+    const char *v = argv[i + 1];
+    if (o->str)
+      *o->str = v;
+    else if (o->num)
+      *o->num = pair_num(o->name, v);
+    else
+      *o->inum = (int)pair_num(o->name, v);
+  }
 }
 
 #endif

@@ -36,38 +36,23 @@ struct lc_opts {
   double kernel_us = 25, deadline_s = 0;
 };
 
-static void usage(void) {
-  fprintf(stderr, "usage: pair-lc --arrivals FILE --out CSV [--kernels 8] [--kernel-us 25]\n"
-                  "               [--threads 256] [--warmup 50] [--deadline-s S]\n");
-  exit(2);
-}
+static const char lc_usage[] =
+    "usage: pair-lc --arrivals FILE --out CSV [--kernels 8] [--kernel-us 25]\n"
+    "               [--threads 256] [--warmup 50] [--deadline-s S]\n";
 
 static lc_opts parse(int argc, char **argv) {
   lc_opts o;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (i + 1 >= argc)
-      usage();
-    const char *v = argv[++i];
-    if (!strcmp(a, "--arrivals"))
-      o.arrivals = v;
-    else if (!strcmp(a, "--out"))
-      o.out = v;
-    else if (!strcmp(a, "--kernels"))
-      o.kernels = (int)pair_num(a, v);
-    else if (!strcmp(a, "--kernel-us"))
-      o.kernel_us = pair_num(a, v);
-    else if (!strcmp(a, "--threads"))
-      o.threads = (int)pair_num(a, v);
-    else if (!strcmp(a, "--warmup"))
-      o.warmup = (int)pair_num(a, v);
-    else if (!strcmp(a, "--deadline-s"))
-      o.deadline_s = pair_num(a, v);
-    else
-      usage();
-  }
+  const pair_opt opts[] = {{"--arrivals", &o.arrivals, nullptr, nullptr},
+                           {"--out", &o.out, nullptr, nullptr},
+                           {"--kernels", nullptr, nullptr, &o.kernels},
+                           {"--kernel-us", nullptr, &o.kernel_us, nullptr},
+                           {"--threads", nullptr, nullptr, &o.threads},
+                           {"--warmup", nullptr, nullptr, &o.warmup},
+                           {"--deadline-s", nullptr, &o.deadline_s, nullptr},
+                           {nullptr, nullptr, nullptr, nullptr}};
+  pair_parse(argc, argv, opts, lc_usage);
   if (!o.arrivals || !o.out || o.kernels < 1 || o.threads < 32 || o.threads > 1024)
-    usage();
+    pair_usage(lc_usage);
   return o;
 }
 
