@@ -482,6 +482,10 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
   CUresult r;
   if (ss->t->direct)
     return launch_direct(ss, l);
+  /* No block to run: the driver refuses it at once, and policy/ has no
+   * block range to issue (the fence would wait for it forever). */
+  if (!l->grid[0] || !l->grid[1] || !l->grid[2] || !l->block[0] || !l->block[1] || !l->block[2])
+    return CUDA_ERROR_INVALID_VALUE;
   if (!(it = item_new(IT_SUBMIT, ss, abytes + l->argbytes)))
     return CUDA_ERROR_OUT_OF_MEMORY;
   if (!ss->run_open) {
