@@ -53,7 +53,7 @@ static void row_line(FILE *f, const hostd_row_t *r) {
 static void sched_line(FILE *f, const hostd_view_sched_t *s) {
   if (!s->on)
     return;
-  fprintf(f, "scheduler: %llu sliced and %llu PTB launches, %llu preemptions", 
+  fprintf(f, "scheduler: %llu sliced and %llu PTB launches, %llu preemptions",
           (unsigned long long)s->sliced, (unsigned long long)s->ptb,
           (unsigned long long)s->preempts);
   if (s->turnarounds)
@@ -122,7 +122,8 @@ static void sched_series(FILE *f, const hostd_view_sched_t *s) {
   fprintf(f, "tally_sched_variant_launches_total{form=\"sliced\"} %llu\n",
           (unsigned long long)s->sliced);
   fprintf(f, "tally_sched_variant_launches_total{form=\"ptb\"} %llu\n", (unsigned long long)s->ptb);
-  header(f, "tally_sched_preemptions_total", "counter", "PTB launches whose preemption flag was raised.");
+  header(f, "tally_sched_preemptions_total", "counter",
+         "PTB launches whose preemption flag was raised.");
   fprintf(f, "tally_sched_preemptions_total %llu\n", (unsigned long long)s->preempts);
   if (!s->turnarounds)
     return;
@@ -149,7 +150,8 @@ static void scheduled_series(FILE *f, const hostd_view_t *v) {
               label(name, sizeof(name), r->name), r->id, class_name(r->prio),
               (double)r->gpu_ns / 1e9);
   }
-  header(f, "tally_tenant_weight", "gauge", "A tenant's weight in the scheduler (--tenant-weight).");
+  header(f, "tally_tenant_weight", "gauge",
+         "A tenant's weight in the scheduler (--tenant-weight).");
   for (size_t i = 0; i < v->n; i++) {
     char name[300];
     const hostd_row_t *r = &v->rows[i];
@@ -165,7 +167,8 @@ static void scheduled_series(FILE *f, const hostd_view_t *v) {
     if (!r->weight)
       continue;
     label(name, sizeof(name), r->name);
-    fprintf(f, "tally_tenant_variant_launches_total{tenant=\"%s\",id=\"%u\",form=\"sliced\"} %llu\n",
+    fprintf(f,
+            "tally_tenant_variant_launches_total{tenant=\"%s\",id=\"%u\",form=\"sliced\"} %llu\n",
             name, r->id, (unsigned long long)r->sliced);
     fprintf(f, "tally_tenant_variant_launches_total{tenant=\"%s\",id=\"%u\",form=\"ptb\"} %llu\n",
             name, r->id, (unsigned long long)r->ptb);

@@ -533,8 +533,10 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
   assert_non_null(strstr(m, "tally_sched_variant_launches_total{form=\"sliced\"} 41\n"));
   assert_non_null(strstr(m, "tally_sched_variant_launches_total{form=\"ptb\"} 17\n"));
   assert_non_null(strstr(m, "tally_sched_preemptions_total 5\n"));
-  assert_non_null(strstr(m, "tally_sched_preempt_turnaround_microseconds{quantile=\"0.5\"} 12.0\n"));
-  assert_non_null(strstr(m, "tally_sched_preempt_turnaround_microseconds{quantile=\"0.99\"} 37.0\n"));
+  assert_non_null(
+      strstr(m, "tally_sched_preempt_turnaround_microseconds{quantile=\"0.5\"} 12.0\n"));
+  assert_non_null(
+      strstr(m, "tally_sched_preempt_turnaround_microseconds{quantile=\"0.99\"} 37.0\n"));
   assert_non_null(strstr(m, "tally_tenant_variant_launches_total{tenant=\"be\",id=\"2\","
                             "form=\"ptb\"} 17\n"));
   assert_non_null(strstr(m, "tally_tenant_variant_launches_total{tenant=\"lc\",id=\"1\","

@@ -88,7 +88,8 @@ for mode in off slice ptb all; do
     >"$LOGS/$mode.lc.out" 2>"$LOGS/$mode.lc.err" &
   lcpid=$!
   sleep 1 # the LC tenant is connected and bursting before the BE one starts
-  tl_run shm "$TIMEOUT" best-effort be -- "$PROG" be "$ROUNDS" >"$LOGS/$mode.out" 2>"$LOGS/$mode.err" &
+  tl_run shm "$TIMEOUT" best-effort be -- "$PROG" be "$ROUNDS" \
+    >"$LOGS/$mode.out" 2>"$LOGS/$mode.err" &
   bepid=$!
   metrics=
   while kill -0 "$bepid" 2>/dev/null; do # the tenant's own counters, while it is connected
@@ -141,8 +142,8 @@ for mode in off slice ptb all; do
       "$LOGS/$mode.tallyd.log"
   fi
   if [ "$mode" != off ]; then
-    if grep -Eq '^tally_tenant_variant_launches_total\{tenant="be",id="[0-9]+",form="(sliced|ptb)"\} [1-9]' \
-         <<<"$metrics"; then
+    re='^tally_tenant_variant_launches_total\{tenant="be",id="[0-9]+",form="(sliced|ptb)"\} [1-9]'
+    if grep -Eq "$re" <<<"$metrics"; then
       ok "$mode: tallyctl metrics shows the tenant's variant launches"
     else
       printf '%s\n' "$metrics" >"$LOGS/$mode.metrics"
