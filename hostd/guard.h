@@ -37,6 +37,7 @@ typedef struct hostd_quota {
   uint32_t weight;  /* --tenant-weight for it (1..1000) */
   int scheduled;    /* the scheduler counts its GPU time into gpu_ns (atomic) */
   uint64_t gpu_ns;  /* device time of its kernels (atomic; sched.c adds) */
+  uint64_t sliced, ptb; /* its launches of sliced / PTB variants (atomics; sched.c adds) */
 } hostd_quota_t;
 
 /* Limits for a tenant from the configuration: the rule naming it, else its
@@ -123,7 +124,17 @@ typedef struct hostd_row {
   int64_t gpu_ns;    /* -1: not measured */
   uint32_t weight;   /* the scheduler's weight of the tenant; 0: not scheduled */
   int64_t p50_us, p99_us; /* latency-critical request latency over the last minute, -1: none */
+  uint64_t sliced, ptb;   /* launches of its kernels' sliced / PTB variants */
 } hostd_row_t;
+
+/* The scheduler's daemon-wide counters (sched.h), for the view. */
+typedef struct hostd_view_sched {
+  int on;                    /* 0: --policy none (the rest is 0) */
+  uint64_t sliced, ptb;      /* variant launches */
+  uint64_t preempts;         /* preemption flags raised */
+  uint64_t turnarounds;      /* of those, timed (flag write -> the launch's end) */
+  uint64_t turn_p50_ns, turn_p99_ns; /* of the timed ones */
+} hostd_view_sched_t;
 
 typedef struct hostd_view {
   hostd_row_t *rows;
@@ -131,6 +142,7 @@ typedef struct hostd_view {
   unsigned long calls, rx_bytes, blob_puts, refusals;
   int64_t started;
   hostd_modcache_stats_t mc;
+  hostd_view_sched_t sched;
 } hostd_view_t;
 
 /* metrics.c: the text forms; malloc'd, NUL-terminated, NULL when out of

@@ -10,7 +10,8 @@
  * left out of the exposition: GPU time and weight when the scheduler does
  * not run (--policy none), the latency-critical tenant's request latency
  * when it finished no request in the last minute (hostd/latency.c says
- * what a request is).
+ * what a request is), the scheduler's series under --policy none, and the
+ * preemption turnaround before a preemption was timed.
  */
 #include "hostd/guard.h"
 
@@ -40,10 +41,25 @@ static void row_line(FILE *f, const hostd_row_t *r) {
   opt_num(weight, sizeof(weight), r->weight ? (int64_t)r->weight : -1, "");
   opt_num(p50, sizeof(p50), r->prio == 0 ? r->p50_us : -1, "us");
   opt_num(p99, sizeof(p99), r->prio == 0 ? r->p99_us : -1, "us");
-  fprintf(f, "%-4u %-20s %-24s %-16s %-6s %-9s %-20s %12llu %9llu %8s %5llu %8s %8s\n", r->id,
-          hostd__escape(name, sizeof(name), r->name), hostd__escape(peer, sizeof(peer), r->peer),
-          class_name(r->prio), weight, r->transport, since, (unsigned long long)r->mem,
-          (unsigned long long)r->kernels, gpu, (unsigned long long)r->queue, p50, p99);
+  fprintf(f, "%-4u %-20s %-24s %-16s %-6s %-9s %-20s %12llu %9llu %8s %5llu %8s %8s %8llu %8llu\n",
+          r->id, hostd__escape(name, sizeof(name), r->name),
+          hostd__escape(peer, sizeof(peer), r->peer), class_name(r->prio), weight, r->transport,
+          since, (unsigned long long)r->mem, (unsigned long long)r->kernels, gpu,
+          (unsigned long long)r->queue, p50, p99, (unsigned long long)r->sliced,
+          (unsigned long long)r->ptb);
+}
+
+/* "scheduler: ..." under the first line, when the scheduler runs. */
+static void sched_line(FILE *f, const hostd_view_sched_t *s) {
+  if (!s->on)
+    return;
+  fprintf(f, "scheduler: %llu sliced and %llu PTB launches, %llu preemptions",
+          (unsigned long long)s->sliced, (unsigned long long)s->ptb,
+          (unsigned long long)s->preempts);
+  if (s->turnarounds)
+    fprintf(f, ", turnaround p50 %.1f us p99 %.1f us (%llu timed)", (double)s->turn_p50_ns / 1e3,
+            (double)s->turn_p99_ns / 1e3, (unsigned long long)s->turnarounds);
+  fputc('\n', f);
 }
 
 char *hostd__view_status(const hostd_view_t *v) {
@@ -56,9 +72,10 @@ char *hostd__view_status(const hostd_view_t *v) {
           "refusals: %lu\n", v->n, (unsigned long long)v->mc.images,
           (unsigned long long)v->mc.mem_bytes, (unsigned long long)v->mc.disk_bytes,
           v->refusals);
-  fprintf(f, "%-4s %-20s %-24s %-16s %-6s %-9s %-20s %12s %9s %8s %5s %8s %8s\n", "ID", "NAME",
-          "PID/PEER", "CLASS", "WEIGHT", "TRANSPORT", "SINCE", "DEVMEM", "KERNELS", "GPUTIME",
-          "QUEUE", "LC_P50", "LC_P99");
+  sched_line(f, &v->sched);
+  fprintf(f, "%-4s %-20s %-24s %-16s %-6s %-9s %-20s %12s %9s %8s %5s %8s %8s %8s %8s\n", "ID",
+          "NAME", "PID/PEER", "CLASS", "WEIGHT", "TRANSPORT", "SINCE", "DEVMEM", "KERNELS",
+          "GPUTIME", "QUEUE", "LC_P50", "LC_P99", "SLICED", "PTB");
   for (size_t i = 0; i < v->n; i++)
     row_line(f, &v->rows[i]);
   if (fclose(f) != 0) {
@@ -95,7 +112,32 @@ static void header(FILE *f, const char *name, const char *type, const char *help
   fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* The series of tenants the scheduler runs (GPU time and weight). */
+/* The scheduler's daemon-wide series: variant launches, preemptions and
+ * their turnaround (flag write -> the preempted launch's end). */
+static void sched_series(FILE *f, const hostd_view_sched_t *s) {
+  if (!s->on)
+    return;
+  header(f, "tally_sched_variant_launches_total", "counter",
+         "Launches of sliced and PTB variants of best-effort PTX kernels.");
+  fprintf(f, "tally_sched_variant_launches_total{form=\"sliced\"} %llu\n",
+          (unsigned long long)s->sliced);
+  fprintf(f, "tally_sched_variant_launches_total{form=\"ptb\"} %llu\n", (unsigned long long)s->ptb);
+  header(f, "tally_sched_preemptions_total", "counter",
+         "PTB launches whose preemption flag was raised.");
+  fprintf(f, "tally_sched_preemptions_total %llu\n", (unsigned long long)s->preempts);
+  if (!s->turnarounds)
+    return;
+  header(f, "tally_sched_preempt_turnaround_microseconds", "gauge",
+         "Preemption turnaround, flag write to the preempted launch's end, since start.");
+  fprintf(f, "tally_sched_preempt_turnaround_microseconds{quantile=\"0.5\"} %.1f\n",
+          (double)s->turn_p50_ns / 1e3);
+  fprintf(f, "tally_sched_preempt_turnaround_microseconds{quantile=\"0.99\"} %.1f\n",
+          (double)s->turn_p99_ns / 1e3);
+  fprintf(f, "tally_sched_preempt_turnaround_microseconds_count %llu\n",
+          (unsigned long long)s->turnarounds);
+}
+
+/* The series of tenants the scheduler runs (GPU time, weight, variant launches). */
 static void scheduled_series(FILE *f, const hostd_view_t *v) {
   header(f, "tally_tenant_gpu_seconds_total", "counter",
          "Device time of a tenant's kernels (best-effort: timed by events; latency-critical: "
@@ -108,13 +150,28 @@ static void scheduled_series(FILE *f, const hostd_view_t *v) {
               label(name, sizeof(name), r->name), r->id, class_name(r->prio),
               (double)r->gpu_ns / 1e9);
   }
-  header(f, "tally_tenant_weight", "gauge", "A tenant's weight in the scheduler (--tenant-weight).");
+  header(f, "tally_tenant_weight", "gauge",
+         "A tenant's weight in the scheduler (--tenant-weight).");
   for (size_t i = 0; i < v->n; i++) {
     char name[300];
     const hostd_row_t *r = &v->rows[i];
     if (r->weight)
       fprintf(f, "tally_tenant_weight{tenant=\"%s\",id=\"%u\",class=\"%s\"} %u\n",
               label(name, sizeof(name), r->name), r->id, class_name(r->prio), r->weight);
+  }
+  header(f, "tally_tenant_variant_launches_total", "counter",
+         "Launches of a tenant's kernels as sliced or PTB variants.");
+  for (size_t i = 0; i < v->n; i++) {
+    char name[300];
+    const hostd_row_t *r = &v->rows[i];
+    if (!r->weight)
+      continue;
+    label(name, sizeof(name), r->name);
+    fprintf(f,
+            "tally_tenant_variant_launches_total{tenant=\"%s\",id=\"%u\",form=\"sliced\"} %llu\n",
+            name, r->id, (unsigned long long)r->sliced);
+    fprintf(f, "tally_tenant_variant_launches_total{tenant=\"%s\",id=\"%u\",form=\"ptb\"} %llu\n",
+            name, r->id, (unsigned long long)r->ptb);
   }
 }
 
@@ -155,6 +212,7 @@ char *hostd__view_metrics(const hostd_view_t *v) {
   header(f, "tally_tenant_connected_time_seconds", "gauge", "When a tenant connected.");
   tenant_series(f, v, "tally_tenant_connected_time_seconds", get_since);
   scheduled_series(f, v);
+  sched_series(f, &v->sched);
   header(f, "tally_lc_request_latency_microseconds", "gauge",
          "The latency-critical tenant's requests, first launch received to the reply of the "
          "synchronising call, last minute.");

@@ -106,6 +106,7 @@ struct hostd_sched_tenant {
   bool closing;
   uint64_t last_submit_ns;
   uint64_t *gpu_ns;  /* device time counted here (hostd__sched_tenant_count_gpu), or NULL */
+  uint64_t *n_sliced, *n_ptb; /* its variant launches (hostd__sched_tenant_count_forms), or NULL */
   uint64_t last_end_ns; /* its previous completion seen */
 };
 
@@ -191,6 +192,10 @@ int hostd__sched_parse_policy(hostd_sched_config_t *cfg, const char *name) {
 
 uint64_t hostd__sched_kernel_id(uint64_t module_content_id, const char *name) {
   return XXH3_64bits_withSeed(name, strlen(name), module_content_id);
+}
+
+bool hostd__sched_running(void) {
+  return __atomic_load_n(&S.on, __ATOMIC_ACQUIRE);
 }
 
 void hostd__sched_stats(hostd_sched_stats_t *out) {
@@ -331,6 +336,13 @@ void hostd__sched_tenant_count_gpu(hostd_sched_tenant_t *t, uint64_t *gpu_ns) {
     t->gpu_ns = gpu_ns; /* before its first launch: the scheduler thread reads it after */
 }
 
+void hostd__sched_tenant_count_forms(hostd_sched_tenant_t *t, uint64_t *sliced, uint64_t *ptb) {
+  if (t) { /* before its first launch, as count_gpu */
+    t->n_sliced = sliced;
+    t->n_ptb = ptb;
+  }
+}
+
 hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t stream,
                                               CUresult *r) {
   hostd_sched_stream_t *ss = calloc(1, sizeof(*ss));
@@ -398,20 +410,48 @@ static void kernel_of(const hostd_sched_launch_t *l, pol_kernel_t *k) {
   k->variants = POL_VAR_ORIGINAL;
 }
 
+/* Whether the variant fn can run blocks of the launch's shape where the
+ * original can: the transform adds registers and a little static shared
+ * memory, so a block of the original's maximum size, or dynamic shared
+ * memory up to the device's limit, may not fit the variant.  Attributes
+ * the driver does not give (0) do not limit. */
+static bool variant_fits(const hostd_var_fn_t *fn, const hostd_sched_launch_t *l) {
+  int max_threads = 0, static_shmem = 0;
+  uint64_t threads = (uint64_t)l->block[0] * l->block[1] * l->block[2];
+  int optin = hostd__snapshot.attr[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN];
+  if (hostd__gpu.func_attr(fn->f, 0, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &max_threads) !=
+          CUDA_SUCCESS ||
+      hostd__gpu.func_attr(fn->f, 0, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &static_shmem) !=
+          CUDA_SUCCESS)
+    return false;
+  if (max_threads > 0 && threads > (uint64_t)max_threads)
+    return false;
+  return optin <= 0 || (uint64_t)static_shmem + l->shmem <= (uint64_t)optin;
+}
+
 /* The variants a queued launch may use (variants.h), with a reference in
- * it->vk, or none: launch attributes (a completion event, clusters) and
- * grids of 2^31 blocks or more keep the original, as does an argument
- * buffer that reaches into the appended parameters. */
+ * it->vk, or none: launch attributes (a completion event, clusters,
+ * cooperative) and grids of no block or of 2^31 blocks or more keep the
+ * original (whose launch fails or succeeds as natively), as does an
+ * argument buffer that reaches into the appended parameters.  A form whose
+ * variant cannot take the launch's block size or shared memory is not
+ * offered (and PTB only with the sliced form, which resumes it). */
 static void variants_of(item_t *it, const hostd_sched_launch_t *l) {
   unsigned forms = 0;
   const hostd_var_kernel_t *vk;
   it->total = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
-  if (l->nattr != 0 || it->total > INT32_MAX || !(vk = hostd__var_get(l->kernel_id, &forms)))
+  if (l->nattr != 0 || it->total == 0 || it->total > INT32_MAX ||
+      !(vk = hostd__var_get(l->kernel_id, &forms)))
     return;
   for (int form = 0; form < 2; form++)
     if (vk->fn[form].f && (l->argbytes > vk->fn[form].first_extra ||
                            vk->fn[form].args_end > CALL_LAUNCH_ARGS_MAX + 64))
       forms = 0;
+  /* The sliced variant also resumes a preempted PTB launch (--variants ptb too). */
+  if (forms && !variant_fits(&vk->fn[VAR_FORM_SLICE], l))
+    forms = 0;
+  if ((forms & (1u << VAR_FORM_PTB)) && !variant_fits(&vk->fn[VAR_FORM_PTB], l))
+    forms &= ~(1u << VAR_FORM_PTB);
   if (!forms) {
     hostd__var_put(vk);
     return;
@@ -444,6 +484,10 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
   CUresult r;
   if (ss->t->direct)
     return launch_direct(ss, l);
+  /* No block to run: the driver refuses it at once, and policy/ has no
+   * block range to issue (the fence would wait for it forever). */
+  if (!l->grid[0] || !l->grid[1] || !l->grid[2] || !l->block[0] || !l->block[1] || !l->block[2])
+    return CUDA_ERROR_INVALID_VALUE;
   if (!(it = item_new(IT_SUBMIT, ss, abytes + l->argbytes)))
     return CUDA_ERROR_OUT_OF_MEMORY;
   if (!ss->run_open) {
@@ -952,10 +996,15 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   is.form = p.form;
   is.slot = p.slot;
   STAT_ADD(issued, 1); /* before settle: a fence it releases may read it */
-  if (p.form == POL_FORM_SLICED)
+  if (p.form == POL_FORM_SLICED) {
     STAT_ADD(sliced, 1);
-  else if (p.form == POL_FORM_PTB)
+    if (it->t->n_sliced)
+      __atomic_fetch_add(it->t->n_sliced, 1, __ATOMIC_RELAXED);
+  } else if (p.form == POL_FORM_PTB) {
     STAT_ADD(ptb, 1);
+    if (it->t->n_ptb)
+      __atomic_fetch_add(it->t->n_ptb, 1, __ATOMIC_RELAXED);
+  }
   flight_add(it, a, &is, now, ss->part);
   if (p.form != POL_FORM_PTB && a->block_begin + a->block_count >= it->total)
     item_done(it);
@@ -1251,7 +1300,7 @@ int hostd__sched_init(const hostd_sched_config_t *cfg) {
   int rc;
   const char *why = NULL;
   S.cfg = *cfg;
-  S.on = false;
+  __atomic_store_n(&S.on, false, __ATOMIC_RELEASE);
   if (!cfg->on)
     return 0;
   if (pol_config_check(&cfg->pol, &why) != 0) {
@@ -1285,7 +1334,7 @@ int hostd__sched_init(const hostd_sched_config_t *cfg) {
   S.stop = false;
   if ((rc = -pthread_create(&S.th, NULL, sched_main, NULL)) < 0)
     goto fail_trace;
-  S.on = true;
+  __atomic_store_n(&S.on, true, __ATOMIC_RELEASE);
   hostd__log(HOSTD_LOG_INFO, "scheduler: policy %s", pol_kind_name(cfg->kind));
   return 0;
 fail_trace:
@@ -1324,7 +1373,7 @@ void hostd__sched_shutdown(void) {
   pthread_cond_signal(&S.wake);
   pthread_mutex_unlock(&S.mu);
   pthread_join(S.th, NULL);
-  S.on = false;
+  __atomic_store_n(&S.on, false, __ATOMIC_RELEASE);
   if (S.cfg.profiles[0] &&
       (rc = pol_profiles_save(pol_sched_profiles(S.pol), S.cfg.profiles)) < 0)
     hostd__log(HOSTD_LOG_WARN, "scheduler: cannot save profiles to %s: %s", S.cfg.profiles,

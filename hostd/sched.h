@@ -85,6 +85,10 @@ void hostd__sched_tenant_free(hostd_sched_tenant_t *t);
  * completion seen (an upper bound, to the scheduler's polling).  The
  * counter must outlive the tenant's hostd__sched_tenant_close.  NULL ok. */
 void hostd__sched_tenant_count_gpu(hostd_sched_tenant_t *t, uint64_t *gpu_ns);
+/* The same for the tenant's launches of a variant: one is added to *sliced
+ * or *ptb (atomically) per launch of a __tally_slice or __tally_ptb
+ * variant.  The counters must outlive the tenant's close.  NULL ok. */
+void hostd__sched_tenant_count_forms(hostd_sched_tenant_t *t, uint64_t *sliced, uint64_t *ptb);
 /* The first error an issued launch of the tenant returned, cleared (a
  * CUresult, CUDA_SUCCESS when none): a deferred error for the next
  * synchronising call. */
@@ -142,6 +146,8 @@ typedef struct hostd_sched_stats {
   uint64_t turn_p50_ns, turn_p99_ns, turn_max_ns; /* of those (1 us buckets) */
 } hostd_sched_stats_t;
 void hostd__sched_stats(hostd_sched_stats_t *out);
+/* Whether the scheduler runs (between init and shutdown, policy not none); any thread. */
+bool hostd__sched_running(void);
 
 /* Tests: replaces the clock (ns) the policy sees; NULL restores CLOCK_MONOTONIC. */
 void hostd__sched_set_clock(uint64_t (*now_ns)(void));

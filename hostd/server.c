@@ -1092,7 +1092,25 @@ static void row_fill(hostd_row_t *r, worker_t *w) {
                   ? (int64_t)__atomic_load_n(&w->quota.gpu_ns, __ATOMIC_RELAXED)
                   : -1;
   r->weight = r->gpu_ns >= 0 ? w->quota.weight : 0;
+  r->sliced = __atomic_load_n(&w->quota.sliced, __ATOMIC_RELAXED);
+  r->ptb = __atomic_load_n(&w->quota.ptb, __ATOMIC_RELAXED);
   hostd__lat_quantiles(w->lat, now_ns(), &r->p50_us, &r->p99_us);
+}
+
+/* The scheduler's daemon-wide counters (zero under --policy none). */
+static void view_sched(hostd_view_sched_t *vs) {
+  hostd_sched_stats_t st;
+  memset(vs, 0, sizeof(*vs));
+  if (!hostd__sched_running())
+    return;
+  hostd__sched_stats(&st);
+  vs->on = 1;
+  vs->sliced = st.sliced;
+  vs->ptb = st.ptb;
+  vs->preempts = st.preempts;
+  vs->turnarounds = st.turnarounds;
+  vs->turn_p50_ns = st.turn_p50_ns;
+  vs->turn_p99_ns = st.turn_p99_ns;
 }
 
 /* Fills v from the live workers; v->rows is malloc'd.  Any thread. */
@@ -1115,6 +1133,7 @@ static int view_fill(void *arg, hostd_view_t *v) {
   v->refusals = hostd__refusals();
   v->started = s->started;
   hostd__modcache_stats(&v->mc);
+  view_sched(&v->sched);
   return 0;
 }
 

@@ -486,6 +486,9 @@ static void recover(hostd_tenant_t *t, CUresult err) {
     pthread_rwlock_unlock(&ctx_lock);
     return;
   }
+  /* The variant modules died with the context: forget them before the
+   * tenants' releases drop their references (variants.h). */
+  hostd__var_reset();
   pthread_mutex_lock(&reg_lock);
   for (hostd_tenant_t *u = live; u; u = u->next) {
     u->lost = err;

@@ -13,6 +13,12 @@
  * of them, not the tenant's); kernels rewrite/ refuses keep the original
  * only.  Each refusal is logged once per kernel id for the daemon's life.
  *
+ * After a context-corrupting error every set is dropped at once
+ * (hostd__var_reset): marked dead, unlinked, its module handle forgotten;
+ * a dead set is freed with its last reference and never unloads anything,
+ * and a build that was in progress publishes nothing (`gen`).  A later
+ * load of the same content id makes a new set and builds again.
+ *
  * Lock story: `mu` guards every set, the queue, `byid`, `logged` and the
  * counters; the builder drops it while extracting, transforming, compiling
  * and loading.
@@ -37,6 +43,8 @@ typedef enum set_state { SET_QUEUED, SET_BUILDING, SET_READY, SET_NONE } set_sta
 typedef struct hostd_var_set {
   uint64_t cid;
   unsigned refs;
+  unsigned mrefs; /* of refs, the module loads' (hostd__var_module_ref) */
+  bool dead;      /* dropped by hostd__var_reset: off the table, its module died with the context */
   set_state_t state;
   uint64_t module; /* the loaded variant module, 0 if none */
   hostd_var_kernel_t *k;
@@ -46,6 +54,7 @@ typedef struct hostd_var_set {
 
 static struct {
   pthread_mutex_t mu;
+  uint64_t gen; /* bumped by hostd__var_reset: a build begun before publishes nothing */
   pthread_cond_t cv;
   hostd_var_config_t cfg;
   bool on, stop, busy;
@@ -70,6 +79,8 @@ static var_set_t *set_find(uint64_t cid) {
 static var_set_t *unref_locked(var_set_t *s) {
   if (--s->refs > 0)
     return NULL;
+  if (s->dead) /* off the table and uncounted since the reset */
+    return s;
   for (size_t i = 0; i < s->nk; i++)
     u64map_del(&V.byid, s->k[i].kernel_id);
   if (s->nk)
@@ -104,9 +115,11 @@ void hostd__var_module_ref(uint64_t cid) {
   }
   if ((s = set_find(cid)) != NULL) {
     s->refs++;
+    s->mrefs++;
   } else if ((s = calloc(1, sizeof(*s))) != NULL) {
     s->cid = cid;
     s->refs = 2; /* the module's and the queue's */
+    s->mrefs = 1;
     s->state = SET_QUEUED;
     s->next = V.sets;
     V.sets = s;
@@ -124,8 +137,10 @@ void hostd__var_module_ref(uint64_t cid) {
 void hostd__var_module_unref(uint64_t cid) {
   var_set_t *s, *gone = NULL;
   pthread_mutex_lock(&V.mu);
-  if (V.on && (s = set_find(cid)) != NULL)
+  if (V.on && (s = set_find(cid)) != NULL && s->mrefs > 0) {
+    s->mrefs--;
     gone = unref_locked(s);
+  }
   pthread_mutex_unlock(&V.mu);
   set_free(gone);
 }
@@ -320,7 +335,7 @@ static int collect_fn(void *arg, const hostd_func_info_t *f) {
 }
 
 /* Loads the compiled image and publishes its kernels. 0 or -errno. */
-static int publish(var_set_t *s, const void *image, size_t len) {
+static int publish(var_set_t *s, const void *image, size_t len, uint64_t gen) {
   collect_t c = {.cid = s->cid};
   uint64_t mod = 0;
   CUresult r = hostd__gpu.module_load(&mod, 0, image, len);
@@ -335,6 +350,13 @@ static int publish(var_set_t *s, const void *image, size_t len) {
     return -EIO;
   }
   pthread_mutex_lock(&V.mu);
+  if (s->dead || gen != V.gen) {
+    /* A reset came while this was built: the context it was loaded in is
+     * gone (or going), so the module is neither published nor unloaded. */
+    pthread_mutex_unlock(&V.mu);
+    free(c.k);
+    return -ESTALE;
+  }
   s->module = mod;
   s->k = c.k;
   s->nk = c.nk;
@@ -356,7 +378,12 @@ static void build(rw_cache_t *cache, var_set_t *s) {
   void *image = NULL;
   size_t len = 0, ilen = 0;
   int hit = 0, rc;
-  const void *src = hostd__modcache_get(s->cid, &len); /* pinned until unpin */
+  uint64_t gen;
+  const void *src;
+  pthread_mutex_lock(&V.mu);
+  gen = V.gen;
+  pthread_mutex_unlock(&V.mu);
+  src = hostd__modcache_get(s->cid, &len); /* pinned until unpin */
   if (!src) {
     rc = -ENOENT;
   } else if (cache) {
@@ -368,7 +395,7 @@ static void build(rw_cache_t *cache, var_set_t *s) {
   }
   hostd__modcache_unpin();
   if (rc == 0)
-    rc = publish(s, image, ilen);
+    rc = publish(s, image, ilen, gen);
   free(image);
   pthread_mutex_lock(&V.mu);
   V.st.builds++;
@@ -377,11 +404,11 @@ static void build(rw_cache_t *cache, var_set_t *s) {
     s->state = SET_NONE;
     if (c.why == -ENOENT || rc == -ENOENT)
       V.st.no_ptx++;
-    else
+    else if (rc != -ESTALE) /* a reset meanwhile is no failure */
       V.st.failed++;
   }
   pthread_mutex_unlock(&V.mu);
-  if (rc != 0 && c.why != -ENOENT && rc != -ENOENT)
+  if (rc != 0 && c.why != -ENOENT && rc != -ENOENT && rc != -ESTALE)
     hostd__log(HOSTD_LOG_WARN, "variants: module %016" PRIx64 ": no variants (%s)", s->cid,
                strerror(rc < 0 ? -rc : rc));
 }
@@ -408,8 +435,8 @@ static void *builder_main(void *arg) {
       V.qtail = NULL;
     s->qnext = NULL;
     V.busy = true;
-    /* Unreferenced meanwhile: nobody will launch it. */
-    if (s->refs > 1 && !V.stop) {
+    /* Unreferenced or reset meanwhile: nobody will launch it. */
+    if (s->refs > 1 && !V.stop && !s->dead) {
       s->state = SET_BUILDING;
       pthread_mutex_unlock(&V.mu);
       build(cache, s);
@@ -471,6 +498,42 @@ void hostd__var_shutdown(void) {
   u64map_close(&V.byid);
   u64map_close(&V.logged);
   pthread_mutex_unlock(&V.mu);
+}
+
+/* Every set leaves the table: its kernels from `byid`, its module handle
+ * forgotten (never unloaded: it died with the context), the module loads'
+ * references dropped (their tenants are released without touching the
+ * GPU).  What launches still hold keeps the set's memory until they put it. */
+void hostd__var_reset(void) {
+  var_set_t *gone = NULL;
+  pthread_mutex_lock(&V.mu);
+  V.gen++;
+  while (V.sets) {
+    var_set_t *s = V.sets;
+    V.sets = s->next;
+    s->next = NULL;
+    for (size_t i = 0; i < s->nk; i++)
+      u64map_del(&V.byid, s->k[i].kernel_id);
+    V.st.kernels -= s->nk;
+    V.st.sets--;
+    V.st.modules -= s->module != 0;
+    s->module = 0;
+    s->dead = true;
+    if (s->state == SET_READY)
+      s->state = SET_NONE;
+    s->refs -= s->mrefs;
+    s->mrefs = 0;
+    if (s->refs == 0) { /* neither queued nor being built: free it below */
+      s->next = gone;
+      gone = s;
+    }
+  }
+  pthread_mutex_unlock(&V.mu);
+  while (gone) {
+    var_set_t *s = gone;
+    gone = s->next;
+    set_free(s);
+  }
 }
 
 void hostd__var_stats(hostd_var_stats_t *out) {

@@ -94,6 +94,14 @@ void hostd__var_shutdown(void);
 void hostd__var_module_ref(uint64_t cid);
 void hostd__var_module_unref(uint64_t cid);
 
+/* After a context-corrupting error (tenant.c, recover): every variant
+ * module handle is stale.  Drops every set without touching the GPU: none
+ * is found again, the module loads' references are dropped here (the
+ * tenants are released without the GPU), a build in progress publishes
+ * nothing, and a later hostd__var_module_ref builds anew.  References
+ * that launches hold stay valid (memory only) until put. */
+void hostd__var_reset(void);
+
 /* The variants of kernel_id, with a reference held (hostd__var_put), or
  * NULL when it has none (yet).  *forms: the usable forms (VAR_FORM_* bits),
  * restricted to the configured ones. */

@@ -131,3 +131,20 @@ tests/frameworks/frameworks-run: $(srcdir)/tests/frameworks/run.sh hostd/tallyd 
 	guestlib/tally-run
 	$(AM_V_GEN)$(MKDIR_P) tests/frameworks && sed -e 's|@TALLY_SRCDIR@|$(abs_top_srcdir)|g' \
 	  $(srcdir)/tests/frameworks/run.sh > $@ && chmod +x $@
+
+# Sliced and PTB variants of a best-effort tenant's PTX kernels, bit for bit against native,
+# under --variants off|slice|ptb|all next to a bursting latency-critical tenant (make check-gpu).
+# var-tenant carries PTX only (compute_90), so the driver JITs it and tallyd can transform it.
+GPU_TESTS += tests/gpu/variants-run
+EXTRA_DIST += tests/gpu/variants-run.sh tests/gpu/var-tenant.cu
+CLEANFILES += tests/gpu/variants-run tests/gpu/var-tenant
+tests/gpu/var-tenant: $(srcdir)/tests/gpu/var-tenant.cu $(GPU_COMMON_DEPS)
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(NVCC) -O2 -std=c++17 -gencode arch=compute_90,code=compute_90 \
+	  -Xcompiler -Wall,-Wextra -I$(srcdir)/tests/gpu -cudart static -o $@ $<
+tests/gpu/variants-run: $(srcdir)/tests/gpu/variants-run.sh $(srcdir)/tests/gpu/tallyd-lib.sh \
+		Makefile tests/gpu/var-tenant hostd/tallyd hostd/tallyctl guestlib/libcuda.so.1
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(GPU_SCRIPT_SED) $(srcdir)/tests/gpu/variants-run.sh >$@.tmp && \
+	  chmod +x $@.tmp && mv -f $@.tmp $@
+gpu-programs: tests/gpu/var-tenant tests/gpu/variants-run

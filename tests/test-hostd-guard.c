@@ -488,6 +488,67 @@ static void view_texts_list_tenants_escaped(void **state) {
   assert_null(strstr(m, "tally_tenant_weight{tenant=\"ev")); /* not scheduled: left out */
   assert_non_null(strstr(m, "tally_lc_request_latency_microseconds{tenant=\"serve\","
                             "quantile=\"0.99\"} 2100\n"));
+  assert_null(strstr(s, "scheduler:")); /* --policy none: no scheduler line or series */
+  assert_null(strstr(m, "tally_sched_"));
+  assert_null(strstr(m, "tally_tenant_variant_launches_total{tenant=\"ev")); /* not scheduled */
+  free(s);
+  free(m);
+}
+
+/* The scheduler's counters: per tenant sliced / PTB launches (scheduled
+ * tenants only), daemon-wide preemptions and turnaround quantiles. */
+static void view_texts_show_variant_launches_and_turnaround(void **state) {
+  hostd_row_t rows[2] = {
+      {.id = 1, .name = "lc", .transport = "shm", .prio = 0, .gpu_ns = 0, .weight = 1,
+       .p50_us = -1, .p99_us = -1},
+      {.id = 2, .name = "be", .transport = "shm", .prio = 1, .gpu_ns = 0, .weight = 1,
+       .p50_us = -1, .p99_us = -1, .sliced = 41, .ptb = 17}};
+  hostd_view_t v = {.rows = rows, .n = 2,
+                    .sched = {.on = 1, .sliced = 41, .ptb = 17, .preempts = 5, .turnarounds = 4,
+                              .turn_p50_ns = 12000, .turn_p99_ns = 37000}};
+  char *s, *m, *line;
+  unsigned long long sl = 0, pt = 0;
+  (void)state;
+  s = hostd__view_status(&v);
+  m = hostd__view_metrics(&v);
+  assert_non_null(strstr(s, "scheduler: 41 sliced and 17 PTB launches, 5 preemptions, "
+                            "turnaround p50 12.0 us p99 37.0 us (4 timed)\n"));
+  assert_non_null(strstr(s, "SLICED"));
+  assert_non_null(line = strstr(s, "\n2    be"));
+  {
+    /* the last two columns of the tenant's row */
+    char row[512], *tok, *prev = NULL, *last = NULL;
+    size_t n = strcspn(line + 1, "\n");
+    assert_true(n < sizeof(row));
+    memcpy(row, line + 1, n);
+    row[n] = 0;
+    for (tok = strtok(row, " "); tok; tok = strtok(NULL, " "))
+      prev = last, last = tok;
+    assert_non_null(prev);
+    sl = strtoull(prev, NULL, 10);
+    pt = strtoull(last, NULL, 10);
+  }
+  assert_int_equal(sl, 41);
+  assert_int_equal(pt, 17);
+  assert_non_null(strstr(m, "tally_sched_variant_launches_total{form=\"sliced\"} 41\n"));
+  assert_non_null(strstr(m, "tally_sched_variant_launches_total{form=\"ptb\"} 17\n"));
+  assert_non_null(strstr(m, "tally_sched_preemptions_total 5\n"));
+  assert_non_null(
+      strstr(m, "tally_sched_preempt_turnaround_microseconds{quantile=\"0.5\"} 12.0\n"));
+  assert_non_null(
+      strstr(m, "tally_sched_preempt_turnaround_microseconds{quantile=\"0.99\"} 37.0\n"));
+  assert_non_null(strstr(m, "tally_tenant_variant_launches_total{tenant=\"be\",id=\"2\","
+                            "form=\"ptb\"} 17\n"));
+  assert_non_null(strstr(m, "tally_tenant_variant_launches_total{tenant=\"lc\",id=\"1\","
+                            "form=\"sliced\"} 0\n"));
+  free(s);
+  free(m);
+  /* No preemption timed yet: no quantiles (never a made-up 0). */
+  v.sched.turnarounds = 0;
+  s = hostd__view_status(&v);
+  m = hostd__view_metrics(&v);
+  assert_non_null(strstr(s, "5 preemptions\n"));
+  assert_null(strstr(m, "tally_sched_preempt_turnaround_microseconds"));
   free(s);
   free(m);
 }
@@ -511,6 +572,7 @@ int main(void) {
       cmocka_unit_test(module_cache_bounded_lru_in_memory_and_on_disk),
       cmocka_unit_test(pinned_image_survives_eviction),
       cmocka_unit_test(view_texts_list_tenants_escaped),
+      cmocka_unit_test(view_texts_show_variant_launches_and_turnaround),
       cmocka_unit_test(weight_rules_pick_the_most_specific),
       cmocka_unit_test(lc_request_is_first_launch_to_synchronising_reply),
   };

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -50,14 +51,19 @@ static int ok_func(void *arg, const hostd_func_info_t *f) {
 
 /* The scheduler with policy tally, the given forms, `resident` blocks per
  * wave (so grids of a few dozen blocks take several slices). */
-static void start(unsigned forms, uint32_t resident) {
+static void start_cache(unsigned forms, uint32_t resident, bool cache) {
   hostd_sched_config_t cfg;
   hostd__sched_config_init(&cfg);
   assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
   cfg.pol.default_resident = resident;
   cfg.var.forms = forms;
-  snprintf(cfg.var.cache_dir, sizeof(cfg.var.cache_dir), "%s/variants", state);
+  if (cache)
+    snprintf(cfg.var.cache_dir, sizeof(cfg.var.cache_dir), "%s/variants", state);
   assert_int_equal(hostd__sched_init(&cfg), 0);
+}
+
+static void start(unsigned forms, uint32_t resident) {
+  start_cache(forms, resident, true);
 }
 
 static int setup(void **st) {
@@ -166,13 +172,14 @@ static void sliced_grid_in(const uint32_t grid[3], uint64_t min_slices, uint64_t
   hostd_sched_tenant_t *lc, *be;
   hostd_sched_stream_t *ss;
   hostd_sched_stats_t s0, s1;
-  uint64_t s;
+  uint64_t s, n_sliced = 0, n_ptb = 0;
   CUresult r;
   start(1u << VAR_FORM_SLICE, 4);
   hostd__var_module_ref(cid);
   hostd__var_wait_idle();
   assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1)); /* idle: BE goes, explored */
   assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
+  hostd__sched_tenant_count_forms(be, &n_sliced, &n_ptb);
   assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
   assert_non_null(ss = hostd__sched_stream_new(be, s, &r));
   hostd__sched_stats(&s0);
@@ -183,6 +190,8 @@ static void sliced_grid_in(const uint32_t grid[3], uint64_t min_slices, uint64_t
   hostd__sched_stats(&s1);
   assert_true(s1.sliced - s0.sliced >= min_slices); /* several slices, no original */
   assert_true(s1.sliced - s0.sliced <= max_slices);
+  assert_int_equal(n_sliced, s1.sliced - s0.sliced); /* the tenant's own count (tallyctl) */
+  assert_int_equal(n_ptb, 0);
   assert_blocks_in_order((uint64_t)grid[0] * grid[1] * grid[2]);
   hostd__sched_tenant_close(be);
   hostd__sched_tenant_close(lc);
@@ -356,6 +365,205 @@ static void modules_without_variants_keep_originals(void **st) {
   hostd__sched_shutdown();
 }
 
+/* ---- recovery, refusals logged once, hostile launches ---- */
+
+/* A context-corrupting error: hostd__var_reset forgets every variant
+ * without a GPU call (no module unload, not even when a launch puts its
+ * reference later), and the next load of the module builds again. */
+static void reset_forgets_variants_without_the_gpu_and_later_loads_rebuild(void **st) {
+  hostd_var_stats_t vs;
+  unsigned forms;
+  const hostd_var_kernel_t *k, *k2;
+  uint64_t kid = hostd__sched_kernel_id(cid, "ok");
+  unsigned long unloads;
+  (void)st;
+  start(3, 4);
+  hostd__var_module_ref(cid);
+  hostd__var_module_ref(cid); /* a second tenant's load of the same module */
+  hostd__var_wait_idle();
+  assert_non_null(k = hostd__var_get(kid, &forms)); /* as a queued launch holds it */
+  unloads = hostd_record_count(HOSTD_RECORD_MODULE_DEL);
+  hostd__var_reset();
+  hostd__var_stats(&vs);
+  assert_int_equal(vs.sets, 0);
+  assert_int_equal(vs.modules, 0);
+  assert_int_equal(vs.kernels, 0);
+  assert_null(hostd__var_get(kid, &forms));
+  hostd__var_module_unref(cid); /* the tenants' releases: no-ops now */
+  hostd__var_module_unref(cid);
+  hostd__var_put(k);            /* the launch's reference: the set's memory goes */
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_MODULE_DEL), unloads);
+  /* A load after the reset builds again (from the disk cache). */
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  hostd__var_stats(&vs);
+  assert_int_equal(vs.builds, 2);
+  assert_int_equal(vs.modules, 1);
+  assert_non_null(k2 = hostd__var_get(kid, &forms));
+  assert_int_equal(forms, 3);
+  hostd__var_put(k2);
+  hostd__var_module_unref(cid);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_MODULE_DEL), unloads + 1);
+  hostd__sched_shutdown();
+}
+
+/* Runs f with the daemon's stderr (hostd__log) captured into buf. */
+static void capture_log(void (*f)(void), char *buf, size_t cap) {
+  char path[96];
+  int fd, saved;
+  ssize_t n;
+  snprintf(path, sizeof(path), "%s/log.txt", state);
+  fflush(stderr);
+  assert_true((fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600)) >= 0);
+  assert_true((saved = dup(2)) >= 0);
+  assert_int_equal(dup2(fd, 2), 2);
+  f();
+  fflush(stderr);
+  assert_int_equal(dup2(saved, 2), 2);
+  close(saved);
+  assert_true((n = pread(fd, buf, cap - 1, 0)) >= 0);
+  buf[n] = 0;
+  close(fd);
+}
+
+static size_t count_of(const char *hay, const char *needle) {
+  size_t n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+    n++;
+  return n;
+}
+
+static void build_twice_uncached(void) {
+  start_cache(3, 4, false); /* no disk cache: both loads compile, both see the refusals */
+  for (int i = 0; i < 2; i++) {
+    hostd__var_module_ref(cid);
+    hostd__var_wait_idle();
+    hostd__var_module_unref(cid);
+  }
+}
+
+/* rewrite/ refuses uses_smid in both forms; two compiles count four
+ * refusals but log one line per form. */
+static void refusals_are_logged_once_per_kernel_and_form(void **st) {
+  static char log[1 << 16];
+  hostd_var_stats_t vs;
+  (void)st;
+  capture_log(build_twice_uncached, log, sizeof(log));
+  hostd__var_stats(&vs);
+  assert_int_equal(vs.jits, 2);
+  assert_int_equal(vs.refused, 4);
+  assert_int_equal(count_of(log, "variants: kernel uses_smid has no sliced form"), 1);
+  assert_int_equal(count_of(log, "variants: kernel uses_smid has no PTB form"), 1);
+  assert_int_equal(count_of(log, "variants: kernel ok has no"), 0);
+  hostd__sched_shutdown();
+}
+
+/* One BE launch through the scheduler with every variant ready: returns
+ * the variant launches it made and the error its tenant was left with. */
+static uint64_t one_be_launch(const uint32_t grid[3], const uint32_t block[3], CUresult *err,
+                              CUresult *launched) {
+  hostd_sched_tenant_t *lc, *be;
+  hostd_sched_stream_t *ss;
+  hostd_sched_stats_t s1;
+  uint8_t args[12] = {0};
+  hostd_sched_launch_t l = {.f = ok_f, .kernel_id = hostd__sched_kernel_id(cid, "ok"),
+                            .args = args, .argbytes = sizeof(args)};
+  uint64_t s;
+  CUresult r;
+  memcpy(l.grid, grid, sizeof(l.grid));
+  memcpy(l.block, block, sizeof(l.block));
+  start(3, 4);
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1));
+  assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_non_null(ss = hostd__sched_stream_new(be, s, &r));
+  *launched = hostd__sched_launch(ss, &l);
+  assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(s), CUDA_SUCCESS);
+  *err = hostd__sched_tenant_flush(be);
+  hostd__sched_stats(&s1);
+  hostd__sched_tenant_close(be);
+  hostd__sched_tenant_close(lc);
+  hostd__sched_tenant_free(be);
+  hostd__sched_tenant_free(lc);
+  assert_int_equal(hostd__gpu.stream_del(s), CUDA_SUCCESS);
+  hostd__var_module_unref(cid);
+  hostd__sched_shutdown();
+  return s1.sliced + s1.ptb;
+}
+
+/* A grid or block with a zero dimension is refused at once, as the driver
+ * refuses it (queued, policy/ would have no block to issue and the fence
+ * after it would wait forever); the scheduler goes on. */
+static void zero_grid_is_refused_at_once(void **st) {
+  const uint32_t g[3] = {0, 4, 1}, b[3] = {32, 1, 1}, g2[3] = {37, 1, 1}, b0[3] = {32, 0, 1};
+  CUresult err, launched;
+  (void)st;
+  assert_int_equal(one_be_launch(g, b, &err, &launched), 0);
+  assert_int_equal(launched, CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(err, CUDA_SUCCESS);
+  assert_int_equal(one_be_launch(g2, b0, &err, &launched), 0);
+  assert_int_equal(launched, CUDA_ERROR_INVALID_VALUE);
+  assert_true(one_be_launch(g2, b, &err, &launched) > 0); /* a sound launch gets variants */
+  assert_int_equal(launched, CUDA_SUCCESS);
+  assert_int_equal(err, CUDA_SUCCESS);
+}
+
+static int max_threads_of_variants(int v) {
+  const hostd_var_kernel_t *k;
+  unsigned forms;
+  int rc = 0;
+  start(3, 4);
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  k = hostd__var_get(hostd__sched_kernel_id(cid, "ok"), &forms);
+  for (int form = 0; k && form < 2; form++)
+    rc |= hostd__gpu.func_set_attr(k->fn[form].f, 0, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, v);
+  hostd__var_put(k);
+  return k ? rc : -1;
+}
+
+/* The transform adds registers and shared memory, so a variant may take
+ * fewer threads per block than the original: a launch whose block does
+ * not fit the variant runs the original (recording device: the variant
+ * functions report a limit of 16 threads). */
+static void block_too_large_for_the_variant_runs_the_original(void **st) {
+  const uint32_t g[3] = {37, 1, 1}, b[3] = {32, 1, 1};
+  hostd_sched_tenant_t *lc, *be;
+  hostd_sched_stream_t *ss;
+  hostd_sched_stats_t s1;
+  uint8_t args[12] = {0};
+  hostd_sched_launch_t l = {.f = ok_f, .kernel_id = hostd__sched_kernel_id(cid, "ok"),
+                            .args = args, .argbytes = sizeof(args)};
+  uint64_t s;
+  CUresult r;
+  (void)st;
+  memcpy(l.grid, g, sizeof(g));
+  memcpy(l.block, b, sizeof(b));
+  assert_int_equal(max_threads_of_variants(16), 0); /* the scheduler runs, variants loaded */
+  assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1));
+  assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_non_null(ss = hostd__sched_stream_new(be, s, &r));
+  (void)hostd_record_blocks(NULL, 0);
+  assert_int_equal(hostd__sched_launch(ss, &l), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(s), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_tenant_flush(be), CUDA_SUCCESS);
+  hostd__sched_stats(&s1);
+  assert_int_equal(s1.sliced + s1.ptb, 0);
+  assert_int_equal(s1.issued, 1); /* one launch: the whole original */
+  hostd__sched_tenant_close(be);
+  hostd__sched_tenant_close(lc);
+  hostd__sched_tenant_free(be);
+  hostd__sched_tenant_free(lc);
+  assert_int_equal(hostd__gpu.stream_del(s), CUDA_SUCCESS);
+  hostd__var_module_unref(cid);
+  hostd__sched_shutdown();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(variants_built_once_then_from_the_cache),
@@ -365,6 +573,10 @@ int main(void) {
       cmocka_unit_test(preempted_ptb_resumes_the_remaining_blocks),
       cmocka_unit_test(close_mid_ptb_frees_control_blocks_and_variants),
       cmocka_unit_test(modules_without_variants_keep_originals),
+      cmocka_unit_test(reset_forgets_variants_without_the_gpu_and_later_loads_rebuild),
+      cmocka_unit_test(refusals_are_logged_once_per_kernel_and_form),
+      cmocka_unit_test(zero_grid_is_refused_at_once),
+      cmocka_unit_test(block_too_large_for_the_variant_runs_the_original),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
