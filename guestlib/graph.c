@@ -477,6 +477,8 @@ GUEST_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g,
   if (!info)
     return CUDA_ERROR_INVALID_VALUE;
   r = guest__rpc(CALL_OP_GRAPH_EXEC_UPDATE, 0, &q, &a);
+  if (r == CUDA_SUCCESS)
+    r = (CUresult)a.status; /* the driver's answer */
   memset(info, 0, sizeof(*info));
   info->result = r == CUDA_SUCCESS ? CU_GRAPH_EXEC_UPDATE_SUCCESS
                                    : a.result ? (CUgraphExecUpdateResult)a.result

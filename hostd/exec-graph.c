@@ -346,9 +346,9 @@ CUresult hostd__exec_graph_exec_update(hostd_tenant_t *t, wire_buf_t *out,
   r = hostd__gpu.graph_exec_update(q->exec, q->graph, &res, &node);
   if (node && !u64map_get(&t->gnodes, node, NULL))
     node = 0; /* a node the tenant was never told of */
-  call_graph_exec_update_rep_t rep = {.result = (uint32_t)res, .error_node = node};
-  (void)call_graph_exec_update_rep_put(&rep, out);
-  return r;
+  call_graph_exec_update_rep_t rep = {.status = (uint32_t)r, .result = (uint32_t)res,
+                                      .error_node = node};
+  return call_graph_exec_update_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult hostd__exec_graph_exec_kernel(hostd_tenant_t *t, wire_buf_t *out,
