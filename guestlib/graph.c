@@ -18,7 +18,7 @@
  * Graph, node and exec handles are tallyd's; node parameters travel as
  * fixed fields (wire/call.def, GRAPH_ADD).  Offered: kernel nodes (packed
  * as launches), 1-D device-to-device copies, memsets, empty, event record
- * and wait, child graphs, dependencies; host nodes, copies naming host
+ * and wait, child graphs, dependencies, cuGraphGetNodes; host nodes, copies naming host
  * memory, memory nodes and capture into an existing graph answer
  * CUDA_ERROR_NOT_SUPPORTED with a log line.
  */
@@ -355,7 +355,7 @@ GUEST_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *pn, CUgraph g,
 
 GUEST_EXPORT CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode *from,
                                              const CUgraphNode *to, size_t n) {
-  call_graph_deps_req_t q = {.graph = H(g), .n = (uint32_t)n};
+  call_graph_deps_req_t q = {.graph = H(g), .n = (uint32_t)n, .nto = (uint32_t)n};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
@@ -377,6 +377,61 @@ GUEST_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *fr
     if (memcmp(&ed[i], &zero, sizeof(zero)) != 0)
       return guest__unsupported("cuGraphAddDependencies_v2 (edge data)", &logged);
   return cuGraphAddDependencies(g, from, to, n);
+}
+
+/* One GRAPH_NODES page: *total, and up to cap nodes from first into out. */
+static CUresult nodes_page(CUgraph g, uint32_t first, uint32_t cap, CUgraphNode *out,
+                           size_t *got, uint64_t *total) {
+  call_graph_nodes_req_t q = {.graph = H(g), .first = first, .cap = cap};
+  call_graph_nodes_rep_t a;
+  void *rep = NULL;
+  size_t len = 0;
+  CUresult rc;
+  int err = guest__call(CALL_OP_GRAPH_NODES, 0, &q, &rc, NULL, 0, &len, &rep);
+  if (err)
+    return guest__cu_error(err);
+  memset(&a, 0, sizeof(a));
+  if (rc == CUDA_SUCCESS && call_graph_nodes_rep_decode(rep, len, &a, NULL) != 0)
+    rc = CUDA_ERROR_UNKNOWN;
+  if (rc == CUDA_SUCCESS) {
+    memcpy(out, a.nodes.p, (size_t)a.n * sizeof(*out));
+    *got = a.n;
+    *total = a.total;
+  }
+  free(rep);
+  return rc;
+}
+
+/* cuGraphGetNodes: the count (nodes NULL), or up to *n of them (the rest
+ * of the caller's array NULL) and how many were written; pages of
+ * CALL_GRAPH_NODES_MAX. */
+GUEST_EXPORT CUresult cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *n) {
+  size_t done = 0, got = 0;
+  uint64_t total = 0;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!n)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!nodes) {
+    r = nodes_page(g, 0, 0, NULL, &got, &total);
+    if (r == CUDA_SUCCESS)
+      *n = (size_t)total;
+    return r;
+  }
+  do {
+    size_t cap = *n - done > CALL_GRAPH_NODES_MAX ? CALL_GRAPH_NODES_MAX : *n - done;
+    if (done > UINT32_MAX)
+      return CUDA_ERROR_INVALID_VALUE;
+    r = nodes_page(g, (uint32_t)done, (uint32_t)cap, nodes + done, &got, &total);
+    done += got;
+  } while (r == CUDA_SUCCESS && got > 0 && done < *n && done < total);
+  if (r != CUDA_SUCCESS)
+    return r;
+  for (size_t i = done; i < *n; i++)
+    nodes[i] = NULL;
+  *n = done;
+  return CUDA_SUCCESS;
 }
 
 /* ---- instantiated graphs ---- */

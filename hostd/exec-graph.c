@@ -261,13 +261,39 @@ CUresult hostd__exec_graph_deps(hostd_tenant_t *t, wire_buf_t *out,
   uint64_t *v;
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   (void)out;
-  if (!u64map_get(&t->graphs, q->graph, NULL) || q->n == 0)
+  if (!u64map_get(&t->graphs, q->graph, NULL) || q->n == 0 || q->nto != q->n)
     return CUDA_ERROR_INVALID_VALUE;
   if (!(v = malloc(2 * (size_t)q->n * sizeof(*v))))
     return CUDA_ERROR_OUT_OF_MEMORY;
   if (nodes_of(t, q->graph, q->from, v) && nodes_of(t, q->graph, q->to, v + q->n))
     r = hostd__gpu.graph_deps(q->graph, v, v + q->n, q->n);
   free(v);
+  return r;
+}
+
+/* The nodes returned become nodes the tenant may name. */
+CUresult hostd__exec_graph_nodes(hostd_tenant_t *t, wire_buf_t *out,
+                                 const call_graph_nodes_req_t *q) {
+  uint64_t *nodes = NULL;
+  size_t total = 0, n, want = q->cap ? (size_t)q->first + q->cap : 0;
+  CUresult r;
+  if (!u64map_get(&t->graphs, q->graph, NULL) || q->cap > CALL_GRAPH_NODES_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (want && !(nodes = malloc(want * sizeof(*nodes))))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  r = hostd__gpu.graph_nodes(q->graph, nodes, want, &total);
+  n = total < want ? total : want;
+  n = n > q->first ? n - q->first : 0;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+    if (u64map_put(&t->gnodes, nodes[q->first + i], q->graph) != 0)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) {
+    call_graph_nodes_rep_t rep = {.total = total, .n = (uint32_t)n,
+                                  .nodes = {(const uint8_t *)(n ? nodes + q->first : nodes), n * 8}};
+    if (call_graph_nodes_rep_put(&rep, out) != 0)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  free(nodes);
   return r;
 }
 

@@ -145,7 +145,8 @@
   X(cuGraphUpload)                                                                                 \
   X(cuGraphExecDestroy)                                                                            \
   X(cuGraphExecUpdate)                                                                             \
-  X(cuGraphExecKernelNodeSetParams)
+  X(cuGraphExecKernelNodeSetParams)                                                                \
+  X(cuGraphGetNodes)
 
 static struct {
 #define X(n) __typeof__(&n) n;
@@ -1052,6 +1053,14 @@ static CUresult cuda_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd
   return D.cuGraphExecKernelNodeSetParams(GE(exec), GN(node), &k);
 }
 
+static CUresult cuda_graph_nodes(uint64_t g, uint64_t *nodes, size_t cap, size_t *total) {
+  CUresult r = D.cuGraphGetNodes(G(g), NULL, total);
+  size_t n = cap < *total ? cap : *total;
+  if (r == CUDA_SUCCESS && n)
+    r = D.cuGraphGetNodes(G(g), (CUgraphNode *)nodes, &n);
+  return r;
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
@@ -1122,4 +1131,5 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_del = cuda_graph_exec_del,
     .graph_exec_update = cuda_graph_exec_update,
     .graph_exec_kernel = cuda_graph_exec_kernel,
+    .graph_nodes = cuda_graph_nodes,
 };

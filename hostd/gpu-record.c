@@ -2306,6 +2306,19 @@ static CUresult rec_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd_
   return r;
 }
 
+static CUresult rec_graph_nodes(uint64_t h, uint64_t *nodes, size_t cap, size_t *total) {
+  LIVE(h);
+  rec_graph_t *g;
+  size_t i = 0;
+  pthread_mutex_lock(&lock);
+  g = graph_find(graphs, h);
+  *total = g ? g->n : 0;
+  for (rec_gnode_t *n = g ? g->head : NULL; n && i < cap; n = n->next)
+    nodes[i++] = n->h;
+  pthread_mutex_unlock(&lock);
+  return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "record",
     .init = rec_init,
@@ -2376,6 +2389,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_del = rec_graph_exec_del,
     .graph_exec_update = rec_graph_exec_update,
     .graph_exec_kernel = rec_graph_exec_kernel,
+    .graph_nodes = rec_graph_nodes,
 };
 int hostd__record_memset_prio;
 int hostd__record_last_prio;

@@ -180,6 +180,8 @@ typedef struct hostd_gpu_ops {
   CUresult (*graph_exec_del)(uint64_t exec);
   CUresult (*graph_exec_update)(uint64_t exec, uint64_t g, int *result, uint64_t *error_node);
   CUresult (*graph_exec_kernel)(uint64_t exec, uint64_t node, const hostd_gnode_t *n);
+  /* cuGraphGetNodes: *total nodes, the first min(cap, *total) into nodes. */
+  CUresult (*graph_nodes)(uint64_t g, uint64_t *nodes, size_t cap, size_t *total);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */

@@ -215,6 +215,17 @@ static void capture_then_replay_matches_eager(void **state) {
   read_back(t, s, a, ga); /* nothing captured ran */
   assert_memory_equal(ga, zero, sizeof(zero));
 
+  /* PyTorch counts the captured nodes; a page of them can be named after. */
+  call_graph_nodes_req_t gq = {.graph = g, .first = 3, .cap = 4};
+  call_graph_nodes_rep_t gn;
+  assert_int_equal(call(t, CALL_OP_GRAPH_NODES, &gq), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_NODES, &gn), 0);
+  assert_int_equal(gn.total, 5);
+  assert_int_equal(gn.n, 2);
+  uint64_t last;
+  memcpy(&last, gn.nodes.p + 8, 8);
+  assert_true(u64map_get(&t->gnodes, last, NULL));
+
   uint64_t e = instantiate(t, g);
   for (int round = 0; round < 2; round++) {
     hostd__sched_stats(&st0);
@@ -350,7 +361,7 @@ static void explicit_graph(void **state) {
   (void)add_node(t, &cms, NULL, 0, CUDA_SUCCESS);
   call_graph_add_req_t ch = {.graph = g, .kind = CALL_GNODE_CHILD, .handle = c};
   uint64_t n4 = add_node(t, &ch, NULL, 0, CUDA_SUCCESS);
-  call_graph_deps_req_t d = {.graph = g, .n = 1, .from = {(uint8_t *)&n3, 8},
+  call_graph_deps_req_t d = {.graph = g, .n = 1, .nto = 1, .from = {(uint8_t *)&n3, 8},
                              .to = {(uint8_t *)&n4, 8}};
   assert_int_equal(call(t, CALL_OP_GRAPH_DEPS, &d), CUDA_SUCCESS);
   /* Ownership and shape checks before the driver sees anything. */

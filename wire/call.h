@@ -55,6 +55,7 @@
 #define CALL_LAUNCH_ARGS_MAX  32768
 #define CALL_TAILS_MAX        2
 #define CALL_GRAPH_DEPS_MAX   4096 /* nodes a graph node or capture depends on */
+#define CALL_GRAPH_NODES_MAX  8192 /* nodes one GRAPH_NODES reply lists (more: pages) */
 /* GRAPH_ADD kinds (wire/call.def) */
 #define CALL_GNODE_EMPTY      0
 #define CALL_GNODE_KERNEL     1
