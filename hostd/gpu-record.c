@@ -2262,7 +2262,7 @@ static CUresult rec_graph_exec_update(uint64_t exec, uint64_t h, int *result, ui
     return CUDA_ERROR_INVALID_VALUE;
   }
   for (a = e->head, b = g->head; a && b; a = a->next, b = b->next)
-    if (a->op.kind != b->op.kind || a->ndeps != b->ndeps || a->op.kind == OP_CHILD)
+    if (a->op.kind != b->op.kind || a->ndeps != b->ndeps)
       break;
   if (a || b || e->n != g->n) {
     *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
@@ -2271,10 +2271,15 @@ static CUresult rec_graph_exec_update(uint64_t exec, uint64_t h, int *result, ui
   }
   for (a = e->head, b = g->head; r == CUDA_SUCCESS && a; a = a->next, b = b->next) {
     uint8_t *bytes = b->op.bytes ? malloc(b->op.n ? b->op.n : 1) : NULL;
-    if (b->op.bytes && !bytes) {
+    rec_graph_t *child = b->child ? graph_clone(b->child) : NULL;
+    if ((b->op.bytes && !bytes) || (b->child && !child)) {
+      free(bytes);
+      graph_free(child);
       r = CUDA_ERROR_OUT_OF_MEMORY;
       break;
     }
+    graph_free(a->child);
+    a->child = child;
     if (bytes)
       memcpy(bytes, b->op.bytes, b->op.n);
     free(a->op.bytes);

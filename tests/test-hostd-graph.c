@@ -393,6 +393,18 @@ static void explicit_graph(void **state) {
   assert_int_equal(got[15], 10);
   assert_int_equal(got[16], 4);
 
+  /* An update from the graph itself takes its parameters back (child included). */
+  call_graph_exec_update_req_t same = {.exec = e, .graph = g};
+  call_graph_exec_update_rep_t sa;
+  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_UPDATE, &same), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_EXEC_UPDATE, &sa), 0);
+  assert_int_equal(sa.status, CUDA_SUCCESS);
+  assert_int_equal(sa.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+  read_back(t, s, b, got);
+  assert_int_equal(got[7], 8);
+  assert_int_equal(got[8], 4);
+  assert_int_equal(got[N - 1], 6);
   /* An update from a graph of another shape is refused, with the reason. */
   call_graph_exec_update_req_t up = {.exec = e, .graph = c};
   call_graph_exec_update_rep_t ua;

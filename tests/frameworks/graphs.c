@@ -6,11 +6,10 @@
  *             stream joined to the capture through events, y = a*x + y,
  *             a device copy z = y, a memset of z's first words) run eagerly,
  *             then captured (status and capture id checked on both streams
- *             during the capture, a synchronisation refused after the end
- *             is checked elsewhere) and replayed three times
+ *             during the capture and after it) and replayed three times
  *   explicit  the same work as an explicit graph (memset and kernel nodes,
- *             a copy node, a child graph, an event record node, added
- *             dependencies), replayed, a kernel node's parameters changed
+ *             a copy node, a child graph, an event record node, an added
+ *             dependency), replayed, a kernel node's parameters changed
  *             in the exec, replayed, then an exec update from the graph
  * Prints checksums (deterministic) and "done"; exit 1 on any error, with
  * the call and its result.
@@ -59,6 +58,7 @@ static const char ptx[] =
     "DONE2:\n ret;\n}\n";
 
 static CUfunction fill, axpy;
+static CUcontext ctx; /* the nodes' context */
 static CUdeviceptr x, y, z;
 static uint32_t host[N];
 
@@ -94,7 +94,7 @@ static void work(CUstream s, CUstream s2, CUevent fork, CUevent join) {
   CK(cuStreamWaitEvent(s, join, 0));
   launch_axpy(s, 2);
   CK(cuMemcpyDtoDAsync(z, y, N * 4, s));
-  CK(cuMemsetD32Async(z, 7, 16, s));
+  CK(cuMemsetD32Async(z, 9, 16, s));
 }
 
 static void reset(CUstream s) {
@@ -165,7 +165,7 @@ static CUgraphNode memset_node(CUgraph g, const CUgraphNode *deps, size_t n, CUd
   CUgraphNode node;
   memset(&mp, 0, sizeof(mp));
   mp.dst = p, mp.value = v, mp.elementSize = 4, mp.width = width, mp.height = 1;
-  CK(cuGraphAddMemsetNode(&node, g, deps, n, &mp, NULL));
+  CK(cuGraphAddMemsetNode(&node, g, deps, n, &mp, ctx));
   return node;
 }
 
@@ -192,10 +192,10 @@ static int explicit_graph(void) {
   memset(&c, 0, sizeof(c));
   c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
   c.srcDevice = y, c.dstDevice = z, c.WidthInBytes = N * 4, c.Height = 1, c.Depth = 1;
-  CK(cuGraphAddMemcpyNode(&cp, g, NULL, 0, &c, NULL));
+  CK(cuGraphAddMemcpyNode(&cp, g, NULL, 0, &c, ctx));
   CK(cuGraphAddDependencies(g, &ka, &cp, NULL, 1)); /* an edge added afterwards */
   CK(cuGraphCreate(&child, 0));
-  (void)memset_node(child, NULL, 0, z, 7, 16);
+  (void)memset_node(child, NULL, 0, z, 9, 16);
   CK(cuGraphAddChildGraphNode(&ch, g, &cp, 1, child));
   CK(cuGraphAddEventRecordNode(&ev, g, &ch, 1, done));
   CK(cuGraphInstantiateWithFlags(&e, g, 0));
@@ -227,7 +227,6 @@ static int explicit_graph(void) {
 
 int main(int argc, char **argv) {
   CUdevice dev;
-  CUcontext ctx;
   CUmodule mod;
   int rc;
   if (argc != 2) {
