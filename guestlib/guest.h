@@ -145,6 +145,10 @@ const guest_func_t *guest__func_by_name(uint64_t module, const char *name);
 /* Writes up to cap handles of module's functions to out (may be NULL);
  * returns how many the module has. */
 unsigned guest__module_funcs(uint64_t module, uint64_t *out, unsigned cap);
+/* A kernel's parameter buffer from kernelParams or an extra buffer (module.c):
+ * small (cap bytes) or a malloc'd *body the caller frees; a CUresult. */
+CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, uint8_t *small,
+                            size_t cap, uint8_t **body, const void **src, uint32_t *argbytes);
 
 /* ---- contexts (ctx.c) ---- */
 /* Device of the calling thread's current context (0 if none is current). */

@@ -530,6 +530,45 @@ static bool launch_shape_ok(const guest_func_t *f, const unsigned grid[3], const
   return true;
 }
 
+/* A kernel's parameter buffer as LAUNCH and graph kernel nodes carry it
+ * (wire/call.def): an extra buffer as it is; kernelParams packed into
+ * small (cap bytes) or, when larger, a malloc'd *body the caller frees.
+ * *src and *argbytes describe the buffer. */
+CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, uint8_t *small,
+                            size_t cap, uint8_t **body, const void **src, uint32_t *argbytes) {
+  size_t n = f->argbytes;
+  *body = NULL;
+  *src = NULL;
+  if ((params && extra) || n > CALL_LAUNCH_ARGS_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (extra) {
+    size_t *psize = NULL;
+    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 8; i += 2) {
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+        *src = extra[i + 1];
+      else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+        psize = extra[i + 1];
+      else
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!*src || !psize || *psize < n)
+      return CUDA_ERROR_INVALID_VALUE;
+  } else if (n && !params) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!*src) {
+    uint8_t *b = n <= cap ? small : (*body = malloc(n));
+    if (!b)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(b, 0, n);
+    for (uint32_t i = 0; i < f->nparams; i++)
+      memcpy(b + f->off[i], params[i], f->size[i]);
+    *src = b;
+  }
+  *argbytes = (uint32_t)n;
+  return CUDA_SUCCESS;
+}
+
 /* LAUNCH (wire/call.def): the attributes go as the caller's array, an
  * extra buffer as it is; only kernelParams are packed, into a stack buffer
  * for the usual launch (no malloc). */
@@ -539,7 +578,7 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
   const guest_func_t *f = guest__func_find(h);
   /* Most launches carry well under 1 KiB of arguments: no malloc for them. */
   uint8_t small[1024], *body = NULL;
-  size_t argbytes;
+  uint32_t argbytes = 0;
   call_launch_req_t q;
   const void *argsrc = NULL;
   int rc;
@@ -551,35 +590,9 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
     return CUDA_ERROR_INVALID_HANDLE;
   if (nattr > CALL_LAUNCH_ATTRS_MAX || (params && extra) || !launch_shape_ok(f, grid, block, shmem))
     return CUDA_ERROR_INVALID_VALUE;
-  argbytes = f->argbytes;
-  if (argbytes > CALL_LAUNCH_ARGS_MAX)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (extra) {
-    size_t *psize = NULL;
-    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 8; i += 2) {
-      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-        argsrc = extra[i + 1];
-      else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
-        psize = extra[i + 1];
-      else
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (!argsrc || !psize)
-      return CUDA_ERROR_INVALID_VALUE;
-    if (*psize < argbytes)
-      return CUDA_ERROR_INVALID_VALUE;
-  } else if (argbytes && !params) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  if (!argsrc) {
-    body = argbytes <= sizeof(small) ? small : malloc(argbytes);
-    if (!body)
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    memset(body, 0, argbytes);
-    for (uint32_t i = 0; i < f->nparams; i++)
-      memcpy(body + f->off[i], params[i], f->size[i]);
-    argsrc = body;
-  }
+  r = guest__kernel_args(f, params, extra, small, sizeof(small), &body, &argsrc, &argbytes);
+  if (r != CUDA_SUCCESS)
+    return r;
   memset(&q, 0, sizeof(q));
   q.func = h;
   memcpy(q.grid, grid, sizeof(q.grid));
@@ -587,12 +600,11 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
   q.shmem = shmem;
   q.nattr = nattr;
   q.stream = s;
-  q.argbytes = (uint32_t)argbytes;
+  q.argbytes = argbytes;
   q.attrs = (call_view_t){(const uint8_t *)attrs, (size_t)nattr * sizeof(CUlaunchAttribute)};
   q.args = (call_view_t){argsrc, argbytes};
   rc = guest__post(CALL_OP_LAUNCH, &q);
-  if (body && body != small)
-    free(body);
+  free(body);
   return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
 }
 

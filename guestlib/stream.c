@@ -4,8 +4,7 @@
  * querying go one round trip each; recording an event and waiting on one
  * are fire-and-forget (their errors surface at the next synchronising call,
  * wire/call.def).  Synchronising calls carry CALL_SYNCPOINT, which is
- * where the host reports deferred errors.  Stream capture is not offered, so
- * the capture status is answered locally: never capturing.
+ * where the host reports deferred errors.  Stream capture is in graph.c.
  *
  * Priorities are virtualised: the host stream's real priority is decided by
  * the tenant's class (latency-critical the greatest, best-effort the least;
@@ -215,70 +214,6 @@ GUEST_EXPORT CUresult cuStreamGetDevice(CUstream s, CUdevice *dev) {
 }
 GUEST_EXPORT CUresult cuStreamGetDevice_ptsz(CUstream s, CUdevice *dev) {
   return cuStreamGetDevice(s, dev);
-}
-
-/* ---- capture status: never capturing (capture is not offered) ---- */
-
-GUEST_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
-  (void)s;
-  if (!st)
-    return CUDA_ERROR_INVALID_VALUE;
-  *st = CU_STREAM_CAPTURE_STATUS_NONE;
-  return CUDA_SUCCESS;
-}
-GUEST_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *st) {
-  return cuStreamIsCapturing(s, st);
-}
-
-GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *st,
-                                                cuuint64_t *id, CUgraph *graph,
-                                                const CUgraphNode **deps,
-                                                const CUgraphEdgeData **edges, size_t *ndeps) {
-  (void)s;
-  if (!st)
-    return CUDA_ERROR_INVALID_VALUE;
-  *st = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (id)
-    *id = 0;
-  if (graph)
-    *graph = NULL;
-  if (deps)
-    *deps = NULL;
-  if (edges)
-    *edges = NULL;
-  if (ndeps)
-    *ndeps = 0;
-  return CUDA_SUCCESS;
-}
-GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *st,
-                                                     cuuint64_t *id, CUgraph *graph,
-                                                     const CUgraphNode **deps,
-                                                     const CUgraphEdgeData **edges, size_t *ndeps) {
-  return cuStreamGetCaptureInfo_v3(s, st, id, graph, deps, edges, ndeps);
-}
-GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *st,
-                                                cuuint64_t *id, CUgraph *graph,
-                                                const CUgraphNode **deps, size_t *ndeps) {
-  return cuStreamGetCaptureInfo_v3(s, st, id, graph, deps, NULL, ndeps);
-}
-GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus *st,
-                                                     cuuint64_t *id, CUgraph *graph,
-                                                     const CUgraphNode **deps, size_t *ndeps) {
-  return cuStreamGetCaptureInfo_v3(s, st, id, graph, deps, NULL, ndeps);
-}
-GUEST_EXPORT CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *st,
-                                             cuuint64_t *id) {
-  return cuStreamGetCaptureInfo_v3(s, st, id, NULL, NULL, NULL, NULL);
-}
-GUEST_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream s, CUstreamCaptureStatus *st,
-                                                  cuuint64_t *id) {
-  return cuStreamGetCaptureInfo_v3(s, st, id, NULL, NULL, NULL, NULL);
-}
-
-GUEST_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
-  if (!mode)
-    return CUDA_ERROR_INVALID_VALUE;
-  return CUDA_SUCCESS; /* nothing captures, so the mode changes nothing */
 }
 
 /* ---- events ---- */

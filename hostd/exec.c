@@ -91,6 +91,9 @@ static CUresult exec_htod(exec_t *x, const call_htod_req_t *q) {
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;
+  /* The bytes live in this request only: a graph must not keep their address. */
+  if (hostd__stream_capturing(x->t, ts))
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return hostd__gpu.htod(q->dst, q->bytes.p, q->bytes.len, ts->handle, (int)q->async);
 }
 
@@ -543,7 +546,8 @@ static CUresult exec_launch(exec_t *x, const call_launch_req_t *q) {
       (r = hostd__stream_enter_launch(x->t, ts)) != CUDA_SUCCESS)
     return r;
   memcpy(argbuf, q->args.p, q->args.len);
-  if (!x->t->sched)
+  /* On a capturing stream the scheduler stays out (exec-graph.c). */
+  if (!x->t->sched || hostd__stream_capturing(x->t, ts))
     return hostd__gpu.launch(q->func, q->grid, q->block, q->shmem, ts->handle, al, q->nattr,
                              argbuf, q->args.len);
   return launch_scheduled(x, ts, q, al, argbuf);
@@ -591,8 +595,11 @@ static CUresult exec_hostfn(exec_t *x, const call_hostfn_req_t *q) {
   hostd_tenant_t *t = x->t;
   tstream_t *ts;
   CUresult r;
+  tstream_t *cs = hostd__stream_of(t, q->stream, &r);
   if (q->seq == 0)
     r = CUDA_ERROR_INVALID_VALUE;
+  else if (cs && hostd__stream_capturing(t, cs))
+    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* its gate would be replayed as is */
   else if (!t->hf)
     r = CUDA_ERROR_NOT_SUPPORTED; /* driven without server.c (tests) */
   else if ((r = hostd__stream_lookup_enter(t, q->stream, &ts)) == CUDA_SUCCESS &&

@@ -126,7 +126,28 @@
   X(cuMemPoolSetAttribute)                                                                         \
   X(cuMemPoolTrimTo)                                                                               \
   X(cuMemAllocFromPoolAsync)                                                                       \
-  X(cuMemFreeAsync)
+  X(cuMemFreeAsync)                                                                                \
+  X(cuStreamBeginCapture)                                                                          \
+  X(cuStreamEndCapture)                                                                            \
+  X(cuStreamGetCaptureInfo)                                                                        \
+  X(cuThreadExchangeStreamCaptureMode)                                                             \
+  X(cuGraphCreate)                                                                                 \
+  X(cuGraphDestroy)                                                                                \
+  X(cuGraphAddEmptyNode)                                                                           \
+  X(cuGraphAddKernelNode)                                                                          \
+  X(cuGraphAddMemcpyNode)                                                                          \
+  X(cuGraphAddMemsetNode)                                                                          \
+  X(cuGraphAddEventRecordNode)                                                                     \
+  X(cuGraphAddEventWaitNode)                                                                       \
+  X(cuGraphAddChildGraphNode)                                                                      \
+  X(cuGraphAddDependencies)                                                                        \
+  X(cuGraphInstantiate)                                                                            \
+  X(cuGraphLaunch)                                                                                 \
+  X(cuGraphUpload)                                                                                 \
+  X(cuGraphExecDestroy)                                                                            \
+  X(cuGraphExecUpdate)                                                                             \
+  X(cuGraphExecKernelNodeSetParams)                                                                \
+  X(cuGraphGetNodes)
 
 static struct {
 #define X(n) __typeof__(&n) n;
@@ -881,6 +902,169 @@ static CUresult cuda_jit(const char *ptx, size_t len, void **image, size_t *imag
   return r;
 }
 
+
+/* ---- stream capture and graphs ---- */
+
+#define G(g)  ((CUgraph)(uintptr_t)(g))
+#define GN(n) ((CUgraphNode)(uintptr_t)(n))
+#define GE(e) ((CUgraphExec)(uintptr_t)(e))
+
+static CUresult cuda_capture_begin(uint64_t s, int mode) {
+  return D.cuStreamBeginCapture(S(s), (CUstreamCaptureMode)mode);
+}
+
+static CUresult cuda_capture_end(uint64_t s, uint64_t *graph) {
+  CUgraph g = NULL;
+  CUresult r = D.cuStreamEndCapture(S(s), &g);
+  *graph = (uint64_t)(uintptr_t)g;
+  return r;
+}
+
+static CUresult cuda_capture_info(uint64_t s, int *status, uint64_t *id, uint64_t *graph,
+                                  uint64_t *deps, size_t cap, size_t *ndeps) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t cid = 0;
+  CUgraph g = NULL;
+  const CUgraphNode *d = NULL;
+  size_t n = 0;
+  CUresult r = D.cuStreamGetCaptureInfo(S(s), &st, &cid, &g, &d, NULL, &n);
+  *status = (int)st;
+  *id = cid;
+  *graph = (uint64_t)(uintptr_t)g;
+  *ndeps = n;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < n && i < cap; i++)
+    deps[i] = (uint64_t)(uintptr_t)d[i];
+  return r;
+}
+
+static CUresult cuda_capture_mode(int *mode) {
+  CUstreamCaptureMode m = (CUstreamCaptureMode)*mode;
+  CUresult r = D.cuThreadExchangeStreamCaptureMode(&m);
+  *mode = (int)m;
+  return r;
+}
+
+static CUresult cuda_graph_new(uint64_t *g) {
+  CUgraph v = NULL;
+  CUresult r = D.cuGraphCreate(&v, 0);
+  *g = (uint64_t)(uintptr_t)v;
+  return r;
+}
+
+static CUresult cuda_graph_del(uint64_t g) {
+  return D.cuGraphDestroy(G(g));
+}
+
+static void kernel_params(CUDA_KERNEL_NODE_PARAMS *k, const hostd_gnode_t *n, void **extra) {
+  memset(k, 0, sizeof(*k));
+  if (n->fkind == 0)
+    k->func = (CUfunction)(uintptr_t)n->handle;
+  else
+    k->kern = (CUkernel)(uintptr_t)n->handle, k->ctx = ctx;
+  k->gridDimX = n->grid[0], k->gridDimY = n->grid[1], k->gridDimZ = n->grid[2];
+  k->blockDimX = n->block[0], k->blockDimY = n->block[1], k->blockDimZ = n->block[2];
+  k->sharedMemBytes = n->shmem;
+  k->extra = n->argbytes ? extra : NULL;
+}
+
+/* One node of each kind; deps are the driver's node handles. */
+static CUresult cuda_graph_add(uint64_t *node, uint64_t g, const uint64_t *deps, size_t ndeps,
+                               const hostd_gnode_t *n) {
+  const CUgraphNode *d = (const CUgraphNode *)deps;
+  size_t argbytes = n->argbytes;
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, n->args, CU_LAUNCH_PARAM_BUFFER_SIZE, &argbytes,
+                   CU_LAUNCH_PARAM_END};
+  CUDA_KERNEL_NODE_PARAMS k;
+  CUDA_MEMCPY3D c;
+  CUDA_MEMSET_NODE_PARAMS m;
+  CUgraphNode v = NULL;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  _Static_assert(sizeof(CUgraphNode) == sizeof(uint64_t), "node handles travel as u64");
+  switch (n->kind) {
+  case CALL_GNODE_EMPTY:
+    r = D.cuGraphAddEmptyNode(&v, G(g), d, ndeps);
+    break;
+  case CALL_GNODE_KERNEL:
+    kernel_params(&k, n, extra);
+    r = D.cuGraphAddKernelNode(&v, G(g), d, ndeps, &k);
+    break;
+  case CALL_GNODE_MEMCPY:
+    memset(&c, 0, sizeof(c));
+    c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = n->src, c.dstDevice = n->dst;
+    c.WidthInBytes = n->width, c.Height = 1, c.Depth = 1;
+    r = D.cuGraphAddMemcpyNode(&v, G(g), d, ndeps, &c, ctx);
+    break;
+  case CALL_GNODE_MEMSET:
+    memset(&m, 0, sizeof(m));
+    m.dst = n->dst, m.pitch = n->pitch, m.value = n->value, m.elementSize = n->elem;
+    m.width = n->width, m.height = n->height;
+    r = D.cuGraphAddMemsetNode(&v, G(g), d, ndeps, &m, ctx);
+    break;
+  case CALL_GNODE_EVENT_REC:
+    r = D.cuGraphAddEventRecordNode(&v, G(g), d, ndeps, (CUevent)(uintptr_t)n->handle);
+    break;
+  case CALL_GNODE_EVENT_WAIT:
+    r = D.cuGraphAddEventWaitNode(&v, G(g), d, ndeps, (CUevent)(uintptr_t)n->handle);
+    break;
+  case CALL_GNODE_CHILD:
+    r = D.cuGraphAddChildGraphNode(&v, G(g), d, ndeps, G(n->handle));
+    break;
+  default:
+    break;
+  }
+  *node = (uint64_t)(uintptr_t)v;
+  return r;
+}
+
+static CUresult cuda_graph_deps(uint64_t g, const uint64_t *from, const uint64_t *to, size_t n) {
+  return D.cuGraphAddDependencies(G(g), (const CUgraphNode *)from, (const CUgraphNode *)to, NULL,
+                                  n);
+}
+
+static CUresult cuda_graph_instantiate(uint64_t *exec, uint64_t g, uint64_t flags) {
+  CUgraphExec e = NULL;
+  CUresult r = D.cuGraphInstantiate(&e, G(g), flags);
+  *exec = (uint64_t)(uintptr_t)e;
+  return r;
+}
+
+static CUresult cuda_graph_launch(uint64_t exec, uint64_t s, int upload) {
+  return upload ? D.cuGraphUpload(GE(exec), S(s)) : D.cuGraphLaunch(GE(exec), S(s));
+}
+
+static CUresult cuda_graph_exec_del(uint64_t exec) {
+  return D.cuGraphExecDestroy(GE(exec));
+}
+
+static CUresult cuda_graph_exec_update(uint64_t exec, uint64_t g, int *result,
+                                       uint64_t *error_node) {
+  CUgraphExecUpdateResultInfo info;
+  CUresult r;
+  memset(&info, 0, sizeof(info));
+  r = D.cuGraphExecUpdate(GE(exec), G(g), &info);
+  *result = (int)info.result;
+  *error_node = (uint64_t)(uintptr_t)info.errorNode;
+  return r;
+}
+
+static CUresult cuda_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd_gnode_t *n) {
+  size_t argbytes = n->argbytes;
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, n->args, CU_LAUNCH_PARAM_BUFFER_SIZE, &argbytes,
+                   CU_LAUNCH_PARAM_END};
+  CUDA_KERNEL_NODE_PARAMS k;
+  kernel_params(&k, n, extra);
+  return D.cuGraphExecKernelNodeSetParams(GE(exec), GN(node), &k);
+}
+
+static CUresult cuda_graph_nodes(uint64_t g, uint64_t *nodes, size_t cap, size_t *total) {
+  CUresult r = D.cuGraphGetNodes(G(g), NULL, total);
+  size_t n = cap < *total ? cap : *total;
+  if (r == CUDA_SUCCESS && n)
+    r = D.cuGraphGetNodes(G(g), (CUgraphNode *)nodes, &n);
+  return r;
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
@@ -938,4 +1122,18 @@ const hostd_gpu_ops_t hostd__gpu = {
     .mem_alloc_async = cuda_mem_alloc_async,
     .mem_free_async = cuda_mem_free_async,
     .jit = cuda_jit,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .capture_info = cuda_capture_info,
+    .capture_mode = cuda_capture_mode,
+    .graph_new = cuda_graph_new,
+    .graph_del = cuda_graph_del,
+    .graph_add = cuda_graph_add,
+    .graph_deps = cuda_graph_deps,
+    .graph_instantiate = cuda_graph_instantiate,
+    .graph_launch = cuda_graph_launch,
+    .graph_exec_del = cuda_graph_exec_del,
+    .graph_exec_update = cuda_graph_exec_update,
+    .graph_exec_kernel = cuda_graph_exec_kernel,
+    .graph_nodes = cuda_graph_nodes,
 };

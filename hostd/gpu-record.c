@@ -127,7 +127,8 @@ enum {
   OP_RECORD,
   OP_HOSTFN,
   OP_NOP,
-  OP_EVWAIT /* wait until an event's queued records have run */
+  OP_EVWAIT, /* wait until an event's queued records have run */
+  OP_CHILD   /* a graph's child graph (replayed in place) */
 };
 
 typedef struct rec_op {
@@ -142,8 +143,12 @@ typedef struct rec_op {
   rec_gate_t *g;
   uint32_t slot, value;
   uint32_t grid[3]; /* OP_LAUNCH */
+  uint64_t pitch, height; /* OP_MEMSET of a graph node: rows (height 0: one) */
   struct rec_op *next;
 } rec_op_t;
+
+struct rec_graph;
+#define CAP_DEPS 16 /* a capturing stream's current dependencies, at most */
 
 typedef struct rec_stream {
   uint64_t h;
@@ -155,6 +160,9 @@ typedef struct rec_stream {
   rec_op_t *head, *tail;
   int prio;
   rec_op_t *ptb; /* a held PTB launch: the stream waits until its flag is raised */
+  struct rec_graph *cap; /* the capture it takes part in, or NULL */
+  uint64_t cap_deps[CAP_DEPS]; /* its current dependencies (nodes) in that capture */
+  size_t cap_ndeps;
   struct rec_stream *next;
 } rec_stream_t;
 
@@ -166,11 +174,20 @@ typedef struct rec_event {
   uint64_t h;
   uint64_t recorded; /* records made */
   uint64_t done;     /* the highest-numbered record that ran */
+  struct rec_graph *cap; /* last recorded in this capture (a captured event), or NULL */
+  uint64_t cap_deps[CAP_DEPS]; /* the recording stream's dependencies then */
+  size_t cap_ndeps;
   struct rec_event *next;
 } rec_event_t;
 
 static rec_stream_t *streams;
 static rec_event_t *events;
+/* Stream capture (below): the capture a stream takes part in, work added to it. */
+static struct rec_graph *capturing(uint64_t s);
+static CUresult cap_add(rec_stream_t *st, rec_op_t *o);
+static CUresult cap_refuse(uint64_t s);
+static bool unsafe_refused(void);
+static void graphs_free_all(void);
 static __thread bool draining; /* this thread runs drain(): nested gate_opens only set words */
 static rec_alloc_t *allocs;
 static rec_phys_t *physs;
@@ -335,6 +352,7 @@ static void rec_shutdown(void) {
     events = e->next;
     free(e);
   }
+  graphs_free_all();
   pthread_cond_broadcast(&cv);
   used_bytes = 0;
   /* As when the process ends: the fault goes, and nothing from before may
@@ -354,6 +372,8 @@ static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
   LIVE(0);
   rec_alloc_t *a;
   count(HOSTD_RECORD_ALLOC);
+  if (unsafe_refused()) /* cuMemAlloc during a capture this thread began, as the driver */
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   /* Every allocation is backed by host memory, so the recording device models
    * a small GPU: at most 1 GiB per allocation and 4 GiB in all.  Tests never
    * need more, and a fuzzed size (fuzz-hostd-exec asked for 3.9 GB) gets the
@@ -496,9 +516,11 @@ static void exec_op(rec_stream_t *st, rec_op_t *o) {
       memmove(d, p, o->n);
     break;
   case OP_MEMSET:
-    d = find(o->a, (uint64_t)o->n * o->elem);
-    for (size_t i = 0; d && i < o->n; i++)
-      memcpy(d + i * o->elem, &o->v, o->elem);
+    for (uint64_t row = 0; row < (o->height ? o->height : 1); row++) {
+      d = find(o->a + row * o->pitch, (uint64_t)o->n * o->elem);
+      for (size_t i = 0; d && i < o->n; i++)
+        memcpy(d + i * o->elem, &o->v, o->elem);
+    }
     moved = true; /* it may raise a held PTB launch's flag */
     break;
   case OP_LAUNCH:
@@ -587,6 +609,18 @@ static CUresult rec_htod(uint64_t dst, const void *src, size_t n, uint64_t s, in
   uint8_t *d;
   count(HOSTD_RECORD_HTOD);
   pthread_mutex_lock(&lock);
+  if (capturing(s)) {
+    rec_op_t o = {.kind = OP_HTOD, .a = dst, .n = n, .bytes = malloc(n ? n : 1)};
+    CUresult r = !find(dst, n) ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+    if (o.bytes && find(dst, n)) {
+      memcpy(o.bytes, src, n);
+      r = cap_add(stream_find(s), &o);
+    } else {
+      free(o.bytes);
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+  }
   if (async && find(dst, n) && busy(stream_find(s))) {
     rec_op_t o = {.kind = OP_HTOD, .a = dst, .n = n, .bytes = malloc(n ? n : 1)};
     if (o.bytes) {
@@ -612,6 +646,10 @@ static CUresult rec_dtoh(void *dst, uint64_t src, size_t n, uint64_t s) {
   CUresult r;
   count(HOSTD_RECORD_DTOH);
   pthread_mutex_lock(&lock);
+  if ((r = cap_refuse(s)) != CUDA_SUCCESS) {
+    pthread_mutex_unlock(&lock);
+    return r;
+  }
   wait_idle(s); /* synchronous: after the stream's earlier work */
   p = find(src, n);
   if (p)
@@ -629,6 +667,11 @@ static CUresult rec_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t s) {
   count(HOSTD_RECORD_DTOH);
   pthread_mutex_lock(&lock);
   p = find(src, n);
+  if (p && capturing(s)) {
+    CUresult r = cap_add(stream_find(s), &o);
+    pthread_mutex_unlock(&lock);
+    return r;
+  }
   if (p && !defer(s, &o))
     memcpy(dst, p, n);
   pthread_mutex_unlock(&lock);
@@ -643,6 +686,11 @@ static CUresult rec_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int a
   pthread_mutex_lock(&lock);
   d = find(dst, n);
   p = find(src, n);
+  if (d && p && capturing(s)) {
+    CUresult r = cap_add(stream_find(s), &o);
+    pthread_mutex_unlock(&lock);
+    return r;
+  }
   if (!async)
     wait_idle(s);
   if (d && p && !defer(s, &o))
@@ -660,6 +708,11 @@ static CUresult rec_memset(uint64_t p, uint32_t v, uint32_t elem, size_t n, uint
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   d = find(p, (uint64_t)n * elem);
+  if (d && capturing(s)) {
+    CUresult r = cap_add(stream_find(s), &o);
+    pthread_mutex_unlock(&lock);
+    return r;
+  }
   if (d && !defer(s, &o)) {
     rec_stream_t *st = stream_find(s);
     for (size_t i = 0; i < n; i++)
@@ -726,7 +779,12 @@ static CUresult rec_stream_del(uint64_t s) {
 }
 static CUresult rec_stream_sync(uint64_t s) {
   LIVE(s);
+  CUresult r;
   pthread_mutex_lock(&lock);
+  if ((r = cap_refuse(s)) != CUDA_SUCCESS) {
+    pthread_mutex_unlock(&lock);
+    return r;
+  }
   wait_idle(s);
   pthread_mutex_unlock(&lock);
   return sync_result();
@@ -734,7 +792,12 @@ static CUresult rec_stream_sync(uint64_t s) {
 static CUresult rec_stream_query(uint64_t s) {
   LIVE(s);
   bool b;
+  CUresult r;
   pthread_mutex_lock(&lock);
+  if ((r = cap_refuse(s)) != CUDA_SUCCESS) {
+    pthread_mutex_unlock(&lock);
+    return r;
+  }
   b = busy(stream_find(s)) && !sticky; /* a fault answers before NOT_READY */
   pthread_mutex_unlock(&lock);
   return b ? CUDA_ERROR_NOT_READY : sync_result();
@@ -752,6 +815,21 @@ static CUresult rec_stream_wait(uint64_t s, uint64_t e, unsigned flags) {
   st = stream_find(s);
   ev = event_find(e);
   o.b = ev ? ev->recorded : 0; /* the latest record, now */
+  if (st && ev && ev->cap) { /* joins (or deepens) the event's capture */
+    CUresult r = CUDA_SUCCESS;
+    if (st->cap && st->cap != ev->cap)
+      r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    else if (!st->cap)
+      st->cap = ev->cap, st->cap_ndeps = 0;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < ev->cap_ndeps && st->cap_ndeps < CAP_DEPS; i++)
+      st->cap_deps[st->cap_ndeps++] = ev->cap_deps[i];
+    pthread_mutex_unlock(&lock);
+    return r;
+  }
+  if (st && st->cap) { /* an event from outside the capture: nothing to wait for in it */
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+  }
   if (st && !defer(s, &o) && !event_reached(e, o.b)) {
     st->evwait = e;
     st->evtarget = o.b;
@@ -795,7 +873,16 @@ static CUresult rec_event_record(uint64_t e, uint64_t s, unsigned flags) {
   count(HOSTD_RECORD_RECORD);
   pthread_mutex_lock(&lock);
   ev = event_find(e);
+  rec_stream_t *cst = stream_find(s);
+  if (ev && cst && cst->cap) { /* a captured event: waits on it join the capture */
+    ev->cap = cst->cap;
+    ev->cap_ndeps = cst->cap_ndeps;
+    memcpy(ev->cap_deps, cst->cap_deps, sizeof(ev->cap_deps));
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+  }
   if (ev) {
+    ev->cap = NULL;
     o.b = ++ev->recorded;
     if (!defer(s, &o))
       ev->done = o.b; /* ran at once */
@@ -1214,6 +1301,11 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   memcpy(o.bytes, args, argbytes);
+  if (st && st->cap) {
+    CUresult r = cap_add(st, &o);
+    pthread_mutex_unlock(&lock);
+    return r;
+  }
   if (busy(st) && defer(s, &o)) {
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
@@ -1275,9 +1367,10 @@ static CUresult rec_host_fn(uint64_t s, void *gp, uint32_t slot, uint32_t value,
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   st = stream_find(s);
-  if (!st) {
+  if (!st || st->cap) {
+    CUresult r = st ? cap_refuse(s) : CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_unlock(&lock);
-    return CUDA_ERROR_INVALID_HANDLE;
+    return r;
   }
   if (defer(s, &o)) {
     pthread_mutex_unlock(&lock);
@@ -1669,6 +1762,575 @@ static CUresult rec_mem_free_async(uint64_t p, uint64_t s) {
   return rec_mem_free(p);
 }
 
+
+/* ---- stream capture and graphs ----
+ * A graph is a list of nodes in the order they were added, each with its
+ * dependencies; a replay runs every node once all of its dependencies ran
+ * (one valid order of the DAG), each node's work on the launching stream
+ * (queued behind a gate as any other work).  A capture appends the work of
+ * each stream taking part to its graph instead of running it; a stream
+ * joins by waiting for an event recorded in the capture; a synchronising
+ * call on a capturing stream fails and invalidates the capture, as on the
+ * driver.  Instantiation copies the graph, so later changes to it do not
+ * reach the exec.  Not modelled: unjoined forks at the end of a capture,
+ * the capture modes' thread rules beyond the calling thread's own. */
+
+typedef struct rec_gnode {
+  uint64_t h, orig;        /* its handle; in an exec, the graph node it came from */
+  rec_op_t op;             /* the work (op.bytes owned) */
+  struct rec_graph *child; /* OP_CHILD: an owned copy */
+  uint64_t *deps;
+  size_t ndeps;
+  bool ran;
+  struct rec_gnode *next;
+} rec_gnode_t;
+
+typedef struct rec_graph {
+  uint64_t h;
+  rec_gnode_t *head, *tail;
+  size_t n;
+  uint64_t origin;      /* capturing: the stream it began on (0: not a capture) */
+  bool invalidated;     /* capturing: a prohibited call happened */
+  bool strict;          /* capturing in a mode that prohibits unsafe calls on its thread */
+  struct rec_graph *next;
+} rec_graph_t;
+
+static rec_graph_t *graphs, *gexecs; /* lock held */
+static __thread int thr_mode;        /* CUstreamCaptureMode of this thread (0: global) */
+static __thread int thr_strict;      /* strict captures this thread began, still open */
+
+static rec_graph_t *graph_find(rec_graph_t *list, uint64_t h) {
+  for (rec_graph_t *g = list; g; g = g->next)
+    if (g->h == h)
+      return g;
+  return NULL;
+}
+
+static rec_gnode_t *gnode_find(const rec_graph_t *g, uint64_t h) {
+  for (rec_gnode_t *n = g->head; n; n = n->next)
+    if (n->h == h)
+      return n;
+  return NULL;
+}
+
+static void graph_free(rec_graph_t *g) {
+  while (g && g->head) {
+    rec_gnode_t *n = g->head;
+    g->head = n->next;
+    free(n->op.bytes);
+    free(n->deps);
+    graph_free(n->child);
+    free(n);
+  }
+  free(g);
+}
+
+static void graph_unlink(rec_graph_t **list, rec_graph_t *g) {
+  for (rec_graph_t **p = list; *p; p = &(*p)->next)
+    if (*p == g) {
+      *p = g->next;
+      return;
+    }
+}
+
+/* Appends a node doing *op (taking op->bytes) after deps; NULL: no memory. */
+static rec_gnode_t *gnode_add(rec_graph_t *g, const rec_op_t *op, const uint64_t *deps,
+                              size_t ndeps) {
+  rec_gnode_t *n = calloc(1, sizeof(*n));
+  if (!n || (ndeps && !(n->deps = malloc(ndeps * sizeof(*deps))))) {
+    free(n);
+    return NULL;
+  }
+  n->op = *op;
+  n->op.next = NULL;
+  if (ndeps)
+    memcpy(n->deps, deps, ndeps * sizeof(*deps));
+  n->ndeps = ndeps;
+  next_handle += 0x10;
+  n->h = next_handle;
+  if (g->tail)
+    g->tail->next = n;
+  else
+    g->head = n;
+  g->tail = n;
+  g->n++;
+  return n;
+}
+
+static rec_graph_t *graph_clone(const rec_graph_t *src) {
+  rec_graph_t *g = calloc(1, sizeof(*g));
+  bool ok = g != NULL;
+  for (const rec_gnode_t *s = src->head; ok && s; s = s->next) {
+    rec_op_t op = s->op;
+    rec_gnode_t *n;
+    op.bytes = s->op.bytes && s->op.n ? malloc(s->op.n) : NULL;
+    if (op.bytes)
+      memcpy(op.bytes, s->op.bytes, s->op.n);
+    ok = (!s->op.bytes || !s->op.n || op.bytes) && (n = gnode_add(g, &op, s->deps, s->ndeps));
+    if (!ok) {
+      free(op.bytes);
+      break;
+    }
+    n->h = s->h; /* the same node names inside the copy */
+    n->orig = s->h;
+    if (s->child && !(n->child = graph_clone(s->child)))
+      ok = false;
+  }
+  if (!ok) {
+    graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+/* Work o on capturing stream st (lock held): a node after the stream's
+ * dependencies, which it then replaces.  Takes o->bytes.  A CUresult. */
+static CUresult cap_add(rec_stream_t *st, rec_op_t *o) {
+  rec_gnode_t *n;
+  if (st->cap->invalidated) {
+    free(o->bytes);
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  if (!(n = gnode_add(st->cap, o, st->cap_deps, st->cap_ndeps))) {
+    free(o->bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  st->cap_deps[0] = n->h;
+  st->cap_ndeps = 1;
+  count(HOSTD_RECORD_CAPTURED);
+  return CUDA_SUCCESS;
+}
+
+/* The capture stream s takes part in, or NULL (lock held). */
+static rec_graph_t *capturing(uint64_t s) {
+  rec_stream_t *st = stream_find(s);
+  return st ? st->cap : NULL;
+}
+
+/* A synchronising call on a capturing stream: refused, the capture invalidated. */
+static CUresult cap_refuse(uint64_t s) {
+  rec_graph_t *g = capturing(s);
+  if (!g)
+    return CUDA_SUCCESS;
+  g->invalidated = true;
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+static CUresult rec_capture_begin(uint64_t s, int mode) {
+  LIVE(s);
+  rec_stream_t *st;
+  rec_graph_t *g;
+  CUresult r = CUDA_SUCCESS;
+  if (mode < CU_STREAM_CAPTURE_MODE_GLOBAL || mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  st = stream_find(s);
+  if (!st)
+    r = CUDA_ERROR_INVALID_HANDLE;
+  else if (st->cap)
+    r = CUDA_ERROR_ILLEGAL_STATE;
+  else if (!(g = calloc(1, sizeof(*g))))
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) {
+    g->h = next_handle += 0x10;
+    g->origin = s;
+    g->strict = mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+    thr_strict += g->strict;
+    g->next = graphs;
+    graphs = g;
+    st->cap = g;
+    st->cap_ndeps = 0;
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_capture_end(uint64_t s, uint64_t *graph) {
+  LIVE(s);
+  rec_stream_t *st;
+  rec_graph_t *g;
+  CUresult r = CUDA_SUCCESS;
+  *graph = 0;
+  pthread_mutex_lock(&lock);
+  st = stream_find(s);
+  g = st ? st->cap : NULL;
+  if (!g || g->origin != s) {
+    pthread_mutex_unlock(&lock);
+    return st ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_INVALID_HANDLE;
+  }
+  for (rec_stream_t *o = streams; o; o = o->next)
+    if (o->cap == g)
+      o->cap = NULL, o->cap_ndeps = 0;
+  for (rec_event_t *e = events; e; e = e->next)
+    if (e->cap == g)
+      e->cap = NULL;
+  thr_strict -= g->strict;
+  g->origin = 0;
+  if (g->invalidated) {
+    graph_unlink(&graphs, g);
+    graph_free(g);
+    r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  } else {
+    *graph = g->h;
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_capture_info(uint64_t s, int *status, uint64_t *id, uint64_t *graph,
+                                 uint64_t *deps, size_t cap, size_t *ndeps) {
+  LIVE(s);
+  rec_stream_t *st;
+  pthread_mutex_lock(&lock);
+  st = stream_find(s);
+  *status = !st || !st->cap       ? CU_STREAM_CAPTURE_STATUS_NONE
+            : st->cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                   : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  *id = *graph = 0;
+  *ndeps = 0;
+  if (st && st->cap) {
+    *id = *graph = st->cap->h;
+    *ndeps = st->cap_ndeps;
+    for (size_t i = 0; i < st->cap_ndeps && i < cap; i++)
+      deps[i] = st->cap_deps[i];
+  }
+  pthread_mutex_unlock(&lock);
+  return st ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult rec_capture_mode(int *mode) {
+  int old = thr_mode;
+  if (*mode < CU_STREAM_CAPTURE_MODE_GLOBAL || *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  thr_mode = *mode;
+  *mode = old;
+  return CUDA_SUCCESS;
+}
+
+/* An unsafe call (memory allocation) while this thread has a strict capture open. */
+static bool unsafe_refused(void) {
+  return thr_strict > 0 && thr_mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+}
+
+static void graphs_free_all(void) { /* lock held */
+  for (rec_graph_t **l = &graphs; l; l = l == &graphs ? &gexecs : NULL)
+    while (*l) {
+      rec_graph_t *g = *l;
+      *l = g->next;
+      graph_free(g);
+    }
+}
+
+static CUresult rec_graph_new(uint64_t *out) {
+  LIVE(0);
+  rec_graph_t *g = calloc(1, sizeof(*g));
+  if (!g)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&lock);
+  *out = g->h = next_handle += 0x10;
+  g->next = graphs;
+  graphs = g;
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_graph_del(uint64_t h) {
+  LIVE(h);
+  rec_graph_t *g;
+  pthread_mutex_lock(&lock);
+  if ((g = graph_find(graphs, h)) && !g->origin)
+    graph_unlink(&graphs, g), graph_free(g);
+  pthread_mutex_unlock(&lock);
+  return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The work a graph node of description d does (lock held); a CUresult. */
+static CUresult gnode_op(const hostd_gnode_t *d, rec_op_t *o, rec_graph_t **child) {
+  rec_graph_t *c;
+  memset(o, 0, sizeof(*o));
+  switch (d->kind) {
+  case CALL_GNODE_EMPTY:
+    o->kind = OP_NOP;
+    return CUDA_SUCCESS;
+  case CALL_GNODE_KERNEL:
+    if (!kernel_of_locked(d->handle))
+      return CUDA_ERROR_INVALID_VALUE;
+    *o = (rec_op_t){.kind = OP_LAUNCH, .a = d->handle, .n = d->argbytes,
+                    .grid = {d->grid[0], d->grid[1], d->grid[2]}};
+    if (!(o->bytes = malloc(d->argbytes ? d->argbytes : 1)))
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(o->bytes, d->args, d->argbytes);
+    return CUDA_SUCCESS;
+  case CALL_GNODE_MEMCPY:
+    *o = (rec_op_t){.kind = OP_DTOD, .a = d->dst, .b = d->src, .n = d->width};
+    return find(d->dst, d->width) && find(d->src, d->width) ? CUDA_SUCCESS
+                                                             : CUDA_ERROR_INVALID_VALUE;
+  case CALL_GNODE_MEMSET:
+    *o = (rec_op_t){.kind = OP_MEMSET, .a = d->dst, .n = d->width, .v = d->value,
+                    .elem = d->elem, .pitch = d->pitch, .height = d->height};
+    return (d->elem == 1 || d->elem == 2 || d->elem == 4) && d->height &&
+                   find(d->dst + (d->height - 1) * d->pitch, d->width * d->elem)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  case CALL_GNODE_EVENT_REC:
+  case CALL_GNODE_EVENT_WAIT:
+    o->kind = d->kind == CALL_GNODE_EVENT_REC ? OP_RECORD : OP_EVWAIT;
+    o->a = d->handle;
+    return event_find(d->handle) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  case CALL_GNODE_CHILD:
+    if (!(c = graph_find(graphs, d->handle)))
+      return CUDA_ERROR_INVALID_VALUE;
+    o->kind = OP_CHILD;
+    return (*child = graph_clone(c)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+static CUresult rec_graph_add(uint64_t *node, uint64_t h, const uint64_t *deps, size_t ndeps,
+                              const hostd_gnode_t *d) {
+  LIVE(h);
+  rec_graph_t *g, *child = NULL;
+  rec_gnode_t *n = NULL;
+  rec_op_t o;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if ((g = graph_find(graphs, h)) && !g->origin) {
+    r = CUDA_SUCCESS;
+    for (size_t i = 0; i < ndeps && r == CUDA_SUCCESS; i++)
+      if (!gnode_find(g, deps[i]))
+        r = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (r == CUDA_SUCCESS && (r = gnode_op(d, &o, &child)) == CUDA_SUCCESS &&
+      !(n = gnode_add(g, &o, deps, ndeps))) {
+    free(o.bytes);
+    graph_free(child);
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (n) {
+    n->child = child;
+    *node = n->h;
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_graph_deps(uint64_t h, const uint64_t *from, const uint64_t *to, size_t k) {
+  LIVE(h);
+  rec_graph_t *g;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if ((g = graph_find(graphs, h))) {
+    r = CUDA_SUCCESS;
+    for (size_t i = 0; i < k && r == CUDA_SUCCESS; i++) {
+      rec_gnode_t *t = gnode_find(g, to[i]);
+      uint64_t *nd;
+      if (!t || !gnode_find(g, from[i]) || from[i] == to[i])
+        r = CUDA_ERROR_INVALID_VALUE;
+      else if (!(nd = realloc(t->deps, (t->ndeps + 1) * sizeof(*nd))))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+      else
+        t->deps = nd, t->deps[t->ndeps++] = from[i];
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+/* Marks g's nodes not run; true when every node can run (no cycle). */
+static bool graph_acyclic(rec_graph_t *g) {
+  size_t done = 0, before;
+  for (rec_gnode_t *n = g->head; n; n = n->next)
+    n->ran = false;
+  do {
+    before = done;
+    for (rec_gnode_t *n = g->head; n; n = n->next) {
+      bool ready = !n->ran;
+      for (size_t i = 0; ready && i < n->ndeps; i++) {
+        rec_gnode_t *d = gnode_find(g, n->deps[i]);
+        ready = !d || d->ran;
+      }
+      if (ready)
+        n->ran = true, done++;
+    }
+  } while (done != before);
+  return done == g->n;
+}
+
+static CUresult rec_graph_instantiate(uint64_t *exec, uint64_t h, uint64_t flags) {
+  LIVE(h);
+  rec_graph_t *g, *e = NULL;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  (void)flags;
+  pthread_mutex_lock(&lock);
+  if ((g = graph_find(graphs, h)) && !g->origin && graph_acyclic(g))
+    r = (e = graph_clone(g)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  if (e) {
+    *exec = e->h = next_handle += 0x10;
+    e->next = gexecs;
+    gexecs = e;
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+/* Runs (or queues) one replay of g on stream s (lock held). */
+static void graph_run(rec_graph_t *g, uint64_t s) {
+  rec_stream_t *st = stream_find(s);
+  for (rec_gnode_t *n = g->head; n; n = n->next)
+    n->ran = false;
+  for (bool more = true; more;) {
+    more = false;
+    for (rec_gnode_t *n = g->head; n; n = n->next) {
+      bool ready = !n->ran;
+      for (size_t i = 0; ready && i < n->ndeps; i++) {
+        rec_gnode_t *d = gnode_find(g, n->deps[i]);
+        ready = !d || d->ran;
+      }
+      if (!ready)
+        continue;
+      n->ran = more = true;
+      if (n->op.kind == OP_CHILD) {
+        graph_run(n->child, s);
+        continue;
+      }
+      rec_op_t o = n->op;
+      rec_event_t *ev = event_find(o.a);
+      if (o.kind == OP_RECORD && ev)
+        o.b = ++ev->recorded;
+      if (o.kind == OP_EVWAIT)
+        o.b = ev ? ev->recorded : 0;
+      if (o.bytes && (o.bytes = malloc(o.n ? o.n : 1)))
+        memcpy(o.bytes, n->op.bytes, o.n);
+      if (!defer(s, &o)) {
+        if (o.kind == OP_EVWAIT && st && !event_reached(o.a, o.b))
+          st->evwait = o.a, st->evtarget = o.b;
+        else
+          exec_op(st, &o);
+        free(o.bytes);
+      }
+    }
+  }
+}
+
+static CUresult rec_graph_launch(uint64_t exec, uint64_t s, int upload) {
+  LIVE(exec, s);
+  rec_graph_t *e;
+  rec_stream_t *st;
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&lock);
+  e = graph_find(gexecs, exec);
+  st = stream_find(s);
+  if (!e || !st) {
+    r = !e ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+  } else if (!upload && st->cap) { /* captured: a child graph node */
+    rec_op_t o = {.kind = OP_CHILD};
+    rec_graph_t *c = graph_clone(e);
+    r = c ? cap_add(st, &o) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS)
+      st->cap->tail->child = c;
+    else
+      graph_free(c);
+  } else if (!upload) {
+    count(HOSTD_RECORD_GRAPH_LAUNCH);
+    graph_run(e, s);
+    if (!draining)
+      drain();
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_graph_exec_del(uint64_t exec) {
+  LIVE(exec);
+  rec_graph_t *e;
+  pthread_mutex_lock(&lock);
+  if ((e = graph_find(gexecs, exec)))
+    graph_unlink(&gexecs, e), graph_free(e);
+  pthread_mutex_unlock(&lock);
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* cuGraphExecUpdate: the same nodes in the same order and kinds take the
+ * graph's parameters; anything else changes the topology. */
+static CUresult rec_graph_exec_update(uint64_t exec, uint64_t h, int *result, uint64_t *err_node) {
+  LIVE(exec, h);
+  rec_graph_t *e, *g;
+  rec_gnode_t *a, *b;
+  CUresult r = CUDA_SUCCESS;
+  *result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+  *err_node = 0;
+  pthread_mutex_lock(&lock);
+  e = graph_find(gexecs, exec);
+  g = graph_find(graphs, h);
+  if (!e || !g) {
+    pthread_mutex_unlock(&lock);
+    *result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (a = e->head, b = g->head; a && b; a = a->next, b = b->next)
+    if (a->op.kind != b->op.kind || a->ndeps != b->ndeps)
+      break;
+  if (a || b || e->n != g->n) {
+    *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    *err_node = b ? b->h : 0;
+    r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+  }
+  for (a = e->head, b = g->head; r == CUDA_SUCCESS && a; a = a->next, b = b->next) {
+    uint8_t *bytes = b->op.bytes ? malloc(b->op.n ? b->op.n : 1) : NULL;
+    rec_graph_t *child = b->child ? graph_clone(b->child) : NULL;
+    if ((b->op.bytes && !bytes) || (b->child && !child)) {
+      free(bytes);
+      graph_free(child);
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+      break;
+    }
+    graph_free(a->child);
+    a->child = child;
+    if (bytes)
+      memcpy(bytes, b->op.bytes, b->op.n);
+    free(a->op.bytes);
+    a->op = b->op;
+    a->op.bytes = bytes;
+    a->orig = b->h;
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd_gnode_t *d) {
+  LIVE(exec, node);
+  rec_graph_t *e;
+  rec_gnode_t *n = NULL;
+  rec_op_t o;
+  rec_graph_t *child = NULL;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if ((e = graph_find(gexecs, exec)))
+    for (n = e->head; n && n->orig != node; n = n->next)
+      ;
+  if (n && n->op.kind == OP_LAUNCH && d->kind == CALL_GNODE_KERNEL &&
+      (r = gnode_op(d, &o, &child)) == CUDA_SUCCESS) {
+    free(n->op.bytes);
+    n->op = o;
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_graph_nodes(uint64_t h, uint64_t *nodes, size_t cap, size_t *total) {
+  LIVE(h);
+  rec_graph_t *g;
+  size_t i = 0;
+  pthread_mutex_lock(&lock);
+  g = graph_find(graphs, h);
+  *total = g ? g->n : 0;
+  for (rec_gnode_t *n = g ? g->head : NULL; n && i < cap; n = n->next)
+    nodes[i++] = n->h;
+  pthread_mutex_unlock(&lock);
+  return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "record",
     .init = rec_init,
@@ -1726,6 +2388,20 @@ const hostd_gpu_ops_t hostd__gpu = {
     .mem_alloc_async = rec_mem_alloc_async,
     .mem_free_async = rec_mem_free_async,
     .jit = rec_jit,
+    .capture_begin = rec_capture_begin,
+    .capture_end = rec_capture_end,
+    .capture_info = rec_capture_info,
+    .capture_mode = rec_capture_mode,
+    .graph_new = rec_graph_new,
+    .graph_del = rec_graph_del,
+    .graph_add = rec_graph_add,
+    .graph_deps = rec_graph_deps,
+    .graph_instantiate = rec_graph_instantiate,
+    .graph_launch = rec_graph_launch,
+    .graph_exec_del = rec_graph_exec_del,
+    .graph_exec_update = rec_graph_exec_update,
+    .graph_exec_kernel = rec_graph_exec_kernel,
+    .graph_nodes = rec_graph_nodes,
 };
 int hostd__record_memset_prio;
 int hostd__record_last_prio;

@@ -49,6 +49,19 @@ typedef struct hostd_mem_prop {
  * function (cuda.h, cuLaunchHostFunc). */
 typedef void (*hostd_reached_cb)(void *arg);
 
+/* One graph node as hostd/exec-graph.c asks for it (wire/call.def,
+ * GRAPH_ADD): kind CALL_GNODE_*; only the kind's fields are read. */
+typedef struct hostd_gnode {
+  int kind;
+  uint64_t handle; /* KERNEL: function (fkind 0) or kernel (1); event; child graph */
+  int fkind;
+  uint64_t dst, src, pitch, width, height; /* MEMCPY: dst, src, width bytes; MEMSET */
+  uint32_t value, elem;
+  uint32_t grid[3], block[3], shmem;
+  void *args; /* KERNEL: the parameter buffer, argbytes long */
+  size_t argbytes;
+} hostd_gnode_t;
+
 typedef struct hostd_gpu_ops {
   const char *name; /* "cuda" or "record" */
   /* Initialises the backend for device ordinal `device`; fills the snapshot. */
@@ -149,6 +162,29 @@ typedef struct hostd_gpu_ops {
    * an image module_load accepts: *image is malloc'd, the caller frees it.
    * On the real driver, cuLinkCreate / cuLinkAddData / cuLinkComplete. */
   CUresult (*jit)(const char *ptx, size_t len, void **image, size_t *image_len);
+  /* ---- stream capture and graphs (hostd/exec-graph.c) ----
+   * capture_begin: cuStreamBeginCapture_v2 with mode (CUstreamCaptureMode);
+   * capture_info: cuStreamGetCaptureInfo, status a CUstreamCaptureStatus,
+   * and while active the id, graph and up to cap dependencies (*ndeps all
+   * of them); capture_mode: cuThreadExchangeStreamCaptureMode of the calling
+   * thread.  graph_launch: cuGraphLaunch, or cuGraphUpload when upload. */
+  CUresult (*capture_begin)(uint64_t s, int mode);
+  CUresult (*capture_end)(uint64_t s, uint64_t *graph);
+  CUresult (*capture_info)(uint64_t s, int *status, uint64_t *id, uint64_t *graph, uint64_t *deps,
+                           size_t cap, size_t *ndeps);
+  CUresult (*capture_mode)(int *mode);
+  CUresult (*graph_new)(uint64_t *g);
+  CUresult (*graph_del)(uint64_t g);
+  CUresult (*graph_add)(uint64_t *node, uint64_t g, const uint64_t *deps, size_t ndeps,
+                        const hostd_gnode_t *n);
+  CUresult (*graph_deps)(uint64_t g, const uint64_t *from, const uint64_t *to, size_t n);
+  CUresult (*graph_instantiate)(uint64_t *exec, uint64_t g, uint64_t flags);
+  CUresult (*graph_launch)(uint64_t exec, uint64_t s, int upload);
+  CUresult (*graph_exec_del)(uint64_t exec);
+  CUresult (*graph_exec_update)(uint64_t exec, uint64_t g, int *result, uint64_t *error_node);
+  CUresult (*graph_exec_kernel)(uint64_t exec, uint64_t node, const hostd_gnode_t *n);
+  /* cuGraphGetNodes: *total nodes, the first min(cap, *total) into nodes. */
+  CUresult (*graph_nodes)(uint64_t g, uint64_t *nodes, size_t cap, size_t *total);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */

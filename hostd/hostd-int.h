@@ -171,6 +171,8 @@ typedef enum hostd_record_what {
   HOSTD_RECORD_STALE, /* calls on a thread without the current context, or naming a handle or
                          address from before the last shutdown (must stay 0) */
   HOSTD_RECORD_JIT,   /* PTX compiled (jit) */
+  HOSTD_RECORD_CAPTURED,     /* work captured into a graph instead of run */
+  HOSTD_RECORD_GRAPH_LAUNCH, /* graph replays */
   HOSTD_RECORD_NCOUNT
 } hostd_record_what_t;
 unsigned long hostd_record_count(hostd_record_what_t what);

@@ -66,6 +66,7 @@ typedef struct item {
   uint64_t submit_ns;
   pol_kernel_t k;
   uint64_t f;
+  uint64_t graph; /* a graph exec launched as one unit (hostd_sched_launch_t) */
   uint32_t nattr, argbytes;
   CUlaunchAttribute *attrs; /* into the same allocation */
   uint8_t *args;
@@ -466,8 +467,9 @@ static void variants_of(item_t *it, const hostd_sched_launch_t *l) {
 /* The LC fast path: launch now, tell the scheduler afterwards. */
 static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
   item_t *it;
-  CUresult r = hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, ss->handle, l->attrs, l->nattr,
-                                 (void *)l->args, l->argbytes);
+  CUresult r = l->graph ? hostd__gpu.graph_launch(l->graph, ss->handle, 0)
+                        : hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, ss->handle,
+                                            l->attrs, l->nattr, (void *)l->args, l->argbytes);
   if (r != CUDA_SUCCESS)
     return r;
   if (!(it = item_new(IT_DIRECT, ss, 0)))
@@ -501,8 +503,12 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
     ss->run_open = true;
   }
   kernel_of(l, &it->k);
-  variants_of(it, l);
+  if (l->graph)
+    it->total = 1; /* one unit, in its original form */
+  else
+    variants_of(it, l);
   it->f = l->f;
+  it->graph = l->graph;
   it->nattr = l->nattr;
   it->argbytes = l->argbytes;
   it->attrs = (CUlaunchAttribute *)(it + 1);
@@ -972,8 +978,9 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
       ev_for(ss, &is.ev_end, true) == CUDA_SUCCESS)
     (void)hostd__gpu.event_record(is.ev_start, ss->lstream, 0);
   if (r == CUDA_SUCCESS)
-    r = hostd__gpu.launch(p.f, p.grid, it->k.block, it->k.shmem_bytes, ss->lstream, it->attrs,
-                          it->nattr, argbuf, p.argbytes);
+    r = it->graph ? hostd__gpu.graph_launch(it->graph, ss->lstream, 0)
+                  : hostd__gpu.launch(p.f, p.grid, it->k.block, it->k.shmem_bytes, ss->lstream,
+                                      it->attrs, it->nattr, argbuf, p.argbytes);
   if (r == CUDA_SUCCESS && p.form == POL_FORM_PTB) /* where it stopped, for the policy */
     r = hostd__gpu.dtoh_async(S.ctl_host + (size_t)p.slot * CTL_HOST + 16, ctl_dev(p.slot), 8,
                               ss->lstream);

@@ -114,6 +114,8 @@ typedef struct hostd_sched_launch {
   uint32_t nattr;
   const void *args;
   uint32_t argbytes;
+  uint64_t graph; /* non-zero: a graph exec launched as one unit (f, grid, args unused;
+                     docs/scheduler.md) */
 } hostd_sched_launch_t;
 
 /* Submits a launch on stream s.  Returns at once: the launch was made (the

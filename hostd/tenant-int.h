@@ -74,6 +74,10 @@ struct hostd_tenant {
   u64map_t vas;     /* reserved address range base -> its size (exec-vmm.c) */
   u64map_t pools;   /* the tenant's memory pools -> 1, its default pool 2 (exec-pool.c) */
   uint64_t pool_default, pool_cur; /* 0: not made yet / the default one */
+  u64map_t graphs;   /* the tenant's graphs -> 1 (exec-graph.c) */
+  u64map_t gnodes;   /* node handle -> the graph it belongs to */
+  u64map_t gexecs;   /* the tenant's instantiated graphs -> 1 */
+  u64map_t captures; /* host stream of each capture begun and not ended -> 1 */
   hostd_sched_tenant_t *sched; /* NULL: launches go straight to the GPU (sched.h) */
   hostd_hostfn_t *hf;  /* host functions (hostfn.c); NULL when not served by server.c */
   range_t *ranges;     /* sorted by base */
@@ -126,13 +130,24 @@ void hostd__pinned_drop(pinned_t *p, bool gpu);
 #define HOSTD_EXEC_ELSEWHERE(X)                                                                    \
   X(mem_granularity) X(mem_create) X(mem_release) X(mem_reserve) X(mem_unreserve) X(mem_map)      \
   X(mem_unmap) X(mem_set_access) X(mem_retain) X(mem_alloc_async) X(mem_free_async) X(pool_new)  \
-  X(pool_del) X(pool_attr) X(pool_trim) X(pool_current)
+  X(pool_del) X(pool_attr) X(pool_trim) X(pool_current) X(capture_begin) X(capture_end)           \
+  X(capture_info) X(capture_mode) X(graph_new) X(graph_del) X(graph_add) X(graph_deps)            \
+  X(graph_instantiate) X(graph_launch) X(graph_exec_del) X(graph_exec_update) X(graph_exec_kernel)  \
+  X(graph_nodes)
 #define HOSTD_EXEC_DECL(name)                                                                      \
   CUresult hostd__exec_##name(hostd_tenant_t *t, wire_buf_t *out, const call_##name##_req_t *q);
 HOSTD_EXEC_ELSEWHERE(HOSTD_EXEC_DECL)
 #undef HOSTD_EXEC_DECL
 void hostd__vmm_release(hostd_tenant_t *t, bool gpu);
 void hostd__pool_release(hostd_tenant_t *t, bool gpu);
+/* Captures still open end (their graphs destroyed): before the streams go. */
+void hostd__capture_release(hostd_tenant_t *t, bool gpu);
+/* Execs, then graphs: after the streams are drained. */
+void hostd__graph_release(hostd_tenant_t *t, bool gpu);
+/* Whether ts takes part in a capture now (the driver's answer; false at
+ * once while the tenant has none open).  Work on it then goes straight to
+ * the stream, never through the scheduler's queue (docs/scheduler.md). */
+bool hostd__stream_capturing(hostd_tenant_t *t, const tstream_t *ts);
 
 /* ---- execution (exec.c) ---- */
 /* Decodes args as op's request and runs its handler; results go to out.

@@ -87,6 +87,10 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   u64map_init(&t->vmh);
   u64map_init(&t->vas);
   u64map_init(&t->pools);
+  u64map_init(&t->graphs);
+  u64map_init(&t->gnodes);
+  u64map_init(&t->gexecs);
+  u64map_init(&t->captures);
   pthread_rwlock_rdlock(&ctx_lock);
   /* After a fault this process serves nobody until it restarts. */
   t->lost = (CUresult)hostd__fault_pending(NULL);
@@ -306,12 +310,20 @@ static CUresult stream_enter_op(hostd_tenant_t *t, tstream_t *s, bool launch) {
   CUresult r = launch ? CUDA_SUCCESS : hostd__sched_fence(s->ss);
   if (r != CUDA_SUCCESS)
     return r;
+  /* A capturing stream has no implicit legacy order: an event from outside
+   * would cross the capture's boundary. */
+  if (t->captures.len && s != t->legacy && hostd__stream_capturing(t, s)) {
+    s->epoch++;
+    return CUDA_SUCCESS;
+  }
   if (s == t->legacy) {
     tstream_t *b;
     size_t i = 0;
     while (r == CUDA_SUCCESS && (b = stream_next(t, &i))) {
       if (!b->blocking || b->legacy_seen == b->epoch)
         continue;
+      if (t->captures.len && hostd__stream_capturing(t, b))
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; /* as the driver's legacy stream */
       r = hostd__sched_fence(b->ss); /* the event goes behind b's held launches */
       if (r == CUDA_SUCCESS)
         r = hostd__gpu.event_record(b->event, b->handle, 0);
@@ -386,6 +398,7 @@ void hostd__module_forget(hostd_tenant_t *t, uint64_t h) {
 static void tenant_release(hostd_tenant_t *t, bool gpu) {
   /* Held launches are dropped and fences released, so streams can drain. */
   hostd__sched_tenant_close(t->sched);
+  hostd__capture_release(t, gpu);
   /* Streams first: their pending work may still use memory and modules. */
   tstream_t *s;
   size_t k = 0;
@@ -399,6 +412,7 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
   for (size_t i = 0; gpu && i < t->nranges; i++)
     if (t->ranges[i].kind == RANGE_ALLOC)
       (void)hostd__gpu.mem_free(t->ranges[i].base);
+  hostd__graph_release(t, gpu);
   hostd__pool_release(t, gpu);
   hostd__vmm_release(t, gpu);
   for (size_t i = 0; gpu && i < t->modules.cap; i++)
@@ -417,7 +431,8 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
   t->sched = NULL;
   u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
                       &t->views,   &t->pinned, &t->modids, &t->kids,
-                      &t->vmh,     &t->vas,    &t->pools};
+                      &t->vmh,     &t->vas,    &t->pools,  &t->graphs, &t->gnodes,
+                      &t->gexecs,  &t->captures};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
     u64map_close(maps[i]);
     u64map_init(maps[i]);
@@ -441,7 +456,8 @@ void hostd__tenant_free(hostd_tenant_t *t) {
   pthread_rwlock_unlock(&ctx_lock);
   u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
                       &t->views,   &t->pinned, &t->modids, &t->kids,
-                      &t->vmh,     &t->vas,    &t->pools};
+                      &t->vmh,     &t->vas,    &t->pools,  &t->graphs, &t->gnodes,
+                      &t->gexecs,  &t->captures};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
     u64map_close(maps[i]);
   free(t->ranges);

@@ -85,13 +85,12 @@ static void driver_version_is_13_0(void **state) {
 }
 
 static void unimplemented_entry_point_returns_not_supported(void **state) {
-  CUresult (*f)(CUgraph *, unsigned) =
-      (CUresult(*)(CUgraph *, unsigned))dlsym(lib, "cuGraphCreate");
+  CUresult (*f)(CUgraph *, CUgraph) = (CUresult(*)(CUgraph *, CUgraph))dlsym(lib, "cuGraphClone");
   CUgraph g;
   (void)state;
   assert_non_null(f);
-  assert_int_equal(f(&g, 0), CUDA_ERROR_NOT_SUPPORTED);
-  assert_int_equal(f(&g, 0), CUDA_ERROR_NOT_SUPPORTED); /* logged once, still refused */
+  assert_int_equal(f(&g, NULL), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(f(&g, NULL), CUDA_ERROR_NOT_SUPPORTED); /* logged once, still refused */
 }
 
 static void *proc(const char *name, int version, cuuint64_t flags, CUresult *r,

@@ -42,7 +42,7 @@
 #define CALL_MAX_LEN          (16u << 20)
 #define CALL_CHUNK            (8u << 20)
 #define CALL_BLOB_MAX         (1u << 30) /* 1 GiB: cuBLASLt's largest fatbins are far below */
-#define CALL_PROTO_VERSION    3          /* 2: 16 function attributes; 3: VMM and pool ops */
+#define CALL_PROTO_VERSION    4 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs */
 #define CALL_NAME_MAX         256
 #define CALL_ATTR_MAX         160 /* > CU_DEVICE_ATTRIBUTE_MAX of CUDA 13.0 (148) */
 #define CALL_MAX_DEVICES      16
@@ -54,6 +54,18 @@
 #define CALL_LAUNCH_ATTRS_MAX 64
 #define CALL_LAUNCH_ARGS_MAX  32768
 #define CALL_TAILS_MAX        2
+#define CALL_GRAPH_DEPS_MAX   4096 /* nodes a graph node or capture depends on */
+#define CALL_GRAPH_NODES_MAX  8192 /* nodes one GRAPH_NODES reply lists (more: pages) */
+/* GRAPH_ADD kinds (wire/call.def) */
+#define CALL_GNODE_EMPTY      0
+#define CALL_GNODE_KERNEL     1
+#define CALL_GNODE_MEMCPY     2
+#define CALL_GNODE_MEMSET     3
+#define CALL_GNODE_EVENT_REC  4
+#define CALL_GNODE_EVENT_WAIT 5
+#define CALL_GNODE_CHILD      6
+#define CALL_GNODE_HOST       7
+#define CALL_GNODE_KINDS      8
 
 /* UUID of the driver's private context table, 21318c60-9714-3248-8ca6-41ff7324c8f2:
  * the guest emulates it (guestlib/export.c), tallyd asks its own driver for

@@ -4,6 +4,7 @@
 #
 # GPU machine only (exit 77 = skipped elsewhere).  Cases (framework x feature):
 #   cuda-c vmm | async   tests/frameworks/vmm-async.c (driver API)
+#   cuda-c graph-capture | graph-explicit   tests/frameworks/graphs.c (driver API)
 #   torch alloc                  default caching allocator
 #   torch alloc-expandable       PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   torch alloc-mallocasync      PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
@@ -29,6 +30,8 @@ trap cleanup EXIT
 export LD_LIBRARY_PATH="$CUDA/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ${CC:-cc} -std=gnu11 -O2 -I"$CUDA/include" -o "$tmp/vmm-async" "$S/tests/frameworks/vmm-async.c" \
   -L"$CUDA/lib64/stubs" -lcuda || { echo "frameworks: cannot build vmm-async"; exit 1; }
+${CC:-cc} -std=gnu11 -O2 -I"$CUDA/include" -o "$tmp/graphs" "$S/tests/frameworks/graphs.c" \
+  -L"$CUDA/lib64/stubs" -lcuda || { echo "frameworks: cannot build graphs"; exit 1; }
 
 "$B/hostd/tallyd" --listen-unix "$tmp/sock" --listen-tcp 127.0.0.1:0 --state-dir "$tmp/state" \
   --log-level info 2>"$tmp/tallyd.log" &
@@ -66,6 +69,8 @@ case_() {
 }
 case_ cuda-c vmm - "$tmp/vmm-async" vmm
 case_ cuda-c async - "$tmp/vmm-async" async
+case_ cuda-c graph-capture - "$tmp/graphs" capture
+case_ cuda-c graph-explicit - "$tmp/graphs" explicit
 case_ torch alloc - "$PY" "$S/tests/frameworks/torch_features.py" alloc
 case_ torch alloc-expandable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
   "$PY" "$S/tests/frameworks/torch_features.py" alloc

@@ -1,0 +1,598 @@
+/* graph.c: stream capture and CUDA graphs, forwarded to tallyd
+ * (hostd/exec-graph.c), where captures run on the tenant's real streams and
+ * graphs are real driver graphs: a replay is one fire-and-forget request.
+ *
+ * Capture status: this process knows every capture it began and has not
+ * ended, so while there is none a stream's status is answered here (none,
+ * as the driver would); while one is open, cuStreamIsCapturing and
+ * cuStreamGetCaptureInfo ask tallyd, which asks the driver, so streams that
+ * joined a capture through an event and captures a prohibited call
+ * invalidated are answered exactly.  A query is a synchronising request:
+ * errors kept from earlier posts come back through it, as they would from
+ * the driver's own call.
+ *
+ * cuThreadExchangeStreamCaptureMode keeps each thread's mode here and
+ * sends it when it changes (a post, in program order): tallyd runs every
+ * request of this process on one thread, whose mode it sets.
+ *
+ * Graph, node and exec handles are tallyd's; node parameters travel as
+ * fixed fields (wire/call.def, GRAPH_ADD).  Offered: kernel nodes (packed
+ * as launches), 1-D device-to-device copies, memsets, empty, event record
+ * and wait, child graphs, dependencies, cuGraphGetNodes; host nodes, copies naming host
+ * memory, memory nodes and capture into an existing graph answer
+ * CUDA_ERROR_NOT_SUPPORTED with a log line.
+ */
+#include "guestlib/guest.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static atomic_int captures;                   /* begun here and not ended */
+static __thread int thr_mode;                 /* this thread's CUstreamCaptureMode */
+static __thread uint64_t *deps_buf;           /* cuStreamGetCaptureInfo's dependencies */
+static __thread size_t deps_cap;
+
+#define H(x) ((uint64_t)(uintptr_t)(x))
+
+/* ---- capture ---- */
+
+static CUresult begin(CUstream s, CUstreamCaptureMode mode, int ptds) {
+  call_capture_begin_req_t q = {.stream = guest__stream(s, ptds), .mode = (uint32_t)mode};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = guest__rpc(CALL_OP_CAPTURE_BEGIN, 0, &q, NULL);
+  if (r == CUDA_SUCCESS)
+    atomic_fetch_add(&captures, 1);
+  return r;
+}
+
+GUEST_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+  return begin(s, mode, 0);
+}
+GUEST_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
+  return begin(s, mode, 1);
+}
+GUEST_EXPORT CUresult cuStreamBeginCapture(CUstream s) {
+  return begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL, 0);
+}
+GUEST_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream s) {
+  return begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL, 1);
+}
+
+static CUresult end(CUstream s, CUgraph *pg, int ptds) {
+  call_capture_end_req_t q = {.stream = guest__stream(s, ptds)};
+  call_capture_end_rep_t a = {0};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pg)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = guest__rpc(CALL_OP_CAPTURE_END, 0, &q, &a);
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    atomic_fetch_sub(&captures, 1); /* the capture is over either way */
+  *pg = r == CUDA_SUCCESS ? (CUgraph)(uintptr_t)a.graph : NULL;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *pg) {
+  return end(s, pg, 0);
+}
+GUEST_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *pg) {
+  return end(s, pg, 1);
+}
+
+/* The capture status of s and, while active, its id, graph and current
+ * dependencies (kept per thread until its next query, as the driver keeps
+ * them until the stream's next capture call). */
+static CUresult info(CUstream s, int ptds, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                     const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps) {
+  call_capture_info_req_t q = {.stream = guest__stream(s, ptds)};
+  call_capture_info_rep_t a;
+  void *rep = NULL;
+  size_t len = 0;
+  CUresult r = guest__ready(), rc;
+  int err;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!st)
+    return CUDA_ERROR_INVALID_VALUE;
+  memset(&a, 0, sizeof(a));
+  if (atomic_load(&captures) > 0) {
+    err = guest__call(CALL_OP_CAPTURE_INFO, CALL_SYNCPOINT, &q, &rc, NULL, 0, &len, &rep);
+    if (err)
+      return guest__cu_error(err);
+    if (rc == CUDA_SUCCESS && call_capture_info_rep_decode(rep, len, &a, NULL) != 0)
+      rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS && a.ndeps > deps_cap) {
+      uint64_t *n = realloc(deps_buf, a.ndeps * sizeof(*n));
+      if (!n)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+      else
+        deps_buf = n, deps_cap = a.ndeps;
+    }
+    if (rc == CUDA_SUCCESS && a.ndeps)
+      memcpy(deps_buf, a.deps.p, (size_t)a.ndeps * 8);
+    free(rep);
+    if (rc != CUDA_SUCCESS)
+      return rc;
+  }
+  *st = (CUstreamCaptureStatus)a.status;
+  if (id)
+    *id = a.id;
+  if (g)
+    *g = (CUgraph)(uintptr_t)a.graph;
+  if (deps)
+    *deps = a.ndeps ? (const CUgraphNode *)deps_buf : NULL;
+  if (edges)
+    *edges = NULL; /* every edge is a default one */
+  if (ndeps)
+    *ndeps = a.ndeps;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
+  return info(s, 0, st, NULL, NULL, NULL, NULL, NULL);
+}
+GUEST_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *st) {
+  return info(s, 1, st, NULL, NULL, NULL, NULL, NULL);
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *st,
+                                                cuuint64_t *id, CUgraph *graph,
+                                                const CUgraphNode **deps,
+                                                const CUgraphEdgeData **edges, size_t *ndeps) {
+  return info(s, 0, st, id, graph, deps, edges, ndeps);
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *st,
+                                                     cuuint64_t *id, CUgraph *graph,
+                                                     const CUgraphNode **deps,
+                                                     const CUgraphEdgeData **edges, size_t *ndeps) {
+  return info(s, 1, st, id, graph, deps, edges, ndeps);
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *st,
+                                                cuuint64_t *id, CUgraph *graph,
+                                                const CUgraphNode **deps, size_t *ndeps) {
+  return info(s, 0, st, id, graph, deps, NULL, ndeps);
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus *st,
+                                                     cuuint64_t *id, CUgraph *graph,
+                                                     const CUgraphNode **deps, size_t *ndeps) {
+  return info(s, 1, st, id, graph, deps, NULL, ndeps);
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *st,
+                                             cuuint64_t *id) {
+  return info(s, 0, st, id, NULL, NULL, NULL, NULL);
+}
+GUEST_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream s, CUstreamCaptureStatus *st,
+                                                  cuuint64_t *id) {
+  return info(s, 1, st, id, NULL, NULL, NULL, NULL);
+}
+
+GUEST_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  call_capture_mode_req_t q;
+  int old = thr_mode, rc;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  q.mode = (uint32_t)*mode;
+  if ((int)*mode != old && (rc = guest__post(CALL_OP_CAPTURE_MODE, &q)) != 0)
+    return guest__cu_error(rc);
+  thr_mode = (int)*mode;
+  *mode = (CUstreamCaptureMode)old;
+  return CUDA_SUCCESS;
+}
+
+/* ---- graphs ---- */
+
+GUEST_EXPORT CUresult cuGraphCreate(CUgraph *pg, unsigned int flags) {
+  call_graph_new_req_t q = {.flags = flags};
+  call_graph_new_rep_t a = {0};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pg)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = guest__rpc(CALL_OP_GRAPH_NEW, 0, &q, &a);
+  if (r == CUDA_SUCCESS)
+    *pg = (CUgraph)(uintptr_t)a.graph;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphDestroy(CUgraph g) {
+  call_graph_del_req_t q = {.graph = H(g)};
+  CUresult r = guest__ready();
+  return r != CUDA_SUCCESS ? r : guest__rpc(CALL_OP_GRAPH_DEL, 0, &q, NULL);
+}
+
+/* GRAPH_ADD: q's kind fields set by the caller; graph and dependencies here. */
+static CUresult add(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
+                    call_graph_add_req_t *q) {
+  call_graph_add_rep_t a = {0};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pn || !g || (n && !deps) || n > CALL_GRAPH_DEPS_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  q->graph = H(g);
+  q->ndeps = (uint32_t)n;
+  q->deps = (call_view_t){(const uint8_t *)deps, n * sizeof(*deps)};
+  r = guest__rpc(CALL_OP_GRAPH_ADD, 0, q, &a);
+  if (r == CUDA_SUCCESS)
+    *pn = (CUgraphNode)(uintptr_t)a.node;
+  return r;
+}
+
+/* A kernel node's fields of q (args packed into small or *body). */
+static CUresult kernel_fields(call_graph_add_req_t *q, uint64_t h, const unsigned grid[3],
+                              const unsigned block[3], unsigned shmem, void **params, void **extra,
+                              uint8_t *small, size_t cap, uint8_t **body) {
+  const guest_func_t *f = guest__func_find(h);
+  const void *src = NULL;
+  uint32_t argbytes = 0;
+  CUresult r;
+  if (!f)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = guest__kernel_args(f, params, extra, small, cap, body, &src, &argbytes)) != CUDA_SUCCESS)
+    return r;
+  q->kind = CALL_GNODE_KERNEL;
+  q->handle = h;
+  memcpy(q->grid, grid, sizeof(q->grid));
+  memcpy(q->block, block, sizeof(q->block));
+  q->shmem = shmem;
+  q->argbytes = argbytes;
+  q->args = (call_view_t){src, argbytes};
+  return CUDA_SUCCESS;
+}
+
+static CUresult add_kernel(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
+                           uint64_t h, const unsigned grid[3], const unsigned block[3],
+                           unsigned shmem, void **params, void **extra) {
+  call_graph_add_req_t q;
+  uint8_t small[1024], *body = NULL;
+  CUresult r;
+  memset(&q, 0, sizeof(q));
+  r = kernel_fields(&q, h, grid, block, shmem, params, extra, small, sizeof(small), &body);
+  if (r == CUDA_SUCCESS)
+    r = add(pn, g, deps, n, &q);
+  free(body);
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                              size_t n, const CUDA_KERNEL_NODE_PARAMS *p) {
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+  unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+  return add_kernel(pn, g, deps, n, p->func ? H(p->func) : H(p->kern), grid, block,
+                    p->sharedMemBytes, p->kernelParams, p->extra);
+}
+
+GUEST_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                           size_t n, const CUDA_KERNEL_NODE_PARAMS_v1 *p) {
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+  unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+  return add_kernel(pn, g, deps, n, H(p->func), grid, block, p->sharedMemBytes, p->kernelParams,
+                    p->extra);
+}
+
+/* A side of a copy that names device memory: its address, or 0. */
+static uint64_t dev_side(CUmemorytype t, CUdeviceptr d, size_t x) {
+  uint64_t base, size;
+  guest_mem_kind_t kind;
+  if (t == CU_MEMORYTYPE_DEVICE)
+    return d + x;
+  if (t == CU_MEMORYTYPE_UNIFIED && guest__mem_find(d, &base, &size, &kind) &&
+      kind == GUEST_MEM_DEVICE)
+    return d + x;
+  return 0;
+}
+
+GUEST_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                           size_t n, const CUDA_MEMCPY3D *c, CUcontext ctx) {
+  static int logged;
+  call_graph_add_req_t q;
+  (void)ctx;
+  if (!c)
+    return CUDA_ERROR_INVALID_VALUE;
+  memset(&q, 0, sizeof(q));
+  q.kind = CALL_GNODE_MEMCPY;
+  q.dst = dev_side(c->dstMemoryType, c->dstDevice, c->dstXInBytes);
+  q.src = dev_side(c->srcMemoryType, c->srcDevice, c->srcXInBytes);
+  q.width = c->WidthInBytes;
+  if (!q.dst || !q.src || c->Height > 1 || c->Depth > 1 || c->srcY || c->dstY || c->srcZ ||
+      c->dstZ)
+    return guest__unsupported("cuGraphAddMemcpyNode (other than a 1-D device copy)", &logged);
+  return add(pn, g, deps, n, &q);
+}
+
+GUEST_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                           size_t n, const CUDA_MEMSET_NODE_PARAMS *p,
+                                           CUcontext ctx) {
+  call_graph_add_req_t q;
+  (void)ctx;
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  memset(&q, 0, sizeof(q));
+  q.kind = CALL_GNODE_MEMSET;
+  q.dst = p->dst, q.pitch = p->pitch, q.value = p->value, q.elem = p->elementSize;
+  q.width = p->width, q.height = p->height;
+  return add(pn, g, deps, n, &q);
+}
+
+static CUresult add_handle(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
+                           uint32_t kind, uint64_t h) {
+  call_graph_add_req_t q;
+  memset(&q, 0, sizeof(q));
+  q.kind = kind;
+  q.handle = h;
+  return add(pn, g, deps, n, &q);
+}
+
+GUEST_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                          size_t n) {
+  return add_handle(pn, g, deps, n, CALL_GNODE_EMPTY, 0);
+}
+GUEST_EXPORT CUresult cuGraphAddEventRecordNode(CUgraphNode *pn, CUgraph g,
+                                                const CUgraphNode *deps, size_t n, CUevent e) {
+  return add_handle(pn, g, deps, n, CALL_GNODE_EVENT_REC, H(e));
+}
+GUEST_EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                              size_t n, CUevent e) {
+  return add_handle(pn, g, deps, n, CALL_GNODE_EVENT_WAIT, H(e));
+}
+GUEST_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *pn, CUgraph g,
+                                               const CUgraphNode *deps, size_t n, CUgraph child) {
+  return add_handle(pn, g, deps, n, CALL_GNODE_CHILD, H(child));
+}
+
+GUEST_EXPORT CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode *from,
+                                             const CUgraphNode *to, size_t n) {
+  call_graph_deps_req_t q = {.graph = H(g), .n = (uint32_t)n, .nto = (uint32_t)n};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (n == 0)
+    return CUDA_SUCCESS;
+  if (!from || !to || n > CALL_GRAPH_DEPS_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  q.from = (call_view_t){(const uint8_t *)from, n * sizeof(*from)};
+  q.to = (call_view_t){(const uint8_t *)to, n * sizeof(*to)};
+  return guest__rpc(CALL_OP_GRAPH_DEPS, 0, &q, NULL);
+}
+
+GUEST_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *from,
+                                                const CUgraphNode *to, const CUgraphEdgeData *ed,
+                                                size_t n) {
+  static int logged;
+  static const CUgraphEdgeData zero;
+  for (size_t i = 0; ed && i < n; i++)
+    if (memcmp(&ed[i], &zero, sizeof(zero)) != 0)
+      return guest__unsupported("cuGraphAddDependencies_v2 (edge data)", &logged);
+  return cuGraphAddDependencies(g, from, to, n);
+}
+
+/* One GRAPH_NODES page: *total, and up to cap nodes from first into out. */
+static CUresult nodes_page(CUgraph g, uint32_t first, uint32_t cap, CUgraphNode *out,
+                           size_t *got, uint64_t *total) {
+  call_graph_nodes_req_t q = {.graph = H(g), .first = first, .cap = cap};
+  call_graph_nodes_rep_t a;
+  void *rep = NULL;
+  size_t len = 0;
+  CUresult rc;
+  int err = guest__call(CALL_OP_GRAPH_NODES, 0, &q, &rc, NULL, 0, &len, &rep);
+  if (err)
+    return guest__cu_error(err);
+  memset(&a, 0, sizeof(a));
+  if (rc == CUDA_SUCCESS && call_graph_nodes_rep_decode(rep, len, &a, NULL) != 0)
+    rc = CUDA_ERROR_UNKNOWN;
+  if (rc == CUDA_SUCCESS) {
+    memcpy(out, a.nodes.p, (size_t)a.n * sizeof(*out));
+    *got = a.n;
+    *total = a.total;
+  }
+  free(rep);
+  return rc;
+}
+
+/* cuGraphGetNodes: the count (nodes NULL), or up to *n of them (the rest
+ * of the caller's array NULL) and how many were written; pages of
+ * CALL_GRAPH_NODES_MAX. */
+GUEST_EXPORT CUresult cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *n) {
+  size_t done = 0, got = 0;
+  uint64_t total = 0;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!n)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!nodes) {
+    r = nodes_page(g, 0, 0, NULL, &got, &total);
+    if (r == CUDA_SUCCESS)
+      *n = (size_t)total;
+    return r;
+  }
+  do {
+    size_t cap = *n - done > CALL_GRAPH_NODES_MAX ? CALL_GRAPH_NODES_MAX : *n - done;
+    if (done > UINT32_MAX)
+      return CUDA_ERROR_INVALID_VALUE;
+    r = nodes_page(g, (uint32_t)done, (uint32_t)cap, nodes + done, &got, &total);
+    done += got;
+  } while (r == CUDA_SUCCESS && got > 0 && done < *n && done < total);
+  if (r != CUDA_SUCCESS)
+    return r;
+  for (size_t i = done; i < *n; i++)
+    nodes[i] = NULL;
+  *n = done;
+  return CUDA_SUCCESS;
+}
+
+/* ---- instantiated graphs ---- */
+
+static CUresult instantiate(CUgraphExec *pe, CUgraph g, unsigned long long flags) {
+  call_graph_instantiate_req_t q = {.graph = H(g), .flags = flags};
+  call_graph_instantiate_rep_t a = {0};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pe)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = guest__rpc(CALL_OP_GRAPH_INSTANTIATE, 0, &q, &a);
+  if (r == CUDA_SUCCESS)
+    *pe = (CUgraphExec)(uintptr_t)a.exec;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph g,
+                                                  unsigned long long flags) {
+  return instantiate(pe, g, flags);
+}
+
+GUEST_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *pe, CUgraph g, CUgraphNode *err_node,
+                                            char *log, size_t logsize) {
+  if (err_node)
+    *err_node = NULL;
+  if (log && logsize)
+    log[0] = 0;
+  return instantiate(pe, g, 0);
+}
+GUEST_EXPORT CUresult cuGraphInstantiate(CUgraphExec *pe, CUgraph g, CUgraphNode *err_node,
+                                         char *log, size_t logsize) {
+  return cuGraphInstantiate_v2(pe, g, err_node, log, logsize);
+}
+
+static CUresult graph_launch(CUgraphExec e, CUstream s, int ptds, uint32_t upload) {
+  call_graph_launch_req_t q = {.exec = H(e), .stream = guest__stream(s, ptds), .upload = upload};
+  CUresult r = guest__ready();
+  int rc;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!e)
+    return CUDA_ERROR_INVALID_VALUE;
+  rc = guest__post(CALL_OP_GRAPH_LAUNCH, &q);
+  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+}
+
+/* Upload (flag CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) goes as a separate post. */
+static CUresult instantiate_params(CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p,
+                                   int ptds) {
+  CUresult r;
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  p->hErrNode_out = NULL;
+  r = instantiate(pe, g, p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+  p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+  if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+    r = graph_launch(*pe, p->hUploadStream, ptds, 1);
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *pe, CUgraph g,
+                                                   CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
+  return instantiate_params(pe, g, p, 0);
+}
+GUEST_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *pe, CUgraph g,
+                                                        CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
+  return instantiate_params(pe, g, p, 1);
+}
+
+GUEST_EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
+  return graph_launch(e, s, 0, 0);
+}
+GUEST_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s) {
+  return graph_launch(e, s, 1, 0);
+}
+GUEST_EXPORT CUresult cuGraphUpload(CUgraphExec e, CUstream s) {
+  return graph_launch(e, s, 0, 1);
+}
+GUEST_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec e, CUstream s) {
+  return graph_launch(e, s, 1, 1);
+}
+
+GUEST_EXPORT CUresult cuGraphExecDestroy(CUgraphExec e) {
+  call_graph_exec_del_req_t q = {.exec = H(e)};
+  CUresult r = guest__ready();
+  return r != CUDA_SUCCESS ? r : guest__rpc(CALL_OP_GRAPH_EXEC_DEL, 0, &q, NULL);
+}
+
+GUEST_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g,
+                                           CUgraphExecUpdateResultInfo *info) {
+  call_graph_exec_update_req_t q = {.exec = H(e), .graph = H(g)};
+  call_graph_exec_update_rep_t a = {0};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!info)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = guest__rpc(CALL_OP_GRAPH_EXEC_UPDATE, 0, &q, &a);
+  if (r == CUDA_SUCCESS)
+    r = (CUresult)a.status; /* the driver's answer */
+  memset(info, 0, sizeof(*info));
+  info->result = r == CUDA_SUCCESS ? CU_GRAPH_EXEC_UPDATE_SUCCESS
+                                   : a.result ? (CUgraphExecUpdateResult)a.result
+                                              : CU_GRAPH_EXEC_UPDATE_ERROR;
+  info->errorNode = (CUgraphNode)(uintptr_t)a.error_node;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err_node,
+                                        CUgraphExecUpdateResult *res) {
+  CUgraphExecUpdateResultInfo info;
+  CUresult r = cuGraphExecUpdate_v2(e, g, &info);
+  if (err_node)
+    *err_node = info.errorNode;
+  if (res)
+    *res = info.result;
+  return r;
+}
+
+static CUresult exec_kernel(CUgraphExec e, CUgraphNode node, uint64_t h, const unsigned grid[3],
+                            const unsigned block[3], unsigned shmem, void **params, void **extra) {
+  call_graph_add_req_t k;
+  call_graph_exec_kernel_req_t q;
+  uint8_t small[1024], *body = NULL;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  memset(&k, 0, sizeof(k));
+  r = kernel_fields(&k, h, grid, block, shmem, params, extra, small, sizeof(small), &body);
+  if (r == CUDA_SUCCESS) {
+    memset(&q, 0, sizeof(q));
+    q.exec = H(e), q.node = H(node), q.func = h;
+    memcpy(q.grid, k.grid, sizeof(q.grid));
+    memcpy(q.block, k.block, sizeof(q.block));
+    q.shmem = k.shmem;
+    q.argbytes = k.argbytes;
+    q.args = k.args;
+    r = guest__rpc(CALL_OP_GRAPH_EXEC_KERNEL, 0, &q, NULL);
+  }
+  free(body);
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode node,
+                                                        const CUDA_KERNEL_NODE_PARAMS *p) {
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+  unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+  return exec_kernel(e, node, p->func ? H(p->func) : H(p->kern), grid, block, p->sharedMemBytes,
+                     p->kernelParams, p->extra);
+}
+
+GUEST_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                                     const CUDA_KERNEL_NODE_PARAMS_v1 *p) {
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+  unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+  return exec_kernel(e, node, H(p->func), grid, block, p->sharedMemBytes, p->kernelParams,
+                     p->extra);
+}

@@ -1,0 +1,424 @@
+/* exec-graph.c: a tenant's stream captures and CUDA graphs (cuStreamBeginCapture,
+ * cuGraphCreate, cuGraphAdd*Node, cuGraphInstantiate, cuGraphLaunch, ...).
+ *
+ * tallyd builds real graphs: a capture runs on the tenant's real stream,
+ * so every request captured is recorded by the driver itself, and a replay
+ * is one GRAPH_LAUNCH request.  Graphs, their nodes and instantiated
+ * graphs are the tenant's objects: every handle a request names is looked
+ * up in the tenant's tables first (docs/decisions.md, D2) and they are
+ * destroyed with the tenant.
+ *
+ * Capture and the scheduler (docs/scheduler.md): before a capture begins,
+ * the stream is fenced and every launch of the tenant the scheduler holds
+ * or still tracks is issued, so nothing the scheduler does later lands on
+ * the capturing stream; while a stream takes part in a capture (the
+ * driver's answer: streams also join through events), launches on it go
+ * straight onto it.  A graph launch is one unit for the policy: held and
+ * released as one launch of a best-effort tenant, made at once for the
+ * latency-critical one.
+ *
+ * Capture modes: the tenant's requests all run on its worker thread, so
+ * tallyd begins every capture in thread-local mode (relaxed stays relaxed):
+ * the capture then restricts the worker alone, as a global one restricts
+ * the guest, and never another tenant's worker.  The guest's
+ * cuThreadExchangeStreamCaptureMode sets the worker's mode (CAPTURE_MODE).
+ *
+ * Invariants: t->gnodes maps every node the tenant was told of to a graph
+ * in t->graphs; t->captures holds the stream of each capture begun here
+ * and not yet ended.
+ */
+#include "hostd/guard.h"
+#include "hostd/tenant-int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool hostd__stream_capturing(hostd_tenant_t *t, const tstream_t *ts) {
+  int st = CU_STREAM_CAPTURE_STATUS_NONE;
+  uint64_t id, g;
+  size_t n;
+  if (!t->captures.len)
+    return false;
+  return hostd__gpu.capture_info(ts->handle, &st, &id, &g, NULL, 0, &n) == CUDA_SUCCESS &&
+         st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* ---- capture ---- */
+
+CUresult hostd__exec_capture_begin(hostd_tenant_t *t, wire_buf_t *out,
+                                   const call_capture_begin_req_t *q) {
+  tstream_t *ts;
+  CUresult r;
+  (void)out;
+  if (q->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (q->stream == 0 || q->stream == STREAM_LEGACY_ID)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream cannot capture */
+  if ((r = hostd__stream_lookup_enter(t, q->stream, &ts)) != CUDA_SUCCESS ||
+      (r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
+    return r;
+  r = hostd__gpu.capture_begin(ts->handle, q->mode == CU_STREAM_CAPTURE_MODE_RELAXED
+                                               ? CU_STREAM_CAPTURE_MODE_RELAXED
+                                               : CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  if (r == CUDA_SUCCESS && u64map_put(&t->captures, ts->handle, 1) != 0) {
+    uint64_t g = 0;
+    if (hostd__gpu.capture_end(ts->handle, &g) == CUDA_SUCCESS && g)
+      (void)hostd__gpu.graph_del(g);
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return r;
+}
+
+CUresult hostd__exec_capture_end(hostd_tenant_t *t, wire_buf_t *out,
+                                 const call_capture_end_req_t *q) {
+  uint64_t g = 0;
+  tstream_t *ts = hostd__stream_of(t, q->stream, &(CUresult){0});
+  CUresult r;
+  if (!ts)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!u64map_get(&t->captures, ts->handle, NULL))
+    return CUDA_ERROR_ILLEGAL_STATE; /* no capture began on it */
+  r = hostd__gpu.capture_end(ts->handle, &g);
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    return r; /* the capture goes on (a wrong thread, an unjoined fork) */
+  u64map_del(&t->captures, ts->handle);
+  if (g && u64map_put(&t->graphs, g, 1) != 0) {
+    (void)hostd__gpu.graph_del(g);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  call_capture_end_rep_t rep = {.graph = g};
+  (void)call_capture_end_rep_put(&rep, out);
+  return r;
+}
+
+/* The capture's current dependencies become nodes the tenant may name. */
+CUresult hostd__exec_capture_info(hostd_tenant_t *t, wire_buf_t *out,
+                                  const call_capture_info_req_t *q) {
+  tstream_t *ts = hostd__stream_of(t, q->stream, &(CUresult){0});
+  uint64_t *deps, id = 0, g = 0;
+  size_t n = 0;
+  int st = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r;
+  if (!ts)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!(deps = malloc(CALL_GRAPH_DEPS_MAX * sizeof(*deps))))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  r = hostd__gpu.capture_info(ts->handle, &st, &id, &g, deps, CALL_GRAPH_DEPS_MAX, &n);
+  if (n > CALL_GRAPH_DEPS_MAX)
+    n = CALL_GRAPH_DEPS_MAX;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+    if (u64map_put(&t->gnodes, deps[i], g) != 0)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) {
+    call_capture_info_rep_t rep = {.status = (uint32_t)st, .ndeps = (uint32_t)n, .id = id,
+                                   .graph = g, .deps = {(const uint8_t *)deps, n * 8}};
+    if (call_capture_info_rep_put(&rep, out) != 0)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  free(deps);
+  return r;
+}
+
+CUresult hostd__exec_capture_mode(hostd_tenant_t *t, wire_buf_t *out,
+                                  const call_capture_mode_req_t *q) {
+  int mode = (int)q->mode;
+  (void)t, (void)out;
+  if (q->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  return hostd__gpu.capture_mode(&mode);
+}
+
+/* ---- graphs and nodes ---- */
+
+CUresult hostd__exec_graph_new(hostd_tenant_t *t, wire_buf_t *out, const call_graph_new_req_t *q) {
+  uint64_t g = 0;
+  CUresult r;
+  if (q->flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = hostd__gpu.graph_new(&g)) != CUDA_SUCCESS)
+    return r;
+  if (u64map_put(&t->graphs, g, 1) != 0) {
+    (void)hostd__gpu.graph_del(g);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  call_graph_new_rep_t rep = {.graph = g};
+  (void)call_graph_new_rep_put(&rep, out);
+  return CUDA_SUCCESS;
+}
+
+/* Forgets the nodes of graph g. */
+static void nodes_forget(hostd_tenant_t *t, uint64_t g) {
+  for (size_t i = 0; i < t->gnodes.cap; i++)
+    if (t->gnodes.keys[i] && t->gnodes.vals[i] == g) {
+      u64map_del(&t->gnodes, t->gnodes.keys[i]);
+      i--; /* backward shift may have moved another entry here */
+    }
+}
+
+CUresult hostd__exec_graph_del(hostd_tenant_t *t, wire_buf_t *out, const call_graph_del_req_t *q) {
+  CUresult r;
+  (void)out;
+  if (!u64map_get(&t->graphs, q->graph, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = hostd__gpu.graph_del(q->graph)) != CUDA_SUCCESS)
+    return r;
+  u64map_del(&t->graphs, q->graph);
+  nodes_forget(t, q->graph);
+  return CUDA_SUCCESS;
+}
+
+/* n node handles from a tail (maybe unaligned) into out, each a node of g. */
+static bool nodes_of(const hostd_tenant_t *t, uint64_t g, call_view_t v, uint64_t *out) {
+  uint64_t owner;
+  for (size_t i = 0; i < v.len / 8; i++) {
+    memcpy(&out[i], v.p + i * 8, 8);
+    if (!u64map_get(&t->gnodes, out[i], &owner) || owner != g)
+      return false;
+  }
+  return true;
+}
+
+/* The kind (0 module, 1 library) of a tenant function, -1 if not its own. */
+static int fkind_of(const hostd_tenant_t *t, uint64_t f) {
+  uint64_t mod, kind;
+  if (!u64map_get(&t->funcs, f, &mod) || !u64map_get(&t->modules, mod, &kind))
+    return -1;
+  return kind == KIND_LIBRARY ? 1 : 0;
+}
+
+/* Checks a GRAPH_ADD's kind-specific fields against the tenant's tables
+ * and fills the backend's node description (args: aligned storage). */
+static CUresult node_of(const hostd_tenant_t *t, const call_graph_add_req_t *q, void *args,
+                        hostd_gnode_t *n) {
+  uint64_t span;
+  memset(n, 0, sizeof(*n));
+  n->kind = (int)q->kind;
+  n->handle = q->handle;
+  switch (q->kind) {
+  case CALL_GNODE_EMPTY:
+    return CUDA_SUCCESS;
+  case CALL_GNODE_KERNEL:
+    if ((n->fkind = fkind_of(t, q->handle)) < 0)
+      return CUDA_ERROR_INVALID_HANDLE;
+    memcpy(n->grid, q->grid, sizeof(n->grid));
+    memcpy(n->block, q->block, sizeof(n->block));
+    n->shmem = q->shmem;
+    memcpy(args, q->args.p, q->args.len);
+    n->args = args, n->argbytes = q->args.len;
+    return CUDA_SUCCESS;
+  case CALL_GNODE_MEMCPY:
+    n->dst = q->dst, n->src = q->src, n->width = q->width;
+    return q->width && hostd__owns(t, q->dst, q->width) && hostd__owns(t, q->src, q->width)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  case CALL_GNODE_MEMSET:
+    if ((q->elem != 1 && q->elem != 2 && q->elem != 4) || !q->height || !q->width ||
+        q->width > (1ull << 40) || q->height > (1ull << 40) ||
+        (q->height > 1 && q->pitch < q->width * q->elem) || q->pitch > (1ull << 40))
+      return CUDA_ERROR_INVALID_VALUE;
+    span = (q->height - 1) * q->pitch + q->width * q->elem;
+    n->dst = q->dst, n->pitch = q->pitch, n->width = q->width, n->height = q->height;
+    n->value = q->value, n->elem = q->elem;
+    return hostd__owns(t, q->dst, span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  case CALL_GNODE_EVENT_REC:
+  case CALL_GNODE_EVENT_WAIT:
+    return u64map_get(&t->events, q->handle, NULL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  case CALL_GNODE_CHILD:
+    return u64map_get(&t->graphs, q->handle, NULL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  case CALL_GNODE_HOST:
+    return CUDA_ERROR_NOT_SUPPORTED; /* host nodes are not offered yet */
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult hostd__exec_graph_add(hostd_tenant_t *t, wire_buf_t *out, const call_graph_add_req_t *q) {
+  uint64_t argbuf[CALL_LAUNCH_ARGS_MAX / 8], *deps = NULL, node = 0;
+  hostd_gnode_t n;
+  CUresult r;
+  if (!u64map_get(&t->graphs, q->graph, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = node_of(t, q, argbuf, &n)) != CUDA_SUCCESS)
+    return r;
+  if (q->ndeps && !(deps = malloc(q->ndeps * sizeof(*deps))))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!nodes_of(t, q->graph, q->deps, deps))
+    r = CUDA_ERROR_INVALID_VALUE;
+  else
+    r = hostd__gpu.graph_add(&node, q->graph, deps, q->ndeps, &n);
+  free(deps);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (u64map_put(&t->gnodes, node, q->graph) != 0)
+    return CUDA_ERROR_OUT_OF_MEMORY; /* the node stays in the graph, unnamed */
+  call_graph_add_rep_t rep = {.node = node};
+  (void)call_graph_add_rep_put(&rep, out);
+  return CUDA_SUCCESS;
+}
+
+CUresult hostd__exec_graph_deps(hostd_tenant_t *t, wire_buf_t *out,
+                                const call_graph_deps_req_t *q) {
+  uint64_t *v;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  (void)out;
+  if (!u64map_get(&t->graphs, q->graph, NULL) || q->n == 0 || q->nto != q->n)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!(v = malloc(2 * (size_t)q->n * sizeof(*v))))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (nodes_of(t, q->graph, q->from, v) && nodes_of(t, q->graph, q->to, v + q->n))
+    r = hostd__gpu.graph_deps(q->graph, v, v + q->n, q->n);
+  free(v);
+  return r;
+}
+
+/* The nodes returned become nodes the tenant may name. */
+CUresult hostd__exec_graph_nodes(hostd_tenant_t *t, wire_buf_t *out,
+                                 const call_graph_nodes_req_t *q) {
+  uint64_t *nodes = NULL;
+  size_t total = 0, n, want = q->cap ? (size_t)q->first + q->cap : 0;
+  CUresult r;
+  if (!u64map_get(&t->graphs, q->graph, NULL) || q->cap > CALL_GRAPH_NODES_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (want && !(nodes = malloc(want * sizeof(*nodes))))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  r = hostd__gpu.graph_nodes(q->graph, nodes, want, &total);
+  n = total < want ? total : want;
+  n = n > q->first ? n - q->first : 0;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+    if (u64map_put(&t->gnodes, nodes[q->first + i], q->graph) != 0)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) {
+    call_graph_nodes_rep_t rep = {.total = total, .n = (uint32_t)n,
+                                  .nodes = {(const uint8_t *)(n ? nodes + q->first : nodes), n * 8}};
+    if (call_graph_nodes_rep_put(&rep, out) != 0)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  free(nodes);
+  return r;
+}
+
+/* ---- instantiated graphs ---- */
+
+CUresult hostd__exec_graph_instantiate(hostd_tenant_t *t, wire_buf_t *out,
+                                       const call_graph_instantiate_req_t *q) {
+  const uint64_t ok = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                      CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+  uint64_t e = 0;
+  CUresult r;
+  if (!u64map_get(&t->graphs, q->graph, NULL) || (q->flags & ~ok))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = hostd__gpu.graph_instantiate(&e, q->graph, q->flags)) != CUDA_SUCCESS)
+    return r;
+  if (u64map_put(&t->gexecs, e, 1) != 0) {
+    (void)hostd__gpu.graph_exec_del(e);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  call_graph_instantiate_rep_t rep = {.exec = e};
+  (void)call_graph_instantiate_rep_put(&rep, out);
+  return CUDA_SUCCESS;
+}
+
+/* A replay: through the scheduler as one launch (sched.h), or straight onto
+ * a capturing stream (it becomes a child graph of that capture). */
+CUresult hostd__exec_graph_launch(hostd_tenant_t *t, wire_buf_t *out,
+                                  const call_graph_launch_req_t *q) {
+  hostd_sched_launch_t l = {.grid = {1, 1, 1}, .block = {1, 1, 1}, .graph = q->exec};
+  tstream_t *ts;
+  CUresult r;
+  (void)out;
+  if (!u64map_get(&t->gexecs, q->exec, NULL) || q->upload > 1)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (q->upload) {
+    if ((r = hostd__stream_lookup_enter(t, q->stream, &ts)) != CUDA_SUCCESS)
+      return r;
+    return hostd__gpu.graph_launch(q->exec, ts->handle, 1);
+  }
+  if (!(ts = hostd__stream_of(t, q->stream, &r)) ||
+      (r = hostd__stream_enter_launch(t, ts)) != CUDA_SUCCESS)
+    return r;
+  if (!t->sched || hostd__stream_capturing(t, ts))
+    return hostd__gpu.graph_launch(q->exec, ts->handle, 0);
+  if (!ts->ss && !(ts->ss = hostd__sched_stream_new(t->sched, ts->handle, &r)))
+    return r;
+  l.kernel_id = hostd__sched_kernel_id(q->exec, "graph");
+  return hostd__sched_launch(ts->ss, &l);
+}
+
+CUresult hostd__exec_graph_exec_del(hostd_tenant_t *t, wire_buf_t *out,
+                                    const call_graph_exec_del_req_t *q) {
+  CUresult r;
+  (void)out;
+  if (!u64map_get(&t->gexecs, q->exec, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  /* A held launch of it goes out first (sched.h), as launched work would. */
+  if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
+    return r;
+  if ((r = hostd__gpu.graph_exec_del(q->exec)) != CUDA_SUCCESS)
+    return r;
+  u64map_del(&t->gexecs, q->exec);
+  return CUDA_SUCCESS;
+}
+
+CUresult hostd__exec_graph_exec_update(hostd_tenant_t *t, wire_buf_t *out,
+                                       const call_graph_exec_update_req_t *q) {
+  uint64_t node = 0;
+  int res = 0;
+  CUresult r;
+  if (!u64map_get(&t->gexecs, q->exec, NULL) || !u64map_get(&t->graphs, q->graph, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  /* Held launches of it use the parameters they were launched with. */
+  if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
+    return r;
+  r = hostd__gpu.graph_exec_update(q->exec, q->graph, &res, &node);
+  if (node && !u64map_get(&t->gnodes, node, NULL))
+    node = 0; /* a node the tenant was never told of */
+  call_graph_exec_update_rep_t rep = {.status = (uint32_t)r, .result = (uint32_t)res,
+                                      .error_node = node};
+  return call_graph_exec_update_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult hostd__exec_graph_exec_kernel(hostd_tenant_t *t, wire_buf_t *out,
+                                       const call_graph_exec_kernel_req_t *q) {
+  uint64_t argbuf[CALL_LAUNCH_ARGS_MAX / 8];
+  hostd_gnode_t n = {.kind = CALL_GNODE_KERNEL, .handle = q->func, .shmem = q->shmem};
+  CUresult r;
+  (void)out;
+  if (!u64map_get(&t->gexecs, q->exec, NULL) || !u64map_get(&t->gnodes, q->node, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((n.fkind = fkind_of(t, q->func)) < 0)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
+    return r;
+  memcpy(n.grid, q->grid, sizeof(n.grid));
+  memcpy(n.block, q->block, sizeof(n.block));
+  memcpy(argbuf, q->args.p, q->args.len);
+  n.args = argbuf, n.argbytes = q->args.len;
+  return hostd__gpu.graph_exec_kernel(q->exec, q->node, &n);
+}
+
+/* ---- release ---- */
+
+void hostd__capture_release(hostd_tenant_t *t, bool gpu) {
+  for (size_t i = 0; gpu && i < t->captures.cap; i++) {
+    uint64_t g = 0;
+    if (t->captures.keys[i] && hostd__gpu.capture_end(t->captures.keys[i], &g) == CUDA_SUCCESS &&
+        g)
+      (void)hostd__gpu.graph_del(g);
+  }
+  u64map_close(&t->captures);
+  u64map_init(&t->captures);
+}
+
+void hostd__graph_release(hostd_tenant_t *t, bool gpu) {
+  for (size_t i = 0; gpu && i < t->gexecs.cap; i++)
+    if (t->gexecs.keys[i])
+      (void)hostd__gpu.graph_exec_del(t->gexecs.keys[i]);
+  for (size_t i = 0; gpu && i < t->graphs.cap; i++)
+    if (t->graphs.keys[i])
+      (void)hostd__gpu.graph_del(t->graphs.keys[i]);
+  u64map_t *maps[] = {&t->gexecs, &t->graphs, &t->gnodes};
+  for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+    u64map_close(maps[i]);
+    u64map_init(maps[i]);
+  }
+}

@@ -1,0 +1,225 @@
+/* test-guest-graph.c: stream capture and CUDA graphs through the guest
+ * library (guestlib/graph.c) against tallyd's server in this process on
+ * the recording device.
+ *
+ * The driver-API sequence of PyTorch's CUDAGraph (capture mode exchange,
+ * begin, capture status and info during capture, kernels, copies and
+ * memsets captured, end, instantiate, replays) and of an explicit graph
+ * (memset and kernel nodes with a dependency, kernel parameters changed in
+ * the exec, an update), checking that the capture status costs no request
+ * while nothing captures, that a replay is one request, and that replayed
+ * memory equals what the same work did eagerly.  Never GPU coverage.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/guest-daemon-harness.h"
+
+#define N 64
+
+/* cudart 12's entry point, which CUDA 13's cuda.h no longer declares. */
+CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                   CUgraph *g, const CUgraphNode **deps, size_t *ndeps);
+
+static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+static CUmodule mod;
+static CUfunction fill;
+
+static int setup(void **state) {
+  (void)state;
+  if (gd_start("graph", -1) != 0 || cuModuleLoadData(&mod, img) != CUDA_SUCCESS ||
+      cuModuleGetFunction(&fill, mod, "fill_u32") != CUDA_SUCCESS)
+    return -1;
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return gd_stop();
+}
+
+static void work(CUstream s, CUdeviceptr a, CUdeviceptr b) {
+  uint32_t v = 7;
+  uint64_t n = 16;
+  void *params[] = {&a, &v, &n};
+  assert_int_equal(cuMemsetD32Async(a, 0x11111111, N, s), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, s, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoDAsync(b, a, N * 4, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD32Async(b + 200, 3, 2, s), CUDA_SUCCESS);
+}
+
+static void read2(CUstream s, CUdeviceptr a, CUdeviceptr b, uint32_t out[2 * N]) {
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(out, a, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(out + N, b, N * 4), CUDA_SUCCESS);
+}
+
+/* PyTorch's CUDAGraph: capture_begin / capture_end / replay. */
+static void torch_cuda_graph_sequence(void **state) {
+  CUstream s;
+  CUdeviceptr a, b;
+  CUgraph g;
+  CUgraphExec e;
+  CUstreamCaptureStatus st;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  cuuint64_t id = 0;
+  const CUgraphNode *deps = NULL;
+  const CUgraphEdgeData *edges = (const CUgraphEdgeData *)1;
+  size_t ndeps = 9;
+  uint32_t eager[2 * N], got[2 * N];
+  unsigned long info0, launches0, replays0;
+  (void)state;
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&a, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&b, N * 4), CUDA_SUCCESS);
+  work(s, a, b);
+  read2(s, a, b, eager);
+  assert_int_equal(eager[0], 7);
+  assert_int_equal(eager[N + 50], 3);
+  assert_int_equal(cuMemsetD32(a, 0, N), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD32(b, 0, N), CUDA_SUCCESS);
+
+  /* Nothing captures: answered here. */
+  info0 = ops(CALL_OP_CAPTURE_INFO);
+  assert_int_equal(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_NONE);
+  assert_int_equal(ops(CALL_OP_CAPTURE_INFO), info0);
+
+  assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  assert_int_equal(cuStreamGetCaptureInfo_v2(s, &st, &id, &g, &deps, &ndeps), CUDA_SUCCESS);
+  assert_int_not_equal(id, 0);
+  assert_int_equal(ndeps, 0);
+  /* The allocator's guard around cudaMalloc during a capture. */
+  assert_int_equal(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  assert_int_equal(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CUdeviceptr extra;
+  assert_int_equal(cuMemAlloc(&extra, 256), CUDA_SUCCESS);
+  assert_int_equal(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  assert_int_equal(mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+  work(s, a, b);
+  assert_int_equal(cuStreamGetCaptureInfo_v3(s, &st, &id, NULL, &deps, &edges, &ndeps),
+                   CUDA_SUCCESS);
+  assert_int_equal(ndeps, 1);
+  assert_non_null(deps);
+  assert_null(edges);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  assert_non_null(g);
+  assert_int_equal(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_NONE);
+
+  size_t count = 0;
+  CUgraphNode nodes[6];
+  assert_int_equal(cuGraphGetNodes(g, NULL, &count), CUDA_SUCCESS);
+  assert_int_equal(count, 4); /* memset, kernel, copy, memset */
+  count = 6;
+  assert_int_equal(cuGraphGetNodes(g, nodes, &count), CUDA_SUCCESS);
+  assert_int_equal(count, 4);
+  assert_null(nodes[4]);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  launches0 = ops(CALL_OP_LAUNCH);
+  replays0 = ops(CALL_OP_GRAPH_LAUNCH);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+    read2(s, a, b, got);
+    assert_memory_equal(got, eager, sizeof(eager));
+    assert_int_equal(cuMemsetD32Async(a, 0, N, s), CUDA_SUCCESS);
+  }
+  assert_int_equal(ops(CALL_OP_GRAPH_LAUNCH), replays0 + 3); /* one request per replay */
+  assert_int_equal(ops(CALL_OP_LAUNCH), launches0);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(extra), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(b), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+/* A synchronisation inside a capture fails and invalidates it, as natively. */
+static void sync_during_capture_invalidates(void **state) {
+  CUstream s;
+  CUgraph g = (CUgraph)1;
+  CUstreamCaptureStatus st;
+  (void)state;
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  assert_null(g);
+  assert_int_equal(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_NONE);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+/* An explicit graph: memset, then a kernel after it; its parameters changed. */
+static void explicit_graph_sequence(void **state) {
+  CUstream s;
+  CUdeviceptr a;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode ms, kn;
+  uint32_t v = 5, got[N];
+  uint64_t n = 8;
+  void *params[] = {&a, &v, &n};
+  CUDA_MEMSET_NODE_PARAMS mp;
+  CUDA_KERNEL_NODE_PARAMS kp;
+  CUgraphExecUpdateResultInfo ui;
+  (void)state;
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&a, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  memset(&mp, 0, sizeof(mp));
+  mp.dst = a, mp.value = 2, mp.elementSize = 4, mp.width = N, mp.height = 1;
+  assert_int_equal(cuGraphAddMemsetNode(&ms, g, NULL, 0, &mp, NULL), CUDA_SUCCESS);
+  memset(&kp, 0, sizeof(kp));
+  kp.func = fill, kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+  kp.blockDimX = 32, kp.blockDimY = kp.blockDimZ = 1;
+  kp.kernelParams = params;
+  assert_int_equal(cuGraphAddKernelNode_v2(&kn, g, &ms, 1, &kp), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  assert_int_equal(got[7], 5);
+  assert_int_equal(got[8], 2);
+  v = 6, n = 12; /* packed at the call, as the driver copies them */
+  assert_int_equal(cuGraphExecKernelNodeSetParams_v2(e, kn, &kp), CUDA_SUCCESS);
+  v = 99;
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  assert_int_equal(got[11], 6);
+  assert_int_equal(got[12], 2);
+  /* The same graph updates cleanly. */
+  assert_int_equal(cuGraphExecUpdate_v2(e, g, &ui), CUDA_SUCCESS);
+  assert_int_equal(ui.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+  /* Copies naming host memory are not offered. */
+  CUDA_MEMCPY3D c;
+  CUgraphNode cn;
+  memset(&c, 0, sizeof(c));
+  c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = got;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = a;
+  c.WidthInBytes = 4, c.Height = 1, c.Depth = 1;
+  assert_int_equal(cuGraphAddMemcpyNode(&cn, g, NULL, 0, &c, NULL), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(torch_cuda_graph_sequence),
+      cmocka_unit_test(sync_during_capture_invalidates),
+      cmocka_unit_test(explicit_graph_sequence),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,517 @@
+/* test-hostd-graph.c: stream capture and CUDA graphs in hostd
+ * (exec-graph.c) on the recording device, driven directly with requests
+ * encoded by the call table, with the scheduler running (tenants are
+ * best-effort, so their launches normally go through its queue).
+ *
+ * Checks that work captured and replayed leaves memory as the same work
+ * run eagerly (kernels, copies, memsets; across streams joined by events),
+ * that nothing captured runs and no captured launch enters the scheduler's
+ * queue while a replay enters it as one launch, the capture status during
+ * a capture and a capture invalidated by a synchronising call, the
+ * worker's capture mode, explicit graphs (dependencies, child graphs,
+ * kernel parameters of an exec, exec update refusing a changed topology),
+ * that another tenant's graph, node and exec handles are refused, that
+ * closing a tenant destroys its graphs, execs and open captures, and that
+ * malformed requests are protocol errors.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "hostd/guard.h"
+#include "hostd/tenant-int.h"
+#include "tests/hostd-call-harness.h"
+
+#define N 64 /* u32 words per buffer */
+
+static wire_buf_t reply;
+static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+
+static int setup(void **state) {
+  hostd_sched_config_t cfg;
+  (void)state;
+  wire_buf_init(&reply);
+  hostd__sched_config_init(&cfg);
+  if (hc_daemon_setup() != 0 || hostd__gpu.thread_enter() != CUDA_SUCCESS ||
+      hostd__sched_parse_policy(&cfg, "tally") != 0 || hostd__sched_init(&cfg) != 0)
+    return -1;
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  wire_buf_close(&reply);
+  hostd__sched_shutdown();
+  hostd__gpu.shutdown();
+  return 0;
+}
+
+/* Executes q of op on t as a call (never a protocol error); its CUresult. */
+static uint32_t call(hostd_tenant_t *t, uint32_t op, const void *q) {
+  assert_int_equal(hc_exec(t, op, 0, q, &reply, NULL), 0);
+  return hc_result(&reply);
+}
+
+static uint64_t alloc(hostd_tenant_t *t) {
+  call_mem_alloc_req_t q = {.size = N * 4};
+  call_mem_alloc_rep_t a;
+  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &a), 0);
+  return a.ptr;
+}
+
+static uint64_t stream(hostd_tenant_t *t) {
+  call_stream_new_req_t q = {.flags = CU_STREAM_NON_BLOCKING};
+  call_stream_new_rep_t a;
+  assert_int_equal(call(t, CALL_OP_STREAM_NEW, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_STREAM_NEW, &a), 0);
+  return a.stream;
+}
+
+static uint64_t event(hostd_tenant_t *t) {
+  call_event_new_req_t q = {.flags = 0};
+  call_event_new_rep_t a;
+  assert_int_equal(call(t, CALL_OP_EVENT_NEW, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_EVENT_NEW, &a), 0);
+  return a.event;
+}
+
+/* Loads the fill_u32(ptr, value, count) module; its function. */
+static uint64_t fill_func(hostd_tenant_t *t) {
+  call_module_load_req_t q = {.id = wire_content_id(img, sizeof(img) - 1), .has_image = 1,
+                              .image = {(const uint8_t *)img, sizeof(img) - 1}};
+  call_module_load_rep_t a;
+  call_func_t f;
+  size_t used;
+  assert_int_equal(call(t, CALL_OP_MODULE_LOAD, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MODULE_LOAD, &a), 0);
+  assert_int_equal(a.nfunc, 1);
+  assert_int_equal(call_func_decode(a.funcs.p, a.funcs.len, &f, &used, NULL), 0);
+  return f.handle;
+}
+
+static void fill_args(uint8_t args[24], uint64_t p, uint32_t v, uint64_t n) {
+  memset(args, 0, 24);
+  memcpy(args, &p, 8);
+  memcpy(args + 8, &v, 4);
+  memcpy(args + 16, &n, 8);
+}
+
+static uint32_t fill(hostd_tenant_t *t, uint64_t f, uint64_t s, uint64_t p, uint32_t v,
+                     uint64_t n) {
+  uint8_t args[24];
+  fill_args(args, p, v, n);
+  call_launch_req_t q = {.func = f, .grid = {1, 1, 1}, .block = {32, 1, 1}, .stream = s,
+                         .argbytes = 24, .args = {args, 24}};
+  return call(t, CALL_OP_LAUNCH, &q);
+}
+
+static uint32_t memset32(hostd_tenant_t *t, uint64_t s, uint64_t p, uint32_t v, uint64_t n) {
+  call_memset_req_t q = {.dst = p, .value = v, .elem = 4, .count = n, .stream = s};
+  return call(t, CALL_OP_MEMSET, &q);
+}
+
+static uint32_t dtod(hostd_tenant_t *t, uint64_t s, uint64_t dst, uint64_t src, uint64_t len) {
+  call_dtod_req_t q = {.dst = dst, .src = src, .len = len, .stream = s};
+  return call(t, CALL_OP_DTOD, &q);
+}
+
+static void read_back(hostd_tenant_t *t, uint64_t s, uint64_t p, uint32_t out[N]) {
+  call_stream_sync_req_t sq = {.stream = s};
+  call_dtoh_req_t q = {.src = p, .len = N * 4, .stream = s};
+  assert_int_equal(call(t, CALL_OP_STREAM_SYNC, &sq), CUDA_SUCCESS);
+  assert_int_equal(call(t, CALL_OP_DTOH, &q), CUDA_SUCCESS);
+  memcpy(out, reply.data + CALL_REPLY_HDR_LEN, N * 4);
+}
+
+static call_capture_info_rep_t info(hostd_tenant_t *t, uint64_t s) {
+  call_capture_info_req_t q = {.stream = s};
+  call_capture_info_rep_t a;
+  assert_int_equal(call(t, CALL_OP_CAPTURE_INFO, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_CAPTURE_INFO, &a), 0);
+  return a;
+}
+
+static uint32_t begin(hostd_tenant_t *t, uint64_t s, uint32_t mode) {
+  call_capture_begin_req_t q = {.stream = s, .mode = mode};
+  return call(t, CALL_OP_CAPTURE_BEGIN, &q);
+}
+
+static uint64_t end(hostd_tenant_t *t, uint64_t s, uint32_t want) {
+  call_capture_end_req_t q = {.stream = s};
+  call_capture_end_rep_t a = {0};
+  assert_int_equal(call(t, CALL_OP_CAPTURE_END, &q), want);
+  if (want == CUDA_SUCCESS)
+    assert_int_equal(hc_reply(&reply, CALL_OP_CAPTURE_END, &a), 0);
+  return a.graph;
+}
+
+static uint64_t instantiate(hostd_tenant_t *t, uint64_t g) {
+  call_graph_instantiate_req_t q = {.graph = g};
+  call_graph_instantiate_rep_t a;
+  assert_int_equal(call(t, CALL_OP_GRAPH_INSTANTIATE, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_INSTANTIATE, &a), 0);
+  return a.exec;
+}
+
+static uint32_t launch_graph(hostd_tenant_t *t, uint64_t e, uint64_t s) {
+  call_graph_launch_req_t q = {.exec = e, .stream = s};
+  return call(t, CALL_OP_GRAPH_LAUNCH, &q);
+}
+
+/* The work both runs do: kernels, a copy and memsets over buffers a, b. */
+static void work(hostd_tenant_t *t, uint64_t f, uint64_t s, uint64_t a, uint64_t b) {
+  assert_int_equal(memset32(t, s, a, 0x11111111, N), CUDA_SUCCESS);
+  assert_int_equal(fill(t, f, s, a, 7, 16), CUDA_SUCCESS);
+  assert_int_equal(dtod(t, s, b, a, N * 4), CUDA_SUCCESS);
+  assert_int_equal(fill(t, f, s, b + 128, 9, 8), CUDA_SUCCESS);
+  assert_int_equal(memset32(t, s, a + 192, 5, 4), CUDA_SUCCESS);
+}
+
+static void capture_then_replay_matches_eager(void **state) {
+  hostd_tenant_t *t = hc_tenant(1, &reply);
+  uint64_t f = fill_func(t), s = stream(t), a = alloc(t), b = alloc(t);
+  uint32_t ea[N], eb[N], ga[N], gb[N], zero[N] = {0};
+  hostd_sched_stats_t st0, st1;
+  unsigned long captured;
+  (void)state;
+  assert_non_null(t->sched); /* best-effort, scheduled */
+  work(t, f, s, a, b);
+  read_back(t, s, a, ea);
+  read_back(t, s, b, eb);
+  assert_int_equal(ea[0], 7);
+  assert_int_equal(eb[32], 9);
+  assert_int_equal(memset32(t, s, a, 0, N), CUDA_SUCCESS);
+  assert_int_equal(memset32(t, s, b, 0, N), CUDA_SUCCESS);
+
+  assert_int_equal(info(t, s).status, CU_STREAM_CAPTURE_STATUS_NONE);
+  captured = hostd_record_count(HOSTD_RECORD_CAPTURED);
+  hostd__sched_stats(&st0);
+  assert_int_equal(begin(t, s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  call_capture_info_rep_t ci = info(t, s);
+  assert_int_equal(ci.status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  assert_int_equal(ci.ndeps, 0);
+  assert_int_not_equal(ci.id, 0);
+  work(t, f, s, a, b);
+  ci = info(t, s);
+  assert_int_equal(ci.ndeps, 1); /* the last node captured */
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_CAPTURED), captured + 5);
+  hostd__sched_stats(&st1);
+  assert_int_equal(st1.submitted, st0.submitted); /* captured launches bypass the queue */
+  /* A copy carrying bytes cannot be captured (the bytes die with the request). */
+  uint32_t word = 3;
+  call_htod_req_t h = {.dst = a, .stream = s, .async = 1, .bytes = {(uint8_t *)&word, 4}};
+  assert_int_equal(call(t, CALL_OP_HTOD, &h), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  uint64_t g = end(t, s, CUDA_SUCCESS);
+  assert_int_not_equal(g, 0);
+  assert_int_equal(info(t, s).status, CU_STREAM_CAPTURE_STATUS_NONE);
+  read_back(t, s, a, ga); /* nothing captured ran */
+  assert_memory_equal(ga, zero, sizeof(zero));
+
+  /* PyTorch counts the captured nodes; a page of them can be named after. */
+  call_graph_nodes_req_t gq = {.graph = g, .first = 3, .cap = 4};
+  call_graph_nodes_rep_t gn;
+  assert_int_equal(call(t, CALL_OP_GRAPH_NODES, &gq), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_NODES, &gn), 0);
+  assert_int_equal(gn.total, 5);
+  assert_int_equal(gn.n, 2);
+  uint64_t last;
+  memcpy(&last, gn.nodes.p + 8, 8);
+  assert_true(u64map_get(&t->gnodes, last, NULL));
+
+  uint64_t e = instantiate(t, g);
+  for (int round = 0; round < 2; round++) {
+    hostd__sched_stats(&st0);
+    assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+    read_back(t, s, a, ga);
+    read_back(t, s, b, gb);
+    assert_memory_equal(ga, ea, sizeof(ea));
+    assert_memory_equal(gb, eb, sizeof(eb));
+    hostd__sched_stats(&st1);
+    assert_int_equal(st1.held, st0.held + 1); /* one replay, one unit for the policy */
+    assert_int_equal(memset32(t, s, a, 0, N), CUDA_SUCCESS);
+  }
+  hostd__tenant_free(t);
+}
+
+/* A synchronising call on a capturing stream fails and invalidates it. */
+static void sync_invalidates_a_capture(void **state) {
+  hostd_tenant_t *t = hc_tenant(2, &reply);
+  uint64_t s = stream(t), a = alloc(t);
+  call_stream_sync_req_t sq = {.stream = s};
+  (void)state;
+  assert_int_equal(begin(t, s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  assert_int_equal(begin(t, s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_ERROR_ILLEGAL_STATE);
+  assert_int_equal(memset32(t, s, a, 1, N), CUDA_SUCCESS);
+  assert_int_equal(call(t, CALL_OP_STREAM_SYNC, &sq), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(info(t, s).status, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  assert_int_equal(memset32(t, s, a, 1, N), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  end(t, s, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  assert_int_equal(info(t, s).status, CU_STREAM_CAPTURE_STATUS_NONE);
+  end(t, s, CUDA_ERROR_ILLEGAL_STATE); /* no capture any more */
+  /* The legacy stream cannot capture. */
+  assert_int_equal(begin(t, 0, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  hostd__tenant_free(t);
+}
+
+/* Capture modes: tallyd's worker captures thread-locally; an allocation
+ * during a capture is refused unless the worker's mode is relaxed. */
+static void capture_mode_is_the_workers(void **state) {
+  hostd_tenant_t *t = hc_tenant(3, &reply);
+  uint64_t s = stream(t);
+  call_mem_alloc_req_t q = {.size = 256};
+  call_capture_mode_req_t relaxed = {.mode = CU_STREAM_CAPTURE_MODE_RELAXED};
+  call_capture_mode_req_t global = {.mode = CU_STREAM_CAPTURE_MODE_GLOBAL};
+  (void)state;
+  assert_int_equal(begin(t, s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, &q), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(hc_exec(t, CALL_OP_CAPTURE_MODE, CALL_ASYNC, &relaxed, &reply, NULL), 0);
+  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
+  assert_int_equal(call(t, CALL_OP_CAPTURE_MODE, &global), CUDA_SUCCESS);
+  global.mode = 3;
+  assert_int_equal(call(t, CALL_OP_CAPTURE_MODE, &global), CUDA_ERROR_INVALID_VALUE);
+  uint64_t g = end(t, s, CUDA_SUCCESS);
+  assert_int_not_equal(g, 0);
+  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
+  hostd__tenant_free(t);
+}
+
+/* A second stream joins through an event and is joined back the same way. */
+static void cross_stream_capture(void **state) {
+  hostd_tenant_t *t = hc_tenant(4, &reply);
+  uint64_t s1 = stream(t), s2 = stream(t), e1 = event(t), e2 = event(t), a = alloc(t);
+  uint32_t got[N];
+  (void)state;
+  assert_int_equal(begin(t, s1, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(memset32(t, s1, a, 1, N / 2), CUDA_SUCCESS);
+  call_event_record_req_t r1 = {.event = e1, .stream = s1};
+  assert_int_equal(call(t, CALL_OP_EVENT_RECORD, &r1), CUDA_SUCCESS);
+  assert_int_equal(info(t, s2).status, CU_STREAM_CAPTURE_STATUS_NONE);
+  call_stream_wait_req_t w2 = {.stream = s2, .event = e1};
+  assert_int_equal(call(t, CALL_OP_STREAM_WAIT, &w2), CUDA_SUCCESS);
+  assert_int_equal(info(t, s2).status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  assert_int_equal(memset32(t, s2, a + N * 2, 2, N / 2), CUDA_SUCCESS);
+  call_event_record_req_t r2 = {.event = e2, .stream = s2};
+  assert_int_equal(call(t, CALL_OP_EVENT_RECORD, &r2), CUDA_SUCCESS);
+  call_stream_wait_req_t w1 = {.stream = s1, .event = e2};
+  assert_int_equal(call(t, CALL_OP_STREAM_WAIT, &w1), CUDA_SUCCESS);
+  assert_int_equal(info(t, s1).ndeps, 2);
+  uint64_t g = end(t, s1, CUDA_SUCCESS);
+  assert_int_equal(info(t, s2).status, CU_STREAM_CAPTURE_STATUS_NONE);
+  uint64_t e = instantiate(t, g);
+  assert_int_equal(launch_graph(t, e, s1), CUDA_SUCCESS);
+  read_back(t, s1, a, got);
+  assert_int_equal(got[0], 1);
+  assert_int_equal(got[N / 2 - 1], 1);
+  assert_int_equal(got[N / 2], 2);
+  assert_int_equal(got[N - 1], 2);
+  hostd__tenant_free(t);
+}
+
+static uint64_t add_node(hostd_tenant_t *t, call_graph_add_req_t *q, const uint64_t *deps,
+                         uint32_t ndeps, uint32_t want) {
+  call_graph_add_rep_t a = {0};
+  q->ndeps = ndeps;
+  q->deps = (call_view_t){(const uint8_t *)deps, ndeps * 8u};
+  assert_int_equal(call(t, CALL_OP_GRAPH_ADD, q), want);
+  if (want == CUDA_SUCCESS)
+    assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_ADD, &a), 0);
+  return a.node;
+}
+
+static uint64_t new_graph(hostd_tenant_t *t) {
+  call_graph_new_req_t q = {0};
+  call_graph_new_rep_t a;
+  assert_int_equal(call(t, CALL_OP_GRAPH_NEW, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_NEW, &a), 0);
+  return a.graph;
+}
+
+/* memset -> kernel -> copy, a child graph, an edge added afterwards; then
+ * a kernel node's parameters changed in the exec, and an update refused. */
+static void explicit_graph(void **state) {
+  hostd_tenant_t *t = hc_tenant(5, &reply);
+  uint64_t f = fill_func(t), s = stream(t), a = alloc(t), b = alloc(t), g = new_graph(t);
+  uint8_t args[24];
+  uint32_t got[N];
+  (void)state;
+  call_graph_add_req_t ms = {.graph = g, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 4,
+                             .elem = 4, .width = N, .height = 1};
+  uint64_t n1 = add_node(t, &ms, NULL, 0, CUDA_SUCCESS);
+  fill_args(args, a, 8, 8);
+  call_graph_add_req_t k = {.graph = g, .kind = CALL_GNODE_KERNEL, .handle = f,
+                            .grid = {1, 1, 1}, .block = {32, 1, 1}, .argbytes = 24,
+                            .args = {args, 24}};
+  uint64_t n2 = add_node(t, &k, &n1, 1, CUDA_SUCCESS);
+  call_graph_add_req_t cp = {.graph = g, .kind = CALL_GNODE_MEMCPY, .dst = b, .src = a,
+                             .width = N * 4};
+  uint64_t n3 = add_node(t, &cp, &n2, 1, CUDA_SUCCESS);
+  /* A child graph setting the last word of b, after the copy (an edge added later). */
+  uint64_t c = new_graph(t);
+  call_graph_add_req_t cms = {.graph = c, .kind = CALL_GNODE_MEMSET, .dst = b + (N - 1) * 4,
+                              .value = 6, .elem = 4, .width = 1, .height = 1};
+  (void)add_node(t, &cms, NULL, 0, CUDA_SUCCESS);
+  call_graph_add_req_t ch = {.graph = g, .kind = CALL_GNODE_CHILD, .handle = c};
+  uint64_t n4 = add_node(t, &ch, NULL, 0, CUDA_SUCCESS);
+  call_graph_deps_req_t d = {.graph = g, .n = 1, .nto = 1, .from = {(uint8_t *)&n3, 8},
+                             .to = {(uint8_t *)&n4, 8}};
+  assert_int_equal(call(t, CALL_OP_GRAPH_DEPS, &d), CUDA_SUCCESS);
+  /* Ownership and shape checks before the driver sees anything. */
+  call_graph_add_req_t bad = cp;
+  bad.width = N * 4 + 4; /* past the allocation */
+  (void)add_node(t, &bad, NULL, 0, CUDA_ERROR_INVALID_VALUE);
+  bad = ms;
+  bad.elem = 3;
+  (void)add_node(t, &bad, NULL, 0, CUDA_ERROR_INVALID_VALUE);
+  uint64_t nc = 0x12345670; /* not a node of g */
+  (void)add_node(t, &ms, &nc, 1, CUDA_ERROR_INVALID_VALUE);
+  call_graph_add_req_t host = {.graph = g, .kind = CALL_GNODE_HOST, .handle = 1};
+  (void)add_node(t, &host, NULL, 0, CUDA_ERROR_NOT_SUPPORTED);
+
+  uint64_t e = instantiate(t, g);
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+  read_back(t, s, b, got);
+  assert_int_equal(got[0], 8);
+  assert_int_equal(got[7], 8);
+  assert_int_equal(got[8], 4);
+  assert_int_equal(got[N - 1], 6);
+
+  fill_args(args, a, 10, 16);
+  call_graph_exec_kernel_req_t ek = {.exec = e, .node = n2, .func = f, .grid = {1, 1, 1},
+                                     .block = {32, 1, 1}, .argbytes = 24, .args = {args, 24}};
+  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_KERNEL, &ek), CUDA_SUCCESS);
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+  read_back(t, s, b, got);
+  assert_int_equal(got[15], 10);
+  assert_int_equal(got[16], 4);
+
+  /* An update from the graph itself takes its parameters back (child included). */
+  call_graph_exec_update_req_t same = {.exec = e, .graph = g};
+  call_graph_exec_update_rep_t sa;
+  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_UPDATE, &same), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_EXEC_UPDATE, &sa), 0);
+  assert_int_equal(sa.status, CUDA_SUCCESS);
+  assert_int_equal(sa.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+  read_back(t, s, b, got);
+  assert_int_equal(got[7], 8);
+  assert_int_equal(got[8], 4);
+  assert_int_equal(got[N - 1], 6);
+  /* An update from a graph of another shape is refused, with the reason. */
+  call_graph_exec_update_req_t up = {.exec = e, .graph = c};
+  call_graph_exec_update_rep_t ua;
+  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_UPDATE, &up), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_EXEC_UPDATE, &ua), 0);
+  assert_int_equal(ua.status, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+  assert_int_equal(ua.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+  call_graph_exec_del_req_t ed = {.exec = e};
+  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_DEL, &ed), CUDA_SUCCESS);
+  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_DEL, &ed), CUDA_ERROR_INVALID_VALUE);
+  call_graph_del_req_t gd = {.graph = g};
+  assert_int_equal(call(t, CALL_OP_GRAPH_DEL, &gd), CUDA_SUCCESS);
+  assert_int_equal(call(t, CALL_OP_GRAPH_DEPS, &d), CUDA_ERROR_INVALID_VALUE);
+  hostd__tenant_free(t);
+}
+
+/* Tenant b names a's graph, node and exec: each refused; a's still work. */
+static void another_tenants_handles_are_refused(void **state) {
+  hostd_tenant_t *a = hc_tenant(6, &reply), *b = hc_tenant(7, &reply);
+  uint64_t ga = new_graph(a), gb = new_graph(b), sb = stream(b);
+  (void)state;
+  call_graph_add_req_t em = {.graph = ga, .kind = CALL_GNODE_EMPTY};
+  uint64_t na = add_node(a, &em, NULL, 0, CUDA_SUCCESS);
+  uint64_t ea = instantiate(a, ga);
+  (void)add_node(b, &em, NULL, 0, CUDA_ERROR_INVALID_VALUE); /* a's graph */
+  em.graph = gb;
+  (void)add_node(b, &em, &na, 1, CUDA_ERROR_INVALID_VALUE); /* a's node */
+  call_graph_add_req_t ch = {.graph = gb, .kind = CALL_GNODE_CHILD, .handle = ga};
+  (void)add_node(b, &ch, NULL, 0, CUDA_ERROR_INVALID_VALUE);
+  call_graph_instantiate_req_t gi = {.graph = ga};
+  assert_int_equal(call(b, CALL_OP_GRAPH_INSTANTIATE, &gi), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(launch_graph(b, ea, sb), CUDA_ERROR_INVALID_VALUE);
+  call_graph_exec_del_req_t ed = {.exec = ea};
+  assert_int_equal(call(b, CALL_OP_GRAPH_EXEC_DEL, &ed), CUDA_ERROR_INVALID_VALUE);
+  call_graph_exec_update_req_t up = {.exec = ea, .graph = gb};
+  assert_int_equal(call(b, CALL_OP_GRAPH_EXEC_UPDATE, &up), CUDA_ERROR_INVALID_VALUE);
+  call_graph_del_req_t gd = {.graph = ga};
+  assert_int_equal(call(b, CALL_OP_GRAPH_DEL, &gd), CUDA_ERROR_INVALID_VALUE);
+  /* a's stream is not b's either. */
+  uint64_t sa = stream(a);
+  assert_int_equal(begin(b, sa, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(launch_graph(a, ea, sa), CUDA_SUCCESS);
+  assert_int_equal(call(a, CALL_OP_GRAPH_DEL, &gd), CUDA_SUCCESS);
+  hostd__tenant_free(a);
+  hostd__tenant_free(b);
+}
+
+/* Closing a tenant destroys its graphs and execs and ends its captures. */
+static void closing_a_tenant_frees_graphs(void **state) {
+  hostd_tenant_t *t = hc_tenant(8, &reply);
+  uint64_t g = new_graph(t), s = stream(t), a = alloc(t);
+  (void)state;
+  call_graph_add_req_t em = {.graph = g, .kind = CALL_GNODE_EMPTY};
+  (void)add_node(t, &em, NULL, 0, CUDA_SUCCESS);
+  uint64_t e = instantiate(t, g);
+  assert_int_equal(begin(t, s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(memset32(t, s, a, 1, N), CUDA_SUCCESS);
+  hostd__tenant_free(t);
+  assert_int_equal(hostd__gpu.graph_exec_del(e), CUDA_ERROR_INVALID_VALUE); /* gone */
+  assert_int_equal(hostd__gpu.graph_del(g), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hostd_record_live_bytes(), 0);
+}
+
+/* A truncated request or one with bytes after its last field closes the tenant. */
+static void malformed_requests_are_protocol_errors(void **state) {
+  hostd_tenant_t *t = hc_tenant(9, &reply);
+  static const uint32_t ops[] = {CALL_OP_CAPTURE_BEGIN,   CALL_OP_CAPTURE_INFO,
+                                 CALL_OP_GRAPH_ADD,       CALL_OP_GRAPH_DEPS,
+                                 CALL_OP_GRAPH_LAUNCH,    CALL_OP_GRAPH_EXEC_KERNEL,
+                                 CALL_OP_GRAPH_INSTANTIATE};
+  uint8_t bytes[256];
+  const char *why;
+  (void)state;
+  memset(bytes, 0, sizeof(bytes));
+  for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+    size_t fixed = call_msg_fixed(call_req_msg(ops[i]));
+    why = NULL;
+    assert_int_equal(hostd__tenant_exec(t, ops[i], 0, bytes, fixed - 1, &reply, &why), -EPROTO);
+    assert_non_null(why);
+    why = NULL;
+    assert_int_equal(hostd__tenant_exec(t, ops[i], 0, bytes, fixed + 1, &reply, &why), -EPROTO);
+    assert_non_null(why);
+  }
+  /* More dependencies than a request may carry. */
+  call_graph_add_req_t q = {.kind = CALL_GNODE_EMPTY};
+  size_t fixed = call_msg_fixed(call_req_msg(CALL_OP_GRAPH_ADD));
+  memset(bytes, 0, sizeof(bytes));
+  q.ndeps = CALL_GRAPH_DEPS_MAX + 1;
+  assert_true(call_graph_add_req_encode(&q, bytes, (call_view_t[2]){{0}}) < 0 ||
+              hostd__tenant_exec(t, CALL_OP_GRAPH_ADD, 0, bytes, fixed, &reply, &why) == -EPROTO);
+  /* A replay must not be answered as a post-only call's opposite: posted
+   * answered-only ops are refused. */
+  call_graph_new_req_t gn = {0};
+  assert_int_equal(hc_exec(t, CALL_OP_GRAPH_NEW, CALL_ASYNC, &gn, &reply, &why), -EPROTO);
+  hostd__tenant_free(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(capture_then_replay_matches_eager),
+      cmocka_unit_test(sync_invalidates_a_capture),
+      cmocka_unit_test(capture_mode_is_the_workers),
+      cmocka_unit_test(cross_stream_capture),
+      cmocka_unit_test(explicit_graph),
+      cmocka_unit_test(another_tenants_handles_are_refused),
+      cmocka_unit_test(closing_a_tenant_frees_graphs),
+      cmocka_unit_test(malformed_requests_are_protocol_errors),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
