@@ -30,13 +30,13 @@ CUresult guest__primary_ctx(CUcontext *pctx, CUdevice dev);
 
 static void slot_log(int table, int slot) {
   /* The tables by index, as the first 8 hex digits of their UUIDs (below). */
-  static const char *const names[] = {"f8cff951", "6bd5fb6c", "a094798c", "42d85a81",
-                                      "c693336e", "263e8860", "d4082055", "21318c60"};
+  static const char *const names[] = {"f8cff951", "6bd5fb6c", "a094798c", "42d85a81", "c693336e",
+                                      "263e8860", "d4082055", "21318c60", "1734dc26"};
   static unsigned char seen[16][96]; /* set once per slot with __atomic_exchange_n */
   if (table < 16 && slot < 96 && !__atomic_exchange_n(&seen[table][slot], 1, __ATOMIC_RELAXED))
     guest__log("private driver table %d (%s...) slot %d is not emulated "
                "(CUDA_ERROR_NOT_SUPPORTED)",
-               table, table < 8 ? names[table] : "?", slot);
+               table, table < 9 ? names[table] : "?", slot);
 }
 
 #define SLOT_STUB(t, s)                                                                            \
@@ -75,6 +75,7 @@ STUBS16(4)
 STUBS16(5)
 STUBS16(6)
 STUBS16(7)
+STUBS16(8)
 /* Table 7 (21318c60, 93 slots as the driver sizes it): cuBLAS(Lt) reaches past
  * slot 15, so every slot logs its number instead of jumping through NULL;
  * slots 39 and 51 are emulated (below). */
@@ -491,6 +492,12 @@ static const void *table_checks[15] = {
     S(5, 14),
 };
 static const void *table_integrity[3] = {SIZE(3), (const void *)integrity_check, S(6, 2)};
+/* Table 8 (1734dc26, 17 slots as the driver sizes it): asked at PyTorch's
+ * first bf16 GEMM (cuBLASLt), and the process died right after it was
+ * refused.  No slot is emulated: each logs its number and returns
+ * NOT_SUPPORTED, so the first slot a library really needs is named in the
+ * log. */
+static const void *table_blaslt[17] = {SIZE(17), FILL16(8)};
 static const void *table_ident[93] = {SIZE(93),
                                       S(7, 1),
                                       S(7, 2),
@@ -537,6 +544,9 @@ static const struct {
       0xf2},
      table_integrity},
     {CALL_UUID_CTX_IDENT, table_ident},
+    {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b,
+      0xca},
+     table_blaslt},
 };
 
 GUEST_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {

@@ -206,6 +206,7 @@ static void export_tables_for_cudart_exist_with_the_drivers_sizes(void **state) 
       {"6bd5fb6c5bf4e74a8987d93912fd9df9", 104}, {"a094798c2e742e7493f20800200c0a66", 56},
       {"c693336e1121df11a8c368f355d89593", 0},   {"d4082055bde6704b8d34ba123c66e1f2", 24},
       {"f8cff95121468b4eb9e2fb469e7c0dd9", 24},  {"21318c60971432488ca641ff7324c8f2", 744},
+      {"1734dc26800d47458726c0f1e7dd8bca", 136},
   };
   (void)state;
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -215,6 +216,17 @@ static void export_tables_for_cudart_exist_with_the_drivers_sizes(void **state) 
       assert_int_equal(t[0], want[i].first_word);
     else
       assert_true(t[0] > 4096); /* a function pointer */
+  }
+}
+
+/* cuBLASLt's table 1734dc26: every slot answers NOT_SUPPORTED, none is NULL. */
+static void blaslt_table_slots_answer_not_supported(void **state) {
+  const uintptr_t *t = table("1734dc26800d47458726c0f1e7dd8bca");
+  (void)state;
+  assert_non_null(t);
+  for (size_t i = 1; i < t[0] / sizeof(void *); i++) {
+    assert_true(t[i] != 0);
+    assert_int_equal(((CUresult(*)(void))t[i])(), CUDA_ERROR_NOT_SUPPORTED);
   }
 }
 
@@ -290,6 +302,7 @@ int main(void) {
       cmocka_unit_test(get_proc_address_finds_every_symbol_cudart_asks_for),
       cmocka_unit_test(export_tables_for_cudart_exist_with_the_drivers_sizes),
       cmocka_unit_test(unknown_export_table_is_refused),
+      cmocka_unit_test(blaslt_table_slots_answer_not_supported),
       cmocka_unit_test(context_table_has_no_null_slot),
       cmocka_unit_test(integrity_digest_of_fixed_versions_matches),
       cmocka_unit_test(error_names_and_strings_cover_every_result),
