@@ -13,6 +13,7 @@ guestlib_libcuda_so_1_LDADD = wire/libtallywire.a $(ZSTD_LIBS) $(RDMA_LIBS) -lpt
 # The GEMM split planner: pure C, for the interposed cuBLAS/cuBLASLt.
 noinst_LIBRARIES += guestlib/libgemmplan.a
 guestlib_libgemmplan_a_SOURCES = guestlib/gemm-plan.h guestlib/gemm-plan.c
+EXTRA_DIST += docs/gemm-split.md
 EXTRA_DIST += guestlib/README.md guestlib/driver-api.annot guestlib/driver-api.def \
 	guestlib/driver-proc.def guestlib/cuda-result.def guestlib/tally-run.in \
 	scripts/gen-driver-api.py
