@@ -325,7 +325,9 @@ static void choose(const gemm_plan_gemm_t *g, const gemm_plan_budget_t *bud, spl
     best->count = (uint64_t)gm * (uint64_t)gn;
   }
   best->sb = 1;
-  best->count *= (uint64_t)g->batch;
+  /* cannot overflow (D's checked range holds m * n * batch elements), but saturate anyway */
+  if (__builtin_mul_overflow(best->count, (uint64_t)g->batch, &best->count))
+    best->count = UINT64_MAX;
 }
 
 /* Address of element index idx (in elements of bits bits) past p; idx lies
