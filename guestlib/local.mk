@@ -10,6 +10,10 @@ guestlib_libcuda_so_1_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -fvisibility=hidden
 guestlib_libcuda_so_1_LDFLAGS = $(AM_LDFLAGS) -shared -Wl,-soname,libcuda.so.1 $(SHLIB_NO_UNDEFINED)
 # wire/'s guest objects need no libuv; zstd (and rdma-core when built) come along.
 guestlib_libcuda_so_1_LDADD = wire/libtallywire.a $(ZSTD_LIBS) $(RDMA_LIBS) -lpthread -ldl
+# The GEMM split planner: pure C, for the interposed cuBLAS/cuBLASLt.
+noinst_LIBRARIES += guestlib/libgemmplan.a
+guestlib_libgemmplan_a_SOURCES = guestlib/gemm-plan.h guestlib/gemm-plan.c
+EXTRA_DIST += docs/gemm-split.md
 EXTRA_DIST += guestlib/README.md guestlib/driver-api.annot guestlib/driver-api.def \
 	guestlib/driver-proc.def guestlib/cuda-result.def guestlib/tally-run.in \
 	scripts/gen-driver-api.py

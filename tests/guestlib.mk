@@ -87,3 +87,11 @@ tests_test_guest_tables_oom_CFLAGS = $(TEST_CFLAGS)
 tests_test_guest_tables_oom_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=malloc -Wl,--wrap=calloc \
 	-Wl,--wrap=realloc -Wl,--wrap=free
 tests_test_guest_tables_oom_LDADD = $(WIRE_GUEST_LIBS) $(TEST_LIBS)
+# The GEMM split planner (pure C: no guest library, no daemon).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test-gemm-plan
+TESTS += tests/test-gemm-plan
+endif
+tests_test_gemm_plan_SOURCES = tests/test-gemm-plan.c
+tests_test_gemm_plan_CFLAGS = $(TEST_CFLAGS)
+tests_test_gemm_plan_LDADD = guestlib/libgemmplan.a $(TEST_LIBS)
