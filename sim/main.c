@@ -49,7 +49,10 @@ static void usage(FILE *f) {
           "  --arrivals FILE       with --run-trace, no --lc-csv: arrival offsets in ns,\n"
           "                        one a line (default: each request's first submit)\n"
           "  --launch-from-trace   with --run-trace: the launch latency is the one the\n"
-          "                        trace shows (median start - submit on an idle stream)\n"
+          "                        trace shows (median start - submit of the LC's timed\n"
+          "                        launches on an idle stream; when it has none, tallyd's\n"
+          "                        issue - submit plus the BE's start - issue); the\n"
+          "                        report line says which\n"
           "  --traces DIR          folder of the bundled traces (default $TALLY_SIM_TRACES,\n"
           "                        else %s if present,\n"
           "                        else %s)\n"
@@ -136,17 +139,22 @@ static int run_whole(sim_compare_config_t *cc, const whole_opts_t *o, sim_row_t 
     klc += w.lc.u[i].n;
   for (size_t i = 0; i < w.be.n; i++)
     kbe += w.be.u[i].n;
-  if (o->launch_from_trace && w.launch_ns > 0)
-    cc->gpu.launch_ns = w.launch_ns;
+  char lat[400];
+  sim_launch_describe(&w.launch, lat, sizeof(lat));
+  if (o->launch_from_trace && w.launch.ns > 0)
+    cc->gpu.launch_ns = w.launch.ns;
   cc->arrivals = &w.arrivals;
   cc->duration_ns = w.arrivals.t_ns[w.arrivals.n - 1] + 1000000;
   fprintf(stderr,
           "tally-sim: whole-run trace %s: LC %s: %zu requests (%zu kernels, %zu outside them), "
           "BE %s: %zu steps (%zu kernels, %zu outside them), %zu preemptions; %zu arrivals over "
-          "%.3f s; launch latency seen %.1f us, simulated %.1f us\n",
+          "%.3f s; LC %s; simulated %.1f us%s; %zu untimed launches (block times estimated "
+          "from host times)\n",
           o->trace, w.lc.u[0].name, w.lc.n, klc, w.lc.dropped, w.be.u[0].name, w.be.n, kbe,
-          w.be.dropped, w.rt.preempts, w.arrivals.n, (double)cc->duration_ns / 1e9,
-          (double)w.launch_ns / 1e3, (double)cc->gpu.launch_ns / 1e3);
+          w.be.dropped, w.rt.preempts, w.arrivals.n, (double)cc->duration_ns / 1e9, lat,
+          (double)cc->gpu.launch_ns / 1e3,
+          o->launch_from_trace && w.launch.ns > 0 ? " (from the trace)" : " (the model's)",
+          w.rt.untimed);
   rc = sim_compare_units(cc, w.label, w.lc.u, w.lc.n, w.be.u, w.be.n, rows, nrows, &why);
   if (rc < 0)
     fprintf(stderr, "\ntally-sim: %s: %s (%s)\n", w.label, why ? why : "failed", strerror(-rc));

@@ -11,8 +11,14 @@
  *   end      u64 ns, >= start        tallyd saw it end (required)
  *   form     original|sliced|ptb     how it ran (optional)
  *   blocks   B+C                     the logical blocks of this launch (optional)
- *   issue    u64 ns                  tallyd issued it (optional, not used)
+ *   issue    u64 ns                  tallyd issued it to the driver (optional)
  *
+ * A launch tallyd did not time (no start event: LC launches are never
+ * profiled) has start == end: tallyd writes start = end - device time with
+ * no device time.  Such a line is "untimed": its start - submit is
+ * submit -> completion seen, not a launch latency, and its block time (1) is
+ * no measurement; sim_runtrace_launch and sim_runtrace_estimate_untimed
+ * handle them.
  * All times are tallyd's CLOCK_MONOTONIC, the clock of the pair benchmark's
  * CSVs on the same machine.  Comment-only lines (`# preempt ...`, the
  * header, the turnaround summary) are skipped; `# preempt` ones counted.
@@ -21,8 +27,8 @@
  * launches of one submission, which share tenant, kernel id and submit
  * time, are merged: start is the first's, end the last's, block_ns the sum
  * of theirs, since tallyd divides each piece's time by the waves of the
- * whole grid); records sorted by submit time; at most SIM_MAX_TENANTS
- * tenants, each of one class.
+ * whole grid; timed when any piece is); records sorted by submit time; at
+ * most SIM_MAX_TENANTS tenants, each of one class.
  */
 #include "sim/sim.h"
 #include "sim/sim-int.h"
@@ -116,6 +122,9 @@ static int parse_comment(const char *c, size_t n, size_t line, pol_class_t *cls,
   }
   if (r->end_ns < r->start_ns)
     return sim__line_err(err, errlen, line, "end= before start=");
+  if (comment_get(c, n, "issue", &v) && !kv_u64(&v, &r->issue_ns))
+    return sim__line_err(err, errlen, line, "issue= is not an unsigned integer");
+  r->timed = r->end_ns > r->start_ns;
   if (comment_get(c, n, "form", &v) && !kv_is(&v, "original") && !kv_is(&v, "sliced") &&
       !kv_is(&v, "ptb"))
     return sim__line_err(err, errlen, line, "form must be original, sliced or ptb");
@@ -143,6 +152,7 @@ static void merge_pieces(sim_runtrace_t *rt) {
       if (q->end_ns > p->end_ns)
         p->end_ns = q->end_ns;
       p->k.block_ns += q->k.block_ns;
+      p->timed = p->timed || q->timed;
       continue;
     }
     rt->k[w++] = *q;
@@ -150,8 +160,11 @@ static void merge_pieces(sim_runtrace_t *rt) {
   rt->n = w;
   for (uint32_t t = 0; t < rt->ntenants; t++)
     rt->tenants[t].kernels = 0;
-  for (size_t i = 0; i < rt->n; i++)
+  rt->untimed = 0;
+  for (size_t i = 0; i < rt->n; i++) {
     rt->tenants[rt->k[i].tenant].kernels++;
+    rt->untimed += !rt->k[i].timed;
+  }
 }
 
 /* One line: 0 (a kernel kept), 1 (nothing), or an error. */
@@ -245,33 +258,134 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-uint64_t sim_runtrace_launch_ns(const sim_runtrace_t *rt, pol_class_t cls) {
-  uint64_t *d = malloc((rt->n ? rt->n : 1) * sizeof(*d)), max_end = 0, med = 0;
-  size_t n = 0;
+/* Median of the values x(k) over the kernels of class cls (timed or
+ * untimed as asked) submitted when every earlier kernel of the class had
+ * ended (an idle stream); *n how many.  -ENOMEM. */
+typedef uint64_t (*part_fn)(const sim_run_kernel_t *k, bool *ok);
+
+static uint64_t host_part(const sim_run_kernel_t *k, bool *ok) {
+  *ok = k->issue_ns >= k->submit_ns && k->issue_ns != 0;
+  return *ok ? k->issue_ns - k->submit_ns : 0;
+}
+
+static uint64_t driver_part(const sim_run_kernel_t *k, bool *ok) {
+  *ok = k->issue_ns != 0 && k->start_ns >= k->issue_ns;
+  return *ok ? k->start_ns - k->issue_ns : 0;
+}
+
+static uint64_t whole_part(const sim_run_kernel_t *k, bool *ok) {
+  *ok = k->start_ns >= k->submit_ns;
+  return *ok ? k->start_ns - k->submit_ns : 0;
+}
+
+static int idle_median(const sim_runtrace_t *rt, pol_class_t cls, bool timed, part_fn f,
+                       uint64_t *med, size_t *n) {
+  uint64_t *d = malloc((rt->n ? rt->n : 1) * sizeof(*d)), max_end = 0;
   if (!d)
-    return 0;
+    return -ENOMEM;
+  *n = 0;
+  *med = 0;
   for (size_t i = 0; i < rt->n; i++) {
     const sim_run_kernel_t *k = &rt->k[i];
+    bool ok;
     if (rt->tenants[k->tenant].cls != cls)
       continue;
-    if (k->submit_ns >= max_end && k->start_ns >= k->submit_ns)
-      d[n++] = k->start_ns - k->submit_ns;
+    uint64_t x = f(k, &ok);
+    if (k->timed == timed && k->submit_ns >= max_end && ok)
+      d[(*n)++] = x;
     if (k->end_ns > max_end)
       max_end = k->end_ns;
   }
-  if (n) {
-    qsort(d, n, sizeof(*d), cmp_u64);
-    med = d[(n - 1) / 2];
+  if (*n) {
+    qsort(d, *n, sizeof(*d), cmp_u64);
+    *med = d[(*n - 1) / 2];
   }
   free(d);
-  return med;
+  return 0;
+}
+
+int sim_runtrace_launch(const sim_runtrace_t *rt, pol_class_t cls, sim_launch_t *out) {
+  sim_launch_t l = {0};
+  pol_class_t other = cls == POL_CLASS_LC ? POL_CLASS_BE : POL_CLASS_LC;
+  int rc;
+  for (size_t i = 0; i < rt->n; i++)
+    l.untimed += rt->tenants[rt->k[i].tenant].cls == cls && !rt->k[i].timed;
+  if ((rc = idle_median(rt, cls, true, whole_part, &l.ns, &l.n)) < 0)
+    return rc;
+  if (l.n) {
+    l.src = SIM_LAUNCH_TIMED;
+  } else {
+    if ((rc = idle_median(rt, cls, false, host_part, &l.host_ns, &l.n)) < 0 ||
+        (rc = idle_median(rt, other, true, driver_part, &l.driver_ns, &l.n_driver)) < 0)
+      return rc;
+    if (l.n && l.n_driver) {
+      l.src = SIM_LAUNCH_HOST_DRIVER;
+      l.ns = l.host_ns + l.driver_ns;
+    } else {
+      l.n = l.n_driver = 0;
+      l.host_ns = l.driver_ns = 0;
+    }
+  }
+  *out = l;
+  return 0;
+}
+
+void sim_launch_describe(const sim_launch_t *l, char *buf, size_t len) {
+  switch (l->src) {
+  case SIM_LAUNCH_TIMED:
+    snprintf(buf, len,
+             "launch latency %.1f us (median start - submit of %zu timed launches on an idle "
+             "stream; %zu untimed ones not used)",
+             (double)l->ns / 1e3, l->n, l->untimed);
+    break;
+  case SIM_LAUNCH_HOST_DRIVER:
+    snprintf(buf, len,
+             "launch latency %.1f us = %.1f us tallyd (median issue - submit of %zu untimed "
+             "launches: no start event, their start - submit is submit -> completion seen) + "
+             "%.1f us driver (median start - issue of %zu timed launches of the other tenant)",
+             (double)l->ns / 1e3, (double)l->host_ns / 1e3, l->n, (double)l->driver_ns / 1e3,
+             l->n_driver);
+    break;
+  default:
+    snprintf(buf, len,
+             "launch latency not measurable (%zu untimed launches and no timed ones, or no "
+             "issue= times)",
+             l->untimed);
+    break;
+  }
+}
+
+void sim_runtrace_estimate_untimed(sim_runtrace_t *rt, uint64_t driver_ns, uint32_t sm_count) {
+  uint64_t prev_end[SIM_MAX_TENANTS] = {0};
+  if (sm_count == 0)
+    sm_count = 1;
+  for (size_t i = 0; i < rt->n; i++) {
+    sim_run_kernel_t *k = &rt->k[i];
+    uint64_t *pe = &prev_end[k->tenant];
+    if (!k->timed) {
+      uint64_t from = (k->issue_ns ? k->issue_ns : k->submit_ns) + driver_ns;
+      uint64_t blocks = (uint64_t)k->k.grid[0] * k->k.grid[1] * k->k.grid[2];
+      uint64_t waves = (blocks + sm_count - 1) / sm_count;
+      if (*pe > from)
+        from = *pe;
+      uint64_t dur = k->end_ns > from ? k->end_ns - from : 0;
+      k->k.block_ns = waves && dur / waves ? dur / waves : 1;
+    }
+    if (k->end_ns > *pe)
+      *pe = k->end_ns;
+  }
 }
 
 /* ---------------------------------------------------------------- split */
 
+typedef struct sig_ref {
+  sim_kernel_t *k;
+  bool timed;
+} sig_ref_t;
+
 /* Sorts kernels by signature (id, grid, block, shmem) then block time. */
 static int cmp_sig(const void *a, const void *b) {
-  const sim_kernel_t *x = *(sim_kernel_t *const *)a, *y = *(sim_kernel_t *const *)b;
+  const sim_kernel_t *x = ((const sig_ref_t *)a)->k, *y = ((const sig_ref_t *)b)->k;
   int c = memcmp(x->grid, y->grid, sizeof(x->grid));
   if (x->kernel_id != y->kernel_id)
     return x->kernel_id < y->kernel_id ? -1 : 1;
@@ -293,26 +407,32 @@ static bool same_sig(const sim_kernel_t *x, const sim_kernel_t *y) {
  * (nearest rank) block time: a run's kernels were timed while the other
  * tenant shared the GPU, and the model adds that sharing itself; the low
  * percentile keeps the runs that were not slowed, without trusting one
- * outlier. */
-static int typical_block_times(sim_units_t *u) {
+ * outlier.  A signature with untimed launches (block times estimated from
+ * host times, sim_runtrace_estimate_untimed) gets the median instead: those
+ * estimates err both ways (a completion seen late lengthens one launch and
+ * shortens the next), and the low end is the early-seen error.
+ * timed[i]: the i-th kernel in unit order was timed. */
+static int typical_block_times(sim_units_t *u, const bool *timed) {
   size_t n = 0, j = 0;
   for (size_t i = 0; i < u->n; i++)
     n += u->u[i].n;
-  sim_kernel_t **v = malloc((n ? n : 1) * sizeof(*v));
+  sig_ref_t *v = malloc((n ? n : 1) * sizeof(*v));
   if (!v)
     return -ENOMEM;
   for (size_t i = 0; i < u->n; i++)
-    for (size_t q = 0; q < u->u[i].n; q++)
-      v[j++] = &u->u[i].k[q];
+    for (size_t q = 0; q < u->u[i].n; q++, j++)
+      v[j] = (sig_ref_t){&u->u[i].k[q], timed[j]};
   qsort(v, n, sizeof(*v), cmp_sig);
   for (size_t s = 0; s < n;) {
     size_t e = s + 1;
-    while (e < n && same_sig(v[s], v[e]))
-      e++;
-    size_t rank = (e - s) / 10; /* 10th percentile, nearest rank (0-based) */
-    uint64_t b = v[s + rank]->block_ns;
+    bool all_timed = v[s].timed;
+    for (; e < n && same_sig(v[s].k, v[e].k); e++)
+      all_timed = all_timed && v[e].timed;
+    /* nearest rank, 0-based: 10th percentile, or the median */
+    size_t rank = all_timed ? (e - s) / 10 : (e - s - 1) / 2;
+    uint64_t b = v[s + rank].k->block_ns;
     for (size_t i = s; i < e; i++)
-      v[i]->block_ns = b;
+      v[i].k->block_ns = b;
     s = e;
   }
   free(v);
@@ -370,6 +490,8 @@ int sim_runtrace_split(const sim_runtrace_t *rt, pol_class_t cls, const sim_span
   sim_units_t u = {0};
   size_t cap = 0, j = 0, cur = SIZE_MAX;
   uint64_t max_end = 0, last_submit = 0;
+  bool *timed = NULL;
+  size_t ntimed = 0;
   int rc = 0, who = -1;
   const char *cname = cls == POL_CLASS_LC ? "lc" : "be";
   for (uint32_t t = 0; t < rt->ntenants; t++) {
@@ -391,6 +513,12 @@ int sim_runtrace_split(const sim_runtrace_t *rt, pol_class_t cls, const sim_span
       snprintf(err, errlen, "window %zu is out of order or ends before it starts", i + 1);
       return -EINVAL;
     }
+  /* Units only grow at the end (windows and submit times both ascend), so
+   * the order kernels are added in is the units' order. */
+  if (!(timed = malloc((rt->n ? rt->n : 1) * sizeof(*timed)))) {
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
   for (size_t i = 0; i < rt->n; i++) {
     const sim_run_kernel_t *r = &rt->k[i];
     if (r->tenant != (uint32_t)who)
@@ -415,6 +543,7 @@ int sim_runtrace_split(const sim_runtrace_t *rt, pol_class_t cls, const sim_span
     size_t n0 = u.n;
     if ((rc = unit_add(&u, &cap, cur, rt, r, arrival, &last_submit)) < 0)
       goto fail;
+    timed[ntimed++] = r->timed;
     if (win && u.n > n0) {
       size_t *wi = realloc(u.win_index, u.n * sizeof(*wi));
       if (!wi) {
@@ -430,13 +559,15 @@ int sim_runtrace_split(const sim_runtrace_t *rt, pol_class_t cls, const sim_span
     rc = -ENOENT;
     goto fail;
   }
-  if ((rc = typical_block_times(&u)) < 0)
+  if ((rc = typical_block_times(&u, timed)) < 0)
     goto fail;
+  free(timed);
   *out = u;
   return 0;
 fail:
   if (rc == -ENOMEM)
     snprintf(err, errlen, "out of memory");
+  free(timed);
   sim_units_close(&u);
   return rc;
 }

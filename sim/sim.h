@@ -101,6 +101,11 @@ typedef struct sim_run_kernel {
   sim_kernel_t k;   /* gap_ns as recorded; block_ns summed over the pieces */
   uint32_t tenant;  /* index into sim_runtrace_t.tenants */
   uint64_t submit_ns, start_ns, end_ns; /* CLOCK_MONOTONIC of the machine */
+  uint64_t issue_ns; /* tallyd issued it to the driver; 0: not in the line */
+  /* false: tallyd had no start event for it (an LC launch): its start= is
+   * its end= as tallyd saw it and its block time is not a measurement
+   * (see sim_runtrace_estimate_untimed). */
+  bool timed;
 } sim_run_kernel_t;
 
 typedef struct sim_run_tenant {
@@ -116,6 +121,7 @@ typedef struct sim_runtrace {
   size_t n;
   size_t pieces;   /* kernel lines read (>= n) */
   size_t preempts; /* `# preempt` lines */
+  size_t untimed;  /* submissions with timed == false */
 } sim_runtrace_t;
 
 /* 0, -EPROTO with "line N: reason" in err, -ENOMEM; *out untouched on error. */
@@ -176,6 +182,30 @@ int sim_arrivals_parse(sim_arrivals_t *a, const char *text, size_t len, char *er
                        size_t errlen);
 void sim_arrivals_close(sim_arrivals_t *a);
 
+/* The launch latency a whole-run trace shows for one class (submit -> the
+ * launch starts on the GPU, on a stream with nothing else of the class
+ * unfinished), and where it came from. */
+typedef enum sim_launch_src {
+  SIM_LAUNCH_NONE,  /* nothing to measure it on: ns is 0 */
+  SIM_LAUNCH_TIMED, /* median start - submit of the class's timed launches */
+  /* the class's launches are untimed (start= is when tallyd saw the end):
+   * median issue - submit of them (tallyd's part) + median start - issue of
+   * the other class's timed launches (the driver's part) */
+  SIM_LAUNCH_HOST_DRIVER,
+} sim_launch_src_t;
+
+typedef struct sim_launch {
+  uint64_t ns;
+  sim_launch_src_t src;
+  uint64_t host_ns, driver_ns; /* SIM_LAUNCH_HOST_DRIVER: the two parts */
+  size_t n;                    /* launches the (first) median is over */
+  size_t n_driver;             /* SIM_LAUNCH_HOST_DRIVER: those of the driver part */
+  size_t untimed;              /* the class's untimed launches (never start - submit) */
+} sim_launch_t;
+
+/* The launch latency of class cls in rt.  0 or -ENOMEM. */
+int sim_runtrace_launch(const sim_runtrace_t *rt, pol_class_t cls, sim_launch_t *out);
+
 /* A measured run ready for sim_compare_units (wholerun.c): tallyd's
  * whole-run trace cut into requests and steps (by the CSVs' rows when
  * given), the run's arrivals, and its LC launch latency. */
@@ -183,7 +213,7 @@ typedef struct sim_wholerun {
   sim_runtrace_t rt;
   sim_units_t lc, be;       /* requests, steps */
   sim_arrivals_t arrivals;  /* offsets from the first */
-  uint64_t launch_ns;       /* sim_runtrace_launch_ns of the LC; 0: none seen */
+  sim_launch_t launch;      /* the LC's launch latency and where it came from */
   char label[2 * SIM_NAME_MAX + 2];
 } sim_wholerun_t;
 
@@ -194,10 +224,16 @@ int sim_wholerun_load(const char *trace, const char *lc_csv, const char *be_csv,
                       const char *arrivals, sim_wholerun_t *w, char *err, size_t errlen);
 void sim_wholerun_close(sim_wholerun_t *w);
 
-/* Median of start - submit over the kernels of class cls submitted when
- * every earlier one of the class had ended (an idle stream): the launch
- * latency the run showed.  0 when there is none. */
-uint64_t sim_runtrace_launch_ns(const sim_runtrace_t *rt, pol_class_t cls);
+/* Block times of the untimed submissions (timed == false), estimated from
+ * host times: a launch's device time is its end minus the later of the
+ * tenant's previous end and its issue + driver_ns (its submit when issue=
+ * is missing), divided by its waves of sm_count blocks, as tallyd divides
+ * the timed ones.  Timed submissions are left alone. */
+void sim_runtrace_estimate_untimed(sim_runtrace_t *rt, uint64_t driver_ns, uint32_t sm_count);
+
+/* Writes "launch latency ...": the value and which source it came from
+ * (for tally-sim's report line). */
+void sim_launch_describe(const sim_launch_t *l, char *buf, size_t len);
 
 /* ---------------------------------------------------------------- runs */
 

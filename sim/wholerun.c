@@ -10,14 +10,19 @@
  *    else an arrivals file (offsets in ns, one a line: what
  *    `tally-pairs arrivals` wrote for the run), else each request's first
  *    submit time.  Offsets start at 0 (the first arrival).
- * The launch latency is the median, over LC kernels submitted while no
- * earlier LC kernel was unfinished, of start - submit: tallyd's scheduler
- * and the driver's launch path on an idle stream (sim_gpu_config_t
- * launch_ns).
+ * The launch latency (sim_gpu_config_t launch_ns) is the LC's, from
+ * sim_runtrace_launch: start - submit of its timed launches on an idle
+ * stream; when tallyd timed none (it never times LC launches: their start=
+ * is the end it saw), tallyd's part (issue - submit of the LC's launches)
+ * plus the driver's (start - issue of the BE's timed launches).  The LC's
+ * untimed launches get block times estimated from host times
+ * (sim_runtrace_estimate_untimed with that driver part and the H200's SM
+ * count, which is what tallyd divides by on it) before the cut.
  */
 #include "sim/sim.h"
 #include "sim/pairs.h"
 #include "sim/sim-int.h"
+#include "policy/pol-gpu.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -105,6 +110,11 @@ int sim_wholerun_load(const char *trace, const char *lc_csv, const char *be_csv,
     snprintf(err, errlen, "%s: %s", trace, e);
     return rc;
   }
+  if ((rc = sim_runtrace_launch(&w->rt, POL_CLASS_LC, &w->launch)) < 0) {
+    snprintf(err, errlen, "out of memory");
+    goto fail;
+  }
+  sim_runtrace_estimate_untimed(&w->rt, w->launch.driver_ns, POL_GPU_SM_COUNT);
   if ((lc_csv && (rc = load_windows(lc_csv, true, &lw, &nl, err, errlen)) < 0) ||
       (be_csv && (rc = load_windows(be_csv, false, &bw, &nb, err, errlen)) < 0))
     goto fail;
@@ -120,7 +130,6 @@ int sim_wholerun_load(const char *trace, const char *lc_csv, const char *be_csv,
     rc = -EINVAL;
     goto fail;
   }
-  w->launch_ns = sim_runtrace_launch_ns(&w->rt, POL_CLASS_LC);
   snprintf(w->label, sizeof(w->label), "%s/%s", w->lc.u[0].name, w->be.u[0].name);
   free(lw);
   free(bw);

@@ -5,7 +5,9 @@
  * header comments): N LC requests of K kernels and a BE loop of S steps of
  * 3 kernels.  Cut by the synchronisation rule and by the measured CSV
  * windows it gives N requests and S steps with the right kernels, gaps and
- * block times; the measured arrivals come back as offsets; malformed lines
+ * block times; the measured arrivals come back as offsets; with the LC's
+ * lines untimed (as tallyd writes LC launches) the launch latency and the
+ * LC's block times come from host times instead; malformed lines
  * are refused with their line number; the simulation runs on the result.
  */
 #include <setjmp.h>
@@ -40,6 +42,10 @@ typedef struct run {
   char lc_csv[8192], be_csv[8192];
 } run_t;
 
+/* true: the LC lines are written as tallyd writes a launch it did not time
+ * (no start event): start = end, block time 1. */
+static bool g_untimed;
+
 static int cmp_rec(const void *a, const void *b) {
   const rec_t *x = a, *y = b;
   return x->end < y->end ? -1 : x->end > y->end;
@@ -69,7 +75,8 @@ static char *make_run(run_t *u, size_t *len) {
       add(u, end,
           "lc 0x%x 132,1,1 256,1,1 0 0 %d %d osp # class=lc form=original blocks=0+132 "
           "submit=%" PRIu64 " issue=%" PRIu64 " start=%" PRIu64 " end=%" PRIu64,
-          0x100 + k, k == 2 && i == 7 ? 90000 : 30000, k ? 2000 : 0, sub, sub + 500, st, end);
+          0x100 + k, g_untimed ? 1 : k == 2 && i == 7 ? 90000 : 30000, k ? 2000 : 0, sub,
+          sub + 500, g_untimed ? end : st, end);
     }
     lo += (size_t)snprintf(u->lc_csv + lo, sizeof(u->lc_csv) - lo,
                            "%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", i, arr, s, end + 4000);
@@ -170,7 +177,11 @@ static void split_by_synchronisation(void **state) {
   assert_int_equal(lc.dropped, 0);
   /* Without windows a request's arrival is its first submit. */
   assert_int_equal(lc.arrival_ns[1], T0 + 1000000 + 100000 + 5000);
-  assert_int_equal(sim_runtrace_launch_ns(&rt, POL_CLASS_LC), 8000);
+  sim_launch_t l;
+  assert_int_equal(sim_runtrace_launch(&rt, POL_CLASS_LC, &l), 0);
+  assert_int_equal(l.src, SIM_LAUNCH_TIMED);
+  assert_int_equal(l.ns, 8000);
+  assert_int_equal(l.untimed, 0);
   sim_units_close(&lc);
   sim_units_close(&be);
   sim_runtrace_close(&rt);
@@ -266,6 +277,70 @@ static void wholerun_uses_the_measured_rows(void **state) {
   free(text);
 }
 
+/* The LC lines untimed, as tallyd writes them: their start - submit is
+ * submit -> completion seen (36.5 us for a request's first kernel here),
+ * never taken as the launch latency; it is tallyd's issue - submit of the
+ * LC (0.5 us) plus the driver's start - issue of the BE on an idle stream
+ * (5 us), and the LC's block times come from the completion gaps. */
+static void untimed_lc_lines(void **state) {
+  (void)state;
+  static run_t u;
+  size_t len;
+  g_untimed = true;
+  memset(&u, 0, sizeof(u));
+  char *text = make_run(&u, &len), err[300];
+  g_untimed = false;
+  sim_runtrace_t rt;
+  sim_launch_t l;
+  assert_int_equal(sim_runtrace_parse(text, len, &rt, err, sizeof(err)), 0);
+  assert_int_equal(rt.untimed, N_REQ * K_LC);
+  for (size_t i = 0; i < rt.n; i++)
+    assert_int_equal(rt.k[i].timed, rt.tenants[rt.k[i].tenant].cls == POL_CLASS_BE);
+  assert_int_equal(sim_runtrace_launch(&rt, POL_CLASS_LC, &l), 0);
+  assert_int_equal(l.src, SIM_LAUNCH_HOST_DRIVER);
+  assert_int_equal(l.host_ns, 500);
+  assert_int_equal(l.driver_ns, 5000);
+  assert_int_equal(l.ns, 5500);
+  assert_int_equal(l.n, N_REQ);
+  assert_int_equal(l.untimed, N_REQ * K_LC);
+  char d[400];
+  sim_launch_describe(&l, d, sizeof(d));
+  assert_non_null(strstr(d, "launch latency 5.5 us = 0.5 us tallyd"));
+  assert_non_null(strstr(d, "untimed"));
+  /* The BE alone is timed: its own latency is start - submit. */
+  assert_int_equal(sim_runtrace_launch(&rt, POL_CLASS_BE, &l), 0);
+  assert_int_equal(l.src, SIM_LAUNCH_TIMED);
+  assert_int_equal(l.ns, 5000);
+  sim_runtrace_close(&rt);
+
+  /* Through the whole-run loader: the estimated block times are the
+   * device's 30 us, but for the first kernel of a request (32.5 us: its
+   * estimated start is issue + driver, 2.5 us before the real one, which
+   * this run delays by 3 us after the issue). */
+  char dir[] = "/tmp/test-sim-runtrace-XXXXXX", tr[64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(tr, sizeof(tr), "%s/run.ktr", dir);
+  FILE *f = fopen(tr, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(text, 1, len, f), len);
+  assert_int_equal(fclose(f), 0);
+  sim_wholerun_t w;
+  assert_int_equal(sim_wholerun_load(tr, NULL, NULL, NULL, &w, err, sizeof(err)), 0);
+  assert_int_equal(w.launch.src, SIM_LAUNCH_HOST_DRIVER);
+  assert_int_equal(w.launch.ns, 5500);
+  assert_int_equal(w.lc.n, N_REQ);
+  for (size_t i = 0; i < w.lc.n; i++) {
+    assert_int_equal(w.lc.u[i].n, K_LC);
+    assert_int_equal(w.lc.u[i].k[0].block_ns, 32500);
+    for (int k = 1; k < K_LC; k++)
+      assert_int_equal(w.lc.u[i].k[k].block_ns, 30000);
+  }
+  sim_wholerun_close(&w);
+  assert_int_equal(unlink(tr), 0);
+  assert_int_equal(rmdir(dir), 0);
+  free(text);
+}
+
 static void expect_error(const char *text, const char *want) {
   sim_runtrace_t rt;
   char err[200] = "";
@@ -319,6 +394,7 @@ int main(void) {
       cmocka_unit_test(parse_merges_pieces_and_sorts),
       cmocka_unit_test(split_by_synchronisation),
       cmocka_unit_test(wholerun_uses_the_measured_rows),
+      cmocka_unit_test(untimed_lc_lines),
       cmocka_unit_test(malformed_lines_are_named),
   };
   return cmocka_run_group_tests_name("sim-runtrace", tests, NULL, NULL);

@@ -51,7 +51,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                sizeof(err)) == 0)
           sim_units_close(&un);
       }
-      (void)sim_runtrace_launch_ns(&rt, POL_CLASS_LC);
+      sim_launch_t l;
+      char d[400];
+      if (sim_runtrace_launch(&rt, POL_CLASS_LC, &l) == 0)
+        sim_launch_describe(&l, d, sizeof(d));
+      sim_runtrace_estimate_untimed(&rt, 5000, 132);
       sim_runtrace_close(&rt);
     }
     break;

@@ -69,10 +69,20 @@ print(md)
 assert "20 requests (80 kernels, 0 outside them)" in md, "requests"
 assert "60 steps (180 kernels" in md, "steps"
 assert "BUNDLED" not in md
+assert "- p: tallyd's whole-run trace of `tallyd:tally` (what ran here)" in md, "source"
+assert "launch latency" in md and "timed launches" in md, "launch source"
 mps = [l for l in md.splitlines() if l.startswith("| p | mps |")][0]
 ts = [l for l in md.splitlines() if l.startswith("| p | timeslice |")][0]
 assert mps.endswith("| ok |"), mps
 assert "differs (p99" in ts and "time-slicing is modelled" in ts, ts
+# A pair whose tallyd step failed: the bundled traces, and the reason, on its line.
+bench.traces = []
+bench.rows = [("p", "tallyd:tally", "failed: BE exit -11: a tenant crashed", "-", "-")]
+md = open(bp.simulate(bench, [{"name": "p", "sim": "bert-b8-graph.ktr gpt2-train.ktr"}],
+                      summary)).read()
+src = [l for l in md.splitlines() if l.startswith("- p: ")]
+assert len(src) == 1 and "BUNDLED SYNTHETIC traces `bert-b8-graph.ktr`" in src[0], src
+assert "its tallyd steps did not finish: `tallyd:tally` failed: BE exit -11" in src[0], src
 PY
 then echo "ok 1 - simulator table on a whole-run trace"; else
   echo "not ok 1 - simulator table on a whole-run trace"; sed 's/^/# /' "$tmp/log" | tail -40; fi
