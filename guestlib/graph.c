@@ -1,5 +1,5 @@
-/* graph.c: stream capture and CUDA graphs, forwarded to tallyd
- * (hostd/exec-graph.c), where captures run on the tenant's real streams and
+/* graph.c: stream capture and CUDA graphs, forwarded to tallyd (its graph
+ * handlers), where captures run on the tenant's real streams and
  * graphs are real driver graphs: a replay is one fire-and-forget request.
  *
  * Capture status: this process knows every capture it began and has not

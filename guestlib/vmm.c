@@ -1,5 +1,5 @@
 /* vmm.c: virtual memory management, stream-ordered allocation and memory
- * pools, forwarded to tallyd (hostd/exec-vmm.c, hostd/exec-pool.c).
+ * pools, forwarded to tallyd (its VMM and pool handlers).
  *
  * Every request is a round trip except cuMemFreeAsync (a post, in program
  * order): addresses and handles are the driver's own (docs/decisions.md,

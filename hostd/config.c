@@ -59,7 +59,8 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->tenant_hostfns = HOSTD_DEFAULT_TENANT_HOSTFNS;
 }
 
-void hostd_config_usage(FILE *f) {
+/* tallyd --help, in three parts (serving, scheduling, admission and quotas). */
+static void usage_serving(FILE *f) {
   fprintf(f,
           "usage: tallyd [options]\n"
           "Tally host daemon: serves CUDA tenants on this machine's GPUs.\n\n"
@@ -88,25 +89,34 @@ void hostd_config_usage(FILE *f) {
           "                       (tests/bench/hops-report reads it; docs/lc-path.md)\n"
           "  --restart-grace-ms N after a tenant's GPU fault, tallyd re-executes itself once\n"
           "                       every tenant has left, or after N ms (default %d), closing\n"
-          "                       the rest; new tenants are told to retry meanwhile\n"
-          "\nScheduling:\n"
-          "  --policy P           how best-effort kernels are scheduled around the\n"
-          "                       latency-critical tenant: tally (default), paper,\n"
-          "                       timeslice, mps, mps-prio, tgs, or none (launch every\n"
-          "                       kernel as it arrives, on priority streams only)\n"
-          "  --threshold-us N     best-effort work in flight may delay the latency-\n"
-          "                       critical tenant at most N us (default: the policy's, 31.6)\n"
-          "  --resume-idle-us N   best-effort kernels resume N us after the latency-\n"
-          "                       critical tenant went idle (default: the policy's, 50)\n"
-          "  --variants V         forms of best-effort PTX kernels the policy may use: all\n"
-          "                       (sliced and PTB, default), slice, ptb, or off\n"
-          "  --be-sms N           best-effort kernels run in a partition (green context)\n"
-          "                       of at least N SMs, the rest stays free for the\n"
-          "                       latency-critical tenant (default 0: the whole GPU;\n"
-          "                       Hopper splits in multiples of 8)\n"
-          "  --trace FILE         write every kernel (tenant, kernel, grid, block, shared\n"
-          "                       memory, submit/issue/start/end times) to FILE in\n"
-          "                       tally-sim's trace format\n"
+          "                       the rest; new tenants are told to retry meanwhile\n",
+          HOSTD_DEFAULT_SOCKET, HOSTD_DEFAULT_STATE_DIR, HOSTD_DEFAULT_RESTART_GRACE_MS);
+}
+
+static void usage_scheduling(FILE *f) {
+  fputs("\nScheduling:\n"
+        "  --policy P           how best-effort kernels are scheduled around the\n"
+        "                       latency-critical tenant: tally (default), paper,\n"
+        "                       timeslice, mps, mps-prio, tgs, or none (launch every\n"
+        "                       kernel as it arrives, on priority streams only)\n"
+        "  --threshold-us N     best-effort work in flight may delay the latency-\n"
+        "                       critical tenant at most N us (default: the policy's, 31.6)\n"
+        "  --resume-idle-us N   best-effort kernels resume N us after the latency-\n"
+        "                       critical tenant went idle (default: the policy's, 50)\n"
+        "  --variants V         forms of best-effort PTX kernels the policy may use: all\n"
+        "                       (sliced and PTB, default), slice, ptb, or off\n"
+        "  --be-sms N           best-effort kernels run in a partition (green context)\n"
+        "                       of at least N SMs, the rest stays free for the\n"
+        "                       latency-critical tenant (default 0: the whole GPU;\n"
+        "                       Hopper splits in multiples of 8)\n"
+        "  --trace FILE         write every kernel (tenant, kernel, grid, block, shared\n"
+        "                       memory, submit/issue/start/end times) to FILE in\n"
+        "                       tally-sim's trace format\n",
+        f);
+}
+
+static void usage_guard(FILE *f) {
+  fprintf(f,
           "\nAdmission and access:\n"
           "  --token-file FILE    (above) one line, 1..256 bytes, not blank; a file that\n"
           "                       group or others may read is accepted with a warning\n"
@@ -142,10 +152,15 @@ void hostd_config_usage(FILE *f) {
           "  --metrics-listen H:P serve Prometheus text at http://H:P/metrics\n"
           "  -h, --help           this text\n"
           "  --version            tallyd's version\n",
-          HOSTD_DEFAULT_SOCKET, HOSTD_DEFAULT_STATE_DIR, HOSTD_DEFAULT_RESTART_GRACE_MS,
           WIRE_HANDSHAKE_MS_DEFAULT, WIRE_HALFOPEN_MAX_DEFAULT, WIRE_HALFOPEN_PEER_DEFAULT,
           HOSTD_DEFAULT_MAX_TENANTS, HOSTD_DEFAULT_TENANT_STREAMS, HOSTD_DEFAULT_TENANT_EVENTS,
           HOSTD_DEFAULT_TENANT_HOSTFNS, HOSTD_CONTROL_SUFFIX);
+}
+
+void hostd_config_usage(FILE *f) {
+  usage_serving(f);
+  usage_scheduling(f);
+  usage_guard(f);
 }
 
 static int set_str(char *dst, size_t cap, const char *flag, const char *val, FILE *err) {
@@ -235,8 +250,8 @@ static int set_rule(struct hostd_mem_rule *rules, int *nrules, bool weight, cons
     who[n] = 0;
     if (strcmp(who, "latency-critical") && strcmp(who, "best-effort") &&
         (strncmp(who, "name:", 5) || !who[5] || strlen(who + 5) > WIRE_TENANT_MAX)) {
-      fprintf(err, "tallyd: %s: '%s': expected latency-critical, best-effort or name:NAME\n",
-              flag, who);
+      fprintf(err, "tallyd: %s: '%s': expected latency-critical, best-effort or name:NAME\n", flag,
+              who);
       return -EINVAL;
     }
   }
@@ -244,7 +259,8 @@ static int set_rule(struct hostd_mem_rule *rules, int *nrules, bool weight, cons
              : hostd__parse_size(eq ? eq + 1 : v, &bytes) != 0) {
     fprintf(err, "tallyd: %s: expected %s, got '%s'\n", flag,
             weight ? "[WHO=]N, N from 1 to 1000 (e.g. 4, best-effort=2)"
-                   : "[WHO=]SIZE (e.g. 8G, best-effort=2G)", v);
+                   : "[WHO=]SIZE (e.g. 8G, best-effort=2G)",
+            v);
     return -EINVAL;
   }
   for (i = 0; i < *nrules && strcmp(rules[i].who, who) != 0; i++)
@@ -273,8 +289,8 @@ static int parse_bool(const char *v, int *out) {
 
 /* The options of the production guards: 0 or -EINVAL when name is one of
  * them, 1 when it is not. */
-static int set_guard_option(hostd_config_t *cfg, const char *name, const char *v,
-                            const char *flag, FILE *err) {
+static int set_guard_option(hostd_config_t *cfg, const char *name, const char *v, const char *flag,
+                            FILE *err) {
   const size_option_t *so;
   if (strcmp(name, "tenant-mem-limit") == 0)
     return set_rule(cfg->mem_rules, &cfg->n_mem_rules, false, v, flag, err);
@@ -560,8 +576,10 @@ int hostd_config_read_token(const char *file, char *out, size_t cap, char *warn,
   memcpy(out, buf, n);
   out[n] = 0;
   if (st.st_mode & (S_IRWXG | S_IRWXO))
-    snprintf(warn, warn_len, "--token-file %s is readable by group or others (mode %04o): "
-             "chmod 600 it", file, (unsigned)(st.st_mode & 07777));
+    snprintf(warn, warn_len,
+             "--token-file %s is readable by group or others (mode %04o): "
+             "chmod 600 it",
+             file, (unsigned)(st.st_mode & 07777));
   return 0;
 }
 
@@ -579,9 +597,10 @@ int hostd_config_state_dir(const char *dir, FILE *err) {
     return 0;
   if (st.st_uid == geteuid() && chmod(dir, 0700) == 0)
     return 0;
-  fprintf(err, "tallyd: --state-dir %s: mode %04o lets other users read or replace cached "
-          "modules, and tallyd cannot make it 0700 (owner uid %u); chmod 700 it\n", dir,
-          (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+  fprintf(err,
+          "tallyd: --state-dir %s: mode %04o lets other users read or replace cached "
+          "modules, and tallyd cannot make it 0700 (owner uid %u); chmod 700 it\n",
+          dir, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
   return -EPERM;
 }
 
@@ -597,8 +616,8 @@ int hostd_config_check_unix_dir(const char *path, const char *flag, FILE *err) {
   if (stat(d, &st) != 0) {
     int e = errno;
     if (e == ENOENT)
-      fprintf(err, "tallyd: %s %s: folder %s does not exist; create it first (mkdir -p %s)\n",
-              flag, path, d, d);
+      fprintf(err, "tallyd: %s %s: folder %s does not exist; create it first (mkdir -p %s)\n", flag,
+              path, d, d);
     else
       fprintf(err, "tallyd: %s %s: cannot reach folder %s (%s)\n", flag, path, d, strerror(e));
     return -e;
