@@ -394,7 +394,8 @@ static CUresult nodes_page(CUgraph g, uint32_t first, uint32_t cap, CUgraphNode 
   if (rc == CUDA_SUCCESS && call_graph_nodes_rep_decode(rep, len, &a, NULL) != 0)
     rc = CUDA_ERROR_UNKNOWN;
   if (rc == CUDA_SUCCESS) {
-    memcpy(out, a.nodes.p, (size_t)a.n * sizeof(*out));
+    if (a.n) /* a count query passes no array */
+      memcpy(out, a.nodes.p, (size_t)a.n * sizeof(*out));
     *got = a.n;
     *total = a.total;
   }
