@@ -368,20 +368,25 @@ static CUresult rec_thread_enter(void) {
   return CUDA_SUCCESS;
 }
 
+/* Every allocation (cuMemAlloc or cuMemCreate) is backed by host memory, so
+ * the recording device models a small GPU: at most 1 GiB per allocation and
+ * 4 GiB in all.  Tests never need more, and a fuzzed size (fuzz-hostd-exec
+ * asked for 3.9 GB) gets the driver's CUDA_ERROR_OUT_OF_MEMORY instead of
+ * exhausting the host. */
+static int over_budget(uint64_t size) {
+  pthread_mutex_lock(&lock);
+  int over = size > (1ull << 30) || used_bytes + size > (4ull << 30);
+  pthread_mutex_unlock(&lock);
+  return over;
+}
+
 static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
   LIVE(0);
   rec_alloc_t *a;
   count(HOSTD_RECORD_ALLOC);
   if (unsafe_refused()) /* cuMemAlloc during a capture this thread began, as the driver */
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  /* Every allocation is backed by host memory, so the recording device models
-   * a small GPU: at most 1 GiB per allocation and 4 GiB in all.  Tests never
-   * need more, and a fuzzed size (fuzz-hostd-exec asked for 3.9 GB) gets the
-   * driver's CUDA_ERROR_OUT_OF_MEMORY instead of exhausting the host. */
-  pthread_mutex_lock(&lock);
-  int over = size > (1ull << 30) || used_bytes + size > (4ull << 30);
-  pthread_mutex_unlock(&lock);
-  if (over)
+  if (over_budget(size))
     return CUDA_ERROR_OUT_OF_MEMORY;
   a = calloc(1, sizeof(*a));
   if (a)
@@ -1527,9 +1532,7 @@ static CUresult rec_mem_create(uint64_t *h, uint64_t size, const hostd_mem_prop_
   count(HOSTD_RECORD_ALLOC);
   if (size % REC_GRANULE)
     return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&lock);
-  int over = size > (1ull << 30) || used_bytes + size > (4ull << 30); /* as rec_mem_alloc */
-  pthread_mutex_unlock(&lock);
+  int over = over_budget(size);
   if (over || !(ph = calloc(1, sizeof(*ph))) || !(ph->bytes = calloc(1, size))) {
     if (!over)
       free(ph);
