@@ -34,7 +34,11 @@
 /* Every driver function this backend calls, resolved at init through the
  * driver's own cuGetProcAddress (so each gets the CUDA 13.0 version of its
  * entry point, as cudart would): tallyd does not link libcuda, so --help
- * works without a driver and a missing driver is one clear log line. */
+ * works without a driver and a missing driver is one clear log line.
+ * The lookup is by the name as written here, not by cuda.h's macros: the
+ * name "cuGraphInstantiate" is the CUDA 11 five-argument entry point at
+ * every version (cuda.h maps only the C name to the flags form), so the
+ * flags form is listed by its own name. */
 #define CUDA_FNS(X)                                                                                \
   X(cuCtxGetStreamPriorityRange)                                                                   \
   X(cuCtxSetCurrent)                                                                               \
@@ -141,7 +145,7 @@
   X(cuGraphAddEventWaitNode)                                                                       \
   X(cuGraphAddChildGraphNode)                                                                      \
   X(cuGraphAddDependencies)                                                                        \
-  X(cuGraphInstantiate)                                                                            \
+  X(cuGraphInstantiateWithFlags)                                                                   \
   X(cuGraphLaunch)                                                                                 \
   X(cuGraphUpload)                                                                                 \
   X(cuGraphExecDestroy)                                                                            \
@@ -1024,7 +1028,7 @@ static CUresult cuda_graph_deps(uint64_t g, const uint64_t *from, const uint64_t
 
 static CUresult cuda_graph_instantiate(uint64_t *exec, uint64_t g, uint64_t flags) {
   CUgraphExec e = NULL;
-  CUresult r = D.cuGraphInstantiate(&e, G(g), flags);
+  CUresult r = D.cuGraphInstantiateWithFlags(&e, G(g), flags);
   *exec = (uint64_t)(uintptr_t)e;
   return r;
 }
