@@ -248,7 +248,10 @@ static CUresult array_copy(const side_t *src, const side_t *dst, uint64_t w, uin
     int rc = guest__post(CALL_OP_ARRAY_COPY, &q);
     return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
   }
-  return guest__rpc(CALL_OP_ARRAY_COPY, CALL_SYNCPOINT, &q, NULL);
+  /* Its reply may carry bytes (a tail), so guest__rpc cannot take it. */
+  CUresult res = CUDA_SUCCESS;
+  int rc = guest__call(CALL_OP_ARRAY_COPY, CALL_SYNCPOINT, &q, &res, NULL, 0, NULL, NULL);
+  return rc ? guest__cu_error(rc) : res;
 }
 
 CUresult guest__array_copy3d(const CUDA_MEMCPY3D *c, uint64_t s, int async) {
