@@ -151,15 +151,17 @@ static side_t side_of(CUmemorytype t, const void *host, CUdeviceptr dev, CUarray
                       size_t y, size_t z, size_t pitch, size_t height, size_t w, size_t h) {
   side_t s = {.x = x, .y = y, .z = z, .pitch = pitch ? pitch : w, .height = height ? height : h};
   guest_mem_kind_t k;
-  if (t == CU_MEMORYTYPE_UNIFIED)
+  if (t == CU_MEMORYTYPE_UNIFIED) { /* the address is in the device field either way */
+    host = (const void *)(uintptr_t)dev;
     t = guest__mem_find(dev, NULL, NULL, &k) && k == GUEST_MEM_DEVICE ? CU_MEMORYTYPE_DEVICE
                                                                       : CU_MEMORYTYPE_HOST;
+  }
   if (t == CU_MEMORYTYPE_ARRAY)
     s.kind = CALL_SIDE_ARRAY, s.handle = (uint64_t)(uintptr_t)arr;
   else if (t == CU_MEMORYTYPE_DEVICE)
     s.kind = CALL_SIDE_DEVICE, s.handle = dev;
   else
-    s.kind = CALL_SIDE_HOST, s.host = (uint8_t *)(uintptr_t)(host ? host : (const void *)dev);
+    s.kind = CALL_SIDE_HOST, s.host = (uint8_t *)(uintptr_t)host;
   return s;
 }
 
