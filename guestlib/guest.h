@@ -150,6 +150,10 @@ unsigned guest__module_funcs(uint64_t module, uint64_t *out, unsigned cap);
 CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, uint8_t *small,
                             size_t cap, uint8_t **body, const void **src, uint32_t *argbytes);
 
+/* ---- CUDA arrays (array.c) ---- */
+/* A 2-D or 3-D copy with an array on at least one side, on guest stream s. */
+CUresult guest__array_copy3d(const CUDA_MEMCPY3D *c, uint64_t s, int async);
+
 /* ---- contexts (ctx.c) ---- */
 /* Device of the calling thread's current context (0 if none is current). */
 int guest__cur_device(void);

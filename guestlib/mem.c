@@ -19,7 +19,7 @@
  * bytes must be in the application's buffer when the call or the stream
  * synchronisation returns, and a round trip is the simplest way to know).
  * 2D/3D copies between host and linear device memory are split into rows;
- * CUDA arrays are not offered.  Per-thread-default-stream variants (_ptds,
+ * those with a CUDA array on either side go to array.c.  Per-thread-default-stream variants (_ptds,
  * _ptsz) differ only in what stream 0 means (guest__stream).
  */
 #include "guestlib/guest.h"
@@ -393,7 +393,7 @@ PTDS(cuMemcpyPeer, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc
 PTSZ(cuMemcpyPeerAsync,
      (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream s), PEERA)
 
-/* ---- 2D / 3D copies between host and linear device memory ---- */
+/* ---- 2D / 3D copies (with an array side: array.c) ---- */
 
 static uint64_t side_addr(CUmemorytype t, const void *host, CUdeviceptr dev, int *is_dev) {
   if (t == CU_MEMORYTYPE_UNIFIED) {
@@ -411,8 +411,6 @@ static CUresult copy_rows(CUmemorytype st, const void *sh, CUdeviceptr sdv, size
                           int async) {
   int sdev, ddev;
   uint64_t sbase, dbase;
-  if (st == CU_MEMORYTYPE_ARRAY || dt == CU_MEMORYTYPE_ARRAY)
-    return CUDA_ERROR_NOT_SUPPORTED;
   sbase = side_addr(st, sh, sdv, &sdev);
   dbase = side_addr(dt, dh, ddv, &ddev);
   for (size_t z = 0; z < depth; z++)
@@ -439,6 +437,26 @@ static CUresult copy_rows(CUmemorytype st, const void *sh, CUdeviceptr sdv, size
 static CUresult copy2d(const CUDA_MEMCPY2D *c, uint64_t s, int async) {
   if (!c)
     return CUDA_ERROR_INVALID_VALUE;
+  if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    CUDA_MEMCPY3D c3 = {.srcXInBytes = c->srcXInBytes,
+                        .srcY = c->srcY,
+                        .srcMemoryType = c->srcMemoryType,
+                        .srcHost = c->srcHost,
+                        .srcDevice = c->srcDevice,
+                        .srcArray = c->srcArray,
+                        .srcPitch = c->srcPitch,
+                        .dstXInBytes = c->dstXInBytes,
+                        .dstY = c->dstY,
+                        .dstMemoryType = c->dstMemoryType,
+                        .dstHost = c->dstHost,
+                        .dstDevice = c->dstDevice,
+                        .dstArray = c->dstArray,
+                        .dstPitch = c->dstPitch,
+                        .WidthInBytes = c->WidthInBytes,
+                        .Height = c->Height,
+                        .Depth = 1};
+    return guest__array_copy3d(&c3, s, async);
+  }
   return copy_rows(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, 0,
                    c->srcPitch ? c->srcPitch : c->WidthInBytes, 0, c->dstMemoryType, c->dstHost,
                    c->dstDevice, c->dstXInBytes, c->dstY, 0,
@@ -449,6 +467,8 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, uint64_t s, int async) {
 static CUresult copy3d(const CUDA_MEMCPY3D *c, uint64_t s, int async) {
   if (!c)
     return CUDA_ERROR_INVALID_VALUE;
+  if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+    return guest__array_copy3d(c, s, async);
   return copy_rows(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ,
                    c->srcPitch ? c->srcPitch : c->WidthInBytes, c->srcHeight, c->dstMemoryType,
                    c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ,

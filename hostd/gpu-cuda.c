@@ -151,7 +151,14 @@
   X(cuGraphExecDestroy)                                                                            \
   X(cuGraphExecUpdate)                                                                             \
   X(cuGraphExecKernelNodeSetParams)                                                                \
-  X(cuGraphGetNodes)
+  X(cuGraphGetNodes)                                                                               \
+  X(cuArray3DCreate)                                                                               \
+  X(cuArrayDestroy)                                                                                \
+  X(cuMemcpy3DAsync)                                                                               \
+  X(cuTexObjectCreate)                                                                             \
+  X(cuTexObjectDestroy)                                                                            \
+  X(cuSurfObjectCreate)                                                                            \
+  X(cuSurfObjectDestroy)
 
 static struct {
 #define X(n) __typeof__(&n) n;
@@ -1069,6 +1076,85 @@ static CUresult cuda_graph_nodes(uint64_t g, uint64_t *nodes, size_t cap, size_t
   return r;
 }
 
+/* ---- CUDA arrays, texture and surface objects ---- */
+
+#define A(a) ((CUarray)(uintptr_t)(a))
+
+static CUresult cuda_array_new(uint64_t *a, const CUDA_ARRAY3D_DESCRIPTOR *d) {
+  CUarray h = NULL;
+  CUresult r = D.cuArray3DCreate(&h, d);
+  *a = (uint64_t)(uintptr_t)h;
+  return r;
+}
+
+static CUresult cuda_array_del(uint64_t a) {
+  return D.cuArrayDestroy(A(a));
+}
+
+static void copy_side(const hostd_copy_side_t *sd, CUmemorytype *t, const void **host,
+                      CUdeviceptr *dev, CUarray *arr, size_t *x, size_t *y, size_t *z,
+                      size_t *pitch, size_t *height) {
+  *t = sd->kind == CALL_SIDE_HOST     ? CU_MEMORYTYPE_HOST
+       : sd->kind == CALL_SIDE_DEVICE ? CU_MEMORYTYPE_DEVICE
+                                      : CU_MEMORYTYPE_ARRAY;
+  *host = sd->host;
+  *dev = sd->kind == CALL_SIDE_DEVICE ? (CUdeviceptr)sd->handle : 0;
+  *arr = sd->kind == CALL_SIDE_ARRAY ? A(sd->handle) : NULL;
+  *x = sd->x, *y = sd->y, *z = sd->z;
+  *pitch = sd->kind == CALL_SIDE_ARRAY ? 0 : sd->pitch;
+  *height = sd->kind == CALL_SIDE_ARRAY ? 0 : sd->height;
+}
+
+/* Pageable host memory: the driver stages a source before returning and
+ * completes a copy into it before returning (as cuda_htod, cuda_dtoh), so
+ * the request's and reply's bytes may go once this returns. */
+static CUresult cuda_array_copy(const hostd_copy_side_t *src, const hostd_copy_side_t *dst,
+                                uint64_t width, uint64_t height, uint64_t depth, uint64_t s,
+                                int async) {
+  CUDA_MEMCPY3D c;
+  const void *unused;
+  CUresult r;
+  memset(&c, 0, sizeof(c));
+  copy_side(src, &c.srcMemoryType, &c.srcHost, &c.srcDevice, &c.srcArray, &c.srcXInBytes, &c.srcY,
+            &c.srcZ, &c.srcPitch, &c.srcHeight);
+  copy_side(dst, &c.dstMemoryType, &unused, &c.dstDevice, &c.dstArray, &c.dstXInBytes, &c.dstY,
+            &c.dstZ, &c.dstPitch, &c.dstHeight);
+  c.dstHost = dst->host;
+  c.WidthInBytes = width, c.Height = height, c.Depth = depth;
+  r = D.cuMemcpy3DAsync(&c, S(s));
+  if (r == CUDA_SUCCESS && (!async || dst->kind == CALL_SIDE_HOST))
+    r = D.cuStreamSynchronize(S(s));
+  return r;
+}
+
+static CUresult cuda_tex_new(uint64_t *t, const CUDA_RESOURCE_DESC *res,
+                             const CUDA_TEXTURE_DESC *tex, const CUDA_RESOURCE_VIEW_DESC *view) {
+  CUtexObject o = 0;
+  CUresult r = D.cuTexObjectCreate(&o, res, tex, view);
+  *t = (uint64_t)o;
+  return r;
+}
+
+static CUresult cuda_tex_del(uint64_t t) {
+  return D.cuTexObjectDestroy((CUtexObject)t);
+}
+
+static CUresult cuda_surf_new(uint64_t *sf, uint64_t a) {
+  CUDA_RESOURCE_DESC res;
+  CUsurfObject o = 0;
+  CUresult r;
+  memset(&res, 0, sizeof(res));
+  res.resType = CU_RESOURCE_TYPE_ARRAY;
+  res.res.array.hArray = A(a);
+  r = D.cuSurfObjectCreate(&o, &res);
+  *sf = (uint64_t)o;
+  return r;
+}
+
+static CUresult cuda_surf_del(uint64_t sf) {
+  return D.cuSurfObjectDestroy((CUsurfObject)sf);
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
@@ -1140,4 +1226,11 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_update = cuda_graph_exec_update,
     .graph_exec_kernel = cuda_graph_exec_kernel,
     .graph_nodes = cuda_graph_nodes,
+    .array_new = cuda_array_new,
+    .array_del = cuda_array_del,
+    .array_copy = cuda_array_copy,
+    .tex_new = cuda_tex_new,
+    .tex_del = cuda_tex_del,
+    .surf_new = cuda_surf_new,
+    .surf_del = cuda_surf_del,
 };

@@ -11,7 +11,8 @@
  *     global NAME BYTES
  * Any other image (a real fatbin from cudart) loads as a module without
  * kernels, so cudart can initialise.  Two kernels do something: "fill_u32(ptr, u32 value, u64
- * count)" writes count values, and "fault()" makes the next synchronisation fail with
+ * count)" writes count values, "tex_copy(u64 tex, ptr out, u64 n)" copies the first n bytes a
+ * texture object reads to out, and "fault()" makes the next synchronisation fail with
  * CUDA_ERROR_ILLEGAL_ADDRESS (sticky, as a real fault is).  Everything else
  * is only counted (hostd_record_count).  Functions load lazily, as with the
  * driver's default CUDA_MODULE_LOADING=LAZY: until a function attribute
@@ -193,6 +194,24 @@ static rec_alloc_t *allocs;
 static rec_phys_t *physs;
 static rec_span_t *reservations, *pools;
 
+/* CUDA arrays and texture / surface objects (see their section below). */
+typedef struct rec_array {
+  uint64_t h, row, rows, slices; /* row: bytes per row */
+  unsigned flags;
+  uint8_t *bytes;
+  struct rec_array *next;
+} rec_array_t;
+
+typedef struct rec_obj { /* a texture (surf false) or surface object */
+  uint64_t h, array, ptr, size; /* array, or linear memory [ptr, ptr+size) */
+  bool surf;
+  struct rec_obj *next;
+} rec_obj_t;
+
+static rec_array_t *arrays; /* lock held */
+static rec_obj_t *objs;
+
+
 static rec_span_t *pool_find(uint64_t h) { /* lock held */
   for (rec_span_t *sp = pools; sp; sp = sp->next)
     if (sp->addr == h)
@@ -353,6 +372,17 @@ static void rec_shutdown(void) {
     free(e);
   }
   graphs_free_all();
+  while (arrays) {
+    rec_array_t *a = arrays;
+    arrays = a->next;
+    free(a->bytes);
+    free(a);
+  }
+  while (objs) {
+    rec_obj_t *o = objs;
+    objs = o->next;
+    free(o);
+  }
   pthread_cond_broadcast(&cv);
   used_bytes = 0;
   /* As when the process ends: the fault goes, and nothing from before may
@@ -501,6 +531,7 @@ static void wait_idle(uint64_t s) {
 
 static bool launch_effect(rec_stream_t *st, rec_op_t *o);
 static bool ptb_go(rec_stream_t *st);
+static void tex_copy_effect(uint64_t tex, uint64_t out, uint64_t n);
 
 /* Runs one queued op (not OP_HOSTFN) of stream st. */
 static void exec_op(rec_stream_t *st, rec_op_t *o) {
@@ -1262,6 +1293,8 @@ static bool launch_effect(rec_stream_t *st, rec_op_t *o) {
     sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
   } else if (strcmp(k->name, "fill_u32") == 0 && n == 3 && o->n >= 24) {
     fill_effect(k, a, o->n);
+  } else if (strcmp(k->name, "tex_copy") == 0 && n == 3) {
+    tex_copy_effect(param(k, a, o->n, 0), param(k, a, o->n, 1), param(k, a, o->n, 2));
   } else if (has_suffix(k->name, "__tally_slice") && n >= 4) {
     uint64_t total = param(k, a, o->n, n - 4) * param(k, a, o->n, n - 3) * param(k, a, o->n, n - 2);
     uint64_t off = param(k, a, o->n, n - 1);
@@ -2334,6 +2367,231 @@ static CUresult rec_graph_nodes(uint64_t h, uint64_t *nodes, size_t cap, size_t 
   return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* ---- CUDA arrays, texture and surface objects ----
+ * An array is host memory of width x height x depth elements (rows of
+ * width * element bytes; height and depth 0 count as 1); a texture or
+ * surface object remembers what it reads (an array, or linear memory).
+ * Copies run at once, after the stream's queued work. */
+
+static rec_array_t *array_find(uint64_t h) {
+  for (rec_array_t *a = arrays; a; a = a->next)
+    if (a->h == h)
+      return a;
+  return NULL;
+}
+
+static unsigned format_bytes(CUarray_format f) {
+  switch (f) {
+  case CU_AD_FORMAT_UNSIGNED_INT8:
+  case CU_AD_FORMAT_SIGNED_INT8:
+    return 1;
+  case CU_AD_FORMAT_UNSIGNED_INT16:
+  case CU_AD_FORMAT_SIGNED_INT16:
+  case CU_AD_FORMAT_HALF:
+    return 2;
+  case CU_AD_FORMAT_UNSIGNED_INT32:
+  case CU_AD_FORMAT_SIGNED_INT32:
+  case CU_AD_FORMAT_FLOAT:
+    return 4;
+  default:
+    return 0;
+  }
+}
+
+static CUresult rec_array_new(uint64_t *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
+  LIVE(0);
+  unsigned eb = format_bytes(d->Format);
+  uint64_t row = (uint64_t)d->Width * eb * d->NumChannels, rows = d->Height ? d->Height : 1;
+  uint64_t slices = d->Depth ? d->Depth : 1, n;
+  rec_array_t *a;
+  if (!eb || d->Width == 0 || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4) ||
+      d->Width > (1u << 17) || rows > (1u << 16) || slices > (1u << 14))
+    return CUDA_ERROR_INVALID_VALUE;
+  n = row * rows * slices;
+  if (over_budget(n))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!(a = calloc(1, sizeof(*a))) || !(a->bytes = calloc(1, n))) {
+    free(a);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *a = (rec_array_t){handle(), row, rows, slices, d->Flags, a->bytes, NULL};
+  pthread_mutex_lock(&lock);
+  a->next = arrays;
+  arrays = a;
+  used_bytes += n;
+  pthread_mutex_unlock(&lock);
+  *out = a->h;
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_array_del(uint64_t h) {
+  LIVE(h);
+  CUresult r = CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&lock);
+  for (rec_array_t **pa = &arrays; *pa; pa = &(*pa)->next)
+    if ((*pa)->h == h) {
+      rec_array_t *a = *pa;
+      *pa = a->next;
+      used_bytes -= a->row * a->rows * a->slices;
+      free(a->bytes);
+      free(a);
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+/* The bytes of row (y, z) of a copy side from x on, width long; NULL when
+ * out of bounds.  Lock held. */
+static uint8_t *side_row(const hostd_copy_side_t *sd, uint64_t y, uint64_t z, uint64_t width) {
+  uint64_t yy = sd->y + y, zz = sd->z + z;
+  if (sd->kind == CALL_SIDE_ARRAY) {
+    rec_array_t *a = array_find(sd->handle);
+    if (!a || sd->x > a->row || width > a->row - sd->x || yy >= a->rows || zz >= a->slices)
+      return NULL;
+    return a->bytes + (zz * a->rows + yy) * a->row + sd->x;
+  }
+  uint64_t off = (zz * sd->height + yy) * sd->pitch + sd->x;
+  if (sd->kind == CALL_SIDE_HOST)
+    return (uint8_t *)sd->host + off;
+  return find(sd->handle + off, width);
+}
+
+static CUresult rec_array_copy(const hostd_copy_side_t *src, const hostd_copy_side_t *dst,
+                               uint64_t width, uint64_t height, uint64_t depth, uint64_t s,
+                               int async) {
+  LIVE(src->kind == CALL_SIDE_HOST ? 0 : src->handle, dst->kind == CALL_SIDE_HOST ? 0 : dst->handle,
+       s);
+  CUresult r;
+  (void)async;
+  count(HOSTD_RECORD_DTOD);
+  pthread_mutex_lock(&lock);
+  if ((r = cap_refuse(s)) == CUDA_SUCCESS) {
+    wait_idle(s);
+    for (uint64_t z = 0; z < depth && r == CUDA_SUCCESS; z++)
+      for (uint64_t y = 0; y < height && r == CUDA_SUCCESS; y++) {
+        uint8_t *d = side_row(dst, y, z, width), *p = side_row(src, y, z, width);
+        if (d && p)
+          memmove(d, p, width);
+        else
+          r = CUDA_ERROR_INVALID_VALUE;
+      }
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult obj_new(uint64_t *out, rec_obj_t o) {
+  rec_obj_t *n = malloc(sizeof(*n));
+  if (!n)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *n = o;
+  n->h = handle();
+  pthread_mutex_lock(&lock);
+  n->next = objs;
+  objs = n;
+  pthread_mutex_unlock(&lock);
+  *out = n->h;
+  return CUDA_SUCCESS;
+}
+
+static CUresult obj_del(uint64_t h, bool surf) {
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  for (rec_obj_t **po = &objs; *po; po = &(*po)->next)
+    if ((*po)->h == h && (*po)->surf == surf) {
+      rec_obj_t *o = *po;
+      *po = o->next;
+      free(o);
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_tex_new(uint64_t *t, const CUDA_RESOURCE_DESC *res,
+                            const CUDA_TEXTURE_DESC *tex, const CUDA_RESOURCE_VIEW_DESC *view) {
+  LIVE(0);
+  rec_obj_t o = {0};
+  bool ok;
+  (void)tex, (void)view;
+  pthread_mutex_lock(&lock);
+  switch (res->resType) {
+  case CU_RESOURCE_TYPE_ARRAY:
+    o.array = (uint64_t)(uintptr_t)res->res.array.hArray;
+    ok = array_find(o.array) != NULL;
+    break;
+  case CU_RESOURCE_TYPE_LINEAR:
+    o.ptr = res->res.linear.devPtr, o.size = res->res.linear.sizeInBytes;
+    ok = o.size && find(o.ptr, o.size);
+    break;
+  case CU_RESOURCE_TYPE_PITCH2D:
+    o.ptr = res->res.pitch2D.devPtr;
+    o.size = (uint64_t)res->res.pitch2D.pitchInBytes * res->res.pitch2D.height;
+    ok = o.size && find(o.ptr, o.size);
+    break;
+  default:
+    ok = false;
+  }
+  pthread_mutex_unlock(&lock);
+  return ok ? obj_new(t, o) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult rec_tex_del(uint64_t t) {
+  LIVE(t);
+  return obj_del(t, false);
+}
+
+static CUresult rec_surf_new(uint64_t *sf, uint64_t a) {
+  LIVE(a);
+  rec_array_t *ar;
+  bool ok;
+  pthread_mutex_lock(&lock);
+  ok = (ar = array_find(a)) && (ar->flags & CUDA_ARRAY3D_SURFACE_LDST);
+  pthread_mutex_unlock(&lock);
+  return ok ? obj_new(sf, (rec_obj_t){.array = a, .surf = true}) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult rec_surf_del(uint64_t sf) {
+  LIVE(sf);
+  return obj_del(sf, true);
+}
+
+/* The "tex_copy(u64 tex, ptr out, u64 n)" kernel: the first n bytes of
+ * what texture object tex reads, to out; a handle that is no texture
+ * faults, as a kernel reading garbage may.  Lock held. */
+static void tex_copy_effect(uint64_t tex, uint64_t out, uint64_t n) {
+  const uint8_t *p = NULL;
+  uint8_t *d = n <= (1ull << 30) ? find(out, n) : NULL;
+  for (rec_obj_t *o = objs; o && !p; o = o->next) {
+    if (o->h != tex || o->surf)
+      continue;
+    if (o->array) {
+      rec_array_t *a = array_find(o->array);
+      p = a && n <= a->row * a->rows * a->slices ? a->bytes : NULL;
+    } else {
+      p = n <= o->size ? find(o->ptr, n) : NULL;
+    }
+  }
+  if (p && d)
+    memmove(d, p, n);
+  else
+    sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+size_t hostd_record_live_objects(void) {
+  size_t n = 0;
+  pthread_mutex_lock(&lock);
+  for (rec_array_t *a = arrays; a; a = a->next)
+    n++;
+  for (rec_obj_t *o = objs; o; o = o->next)
+    n++;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "record",
     .init = rec_init,
@@ -2405,6 +2663,13 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_update = rec_graph_exec_update,
     .graph_exec_kernel = rec_graph_exec_kernel,
     .graph_nodes = rec_graph_nodes,
+    .array_new = rec_array_new,
+    .array_del = rec_array_del,
+    .array_copy = rec_array_copy,
+    .tex_new = rec_tex_new,
+    .tex_del = rec_tex_del,
+    .surf_new = rec_surf_new,
+    .surf_del = rec_surf_del,
 };
 int hostd__record_memset_prio;
 int hostd__record_last_prio;

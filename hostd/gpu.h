@@ -62,6 +62,17 @@ typedef struct hostd_gnode {
   size_t argbytes;
 } hostd_gnode_t;
 
+/* One side of an array copy (wire/call.def, ARRAY_COPY): kind CALL_SIDE_*;
+ * HOST: host memory at `host` laid out with pitch and height; DEVICE:
+ * linear memory at `handle` with pitch and height; ARRAY: array `handle`.
+ * x in bytes, y rows, z slices. */
+typedef struct hostd_copy_side {
+  int kind;
+  void *host;
+  uint64_t handle;
+  uint64_t x, y, z, pitch, height;
+} hostd_copy_side_t;
+
 typedef struct hostd_gpu_ops {
   const char *name; /* "cuda" or "record" */
   /* Initialises the backend for device ordinal `device`; fills the snapshot. */
@@ -185,6 +196,21 @@ typedef struct hostd_gpu_ops {
   CUresult (*graph_exec_kernel)(uint64_t exec, uint64_t node, const hostd_gnode_t *n);
   /* cuGraphGetNodes: *total nodes, the first min(cap, *total) into nodes. */
   CUresult (*graph_nodes)(uint64_t g, uint64_t *nodes, size_t cap, size_t *total);
+  /* ---- CUDA arrays, texture and surface objects (hostd/exec-array.c) ----
+   * array_new: cuArray3DCreate; array_copy: cuMemcpy3DAsync of a box of
+   * width bytes x height x depth on s, then a wait for s unless async (a
+   * HOST side is read or written before it returns either way: its memory
+   * is the request's or the reply's); tex_new: cuTexObjectCreate (view may
+   * be NULL); surf_new: cuSurfObjectCreate over an array. */
+  CUresult (*array_new)(uint64_t *a, const CUDA_ARRAY3D_DESCRIPTOR *d);
+  CUresult (*array_del)(uint64_t a);
+  CUresult (*array_copy)(const hostd_copy_side_t *src, const hostd_copy_side_t *dst, uint64_t width,
+                         uint64_t height, uint64_t depth, uint64_t s, int async);
+  CUresult (*tex_new)(uint64_t *t, const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex,
+                      const CUDA_RESOURCE_VIEW_DESC *view);
+  CUresult (*tex_del)(uint64_t t);
+  CUresult (*surf_new)(uint64_t *sf, uint64_t a);
+  CUresult (*surf_del)(uint64_t sf);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */

@@ -178,6 +178,8 @@ typedef enum hostd_record_what {
 unsigned long hostd_record_count(hostd_record_what_t what);
 void hostd_record_reset(void);
 uint64_t hostd_record_live_bytes(void);
+/* Arrays, texture and surface objects alive on the recording device. */
+size_t hostd_record_live_objects(void);
 extern int hostd__record_last_prio; /* priority of the last stream created */
 extern uint32_t hostd__record_part_sms; /* SMs of the best-effort partition (0: none made) */
 extern int hostd__record_blocks_per_sm; /* occupancy answer (0, the default: unknown) */

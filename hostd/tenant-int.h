@@ -78,6 +78,8 @@ struct hostd_tenant {
   u64map_t gnodes;   /* node handle -> the graph it belongs to */
   u64map_t gexecs;   /* the tenant's instantiated graphs -> 1 */
   u64map_t captures; /* host stream of each capture begun and not ended -> 1 */
+  u64map_t arrays;   /* CUDA array handle -> tarray_t* (exec-array.c) */
+  u64map_t texs;     /* texture object -> 1; surface object -> 2 (exec-array.c) */
   hostd_sched_tenant_t *sched; /* NULL: launches go straight to the GPU (sched.h) */
   hostd_hostfn_t *hf;  /* host functions (hostfn.c); NULL when not served by server.c */
   range_t *ranges;     /* sorted by base */
@@ -122,7 +124,8 @@ CUresult hostd__streams_sync_all(hostd_tenant_t *t, bool stop);
 void hostd__module_forget(hostd_tenant_t *t, uint64_t h);
 void hostd__pinned_drop(pinned_t *p, bool gpu);
 
-/* ---- virtual memory and pools (exec-vmm.c, exec-pool.c) ----
+/* ---- virtual memory, pools, graphs, arrays (exec-vmm.c, exec-pool.c,
+ * exec-graph.c, exec-array.c) ----
  * Request handlers called from exec.c's table; results go to out.  The
  * release functions free what the tenant still holds (gpu false: it died
  * with the context, only our memory is freed); tenant.c calls them after
@@ -133,13 +136,16 @@ void hostd__pinned_drop(pinned_t *p, bool gpu);
   X(pool_del) X(pool_attr) X(pool_trim) X(pool_current) X(capture_begin) X(capture_end)           \
   X(capture_info) X(capture_mode) X(graph_new) X(graph_del) X(graph_add) X(graph_deps)            \
   X(graph_instantiate) X(graph_launch) X(graph_exec_del) X(graph_exec_update) X(graph_exec_kernel)  \
-  X(graph_nodes)
+  X(graph_nodes) X(array_new) X(array_del) X(array_copy) X(tex_new) X(tex_del) X(surf_new)       \
+  X(surf_del)
 #define HOSTD_EXEC_DECL(name)                                                                      \
   CUresult hostd__exec_##name(hostd_tenant_t *t, wire_buf_t *out, const call_##name##_req_t *q);
 HOSTD_EXEC_ELSEWHERE(HOSTD_EXEC_DECL)
 #undef HOSTD_EXEC_DECL
 void hostd__vmm_release(hostd_tenant_t *t, bool gpu);
 void hostd__pool_release(hostd_tenant_t *t, bool gpu);
+/* Texture and surface objects, then arrays: after the streams are drained. */
+void hostd__array_release(hostd_tenant_t *t, bool gpu);
 /* Captures still open end (their graphs destroyed): before the streams go. */
 void hostd__capture_release(hostd_tenant_t *t, bool gpu);
 /* Execs, then graphs: after the streams are drained. */

@@ -91,6 +91,8 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   u64map_init(&t->gnodes);
   u64map_init(&t->gexecs);
   u64map_init(&t->captures);
+  u64map_init(&t->arrays);
+  u64map_init(&t->texs);
   pthread_rwlock_rdlock(&ctx_lock);
   /* After a fault this process serves nobody until it restarts. */
   t->lost = (CUresult)hostd__fault_pending(NULL);
@@ -409,6 +411,7 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
   for (size_t i = 0; gpu && i < t->events.cap; i++)
     if (t->events.keys[i])
       (void)hostd__gpu.event_del(t->events.keys[i]);
+  hostd__array_release(t, gpu); /* textures may read linear memory: before it goes */
   for (size_t i = 0; gpu && i < t->nranges; i++)
     if (t->ranges[i].kind == RANGE_ALLOC)
       (void)hostd__gpu.mem_free(t->ranges[i].base);
@@ -432,7 +435,7 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
   u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
                       &t->views,   &t->pinned, &t->modids, &t->kids,
                       &t->vmh,     &t->vas,    &t->pools,  &t->graphs, &t->gnodes,
-                      &t->gexecs,  &t->captures};
+                      &t->gexecs,  &t->captures, &t->arrays, &t->texs};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
     u64map_close(maps[i]);
     u64map_init(maps[i]);
@@ -457,7 +460,7 @@ void hostd__tenant_free(hostd_tenant_t *t) {
   u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
                       &t->views,   &t->pinned, &t->modids, &t->kids,
                       &t->vmh,     &t->vas,    &t->pools,  &t->graphs, &t->gnodes,
-                      &t->gexecs,  &t->captures};
+                      &t->gexecs,  &t->captures, &t->arrays, &t->texs};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
     u64map_close(maps[i]);
   free(t->ranges);

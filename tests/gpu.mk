@@ -126,7 +126,8 @@ gpu-e2e: all
 GPU_TESTS += tests/frameworks/frameworks-run
 EXTRA_DIST += tests/frameworks/README.md tests/frameworks/run.sh tests/frameworks/vmm-async.c \
 	tests/frameworks/graphs.c \
-	tests/frameworks/torch_features.py tests/frameworks/jax_train.py
+	tests/frameworks/torch_features.py tests/frameworks/jax_train.py tests/frameworks/cupy_libs.py \
+	tests/frameworks/numba_kernels.py
 CLEANFILES += tests/frameworks/frameworks-run
 tests/frameworks/frameworks-run: $(srcdir)/tests/frameworks/run.sh hostd/tallyd guestlib/libcuda.so.1 \
 	guestlib/tally-run

@@ -1,9 +1,9 @@
 # tests/guestlib.mk: unit tests of guestlib/ (load or link the built libcuda.so.1).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
-	tests/guest-chain tests/test-guest-async tests/test-guest-vmm tests/test-guest-graph
+	tests/guest-chain tests/test-guest-async tests/test-guest-vmm tests/test-guest-graph tests/test-guest-array
 TESTS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
-	tests/test-guest-async tests/test-guest-vmm tests/test-guest-graph
+	tests/test-guest-async tests/test-guest-vmm tests/test-guest-graph tests/test-guest-array
 endif
 # The other tenant process of test-guest-daemon/-async and of
 # test-hostd-restart.sh (no cmocka: the script runs without it).
@@ -49,6 +49,12 @@ tests_test_guest_vmm_CFLAGS = $(TEST_CFLAGS)
 tests_test_guest_vmm_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \
 	$(GUEST_LINK) $(TEST_LIBS)
 tests_test_guest_vmm_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
+tests_test_guest_array_SOURCES = tests/test-guest-array.c tests/guest-daemon-harness.h
+tests_test_guest_array_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_guest_array_CFLAGS = $(TEST_CFLAGS)
+tests_test_guest_array_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \
+	$(GUEST_LINK) $(TEST_LIBS)
+tests_test_guest_array_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
 tests_test_guest_graph_SOURCES = tests/test-guest-graph.c tests/guest-daemon-harness.h
 tests_test_guest_graph_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_guest_graph_CFLAGS = $(TEST_CFLAGS)

@@ -1,10 +1,16 @@
 # tests/hostd.mk: unit tests of hostd/ (recording GPU backend: never GPU coverage).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched \
-	tests/test-hostd-guard tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph
+	tests/test-hostd-guard tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph \
+	tests/test-hostd-array
 TESTS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched tests/test-hostd-guard \
-	tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph
+	tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph tests/test-hostd-array
 endif
+# CUDA arrays, copies with an array side, texture and surface objects (exec-array.c).
+tests_test_hostd_array_SOURCES = tests/test-hostd-array.c tests/hostd-call-harness.h
+tests_test_hostd_array_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_array_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
+tests_test_hostd_array_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 # Stream capture and graphs (exec-graph.c), with the scheduler running.
 tests_test_hostd_graph_SOURCES = tests/test-hostd-graph.c tests/hostd-call-harness.h
 tests_test_hostd_graph_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)

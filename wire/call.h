@@ -42,7 +42,8 @@
 #define CALL_MAX_LEN          (16u << 20)
 #define CALL_CHUNK            (8u << 20)
 #define CALL_BLOB_MAX         (1u << 30) /* 1 GiB: cuBLASLt's largest fatbins are far below */
-#define CALL_PROTO_VERSION    4 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs */
+#define CALL_PROTO_VERSION    5 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs;
+                                    5: arrays, textures, surfaces */
 #define CALL_NAME_MAX         256
 #define CALL_ATTR_MAX         160 /* > CU_DEVICE_ATTRIBUTE_MAX of CUDA 13.0 (148) */
 #define CALL_MAX_DEVICES      16
@@ -66,6 +67,10 @@
 #define CALL_GNODE_CHILD      6
 #define CALL_GNODE_HOST       7
 #define CALL_GNODE_KINDS      8
+/* ARRAY_COPY sides (wire/call.def) */
+#define CALL_SIDE_HOST   0
+#define CALL_SIDE_DEVICE 1
+#define CALL_SIDE_ARRAY  2
 
 /* UUID of the driver's private context table, 21318c60-9714-3248-8ca6-41ff7324c8f2:
  * the guest emulates it (guestlib/export.c), tallyd asks its own driver for

@@ -1,6 +1,6 @@
 #!/bin/sh
 # run.sh: stock frameworks through Tally, feature by feature, natively and
-# through tallyd over shared memory and TCP, compared byte for byte.
+# through tallyd over shared memory and TCP, compared with the native run.
 #
 # GPU machine only (exit 77 = skipped elsewhere).  Cases (framework x feature):
 #   cuda-c vmm | async   tests/frameworks/vmm-async.c (driver API)
@@ -9,11 +9,22 @@
 #   torch alloc-expandable       PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   torch alloc-mallocasync      PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
 #   torch cuda-graph             torch.cuda.graphs capture + replay
+#   torch train-adamw | amp-bf16 | compile   torch_features.py (tolerances there)
+#   cupy  fft | random | solver | sparse | sort | rawkernel | texture   cupy_libs.py
+#   numba kernel                 numba_kernels.py
 #   jax   train                  jit + grad + 200 steps
-# A case passes on a transport when its output equals the native output and
-# ends in "done".  A framework that does not import natively is skipped.
-# Prints one table row per case and "frameworks: N passed, M failed, K skipped".
-# usage: run.sh   (TALLY_BUILDDIR, TALLY_SRCDIR, PYTHON from the env)
+# A case passes on a transport when its stdout equals the native stdout and
+# ends in "done", and its stderr has no line saying something is "not
+# supported by Tally" or "not emulated", and no line containing "warn" or
+# "error" (any case) that the native stderr lacks; such lines are printed
+# with the diffs.  Every run's stdout and stderr are kept in the temporary
+# folder (FW-FEATURE.{native,shm,tcp}.{out,err}) and copied to
+# $TALLY_FW_LOGS when it is set.  Each run gets its own TorchInductor and
+# Triton cache folder, so no run reuses another's compiled kernels.
+# A framework that does not import natively is skipped.
+# Prints a table framework x feature x (native, shm, tcp) and
+# "frameworks: N passed, M failed, K skipped".
+# usage: run.sh   (TALLY_BUILDDIR, TALLY_SRCDIR, PYTHON, TALLY_FW_LOGS from the env)
 B=${TALLY_BUILDDIR:-$(pwd)}
 S=${TALLY_SRCDIR:-@TALLY_SRCDIR@}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
@@ -41,42 +52,87 @@ while ! grep -qs serving "$tmp/tallyd.log" && [ $i -lt 200 ]; do i=$((i + 1)); s
 port=$(sed -n 's/.*serving.*(port \([0-9]*\)).*/\1/p' "$tmp/tallyd.log")
 [ -n "$port" ] || { cat "$tmp/tallyd.log"; echo "frameworks: tallyd did not start"; exit 1; }
 
-printf '%-8s %-20s %-8s %-8s %-8s\n' framework feature native shm tcp
+# row_ FORMAT ARGS...: one table row, shown now and again at the end
+row_() {
+  # shellcheck disable=SC2059
+  printf "$@" | tee -a "$tmp/table"
+}
+row_ '%-8s %-20s %-8s %-8s %-8s\n' framework feature native shm tcp
+# stderr_bad NATIVE_ERR TALLY_ERR: prints the lines of TALLY_ERR that fail a case
+# (compared with numbers and this run's own paths masked: pids, times and
+# cache folders differ between any two runs)
+norm_() { sed -e "s#$tmp/[^ :'\"]*#TMP#g" -e 's/[0-9][0-9]*/N/g' "$1"; }
+stderr_bad() {
+  grep -i -e 'not supported by Tally' -e 'not emulated' "$2"
+  norm_ "$1" >"$2.nat"
+  grep -i -e warn -e error "$2" | while IFS= read -r line; do
+    m=$(printf '%s\n' "$line" | sed -e "s#$tmp/[^ :'\"]*#TMP#g" -e 's/[0-9][0-9]*/N/g')
+    grep -qxF -- "$m" "$2.nat" || printf '%s\n' "$line"
+  done
+  rm -f "$2.nat"
+}
+# run_ WHERE OUT ENV CMD...: one run (WHERE native, or a tallyd address);
+# stdout to OUT.out, stderr to OUT.err
+run_() {
+  where=$1 o=$2 envv=$3; shift 3
+  if [ "$where" = native ]; then
+    env "$envv" TORCHINDUCTOR_CACHE_DIR="$o.inductor" TRITON_CACHE_DIR="$o.triton" "$@" \
+      >"$o.out" 2>"$o.err"
+  else
+    env "$envv" TORCHINDUCTOR_CACHE_DIR="$o.inductor" TRITON_CACHE_DIR="$o.triton" \
+      "$B/guestlib/tally-run" --host "$where" --name "$(basename "$o")" -- "$@" \
+      >"$o.out" 2>"$o.err"
+  fi
+}
 # case FRAMEWORK FEATURE ENV CMD...: ENV is "-" or VAR=VALUE
 case_() {
   fw=$1 feat=$2 envv=$3; shift 3
   out=$tmp/$fw-$feat
   if [ "$envv" = - ]; then envv=TALLY_FW_NONE=1; fi
-  env "$envv" "$@" >"$out.native" 2>&1
-  if ! grep -qx done "$out.native"; then
-    if grep -q "ModuleNotFoundError" "$out.native"; then
-      skip=$((skip + 1)); printf '%-8s %-20s %-8s\n' "$fw" "$feat" "absent"; return
+  run_ native "$out.native" "$envv" "$@"
+  if ! grep -qx "done" "$out.native.out"; then
+    if grep -q "ModuleNotFoundError" "$out.native.err"; then
+      skip=$((skip + 1)); row_ '%-8s %-20s %-8s\n' "$fw" "$feat" "absent"; return
     fi
-    fail=$((fail + 1)); printf '%-8s %-20s %-8s (see %s)\n' "$fw" "$feat" FAIL "$out.native"; return
+    fail=$((fail + 1)); row_ '%-8s %-20s %-8s (see %s)\n' "$fw" "$feat" FAIL "$out.native.err"; return
   fi
   row=
   for how in "unix:$tmp/sock" "tcp://127.0.0.1:$port"; do
     t=${how%%:*}; [ "$t" = unix ] && t=shm
-    env "$envv" "$B/guestlib/tally-run" --host "$how" --name "$fw-$feat" -- "$@" >"$out.$t" 2>&1
-    if cmp -s "$out.native" "$out.$t"; then
+    run_ "$how" "$out.$t" "$envv" "$@"
+    stderr_bad "$out.native.err" "$out.$t.err" >"$out.$t.bad"
+    if cmp -s "$out.native.out" "$out.$t.out" && [ ! -s "$out.$t.bad" ]; then
       pass=$((pass + 1)); row="$row ok      "
+    elif [ -s "$out.$t.bad" ] && cmp -s "$out.native.out" "$out.$t.out"; then
+      fail=$((fail + 1)); row="$row STDERR  "
+      { echo "--- $fw $feat via $t: stderr lines the native run does not have:"
+        head -15 "$out.$t.bad"; } >>"$tmp/diffs"
     else
       fail=$((fail + 1)); row="$row DIFFERS "
-      { echo "--- $fw $feat via $t (diff native tally):"; diff "$out.native" "$out.$t" | head -15; } >>"$tmp/diffs"
+      { echo "--- $fw $feat via $t (diff native tally, stdout):"
+        diff "$out.native.out" "$out.$t.out" | head -15
+        if [ -s "$out.$t.bad" ]; then echo "    stderr lines the native run does not have:"
+          head -15 "$out.$t.bad"; fi; } >>"$tmp/diffs"
     fi
   done
-  printf '%-8s %-20s %-8s%s\n' "$fw" "$feat" ok "$row"
+  row_ '%-8s %-20s %-8s%s\n' "$fw" "$feat" ok "$row"
 }
+TF="$S/tests/frameworks/torch_features.py"
 case_ cuda-c vmm - "$tmp/vmm-async" vmm
 case_ cuda-c async - "$tmp/vmm-async" async
 case_ cuda-c graph-capture - "$tmp/graphs" capture
 case_ cuda-c graph-explicit - "$tmp/graphs" explicit
-case_ torch alloc - "$PY" "$S/tests/frameworks/torch_features.py" alloc
-case_ torch alloc-expandable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
-  "$PY" "$S/tests/frameworks/torch_features.py" alloc
-case_ torch alloc-mallocasync PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync \
-  "$PY" "$S/tests/frameworks/torch_features.py" alloc
-case_ torch cuda-graph - "$PY" "$S/tests/frameworks/torch_features.py" graph
+case_ torch alloc - "$PY" "$TF" alloc
+case_ torch alloc-expandable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$PY" "$TF" alloc
+case_ torch alloc-mallocasync PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$PY" "$TF" alloc
+case_ torch cuda-graph - "$PY" "$TF" graph
+case_ torch train-adamw - "$PY" "$TF" train-adamw
+case_ torch amp-bf16 - "$PY" "$TF" amp-bf16
+case_ torch compile - "$PY" "$TF" compile
+for f in fft random solver sparse sort rawkernel texture; do
+  case_ cupy "$f" - "$PY" "$S/tests/frameworks/cupy_libs.py" "$f"
+done
+case_ numba kernel - "$PY" "$S/tests/frameworks/numba_kernels.py"
 case_ jax train - "$PY" "$S/tests/frameworks/jax_train.py"
 [ -f "$tmp/diffs" ] && cat "$tmp/diffs"
 kill -TERM "$daemon"
@@ -84,5 +140,14 @@ wait "$daemon"
 daemon=
 echo "--- tallyd log (last 10 lines)"
 tail -n 10 "$tmp/tallyd.log"
+echo "--- results"
+cat "$tmp/table"
+if [ -n "${TALLY_FW_LOGS:-}" ]; then
+  mkdir -p "$TALLY_FW_LOGS" &&
+    for f in "$tmp"/*.out "$tmp"/*.err "$tmp"/*.bad "$tmp/tallyd.log" "$tmp/diffs" "$tmp/table"; do
+      [ -f "$f" ] && cp "$f" "$TALLY_FW_LOGS/"
+    done
+  echo "logs copied to $TALLY_FW_LOGS"
+fi
 echo "frameworks: $pass passed, $fail failed, $skip skipped (outputs in $tmp)"
 [ $fail -eq 0 ]

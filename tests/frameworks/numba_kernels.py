@@ -1,0 +1,59 @@
+"""numba_kernels.py: numba-cuda kernels through the driver API.
+
+usage: python3 numba_kernels.py
+A @cuda.jit kernel over device arrays (to_device, device_array,
+copy_to_host), a shared-memory block reduction with atomics, and
+numba's own cuda.reduce.  Results are rounded to 4 decimals (fp32 sums in
+a fixed order on one GPU give the same bits; the atomic reduction adds
+block partial sums in any order, so its result is rounded to 2 decimals).
+Prints "done" at the end.
+"""
+import numpy as np
+from numba import cuda, float32
+
+
+@cuda.jit
+def axpy(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def block_sum(x, total):
+    buf = cuda.shared.array(256, dtype=float32)
+    i = cuda.grid(1)
+    t = cuda.threadIdx.x
+    buf[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    s = 128
+    while s > 0:
+        if t < s:
+            buf[t] += buf[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        cuda.atomic.add(total, 0, buf[0])
+
+
+def main():
+    n = 1 << 16
+    x = np.arange(n, dtype=np.float32) / n
+    y = np.ones(n, dtype=np.float32)
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    dout = cuda.device_array(n, dtype=np.float32)
+    axpy[(n + 255) // 256, 256](np.float32(3.0), dx, dy, dout)
+    out = dout.copy_to_host()
+    print("axpy sum", f"{float(out.astype(np.float64).sum()):.4f}")
+    print("axpy matches host", bool(np.allclose(out, 3.0 * x + y)))
+    total = cuda.to_device(np.zeros(1, dtype=np.float32))
+    block_sum[(n + 255) // 256, 256](dout, total)
+    print("block sum", f"{float(total.copy_to_host()[0]):.2f}")
+    red = cuda.reduce(lambda a, b: a + b)
+    print("reduce", f"{float(red(dx)):.2f}")
+    cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
+    print("done")
