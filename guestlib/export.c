@@ -120,20 +120,6 @@ static CUresult req_check(unsigned int requirement, const void *state, const voi
  * Slot 2 gives the primary context of a device; 1, 6 and 8 turn a registered
  * fatbin into a module (older cudarts). ---- */
 
-/* Slot 2 is how cudart binds a thread it has not seen: on the real driver a
- * runtime call (a kernel launch) on a new thread leaves the primary context
- * current there, without a cuCtxSetCurrent through the public entry points.
- * PyTorch relies on it (its autograd threads launch first and then ask
- * cuCtxGetCurrent before creating a cuBLAS handle), so a thread with no
- * current context gets the primary one here as well. */
-static CUresult cudart_primary_ctx(CUcontext *pctx, CUdevice dev) {
-  CUcontext cur = NULL;
-  CUresult r = guest__primary_ctx(pctx, dev);
-  if (r == CUDA_SUCCESS && cuCtxGetCurrent(&cur) == CUDA_SUCCESS && !cur)
-    r = cuCtxSetCurrent(*pctx);
-  return r;
-}
-
 static CUresult cudart_module(CUmodule *mod, const void *wrapper) {
   return cuModuleLoadData(mod, wrapper);
 }
@@ -470,7 +456,7 @@ static const void *table_req[37] = {
 static const void *table_cudart[13] = {
     SIZE(13),
     (const void *)cudart_module,
-    (const void *)cudart_primary_ctx,
+    (const void *)guest__primary_ctx,
     S(1, 3),
     S(1, 4),
     S(1, 5),
