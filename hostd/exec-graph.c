@@ -17,11 +17,17 @@
  * released as one launch of a best-effort tenant, made at once for the
  * latency-critical one.
  *
- * Capture modes: the tenant's requests all run on its worker thread, so
- * tallyd begins every capture in thread-local mode (relaxed stays relaxed):
- * the capture then restricts the worker alone, as a global one restricts
- * the guest, and never another tenant's worker.  The guest's
- * cuThreadExchangeStreamCaptureMode sets the worker's mode (CAPTURE_MODE).
+ * Capture modes: tallyd begins every capture in relaxed mode, whatever the
+ * tenant asked.  The worker that runs the tenant's requests also makes
+ * calls of its own while a capture is open (pinned-memory registration,
+ * module loads, the scheduler's bookkeeping); under a thread-local capture
+ * one of them invalidated PyTorch's capture of BERT on the H200, which the
+ * same capture in relaxed mode survives.  The cost: a tenant's own
+ * potentially unsafe call during a global or thread-local capture (an
+ * allocation, say) succeeds here where the driver would refuse it; what
+ * is illegal on the capturing stream itself (a synchronisation, host
+ * bytes) still fails and invalidates the capture.  The guest's
+ * cuThreadExchangeStreamCaptureMode still reaches the worker (CAPTURE_MODE).
  *
  * Invariants: t->gnodes maps every node the tenant was told of to a graph
  * in t->graphs; t->captures holds the stream of each capture begun here
@@ -57,9 +63,7 @@ CUresult hostd__exec_capture_begin(hostd_tenant_t *t, wire_buf_t *out,
   if ((r = hostd__stream_lookup_enter(t, q->stream, &ts)) != CUDA_SUCCESS ||
       (r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
     return r;
-  r = hostd__gpu.capture_begin(ts->handle, q->mode == CU_STREAM_CAPTURE_MODE_RELAXED
-                                               ? CU_STREAM_CAPTURE_MODE_RELAXED
-                                               : CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  r = hostd__gpu.capture_begin(ts->handle, CU_STREAM_CAPTURE_MODE_RELAXED);
   if (r == CUDA_SUCCESS && u64map_put(&t->captures, ts->handle, 1) != 0) {
     uint64_t g = 0;
     if (hostd__gpu.capture_end(ts->handle, &g) == CUDA_SUCCESS && g)
