@@ -220,6 +220,7 @@ void tblas_reset(void) {
   S.log = NULL;
   S.resolved = 0;
   pthread_mutex_unlock(&lock);
+  tblas_lt_forget();
 }
 
 /* ---- profiles ---- */

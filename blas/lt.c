@@ -448,6 +448,12 @@ static bool algo_same(const algo_entry_t *a, const algo_entry_t *b) {
          memcmp(&a->given, &b->given, sizeof(a->given)) == 0;
 }
 
+void tblas_lt_forget(void) {
+  pthread_mutex_lock(&algo_lock);
+  memset(algos, 0, sizeof(algos));
+  pthread_mutex_unlock(&algo_lock);
+}
+
 /* The algo for a piece (its layouts in pl); false: none applies. */
 static bool piece_algo(cublasLtHandle_t h, const tblas_key_t *key, const gemm_plan_piece_t *p,
                        cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t pl[4],

@@ -116,6 +116,9 @@ void tblas_log(const tblas_call_t *c, size_t pieces);
 /* cudaDataType -> gemm_plan_type_t, -1 if the planner does not know it. */
 int tblas_plan_type(int cuda_type);
 
+/* Forgets lt.c's cache of algos for piece shapes (tblas_reset calls it). */
+void tblas_lt_forget(void);
+
 /* Test hook: forgets the configuration and every profile (events
  * destroyed), so a test can change the environment between cases. */
 TBLAS_EXPORT void tblas_reset(void);
