@@ -125,6 +125,7 @@ static CUresult connect_locked(void) {
   memset(&hello, 0, sizeof(hello));
   hello.version = CALL_PROTO_VERSION;
   hello.priority = prio;
+  guest__g.priority = prio;
   memcpy(hello.name, name, strnlen(name, 63));
   rc = guest__call(CALL_OP_HELLO, 0, &hello, &res, NULL, 0, &rlen, (void **)&rep);
   if (rc == -ETIMEDOUT) {

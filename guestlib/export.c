@@ -16,6 +16,7 @@
  * To add a table for cuBLAS or cuDNN: add its UUID and array to `tables`.
  */
 #include "guestlib/guest.h"
+#include "guestlib/tally-ext.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -436,6 +437,24 @@ static CUresult ident_ctx_query(CUcontext ctx, const void *obj, uint32_t *value)
   return CUDA_SUCCESS;
 }
 
+/* ---- Tally's own table (guestlib/tally-ext.h): what tallyd advertised. ---- */
+
+static unsigned ext_be_budget_us(void) {
+  int d = guest__cur_device();
+  if (!__atomic_load_n(&guest__g.inited, __ATOMIC_ACQUIRE) || d < 0 || d >= guest__g.ndev)
+    return 0;
+  return guest__g.dev[d].be_budget_us;
+}
+
+/* Before cuInit the class is what cuInit will send (TALLY_PRIORITY). */
+static int ext_priority(void) {
+  const char *p;
+  if (__atomic_load_n(&guest__g.inited, __ATOMIC_ACQUIRE))
+    return (int)guest__g.priority;
+  p = getenv(GUEST_ENV_PRIORITY);
+  return p && strcmp(p, "latency-critical") == 0 ? 0 : 1;
+}
+
 /* ---- the tables ---- */
 
 static const void *table_req[37] = {
@@ -518,6 +537,12 @@ static const void *table_ident[93] = {SIZE(93),
                                       T7_SLOTS_40_50(T7_ENTRY)(const void *) ident_ctx_object,
                                       T7_SLOTS_52_92(T7_ENTRY)};
 
+static const void *table_tally[TALLY_EXT_SLOTS] = {
+    SIZE(TALLY_EXT_SLOTS),
+    [TALLY_EXT_SLOT_BUDGET] = (const void *)ext_be_budget_us,
+    [TALLY_EXT_SLOT_PRIORITY] = (const void *)ext_priority,
+};
+
 static const struct {
   unsigned char uuid[16];
   const void *table;
@@ -547,6 +572,7 @@ static const struct {
     {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b,
       0xca},
      table_blaslt},
+    {TALLY_EXT_UUID, table_tally},
 };
 
 GUEST_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {

@@ -53,6 +53,7 @@ typedef struct guest_state {
   CUresult init_rc;   /* result of the first cuInit, returned by later ones */
   bool lost;          /* the channel broke: every call fails from now on */
   uint32_t tenant_id; /* assigned by tallyd */
+  uint32_t priority;  /* sent at HELLO: 0 latency-critical, 1 best-effort */
   int ndev;
   call_snapshot_t dev[CALL_MAX_DEVICES];
   char addr[512]; /* address tried, for messages */

@@ -49,6 +49,7 @@ CLEANFILES += guestlib/tally-run
 guestlib/tally-run: $(srcdir)/guestlib/tally-run.in Makefile
 	$(AM_V_GEN)$(MKDIR_P) guestlib && \
 	sed -e 's|@TALLY_BUILD_LIBDIR@|$(abs_top_builddir)/guestlib|g' \
+	    -e 's|@TALLY_BUILD_BLASDIR@|$(abs_top_builddir)/blas|g' \
 	    -e 's|@TALLY_INSTALL_LIBDIR@|$(pkglibdir)|g' \
 	    -e 's|@TALLY_DEFAULT_SOCKET@|/run/tally/tallyd.sock|g' \
 	    -e 's|@PACKAGE_NAME@|$(PACKAGE_NAME)|g' -e 's|@PACKAGE_VERSION@|$(PACKAGE_VERSION)|g' \

@@ -1019,6 +1019,10 @@ static int sched_start(const hostd_config_t *cfg) {
       snprintf(sc.profiles, sizeof(sc.profiles), "%s/profiles-%016llx.bin", cfg->state_dir,
                (unsigned long long)XXH3_64bits(key, strlen(key))) >= (int)sizeof(sc.profiles))
     sc.profiles[0] = 0; /* a state folder that long keeps no profiles */
+  /* Advertised to tenants in the snapshot (before any HELLO is answered):
+   * the interposed cuBLAS of a best-effort tenant cuts its GEMMs to this. */
+  hostd__snapshot.be_budget_us =
+      sc.on ? (uint32_t)(sc.pol.threshold_ns / 1000u) : 0;
   return hostd__sched_init(&sc);
 }
 

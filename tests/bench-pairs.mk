@@ -12,11 +12,25 @@ tests/bench/pairs/pair-%: $(srcdir)/tests/bench/pairs/pair-%.cu $(srcdir)/tests/
 	@$(MKDIR_P) $(@D)
 	$(AM_V_GEN)$(NVCC) $(PAIR_NVCC_OPTS) -cudart static -o $@ $<
 CLEANFILES += $(PAIR_CUDA_PROGS)
+# The cuBLAS pair (cublas-gemm.pair): cuBLAS linked shared, so libtally-blas.so can interpose it.
+if HAVE_CUBLAS
+GEMM_PAIR_PROGS = tests/bench/pairs/gemm-lc tests/bench/pairs/gemm-be
+tests/bench/pairs/gemm-%: $(srcdir)/tests/bench/pairs/gemm-%.cu $(srcdir)/tests/bench/pairs/pair-common.h
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(NVCC) $(PAIR_NVCC_OPTS) -cudart static -o $@ $< -lcublas \
+	  -Xlinker -rpath,$(CUDA_LIBDIR)
+CLEANFILES += $(GEMM_PAIR_PROGS)
+else
+GEMM_PAIR_PROGS =
+endif
+all-local: $(GEMM_PAIR_PROGS)
+EXTRA_DIST += tests/bench/pairs/gemm-lc.cu tests/bench/pairs/gemm-be.cu
 PAIR_FILES = tests/bench/pairs/bert-b1-eager+gpt2-train.pair \
 	tests/bench/pairs/bert-b1-graph+gpt2-train.pair \
 	tests/bench/pairs/bert-b8-eager+gpt2-train.pair \
 	tests/bench/pairs/bert-b8-graph+gpt2-train.pair \
 	tests/bench/pairs/cuda-ptx.pair \
+	tests/bench/pairs/cublas-gemm.pair tests/bench/pairs/cublas-gemm-whole.pair \
 	tests/bench/pairs/cuda-ptx-short.pair \
 	tests/bench/pairs/gpt2-decode+gpt2-train.pair \
 	tests/bench/pairs/resnet50-b1-eager+bert-train.pair \

@@ -150,3 +150,23 @@ tests/gpu/variants-run: $(srcdir)/tests/gpu/variants-run.sh $(srcdir)/tests/gpu/
 	$(AM_V_GEN)$(GPU_SCRIPT_SED) $(srcdir)/tests/gpu/variants-run.sh >$@.tmp && \
 	  chmod +x $@.tmp && mv -f $@.tmp $@
 gpu-programs: tests/gpu/var-tenant tests/gpu/variants-run
+
+# libtally-blas.so: split GEMMs against whole ones for every interposed entry point, natively
+# (make check-gpu; TALLY_GEMM_BUDGET_US=50 with the interposer preloaded, no tallyd).
+if HAVE_CUBLAS
+GPU_TESTS += tests/gpu/gemm-split
+CLEANFILES += tests/gpu/gemm-split tests/gpu/gemm-split-bin
+tests/gpu/gemm-split-bin: $(srcdir)/tests/gpu/gemm-split.c
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(CC) $(GPU_CC_OPTS) -o $@ $< -L$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudart \
+	  -Wl,-rpath,$(CUDA_LIBDIR) -ldl -lm
+tests/gpu/gemm-split: $(srcdir)/tests/gpu/gemm-split-run.sh Makefile tests/gpu/gemm-split-bin \
+		blas/libtally-blas.so
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)cp $(srcdir)/tests/gpu/gemm-split-run.sh $@.tmp && chmod +x $@.tmp && mv -f $@.tmp $@
+GEMM_SPLIT_GPU = tests/gpu/gemm-split
+else
+GEMM_SPLIT_GPU =
+endif
+gpu-programs: $(GEMM_SPLIT_GPU)
+EXTRA_DIST += tests/gpu/gemm-split.c tests/gpu/gemm-split-run.sh

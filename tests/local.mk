@@ -7,6 +7,7 @@ include $(srcdir)/tests/rewrite.mk
 include $(srcdir)/tests/sim.mk
 include $(srcdir)/tests/hostd.mk
 include $(srcdir)/tests/guestlib.mk
+include $(srcdir)/tests/blas.mk
 include $(srcdir)/tests/gpu.mk
 include $(srcdir)/tests/bench-pairs.mk
 EXTRA_DIST += tests/data/facts

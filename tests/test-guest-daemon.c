@@ -29,7 +29,9 @@
 
 #include <cmocka.h>
 
+#include "guestlib/tally-ext.h"
 #include "hostd/hostd-int.h"
+#include "policy/pol.h"
 #include "tests/guest-daemon-harness.h"
 
 static const char module_text[] = "TALLYREC\n"
@@ -593,6 +595,24 @@ static void context_table_object_and_value_come_from_the_daemon(void **state) {
   assert_int_equal(query(ctx, obj, NULL), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Tally's own table: the scheduler's budget as tallyd advertised it in the
+ * snapshot (its default policy's threshold, in whole us) and this tenant's
+ * class; both answered locally. */
+static void tally_table_gives_budget_and_class(void **state) {
+  static const CUuuid id = {TALLY_EXT_UUID};
+  const void *const *t = NULL;
+  unsigned long before = hostd_server_calls(srv);
+  (void)state;
+  assert_int_equal(cuGetExportTable((const void **)&t, &id), CUDA_SUCCESS);
+  assert_non_null(t);
+  assert_true((uintptr_t)t[0] >= TALLY_EXT_SLOTS * sizeof(void *));
+  tally_ext_be_budget_us_fn budget = (tally_ext_be_budget_us_fn)t[TALLY_EXT_SLOT_BUDGET];
+  tally_ext_priority_fn prio = (tally_ext_priority_fn)t[TALLY_EXT_SLOT_PRIORITY];
+  assert_int_equal(budget(), POL_DEFAULT_THRESHOLD_NS / 1000);
+  assert_int_equal(prio(), 1); /* the harness's tenant is best-effort */
+  assert_int_equal(hostd_server_calls(srv), before);
+}
+
 static void dead_tenant_is_cleaned_up(void **state) {
   pid_t pid;
   char line[32] = {0};
@@ -857,6 +877,7 @@ int main(void) {
       cmocka_unit_test(function_attributes_local_and_remote),
       cmocka_unit_test(cluster_occupancy_crosses_the_wire_once),
       cmocka_unit_test(context_table_object_and_value_come_from_the_daemon),
+      cmocka_unit_test(tally_table_gives_budget_and_class),
       cmocka_unit_test(dead_tenant_is_cleaned_up),
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
       cmocka_unit_test(stream_priority_and_flags_are_what_the_app_asked),
