@@ -69,6 +69,24 @@ int guest__cur_device(void) {
   return depth > 0 && stack[depth - 1] ? stack[depth - 1]->device : 0;
 }
 
+/* A launch on a thread with no current context leaves the primary context
+ * of device 0 current there.  On the real driver a kernel launch through
+ * cudart on a new thread does (measured on the H200: cuCtxGetCurrent is NULL
+ * before and the primary context after), without a cuCtxSetCurrent the
+ * guest would see; PyTorch relies on it (its autograd threads launch, then
+ * ask cuCtxGetCurrent before creating a cuBLAS handle).  A driver-API
+ * program that launches with no current context gets CUDA_ERROR_INVALID_CONTEXT
+ * natively; here its launch runs on device 0 as before and binds the
+ * context as well.  Thread-local: no lock on the launch path but the first. */
+void guest__ctx_adopt_primary(void) {
+  if (depth > 0)
+    return;
+  pthread_mutex_lock(&guest__g.lock);
+  stack[0] = primary_of(0);
+  pthread_mutex_unlock(&guest__g.lock);
+  depth = 1;
+}
+
 /* cudart's export table (export.c) asks for the primary context this way. */
 CUresult guest__primary_ctx(CUcontext *pctx, CUdevice dev) {
   CUresult r = guest__ready();

@@ -158,6 +158,7 @@ CUresult guest__array_copy3d(const CUDA_MEMCPY3D *c, uint64_t s, int async);
 /* ---- contexts (ctx.c) ---- */
 /* Device of the calling thread's current context (0 if none is current). */
 int guest__cur_device(void);
+void guest__ctx_adopt_primary(void); /* ctx.c: a launch binds the primary context */
 
 /* ---- stream translation ---- */
 /* The calling thread's number, 1.. (the first call numbers the thread). */

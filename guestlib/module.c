@@ -605,7 +605,10 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
   q.args = (call_view_t){argsrc, argbytes};
   rc = guest__post(CALL_OP_LAUNCH, &q);
   free(body);
-  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  if (rc)
+    return guest__cu_error(rc);
+  guest__ctx_adopt_primary();
+  return CUDA_SUCCESS;
 }
 
 static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,

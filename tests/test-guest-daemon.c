@@ -759,6 +759,59 @@ static void *per_thread_stream_user(void *arg) {
   return (void *)rc;
 }
 
+/* A launch on a thread with no current context leaves the primary context
+ * current there (as cudart's launches do on the real driver); a thread that
+ * chose a context keeps it. */
+static void *launch_on_a_new_thread(void *arg) {
+  CUfunction f = *(CUfunction *)arg;
+  CUcontext before = (CUcontext)1, after = NULL, primary = NULL;
+  CUdeviceptr p;
+  uint32_t i = 7;
+  uint64_t n = 1;
+  void *args[] = {&p, &i, &n};
+  if (cuCtxGetCurrent(&before) != CUDA_SUCCESS || before != NULL ||
+      cuMemAlloc(&p, 4) != CUDA_SUCCESS || cuCtxGetCurrent(&after) != CUDA_SUCCESS || after)
+    return (void *)1; /* an allocation does not bind */
+  if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) != CUDA_SUCCESS ||
+      cuCtxGetCurrent(&after) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&primary, 0) ||
+      after != primary || cuDevicePrimaryCtxRelease(0) != CUDA_SUCCESS)
+    return (void *)2;
+  if (cuStreamSynchronize(NULL) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
+    return (void *)3;
+  return NULL;
+}
+
+static void a_launch_binds_the_primary_context_on_a_new_thread(void **state) {
+  CUmodule m;
+  CUfunction f;
+  CUcontext mine, cur = NULL;
+  pthread_t th;
+  void *rc = (void *)9;
+  (void)state;
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(pthread_create(&th, NULL, launch_on_a_new_thread, &f), 0);
+  assert_int_equal(pthread_join(th, &rc), 0);
+  assert_null(rc);
+  /* This thread's own current context is left alone by its launches. */
+  assert_int_equal(cuCtxCreate(&mine, NULL, 0, 0), CUDA_SUCCESS);
+  {
+    CUdeviceptr p;
+    uint32_t i = 1;
+    uint64_t n = 1;
+    void *args[] = {&p, &i, &n};
+    assert_int_equal(cuMemAlloc(&p, 4), CUDA_SUCCESS);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    assert_ptr_equal(cur, mine);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+  }
+  assert_int_equal(cuCtxDestroy(mine), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
 static void each_thread_gets_its_own_default_stream(void **state) {
   CUdeviceptr p;
   pthread_t th[2];
@@ -864,6 +917,7 @@ int main(void) {
       cmocka_unit_test(large_copy_is_chunked_and_intact),
       cmocka_unit_test(module_functions_and_layouts_are_local),
       cmocka_unit_test(launches_are_fire_and_forget),
+      cmocka_unit_test(a_launch_binds_the_primary_context_on_a_new_thread),
       cmocka_unit_test(launch_error_surfaces_at_next_sync),
       cmocka_unit_test(queries_return_the_daemons_answer_in_order),
       cmocka_unit_test(copies_outside_own_allocations_are_refused),
