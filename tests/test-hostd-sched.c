@@ -339,7 +339,7 @@ static void trace_says_held_and_names_kernels(void **state) {
   unlink(path);
   assert_non_null(strstr(text, "# kernel 0x000000000000002a fill_u32\n"));
   assert_null(strstr(strstr(text, "fill_u32\n") + 1, "# kernel 0x000000000000002a"));
-  assert_non_null(strstr(text, "# kernel 0x000000000000002b bad?name??#?injected\n"));
+  assert_non_null(strstr(text, "# kernel 0x000000000000002b bad?name???injected\n"));
   const char *lc = strstr(text, "\nlc 0x000000000000002a ");
   const char *be1 = strstr(text, "\nbe 0x000000000000002a ");
   assert_non_null(lc);
