@@ -337,9 +337,12 @@ static int func_rec(void *arg, const hostd_func_info_t *f) {
   rc = wire_buf_status(pbuf) ? -ENOMEM : call_func_put(&rec, c->x->out);
   if (rc == 0 && u64map_put(&c->x->t->funcs, f->handle, c->module) != 0)
     rc = -ENOMEM;
-  if (rc == 0 && c->x->t->sched &&
-      u64map_put(&c->x->t->kids, f->handle, hostd__sched_kernel_id(c->content_id, f->name)) != 0)
-    rc = -ENOMEM;
+  if (rc == 0 && c->x->t->sched) {
+    uint64_t kid = hostd__sched_kernel_id(c->content_id, f->name);
+    if (u64map_put(&c->x->t->kids, f->handle, kid) != 0)
+      rc = -ENOMEM;
+    hostd__sched_trace_kernel(kid, f->name);
+  }
   c->n++;
   c->oom = rc != 0;
   return rc;

@@ -75,6 +75,9 @@ typedef struct item {
   uint64_t total;  /* logical blocks */
   bool ptb_live;   /* a PTB launch of it is in flight: its flight frees it */
   bool orphan;     /* its tenant closed meanwhile: dropped when that launch ends */
+  uint64_t pass;   /* the scheduler pass that received it (S.pass) */
+  bool issued_any; /* a piece of it was issued */
+  bool held;       /* its first piece was issued in a later pass than `pass` */
 } item_t;
 
 struct hostd_sched_stream {
@@ -124,6 +127,7 @@ typedef struct flight {
   item_t *it;            /* PTB: the submission, which stays queued until it is whole */
   int slot;              /* PTB: control block, -1 none */
   uint64_t ev_flag;      /* PTB preempted: timed event after the flag write */
+  bool held, graph;      /* the trace's held= and graph= */
   struct flight *next;
 } flight_t;
 
@@ -142,6 +146,9 @@ static struct {
   flight_t *flights; /* scheduler thread */
   uint64_t next_submit;
   FILE *trace;
+  pthread_mutex_t namemu; /* names_done: any worker (hostd__sched_trace_kernel) */
+  u64map_t names_done;    /* kernel ids whose `# kernel` line the trace has */
+  uint64_t pass;          /* scheduler thread: loop_once calls so far */
   hostd_sched_stats_t st;
   /* PTB (scheduler thread): control blocks, the flag stream, turnarounds */
   uint64_t ctl_dev;   /* CTL_SLOTS x 16 bytes of device memory */
@@ -154,6 +161,7 @@ static struct {
   u64map_t resident; /* scheduler thread: XXH3(kernel, block, shmem) -> blocks + 1 */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER,
        .polmu = PTHREAD_MUTEX_INITIALIZER,
+       .namemu = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER,
        .done = PTHREAD_COND_INITIALIZER};
 
@@ -193,6 +201,26 @@ int hostd__sched_parse_policy(hostd_sched_config_t *cfg, const char *name) {
 
 uint64_t hostd__sched_kernel_id(uint64_t module_content_id, const char *name) {
   return XXH3_64bits_withSeed(name, strlen(name), module_content_id);
+}
+
+/* `# kernel 0xID NAME`, once per id: the name comes from a tenant, so only
+ * [A-Za-z0-9_.$] of it is written (others as '?'), at most 200 bytes. */
+void hostd__sched_trace_kernel(uint64_t kernel_id, const char *name) {
+  char clean[201];
+  uint64_t v;
+  size_t n = 0;
+  for (; name[n] && n < sizeof(clean) - 1; n++) {
+    char c = name[n];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '$';
+    clean[n] = ok ? c : '?';
+  }
+  clean[n] = 0;
+  pthread_mutex_lock(&S.namemu);
+  if (S.trace && kernel_id && n && !u64map_get(&S.names_done, kernel_id, &v) &&
+      u64map_put(&S.names_done, kernel_id, 1) == 0)
+    fprintf(S.trace, "# kernel 0x%016" PRIx64 " %s\n", kernel_id, clean);
+  pthread_mutex_unlock(&S.namemu);
 }
 
 bool hostd__sched_running(void) {
@@ -717,6 +745,7 @@ static void on_submit(item_t *it, uint64_t now) {
   if (it->kind == IT_SUBMIT)
     it->k.resident_blocks = resident_of(it);
   it->submit_id = ++S.next_submit;
+  it->pass = S.pass;
   ev.submit_id = it->submit_id;
   ev.kernel = it->k;
   fifo_push(t, it);
@@ -781,6 +810,12 @@ static void flight_add(item_t *it, const pol_action_t *a, const issued_t *is, ui
   it->t->last_submit_ns = it->submit_ns;
   f->k = it->k;
   f->form = is->form;
+  if (!it->issued_any) {
+    it->issued_any = true;
+    it->held = it->kind == IT_SUBMIT && it->pass != S.pass; /* a direct one ran already */
+  }
+  f->held = it->held;
+  f->graph = it->graph != 0;
   f->begin = a->block_begin;
   f->count = a->block_count;
   f->slot = is->slot;
@@ -1101,12 +1136,13 @@ static void trace_write(const flight_t *f, uint64_t start, uint64_t end) {
   uint64_t block_ns = waves ? (end - start) / waves : 0;
   fprintf(S.trace,
           "%s 0x%016" PRIx64 " %u,%u,%u %u,%u,%u 0 %u %" PRIu64 " %" PRIu64
-          " o%s%s # class=%s form=%s blocks=%" PRIu64 "+%" PRIu64 " submit=%" PRIu64
-          " issue=%" PRIu64 " start=%" PRIu64 " end=%" PRIu64 "\n",
+          " o%s%s # class=%s form=%s blocks=%" PRIu64 "+%" PRIu64 " held=%d graph=%d"
+          " submit=%" PRIu64 " issue=%" PRIu64 " start=%" PRIu64 " end=%" PRIu64 "\n",
           f->t->name, k->kernel_id, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
           k->block[2], k->shmem_bytes, block_ns ? block_ns : 1, f->gap_ns,
           (k->variants & POL_VAR_SLICED) ? "s" : "", (k->variants & POL_VAR_PTB) ? "p" : "",
-          f->t->cls == 0 ? "lc" : "be", forms[f->form], f->begin, f->count, f->submit_ns,
+          f->t->cls == 0 ? "lc" : "be", forms[f->form], f->begin, f->count, f->held, f->graph,
+          f->submit_ns,
           f->issue_ns, start, end);
 }
 
@@ -1271,6 +1307,7 @@ static void idle_wait(void) {
 static void loop_once(void) {
   item_t *items = inbox_take();
   uint64_t now = now_fn(), timer;
+  S.pass++;
   pthread_mutex_lock(&S.polmu);
   handle_items(items, now);
   poll_flights(now);
@@ -1398,9 +1435,12 @@ void hostd__sched_shutdown(void) {
             S.st.turn_max_ns);
   ptb_pool_free();
   hostd__var_shutdown();
+  pthread_mutex_lock(&S.namemu);
   if (S.trace)
     fclose(S.trace);
   S.trace = NULL;
+  u64map_close(&S.names_done);
+  pthread_mutex_unlock(&S.namemu);
   while (S.nev > 0)
     (void)hostd__gpu.event_del(S.evpool[--S.nev]);
   free(S.evpool);

@@ -131,6 +131,9 @@ CUresult hostd__sched_fence(hostd_sched_stream_t *s);
 /* The stable kernel id the scheduler keys profiles by: the module's
  * content id and the function's name (both survive a restart). */
 uint64_t hostd__sched_kernel_id(uint64_t module_content_id, const char *name);
+/* With --trace: writes `# kernel 0xID NAME` (the name's [A-Za-z0-9_.$]
+ * characters, others as '?') the first time kernel_id is named.  Any thread. */
+void hostd__sched_trace_kernel(uint64_t kernel_id, const char *name);
 
 /* Counters for tests and the exit line. */
 typedef struct hostd_sched_stats {

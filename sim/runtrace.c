@@ -11,6 +11,10 @@
  *   end      u64 ns, >= start        tallyd saw it end (required)
  *   form     original|sliced|ptb     how it ran (optional)
  *   blocks   B+C                     the logical blocks of this launch (optional)
+ *   held     0 | 1                   1: the policy issued the submission's first
+ *                                    piece in a later scheduler pass than the one
+ *                                    that received it (optional)
+ *   graph    0 | 1                   1: a CUDA graph launched as one unit (optional)
  *   issue    u64 ns                  tallyd issued it to the driver (optional)
  *
  * A launch tallyd did not time (no start event: LC launches are never
@@ -21,7 +25,9 @@
  * handle them.
  * All times are tallyd's CLOCK_MONOTONIC, the clock of the pair benchmark's
  * CSVs on the same machine.  Comment-only lines (`# preempt ...`, the
- * header, the turnaround summary) are skipped; `# preempt` ones counted.
+ * header, the turnaround summary, `# kernel 0xID NAME` naming a kernel id)
+ * are skipped; `# preempt` ones counted.  tallyd writes a preempted PTB
+ * launch's `# preempt` line right before that launch's own line.
  *
  * Invariants after parsing: one record per submission (the slices and PTB
  * launches of one submission, which share tenant, kernel id and submit
@@ -128,6 +134,10 @@ static int parse_comment(const char *c, size_t n, size_t line, pol_class_t *cls,
   if (comment_get(c, n, "form", &v) && !kv_is(&v, "original") && !kv_is(&v, "sliced") &&
       !kv_is(&v, "ptb"))
     return sim__line_err(err, errlen, line, "form must be original, sliced or ptb");
+  static const char *const flags[] = {"held", "graph"};
+  for (int i = 0; i < 2; i++)
+    if (comment_get(c, n, flags[i], &v) && !kv_is(&v, "0") && !kv_is(&v, "1"))
+      return sim__line_err(err, errlen, line, "%s= must be 0 or 1", flags[i]);
   return 0;
 }
 

@@ -37,7 +37,8 @@ PAIR_FILES = tests/bench/pairs/bert-b1-eager+gpt2-train.pair \
 	tests/bench/pairs/resnet50-b1-graph+resnet50-train.pair \
 	tests/bench/pairs/resnet50-b8-eager+resnet50-train.pair \
 	tests/bench/pairs/resnet50-b8-graph+resnet50-train.pair
-PAIR_SMOKE_TESTS = tests/bench/pairs/test-bench-pairs.sh tests/bench/pairs/test-sim-vs-measured.sh
+PAIR_SMOKE_TESTS = tests/bench/pairs/test-bench-pairs.sh tests/bench/pairs/test-sim-vs-measured.sh \
+	tests/bench/pairs/test-mechanisms.sh
 TESTS += $(PAIR_SMOKE_TESTS)
 EXTRA_DIST += $(PAIR_SMOKE_TESTS) scripts/bench-pairs tests/bench/README.md \
 	tests/bench/pairs/pair-lc.cu tests/bench/pairs/pair-be.cu tests/bench/pairs/pair-common.h \

@@ -13,8 +13,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -289,6 +292,68 @@ static void flush_waits_for_direct_launches(void **state) {
   pair_close(&x);
 }
 
+/* Reads the whole file at path into buf (NUL-terminated). */
+static void slurp(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = 0;
+  fclose(f);
+}
+
+/* --trace: an LC launch (direct: held=0), a BE launch the policy holds
+ * while the LC is active (held=1), one it issues at once when the LC is
+ * idle (held=0); each kernel named once, the name cleaned. */
+static void trace_says_held_and_names_kernels(void **state) {
+  hostd_sched_config_t cfg;
+  hostd_sched_stats_t st0;
+  pol_config_t pc;
+  char path[] = "/tmp/tally-sched-trace-XXXXXX", text[4096];
+  int fd = mkstemp(path);
+  pair_t x;
+  (void)state;
+  assert_true(fd >= 0);
+  close(fd);
+  pol_config_init(&pc);
+  hostd__sched_shutdown();
+  hostd__sched_config_init(&cfg);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  snprintf(cfg.trace, sizeof(cfg.trace), "%s", path);
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+  hostd__sched_trace_kernel(42, "fill_u32");
+  hostd__sched_trace_kernel(42, "fill_u32");
+  hostd__sched_trace_kernel(43, "bad name\n# injected");
+  pair_open(&x, 20);
+  hostd__sched_stats(&st0);
+  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
+  wait_stats(completed_at_least, st0.completed + 1);
+  assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS); /* held */
+  wait_stats(submitted_at_least, st0.submitted + 2);
+  vclock += pc.resume_idle_ns + 1000;
+  wait_stats(completed_at_least, st0.completed + 2);
+  assert_int_equal(launch_fill(x.bss, x.p + 32, 3, 1), CUDA_SUCCESS); /* at once */
+  wait_stats(completed_at_least, st0.completed + 3);
+  pair_close(&x);
+  hostd__sched_shutdown();
+  slurp(path, text, sizeof(text));
+  unlink(path);
+  assert_non_null(strstr(text, "# kernel 0x000000000000002a fill_u32\n"));
+  assert_null(strstr(strstr(text, "fill_u32\n") + 1, "# kernel 0x000000000000002a"));
+  assert_non_null(strstr(text, "# kernel 0x000000000000002b bad?name???injected\n"));
+  const char *lc = strstr(text, "\nlc 0x000000000000002a ");
+  const char *be1 = strstr(text, "\nbe 0x000000000000002a ");
+  assert_non_null(lc);
+  assert_non_null(be1);
+  const char *be2 = strstr(be1 + 1, "\nbe 0x000000000000002a ");
+  assert_non_null(be2);
+  assert_non_null(strstr(lc, "class=lc form=original blocks=0+1 held=0 graph=0 submit="));
+  assert_non_null(strstr(be1, "class=be form=original blocks=0+1 held=1 graph=0 submit="));
+  assert_non_null(strstr(be2, "class=be form=original blocks=0+1 held=0 graph=0 submit="));
+  hostd__sched_config_init(&cfg);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(held_launch_keeps_stream_order),
@@ -297,6 +362,7 @@ int main(void) {
       cmocka_unit_test(second_lc_tenant_is_refused),
       cmocka_unit_test(be_launches_run_in_the_partition),
       cmocka_unit_test(flush_waits_for_direct_launches),
+      cmocka_unit_test(trace_says_held_and_names_kernels),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -341,6 +341,30 @@ static void untimed_lc_lines(void **state) {
   free(text);
 }
 
+/* The optional held= and graph= fields and `# kernel` name lines (tallyd
+ * writes them) are read; a line without them (an older tallyd) still is. */
+static void optional_fields_and_names(void **state) {
+  (void)state;
+  static const char text[] =
+      "# tallyd kernel trace (tally-sim format), policy tally\n"
+      "# kernel 0x0000000000000201 _Z4stepPfi\n"
+      "be 0x201 264,1,1 128,1,1 0 0 1000 0 os # class=be form=sliced blocks=0+132 held=1 "
+      "graph=0 submit=10 issue=20 start=30 end=40\n"
+      "be 0x201 264,1,1 128,1,1 0 0 1000 0 os # class=be form=sliced blocks=132+132 held=1 "
+      "graph=0 submit=10 issue=45 start=50 end=60\n"
+      "lc 0x9 1 32 0 0 1000 0 o # class=lc form=original blocks=0+1 held=0 graph=1 "
+      "submit=70 issue=71 start=80 end=80\n"
+      "lc 0x9 1 32 0 0 1000 0 o # class=lc submit=90 start=95 end=99\n";
+  sim_runtrace_t rt;
+  char err[200] = "";
+  assert_int_equal(sim_runtrace_parse(text, sizeof(text) - 1, &rt, err, sizeof(err)), 0);
+  assert_int_equal(rt.ntenants, 2);
+  assert_int_equal(rt.pieces, 4);
+  assert_int_equal(rt.n, 3); /* the two slices are one submission */
+  assert_int_equal(rt.untimed, 1);
+  sim_runtrace_close(&rt);
+}
+
 static void expect_error(const char *text, const char *want) {
   sim_runtrace_t rt;
   char err[200] = "";
@@ -368,6 +392,10 @@ static void malformed_lines_are_named(void **state) {
                "line 2: bad grid");
   expect_error(OK "lc 0x1 1 32 0 0 1000 0 o # class=lc form=odd submit=1 start=2 end=3\n",
                "line 2: form must be");
+  expect_error(OK "lc 0x1 1 32 0 0 1000 0 o # class=lc held=2 submit=1 start=2 end=3\n",
+               "line 2: held= must be 0 or 1");
+  expect_error(OK "lc 0x1 1 32 0 0 1000 0 o # class=lc graph=yes submit=1 start=2 end=3\n",
+               "line 2: graph= must be 0 or 1");
   expect_error("# only comments\n\n", "line 2: no kernels");
   char many[2048] = "";
   for (int i = 0; i < 9; i++) {
@@ -396,6 +424,7 @@ int main(void) {
       cmocka_unit_test(wholerun_uses_the_measured_rows),
       cmocka_unit_test(untimed_lc_lines),
       cmocka_unit_test(malformed_lines_are_named),
+      cmocka_unit_test(optional_fields_and_names),
   };
   return cmocka_run_group_tests_name("sim-runtrace", tests, NULL, NULL);
 }

@@ -77,6 +77,11 @@ full() {
   # --policy is passed only to a tallyd that has it
   if "$TALLYD" --help 2>&1 | grep -q -- --policy; then
     [ "$(status "$d" cuda-ptx tallyd:tally)" = ok ] || return 1
+    # the stubs launch no kernel: tallyd:tally's trace is listed, without kernels
+    # (tests/bench/pairs/test-mechanisms.sh checks the tables on a trace that has some)
+    grep -q '^## Mechanisms per kernel (tallyd)$' "$d/report.md" &&
+      grep -A2 '^### cuda-ptx, `tallyd:tally` (raw/cuda-ptx/tallyd-tally/tallyd-trace.ktr)$' \
+        "$d/report.md" | grep -q '^No kernel lines' || { cat "$d/report.md"; return 1; }
   else
     status "$d" cuda-ptx tallyd:tally | grep -q '^failed: this tallyd has no --policy' || return 1
   fi

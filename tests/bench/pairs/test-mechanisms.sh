@@ -1,0 +1,68 @@
+#!/bin/sh
+# test-mechanisms.sh: bench-pairs' "Mechanisms per kernel (tallyd)" tables
+# (bench-pairs --mechanisms TRACE) on a handmade trace in the form tallyd
+# --trace writes: named kernels (`# kernel` lines), an LC tenant whose
+# launches are untimed, one of them a CUDA graph; a BE tenant with a sliced
+# submission (two pieces), a PTB submission preempted once and finished
+# sliced, a launch held then issued whole, one issued at once, a line of an
+# older tallyd without held=, a graph launch, and 12 more kernels so that
+# the table ends in an "others" row.  Checks the counts, GPU times, shares
+# and the rows' order.  Prints TAP.
+S=${TALLY_SRCDIR:-..}
+echo "1..1"
+if ! command -v python3 >/dev/null 2>&1; then echo "ok 1 # SKIP python3 not found"; exit 0; fi
+tmp=$(mktemp -d /tmp/tally-mechanisms-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+t=$tmp/trace.ktr
+k=' 264,1,1 128,1,1 0 0 1 0 osp # class=be'
+{
+  echo '# tallyd kernel trace (tally-sim format), policy tally'
+  echo '# kernel 0x0000000000000a01 _Z4gemmPf'
+  echo '# kernel 0x0000000000000a02 _Z4softPf'
+  echo '# kernel 0x0000000000000c01 _Z6lc_mlpPf'
+  for s in 100 300; do
+    echo "lc 0x0000000000000c01 1,1,1 32,1,1 0 0 1 0 o # class=lc form=original blocks=0+1 held=0 graph=0 submit=$s issue=$((s + 1)) start=$((s + 50)) end=$((s + 50))"
+  done
+  echo 'lc 0x0000000000000c02 1,1,1 32,1,1 0 0 1 0 o # class=lc form=original blocks=0+1 held=0 graph=1 submit=500 issue=501 start=600 end=600'
+  echo "be 0x0000000000000a01$k form=sliced blocks=0+132 held=1 graph=0 submit=1000 issue=2000 start=2000 end=3002000"
+  echo "be 0x0000000000000a01$k form=sliced blocks=132+132 held=1 graph=0 submit=1000 issue=3002001 start=3002001 end=6002001"
+  echo '# preempt tenant=be launch=9 blocks_done=10/264 turnaround_ns=1000'
+  echo "be 0x0000000000000a01$k form=ptb blocks=0+264 held=0 graph=0 submit=7000000 issue=7000001 start=7000002 end=8000002"
+  echo "be 0x0000000000000a01$k form=sliced blocks=10+254 held=0 graph=0 submit=7000000 issue=8000003 start=8000004 end=9000004"
+  echo "be 0x0000000000000a02$k form=original blocks=0+264 held=1 graph=0 submit=10000000 issue=10000100 start=10000200 end=12000200"
+  echo "be 0x0000000000000a02$k form=original blocks=0+264 held=0 graph=0 submit=13000000 issue=13000001 start=13000002 end=14000002"
+  echo "be 0x0000000000000a03$k submit=15000000 issue=15000001 start=15000002 end=16000002"
+  echo "be 0x0000000000000a04$k form=original blocks=0+1 held=0 graph=1 submit=17000000 issue=17000001 start=17000002 end=21000002"
+  i=0
+  while [ $i -lt 12 ]; do # 12 small kernels, 0.1 ms each
+    s=$((30000000 + i * 1000000))
+    echo "be 0x00000000000001$(printf %02x $i)$k form=original blocks=0+264 held=0 graph=0 submit=$s issue=$s start=$s end=$((s + 100000))"
+    i=$((i + 1))
+  done
+  echo '# preemption turnaround: n=1 p50_ns=1000 p99_ns=1000 max_ns=1000'
+} >"$t"
+run() {
+  python3 "$S/scripts/bench-pairs" --mechanisms "$t" >"$tmp/out" || return 1
+  cat "$tmp/out"
+  o=$tmp/out
+  # LC: untimed, 2 whole at once + 1 graph; its table is LC first
+  grep -q '^\*\*LC\*\* (`lc`): 3 launches (whole, issued at once 2, CUDA graph 1); no GPU time recorded' "$o" &&
+    grep -q '^| `_Z6lc_mlpPf (00000c01)` | 2 | - | 2 |  |  |$' "$o" &&
+    grep -q '^| `CUDA graph 0x0000000000000c02` | 1 | - |  | 1 |  |$' "$o" &&
+    [ "$(grep -n '^\*\*LC' "$o" | cut -d: -f1)" -lt "$(grep -n '^\*\*BE' "$o" | cut -d: -f1)" ] || return 1
+  # BE: 18 submissions, 17.2 ms; shares of GPU time per form
+  grep -q '^\*\*BE\*\* (`be`): 18 launches (whole, issued at once 13, held, then whole 1, whole (held not recorded) 1, sliced 1, PTB 1, CUDA graph 1); 17.2 ms of GPU time: whole, issued at once 13%, held, then whole 12%, whole (held not recorded) 6%, sliced 35%, PTB 12%, CUDA graph 23%\.$' "$o" &&
+    grep -q '^| kernel | launches | GPU ms | whole, issued at once | held, then whole | whole (held not recorded) | sliced | PTB | CUDA graph | preempted |$' "$o" &&
+    grep -q '^| `_Z4gemmPf (00000a01)` | 2 | 8.0 |  |  |  | 1 (2.0 pieces) | 1 |  | 1 |$' "$o" &&
+    grep -q '^| `CUDA graph 0x0000000000000a04` | 1 | 4.0 |  |  |  |  |  | 1 |  |$' "$o" &&
+    grep -q '^| `_Z4softPf (00000a02)` | 2 | 3.0 | 1 | 1 |  |  |  |  |  |$' "$o" &&
+    grep -q '^| `0x0000000000000a03` | 1 | 1.0 |  |  | 1 |  |  |  |  |$' "$o" &&
+    grep -q '^| `others (6 kernels)` | 6 | 0.6 | 6 |  |  |  |  |  |  |$' "$o" || return 1
+  # the top 10 by GPU time, then others: 10 + 1 kernel rows for the BE
+  [ "$(sed -n '/^\*\*BE/,$p' "$o" | grep -c '^| `')" = 11 ] || return 1
+  # a trace without kernels says so
+  echo '# tallyd kernel trace (tally-sim format), policy tally' >"$tmp/empty.ktr"
+  python3 "$S/scripts/bench-pairs" --mechanisms "$tmp/empty.ktr" | grep -q '^No kernel lines'
+}
+if run >"$tmp/log" 2>&1; then echo "ok 1 - mechanisms per kernel from a handmade tallyd trace"; else
+  echo "not ok 1 - mechanisms per kernel from a handmade tallyd trace"; sed 's/^/# /' "$tmp/log"; fi
