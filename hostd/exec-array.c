@@ -48,31 +48,12 @@ static tarray_t *array_of(const hostd_tenant_t *t, uint64_t h) {
   return h && u64map_get(&t->arrays, h, &v) ? (tarray_t *)(uintptr_t)v : NULL;
 }
 
-/* Bytes of one element of format f (one channel); 0: not offered. */
-static unsigned format_bytes(uint32_t f) {
-  switch (f) {
-  case CU_AD_FORMAT_UNSIGNED_INT8:
-  case CU_AD_FORMAT_SIGNED_INT8:
-    return 1;
-  case CU_AD_FORMAT_UNSIGNED_INT16:
-  case CU_AD_FORMAT_SIGNED_INT16:
-  case CU_AD_FORMAT_HALF:
-    return 2;
-  case CU_AD_FORMAT_UNSIGNED_INT32:
-  case CU_AD_FORMAT_SIGNED_INT32:
-  case CU_AD_FORMAT_FLOAT:
-    return 4;
-  default:
-    return 0;
-  }
-}
-
 static bool channels_ok(uint32_t c) {
   return c == 1 || c == 2 || c == 4;
 }
 
 CUresult hostd__exec_array_new(hostd_tenant_t *t, wire_buf_t *out, const call_array_new_req_t *q) {
-  unsigned eb = format_bytes(q->format);
+  unsigned eb = hostd__array_elem_bytes(q->format);
   tarray_t *a;
   uint64_t h = 0;
   CUresult r;
@@ -213,7 +194,7 @@ CUresult hostd__exec_array_copy(hostd_tenant_t *t, wire_buf_t *out,
 /* The resource of a texture: the tenant's array, or its linear memory. */
 static CUresult tex_resource(const hostd_tenant_t *t, const call_tex_new_req_t *q,
                              CUDA_RESOURCE_DESC *res) {
-  unsigned eb = format_bytes(q->format);
+  unsigned eb = hostd__array_elem_bytes(q->format);
   uint64_t n;
   memset(res, 0, sizeof(*res));
   res->resType = (CUresourcetype)q->rtype;

@@ -2380,27 +2380,9 @@ static rec_array_t *array_find(uint64_t h) {
   return NULL;
 }
 
-static unsigned format_bytes(CUarray_format f) {
-  switch (f) {
-  case CU_AD_FORMAT_UNSIGNED_INT8:
-  case CU_AD_FORMAT_SIGNED_INT8:
-    return 1;
-  case CU_AD_FORMAT_UNSIGNED_INT16:
-  case CU_AD_FORMAT_SIGNED_INT16:
-  case CU_AD_FORMAT_HALF:
-    return 2;
-  case CU_AD_FORMAT_UNSIGNED_INT32:
-  case CU_AD_FORMAT_SIGNED_INT32:
-  case CU_AD_FORMAT_FLOAT:
-    return 4;
-  default:
-    return 0;
-  }
-}
-
 static CUresult rec_array_new(uint64_t *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
   LIVE(0);
-  unsigned eb = format_bytes(d->Format);
+  unsigned eb = hostd__array_elem_bytes(d->Format);
   uint64_t row = (uint64_t)d->Width * eb * d->NumChannels, rows = d->Height ? d->Height : 1;
   uint64_t slices = d->Depth ? d->Depth : 1, n;
   rec_array_t *a;
