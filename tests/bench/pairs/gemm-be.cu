@@ -9,9 +9,7 @@
  *
  *   gemm-be --out CSV [--size 8192] [--warmup 5] [--ready FILE] [--max-seconds 600]
  */
-#include "pair-common.h"
-
-#include <cublas_v2.h>
+#include "gemm-common.h"
 
 int main(int argc, char **argv) {
   pair_prog = "gemm-be";
@@ -31,7 +29,7 @@ int main(int argc, char **argv) {
     pair_usage(usage);
   pair_catch_stop();
   void *a, *b, *c;
-  pair_bf16_operands((size_t)size * size, &a, &b, &c);
+  pair_gemm_operands(size, &a, &b, &c);
   cudaStream_t s;
   cudaEvent_t ev[2];
   cublasHandle_t h;
@@ -40,11 +38,8 @@ int main(int argc, char **argv) {
     PAIR_CHECK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
   PAIR_BLAS_CHECK(cublasCreate(&h));
   PAIR_BLAS_CHECK(cublasSetStream(h, s));
-  float one = 1, zero = 0;
   auto launch = [&](int k) {
-    PAIR_BLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, size, size, size, &one, a,
-                                 CUDA_R_16BF, size, b, CUDA_R_16BF, size, &zero, c, CUDA_R_16BF,
-                                 size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    pair_gemm(h, size, a, b, c);
     PAIR_CHECK(cudaEventRecord(ev[k & 1], s));
   };
   for (int i = 0; i < warmup; i++) {

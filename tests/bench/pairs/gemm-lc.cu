@@ -8,9 +8,7 @@
  *
  *   gemm-lc --arrivals FILE --out CSV [--gemms 8] [--size 2048] [--warmup 20] [--deadline-s S]
  */
-#include "pair-common.h"
-
-#include <cublas_v2.h>
+#include "gemm-common.h"
 
 int main(int argc, char **argv) {
   pair_prog = "gemm-lc";
@@ -31,18 +29,15 @@ int main(int argc, char **argv) {
     pair_usage(usage);
   std::vector<uint64_t> off = pair_read_offsets(arrivals);
   void *a, *b, *c;
-  pair_bf16_operands((size_t)size * size, &a, &b, &c);
+  pair_gemm_operands(size, &a, &b, &c);
   cudaStream_t s;
   cublasHandle_t h;
   PAIR_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   PAIR_BLAS_CHECK(cublasCreate(&h));
   PAIR_BLAS_CHECK(cublasSetStream(h, s));
-  float one = 1, zero = 0;
   auto request = [&]() {
     for (int g = 0; g < gemms; g++)
-      PAIR_BLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, size, size, size, &one, a,
-                                   CUDA_R_16BF, size, b, CUDA_R_16BF, size, &zero, c,
-                                   CUDA_R_16BF, size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      pair_gemm(h, size, a, b, c);
     PAIR_CHECK(cudaStreamSynchronize(s));
   };
   for (int i = 0; i < warmup; i++)

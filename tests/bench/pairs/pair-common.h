@@ -8,7 +8,8 @@
  * apart); this header holds the device timer read, the option parser and
  * what the LC programs (pair-lc.cu, gemm-lc.cu) and the BE programs
  * (pair-be.cu, gemm-be.cu) share: arrivals, the serving loop, the
- * launch-and-observe loop, the stop signals, the ready file and the CSVs.
+ * launch-and-observe loop, the stop signals, the ready file and the CSVs
+ * (the GEMM pair's cuBLAS part: gemm-common.h).
  */
 #ifndef TALLY_PAIR_COMMON_H
 #define TALLY_PAIR_COMMON_H
@@ -111,27 +112,6 @@ static inline void pair_parse(int argc, char **argv, const pair_opt *opts, const
     else
       *o->inum = (int)pair_num(o->name, v);
   }
-}
-
-/* Exits 1 with a message when a cuBLAS call fails (used by the GEMM pair;
- * expands only where used, so this header needs no cuBLAS). */
-#define PAIR_BLAS_CHECK(call)                                                                 \
-  do {                                                                                        \
-    cublasStatus_t s_ = (call);                                                               \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-      fprintf(stderr, "%s: %s failed: %d\n", pair_prog, #call, (int)s_);                      \
-      exit(1);                                                                                \
-    }                                                                                         \
-  } while (0)
-
-/* Three device buffers of n bf16 values each (*a, *b, *c of a GEMM); a and
- * b filled with the byte 0x3c (every value about 0.0115). */
-static inline void pair_bf16_operands(size_t n, void **a, void **b, void **c) {
-  PAIR_CHECK(cudaMalloc(a, n * 2));
-  PAIR_CHECK(cudaMalloc(b, n * 2));
-  PAIR_CHECK(cudaMalloc(c, n * 2));
-  PAIR_CHECK(cudaMemset(*a, 0x3c, n * 2));
-  PAIR_CHECK(cudaMemset(*b, 0x3c, n * 2));
 }
 
 /* ---- the latency-critical programs ---- */
