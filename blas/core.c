@@ -347,20 +347,22 @@ out:
   return v;
 }
 
-void tblas_time_begin(const tblas_call_t *c, CUstream stream) {
+/* Records c's timing event `which` (0 before the whole run, 1 after) on
+ * stream; a failed record leaves the run untimed. */
+static void time_mark(const tblas_call_t *c, CUstream stream, int which) {
   pthread_mutex_lock(&lock);
   if (c->slot >= 0 && S.prof[c->slot].timing &&
-      drv.event_record(S.prof[c->slot].ev[0], stream) != CUDA_SUCCESS)
+      drv.event_record(S.prof[c->slot].ev[which], stream) != CUDA_SUCCESS)
     S.prof[c->slot].timing = 0;
   pthread_mutex_unlock(&lock);
 }
 
+void tblas_time_begin(const tblas_call_t *c, CUstream stream) {
+  time_mark(c, stream, 0);
+}
+
 void tblas_time_end(const tblas_call_t *c, CUstream stream) {
-  pthread_mutex_lock(&lock);
-  if (c->slot >= 0 && S.prof[c->slot].timing &&
-      drv.event_record(S.prof[c->slot].ev[1], stream) != CUDA_SUCCESS)
-    S.prof[c->slot].timing = 0;
-  pthread_mutex_unlock(&lock);
+  time_mark(c, stream, 1);
 }
 
 /* ---- the cost model and planning ---- */

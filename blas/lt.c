@@ -169,27 +169,26 @@ static bool in(const int *set, size_t n, int v) {
   return false;
 }
 
-/* An attribute is "set" when reading it answers otherwise than it does on
- * a fresh object (status, size or bytes). */
-static bool same_desc_attr(cublasLtMatmulDesc_t x, cublasLtMatmulDesc_t y, int a) {
-  unsigned char bx[64], by[64];
-  size_t wx = 0, wy = 0;
-  cublasStatus_t rx, ry;
-  memset(bx, 0, sizeof(bx));
-  memset(by, 0, sizeof(by));
-  rx = lt.desc_get(x, (cublasLtMatmulDescAttributes_t)a, bx, sizeof(bx), &wx);
-  ry = lt.desc_get(y, (cublasLtMatmulDescAttributes_t)a, by, sizeof(by), &wy);
-  return rx == ry && wx == wy && memcmp(bx, by, sizeof(bx)) == 0;
+/* The two attribute readers under one type, so that one comparison serves
+ * descriptors and layouts (both handles point to opaque objects). */
+typedef cublasStatus_t (*attr_get_fn)(void *o, int a, void *v, size_t size, size_t *w);
+static cublasStatus_t desc_attr(void *o, int a, void *v, size_t size, size_t *w) {
+  return lt.desc_get((cublasLtMatmulDesc_t)o, (cublasLtMatmulDescAttributes_t)a, v, size, w);
+}
+static cublasStatus_t layout_attr(void *o, int a, void *v, size_t size, size_t *w) {
+  return lt.layout_get((cublasLtMatrixLayout_t)o, (cublasLtMatrixLayoutAttribute_t)a, v, size, w);
 }
 
-static bool same_layout_attr(cublasLtMatrixLayout_t x, cublasLtMatrixLayout_t y, int a) {
+/* An attribute is "set" when reading it answers otherwise than it does on
+ * a fresh object (status, size or bytes). */
+static bool same_attr(attr_get_fn get, void *x, void *y, int a) {
   unsigned char bx[64], by[64];
   size_t wx = 0, wy = 0;
   cublasStatus_t rx, ry;
   memset(bx, 0, sizeof(bx));
   memset(by, 0, sizeof(by));
-  rx = lt.layout_get(x, (cublasLtMatrixLayoutAttribute_t)a, bx, sizeof(bx), &wx);
-  ry = lt.layout_get(y, (cublasLtMatrixLayoutAttribute_t)a, by, sizeof(by), &wy);
+  rx = get(x, a, bx, sizeof(bx), &wx);
+  ry = get(y, a, by, sizeof(by), &wy);
   return rx == ry && wx == wy && memcmp(bx, by, sizeof(bx)) == 0;
 }
 
@@ -211,7 +210,7 @@ static bool nothing_unknown(cublasLtMatmulDesc_t d, int32_t compute, int32_t sca
     return false;
   for (int a = 0; a < ATTR_SCAN; a++)
     if (!in(desc_known, sizeof(desc_known) / sizeof(desc_known[0]), a) &&
-        !same_desc_attr(d, &fresh_d, a))
+        !same_attr(desc_attr, d, &fresh_d, a))
       return false;
   for (int i = 0; i < 4; i++) {
     if (lt.layout_init(&fresh_l, sizeof(fresh_l), (cudaDataType)lo[i].type, lo[i].rows,
@@ -219,7 +218,7 @@ static bool nothing_unknown(cublasLtMatmulDesc_t d, int32_t compute, int32_t sca
       return false;
     for (int a = 0; a < ATTR_SCAN; a++)
       if (!in(layout_known, sizeof(layout_known) / sizeof(layout_known[0]), a) &&
-          !same_layout_attr(l[i], &fresh_l, a))
+          !same_attr(layout_attr, l[i], &fresh_l, a))
         return false;
   }
   return true;

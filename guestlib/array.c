@@ -278,35 +278,21 @@ static CUresult copy1(side_t src, side_t dst, size_t n, uint64_t s, int async) {
   return array_copy(&src, &dst, n, 1, 1, s, async);
 }
 
-#define PTDS(name, params, call)                                                                   \
-  GUEST_EXPORT CUresult name params {                                                              \
-    return call(0);                                                                                \
-  }                                                                                                \
-  GUEST_EXPORT CUresult name##_ptds params {                                                       \
-    return call(1);                                                                                \
-  }
-#define PTSZ(name, params, call)                                                                   \
-  GUEST_EXPORT CUresult name params {                                                              \
-    return call(0);                                                                                \
-  }                                                                                                \
-  GUEST_EXPORT CUresult name##_ptsz params {                                                       \
-    return call(1);                                                                                \
-  }
-
 #define HTOA(pt) copy1(host1(src, n), arr1(dst, off, n), n, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpyHtoA_v2, (CUarray dst, size_t off, const void *src, size_t n), HTOA)
+GUEST_PTDS(cuMemcpyHtoA_v2, (CUarray dst, size_t off, const void *src, size_t n), HTOA)
 #define ATOH(pt) copy1(arr1(src, off, n), host1(dst, n), n, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpyAtoH_v2, (void *dst, CUarray src, size_t off, size_t n), ATOH)
+GUEST_PTDS(cuMemcpyAtoH_v2, (void *dst, CUarray src, size_t off, size_t n), ATOH)
 #define ATOD(pt) copy1(arr1(src, off, n), dev1(dst, n), n, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpyAtoD_v2, (CUdeviceptr dst, CUarray src, size_t off, size_t n), ATOD)
+GUEST_PTDS(cuMemcpyAtoD_v2, (CUdeviceptr dst, CUarray src, size_t off, size_t n), ATOD)
 #define DTOA(pt) copy1(dev1(src, n), arr1(dst, off, n), n, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpyDtoA_v2, (CUarray dst, size_t off, CUdeviceptr src, size_t n), DTOA)
+GUEST_PTDS(cuMemcpyDtoA_v2, (CUarray dst, size_t off, CUdeviceptr src, size_t n), DTOA)
 #define ATOA(pt) copy1(arr1(src, soff, n), arr1(dst, doff, n), n, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpyAtoA_v2, (CUarray dst, size_t doff, CUarray src, size_t soff, size_t n), ATOA)
+GUEST_PTDS(cuMemcpyAtoA_v2, (CUarray dst, size_t doff, CUarray src, size_t soff, size_t n), ATOA)
 #define HTOAA(pt) copy1(host1(src, n), arr1(dst, off, n), n, guest__stream(s, pt), 1)
-PTSZ(cuMemcpyHtoAAsync_v2, (CUarray dst, size_t off, const void *src, size_t n, CUstream s), HTOAA)
+GUEST_PTSZ(cuMemcpyHtoAAsync_v2, (CUarray dst, size_t off, const void *src, size_t n, CUstream s),
+           HTOAA)
 #define ATOHA(pt) copy1(arr1(src, off, n), host1(dst, n), n, guest__stream(s, pt), 1)
-PTSZ(cuMemcpyAtoHAsync_v2, (void *dst, CUarray src, size_t off, size_t n, CUstream s), ATOHA)
+GUEST_PTSZ(cuMemcpyAtoHAsync_v2, (void *dst, CUarray src, size_t off, size_t n, CUstream s), ATOHA)
 
 /* ---- texture and surface objects ---- */
 

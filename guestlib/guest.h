@@ -28,6 +28,19 @@
  * elsewhere), so tenant programs' own zstd/xxHash never collide with ours. */
 #define GUEST_EXPORT __attribute__((visibility("default")))
 
+/* An entry point and its per-thread-default-stream twin (name##_ptds, or
+ * name##_ptsz for the async forms): `call(pt)` is their body, pt 1 in the
+ * twin (guest__stream then reads stream 0 as the thread's own). */
+#define GUEST_PT_TWINS(name, twin, params, call)                                                   \
+  GUEST_EXPORT CUresult name params {                                                              \
+    return call(0);                                                                                \
+  }                                                                                                \
+  GUEST_EXPORT CUresult twin params {                                                              \
+    return call(1);                                                                                \
+  }
+#define GUEST_PTDS(name, params, call) GUEST_PT_TWINS(name, name##_ptds, params, call)
+#define GUEST_PTSZ(name, params, call) GUEST_PT_TWINS(name, name##_ptsz, params, call)
+
 /* Driver version we report: CUDA 13.0. */
 #define GUEST_DRIVER_VERSION 13000
 

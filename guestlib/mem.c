@@ -352,46 +352,33 @@ static CUresult copy_any(uint64_t dst, uint64_t src, size_t n, uint64_t s, int a
   return CUDA_SUCCESS;
 }
 
-#define PTDS(name, params, call)                                                                   \
-  GUEST_EXPORT CUresult name params {                                                              \
-    return call(0);                                                                                \
-  }                                                                                                \
-  GUEST_EXPORT CUresult name##_ptds params {                                                       \
-    return call(1);                                                                                \
-  }
-#define PTSZ(name, params, call)                                                                   \
-  GUEST_EXPORT CUresult name params {                                                              \
-    return call(0);                                                                                \
-  }                                                                                                \
-  GUEST_EXPORT CUresult name##_ptsz params {                                                       \
-    return call(1);                                                                                \
-  }
-
 /* Stream-ordered allocation and pools: vmm.c. */
 
 #define HTOD(pt) htod(dst, src, n, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), HTOD)
+GUEST_PTDS(cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), HTOD)
 #define DTOH(pt) dtoh(dst, src, n, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n), DTOH)
+GUEST_PTDS(cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n), DTOH)
 #define DTOD(pt) dtod(dst, src, n, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), DTOD)
+GUEST_PTDS(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), DTOD)
 #define ANY(pt) copy_any(dst, src, n, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), ANY)
+GUEST_PTDS(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), ANY)
 #define HTODA(pt) htod(dst, src, n, guest__stream(s, pt), 1)
-PTSZ(cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void *src, size_t n, CUstream s), HTODA)
+GUEST_PTSZ(cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void *src, size_t n, CUstream s), HTODA)
 #define DTOHA(pt) dtoh(dst, src, n, guest__stream(s, pt), 1)
-PTSZ(cuMemcpyDtoHAsync_v2, (void *dst, CUdeviceptr src, size_t n, CUstream s), DTOHA)
+GUEST_PTSZ(cuMemcpyDtoHAsync_v2, (void *dst, CUdeviceptr src, size_t n, CUstream s), DTOHA)
 #define DTODA(pt) dtod(dst, src, n, guest__stream(s, pt), 1)
-PTSZ(cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), DTODA)
+GUEST_PTSZ(cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), DTODA)
 #define ANYA(pt) copy_any(dst, src, n, guest__stream(s, pt), 1)
-PTSZ(cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), ANYA)
+GUEST_PTSZ(cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), ANYA)
 
 /* Peer copies: a tenant sees one device, so both contexts name it. */
 #define PEER(pt) dtod(dst, src, n, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpyPeer, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n), PEER)
+GUEST_PTDS(cuMemcpyPeer, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n),
+           PEER)
 #define PEERA(pt) dtod(dst, src, n, guest__stream(s, pt), 1)
-PTSZ(cuMemcpyPeerAsync,
-     (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream s), PEERA)
+GUEST_PTSZ(cuMemcpyPeerAsync,
+           (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream s),
+           PEERA)
 
 /* ---- 2D / 3D copies (with an array side: array.c) ---- */
 
@@ -477,14 +464,14 @@ static CUresult copy3d(const CUDA_MEMCPY3D *c, uint64_t s, int async) {
 }
 
 #define C2D(pt) copy2d(c, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpy2D_v2, (const CUDA_MEMCPY2D *c), C2D)
-PTDS(cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *c), C2D)
+GUEST_PTDS(cuMemcpy2D_v2, (const CUDA_MEMCPY2D *c), C2D)
+GUEST_PTDS(cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *c), C2D)
 #define C2DA(pt) copy2d(c, guest__stream(s, pt), 1)
-PTSZ(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *c, CUstream s), C2DA)
+GUEST_PTSZ(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *c, CUstream s), C2DA)
 #define C3D(pt) copy3d(c, guest__stream(NULL, pt), 0)
-PTDS(cuMemcpy3D_v2, (const CUDA_MEMCPY3D *c), C3D)
+GUEST_PTDS(cuMemcpy3D_v2, (const CUDA_MEMCPY3D *c), C3D)
 #define C3DA(pt) copy3d(c, guest__stream(s, pt), 1)
-PTSZ(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *c, CUstream s), C3DA)
+GUEST_PTSZ(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *c, CUstream s), C3DA)
 
 /* ---- memsets ---- */
 
@@ -502,17 +489,17 @@ static CUresult memset_any(uint64_t p, uint32_t value, uint32_t elem, size_t cou
 }
 
 #define MS8(pt) memset_any(p, v, 1, n, guest__stream(NULL, pt), 0)
-PTDS(cuMemsetD8_v2, (CUdeviceptr p, unsigned char v, size_t n), MS8)
+GUEST_PTDS(cuMemsetD8_v2, (CUdeviceptr p, unsigned char v, size_t n), MS8)
 #define MS16(pt) memset_any(p, v, 2, n, guest__stream(NULL, pt), 0)
-PTDS(cuMemsetD16_v2, (CUdeviceptr p, unsigned short v, size_t n), MS16)
+GUEST_PTDS(cuMemsetD16_v2, (CUdeviceptr p, unsigned short v, size_t n), MS16)
 #define MS32(pt) memset_any(p, v, 4, n, guest__stream(NULL, pt), 0)
-PTDS(cuMemsetD32_v2, (CUdeviceptr p, unsigned int v, size_t n), MS32)
+GUEST_PTDS(cuMemsetD32_v2, (CUdeviceptr p, unsigned int v, size_t n), MS32)
 #define MS8A(pt) memset_any(p, v, 1, n, guest__stream(s, pt), 1)
-PTSZ(cuMemsetD8Async, (CUdeviceptr p, unsigned char v, size_t n, CUstream s), MS8A)
+GUEST_PTSZ(cuMemsetD8Async, (CUdeviceptr p, unsigned char v, size_t n, CUstream s), MS8A)
 #define MS16A(pt) memset_any(p, v, 2, n, guest__stream(s, pt), 1)
-PTSZ(cuMemsetD16Async, (CUdeviceptr p, unsigned short v, size_t n, CUstream s), MS16A)
+GUEST_PTSZ(cuMemsetD16Async, (CUdeviceptr p, unsigned short v, size_t n, CUstream s), MS16A)
 #define MS32A(pt) memset_any(p, v, 4, n, guest__stream(s, pt), 1)
-PTSZ(cuMemsetD32Async, (CUdeviceptr p, unsigned int v, size_t n, CUstream s), MS32A)
+GUEST_PTSZ(cuMemsetD32Async, (CUdeviceptr p, unsigned int v, size_t n, CUstream s), MS32A)
 
 /* 2D memsets: one memset per row. */
 static CUresult memset2d(uint64_t p, size_t pitch, uint32_t v, uint32_t elem, size_t w, size_t h,
@@ -526,15 +513,17 @@ static CUresult memset2d(uint64_t p, size_t pitch, uint32_t v, uint32_t elem, si
 }
 
 #define M2D8(pt) memset2d(p, pitch, v, 1, w, h, guest__stream(NULL, pt), 0)
-PTDS(cuMemsetD2D8_v2, (CUdeviceptr p, size_t pitch, unsigned char v, size_t w, size_t h), M2D8)
+GUEST_PTDS(cuMemsetD2D8_v2, (CUdeviceptr p, size_t pitch, unsigned char v, size_t w, size_t h),
+           M2D8)
 #define M2D32(pt) memset2d(p, pitch, v, 4, w, h, guest__stream(NULL, pt), 0)
-PTDS(cuMemsetD2D32_v2, (CUdeviceptr p, size_t pitch, unsigned int v, size_t w, size_t h), M2D32)
+GUEST_PTDS(cuMemsetD2D32_v2, (CUdeviceptr p, size_t pitch, unsigned int v, size_t w, size_t h),
+           M2D32)
 #define M2D8A(pt) memset2d(p, pitch, v, 1, w, h, guest__stream(s, pt), 1)
-PTSZ(cuMemsetD2D8Async,
-     (CUdeviceptr p, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s), M2D8A)
+GUEST_PTSZ(cuMemsetD2D8Async,
+           (CUdeviceptr p, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s), M2D8A)
 #define M2D32A(pt) memset2d(p, pitch, v, 4, w, h, guest__stream(s, pt), 1)
-PTSZ(cuMemsetD2D32Async,
-     (CUdeviceptr p, size_t pitch, unsigned int v, size_t w, size_t h, CUstream s), M2D32A)
+GUEST_PTSZ(cuMemsetD2D32Async,
+           (CUdeviceptr p, size_t pitch, unsigned int v, size_t w, size_t h, CUstream s), M2D32A)
 
 /* ---- pointer attributes of the tenant's own allocations ---- */
 

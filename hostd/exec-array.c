@@ -48,31 +48,12 @@ static tarray_t *array_of(const hostd_tenant_t *t, uint64_t h) {
   return h && u64map_get(&t->arrays, h, &v) ? (tarray_t *)(uintptr_t)v : NULL;
 }
 
-/* Bytes of one element of format f (one channel); 0: not offered. */
-static unsigned format_bytes(uint32_t f) {
-  switch (f) {
-  case CU_AD_FORMAT_UNSIGNED_INT8:
-  case CU_AD_FORMAT_SIGNED_INT8:
-    return 1;
-  case CU_AD_FORMAT_UNSIGNED_INT16:
-  case CU_AD_FORMAT_SIGNED_INT16:
-  case CU_AD_FORMAT_HALF:
-    return 2;
-  case CU_AD_FORMAT_UNSIGNED_INT32:
-  case CU_AD_FORMAT_SIGNED_INT32:
-  case CU_AD_FORMAT_FLOAT:
-    return 4;
-  default:
-    return 0;
-  }
-}
-
 static bool channels_ok(uint32_t c) {
   return c == 1 || c == 2 || c == 4;
 }
 
 CUresult hostd__exec_array_new(hostd_tenant_t *t, wire_buf_t *out, const call_array_new_req_t *q) {
-  unsigned eb = format_bytes(q->format);
+  unsigned eb = hostd__array_elem_bytes(q->format);
   tarray_t *a;
   uint64_t h = 0;
   CUresult r;
@@ -210,10 +191,24 @@ CUresult hostd__exec_array_copy(hostd_tenant_t *t, wire_buf_t *out,
   return r;
 }
 
+/* Destroys object h of kind k (OBJ_TEX, OBJ_SURF) on the GPU. */
+static CUresult obj_gpu_del(uint64_t h, uint64_t k) {
+  return k == OBJ_TEX ? hostd__gpu.tex_del(h) : hostd__gpu.surf_del(h);
+}
+
+/* Records the new object h of kind k as the tenant's; destroys it when it
+ * cannot. */
+static CUresult obj_keep(hostd_tenant_t *t, uint64_t h, uint64_t k) {
+  if (u64map_put(&t->texs, h, k) == 0)
+    return CUDA_SUCCESS;
+  (void)obj_gpu_del(h, k);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* The resource of a texture: the tenant's array, or its linear memory. */
 static CUresult tex_resource(const hostd_tenant_t *t, const call_tex_new_req_t *q,
                              CUDA_RESOURCE_DESC *res) {
-  unsigned eb = format_bytes(q->format);
+  unsigned eb = hostd__array_elem_bytes(q->format);
   uint64_t n;
   memset(res, 0, sizeof(*res));
   res->resType = (CUresourcetype)q->rtype;
@@ -276,12 +271,9 @@ CUresult hostd__exec_tex_new(hostd_tenant_t *t, wire_buf_t *out, const call_tex_
   view.width = q->v_width, view.height = q->v_height, view.depth = q->v_depth;
   view.firstMipmapLevel = q->v_first_mip, view.lastMipmapLevel = q->v_last_mip;
   view.firstLayer = q->v_first_layer, view.lastLayer = q->v_last_layer;
-  if ((r = hostd__gpu.tex_new(&h, &res, &tex, q->has_view ? &view : NULL)) != CUDA_SUCCESS)
+  if ((r = hostd__gpu.tex_new(&h, &res, &tex, q->has_view ? &view : NULL)) != CUDA_SUCCESS ||
+      (r = obj_keep(t, h, OBJ_TEX)) != CUDA_SUCCESS)
     return r;
-  if (u64map_put(&t->texs, h, OBJ_TEX) != 0) {
-    (void)hostd__gpu.tex_del(h);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
   call_tex_new_rep_t rep = {.tex = h};
   (void)call_tex_new_rep_put(&rep, out);
   return CUDA_SUCCESS;
@@ -294,7 +286,7 @@ static CUresult obj_del(hostd_tenant_t *t, uint64_t h, uint64_t k) {
   if (!h || !u64map_get(&t->texs, h, &v) || v != k)
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS ||
-      (r = k == OBJ_TEX ? hostd__gpu.tex_del(h) : hostd__gpu.surf_del(h)) != CUDA_SUCCESS)
+      (r = obj_gpu_del(h, k)) != CUDA_SUCCESS)
     return r;
   u64map_del(&t->texs, h);
   return CUDA_SUCCESS;
@@ -310,12 +302,9 @@ CUresult hostd__exec_surf_new(hostd_tenant_t *t, wire_buf_t *out, const call_sur
   CUresult r;
   if (!array_of(t, q->array))
     return CUDA_ERROR_INVALID_HANDLE;
-  if ((r = hostd__gpu.surf_new(&h, q->array)) != CUDA_SUCCESS)
+  if ((r = hostd__gpu.surf_new(&h, q->array)) != CUDA_SUCCESS ||
+      (r = obj_keep(t, h, OBJ_SURF)) != CUDA_SUCCESS)
     return r;
-  if (u64map_put(&t->texs, h, OBJ_SURF) != 0) {
-    (void)hostd__gpu.surf_del(h);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
   call_surf_new_rep_t rep = {.surf = h};
   (void)call_surf_new_rep_put(&rep, out);
   return CUDA_SUCCESS;
@@ -330,7 +319,7 @@ void hostd__array_release(hostd_tenant_t *t, bool gpu) {
   for (size_t i = 0; gpu && i < t->texs.cap; i++) {
     uint64_t h = t->texs.keys[i];
     if (h)
-      (void)(t->texs.vals[i] == OBJ_TEX ? hostd__gpu.tex_del(h) : hostd__gpu.surf_del(h));
+      (void)obj_gpu_del(h, t->texs.vals[i]);
   }
   for (size_t i = 0; i < t->arrays.cap; i++) {
     tarray_t *a = (tarray_t *)(uintptr_t)t->arrays.vals[i];

@@ -398,16 +398,35 @@ static CUresult rec_thread_enter(void) {
   return CUDA_SUCCESS;
 }
 
-/* Every allocation (cuMemAlloc or cuMemCreate) is backed by host memory, so
- * the recording device models a small GPU: at most 1 GiB per allocation and
- * 4 GiB in all.  Tests never need more, and a fuzzed size (fuzz-hostd-exec
- * asked for 3.9 GB) gets the driver's CUDA_ERROR_OUT_OF_MEMORY instead of
- * exhausting the host. */
-static int over_budget(uint64_t size) {
+/* Every allocation (cuMemAlloc, cuMemCreate or a CUDA array) is backed by
+ * host memory, so the recording device models a small GPU: at most 1 GiB
+ * per allocation and 4 GiB in all.  Tests never need more, and a fuzzed size
+ * (fuzz-hostd-exec asked for 3.9 GB) gets the driver's
+ * CUDA_ERROR_OUT_OF_MEMORY instead of exhausting the host.
+ *
+ * backing_new: n zeroed bytes standing for n bytes of device memory, counted
+ * in used_bytes; NULL (nothing counted) when over the budget or out of host
+ * memory.  backing_free (lock held) gives them back. */
+static uint8_t *backing_new(uint64_t n) {
+  uint8_t *b;
   pthread_mutex_lock(&lock);
-  int over = size > (1ull << 30) || used_bytes + size > (4ull << 30);
+  bool over = n > (1ull << 30) || used_bytes + n > (4ull << 30);
+  if (!over)
+    used_bytes += n;
   pthread_mutex_unlock(&lock);
-  return over;
+  if (over)
+    return NULL;
+  if (!(b = calloc(1, n ? n : 1))) {
+    pthread_mutex_lock(&lock);
+    used_bytes -= n;
+    pthread_mutex_unlock(&lock);
+  }
+  return b;
+}
+
+static void backing_free(uint8_t *b, uint64_t n) {
+  used_bytes -= n;
+  free(b);
 }
 
 static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
@@ -416,12 +435,7 @@ static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
   count(HOSTD_RECORD_ALLOC);
   if (unsafe_refused()) /* cuMemAlloc during a capture this thread began, as the driver */
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (over_budget(size))
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  a = calloc(1, sizeof(*a));
-  if (a)
-    a->bytes = calloc(1, size ? size : 1);
-  if (!a || !a->bytes) {
+  if (!(a = calloc(1, sizeof(*a))) || !(a->bytes = backing_new(size))) {
     free(a);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -431,7 +445,6 @@ static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
   next_addr += (size + 511) / 512 * 512 + 512; /* 512 B aligned, with a gap */
   a->next = allocs;
   allocs = a;
-  used_bytes += size;
   pthread_mutex_unlock(&lock);
   *p = a->addr;
   return CUDA_SUCCESS;
@@ -449,8 +462,7 @@ static CUresult rec_mem_free(uint64_t p) {
       if (sp) /* a stream-ordered allocation leaves its pool */
         sp->size -= a->size < sp->size ? a->size : sp->size;
       *pa = a->next;
-      used_bytes -= a->size;
-      free(a->bytes);
+      backing_free(a->bytes, a->size);
       free(a);
       r = CUDA_SUCCESS;
       break;
@@ -1546,8 +1558,7 @@ static void phys_settle(rec_phys_t *ph) {
       *pp = ph->next;
       break;
     }
-  used_bytes -= ph->size;
-  free(ph->bytes);
+  backing_free(ph->bytes, ph->size);
   free(ph);
 }
 
@@ -1565,10 +1576,8 @@ static CUresult rec_mem_create(uint64_t *h, uint64_t size, const hostd_mem_prop_
   count(HOSTD_RECORD_ALLOC);
   if (size % REC_GRANULE)
     return CUDA_ERROR_INVALID_VALUE;
-  int over = over_budget(size);
-  if (over || !(ph = calloc(1, sizeof(*ph))) || !(ph->bytes = calloc(1, size))) {
-    if (!over)
-      free(ph);
+  if (!(ph = calloc(1, sizeof(*ph))) || !(ph->bytes = backing_new(size))) {
+    free(ph);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   ph->size = size;
@@ -1577,7 +1586,6 @@ static CUresult rec_mem_create(uint64_t *h, uint64_t size, const hostd_mem_prop_
   pthread_mutex_lock(&lock);
   ph->next = physs;
   physs = ph;
-  used_bytes += size;
   pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
@@ -2380,37 +2388,16 @@ static rec_array_t *array_find(uint64_t h) {
   return NULL;
 }
 
-static unsigned format_bytes(CUarray_format f) {
-  switch (f) {
-  case CU_AD_FORMAT_UNSIGNED_INT8:
-  case CU_AD_FORMAT_SIGNED_INT8:
-    return 1;
-  case CU_AD_FORMAT_UNSIGNED_INT16:
-  case CU_AD_FORMAT_SIGNED_INT16:
-  case CU_AD_FORMAT_HALF:
-    return 2;
-  case CU_AD_FORMAT_UNSIGNED_INT32:
-  case CU_AD_FORMAT_SIGNED_INT32:
-  case CU_AD_FORMAT_FLOAT:
-    return 4;
-  default:
-    return 0;
-  }
-}
-
 static CUresult rec_array_new(uint64_t *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
   LIVE(0);
-  unsigned eb = format_bytes(d->Format);
+  unsigned eb = hostd__array_elem_bytes(d->Format);
   uint64_t row = (uint64_t)d->Width * eb * d->NumChannels, rows = d->Height ? d->Height : 1;
-  uint64_t slices = d->Depth ? d->Depth : 1, n;
+  uint64_t slices = d->Depth ? d->Depth : 1;
   rec_array_t *a;
   if (!eb || d->Width == 0 || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4) ||
       d->Width > (1u << 17) || rows > (1u << 16) || slices > (1u << 14))
     return CUDA_ERROR_INVALID_VALUE;
-  n = row * rows * slices;
-  if (over_budget(n))
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  if (!(a = calloc(1, sizeof(*a))) || !(a->bytes = calloc(1, n))) {
+  if (!(a = calloc(1, sizeof(*a))) || !(a->bytes = backing_new(row * rows * slices))) {
     free(a);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -2418,7 +2405,6 @@ static CUresult rec_array_new(uint64_t *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
   pthread_mutex_lock(&lock);
   a->next = arrays;
   arrays = a;
-  used_bytes += n;
   pthread_mutex_unlock(&lock);
   *out = a->h;
   return CUDA_SUCCESS;
@@ -2432,8 +2418,7 @@ static CUresult rec_array_del(uint64_t h) {
     if ((*pa)->h == h) {
       rec_array_t *a = *pa;
       *pa = a->next;
-      used_bytes -= a->row * a->rows * a->slices;
-      free(a->bytes);
+      backing_free(a->bytes, a->row * a->rows * a->slices);
       free(a);
       r = CUDA_SUCCESS;
       break;

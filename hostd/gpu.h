@@ -216,4 +216,25 @@ typedef struct hostd_gpu_ops {
 /* The backend this binary was linked with. */
 extern const hostd_gpu_ops_t hostd__gpu;
 
+/* Bytes of one channel of an array element of CUarray_format f; 0 for a
+ * format arrays are not offered in (exec-array.c refuses it, gpu-record.c
+ * sizes its arrays with it). */
+static inline unsigned hostd__array_elem_bytes(uint32_t f) {
+  switch (f) {
+  case CU_AD_FORMAT_UNSIGNED_INT8:
+  case CU_AD_FORMAT_SIGNED_INT8:
+    return 1;
+  case CU_AD_FORMAT_UNSIGNED_INT16:
+  case CU_AD_FORMAT_SIGNED_INT16:
+  case CU_AD_FORMAT_HALF:
+    return 2;
+  case CU_AD_FORMAT_UNSIGNED_INT32:
+  case CU_AD_FORMAT_SIGNED_INT32:
+  case CU_AD_FORMAT_FLOAT:
+    return 4;
+  default:
+    return 0;
+  }
+}
+
 #endif /* TALLY_HOSTD_GPU_H */

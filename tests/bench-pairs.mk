@@ -15,7 +15,8 @@ CLEANFILES += $(PAIR_CUDA_PROGS)
 # The cuBLAS pair (cublas-gemm.pair): cuBLAS linked shared, so libtally-blas.so can interpose it.
 if HAVE_CUBLAS
 GEMM_PAIR_PROGS = tests/bench/pairs/gemm-lc tests/bench/pairs/gemm-be
-tests/bench/pairs/gemm-%: $(srcdir)/tests/bench/pairs/gemm-%.cu $(srcdir)/tests/bench/pairs/pair-common.h
+tests/bench/pairs/gemm-%: $(srcdir)/tests/bench/pairs/gemm-%.cu $(srcdir)/tests/bench/pairs/pair-common.h \
+		$(srcdir)/tests/bench/pairs/gemm-common.h
 	@$(MKDIR_P) $(@D)
 	$(AM_V_GEN)$(NVCC) $(PAIR_NVCC_OPTS) -cudart static -o $@ $< -lcublas \
 	  -Xlinker -rpath,$(CUDA_LIBDIR)
@@ -24,7 +25,7 @@ else
 GEMM_PAIR_PROGS =
 endif
 all-local: $(GEMM_PAIR_PROGS)
-EXTRA_DIST += tests/bench/pairs/gemm-lc.cu tests/bench/pairs/gemm-be.cu
+EXTRA_DIST += tests/bench/pairs/gemm-lc.cu tests/bench/pairs/gemm-be.cu tests/bench/pairs/gemm-common.h
 PAIR_FILES = tests/bench/pairs/bert-b1-eager+gpt2-train.pair \
 	tests/bench/pairs/bert-b1-graph+gpt2-train.pair \
 	tests/bench/pairs/bert-b8-eager+gpt2-train.pair \

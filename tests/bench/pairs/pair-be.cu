@@ -29,12 +29,6 @@ __global__ void pair_be_kernel(uint64_t ns, uint64_t *sink) {
     *sink = spins;
 }
 
-static volatile sig_atomic_t stop_flag;
-static void on_signal(int sig) {
-  (void)sig;
-  stop_flag = 1;
-}
-
 struct be_opts {
   const char *out = nullptr, *ready = nullptr;
   double block_us = 1000, max_s = 600;
@@ -64,11 +58,7 @@ static be_opts parse(int argc, char **argv) {
 int main(int argc, char **argv) {
   pair_prog = "pair-be";
   be_opts o = parse(argc, argv);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = on_signal;
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
+  pair_catch_stop();
   uint64_t *sink;
   cudaStream_t s;
   cudaEvent_t ev[2];
@@ -86,41 +76,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < o.warmup; i++)
     launch(i);
   PAIR_CHECK(cudaStreamSynchronize(s));
-  if (o.ready) {
-    FILE *r = fopen(o.ready, "w");
-    if (!r || fclose(r) != 0) {
-      fprintf(stderr, "pair-be: %s: cannot create\n", o.ready);
-      return 1;
-    }
-  }
-  std::vector<uint64_t> ends;
-  ends.reserve(1 << 16);
-  uint64_t begin = pair_now_ns(), last = begin;
-  uint64_t limit = begin + (uint64_t)(o.max_s * 1e9);
-  launch(0);
-  for (int k = 1; !stop_flag && last < limit; k++) {
-    launch(k); /* queued behind k - 1 */
-    PAIR_CHECK(cudaEventSynchronize(ev[(k - 1) & 1]));
-    last = pair_now_ns();
-    ends.push_back(last);
-  }
-  PAIR_CHECK(cudaStreamSynchronize(s));
-  FILE *f = fopen(o.out, "w");
-  if (!f) {
-    fprintf(stderr, "pair-be: %s: %s\n", o.out, strerror(errno));
-    return 1;
-  }
-  fprintf(f, "iter,start_ns,end_ns\n");
-  uint64_t prev = begin;
-  for (size_t i = 0; i < ends.size(); i++) {
-    fprintf(f, "%zu,%llu,%llu\n", i, (unsigned long long)prev, (unsigned long long)ends[i]);
-    prev = ends[i];
-  }
-  if (fclose(f) != 0) {
-    fprintf(stderr, "pair-be: %s: write error\n", o.out);
-    return 1;
-  }
-  double secs = (double)(prev - begin) / 1e9;
+  pair_ready(o.ready);
+  uint64_t begin;
+  std::vector<uint64_t> ends = pair_run_be(s, ev, o.max_s, &begin, launch);
+  double secs = pair_write_be(o.out, begin, ends);
   fprintf(stderr, "pair-be: %zu launches of %d x %d blocks in %.2f s (%.1f/s)\n", ends.size(),
           grid, o.threads, secs, secs > 0 ? ends.size() / secs : 0.0);
   return 0;

@@ -5,7 +5,11 @@
  * Device: a block spins on %globaltimer (ns, independent of the SM clock)
  * for the asked time, so a kernel's length does not depend on clock speed.
  * The kernels live in the .cu files (their own names, so a trace tells them
- * apart); this header holds the device timer read and the option parser.
+ * apart); this header holds the device timer read, the option parser and
+ * what the LC programs (pair-lc.cu, gemm-lc.cu) and the BE programs
+ * (pair-be.cu, gemm-be.cu) share: arrivals, the serving loop, the
+ * launch-and-observe loop, the stop signals, the ready file and the CSVs
+ * (the GEMM pair's cuBLAS part: gemm-common.h).
  */
 #ifndef TALLY_PAIR_COMMON_H
 #define TALLY_PAIR_COMMON_H
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <vector>
 
 #define PAIR_CHECK(call)                                                                      \
   do {                                                                                        \
@@ -107,6 +112,157 @@ static inline void pair_parse(int argc, char **argv, const pair_opt *opts, const
     else
       *o->inum = (int)pair_num(o->name, v);
   }
+}
+
+/* ---- the latency-critical programs ---- */
+
+/* The arrival offsets of path (ns from the start, one per line); exits 1
+ * when it cannot be read or holds something else. */
+static inline std::vector<uint64_t> pair_read_offsets(const char *path) {
+  std::vector<uint64_t> v;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "%s: %s: %s\n", pair_prog, path, strerror(errno));
+    exit(1);
+  }
+  unsigned long long x;
+  int rc;
+  while ((rc = fscanf(f, "%llu", &x)) == 1)
+    v.push_back(x);
+  if (rc != EOF) {
+    fprintf(stderr, "%s: %s: offset %zu is not a number of ns\n", pair_prog, path, v.size() + 1);
+    exit(1);
+  }
+  fclose(f);
+  return v;
+}
+
+/* What an LC program served: request i was due at arr[i], started at st[i]
+ * and ended at en[i] (CLOCK_MONOTONIC ns). */
+struct pair_served {
+  std::vector<uint64_t> arr, st, en;
+};
+
+/* Serves one request (request()) per offset, due at t0 + off[i] with t0
+ * 1 ms from now: one server, FIFO, sleeping between requests, until the
+ * offsets run out or deadline_s (0: none) has passed since t0. */
+template <typename F>
+static pair_served pair_serve(const std::vector<uint64_t> &off, double deadline_s, F request) {
+  pair_served r;
+  r.arr.reserve(off.size());
+  r.st.reserve(off.size());
+  r.en.reserve(off.size());
+  uint64_t t0 = pair_now_ns() + 1000000; /* 1 ms to settle */
+  uint64_t stop = deadline_s > 0 ? t0 + (uint64_t)(deadline_s * 1e9) : UINT64_MAX;
+  for (size_t i = 0; i < off.size(); i++) {
+    uint64_t due = t0 + off[i];
+    if (due >= stop || pair_now_ns() >= stop)
+      break;
+    pair_sleep_until(due);
+    uint64_t a = pair_now_ns();
+    request();
+    r.arr.push_back(due);
+    r.st.push_back(a);
+    r.en.push_back(pair_now_ns());
+  }
+  return r;
+}
+
+/* Writes the LC CSV `req,arrival_ns,start_ns,end_ns` to path and returns
+ * the mean execution time (end - start) in us; exits 1 when it cannot. */
+static inline double pair_write_lc(const char *path, const pair_served &r) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "%s: %s: %s\n", pair_prog, path, strerror(errno));
+    exit(1);
+  }
+  fprintf(f, "req,arrival_ns,start_ns,end_ns\n");
+  double sum = 0;
+  for (size_t i = 0; i < r.arr.size(); i++) {
+    fprintf(f, "%zu,%llu,%llu,%llu\n", i, (unsigned long long)r.arr[i],
+            (unsigned long long)r.st[i], (unsigned long long)r.en[i]);
+    sum += (double)(r.en[i] - r.st[i]);
+  }
+  if (fclose(f) != 0) {
+    fprintf(stderr, "%s: %s: write error\n", pair_prog, path);
+    exit(1);
+  }
+  return r.arr.empty() ? 0.0 : sum / r.arr.size() / 1e3;
+}
+
+/* ---- the best-effort programs ---- */
+
+static volatile sig_atomic_t pair_stopping;
+
+static void pair_on_stop(int sig) {
+  (void)sig;
+  pair_stopping = 1;
+}
+
+/* SIGTERM and SIGINT set pair_stopping (the harness ends a BE that way). */
+static inline void pair_catch_stop(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = pair_on_stop;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+}
+
+/* Creates the empty file path (the harness waits for it: warm-up done);
+ * nothing when path is null; exits 1 when it cannot. */
+static inline void pair_ready(const char *path) {
+  if (!path)
+    return;
+  FILE *r = fopen(path, "w");
+  if (!r || fclose(r) != 0) {
+    fprintf(stderr, "%s: %s: cannot create\n", pair_prog, path);
+    exit(1);
+  }
+}
+
+/* Launches back to back, two kept queued: launch(k) queues launch k and
+ * records ev[k & 1] behind it on stream s.  Each completion is observed
+ * through its event, until pair_stopping or max_s seconds; then s is
+ * drained.  Returns the completion times; *begin is when it began. */
+template <typename F>
+static std::vector<uint64_t> pair_run_be(cudaStream_t s, const cudaEvent_t ev[2], double max_s,
+                                         uint64_t *begin, F launch) {
+  std::vector<uint64_t> ends;
+  ends.reserve(1 << 16);
+  uint64_t last = *begin = pair_now_ns();
+  uint64_t limit = *begin + (uint64_t)(max_s * 1e9);
+  launch(0);
+  for (int k = 1; !pair_stopping && last < limit; k++) {
+    launch(k); /* queued behind k - 1 */
+    PAIR_CHECK(cudaEventSynchronize(ev[(k - 1) & 1]));
+    last = pair_now_ns();
+    ends.push_back(last);
+  }
+  PAIR_CHECK(cudaStreamSynchronize(s));
+  return ends;
+}
+
+/* Writes the BE CSV `iter,start_ns,end_ns` to path (iteration k spans the
+ * completions of launches k-1 and k, the first from begin) and returns the
+ * seconds they span; exits 1 when it cannot. */
+static inline double pair_write_be(const char *path, uint64_t begin,
+                                   const std::vector<uint64_t> &ends) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "%s: %s: %s\n", pair_prog, path, strerror(errno));
+    exit(1);
+  }
+  fprintf(f, "iter,start_ns,end_ns\n");
+  uint64_t prev = begin;
+  for (size_t i = 0; i < ends.size(); i++) {
+    fprintf(f, "%zu,%llu,%llu\n", i, (unsigned long long)prev, (unsigned long long)ends[i]);
+    prev = ends[i];
+  }
+  if (fclose(f) != 0) {
+    fprintf(stderr, "%s: %s: write error\n", pair_prog, path);
+    exit(1);
+  }
+  return (double)(prev - begin) / 1e9;
 }
 
 #endif

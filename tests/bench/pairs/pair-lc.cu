@@ -56,29 +56,10 @@ static lc_opts parse(int argc, char **argv) {
   return o;
 }
 
-static std::vector<uint64_t> read_offsets(const char *path) {
-  std::vector<uint64_t> v;
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, "pair-lc: %s: %s\n", path, strerror(errno));
-    exit(1);
-  }
-  unsigned long long x;
-  int rc;
-  while ((rc = fscanf(f, "%llu", &x)) == 1)
-    v.push_back(x);
-  if (rc != EOF) {
-    fprintf(stderr, "pair-lc: %s: offset %zu is not a number of ns\n", path, v.size() + 1);
-    exit(1);
-  }
-  fclose(f);
-  return v;
-}
-
 int main(int argc, char **argv) {
   pair_prog = "pair-lc";
   lc_opts o = parse(argc, argv);
-  std::vector<uint64_t> off = read_offsets(o.arrivals);
+  std::vector<uint64_t> off = pair_read_offsets(o.arrivals);
   uint64_t *sink;
   cudaStream_t s;
   PAIR_CHECK(cudaMalloc(&sink, sizeof(*sink)));
@@ -93,40 +74,9 @@ int main(int argc, char **argv) {
   };
   for (int i = 0; i < o.warmup; i++)
     request();
-  std::vector<uint64_t> arr, st, en;
-  arr.reserve(off.size());
-  st.reserve(off.size());
-  en.reserve(off.size());
-  uint64_t t0 = pair_now_ns() + 1000000; /* 1 ms to settle */
-  uint64_t stop = o.deadline_s > 0 ? t0 + (uint64_t)(o.deadline_s * 1e9) : UINT64_MAX;
-  for (size_t i = 0; i < off.size(); i++) {
-    uint64_t due = t0 + off[i];
-    if (due >= stop || pair_now_ns() >= stop)
-      break;
-    pair_sleep_until(due);
-    uint64_t a = pair_now_ns();
-    request();
-    arr.push_back(due);
-    st.push_back(a);
-    en.push_back(pair_now_ns());
-  }
-  FILE *f = fopen(o.out, "w");
-  if (!f) {
-    fprintf(stderr, "pair-lc: %s: %s\n", o.out, strerror(errno));
-    return 1;
-  }
-  fprintf(f, "req,arrival_ns,start_ns,end_ns\n");
-  double sum = 0;
-  for (size_t i = 0; i < arr.size(); i++) {
-    fprintf(f, "%zu,%llu,%llu,%llu\n", i, (unsigned long long)arr[i], (unsigned long long)st[i],
-            (unsigned long long)en[i]);
-    sum += (double)(en[i] - st[i]);
-  }
-  if (fclose(f) != 0) {
-    fprintf(stderr, "pair-lc: %s: write error\n", o.out);
-    return 1;
-  }
+  pair_served r = pair_serve(off, o.deadline_s, request);
+  double mean_us = pair_write_lc(o.out, r);
   fprintf(stderr, "pair-lc: %zu of %zu requests done, grid %d x %d, mean execution %.1f us\n",
-          arr.size(), off.size(), grid, o.threads, arr.empty() ? 0.0 : sum / arr.size() / 1e3);
+          r.arr.size(), off.size(), grid, o.threads, mean_us);
   return 0;
 }
