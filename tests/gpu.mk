@@ -121,9 +121,20 @@ gpu-e2e: all
 
 .PHONY: gpu-programs forward-bench gpu-e2e tenant-churn
 
-# Stock frameworks feature by feature (make check-gpu): tests/frameworks/run.sh with
-# this tree's source path.
-GPU_TESTS += tests/frameworks/frameworks-run
+# Stock frameworks feature by feature: tests/frameworks/run.sh with this tree's source
+# path (frameworks-run: the whole suite), and make check-gpu runs it in four parts, each
+# well under check-gpu's 300 s per test (every case starts its framework three times).
+FW_PARTS = tests/frameworks/frameworks-driver tests/frameworks/frameworks-torch \
+	tests/frameworks/frameworks-torch-train tests/frameworks/frameworks-libs
+GPU_TESTS += $(FW_PARTS)
+CLEANFILES += $(FW_PARTS)
+fw_only_frameworks_driver = cuda-c/*
+fw_only_frameworks_torch = torch/alloc* torch/cuda-graph
+fw_only_frameworks_torch_train = torch/train-adamw torch/amp-bf16 torch/compile
+fw_only_frameworks_libs = cupy/* numba/* jax/*
+$(FW_PARTS): tests/frameworks/frameworks-run
+	$(AM_V_GEN)printf '#!/bin/sh\n# %s: one part of the framework suite (tests/gpu.mk)\nTALLY_FW_ONLY="%s" exec "$$(dirname "$$0")/frameworks-run" "$$@"\n' \
+	  '$(@F)' '$(fw_only_$(subst -,_,$(@F)))' > $@ && chmod +x $@
 EXTRA_DIST += tests/frameworks/README.md tests/frameworks/run.sh tests/frameworks/vmm-async.c \
 	tests/frameworks/graphs.c \
 	tests/frameworks/torch_features.py tests/frameworks/jax_train.py tests/frameworks/cupy_libs.py \

@@ -24,7 +24,11 @@
 # A framework that does not import natively is skipped.
 # Prints a table framework x feature x (native, shm, tcp) and
 # "frameworks: N passed, M failed, K skipped".
-# usage: run.sh   (TALLY_BUILDDIR, TALLY_SRCDIR, PYTHON, TALLY_FW_LOGS from the env)
+# TALLY_FW_ONLY="PATTERN..." runs only the cases whose FRAMEWORK/FEATURE
+# matches one of the shell patterns (e.g. "cuda-c/* torch/alloc*"); make
+# check-gpu runs the suite in such parts (frameworks-PART in tests/gpu.mk),
+# each under check-gpu's 300 s limit per test.
+# usage: run.sh   (TALLY_BUILDDIR, TALLY_SRCDIR, PYTHON, TALLY_FW_LOGS, TALLY_FW_ONLY from the env)
 B=${TALLY_BUILDDIR:-$(pwd)}
 S=${TALLY_SRCDIR:-@TALLY_SRCDIR@}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
@@ -85,8 +89,20 @@ run_() {
   fi
 }
 # case FRAMEWORK FEATURE ENV CMD...: ENV is "-" or VAR=VALUE
+# wanted_ FW/FEATURE: whether TALLY_FW_ONLY (unset: everything) asks for it
+wanted_() {
+  [ -z "${TALLY_FW_ONLY:-}" ] && return 0
+  set -f
+  for pat in $TALLY_FW_ONLY; do
+    # shellcheck disable=SC2254
+    case $1 in $pat) set +f; return 0 ;; esac
+  done
+  set +f
+  return 1
+}
 case_() {
   fw=$1 feat=$2 envv=$3; shift 3
+  wanted_ "$fw/$feat" || return 0
   out=$tmp/$fw-$feat
   if [ "$envv" = - ]; then envv=TALLY_FW_NONE=1; fi
   run_ native "$out.native" "$envv" "$@"
