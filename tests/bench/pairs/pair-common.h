@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 #include <vector>
+#include <unistd.h>
 
 #define PAIR_CHECK(call)                                                                      \
   do {                                                                                        \
@@ -49,6 +50,24 @@ static inline void pair_sleep_until(uint64_t t_ns) {
   ts.tv_nsec = (long)(t_ns % 1000000000ull);
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
   }
+}
+
+/* The LC's start handshake with the harness: after its warm-up the LC
+ * creates `ready` (when given), then sleeps until the file `go` exists (when
+ * given; polled every millisecond), and only then starts its arrival clock.
+ * The harness creates `go` once both tenants of a step are ready, so their
+ * start-ups overlap but nothing is measured before both are warm.  Exits 1
+ * when `ready` cannot be created. */
+static inline void pair_ready_then_go(const char *ready, const char *go) {
+  if (ready) {
+    FILE *r = fopen(ready, "w");
+    if (!r || fclose(r) != 0) {
+      fprintf(stderr, "%s: %s: cannot create\n", pair_prog, ready);
+      exit(1);
+    }
+  }
+  while (go && access(go, F_OK) != 0)
+    pair_sleep_until(pair_now_ns() + 1000000);
 }
 
 static inline __device__ uint64_t pair_gtimer(void) {

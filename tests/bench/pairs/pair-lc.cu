@@ -8,11 +8,14 @@
  * sleeps between requests (no busy thread).  Writes the LC CSV of the pair
  * benchmark: `req,arrival_ns,start_ns,end_ns` (CLOCK_MONOTONIC; execution =
  * end - start, end-to-end = end - arrival).  All-zero offsets make a closed
- * loop (the harness's calibration of the mean service time).
+ * loop (the harness's calibration of the mean service time).  With --ready
+ * and --go it creates READY after its warm-up and starts its arrival clock
+ * only when the file GO exists (pair_ready_then_go: the harness's start
+ * handshake).
  * Built with compute_90 PTX embedded, so tallyd can transform its kernel.
  *
  *   pair-lc --arrivals FILE --out CSV [--kernels 8] [--kernel-us 25]
- *           [--threads 256] [--warmup 50] [--deadline-s S]
+ *           [--threads 256] [--warmup 50] [--deadline-s S] [--ready FILE --go FILE]
  */
 #include "pair-common.h"
 
@@ -31,14 +34,14 @@ __global__ void pair_lc_kernel(uint64_t ns, uint64_t *sink) {
 }
 
 struct lc_opts {
-  const char *arrivals = nullptr, *out = nullptr;
+  const char *arrivals = nullptr, *out = nullptr, *ready = nullptr, *go = nullptr;
   int kernels = 8, threads = 256, warmup = 50;
   double kernel_us = 25, deadline_s = 0;
 };
 
 static const char lc_usage[] =
     "usage: pair-lc --arrivals FILE --out CSV [--kernels 8] [--kernel-us 25]\n"
-    "               [--threads 256] [--warmup 50] [--deadline-s S]\n";
+    "               [--threads 256] [--warmup 50] [--deadline-s S] [--ready FILE --go FILE]\n";
 
 static lc_opts parse(int argc, char **argv) {
   lc_opts o;
@@ -49,6 +52,8 @@ static lc_opts parse(int argc, char **argv) {
                            {"--threads", nullptr, nullptr, &o.threads},
                            {"--warmup", nullptr, nullptr, &o.warmup},
                            {"--deadline-s", nullptr, &o.deadline_s, nullptr},
+                           {"--ready", &o.ready, nullptr, nullptr},
+                           {"--go", &o.go, nullptr, nullptr},
                            {nullptr, nullptr, nullptr, nullptr}};
   pair_parse(argc, argv, opts, lc_usage);
   if (!o.arrivals || !o.out || o.kernels < 1 || o.threads < 32 || o.threads > 1024)
@@ -74,6 +79,7 @@ int main(int argc, char **argv) {
   };
   for (int i = 0; i < o.warmup; i++)
     request();
+  pair_ready_then_go(o.ready, o.go);
   pair_served r = pair_serve(off, o.deadline_s, request);
   double mean_us = pair_write_lc(o.out, r);
   fprintf(stderr, "pair-lc: %zu of %zu requests done, grid %d x %d, mean execution %.1f us\n",

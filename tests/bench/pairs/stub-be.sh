@@ -3,11 +3,13 @@
 # without a GPU.  Creates the ready file, then "iterates" (20 ms sleeps)
 # until SIGTERM/SIGINT or --max-seconds, and writes the BE CSV with
 # `date +%s%N` times (the stub LC's clock).  Prints the sharing variables
-# it was given on stderr.
-#   stub-be.sh --out CSV --ready FILE [--max-seconds S] [--never-ready]
-out= ready= max=600 never=
+# it was given on stderr, and when it was ready (`date +%s%N`).  --warmup-s
+# sleeps before the ready file as a warm-up would.
+#   stub-be.sh --out CSV --ready FILE [--max-seconds S] [--never-ready] [--warmup-s S]
+out= ready= max=600 never= warmup=
 while [ $# -gt 0 ]; do
   case $1 in
+    --warmup-s) warmup=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --ready) ready=$2; shift 2 ;;
     --max-seconds) max=$2; shift 2 ;;
@@ -20,7 +22,10 @@ echo "stub-be: CUDA_MPS_CLIENT_PRIORITY=${CUDA_MPS_CLIENT_PRIORITY-unset}" \
 stop=
 trap 'stop=1' TERM INT
 [ -n "$never" ] && { while [ -z "$stop" ]; do sleep 0.05; done; exit 1; }
+[ -n "$warmup" ] && sleep "$warmup"
+t=$(date +%s%N) # taken before the file exists: the harness may go on at once
 : >"$ready"
+echo "stub-be: ready $t" >&2
 limit=$(( $(date +%s%N) + ${max%.*} * 1000000000 ))
 i=0
 : >"$out.tmp"

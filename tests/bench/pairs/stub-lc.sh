@@ -6,13 +6,21 @@
 # until its last request would end, so that it spans real time as a real LC
 # does.  Times are `date +%s%N` (the stub BE uses the same clock).  Prints
 # the sharing variables it was given on stderr, for the test to check.
+# --warmup-s sleeps as a warm-up would; --ready/--go is the start handshake
+# of a real LC (create READY, then wait for GO before the arrival clock
+# starts); it prints when it started, was ready and saw GO (`date +%s%N`).
 #   stub-lc.sh --arrivals FILE --out CSV [--hang | --unsupported | --fail]
 #              [--when VAR]   (the action only when VAR is set: e.g. in one mode)
-arrivals= out= act= when=
+#              [--warmup-s S] [--ready FILE --go FILE]
+echo "stub-lc: started $(date +%s%N)" >&2
+arrivals= out= act= when= warmup= ready= go=
 while [ $# -gt 0 ]; do
   case $1 in
     --arrivals) arrivals=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --warmup-s) warmup=$2; shift 2 ;;
+    --ready) ready=$2; shift 2 ;;
+    --go) go=$2; shift 2 ;;
     --hang | --unsupported | --fail) act=$1; shift ;;
     --when) when=$2; shift 2 ;;
     *) echo "stub-lc: unknown argument $1" >&2; exit 2 ;;
@@ -29,6 +37,12 @@ case $act in
   --fail) echo "stub-lc: failing as asked" >&2; exit 3 ;;
 esac
 [ -r "$arrivals" ] && [ -n "$out" ] || { echo "stub-lc: --arrivals FILE --out CSV" >&2; exit 2; }
+[ -n "$warmup" ] && sleep "$warmup"
+if [ -n "$ready" ]; then t=$(date +%s%N); : >"$ready" || exit 1; echo "stub-lc: ready $t" >&2; fi
+if [ -n "$go" ]; then
+  while [ ! -e "$go" ]; do sleep 0.01; done
+  echo "stub-lc: go $(date +%s%N)" >&2
+fi
 # awk computes in doubles: keep its numbers small (ns since t0) and print
 # the absolute time as seconds and nanoseconds.
 t0=$(( $(date +%s%N) + 1000000 ))

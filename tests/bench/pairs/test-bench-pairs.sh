@@ -11,14 +11,17 @@
 # with their classes), failed and unsupported steps reported while the run
 # goes on (timeouts, a BE never ready, MPS refusing to start or its probe
 # client failing), and Ctrl-C
-# stopping MPS and the tenants; the CUDA C pair's programs carry PTX and
+# stopping MPS and the tenants; the start handshake (the LC and the BE of a
+# paired step start together and no request arrives before both are ready;
+# an LC without {go} still starts after the BE is ready; a failure during
+# the overlapped start stops both); the CUDA C pair's programs carry PTX and
 # check their arguments (the recording device runs no real kernel, so they
 # are not run as tenants here).  Every wait is bounded.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..10"
+echo "1..12"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2 3 4 5 6 7 8 9 10; do echo "ok $i # SKIP python3 not found"; done
+  for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-bench-pairs-XXXXXX)
@@ -61,9 +64,17 @@ dry() {
     echo "$out" | grep -q '^\[7/24\] cuda-ptx: tallyd:tally (about [0-9]* s)' &&
     echo "$out" | grep -q 'cuda-ptx: tallyd-alone:tally (about' &&
     ! echo "$out" | grep -q 'tallyd:none' &&
-    echo "$out" | awk '/^24 steps, about/ { exit !($4 + 0 > 0 && $4 + 0 <= 10) }' && [ ! -d "$tmp/dry" ]
+    echo "$out" | awk '/^24 steps, about/ { exit !($4 + 0 > 0 && $4 + 0 < 8.5) }' &&
+    echo "$out" | grep -q 'start together' && [ ! -d "$tmp/dry" ] || return 1
+  # a paired step counts the longer of the two start-ups, not their sum: the
+  # BERT pair's timeslice step is estimated below the alone LC + alone BE steps
+  lc=$(echo "$out" | sed -n 's/^\[10\/24\] bert-b8-graph+gpt2-train: alone LC (about \([0-9]*\) s)/\1/p')
+  be=$(echo "$out" | sed -n 's/^\[11\/24\] bert-b8-graph+gpt2-train: alone BE (about \([0-9]*\) s)/\1/p')
+  ts=$(echo "$out" | sed -n 's/^\[12\/24\] bert-b8-graph+gpt2-train: timeslice (about \([0-9]*\) s)/\1/p')
+  [ -n "$lc" ] && [ -n "$be" ] && [ -n "$ts" ] && [ "$ts" -lt $((lc + be - 10)) ] &&
+    echo "$out" | grep -q 'torch_lc.py .*--ready .*/bert-b8-graph+gpt2-train/timeslice/lc.ready --go '
 }
-check "--quick --dry-run prints the 24 steps (tallyd:tally) with estimates within 10 minutes and runs nothing" dry
+check "--quick --dry-run prints the 24 steps (tallyd:tally) with estimates within 8.5 minutes, overlapped starts, and runs nothing" dry
 
 modes=alone,timeslice,mps,mps-prio,tallyd:none,tallyd-tcp:none,tallyd-alone:none,tallyd:tally
 full() {
@@ -198,6 +209,74 @@ interrupt() {
     [ "$(status "$d" hang alone)" = ok ]
 }
 check "Ctrl-C stops the tenants and MPS, and keeps what finished" interrupt
+
+# The start handshake on stubs with warm-ups: the BE warms up 1.5 s, the LC
+# 0.5 s.  Times are the stubs' `date +%s%N` lines and CSV rows (one clock).
+cat >"$tmp/pairs/o.pair" <<EOT
+name = overlap
+lc = $S/tests/bench/pairs/stub-lc.sh --arrivals {arrivals} --out {out} --ready {ready} --go {go} --warmup-s 0.5
+be = $S/tests/bench/pairs/stub-be.sh --out {out} --ready {ready} --max-seconds {max_seconds} --warmup-s 1.5
+EOT
+sed -e 's/^name = overlap/name = serial/' -e 's/ --ready {ready} --go {go} --warmup-s 0.5//' \
+  "$tmp/pairs/o.pair" >"$tmp/pairs/s.pair"
+sed -e 's/^name = overlap/name = capfail/' \
+  -e 's/--warmup-s 0.5/--unsupported --when CUDA_MPS_PIPE_DIRECTORY/' "$tmp/pairs/o.pair" >"$tmp/pairs/c.pair"
+when() { # when FILE WORD: the time the stub printed after WORD in FILE
+  sed -n "s/^stub-[lbe]*c*: $2 \([0-9]*\)$/\1/p" "$1" | head -1
+}
+first_arrival() { awk -F, 'NR == 2 { print $2 }' "$1"; }
+overlap() {
+  d=$tmp/overlap
+  bp --pair-dir "$tmp/pairs" --pairs overlap,serial --modes alone,timeslice,mps,tallyd:none \
+    --duration 0.3 --no-plots --out "$d" 2>&1 || return 1
+  for m in alone timeslice mps tallyd:none; do
+    for p in overlap serial; do
+      [ "$(status "$d" $p $m)" = ok ] || { echo "$p $m: $(status "$d" $p $m)"; return 1; }
+    done
+  done
+  for m in timeslice mps tallyd-none; do
+    r=$d/raw/overlap/$m
+    ls=$(when "$r/lc.err" started) lr=$(when "$r/lc.err" ready) lg=$(when "$r/lc.err" go)
+    br=$(when "$r/be.err" ready) a0=$(first_arrival "$r/lc.csv")
+    echo "$m: LC started $ls ready $lr go $lg, BE ready $br, first arrival $a0"
+    [ -n "$ls" ] && [ -n "$lr" ] && [ -n "$lg" ] && [ -n "$br" ] && [ -n "$a0" ] || return 1
+    # the LC started while the BE warmed up, and was ready first; it started
+    # serving only after both were ready: its arrival clock begins at go
+    [ "$ls" -lt "$br" ] && [ "$lr" -lt "$br" ] && [ "$lg" -ge "$br" ] && [ "$a0" -gt "$lg" ] || return 1
+    # the BE ran through the LC's whole window
+    be_end=$(tail -1 "$r/be.csv" | cut -d, -f3) lc_end=$(tail -1 "$r/lc.csv" | cut -d, -f4)
+    [ "$be_end" -ge "$lc_end" ] || { echo "BE ended $be_end before the LC's last request $lc_end"; return 1; }
+  done
+  # alone runs (calibration, alone LC) find the go file at once
+  [ -n "$(when "$d/raw/overlap/alone/lc.err" go)" ] &&
+    [ -n "$(when "$d/raw/overlap/calibrate/lc.err" go)" ] || return 1
+  # an LC without {ready}/{go} starts when the BE is ready, as before
+  r=$d/raw/serial/timeslice
+  ls=$(when "$r/lc.err" started) br=$(when "$r/be.err" ready)
+  echo "serial: LC started $ls, BE ready $br"
+  [ -n "$ls" ] && [ -n "$br" ] && [ "$ls" -ge "$br" ] && [ -z "$(when "$r/lc.err" go)" ]
+}
+check "the LC and the BE start together; no request arrives before both are ready; an LC without {go} waits for the BE" overlap
+
+overlap_fail() {
+  d=$tmp/capfail
+  bp --pair-dir "$tmp/pairs" --pairs capfail --modes alone,mps,timeslice --duration 0.3 \
+    --no-plots --out "$d" 2>&1 || return 1
+  # the LC gives up during its warm-up under MPS: the step is unsupported, the
+  # BE started with it is stopped (it wrote its CSV at SIGTERM), and the run goes on
+  status "$d" capfail mps | grep -q '^unsupported: the stub cannot do this here' &&
+    grep -q '^stub-be: [0-9]* iterations' "$d/raw/capfail/mps/be.err" &&
+    [ "$(status "$d" capfail timeslice)" = ok ] || return 1
+  # a tenant that never gets ready fails the step within the step timeout, the other stopped
+  sed -e 's/^name = overlap/name = lcnever/' -e 's/--warmup-s 0.5/--hang --when CUDA_MPS_PIPE_DIRECTORY/' \
+    "$tmp/pairs/o.pair" >"$tmp/pairs/h.pair"
+  d=$tmp/lcnever
+  bp --pair-dir "$tmp/pairs" --pairs lcnever --modes alone,mps --duration 0.3 \
+    --step-timeout 3 --no-plots --out "$d" 2>&1 || return 1
+  status "$d" lcnever mps | grep -q '^failed: LC not ready after 3 s' &&
+    grep -q '^stub-be: [0-9]* iterations' "$d/raw/lcnever/mps/be.err"
+}
+check "a failure during the overlapped start fails or marks the step and stops the other tenant" overlap_fail
 
 cuda_pair() {
   for p in pair-lc pair-be; do

@@ -92,6 +92,15 @@ def sleep_until(t_ns):
         time.sleep(d / 1e9)
 
 
+def ready_then_go(ready, go):
+    """The LC's start handshake: creates `ready` (when given), then sleeps
+    until the file `go` exists (when given; polled every millisecond)."""
+    if ready:
+        open(ready, "w").close()
+    while go and not os.path.exists(go):
+        time.sleep(0.001)
+
+
 def write_csv(path, header, rows):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

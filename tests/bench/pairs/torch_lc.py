@@ -11,10 +11,15 @@ synchronisation returned; end-to-end = arrival -> the same.
 --graph captures the forward in a CUDA graph (torch.cuda.CUDAGraph) and
 replays it; if capture fails here (e.g. under a runtime that does not
 support graphs), the run says "unsupported: <error>" and exits 77.
+--ready/--go: the harness's start handshake; after the warm-up the LC
+creates the --ready file, then sleeps until the --go file exists and only
+then starts its arrival clock (the harness creates it when both tenants
+of a step are ready).
 
   torch_lc.py --model bert|resnet50|gpt2-decode --batch 8 [--graph]
               --arrivals FILE --out CSV [--dtype float16] [--warmup 20]
               [--deadline-s S] [--decode-steps 16] [--device cuda]
+              [--ready FILE --go FILE]
 (--device cpu runs the same code without a GPU, to test it; no --graph there.)
 """
 import argparse
@@ -35,6 +40,8 @@ def main():
     ap.add_argument("--deadline-s", type=float, default=0)
     ap.add_argument("--decode-steps", type=int, default=16)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--ready")
+    ap.add_argument("--go")
     a = ap.parse_args()
     offsets = tc.read_offsets(a.arrivals)
 
@@ -46,6 +53,7 @@ def main():
         request = make_request(torch, a, dev, dtype, tc.syncer(torch, dev))
         for _ in range(a.warmup):
             request()
+        tc.ready_then_go(a.ready, a.go)
         rows = serve(a, offsets, request)
     tc.write_csv(a.out, "req,arrival_ns,start_ns,end_ns", rows)
     if rows:
