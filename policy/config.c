@@ -13,6 +13,9 @@
 #include <stddef.h>
 #include <string.h>
 
+#define POL__STR2(x) #x
+#define POL__STR(x) POL__STR2(x)
+
 static const char *const kind_names[POL_KIND_COUNT] = {
     [POL_KIND_TALLY] = "tally",         [POL_KIND_PAPER] = "paper",
     [POL_KIND_TIMESLICE] = "timeslice", [POL_KIND_MPS] = "mps",
@@ -60,6 +63,9 @@ void pol_config_init(pol_config_t *cfg) {
   cfg->min_samples = 2;
   /* Off: BE is held while the LC is active, the strictest promise. */
   cfg->share_block_ns = 0;
+  /* One: the summed turnaround budget alone, until a deeper queue is
+   * measured on the GPU (tally.c, "DEPTH"). */
+  cfg->be_depth = 1;
 }
 
 int pol_config_check(const pol_config_t *cfg, const char **why) {
@@ -88,6 +94,8 @@ int pol_config_check(const pol_config_t *cfg, const char **why) {
     bad = "min samples must be between 1 and 1000";
   else if (cfg->share_block_ns > cfg->threshold_ns)
     bad = "shared block time must not exceed the threshold";
+  else if (cfg->be_depth < 1 || cfg->be_depth > POL_MAX_BE_DEPTH)
+    bad = "BE depth must be between 1 and " POL__STR(POL_MAX_BE_DEPTH);
   if (bad) {
     if (why)
       *why = bad;

@@ -13,7 +13,9 @@
  *      its PTB launches is in flight (policies keep this rule, see
  *      pol__tenant_can_issue());
  *  (c) be_budget_ns is the sum of the turnaround charged to BE launches in
- *      flight; it returns to 0 when none are.
+ *      flight; it returns to 0 when none are;
+ *  (d) be_deep_inflight counts the BE launches in flight issued as "deep"
+ *      (POL__ISSUE_DEEP, tally.c's DEPTH rule); it is <= be_inflight.
  */
 #ifndef TALLY_POL_INT_H
 #define TALLY_POL_INT_H
@@ -57,6 +59,7 @@ typedef struct pol__launch {
   uint64_t turn_ns; /* turnaround charged to the BE budget */
   uint64_t issue_ns;
   bool explore; /* launched while the kernel was unprofiled */
+  bool deep;    /* queued under the DEPTH rule (tally.c): charged by its block time */
   bool preempt_raised;
   uint32_t next_free; /* free list link (slot index + 1; 0 = end) */
 } pol__launch_t;
@@ -90,6 +93,7 @@ struct pol_sched {
   /* BE state */
   uint64_t be_budget_ns;
   uint32_t be_inflight;
+  uint32_t be_deep_inflight; /* of be_inflight, those issued deep (invariant d) */
   uint32_t rr; /* round-robin cursor (paper, timeslice) */
   /* time-slicing (policy/ref-timeslice.c) */
   int ts_owner;             /* tenant index owning the GPU, -1 none yet */
@@ -115,9 +119,12 @@ uint64_t pol__resident(const pol_sched_t *s, const pol_kernel_t *k);
 pol__sub_t *pol__tenant_issuable(pol__tenant_t *t);
 /* True if t has submissions not complete. */
 bool pol__tenant_busy(const pol__tenant_t *t);
+/* pol__issue flags. */
+#define POL__ISSUE_EXPLORE (1u << 0) /* the kernel is unprofiled (counted in stats) */
+#define POL__ISSUE_DEEP    (1u << 1) /* a BE launch under tally.c's DEPTH rule */
 /* Queues a LAUNCH action; 0 or -ENOMEM. */
 int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t form, uint64_t count,
-               uint32_t workers, int prio, uint64_t turn_ns, bool explore);
+               uint32_t workers, int prio, uint64_t turn_ns, unsigned flags);
 /* Queues a PREEMPT action for l (once). */
 int pol__preempt(pol_sched_t *s, pol__launch_t *l);
 /* Issues every issuable submission of t in ORIGINAL form (or the rest of it, sliced). */

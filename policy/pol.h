@@ -32,6 +32,10 @@
  * in flight at most (what an LC tenant that joins may find queued). */
 #define POL_NO_LC_INFLIGHT 32
 
+/* Largest be_depth (pol_config_t): as many BE launches as may be queued
+ * with no LC tenant at all. */
+#define POL_MAX_BE_DEPTH POL_NO_LC_INFLIGHT
+
 /* Limits that bound the policy's tables; a caller past them gets -ENOSPC. */
 #define POL_MAX_TENANTS 64
 
@@ -63,6 +67,9 @@ typedef struct pol_config {
   uint32_t min_samples;      /* samples before a profile counts as known */
   uint64_t share_block_ns;   /* ours: while the LC is active, BE kernels whose blocks are
                                 known to take at most this long may still run (0: hold all) */
+  uint32_t be_depth;         /* ours: while the LC is idle, BE launches whose profiled blocks
+                                fit the threshold may be queued this many deep, charged by
+                                their longest block (1: one budget of summed turnarounds) */
 } pol_config_t;
 
 /* Fills *cfg with defaults (each default's reason is in config.c). */

@@ -52,7 +52,7 @@ static int pump(pol_sched_t *s) {
     pol__sub_t *u;
     while (s->be_inflight < s->tgs_window && (u = pol__tenant_issuable(t)) != NULL) {
       pol_form_t f = u->next == 0 ? POL_FORM_ORIGINAL : POL_FORM_SLICED;
-      rc = pol__issue(s, t, u, f, u->total - u->next, 0, POL_PRIO_LOW, 0, false);
+      rc = pol__issue(s, t, u, f, u->total - u->next, 0, POL_PRIO_LOW, 0, 0);
       if (rc < 0)
         return rc;
     }

@@ -267,7 +267,9 @@ void pol__timer_at(pol_sched_t *s, uint64_t at_ns) {
 }
 
 int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t form, uint64_t count,
-               uint32_t workers, int prio, uint64_t turn_ns, bool explore) {
+               uint32_t workers, int prio, uint64_t turn_ns, unsigned flags) {
+  bool explore = (flags & POL__ISSUE_EXPLORE) != 0;
+  bool deep = (flags & POL__ISSUE_DEEP) != 0 && t->cls == POL_CLASS_BE;
   pol__launch_t *l = launch_alloc(s);
   if (!l)
     return -ENOMEM;
@@ -280,6 +282,7 @@ int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t for
   l->turn_ns = turn_ns;
   l->issue_ns = s->now_ns;
   l->explore = explore;
+  l->deep = deep;
   pol_action_t a = {.type = POL_ACT_LAUNCH,
                     .launch_id = launch_id_of(s, l),
                     .submit_id = sub->submit_id,
@@ -305,6 +308,8 @@ int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t for
   } else {
     s->be_inflight++;
     s->be_budget_ns += turn_ns;
+    if (deep)
+      s->be_deep_inflight++;
   }
   s->stats.launches++;
   if (explore)
@@ -332,7 +337,7 @@ int pol__issue_all(pol_sched_t *s, pol__tenant_t *t, int prio, uint32_t max_infl
   pol__sub_t *u;
   while (t->inflight < max_inflight && (u = pol__tenant_issuable(t)) != NULL) {
     pol_form_t f = u->next == 0 ? POL_FORM_ORIGINAL : POL_FORM_SLICED;
-    int rc = pol__issue(s, t, u, f, u->total - u->next, 0, prio, 0, false);
+    int rc = pol__issue(s, t, u, f, u->total - u->next, 0, prio, 0, 0);
     if (rc < 0)
       return rc;
   }
@@ -403,6 +408,8 @@ static int on_completed(pol_sched_t *s, const pol_event_t *ev) {
   } else {
     s->be_inflight--;
     s->be_budget_ns -= l->turn_ns;
+    if (l->deep)
+      s->be_deep_inflight--;
   }
   launch_release(s, l);
   /* Completed submissions leave the FIFO in order (stream order); a closing

@@ -36,6 +36,34 @@
  * waits at most one such block (stream priority).  Unprofiled kernels and
  * longer blocks still wait for the LC to go idle.
  *
+ * DEPTH (ours, off by default: be_depth = 1).  With be_depth N > 1, while
+ * the LC is idle, a BE launch of a profiled kernel whose block (wave) time
+ * is at most the threshold goes in its original form (the unissued rest,
+ * sliced, if it was cut before) charged by ITS BLOCK TIME, not its length,
+ * and up to N such "deep" launches may be in flight, queued on the BE's
+ * low-priority stream so the GPU never idles for the host's turnaround
+ * between two of them.  Unprofiled, PTB and fallback launches keep the
+ * rules above, and nothing but a deep launch joins deep launches in flight
+ * (so a fallback is still alone, and an exploration still alone).
+ *   Why the LC's wait stays bounded: the LC's kernels go on the
+ * high-priority stream, and stream priority acts at block dispatch: once an
+ * LC kernel is eligible no further BE block dispatches ahead of its blocks,
+ * whether that BE block belongs to a running launch or a queued one.  So
+ *
+ *   INVARIANT (DEPTH): when an LC kernel becomes eligible with deep launches
+ *   in flight, it waits for at most the longest remaining BE block running,
+ *   <= max over in-flight deep launches of their block time <= threshold
+ *   (profiled, so an estimate; drift re-profiles and a re-explored kernel
+ *   goes alone again).  Deep launches never coexist with a non-deep BE
+ *   launch, so the two budgets never add.
+ *
+ * What it does not bound: after an LC kernel ends, BE blocks of the queued
+ * deep launches fill the SMs the LC leaves free until its next kernel is
+ * eligible, so each LC kernel of a request may wait one BE block (as with
+ * sharing), for as long as queued deep work remains: at most the summed
+ * device time of N launches.  With N = 1 that exposure is one launch's
+ * turnaround, as before.
+ *
  * A BE kernel no known form can fit (a block longer than the threshold) is
  * launched in its least-turnaround form only when no other BE launch is in
  * flight (a "fallback launch").  BE tenants share the budget by weight:
@@ -109,7 +137,7 @@ static void explore_form(const pol_sched_t *s, const pol__sub_t *u, const pol_pr
  * With nothing else in flight and nothing fitting, picks the least-turnaround
  * form (fallback). */
 static bool plan(const pol_sched_t *s, const pol__sub_t *u, const pol_profile_t *pr,
-                 uint64_t budget_left, bool alone, bool no_ptb, choice_t *best) {
+                 uint64_t budget_left, bool alone, bool no_ptb, bool deep, choice_t *best) {
   uint64_t r = pol__resident(s, &u->k), left = u->total - u->next;
   bool wave_known = pr && pr->wave_samples >= s->cfg.min_samples && pr->wave_ns > 0;
   bool ptb_known = pr && pr->ptb_samples >= s->cfg.min_samples && pr->ptb_block_ns > 0;
@@ -138,6 +166,8 @@ static bool plan(const pol_sched_t *s, const pol__sub_t *u, const pol_profile_t 
       c.form = POL_FORM_ORIGINAL;
       c.count = left;
       c.dur_ns = c.turn_ns = ceil_div(left, r) * pr->wave_ns;
+      if (deep)
+        c.turn_ns = pr->wave_ns; /* DEPTH: charged by its block time */
       CONSIDER();
     }
     if ((u->k.variants & POL_VAR_SLICED) || u->next > 0) {
@@ -147,6 +177,8 @@ static bool plan(const pol_sched_t *s, const pol__sub_t *u, const pol_profile_t 
         c.form = POL_FORM_SLICED;
         c.count = k < left ? k : left;
         c.dur_ns = c.turn_ns = ceil_div(c.count, r) * pr->wave_ns;
+        if (deep)
+          c.turn_ns = pr->wave_ns;
         CONSIDER();
         if (k >= left || !(u->k.variants & POL_VAR_SLICED))
           break;
@@ -173,6 +205,14 @@ static bool plan(const pol_sched_t *s, const pol__sub_t *u, const pol_profile_t 
   return false;
 }
 
+/* DEPTH (above): may u, with profile pr, go as a deep launch now? */
+static bool deep_ok(const pol_sched_t *s, const pol_profile_t *pr, bool shadow) {
+  return s->kind == POL_KIND_TALLY && s->cfg.be_depth > 1 && !shadow && pr &&
+         pr->wave_samples >= s->cfg.min_samples && pr->wave_ns > 0 &&
+         pr->wave_ns <= s->cfg.threshold_ns && s->be_deep_inflight == s->be_inflight &&
+         s->be_inflight < s->cfg.be_depth;
+}
+
 /* Issues at most one launch for t; 1 if issued, 0 if t must wait, <0 error.
  * shadow: the LC is active and only sharing (see above) may go. */
 static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
@@ -196,22 +236,32 @@ static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
     need_explore = true;
   if (shadow && (need_explore || !wave_known || pr->wave_ns > s->cfg.share_block_ns))
     return 0; /* unprofiled rule (1); long blocks wait for the LC to go idle */
+  bool deep = !need_explore && deep_ok(s, pr, shadow);
+  if (!deep && s->be_deep_inflight > 0)
+    return 0; /* DEPTH: only deep launches join deep launches */
   if (need_explore) {
     if (!paper && s->be_inflight > 0)
       return 0; /* unprofiled rule (2) */
     explore_form(s, u, pr, &c);
+  } else if (deep) {
+    /* Each deep launch's block fits the threshold, so the max of them does;
+     * PTB (its own flag rule) only when nothing else is in flight. */
+    if (!plan(s, u, pr, s->cfg.threshold_ns, false, s->be_inflight > 0, true, &c))
+      return 0;
+    deep = c.form != POL_FORM_PTB;
   } else {
     uint64_t budget =
         paper
             ? s->cfg.threshold_ns
             : (s->be_budget_ns >= s->cfg.threshold_ns ? 0 : s->cfg.threshold_ns - s->be_budget_ns);
     bool alone = !shadow && (paper ? t->inflight == 0 : s->be_inflight == 0);
-    if (!plan(s, u, pr, budget, alone, shadow, &c))
+    if (!plan(s, u, pr, budget, alone, shadow, false, &c))
       return 0;
   }
   if (c.fallback)
     s->stats.fallback_launches++;
-  int rc = pol__issue(s, t, u, c.form, c.count, c.workers, POL_PRIO_LOW, c.turn_ns, c.explore);
+  unsigned flags = (c.explore ? POL__ISSUE_EXPLORE : 0) | (deep ? POL__ISSUE_DEEP : 0);
+  int rc = pol__issue(s, t, u, c.form, c.count, c.workers, POL_PRIO_LOW, c.turn_ns, flags);
   if (rc < 0)
     return rc;
   t->vtime += (double)c.dur_ns / (double)t->weight;
@@ -250,7 +300,7 @@ static int pump_no_lc(pol_sched_t *s) {
     u = pol__tenant_issuable(pick);
     uint64_t dur = est_ns(s, u);
     pol_form_t f = u->next == 0 ? POL_FORM_ORIGINAL : POL_FORM_SLICED;
-    int rc = pol__issue(s, pick, u, f, u->total - u->next, 0, POL_PRIO_LOW, 0, false);
+    int rc = pol__issue(s, pick, u, f, u->total - u->next, 0, POL_PRIO_LOW, 0, 0);
     if (rc < 0)
       return rc;
     pick->vtime += (double)dur / (double)pick->weight;

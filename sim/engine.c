@@ -10,7 +10,7 @@
  * BE tenants are closed loops: the next step starts when the last ends.
  *
  * Policy glue.  Every submit becomes POL_EV_SUBMIT at the submit time; every
- * launch's end reaches the policy notify_ns later as POL_EV_COMPLETED with
+ * launch's end reaches the policy notify_ns + sched_ns later as POL_EV_COMPLETED with
  * device timestamps; the policy's timer becomes POL_EV_TIMER.  Actions are
  * applied at once: LAUNCH creates a launch (gpu.c), PREEMPT raises a flag.
  *
@@ -156,7 +156,7 @@ void sim__on_blocks_done(sim__ctx_t *c, sim__launch_t *l, uint64_t n) {
 }
 
 void sim__on_launch_done(sim__ctx_t *c, uint32_t li) {
-  int rc = sim__push(c, c->now + c->g->notify_ns, SIM__EV_POL_DONE, li);
+  int rc = sim__push(c, c->now + c->g->notify_ns + c->g->sched_ns, SIM__EV_POL_DONE, li);
   if (rc < 0)
     fail(c, rc);
 }

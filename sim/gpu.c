@@ -44,6 +44,11 @@ void sim_gpu_config_init(sim_gpu_config_t *c) {
    * the round trip into 5.0 us call -> first block and 4.3 us end -> host. */
   c->launch_ns = 5000;
   c->notify_ns = POL_GPU_LAUNCH_SYNC_NS - c->launch_ns;
+  /* The policy acts on a completion as soon as the host sees it: the
+   * launch+sync round trip is then the whole gap between two dependent
+   * launches.  A daemon adds its own (event polling, thread hand-offs);
+   * tally-sim --sched-delay-us sets it. */
+  c->sched_ns = 0;
   /* Back-to-back kernels already queued on one stream: ~1 us between them.
    * ASSUMPTION, not measured here. */
   c->kernel_gap_ns = 1000;
@@ -64,6 +69,7 @@ int sim_gpu_config_check(const sim_gpu_config_t *c, const char **why) {
   else if (c->sm_threads < 32 || c->sm_regs < 256 || c->sm_blocks < 1)
     bad = "SM limits too small";
   else if (c->launch_ns > 1000000000ull || c->notify_ns > 1000000000ull ||
+           c->sched_ns > 1000000000ull ||
            c->kernel_gap_ns > 1000000000ull || c->flag_ns > 1000000000ull)
     bad = "latencies must be at most 1 s";
   else if (c->slice_overhead_ppm > 10000000 || c->ptb_overhead_ppm > 10000000)

@@ -68,6 +68,16 @@ static void usage(FILE *f) {
           "  --resume-idle-us X    our LC idle window before BE resumes (default 50)\n"
           "  --share-block-us X    ours: BE blocks up to X us may run while the LC is\n"
           "                        active (default 0: hold all BE)\n"
+          "  --be-depth N          ours: while the LC is idle, up to N BE launches whose\n"
+          "                        profiled blocks fit the threshold may be in flight\n"
+          "                        (default 1)\n"
+          "  --be-original-only    offer the BE's kernels in their original form only\n"
+          "                        (SASS-only kernels, or tallyd --variants off; not\n"
+          "                        with --run-trace, whose lines say their forms)\n"
+          "  --sched-delay-us X    a completion reaches the policy X us after the host\n"
+          "                        sees it (a daemon's event polling; default 0: the\n"
+          "                        9.3 us launch+sync round trip is the whole gap\n"
+          "                        between two dependent launches)\n"
           "  --ts-slice-us X       time-slicing: slice length (default 2000)\n"
           "  --ts-switch-us X      time-slicing: context switch time (default 190)\n"
           "  --ts-idle-us X        time-slicing: owner idle this long ends its slice\n"
@@ -180,7 +190,7 @@ int main(int argc, char **argv) {
   const char *lc_path = NULL, *be_path = NULL, *azure = NULL, *plot = NULL;
   const char *dir = getenv("TALLY_SIM_TRACES");
   whole_opts_t wo = {0};
-  bool csv = false, quiet = false;
+  bool csv = false, quiet = false, be_original_only = false;
   char *azure_text = NULL;
   sim_row_t *rows = NULL;
   size_t nrows = 0;
@@ -212,7 +222,10 @@ int main(int argc, char **argv) {
     O_LC_CSV,
     O_BE_CSV,
     O_ARRIVALS,
-    O_LAUNCH_FROM_TRACE
+    O_LAUNCH_FROM_TRACE,
+    O_BE_DEPTH,
+    O_BE_ORIG,
+    O_SCHED_DELAY
   };
   static const struct option opts[] = {{"lc", required_argument, 0, O_LC},
                                        {"be", required_argument, 0, O_BE},
@@ -241,6 +254,9 @@ int main(int argc, char **argv) {
                                        {"be-csv", required_argument, 0, O_BE_CSV},
                                        {"arrivals", required_argument, 0, O_ARRIVALS},
                                        {"launch-from-trace", no_argument, 0, O_LAUNCH_FROM_TRACE},
+                                       {"be-depth", required_argument, 0, O_BE_DEPTH},
+                                       {"be-original-only", no_argument, 0, O_BE_ORIG},
+                                       {"sched-delay-us", required_argument, 0, O_SCHED_DELAY},
                                        {0, 0, 0, 0}};
   sim_compare_config_init(&cc);
   if (!dir)
@@ -299,6 +315,7 @@ int main(int argc, char **argv) {
     case O_TS_SLICE:
     case O_TS_SWITCH:
     case O_TS_IDLE:
+    case O_SCHED_DELAY:
       d = strtod(optarg, &end);
       if (*end || !(d >= 0 && d <= 1e6)) {
         fprintf(stderr, "tally-sim: bad microseconds '%s'\n", optarg);
@@ -314,8 +331,20 @@ int main(int argc, char **argv) {
         cc.pol.timeslice_ns = (uint64_t)(d * 1000);
       else if (o == O_TS_SWITCH)
         cc.pol.ts_switch_ns = (uint64_t)(d * 1000);
+      else if (o == O_SCHED_DELAY)
+        cc.gpu.sched_ns = (uint64_t)(d * 1000);
       else
         cc.pol.ts_idle_ns = (uint64_t)(d * 1000);
+      break;
+    case O_BE_DEPTH:
+      cc.pol.be_depth = (uint32_t)strtoul(optarg, &end, 10);
+      if (*end || !*optarg) {
+        fprintf(stderr, "tally-sim: bad --be-depth\n");
+        return 2;
+      }
+      break;
+    case O_BE_ORIG:
+      be_original_only = true;
       break;
     case O_SMS:
       cc.gpu.sm_count = (uint32_t)strtoul(optarg, &end, 10);
@@ -364,7 +393,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (optind < argc || (!lc_path) != (!be_path) || (wo.trace && (lc_path || azure)) ||
+  if (optind < argc || (!lc_path) != (!be_path) ||
+      (wo.trace && (lc_path || azure || be_original_only)) ||
       (!wo.trace && (wo.lc_csv || wo.be_csv || wo.arrivals || wo.launch_from_trace))) {
     usage(stderr);
     return 2;
@@ -413,6 +443,9 @@ int main(int argc, char **argv) {
       status = 1;
       break;
     }
+    if (be_original_only)
+      for (size_t j = 0; j < be.n; j++)
+        be.k[j].variants = POL_VAR_ORIGINAL;
     int rc = sim_compare_pair(&cc, &lc, &be, &rows, &nrows, &why);
     if (rc < 0) {
       fprintf(stderr, "\ntally-sim: %s/%s: %s (%s)\n", lc.name, be.name, why ? why : "failed",

@@ -44,6 +44,8 @@ typedef struct sim_gpu_config {
   uint32_t sm_blocks;          /* resident blocks per SM */
   uint64_t launch_ns;          /* launch call -> its first block may dispatch */
   uint64_t notify_ns;          /* device completion -> the host sees it */
+  uint64_t sched_ns;           /* ... and the scheduler acts on it this much later (the
+                                  daemon's event polling and hand-offs; 0: at once) */
   uint64_t kernel_gap_ns;      /* end of a kernel -> next queued kernel on its stream */
   uint64_t flag_ns;            /* preemption flag raised -> workers see it */
   uint32_t slice_overhead_ppm; /* extra time per block in the sliced form */
