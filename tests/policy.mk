@@ -1,10 +1,13 @@
 # tests/policy.mk: unit tests of policy/.
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom \
-	tests/test-pol-file
+	tests/test-pol-file tests/test-pol-depth
 TESTS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom \
-	tests/test-pol-file
+	tests/test-pol-file tests/test-pol-depth
 endif
+tests_test_pol_depth_SOURCES = tests/test-pol-depth.c
+tests_test_pol_depth_CFLAGS = $(TEST_CFLAGS)
+tests_test_pol_depth_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_pol_config_SOURCES = tests/test-pol-config.c
 tests_test_pol_config_CFLAGS = $(TEST_CFLAGS)
 tests_test_pol_config_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
