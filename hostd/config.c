@@ -103,6 +103,11 @@ static void usage_scheduling(FILE *f) {
         "                       critical tenant at most N us (default: the policy's, 31.6)\n"
         "  --resume-idle-us N   best-effort kernels resume N us after the latency-\n"
         "                       critical tenant went idle (default: the policy's, 50)\n"
+        "  --be-depth N         tally: while the latency-critical tenant is idle, up to N\n"
+        "                       best-effort launches whose measured blocks take at most\n"
+        "                       the threshold may be queued on the GPU (1..32; default\n"
+        "                       1, 0 = the default): an arriving latency-critical kernel\n"
+        "                       still waits for at most one such block\n"
         "  --variants V         forms of best-effort PTX kernels the policy may use: all\n"
         "                       (sliced and PTB, default), slice, ptb, or off\n"
         "  --be-sms N           best-effort kernels run in a partition (green context)\n"
@@ -200,6 +205,7 @@ static const int_option_t *int_option(const char *name) {
       {"threshold-us", offsetof(hostd_config_t, threshold_us), 1000000},
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
       {"be-sms", offsetof(hostd_config_t, be_sms), 4096},
+      {"be-depth", offsetof(hostd_config_t, be_depth), POL_MAX_BE_DEPTH},
       {"handshake-ms", offsetof(hostd_config_t, handshake_ms), 600000},
       {"max-halfopen", offsetof(hostd_config_t, halfopen_max), 1000000},
       {"max-halfopen-per-peer", offsetof(hostd_config_t, halfopen_per_peer), 1000000},
