@@ -45,5 +45,5 @@ EXTRA_DIST += $(PAIR_SMOKE_TESTS) scripts/bench-pairs tests/bench/README.md \
 	tests/bench/pairs/pair-lc.cu tests/bench/pairs/pair-be.cu tests/bench/pairs/pair-common.h \
 	tests/bench/pairs/torch_lc.py tests/bench/pairs/torch_be.py tests/bench/pairs/torch_common.py \
 	tests/bench/pairs/plot.py tests/bench/pairs/stub-lc.sh tests/bench/pairs/stub-be.sh \
-	tests/bench/pairs/fake-mps-control.sh \
+	tests/bench/pairs/fake-mps-control.sh tests/bench/sim-depth \
 	$(PAIR_FILES)
