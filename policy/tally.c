@@ -205,7 +205,7 @@ static bool plan(const pol_sched_t *s, const pol__sub_t *u, const pol_profile_t 
   return false;
 }
 
-/* DEPTH (above): may u, with profile pr, go as a deep launch now? */
+/* DEPTH (above): may a launch of the kernel profiled by pr go deep now? */
 static bool deep_ok(const pol_sched_t *s, const pol_profile_t *pr, bool shadow) {
   return s->kind == POL_KIND_TALLY && s->cfg.be_depth > 1 && !shadow && pr &&
          pr->wave_samples >= s->cfg.min_samples && pr->wave_ns > 0 &&
