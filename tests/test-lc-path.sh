@@ -140,8 +140,9 @@ lc_poll() {
   no=$(idle_cpu no) || return 1
   echo "note: tallyd CPU with an idle latency-critical tenant: --lc-poll yes ${yes}%, no ${no}%"
   # A poller takes a whole core when it has one; on a loaded 2-core machine
-  # (CI next to other jobs) it got 39%, so the bar is what sleeping never reaches.
-  [ "$yes" -ge 25 ] && [ "$no" -le 10 ]
+  # (CI next to other jobs, under the sanitizers) it got 24-39%.  A daemon
+  # whose idle tenant sleeps stays at 0-1%, so the bar is 10% above it.
+  [ "$yes" -ge $((no + 10)) ] && [ "$no" -le 5 ]
 }
 check "--lc-poll yes polls for an idle LC tenant, no sleeps" lc_poll
 
