@@ -12,14 +12,14 @@
  * next syncpoint); nothing may leak, in host memory or device memory.
  *
  * A second scenario does the same over the newer ops on one tenant: CUDA
- * arrays (a 2-D one, copies host -> array -> device), texture objects over
- * the array and over linear memory, a surface object, VMM (reserve,
- * create, map, set access, unmap, release, free), a pool of its own and the
- * default pool with stream-ordered allocations and frees, a stream capture
- * of a memset instantiated and launched, and an explicit graph with one
- * node; the tenant goes with an array, a texture, a mapping, pools, graphs,
- * execs and an open capture still alive.  There, besides, every failure
- * must give back the device-memory quota it charged.
+ * arrays (2-D ones, copies host -> array -> device and back to the host),
+ * texture objects over the array and over linear memory, a surface object,
+ * VMM (reserve, create, map, set access, unmap, release, free), a pool of
+ * its own and the default pool with stream-ordered allocations and frees,
+ * a stream capture of a memset instantiated and launched, and an explicit
+ * graph with one node; the tenant goes with an array, a texture, a
+ * mapping, pools, graphs, execs and an open capture still alive.  There,
+ * besides, every failure must give back the device-memory quota it charged.
  */
 #include <cuda.h>
 #include <string.h>
@@ -140,8 +140,9 @@ static void every_allocation_of_a_tenant_fails_cleanly(void **state) {
   } while (0)
 #define PART_REPLY(op, rep) assert_int_equal(hc_reply(rp, op, rep), 0)
 
-/* Two 2-D arrays, host -> array -> device, textures over the array and over
- * linear memory, a surface; one array and its texture live on. */
+/* Two 2-D arrays, host -> array -> device and array -> host, textures over
+ * the array and over linear memory, a surface; one array and its texture
+ * live on. */
 static int arrays_part(hostd_tenant_t *t, wire_buf_t *rp, uint64_t dev, uint64_t s) {
   call_array_new_req_t an = {.width = 16,
                              .height = 4,
@@ -177,8 +178,20 @@ static int arrays_part(hostd_tenant_t *t, wire_buf_t *rp, uint64_t dev, uint64_t
                                .height = 4,
                                .depth = 1,
                                .stream = s};
+  call_array_copy_req_t back = {.skind = CALL_SIDE_ARRAY,
+                                .dkind = CALL_SIDE_HOST,
+                                .src = a.array,
+                                .width = 64,
+                                .height = 4,
+                                .depth = 1,
+                                .stream = s};
+  call_array_copy_rep_t got;
   PART_RUN(CALL_OP_ARRAY_COPY, 0, &in);
   PART_RUN(CALL_OP_ARRAY_COPY, 0, &out);
+  PART_RUN(CALL_OP_ARRAY_COPY, 0, &back); /* the reply grows to hold the bytes */
+  PART_REPLY(CALL_OP_ARRAY_COPY, &got);
+  assert_int_equal(got.bytes.len, sizeof(bytes));
+  assert_memory_equal(got.bytes.p, bytes, sizeof(bytes));
   call_tex_new_req_t ta = {.rtype = CU_RESOURCE_TYPE_ARRAY, .res = a.array, .filter = 1};
   call_tex_new_req_t tl = {.rtype = CU_RESOURCE_TYPE_LINEAR,
                            .res = dev,
