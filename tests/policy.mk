@@ -5,13 +5,13 @@ check_PROGRAMS += tests/test-pol-config tests/test-pol-sched tests/test-pol-prof
 TESTS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom \
 	tests/test-pol-file tests/test-pol-depth
 endif
-tests_test_pol_depth_SOURCES = tests/test-pol-depth.c
+tests_test_pol_depth_SOURCES = tests/test-pol-depth.c tests/pol-harness.h
 tests_test_pol_depth_CFLAGS = $(TEST_CFLAGS)
 tests_test_pol_depth_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_pol_config_SOURCES = tests/test-pol-config.c
 tests_test_pol_config_CFLAGS = $(TEST_CFLAGS)
 tests_test_pol_config_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
-tests_test_pol_sched_SOURCES = tests/test-pol-sched.c
+tests_test_pol_sched_SOURCES = tests/test-pol-sched.c tests/pol-harness.h
 tests_test_pol_sched_CFLAGS = $(TEST_CFLAGS)
 tests_test_pol_sched_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_pol_profile_SOURCES = tests/test-pol-profile.c

@@ -22,29 +22,18 @@
 
 #include <cmocka.h>
 
-#define LC  0
-#define BE  1
-#define BE2 2
+#include "tests/pol-harness.h"
 
 #define SHORT_ID 9  /* 10 us blocks: fits the 31.6 us threshold */
 #define LONG_ID  10 /* 40 us blocks: no form fits */
 #define GRID     (132 * 4)
 
-typedef struct fx {
-  pol_sched_t *s;
-  pol_action_t a[256];
-  size_t n;
-  uint64_t now;
-} fx_t;
-
-static void fx_init(fx_t *f, uint32_t depth) {
+/* Policy `tally` with be_depth = depth, the rest as configured by default. */
+static void fx_depth(fx_t *f, uint32_t depth) {
   pol_config_t c;
   pol_config_init(&c);
   c.be_depth = depth;
-  memset(f, 0, sizeof(*f));
-  assert_int_equal(pol_sched_new(POL_KIND_TALLY, &c, &f->s), 0);
-  assert_int_equal(pol_sched_tenant_add(f->s, LC, POL_CLASS_LC, 1), 0);
-  assert_int_equal(pol_sched_tenant_add(f->s, BE, POL_CLASS_BE, 1), 0);
+  fx_init(f, POL_KIND_TALLY, &c);
 }
 
 static pol_kernel_t kern(uint64_t id, uint32_t grid) {
@@ -54,31 +43,6 @@ static pol_kernel_t kern(uint64_t id, uint32_t grid) {
                     .variants = POL_VAR_ORIGINAL, /* SASS-only, as tallyd sees cuBLAS */
                     .resident_blocks = 132};
   return k;
-}
-
-static void feed(fx_t *f, pol_event_t ev) {
-  ev.now_ns = f->now;
-  assert_int_equal(pol_sched_event(f->s, &ev), 0);
-  f->n = pol_sched_actions(f->s, f->a, 256);
-}
-
-static void submit(fx_t *f, uint32_t tenant, uint64_t sid, pol_kernel_t k) {
-  pol_event_t ev = {.type = POL_EV_SUBMIT, .tenant = tenant, .submit_id = sid, .kernel = k};
-  feed(f, ev);
-}
-
-static void complete(fx_t *f, const pol_action_t *a, uint64_t dur_ns) {
-  pol_event_t ev = {.type = POL_EV_COMPLETED,
-                    .launch_id = a->launch_id,
-                    .dev_start_ns = f->now - dur_ns,
-                    .dev_end_ns = f->now,
-                    .blocks_done = a->block_count};
-  feed(f, ev);
-}
-
-static void timer(fx_t *f) {
-  pol_event_t ev = {.type = POL_EV_TIMER};
-  feed(f, ev);
 }
 
 static uint64_t waves(const pol_action_t *a) {
@@ -94,7 +58,7 @@ static void profile(fx_t *f, uint64_t id, uint64_t wave_ns, uint64_t *sid) {
       pol_action_t a = f->a[0];
       assert_int_equal(f->n, 1);
       f->now += waves(&a) * wave_ns + 10000;
-      complete(f, &a, waves(&a) * wave_ns);
+      complete(f, &a, waves(&a) * wave_ns, a.block_count);
     }
   }
 }
@@ -106,7 +70,7 @@ static void depth_one_keeps_the_summed_budget(void **state) {
   pol_config_t c;
   pol_config_init(&c);
   assert_int_equal(c.be_depth, 1); /* the default */
-  fx_init(&f, 1);
+  fx_depth(&f, 1);
   f.now = 1000;
   profile(&f, SHORT_ID, 10000, &sid);
   pol_stats_t st0, st1;
@@ -126,7 +90,7 @@ static void depth_one_keeps_the_summed_budget(void **state) {
   pol_sched_stats(f.s, &st1);
   assert_int_equal(st1.fallback_launches, st0.fallback_launches + 1);
   f.now += 40000;
-  complete(&f, &first, 40000);
+  complete(&f, &first, 40000, first.block_count);
   assert_int_equal(f.n, 1); /* the next, alone again */
   pol_sched_free(f.s);
 }
@@ -136,7 +100,7 @@ static void depth_n_queues_up_to_n_short_block_launches_while_lc_idle(void **sta
   for (uint32_t depth = 2; depth <= 8; depth *= 2) {
     fx_t f;
     uint64_t sid = 1;
-    fx_init(&f, depth);
+    fx_depth(&f, depth);
     f.now = 1000;
     profile(&f, SHORT_ID, 10000, &sid);
     pol_action_t q[64];
@@ -154,7 +118,7 @@ static void depth_n_queues_up_to_n_short_block_launches_while_lc_idle(void **sta
     }
     /* One completes: exactly one more goes. */
     f.now += 40000;
-    complete(&f, &q[0], 40000);
+    complete(&f, &q[0], 40000, q[0].block_count);
     assert_int_equal(f.n, 1);
     assert_int_equal(f.a[0].block_count, GRID);
     pol_sched_free(f.s);
@@ -165,7 +129,7 @@ static void depth_n_issues_nothing_while_lc_active(void **state) {
   (void)state;
   fx_t f;
   uint64_t sid = 1;
-  fx_init(&f, 4);
+  fx_depth(&f, 4);
   f.now = 1000;
   profile(&f, SHORT_ID, 10000, &sid);
   submit(&f, LC, sid++, kern(7, 64));
@@ -176,7 +140,7 @@ static void depth_n_issues_nothing_while_lc_active(void **state) {
     assert_int_equal(f.n, 0); /* LC busy */
   }
   f.now += 20000;
-  complete(&f, &lc, 20000);
+  complete(&f, &lc, 20000, lc.block_count);
   assert_int_equal(f.n, 0); /* inside the idle window */
   f.now = pol_sched_next_timer_ns(f.s);
   timer(&f);
@@ -191,11 +155,11 @@ static void depth_n_issues_nothing_while_lc_active(void **state) {
   lc = f.a[0];
   for (int i = 0; i < 4; i++) {
     f.now += 40000;
-    complete(&f, &be[i], 40000);
+    complete(&f, &be[i], 40000, be[i].block_count);
     assert_int_equal(f.n, 0);
   }
   f.now += 1000;
-  complete(&f, &lc, 1000);
+  complete(&f, &lc, 1000, lc.block_count);
   assert_int_equal(f.n, 0);
   f.now = pol_sched_next_timer_ns(f.s);
   timer(&f);
@@ -207,7 +171,7 @@ static void long_block_fallback_still_goes_alone(void **state) {
   (void)state;
   fx_t f;
   uint64_t sid = 1;
-  fx_init(&f, 4);
+  fx_depth(&f, 4);
   f.now = 1000;
   profile(&f, SHORT_ID, 10000, &sid);
   profile(&f, LONG_ID, 40000, &sid);
@@ -224,12 +188,12 @@ static void long_block_fallback_still_goes_alone(void **state) {
   submit(&f, BE, sid++, kern(SHORT_ID, GRID));
   assert_int_equal(f.n, 0); /* stream order: nothing jumps the long one */
   f.now += 40000;
-  complete(&f, &s[0], 40000);
+  complete(&f, &s[0], 40000, s[0].block_count);
   assert_int_equal(f.n, 0); /* one deep launch still in flight */
   pol_stats_t st0, st1;
   pol_sched_stats(f.s, &st0);
   f.now += 40000;
-  complete(&f, &s[1], 40000);
+  complete(&f, &s[1], 40000, s[1].block_count);
   assert_int_equal(f.n, 1); /* now alone */
   pol_action_t lg = f.a[0];
   pol_sched_stats(f.s, &st1);
@@ -239,7 +203,7 @@ static void long_block_fallback_still_goes_alone(void **state) {
   timer(&f);
   assert_int_equal(f.n, 0);
   f.now += 160000;
-  complete(&f, &lg, 160000);
+  complete(&f, &lg, 160000, lg.block_count);
   assert_int_equal(f.n, 2); /* then the short ones go deep again */
   assert_int_equal(f.a[0].block_count, GRID);
   assert_int_equal(f.a[1].block_count, GRID);
@@ -251,7 +215,7 @@ static void weights_still_split_the_gpu(void **state) {
   fx_t f;
   uint64_t sid = 1;
   uint64_t served[3] = {0};
-  fx_init(&f, 4);
+  fx_depth(&f, 4);
   assert_int_equal(pol_sched_tenant_add(f.s, BE2, POL_CLASS_BE, 3), 0);
   f.now = 1000;
   profile(&f, SHORT_ID, 10000, &sid);
@@ -271,7 +235,7 @@ static void weights_still_split_the_gpu(void **state) {
     memmove(q, q + 1, (--nq) * sizeof(*q));
     served[a.tenant] += a.block_count;
     f.now += 40000;
-    complete(&f, &a, 40000);
+    complete(&f, &a, 40000, a.block_count);
     for (size_t j = 0; j < f.n; j++)
       q[nq++] = f.a[j];
     assert_true(nq <= 4);
@@ -294,7 +258,7 @@ static void lc_wait_is_bounded_by_the_longest_running_block(void **state) {
     fx_t f;
     uint64_t sid = 1, rng = 12345 + depth;
     uint64_t worst_multi = 0, lc_arrivals = 0, multi_arrivals = 0;
-    fx_init(&f, depth);
+    fx_depth(&f, depth);
     f.now = 1000;
     struct {
       pol_action_t a;
@@ -339,7 +303,7 @@ static void lc_wait_is_bounded_by_the_longest_running_block(void **state) {
         lc_busy = true;
       } else if (r % 8 == 1 && lc_busy) {
         f.now += 5000;
-        complete(&f, &lc, 5000);
+        complete(&f, &lc, 5000, lc.block_count);
         lc_busy = false;
       } else if (r % 8 < 5) {
         /* A BE kernel: one of the block times; kernel ids 100+ never repeat
@@ -353,7 +317,7 @@ static void lc_wait_is_bounded_by_the_longest_running_block(void **state) {
         /* The device completes the oldest BE launch. */
         uint64_t dur = ((fl[0].a.block_count + 131) / 132) * fl[0].block_ns;
         f.now += dur;
-        complete(&f, &fl[0].a, dur);
+        complete(&f, &fl[0].a, dur, fl[0].a.block_count);
         memmove(fl, fl + 1, (--nfl) * sizeof(fl[0]));
       } else {
         f.now += 30000;

@@ -17,28 +17,7 @@
 
 #include <cmocka.h>
 
-#define LC  0
-#define BE  1
-#define BE2 2
-
-typedef struct fx {
-  pol_sched_t *s;
-  pol_action_t a[256];
-  size_t n;
-  uint64_t now;
-} fx_t;
-
-static void fx_init(fx_t *f, pol_kind_t kind, const pol_config_t *cfg) {
-  pol_config_t c;
-  memset(f, 0, sizeof(*f));
-  if (!cfg) {
-    pol_config_init(&c);
-    cfg = &c;
-  }
-  assert_int_equal(pol_sched_new(kind, cfg, &f->s), 0);
-  assert_int_equal(pol_sched_tenant_add(f->s, LC, POL_CLASS_LC, 1), 0);
-  assert_int_equal(pol_sched_tenant_add(f->s, BE, POL_CLASS_BE, 1), 0);
-}
+#include "tests/pol-harness.h"
 
 static pol_kernel_t kern(uint64_t id, uint32_t grid, uint32_t variants) {
   pol_kernel_t k = {.kernel_id = id,
@@ -47,34 +26,6 @@ static pol_kernel_t kern(uint64_t id, uint32_t grid, uint32_t variants) {
                     .variants = variants,
                     .resident_blocks = 132};
   return k;
-}
-
-/* Feeds an event and collects the actions. */
-static void feed(fx_t *f, pol_event_t ev) {
-  ev.now_ns = f->now;
-  assert_int_equal(pol_sched_event(f->s, &ev), 0);
-  f->n = pol_sched_actions(f->s, f->a, 256);
-}
-
-static void submit(fx_t *f, uint32_t tenant, uint64_t sid, pol_kernel_t k) {
-  pol_event_t ev = {.type = POL_EV_SUBMIT, .tenant = tenant, .submit_id = sid, .kernel = k};
-  feed(f, ev);
-}
-
-static void complete(fx_t *f, const pol_action_t *a, uint64_t dur_ns, uint64_t done) {
-  pol_event_t ev = {.type = POL_EV_COMPLETED,
-                    .launch_id = a->launch_id,
-                    .dev_start_ns = f->now > dur_ns ? f->now - dur_ns : 0,
-                    .dev_end_ns = f->now,
-                    .blocks_done = done};
-  if (ev.dev_start_ns == 0)
-    ev.dev_end_ns = dur_ns;
-  feed(f, ev);
-}
-
-static void timer(fx_t *f) {
-  pol_event_t ev = {.type = POL_EV_TIMER};
-  feed(f, ev);
 }
 
 /* Makes kernel id known: submits it 8 times with the LC idle and completes
