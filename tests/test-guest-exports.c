@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -233,9 +234,36 @@ static void blaslt_table_slots_answer_not_supported(void **state) {
 static void unknown_export_table_is_refused(void **state) {
   (void)state;
   assert_null(table("00112233445566778899aabbccddeeff"));
-  /* The two that frameworks do without are refused too (only their log line is quieter). */
-  assert_null(table("69a28e9f24498b47b030c5da330ea4e9"));
-  assert_null(table("da9151d33ae6cc41a5c04f26d533e328"));
+}
+
+/* The two tables frameworks do without are refused like any other, but only
+ * an unknown one is logged at the default level. */
+static void optional_export_tables_are_refused_without_a_log_line(void **state) {
+  char buf[4096] = "";
+  FILE *log = tmpfile();
+  int saved = dup(2);
+  size_t n;
+  (void)state;
+  assert_non_null(log);
+  assert_true(saved >= 0);
+  fflush(stderr);
+  assert_true(dup2(fileno(log), 2) >= 0);
+  const void *a = table("69a28e9f24498b47b030c5da330ea4e9");
+  const void *b = table("da9151d33ae6cc41a5c04f26d533e328");
+  const void *c = table("ffeeddccbbaa99887766554433221100");
+  fflush(stderr);
+  assert_true(dup2(saved, 2) >= 0);
+  close(saved);
+  rewind(log);
+  n = fread(buf, 1, sizeof(buf) - 1, log);
+  buf[n] = 0;
+  fclose(log);
+  assert_null(a);
+  assert_null(b);
+  assert_null(c);
+  assert_non_null(strstr(buf, "ffeeddccbbaa99887766554433221100 is not emulated"));
+  assert_null(strstr(buf, "69a28e9f"));
+  assert_null(strstr(buf, "da9151d3"));
 }
 
 /* cuBLAS(Lt) calls slots of 21318c60 past the few we know: none may be NULL,
@@ -305,6 +333,7 @@ int main(void) {
       cmocka_unit_test(get_proc_address_finds_every_symbol_cudart_asks_for),
       cmocka_unit_test(export_tables_for_cudart_exist_with_the_drivers_sizes),
       cmocka_unit_test(unknown_export_table_is_refused),
+      cmocka_unit_test(optional_export_tables_are_refused_without_a_log_line),
       cmocka_unit_test(blaslt_table_slots_answer_not_supported),
       cmocka_unit_test(context_table_has_no_null_slot),
       cmocka_unit_test(integrity_digest_of_fixed_versions_matches),
