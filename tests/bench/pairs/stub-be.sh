@@ -4,12 +4,15 @@
 # until SIGTERM/SIGINT or --max-seconds, and writes the BE CSV with
 # `date +%s%N` times (the stub LC's clock).  Prints the sharing variables
 # it was given on stderr, and when it was ready (`date +%s%N`).  --warmup-s
-# sleeps before the ready file as a warm-up would.
-#   stub-be.sh --out CSV --ready FILE [--max-seconds S] [--never-ready] [--warmup-s S]
-out= ready= max=600 never= warmup=
+# sleeps before the ready file as a warm-up would; --exit-s sleeps after the
+# CSV with SIGTERM at its default action, as a Python tenant's slow exit
+# through tallyd does (a second SIGTERM then kills it).
+#   stub-be.sh --out CSV --ready FILE [--max-seconds S] [--never-ready] [--warmup-s S] [--exit-s S]
+out= ready= max=600 never= warmup= exit_s=
 while [ $# -gt 0 ]; do
   case $1 in
     --warmup-s) warmup=$2; shift 2 ;;
+    --exit-s) exit_s=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --ready) ready=$2; shift 2 ;;
     --max-seconds) max=$2; shift 2 ;;
@@ -40,3 +43,7 @@ while [ -z "$stop" ]; do
 done
 { echo "iter,start_ns,end_ns"; cat "$out.tmp"; } >"$out" && rm -f "$out.tmp"
 echo "stub-be: $i iterations" >&2
+# (exec: the same process, now a program that leaves SIGTERM at its default
+# action; bash itself would wait for its sleep before acting on the signal)
+[ -n "$exit_s" ] && exec python3 -c "import time; time.sleep($exit_s)"
+exit 0

@@ -9,16 +9,18 @@
 # --warmup-s sleeps as a warm-up would; --ready/--go is the start handshake
 # of a real LC (create READY, then wait for GO before the arrival clock
 # starts); it prints when it started, was ready and saw GO (`date +%s%N`).
+# --exit-s sleeps after the CSV, as a framework LC's exit does.
 #   stub-lc.sh --arrivals FILE --out CSV [--hang | --unsupported | --fail]
 #              [--when VAR]   (the action only when VAR is set: e.g. in one mode)
-#              [--warmup-s S] [--ready FILE --go FILE]
+#              [--warmup-s S] [--ready FILE --go FILE] [--exit-s S]
 echo "stub-lc: started $(date +%s%N)" >&2
-arrivals= out= act= when= warmup= ready= go=
+arrivals= out= act= when= warmup= ready= go= exit_s=
 while [ $# -gt 0 ]; do
   case $1 in
     --arrivals) arrivals=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --warmup-s) warmup=$2; shift 2 ;;
+    --exit-s) exit_s=$2; shift 2 ;;
     --ready) ready=$2; shift 2 ;;
     --go) go=$2; shift 2 ;;
     --hang | --unsupported | --fail) act=$1; shift ;;
@@ -57,3 +59,5 @@ now=$(date +%s%N)
 [ "$end" -gt "$now" ] && sleep "$(awk -v d=$((end - now)) 'BEGIN { printf "%.3f", d / 1e9 }')"
 mv "$out.tmp" "$out"
 echo "stub-lc: $(($(wc -l <"$out") - 1)) requests" >&2
+[ -n "$exit_s" ] && sleep "$exit_s"
+exit 0
