@@ -21,7 +21,9 @@
 # folder (FW-FEATURE.{native,shm,tcp}.{out,err}) and copied to
 # $TALLY_FW_LOGS when it is set.  Each run gets its own TorchInductor and
 # Triton cache folder, so no run reuses another's compiled kernels.
-# A framework that does not import natively is skipped.
+# A framework that does not import natively (absent, or failing at its own
+# import: e.g. a numba older than the installed numpy) is skipped, with the
+# import's last error line.
 # Prints a table framework x feature x (native, shm, tcp) and
 # "frameworks: N passed, M failed, K skipped".
 # TALLY_FW_ONLY="PATTERN..." runs only the cases whose FRAMEWORK/FEATURE
@@ -107,8 +109,12 @@ case_() {
   if [ "$envv" = - ]; then envv=TALLY_FW_NONE=1; fi
   run_ native "$out.native" "$envv" "$@"
   if ! grep -qx "done" "$out.native.out"; then
-    if grep -q "ModuleNotFoundError" "$out.native.err"; then
-      skip=$((skip + 1)); row_ '%-8s %-20s %-8s\n' "$fw" "$feat" "absent"; return
+    # the framework itself cannot be imported here (not installed, or broken
+    # against this machine's other packages): nothing to compare with
+    if grep -q "ModuleNotFoundError" "$out.native.err" ||
+      { [ "$1" = "$PY" ] && ! "$PY" -c "import $fw" >"$out.probe" 2>&1; }; then
+      skip=$((skip + 1))
+      row_ '%-8s %-20s %-8s %s\n' "$fw" "$feat" "absent" "$(tail -1 "$out.probe" 2>/dev/null)"; return
     fi
     fail=$((fail + 1)); row_ '%-8s %-20s %-8s (see %s)\n' "$fw" "$feat" FAIL "$out.native.err"; return
   fi
