@@ -77,14 +77,11 @@ GUEST_EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType
   return tmap_ask(m, &q);
 }
 
-GUEST_EXPORT CUresult cuTensorMapEncodeIm2col(CUtensorMap *m, CUtensorMapDataType dtype,
-                                              cuuint32_t rank, void *addr, const cuuint64_t *dims,
-                                              const cuuint64_t *strides, const int *lower,
-                                              const int *upper, cuuint32_t channels,
-                                              cuuint32_t pixels, const cuuint32_t *estrides,
-                                              CUtensorMapInterleave il, CUtensorMapSwizzle sw,
-                                              CUtensorMapL2promotion l2,
-                                              CUtensorMapFloatOOBfill oob) {
+GUEST_EXPORT CUresult cuTensorMapEncodeIm2col(
+    CUtensorMap *m, CUtensorMapDataType dtype, cuuint32_t rank, void *addr, const cuuint64_t *dims,
+    const cuuint64_t *strides, const int *lower, const int *upper, cuuint32_t channels,
+    cuuint32_t pixels, const cuuint32_t *estrides, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+    CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
   call_tensor_map_req_t q;
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
@@ -115,8 +112,8 @@ GUEST_EXPORT CUresult cuTensorMapEncodeIm2colWide(
     return r;
   if (!m)
     return CUDA_ERROR_INVALID_VALUE;
-  r = tmap_common(&q, CALL_TMAP_IM2COL_WIDE, dtype, rank, addr, dims, strides, estrides, il, sw,
-                  l2, oob);
+  r = tmap_common(&q, CALL_TMAP_IM2COL_WIDE, dtype, rank, addr, dims, strides, estrides, il, sw, l2,
+                  oob);
   if (r != CUDA_SUCCESS)
     return r;
   q.lower[0] = lower_w;

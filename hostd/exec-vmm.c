@@ -53,7 +53,8 @@ static void phys_settle(hostd_tenant_t *t, uint64_t h, vmm_phys_t *ph) {
  * guest refuses cuMemExportToShareableHandle), so they only matter to the
  * driver's choice of granularity and placement; the Windows types are
  * refused. */
-#define SHAREABLE_OK ((uint32_t)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC))
+#define SHAREABLE_OK                                                                               \
+  ((uint32_t)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC))
 
 static CUresult prop_of(hostd_mem_prop_t *p, uint32_t types, uint32_t compression, uint32_t rdma,
                         uint32_t usage) {

@@ -1182,8 +1182,8 @@ static CUresult cuda_tensor_map(uint8_t map[CALL_TMAP_BYTES], const call_tensor_
                                   q->channels, q->pixels, q->estrides, il, sw, l2, oob);
     break;
   case CALL_TMAP_IM2COL_WIDE:
-    r = D.cuTensorMapEncodeIm2colWide(&m, t, q->rank, addr, dims, strides, q->lower[0],
-                                      q->upper[0], q->channels, q->pixels, q->estrides, il,
+    r = D.cuTensorMapEncodeIm2colWide(&m, t, q->rank, addr, dims, strides, q->lower[0], q->upper[0],
+                                      q->channels, q->pixels, q->estrides, il,
                                       (CUtensorMapIm2ColWideMode)q->mode, sw, l2, oob);
     break;
   default:

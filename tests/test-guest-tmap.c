@@ -100,13 +100,12 @@ static void im2col_kinds(void **state) {
   uint16_t cp[2];
   (void)state;
   assert_int_equal(cuMemAlloc(&buf, 1 << 20), CUDA_SUCCESS);
-  assert_int_equal(cuTensorMapEncodeIm2col(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 5,
-                                           (void *)(uintptr_t)buf, dims, strides, lower, upper,
-                                           256, 1024, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                           CU_TENSOR_MAP_SWIZZLE_NONE,
-                                           CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-                   CUDA_SUCCESS);
+  assert_int_equal(
+      cuTensorMapEncodeIm2col(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 5, (void *)(uintptr_t)buf, dims,
+                              strides, lower, upper, 256, 1024, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+      CUDA_SUCCESS);
   assert_int_equal(((uint8_t *)&m)[4], CALL_TMAP_IM2COL);
   for (int i = 0; i < 3; i++) {
     memcpy(&lo, (uint8_t *)&m + 60 + 2 * i, 2);
@@ -115,13 +114,11 @@ static void im2col_kinds(void **state) {
   memcpy(cp, (uint8_t *)&m + 12, 4);
   assert_int_equal(cp[0], 256);
   assert_int_equal(cp[1], 1024);
-  assert_int_equal(cuTensorMapEncodeIm2colWide(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-                                               (void *)(uintptr_t)buf, dims, strides, -32768,
-                                               32767, 64, 128, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                               CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128,
-                                               CU_TENSOR_MAP_SWIZZLE_128B,
-                                               CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+  assert_int_equal(cuTensorMapEncodeIm2colWide(
+                       &m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, (void *)(uintptr_t)buf, dims,
+                       strides, -32768, 32767, 64, 128, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                       CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128, CU_TENSOR_MAP_SWIZZLE_128B,
+                       CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                    CUDA_SUCCESS);
   assert_int_equal(((uint8_t *)&m)[4], CALL_TMAP_IM2COL_WIDE);
   assert_int_equal(((uint8_t *)&m)[11], CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128);
@@ -170,8 +167,14 @@ static void map_reaches_the_kernel_by_value(void **state) {
 
   /* cuLaunchKernelEx with an attribute (Triton launches with one). */
   CUlaunchAttribute at = {.id = CU_LAUNCH_ATTRIBUTE_PRIORITY};
-  CUlaunchConfig c = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128,
-                      .blockDimY = 1, .blockDimZ = 1, .attrs = &at, .numAttrs = 1};
+  CUlaunchConfig c = {.gridDimX = 1,
+                      .gridDimY = 1,
+                      .gridDimZ = 1,
+                      .blockDimX = 128,
+                      .blockDimY = 1,
+                      .blockDimZ = 1,
+                      .attrs = &at,
+                      .numAttrs = 1};
   assert_int_equal(cuLaunchKernelEx(&c, tmap_copy, params, NULL), CUDA_SUCCESS);
   received(out, &m);
   assert_int_equal(cuMemFree(out), CUDA_SUCCESS);
@@ -207,12 +210,10 @@ static void bad_arguments_fail_cleanly(void **state) {
                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                    CUDA_ERROR_INVALID_VALUE);
   /* im2col needs rank 3..5. */
-  assert_int_equal(cuTensorMapEncodeIm2col(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, a, dims,
-                                           strides, lower, upper, 8, 8, es,
-                                           CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                           CU_TENSOR_MAP_SWIZZLE_NONE,
-                                           CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+  assert_int_equal(cuTensorMapEncodeIm2col(
+                       &m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, a, dims, strides, lower, upper, 8, 8,
+                       es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                       CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                    CUDA_ERROR_INVALID_VALUE);
   memset(&m, 0x5a, sizeof(m)); /* not a map */
   assert_int_equal(cuTensorMapReplaceAddress(&m, a), CUDA_ERROR_INVALID_VALUE);
@@ -236,8 +237,8 @@ static void fabric_and_posix_fd_allocation(void **state) {
   memset(&p, 0, sizeof(p));
   p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  p.requestedHandleTypes =
-      (CUmemAllocationHandleType)(CU_MEM_HANDLE_TYPE_FABRIC | CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  p.requestedHandleTypes = (CUmemAllocationHandleType)(CU_MEM_HANDLE_TYPE_FABRIC |
+                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   assert_int_equal(cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
                    CUDA_SUCCESS);
   assert_int_equal(cuMemGetAllocationGranularity(&gmin, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
@@ -256,8 +257,9 @@ static void fabric_and_posix_fd_allocation(void **state) {
   assert_int_equal(cuMemcpyDtoH(&w, va + g - 4, 4), CUDA_SUCCESS);
   assert_int_equal(w, 7);
   /* Still never exported. */
-  assert_int_equal(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(
+      cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+      CUDA_ERROR_NOT_SUPPORTED);
   assert_int_equal(cuMemUnmap(va, g), CUDA_SUCCESS);
   assert_int_equal(cuMemAddressFree(va, g), CUDA_SUCCESS);
   assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);

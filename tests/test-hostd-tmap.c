@@ -42,8 +42,8 @@ static uint32_t call(hostd_tenant_t *t, uint32_t op, const void *q) {
   return hc_result(&reply);
 }
 
-#define ADDR      0x7f0000001000ull /* 16-byte aligned; any address (D2) */
-#define DIM_MAX   (1ull << 32)
+#define ADDR       0x7f0000001000ull /* 16-byte aligned; any address (D2) */
+#define DIM_MAX    (1ull << 32)
 #define STRIDE_MAX ((1ull << 40) - 16)
 
 /* A tiled rank-5 request with every field at its largest valid value. */
