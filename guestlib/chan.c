@@ -261,7 +261,7 @@ int guest__call(uint32_t op, uint32_t flags, const void *q, CUresult *rc_out, vo
 }
 
 /* The largest reply guest__rpc decodes (fixed replies only). */
-#define RPC_REPLY_MAX 64
+#define RPC_REPLY_MAX 128 /* TENSOR_MAP: a CUtensorMap */
 
 CUresult guest__rpc(uint32_t op, uint32_t flags, const void *q, void *rep) {
   const call_msg_t *m = call_rep_msg(op);

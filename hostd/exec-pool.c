@@ -105,11 +105,13 @@ CUresult hostd__exec_mem_free_async(hostd_tenant_t *t, wire_buf_t *out,
 }
 
 CUresult hostd__exec_pool_new(hostd_tenant_t *t, wire_buf_t *out, const call_pool_new_req_t *q) {
-  hostd_mem_prop_t p = {q->handle_types, 0, 0, 0};
+  /* Nothing leaves the process: fabric is accepted and dropped, as for
+   * cuMemCreate (exec-vmm.c); the Windows types are refused. */
+  hostd_mem_prop_t p = {q->handle_types & ~(uint32_t)CU_MEM_HANDLE_TYPE_FABRIC, 0, 0, 0};
   uint64_t h = 0;
   CUresult r;
-  if (q->handle_types & ~(uint32_t)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-    return CUDA_ERROR_NOT_SUPPORTED; /* nothing leaves the process */
+  if (p.handle_types & ~(uint32_t)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return CUDA_ERROR_NOT_SUPPORTED;
   if ((r = hostd__gpu.pool_new(&h, &p, q->max_size)) != CUDA_SUCCESS)
     return r;
   if (u64map_put(&t->pools, h, POOL_MADE) != 0) {

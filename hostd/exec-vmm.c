@@ -48,14 +48,27 @@ static void phys_settle(hostd_tenant_t *t, uint64_t h, vmm_phys_t *ph) {
   free(ph);
 }
 
-/* Only handle types that stay inside this process: none, or a POSIX file
- * descriptor (asked for by PyTorch, never exported here). */
+/* The shareable handle types a tenant may ask for: a POSIX file descriptor
+ * (PyTorch) and fabric (XLA asks for both).  Nothing is ever exported (the
+ * guest refuses cuMemExportToShareableHandle), so they only matter to the
+ * driver's choice of granularity and placement; the Windows types are
+ * refused. */
+#define SHAREABLE_OK                                                                               \
+  ((uint32_t)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC))
+
 static CUresult prop_of(hostd_mem_prop_t *p, uint32_t types, uint32_t compression, uint32_t rdma,
                         uint32_t usage) {
-  if (types & ~(uint32_t)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+  if (types & ~SHAREABLE_OK)
     return CUDA_ERROR_NOT_SUPPORTED;
   *p = (hostd_mem_prop_t){types, compression, rdma, usage};
   return CUDA_SUCCESS;
+}
+
+/* Fabric handles need a fabric (IMEX) the driver may refuse on this host;
+ * a handle here is never exported, so memory is created without it and
+ * the tenant's allocation works as on a host where fabric is offered. */
+static void strip_fabric(hostd_mem_prop_t *p) {
+  p->handle_types &= ~(uint32_t)CU_MEM_HANDLE_TYPE_FABRIC;
 }
 
 /* True when [p, p+n) lies inside one of the tenant's reservations. */
@@ -84,8 +97,16 @@ CUresult hostd__exec_mem_granularity(hostd_tenant_t *t, wire_buf_t *out,
   (void)t;
   if (q->option > CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
     return CUDA_ERROR_INVALID_VALUE;
-  if ((r = prop_of(&p, q->handle_types, q->compression, q->rdma, q->usage)) != CUDA_SUCCESS ||
-      (r = hostd__gpu.mem_granularity(&g, &p, (int)q->option)) != CUDA_SUCCESS)
+  if ((r = prop_of(&p, q->handle_types, q->compression, q->rdma, q->usage)) != CUDA_SUCCESS)
+    return r;
+  /* The driver's answer for the types asked; where it refuses fabric, the
+   * answer for what MEM_CREATE will make (fabric stripped). */
+  r = hostd__gpu.mem_granularity(&g, &p, (int)q->option);
+  if (r != CUDA_SUCCESS && (p.handle_types & CU_MEM_HANDLE_TYPE_FABRIC)) {
+    strip_fabric(&p);
+    r = hostd__gpu.mem_granularity(&g, &p, (int)q->option);
+  }
+  if (r != CUDA_SUCCESS)
     return r;
   call_mem_granularity_rep_t rep = {.granularity = g};
   return call_mem_granularity_rep_put(&rep, out) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
@@ -101,6 +122,7 @@ CUresult hostd__exec_mem_create(hostd_tenant_t *t, wire_buf_t *out,
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = prop_of(&p, q->handle_types, q->compression, q->rdma, q->usage)) != CUDA_SUCCESS)
     return r;
+  strip_fabric(&p);
   if (!(ph = calloc(1, sizeof(*ph))))
     return CUDA_ERROR_OUT_OF_MEMORY;
   if ((r = hostd__quota_charge(hostd__quota_self, HOSTD_QUOTA_MEM, q->size)) != CUDA_SUCCESS) {

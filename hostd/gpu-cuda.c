@@ -158,7 +158,11 @@
   X(cuTexObjectCreate)                                                                             \
   X(cuTexObjectDestroy)                                                                            \
   X(cuSurfObjectCreate)                                                                            \
-  X(cuSurfObjectDestroy)
+  X(cuSurfObjectDestroy)                                                                           \
+  X(cuTensorMapEncodeTiled)                                                                        \
+  X(cuTensorMapEncodeIm2col)                                                                       \
+  X(cuTensorMapEncodeIm2colWide)                                                                   \
+  X(cuTensorMapReplaceAddress)
 
 static struct {
 #define X(n) __typeof__(&n) n;
@@ -1155,6 +1159,49 @@ static CUresult cuda_surf_del(uint64_t sf) {
   return D.cuSurfObjectDestroy((CUsurfObject)sf);
 }
 
+_Static_assert(sizeof(CUtensorMap) == CALL_TMAP_BYTES, "TENSOR_MAP map (call.def)");
+
+static CUresult cuda_tensor_map(uint8_t map[CALL_TMAP_BYTES], const call_tensor_map_req_t *q) {
+  CUtensorMap m;
+  CUresult r;
+  CUtensorMapDataType t = (CUtensorMapDataType)q->dtype;
+  CUtensorMapInterleave il = (CUtensorMapInterleave)q->interleave;
+  CUtensorMapSwizzle sw = (CUtensorMapSwizzle)q->swizzle;
+  CUtensorMapL2promotion l2 = (CUtensorMapL2promotion)q->l2promo;
+  CUtensorMapFloatOOBfill oob = (CUtensorMapFloatOOBfill)q->oobfill;
+  void *addr = (void *)(uintptr_t)q->addr;
+  const cuuint64_t *dims = (const cuuint64_t *)q->dims, *strides = (const cuuint64_t *)q->strides;
+  memset(&m, 0, sizeof(m));
+  switch (q->kind) {
+  case CALL_TMAP_TILED:
+    r = D.cuTensorMapEncodeTiled(&m, t, q->rank, addr, dims, strides, q->box, q->estrides, il, sw,
+                                 l2, oob);
+    break;
+  case CALL_TMAP_IM2COL:
+    r = D.cuTensorMapEncodeIm2col(&m, t, q->rank, addr, dims, strides, q->lower, q->upper,
+                                  q->channels, q->pixels, q->estrides, il, sw, l2, oob);
+    break;
+  case CALL_TMAP_IM2COL_WIDE:
+    r = D.cuTensorMapEncodeIm2colWide(&m, t, q->rank, addr, dims, strides, q->lower[0], q->upper[0],
+                                      q->channels, q->pixels, q->estrides, il,
+                                      (CUtensorMapIm2ColWideMode)q->mode, sw, l2, oob);
+    break;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  memcpy(map, &m, sizeof(m));
+  return r;
+}
+
+static CUresult cuda_tensor_map_addr(uint8_t map[CALL_TMAP_BYTES], uint64_t addr) {
+  CUtensorMap m;
+  CUresult r;
+  memcpy(&m, map, sizeof(m));
+  r = D.cuTensorMapReplaceAddress(&m, (void *)(uintptr_t)addr);
+  memcpy(map, &m, sizeof(m));
+  return r;
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
@@ -1233,4 +1280,6 @@ const hostd_gpu_ops_t hostd__gpu = {
     .tex_del = cuda_tex_del,
     .surf_new = cuda_surf_new,
     .surf_del = cuda_surf_del,
+    .tensor_map = cuda_tensor_map,
+    .tensor_map_addr = cuda_tensor_map_addr,
 };

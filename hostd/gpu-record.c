@@ -7,12 +7,14 @@
  * memsets really move bytes, so data paths can be checked end to end.
  * Modules are a tiny text format, one statement per line:
  *     TALLYREC
- *     kernel NAME SIZE[,SIZE...]     (parameter sizes, naturally aligned)
+ *     kernel NAME SIZE[@ALIGN][,...] (parameter sizes, naturally aligned up
+ *                                     to 8 bytes unless @ALIGN says)
  *     global NAME BYTES
  * Any other image (a real fatbin from cudart) loads as a module without
- * kernels, so cudart can initialise.  Two kernels do something: "fill_u32(ptr, u32 value, u64
+ * kernels, so cudart can initialise.  A few kernels do something: "fill_u32(ptr, u32 value, u64
  * count)" writes count values, "tex_copy(u64 tex, ptr out, u64 n)" copies the first n bytes a
- * texture object reads to out, and "fault()" makes the next synchronisation fail with
+ * texture object reads to out, "tmap_copy(ptr out, CUtensorMap map)" copies the 128 bytes
+ * of its by-value tensor-map parameter to out, and "fault()" makes the next synchronisation fail with
  * CUDA_ERROR_ILLEGAL_ADDRESS (sticky, as a real fault is).  Everything else
  * is only counted (hostd_record_count).  Functions load lazily, as with the
  * driver's default CUDA_MODULE_LOADING=LAZY: until a function attribute
@@ -1028,8 +1030,11 @@ static CUresult parse_module(rec_module_t *m, const char *text, size_t len) {
       if (sscanf(line, "kernel %*s %159s", sizes) == 1)
         for (char *t = strtok(sizes, ","); t && k->nparams < RECORD_MAX_PARAMS;
              t = strtok(NULL, ",")) {
-          uint32_t sz = (uint32_t)strtoul(t, NULL, 10);
+          char *at;
+          uint32_t sz = (uint32_t)strtoul(t, &at, 10);
           uint32_t al = sz >= 8 ? 8 : sz >= 4 ? 4 : sz >= 2 ? 2 : 1;
+          if (*at == '@' && (al = (uint32_t)strtoul(at + 1, NULL, 10)) == 0)
+            return CUDA_ERROR_INVALID_IMAGE;
           off = (off + al - 1) / al * al;
           k->off[k->nparams] = off;
           k->size[k->nparams++] = sz;
@@ -1307,6 +1312,11 @@ static bool launch_effect(rec_stream_t *st, rec_op_t *o) {
     fill_effect(k, a, o->n);
   } else if (strcmp(k->name, "tex_copy") == 0 && n == 3) {
     tex_copy_effect(param(k, a, o->n, 0), param(k, a, o->n, 1), param(k, a, o->n, 2));
+  } else if (strcmp(k->name, "tmap_copy") == 0 && n == 2 && k->size[1] == CALL_TMAP_BYTES &&
+             k->off[1] + CALL_TMAP_BYTES <= o->n) {
+    uint8_t *d = find(param(k, a, o->n, 0), CALL_TMAP_BYTES);
+    if (d)
+      memcpy(d, a + k->off[1], CALL_TMAP_BYTES);
   } else if (has_suffix(k->name, "__tally_slice") && n >= 4) {
     uint64_t total = param(k, a, o->n, n - 4) * param(k, a, o->n, n - 3) * param(k, a, o->n, n - 2);
     uint64_t off = param(k, a, o->n, n - 1);
@@ -1537,14 +1547,18 @@ static CUresult rec_occupancy(uint64_t f, int kind, int which, const CUlaunchCon
   return CUDA_SUCCESS;
 }
 
-/* ---- virtual memory management (as the driver: 2 MiB granularity) ---- */
+/* ---- virtual memory management (as the driver: 2 MiB granularity) ----
+ * As a driver on a host without a fabric (no IMEX channel): the fabric
+ * handle type is refused by the granularity query and by cuMemCreate, so
+ * tests see tallyd handle a driver that will not make such memory. */
 
 #define REC_GRANULE (2ull << 20)
 
 static CUresult rec_mem_granularity(uint64_t *g, const hostd_mem_prop_t *p, int option) {
   LIVE(0);
-  (void)p;
   (void)option;
+  if (p->handle_types & CU_MEM_HANDLE_TYPE_FABRIC)
+    return CUDA_ERROR_NOT_SUPPORTED;
   *g = REC_GRANULE;
   return CUDA_SUCCESS;
 }
@@ -1572,8 +1586,9 @@ static rec_phys_t *phys_find(uint64_t h) { /* lock held */
 static CUresult rec_mem_create(uint64_t *h, uint64_t size, const hostd_mem_prop_t *p) {
   LIVE(0);
   rec_phys_t *ph = NULL;
-  (void)p;
   count(HOSTD_RECORD_ALLOC);
+  if (p->handle_types & CU_MEM_HANDLE_TYPE_FABRIC)
+    return CUDA_ERROR_NOT_SUPPORTED;
   if (size % REC_GRANULE)
     return CUDA_ERROR_INVALID_VALUE;
   if (!(ph = calloc(1, sizeof(*ph))) || !(ph->bytes = backing_new(size))) {
@@ -1719,10 +1734,11 @@ static CUresult rec_mem_retain(uint64_t *h, uint64_t p) {
 
 static CUresult rec_pool_new(uint64_t *pool, const hostd_mem_prop_t *p, uint64_t max_size) {
   LIVE(0);
-  rec_span_t *sp = calloc(1, sizeof(*sp));
-  (void)p;
+  rec_span_t *sp;
   (void)max_size;
-  if (!sp)
+  if (p->handle_types & CU_MEM_HANDLE_TYPE_FABRIC)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  if (!(sp = calloc(1, sizeof(*sp))))
     return CUDA_ERROR_OUT_OF_MEMORY;
   *pool = sp->addr = handle();
   pthread_mutex_lock(&lock);
@@ -2544,6 +2560,88 @@ static CUresult rec_surf_del(uint64_t sf) {
   return obj_del(sf, true);
 }
 
+/* ---- tensor maps: a deterministic stand-in for the driver's encoding ----
+ * The driver's 128 bytes are opaque; these are readable, so a test can see
+ * every argument arrive.  Checked as the driver documents (cuda.h): global
+ * address 16-byte aligned (32 with 32-byte interleave), dims 1..2^32,
+ * strides multiples of 16 below 2^40, box 1..256 (tiled), element strides
+ * 1..8, corners within 16 bits, channels 1..256, pixels 1..1024 (im2col).
+ *   OFFSET SIZE  MEANING
+ *   0      4     REC_TMAP_MAGIC
+ *   4      1 x 8 kind, dtype, rank, interleave, swizzle, l2promo, oobfill, mode
+ *   12     2 x 2 channels, pixels
+ *   16     8     global address
+ *   24     4 x 5 dims - 1
+ *   44     1 x 5 element strides
+ *   49     1     0
+ *   50     2 x 5 box
+ *   60     2 x 6 lower[3], upper[3] (int16)
+ *   72     8 x 4 strides
+ *   104    24    0 */
+#define REC_TMAP_MAGIC 0x50414d54u /* "TMAP" */
+
+static bool rec_tmap_ok(const call_tensor_map_req_t *q) {
+  unsigned r = q->rank, al = q->interleave == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16;
+  if (q->addr == 0 || q->addr % al)
+    return false;
+  for (unsigned i = 0; i < r; i++)
+    if (q->dims[i] == 0 || q->dims[i] > (1ull << 32) || q->estrides[i] == 0 || q->estrides[i] > 8 ||
+        (q->kind == CALL_TMAP_TILED && (q->box[i] == 0 || q->box[i] > 256)))
+      return false;
+  for (unsigned i = 0; i + 1 < r; i++)
+    if (q->strides[i] % 16 || q->strides[i] >= (1ull << 40))
+      return false;
+  for (unsigned i = 0; i < CALL_TMAP_RANK_MAX - 2; i++)
+    if (q->lower[i] < INT16_MIN || q->lower[i] > INT16_MAX || q->upper[i] < INT16_MIN ||
+        q->upper[i] > INT16_MAX)
+      return false;
+  return q->kind == CALL_TMAP_TILED ||
+         (q->channels >= 1 && q->channels <= 256 && q->pixels >= 1 && q->pixels <= 1024);
+}
+
+static CUresult rec_tensor_map(uint8_t m[CALL_TMAP_BYTES], const call_tensor_map_req_t *q) {
+  LIVE(0);
+  const uint32_t magic = REC_TMAP_MAGIC;
+  uint8_t b[8] = {(uint8_t)q->kind,     (uint8_t)q->dtype,   (uint8_t)q->rank,
+                  (uint8_t)q->interleave, (uint8_t)q->swizzle, (uint8_t)q->l2promo,
+                  (uint8_t)q->oobfill,  (uint8_t)q->mode};
+  uint16_t cp[2] = {(uint16_t)q->channels, (uint16_t)q->pixels};
+  count(HOSTD_RECORD_TMAP);
+  if (!rec_tmap_ok(q))
+    return CUDA_ERROR_INVALID_VALUE;
+  memset(m, 0, CALL_TMAP_BYTES);
+  memcpy(m, &magic, 4);
+  memcpy(m + 4, b, 8);
+  memcpy(m + 12, cp, 4);
+  memcpy(m + 16, &q->addr, 8);
+  for (unsigned i = 0; i < q->rank; i++) {
+    uint32_t d = (uint32_t)(q->dims[i] - 1);
+    uint16_t box = (uint16_t)q->box[i];
+    memcpy(m + 24 + 4 * i, &d, 4);
+    m[44 + i] = (uint8_t)q->estrides[i];
+    memcpy(m + 50 + 2 * i, &box, 2);
+  }
+  for (unsigned i = 0; i < CALL_TMAP_RANK_MAX - 2; i++) {
+    int16_t lo = (int16_t)q->lower[i], up = (int16_t)q->upper[i];
+    memcpy(m + 60 + 2 * i, &lo, 2);
+    memcpy(m + 66 + 2 * i, &up, 2);
+  }
+  memcpy(m + 72, q->strides, 8 * (CALL_TMAP_RANK_MAX - 1));
+  return CUDA_SUCCESS;
+}
+
+/* Only a map this stand-in encoded, and an address aligned as it checks. */
+static CUresult rec_tensor_map_addr(uint8_t m[CALL_TMAP_BYTES], uint64_t addr) {
+  LIVE(0);
+  uint32_t magic;
+  count(HOSTD_RECORD_TMAP);
+  memcpy(&magic, m, 4);
+  if (magic != REC_TMAP_MAGIC || addr == 0 || addr % (m[7] == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16))
+    return CUDA_ERROR_INVALID_VALUE;
+  memcpy(m + 16, &addr, 8);
+  return CUDA_SUCCESS;
+}
+
 /* The "tex_copy(u64 tex, ptr out, u64 n)" kernel: the first n bytes of
  * what texture object tex reads, to out; a handle that is no texture
  * faults, as a kernel reading garbage may.  Lock held. */
@@ -2655,6 +2753,8 @@ const hostd_gpu_ops_t hostd__gpu = {
     .tex_del = rec_tex_del,
     .surf_new = rec_surf_new,
     .surf_del = rec_surf_del,
+    .tensor_map = rec_tensor_map,
+    .tensor_map_addr = rec_tensor_map_addr,
 };
 int hostd__record_memset_prio;
 int hostd__record_last_prio;

@@ -211,6 +211,13 @@ typedef struct hostd_gpu_ops {
   CUresult (*tex_del)(uint64_t t);
   CUresult (*surf_new)(uint64_t *sf, uint64_t a);
   CUresult (*surf_del)(uint64_t sf);
+  /* ---- tensor maps (hostd/exec-tmap.c) ----
+   * tensor_map: cuTensorMapEncode{Tiled,Im2col,Im2colWide} by q->kind into
+   * map (q checked by the caller: kind, rank and enums in range);
+   * tensor_map_addr: cuTensorMapReplaceAddress on map, in place.  The map is
+   * the driver's 128 bytes, copied to an aligned CUtensorMap around the call. */
+  CUresult (*tensor_map)(uint8_t map[CALL_TMAP_BYTES], const call_tensor_map_req_t *q);
+  CUresult (*tensor_map_addr)(uint8_t map[CALL_TMAP_BYTES], uint64_t addr);
 } hostd_gpu_ops_t;
 
 /* The backend this binary was linked with. */

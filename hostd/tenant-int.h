@@ -124,8 +124,8 @@ CUresult hostd__streams_sync_all(hostd_tenant_t *t, bool stop);
 void hostd__module_forget(hostd_tenant_t *t, uint64_t h);
 void hostd__pinned_drop(pinned_t *p, bool gpu);
 
-/* ---- virtual memory, pools, graphs, arrays (exec-vmm.c, exec-pool.c,
- * exec-graph.c, exec-array.c) ----
+/* ---- virtual memory, pools, graphs, arrays, tensor maps (exec-vmm.c,
+ * exec-pool.c, exec-graph.c, exec-array.c, exec-tmap.c) ----
  * Request handlers called from exec.c's table; results go to out.  The
  * release functions free what the tenant still holds (gpu false: it died
  * with the context, only our memory is freed); tenant.c calls them after
@@ -137,7 +137,7 @@ void hostd__pinned_drop(pinned_t *p, bool gpu);
   X(capture_info) X(capture_mode) X(graph_new) X(graph_del) X(graph_add) X(graph_deps)            \
   X(graph_instantiate) X(graph_launch) X(graph_exec_del) X(graph_exec_update) X(graph_exec_kernel)  \
   X(graph_nodes) X(array_new) X(array_del) X(array_copy) X(tex_new) X(tex_del) X(surf_new)       \
-  X(surf_del)
+  X(surf_del) X(tensor_map) X(tensor_map_addr)
 #define HOSTD_EXEC_DECL(name)                                                                      \
   CUresult hostd__exec_##name(hostd_tenant_t *t, wire_buf_t *out, const call_##name##_req_t *q);
 HOSTD_EXEC_ELSEWHERE(HOSTD_EXEC_DECL)

@@ -1,9 +1,11 @@
 # tests/guestlib.mk: unit tests of guestlib/ (load or link the built libcuda.so.1).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
-	tests/guest-chain tests/test-guest-async tests/test-guest-vmm tests/test-guest-graph tests/test-guest-array
+	tests/guest-chain tests/test-guest-async tests/test-guest-vmm tests/test-guest-graph tests/test-guest-array \
+	tests/test-guest-tmap
 TESTS += tests/test-guest-entry tests/test-guest-exports tests/test-guest-daemon \
-	tests/test-guest-async tests/test-guest-vmm tests/test-guest-graph tests/test-guest-array
+	tests/test-guest-async tests/test-guest-vmm tests/test-guest-graph tests/test-guest-array \
+	tests/test-guest-tmap
 endif
 # The other tenant process of test-guest-daemon/-async and of
 # test-hostd-restart.sh (no cmocka: the script runs without it).
@@ -55,6 +57,12 @@ tests_test_guest_array_CFLAGS = $(TEST_CFLAGS)
 tests_test_guest_array_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \
 	$(GUEST_LINK) $(TEST_LIBS)
 tests_test_guest_array_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
+tests_test_guest_tmap_SOURCES = tests/test-guest-tmap.c tests/guest-daemon-harness.h
+tests_test_guest_tmap_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_guest_tmap_CFLAGS = $(TEST_CFLAGS)
+tests_test_guest_tmap_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) \
+	$(GUEST_LINK) $(TEST_LIBS)
+tests_test_guest_tmap_LDFLAGS = $(AM_LDFLAGS) $(GUEST_RPATH)
 tests_test_guest_graph_SOURCES = tests/test-guest-graph.c tests/guest-daemon-harness.h
 tests_test_guest_graph_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_guest_graph_CFLAGS = $(TEST_CFLAGS)

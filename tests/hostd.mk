@@ -2,10 +2,16 @@
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched \
 	tests/test-hostd-guard tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph \
-	tests/test-hostd-array
+	tests/test-hostd-array tests/test-hostd-tmap
 TESTS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched tests/test-hostd-guard \
-	tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph tests/test-hostd-array
+	tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph tests/test-hostd-array \
+	tests/test-hostd-tmap
 endif
+# Tensor maps (exec-tmap.c): arguments at their limits, hostile requests.
+tests_test_hostd_tmap_SOURCES = tests/test-hostd-tmap.c tests/hostd-call-harness.h
+tests_test_hostd_tmap_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_tmap_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
+tests_test_hostd_tmap_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 # CUDA arrays, copies with an array side, texture and surface objects (exec-array.c).
 tests_test_hostd_array_SOURCES = tests/test-hostd-array.c tests/hostd-call-harness.h
 tests_test_hostd_array_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)

@@ -84,8 +84,51 @@ static void granularity_is_the_devices(void **state) {
   q.option = 7;
   assert_int_equal(call(t, CALL_OP_MEM_GRANULARITY, &q), CUDA_ERROR_INVALID_VALUE);
   q.option = 0;
-  q.handle_types = CU_MEM_HANDLE_TYPE_FABRIC; /* would leave the process */
+  q.handle_types = CU_MEM_HANDLE_TYPE_WIN32; /* not on this platform */
   assert_int_equal(call(t, CALL_OP_MEM_GRANULARITY, &q), CUDA_ERROR_NOT_SUPPORTED);
+  hostd__tenant_free(t);
+}
+
+/* XLA asks with fabric and POSIX fd handle types.  The recording device
+ * refuses fabric as a driver without a fabric does: the query still
+ * answers (for what will be made), and memory and pools are made without
+ * fabric; nothing is exported either way. */
+static void fabric_is_a_query_not_an_export(void **state) {
+  hostd_tenant_t *t = hc_tenant(11, &reply);
+  const uint32_t both = CU_MEM_HANDLE_TYPE_FABRIC | CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  call_mem_granularity_req_t q = {.option = 1, .handle_types = both};
+  call_mem_granularity_rep_t a = {0};
+  call_mem_create_req_t c = {.size = MB2, .handle_types = both};
+  call_mem_create_rep_t ca;
+  call_pool_new_req_t pn = {.handle_types = CU_MEM_HANDLE_TYPE_FABRIC};
+  call_pool_new_rep_t pa;
+  call_pool_del_req_t pd;
+  call_mem_release_req_t rel;
+  (void)state;
+  for (uint32_t opt = 0; opt <= 1; opt++) {
+    q.option = opt;
+    assert_int_equal(call(t, CALL_OP_MEM_GRANULARITY, &q), CUDA_SUCCESS);
+    assert_int_equal(hc_reply(&reply, CALL_OP_MEM_GRANULARITY, &a), 0);
+    assert_int_equal(a.granularity, MB2);
+  }
+  q.handle_types = CU_MEM_HANDLE_TYPE_FABRIC;
+  assert_int_equal(call(t, CALL_OP_MEM_GRANULARITY, &q), CUDA_SUCCESS);
+  q.handle_types = both | CU_MEM_HANDLE_TYPE_WIN32_KMT;
+  assert_int_equal(call(t, CALL_OP_MEM_GRANULARITY, &q), CUDA_ERROR_NOT_SUPPORTED);
+
+  assert_int_equal(call(t, CALL_OP_MEM_CREATE, &c), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_CREATE, &ca), 0);
+  assert_int_equal(hostd_record_live_bytes(), MB2);
+  rel.handle = ca.handle;
+  assert_int_equal(call(t, CALL_OP_MEM_RELEASE, &rel), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_live_bytes(), 0);
+
+  assert_int_equal(call(t, CALL_OP_POOL_NEW, &pn), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_POOL_NEW, &pa), 0);
+  pd.pool = pa.pool;
+  assert_int_equal(call(t, CALL_OP_POOL_DEL, &pd), CUDA_SUCCESS);
+  pn.handle_types = CU_MEM_HANDLE_TYPE_WIN32;
+  assert_int_equal(call(t, CALL_OP_POOL_NEW, &pn), CUDA_ERROR_NOT_SUPPORTED);
   hostd__tenant_free(t);
 }
 
@@ -339,6 +382,7 @@ static void malformed_requests_are_protocol_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(granularity_is_the_devices),
+      cmocka_unit_test(fabric_is_a_query_not_an_export),
       cmocka_unit_test(map_copy_unmap_release),
       cmocka_unit_test(mappings_must_fit_and_not_overlap),
       cmocka_unit_test(another_tenants_objects_are_refused),

@@ -54,6 +54,9 @@ static uint32_t count(int mode, uint32_t max) {
 #define FILL_I32X(x, f, a, b, c)                                                                   \
   for (int k = 0; k < (a); k++)                                                                    \
     (x)->f[k] = (int32_t)value(mode);
+#define FILL_U64X(x, f, a, b, c)                                                                   \
+  for (int k = 0; k < (a); k++)                                                                    \
+    (x)->f[k] = value(mode);
 #define FILL_CHARS(x, f, a, b, c) memset((x)->f, mode == LOW ? 0 : 0x7f, a);
 #define FILL_BYTES(x, f, a, b, c) memset((x)->f, mode == LOW ? 0 : 0xff, a);
 #define FILL_PAD(x, f, a, b, c)   (x)->f = 0;
@@ -75,6 +78,7 @@ static uint32_t count(int mode, uint32_t max) {
 #define SAME_ARR(x, y, f, a) assert_memory_equal((x)->f, (y)->f, sizeof((x)->f));
 #define SAME_U32X            SAME_ARR
 #define SAME_I32X            SAME_ARR
+#define SAME_U64X            SAME_ARR
 #define SAME_CHARS           SAME_ARR
 #define SAME_BYTES           SAME_ARR
 #define SAME_VIEW(x, y, f, a)                                                                      \
@@ -92,6 +96,7 @@ static uint32_t count(int mode, uint32_t max) {
 #define IS_REST_F32               0
 #define IS_REST_U32X              0
 #define IS_REST_I32X              0
+#define IS_REST_U64X              0
 #define IS_REST_CHARS             0
 #define IS_REST_BYTES             0
 #define IS_REST_PAD               0

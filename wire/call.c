@@ -26,7 +26,7 @@ enum { K_U32, K_U64, K_RAW, K_PAD, K_TAIL, K_REST };
 typedef struct call_field {
   uint8_t kind;
   uint32_t off;    /* in the struct */
-  uint32_t n;      /* U32: values; RAW: bytes; TAIL: bytes per element */
+  uint32_t n;      /* U32, U64: values; RAW: bytes; TAIL: bytes per element */
   uint32_t max;    /* TAIL: elements; REST: bytes */
   uint32_t lenoff; /* TAIL: offset of its u32 length field in the struct */
   const char *name;
@@ -62,6 +62,9 @@ struct call_msg {
 #define R_I32X(f, a, b, c)                                                                         \
   for (int k_ = 0; k_ < (a); k_++, p += 4)                                                         \
     o->f[k_] = (int32_t)wire_le_rd32(p);
+#define R_U64X(f, a, b, c)                                                                         \
+  for (int k_ = 0; k_ < (a); k_++, p += 8)                                                         \
+    o->f[k_] = wire_le_rd64(p);
 #define R_CHARS(f, a, b, c) memcpy(o->f, p, a), p += (a);
 #define R_BYTES(f, a, b, c) memcpy(o->f, p, a), p += (a);
 #define R_PAD(f, a, b, c)   o->f = 0, p += 4;
@@ -83,6 +86,7 @@ struct call_msg {
 #define RT_U64(f, a, b, c)
 #define RT_U32X(f, a, b, c)
 #define RT_I32X(f, a, b, c)
+#define RT_U64X(f, a, b, c)
 #define RT_CHARS(f, a, b, c)
 #define RT_BYTES(f, a, b, c)
 #define RT_PAD(f, a, b, c)
@@ -104,6 +108,9 @@ struct call_msg {
 #define W_I32X(f, a, b, c)                                                                         \
   for (int k_ = 0; k_ < (a); k_++, q += 4)                                                         \
     wire_le_wr32(q, (uint32_t)i->f[k_]);
+#define W_U64X(f, a, b, c)                                                                         \
+  for (int k_ = 0; k_ < (a); k_++, q += 8)                                                         \
+    wire_le_wr64(q, i->f[k_]);
 #define W_CHARS(f, a, b, c) memcpy(q, i->f, a), q += (a);
 #define W_BYTES(f, a, b, c) memcpy(q, i->f, a), q += (a);
 #define W_PAD(f, a, b, c)   wire_le_wr32(q, 0), q += 4;
@@ -125,6 +132,7 @@ struct call_msg {
 #define WT_U64(f, a, b, c)
 #define WT_U32X(f, a, b, c)
 #define WT_I32X(f, a, b, c)
+#define WT_U64X(f, a, b, c)
 #define WT_CHARS(f, a, b, c)
 #define WT_BYTES(f, a, b, c)
 #define WT_PAD(f, a, b, c)
@@ -175,6 +183,7 @@ static inline bool too_short(size_t len, size_t fixed) {
 #define D_U64(M, f, a, b, c)   {K_U64, offsetof(M, f), 1, 0, 0, #f},
 #define D_U32X(M, f, a, b, c)  {K_U32, offsetof(M, f), a, 0, 0, #f},
 #define D_I32X(M, f, a, b, c)  {K_U32, offsetof(M, f), a, 0, 0, #f},
+#define D_U64X(M, f, a, b, c)  {K_U64, offsetof(M, f), a, 0, 0, #f},
 #define D_CHARS(M, f, a, b, c) {K_RAW, offsetof(M, f), a, 0, 0, #f},
 #define D_BYTES(M, f, a, b, c) {K_RAW, offsetof(M, f), a, 0, 0, #f},
 #define D_PAD(M, f, a, b, c)   {K_PAD, offsetof(M, f), 1, 0, 0, #f},
@@ -321,7 +330,10 @@ static int decode_why(const call_msg_t *m, const void *p_, size_t len, void *out
       p += took;
       continue;
     }
-    need = f->kind == K_U32 ? 4 * (size_t)f->n : f->kind == K_U64 ? 8 : f->kind == K_RAW ? f->n : 4;
+    need = f->kind == K_U32   ? 4 * (size_t)f->n
+           : f->kind == K_U64 ? 8 * (size_t)f->n
+           : f->kind == K_RAW ? f->n
+                              : 4;
     if (need > left)
       return fail(why, m, "truncated at field ", f->name);
     switch (f->kind) {
@@ -332,8 +344,10 @@ static int decode_why(const call_msg_t *m, const void *p_, size_t len, void *out
       }
       break;
     case K_U64:
-      v64 = wire_le_rd64(p);
-      memcpy(out + f->off, &v64, 8);
+      for (uint32_t k = 0; k < f->n; k++) {
+        v64 = wire_le_rd64(p + 8 * k);
+        memcpy(out + f->off + 8 * k, &v64, 8);
+      }
       break;
     case K_RAW:
       memcpy(out + f->off, p, f->n);

@@ -42,8 +42,8 @@
 #define CALL_MAX_LEN          (16u << 20)
 #define CALL_CHUNK            (8u << 20)
 #define CALL_BLOB_MAX         (1u << 30) /* 1 GiB: cuBLASLt's largest fatbins are far below */
-#define CALL_PROTO_VERSION    5 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs;
-                                    5: arrays, textures, surfaces */
+#define CALL_PROTO_VERSION    6 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs;
+                                    5: arrays, textures, surfaces; 6: tensor maps */
 #define CALL_NAME_MAX         256
 #define CALL_ATTR_MAX         160 /* > CU_DEVICE_ATTRIBUTE_MAX of CUDA 13.0 (148) */
 #define CALL_MAX_DEVICES      16
@@ -67,6 +67,13 @@
 #define CALL_GNODE_CHILD      6
 #define CALL_GNODE_HOST       7
 #define CALL_GNODE_KINDS      8
+/* TENSOR_MAP (wire/call.def): the kinds, the largest rank, the map's size */
+#define CALL_TMAP_TILED       0
+#define CALL_TMAP_IM2COL      1
+#define CALL_TMAP_IM2COL_WIDE 2
+#define CALL_TMAP_KINDS       3
+#define CALL_TMAP_RANK_MAX    5
+#define CALL_TMAP_BYTES       128 /* sizeof(CUtensorMap) */
 /* ARRAY_COPY sides (wire/call.def) */
 #define CALL_SIDE_HOST   0
 #define CALL_SIDE_DEVICE 1
@@ -110,6 +117,7 @@ typedef enum call_op {
 #define CALL__M_F32(f, a)              float f;
 #define CALL__M_U32X(f, a)             uint32_t f[a];
 #define CALL__M_I32X(f, a)             int32_t f[a];
+#define CALL__M_U64X(f, a)             uint64_t f[a];
 #define CALL__M_CHARS(f, a)            char f[a];
 #define CALL__M_BYTES(f, a)            uint8_t f[a];
 #define CALL__M_PAD(f, a)              uint32_t f;
@@ -123,6 +131,7 @@ typedef enum call_op {
 #define CALL__S_F32(a)               4
 #define CALL__S_U32X(a)              4 * (a)
 #define CALL__S_I32X(a)              4 * (a)
+#define CALL__S_U64X(a)              8 * (a)
 #define CALL__S_CHARS(a)             (a)
 #define CALL__S_BYTES(a)             (a)
 #define CALL__S_PAD(a)               4
@@ -156,7 +165,7 @@ _Static_assert(CALL_HDR_FIXED == CALL_HDR_LEN, "request header (call.def)");
 _Static_assert(CALL_REPLY_HDR_FIXED == CALL_REPLY_HDR_LEN, "reply header (call.def)");
 
 /* The largest fixed part of any request: an encoder's stack buffer. */
-#define CALL_REQ_FIXED_MAX 160
+#define CALL_REQ_FIXED_MAX 192
 #define CALL_OP(NAME, name, number, modes, by)                                                     \
   _Static_assert(CALL_##NAME##_REQ_FIXED <= CALL_REQ_FIXED_MAX, #NAME ": CALL_REQ_FIXED_MAX");
 #include "wire/call.def"

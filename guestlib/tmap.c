@@ -1,0 +1,140 @@
+/* tmap.c: tensor maps (cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col,
+ * cuTensorMapEncodeIm2colWide, cuTensorMapReplaceAddress), forwarded to
+ * tallyd.
+ *
+ * A CUtensorMap is 128 bytes whose layout is the driver's and is not
+ * documented; Triton and XLA build one on the host and pass it to a kernel
+ * by value (a __grid_constant__ parameter).  So the guest never encodes
+ * one: the arguments go to tallyd (TENSOR_MAP, wire/call.def), its driver
+ * encodes, and the bytes come back into the caller's map unchanged.  The
+ * global address inside is a device address of the daemon's own, the same
+ * value the tenant holds (docs/decisions.md, D2), so a kernel launched with
+ * the map reads the right memory.  Each call is one round trip; a map holds
+ * no resource, so nothing is kept here.
+ *
+ * Checked here only what must be to read the caller's arrays (the map and
+ * array pointers, the rank bounding them); tallyd and its driver check the
+ * rest, and their CUresult is returned.
+ */
+#include "guestlib/guest.h"
+
+#include <string.h>
+
+_Static_assert(sizeof(CUtensorMap) == CALL_TMAP_BYTES, "TENSOR_MAP map (call.def)");
+
+/* The fields every kind shares: rank, dims, strides, element strides, enums. */
+static CUresult tmap_common(call_tensor_map_req_t *q, uint32_t kind, CUtensorMapDataType dtype,
+                            cuuint32_t rank, void *addr, const cuuint64_t *dims,
+                            const cuuint64_t *strides, const cuuint32_t *estrides,
+                            CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+                            CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  unsigned lo = kind == CALL_TMAP_TILED ? 1 : 3;
+  if (rank < lo || rank > CALL_TMAP_RANK_MAX || !dims || !estrides || (rank > 1 && !strides))
+    return CUDA_ERROR_INVALID_VALUE;
+  memset(q, 0, sizeof(*q));
+  q->kind = kind;
+  q->dtype = (uint32_t)dtype;
+  q->rank = rank;
+  q->interleave = (uint32_t)il;
+  q->swizzle = (uint32_t)sw;
+  q->l2promo = (uint32_t)l2;
+  q->oobfill = (uint32_t)oob;
+  q->addr = (uint64_t)(uintptr_t)addr;
+  for (unsigned i = 0; i < rank; i++) {
+    q->dims[i] = dims[i];
+    q->estrides[i] = estrides[i];
+  }
+  for (unsigned i = 0; i + 1 < rank; i++)
+    q->strides[i] = strides[i];
+  return CUDA_SUCCESS;
+}
+
+static CUresult tmap_ask(CUtensorMap *m, const call_tensor_map_req_t *q) {
+  call_tensor_map_rep_t a;
+  CUresult r = guest__rpc(CALL_OP_TENSOR_MAP, 0, q, &a);
+  if (r == CUDA_SUCCESS)
+    memcpy(m, a.map, sizeof(*m));
+  return r;
+}
+
+GUEST_EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType dtype,
+                                             cuuint32_t rank, void *addr, const cuuint64_t *dims,
+                                             const cuuint64_t *strides, const cuuint32_t *box,
+                                             const cuuint32_t *estrides, CUtensorMapInterleave il,
+                                             CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+                                             CUtensorMapFloatOOBfill oob) {
+  call_tensor_map_req_t q;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!m || !box)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = tmap_common(&q, CALL_TMAP_TILED, dtype, rank, addr, dims, strides, estrides, il, sw, l2, oob);
+  if (r != CUDA_SUCCESS)
+    return r;
+  for (unsigned i = 0; i < rank; i++)
+    q.box[i] = box[i];
+  return tmap_ask(m, &q);
+}
+
+GUEST_EXPORT CUresult cuTensorMapEncodeIm2col(
+    CUtensorMap *m, CUtensorMapDataType dtype, cuuint32_t rank, void *addr, const cuuint64_t *dims,
+    const cuuint64_t *strides, const int *lower, const int *upper, cuuint32_t channels,
+    cuuint32_t pixels, const cuuint32_t *estrides, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+    CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  call_tensor_map_req_t q;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!m || !lower || !upper)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = tmap_common(&q, CALL_TMAP_IM2COL, dtype, rank, addr, dims, strides, estrides, il, sw, l2,
+                  oob);
+  if (r != CUDA_SUCCESS)
+    return r;
+  for (unsigned i = 0; i + 2 < rank; i++) {
+    q.lower[i] = lower[i];
+    q.upper[i] = upper[i];
+  }
+  q.channels = channels;
+  q.pixels = pixels;
+  return tmap_ask(m, &q);
+}
+
+GUEST_EXPORT CUresult cuTensorMapEncodeIm2colWide(
+    CUtensorMap *m, CUtensorMapDataType dtype, cuuint32_t rank, void *addr, const cuuint64_t *dims,
+    const cuuint64_t *strides, int lower_w, int upper_w, cuuint32_t channels, cuuint32_t pixels,
+    const cuuint32_t *estrides, CUtensorMapInterleave il, CUtensorMapIm2ColWideMode mode,
+    CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  call_tensor_map_req_t q;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!m)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = tmap_common(&q, CALL_TMAP_IM2COL_WIDE, dtype, rank, addr, dims, strides, estrides, il, sw, l2,
+                  oob);
+  if (r != CUDA_SUCCESS)
+    return r;
+  q.lower[0] = lower_w;
+  q.upper[0] = upper_w;
+  q.channels = channels;
+  q.pixels = pixels;
+  q.mode = (uint32_t)mode;
+  return tmap_ask(m, &q);
+}
+
+GUEST_EXPORT CUresult cuTensorMapReplaceAddress(CUtensorMap *m, void *addr) {
+  call_tensor_map_addr_req_t q;
+  call_tensor_map_addr_rep_t a;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!m)
+    return CUDA_ERROR_INVALID_VALUE;
+  memcpy(q.map, m, sizeof(q.map));
+  q.addr = (uint64_t)(uintptr_t)addr;
+  if ((r = guest__rpc(CALL_OP_TENSOR_MAP_ADDR, 0, &q, &a)) == CUDA_SUCCESS)
+    memcpy(m, a.map, sizeof(*m));
+  return r;
+}
