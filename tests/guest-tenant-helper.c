@@ -161,8 +161,8 @@ static int order(void) {
   order_post_t o = {0};
   CUmodule m;
   int bad = 0, rounds = 64;
-  if (cuCtxGetCurrent(&o.ctx) || (!o.ctx && (cuDevicePrimaryCtxRetain(&o.ctx, 0) ||
-                                             cuCtxSetCurrent(o.ctx))) ||
+  if (cuCtxGetCurrent(&o.ctx) ||
+      (!o.ctx && (cuDevicePrimaryCtxRetain(&o.ctx, 0) || cuCtxSetCurrent(o.ctx))) ||
       cuMemAlloc(&o.p, 4096) || cuModuleLoadData(&m, img) ||
       cuModuleGetFunction(&o.fill, m, "fill_u32") || cuMemsetD32Async(o.p, 0, 1, NULL))
     return 14; /* the memset: this thread posts first, so later threads get later slots */

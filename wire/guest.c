@@ -114,8 +114,8 @@ struct wire_conn {
 
   /* tx_mu: serialises every send; guards spare and the slots' out_*. */
   pthread_mutex_t tx_mu;
-  wire_buf_t spare;         /* the merge of several slots' batches, sent */
-  _Atomic uint32_t pending; /* bit i: slot i holds posts (set/cleared under its mu) */
+  wire_buf_t spare;          /* the merge of several slots' batches, sent */
+  _Atomic uint32_t pending;  /* bit i: slot i holds posts (set/cleared under its mu) */
   _Atomic uint64_t post_seq; /* the next post's number (the order invariant) */
   post_slot slots[WIRE__SLOTS];
   _Atomic uint64_t last_tx_ns;
