@@ -5,7 +5,9 @@
  * same process on the recording GPU backend (hostd/gpu-record.c), with
  * other tenants as child processes (tests/guest-tenant-helper).  Include it
  * once per test program; gd_start in the cmocka group setup, gd_stop in its
- * teardown.  Never GPU coverage: the GPU tests are in tests/gpu/.
+ * teardown.  tallyd listens on a UNIX socket (this process's tenant: shared
+ * memory) and on TCP loopback with a token (gd_tcp_env: a helper over TCP).
+ * Never GPU coverage: the GPU tests are in tests/gpu/.
  */
 #ifndef TALLY_TESTS_GUEST_DAEMON_HARNESS_H
 #define TALLY_TESTS_GUEST_DAEMON_HARNESS_H
@@ -15,6 +17,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +28,10 @@ static hostd_server_t *srv;
 static pthread_t srv_thread;
 static char dir[64], sock[96];
 static CUcontext ctx; /* the primary context, current on the test thread */
+/* "TALLY_HOST=tcp://127.0.0.1:PORT": helper()'s extra_env for a tenant
+ * over TCP (TALLY_TOKEN is in the environment from gd_start on). */
+__attribute__((unused)) static char gd_tcp_env[64];
+#define GD_TOKEN "tally-test-token"
 
 static void *gd_run_server(void *arg) {
   (void)arg;
@@ -44,11 +52,21 @@ static int gd_start(const char *name, int restart_grace_ms) {
   hostd_config_init(&cfg);
   snprintf(cfg.unix_path, sizeof(cfg.unix_path), "%s", sock);
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s/state", dir);
+  snprintf(cfg.tcp_addr, sizeof(cfg.tcp_addr), "127.0.0.1:0");
+  snprintf(cfg.token_file, sizeof(cfg.token_file), "%s/token", dir);
+  {
+    int fd = open(cfg.token_file, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 || write(fd, GD_TOKEN "\n", sizeof(GD_TOKEN)) != (ssize_t)sizeof(GD_TOKEN) ||
+        close(fd) != 0)
+      return -1;
+  }
   cfg.log_level = HOSTD_LOG_WARN;
   if (restart_grace_ms >= 0)
     cfg.restart_grace_ms = restart_grace_ms;
   if (hostd_server_new(&srv, &cfg, false) != 0)
     return -1;
+  snprintf(gd_tcp_env, sizeof(gd_tcp_env), "TALLY_HOST=tcp://127.0.0.1:%d",
+           hostd_server_tcp_port(srv));
   if (pthread_create(&srv_thread, NULL, gd_run_server, NULL) != 0)
     return -1;
   snprintf(host, sizeof(host), "unix:%s", sock);
@@ -59,6 +77,7 @@ static int gd_start(const char *name, int restart_grace_ms) {
     return -1;
   if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
     return -1;
+  setenv("TALLY_TOKEN", GD_TOKEN, 1); /* for helpers over TCP (gd_tcp_env) */
   return 0;
 }
 

@@ -31,12 +31,20 @@
  *               synchronise and print "sync N ran M"; then 8 more counting
  *               ones and "again N ran M" (tallyd's --tenant-hostfns 8: the
  *               first sync says out of memory and 7 ran, the second 0 and 15)
+ *   order       cross-thread stream order: 64 rounds on the NULL stream, each
+ *               a short-lived thread enqueuing value 2r+1 into one word (a
+ *               launch of fill_u32 on even rounds, an async copy from
+ *               pageable memory on odd ones), joined, then this thread
+ *               enqueuing 2r+2 the same way and reading the word back:
+ *               prints "order BAD of 64" (BAD: rounds that read 2r+1, the
+ *               earlier value, as if the two were run in reverse)
  * Linked against guestlib/libcuda.so.1, as an application would be.  Used by
  * test-guest-daemon and test-guest-async (tallyd in-process) and by
  * test-hostd-restart.sh (tallyd-record): the first allocation of a fresh
  * daemon always gets the device's first address, which "ptr" shows.
  */
 #include <cuda.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -117,6 +125,62 @@ static int hostfn_quota(void) {
       return 12;
   r = cuStreamSynchronize(s);
   printf("again %d ran %d\n", (int)r, __atomic_load_n(&counted, __ATOMIC_RELAXED));
+  return 0;
+}
+
+/* order (see the usage above): one round's enqueue of v into *p. */
+typedef struct order_post {
+  CUcontext ctx;
+  CUfunction fill;
+  CUdeviceptr p;
+  unsigned v;
+  int copy; /* 0: a launch, 1: a copy */
+  CUresult r;
+} order_post_t;
+
+static CUresult order_enqueue(order_post_t *o) {
+  unsigned long long n = 1;
+  unsigned v = o->v;
+  void *args[] = {&o->p, &v, &n};
+  if (!o->copy)
+    return cuLaunchKernel(o->fill, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
+  /* The caller may reuse v at once: pageable memory, taken by the call. */
+  return cuMemcpyHtoDAsync(o->p, &v, sizeof(v), NULL);
+}
+
+static void *order_thread(void *arg) {
+  order_post_t *o = arg;
+  o->r = cuCtxSetCurrent(o->ctx);
+  if (o->r == CUDA_SUCCESS)
+    o->r = order_enqueue(o);
+  return NULL;
+}
+
+static int order(void) {
+  static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+  order_post_t o = {0};
+  CUmodule m;
+  int bad = 0, rounds = 64;
+  if (cuCtxGetCurrent(&o.ctx) ||
+      (!o.ctx && (cuDevicePrimaryCtxRetain(&o.ctx, 0) || cuCtxSetCurrent(o.ctx))) ||
+      cuMemAlloc(&o.p, 4096) || cuModuleLoadData(&m, img) ||
+      cuModuleGetFunction(&o.fill, m, "fill_u32") || cuMemsetD32Async(o.p, 0, 1, NULL))
+    return 14; /* the memset: this thread posts first, so later threads get later slots */
+  for (int r = 0; r < rounds; r++) {
+    pthread_t th;
+    unsigned got = 0;
+    o.v = 2u * (unsigned)r + 1;
+    o.copy = r & 1;
+    if (pthread_create(&th, NULL, order_thread, &o) != 0 || pthread_join(th, NULL) != 0 ||
+        o.r != CUDA_SUCCESS)
+      return 14;
+    o.v++; /* the join orders the thread's enqueue before this one */
+    if (order_enqueue(&o) || cuMemcpyDtoH(&got, o.p, sizeof(got)))
+      return 14;
+    if (got != o.v)
+      bad++;
+  }
+  printf("order %d of %d\n", bad, rounds);
   return 0;
 }
 
@@ -218,6 +282,8 @@ int main(int argc, char **argv) {
     return lc_requests();
   if (strcmp(argv[1], "hostfn-quota") == 0)
     return hostfn_quota();
+  if (strcmp(argv[1], "order") == 0)
+    return order();
   if (strcmp(argv[1], "copy-loop") == 0) {
     static char buf[16 << 20];
     if (cuMemAlloc(&p, sizeof(buf)) != CUDA_SUCCESS)

@@ -8,7 +8,8 @@
  * tenants are child processes (tests/guest-tenant-helper).  What is checked:
  * local answers never cross the wire, fire-and-forget batching, deferred
  * error surfacing, handle and range validation across tenants, module
- * images sent once, priorities by class, cleanup after a tenant dies.
+ * images sent once, priorities by class, cleanup after a tenant dies, the
+ * order of work enqueued by threads one after another (shm and TCP).
  * Never GPU coverage: the GPU tests are in tests/gpu/.
  */
 #include <cuda.h>
@@ -653,6 +654,29 @@ static void latency_critical_tenant_gets_the_greatest_priority(void **state) {
   assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
 }
 
+/* The helper's "order": each round a thread enqueues on the NULL stream,
+ * is joined, and the main thread enqueues behind it and reads back; the
+ * second value must win, over shared memory and over TCP (it lost in 60
+ * rounds of 64 on both when posts went out slot by slot). */
+static void posts_of_joined_threads_run_in_call_order(void **state) {
+  const char *env[] = {NULL, gd_tcp_env};
+  (void)state;
+  for (int i = 0; i < 2; i++) {
+    pid_t pid;
+    char line[64] = {0};
+    FILE *f = helper("order", &pid, NULL, env[i]);
+    assert_non_null(f);
+    if (!fgets(line, sizeof(line), f))
+      fail_msg("no answer from the helper over %s (exit status %d)", i ? "tcp" : "shm",
+               wait_exit(pid));
+    fclose(f);
+    assert_int_equal(wait_exit(pid), 0);
+    if (strcmp(line, "order 0 of 64\n") != 0)
+      fail_msg("over %s: %s", i ? "tcp" : "shm", line);
+  }
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+}
+
 static void stream_priority_and_flags_are_what_the_app_asked(void **state) {
   CUstream hi, lo;
   int least = 1, greatest = 1, prio = 99;
@@ -934,6 +958,7 @@ int main(void) {
       cmocka_unit_test(tally_table_gives_budget_and_class),
       cmocka_unit_test(dead_tenant_is_cleaned_up),
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
+      cmocka_unit_test(posts_of_joined_threads_run_in_call_order),
       cmocka_unit_test(stream_priority_and_flags_are_what_the_app_asked),
       cmocka_unit_test(unreachable_daemon_gives_no_device),
       cmocka_unit_test(malformed_request_closes_only_that_tenant),

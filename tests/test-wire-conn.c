@@ -4,7 +4,8 @@
  * the harness daemon of test-wire-harness.h on its own loop thread: round
  * trips of every message kind, bulk payloads in both directions across the
  * inline / data-region / chunked thresholds, replies from worker threads,
- * per-thread order of 8 threads' posts and calls, pause/resume, the blob
+ * per-thread order of 8 threads' posts and calls, the order of posts two
+ * threads make in turns, pause/resume, the blob
  * have/send exchange, refusals and orderly close.  No sleeps: each test waits
  * on the call it makes.
  */
@@ -12,6 +13,7 @@
 #include "wire/wire-int.h"
 
 #include <fcntl.h>
+#include <semaphore.h>
 #include <sys/socket.h>
 
 #include <setjmp.h>
@@ -254,6 +256,71 @@ static void eight_threads_keep_per_thread_order(void **state) {
   assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
   assert_int_equal(atomic_load(&s->h.posts) - before, 8 * 200 * 5);
   assert_int_equal(atomic_load(&s->h.order_errors), 0);
+  wire_conn_close(c);
+}
+
+/* Two threads that take turns (a semaphore hands the turn over) post one
+ * numbered sequence: the daemon must see it in order, as CUDA runs work on
+ * a stream in the order of the API calls whatever thread made them.  Turns
+ * post 1 to 61 records of 1.5 KiB, so some fill a batch (it goes out
+ * mid-turn) while the other thread's slot still holds older posts. */
+typedef struct turn_arg {
+  wire_conn_t *c;
+  sem_t *mine, *theirs;
+  uint32_t *seq; /* shared; written only by the thread holding the turn */
+  int first, errors;
+} turn_arg;
+
+#define TURNS 200
+
+static void *turn_main(void *p) {
+  turn_arg *a = p;
+  uint8_t body[1536];
+
+  memset(body, 't', sizeof(body));
+  body[0] = 'S';
+  for (int t = a->first; t < TURNS; t += 2) {
+    while (sem_wait(a->mine) != 0)
+      ;
+    for (int k = 0; k < (t % 7) * 10 + 1; k++) {
+      uint32_t th = 40;
+      struct iovec v = {body, k % 2 ? sizeof(body) : 9};
+      memcpy(body + 1, &th, 4);
+      memcpy(body + 5, a->seq, 4);
+      (*a->seq)++;
+      if (wire_conn_post(a->c, &v, 1))
+        a->errors++;
+    }
+    sem_post(a->theirs);
+  }
+  return NULL;
+}
+
+static void posts_handed_between_threads_keep_their_order(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "turns");
+  sem_t go[2];
+  uint32_t seq = 0;
+  pthread_t th[2];
+  turn_arg a[2];
+  int before = atomic_load(&s->h.posts), i;
+
+  s->h.next_seq[40] = 0;
+  assert_int_equal(sem_init(&go[0], 0, 1), 0);
+  assert_int_equal(sem_init(&go[1], 0, 0), 0);
+  for (i = 0; i < 2; i++) {
+    a[i] = (turn_arg){c, &go[i], &go[1 - i], &seq, i, 0};
+    assert_int_equal(pthread_create(&th[i], NULL, turn_main, &a[i]), 0);
+  }
+  for (i = 0; i < 2; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(a[i].errors, 0);
+  }
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(atomic_load(&s->h.posts) - before, (int)seq);
+  assert_int_equal(atomic_load(&s->h.order_errors), 0);
+  sem_destroy(&go[0]);
+  sem_destroy(&go[1]);
   wire_conn_close(c);
 }
 
@@ -586,6 +653,7 @@ int main(void) {
       BOTH(zero_bulk_reply_round_trips_compressible),
       BOTH(posts_arrive_in_order_before_the_next_call),
       BOTH(eight_threads_keep_per_thread_order),
+      BOTH(posts_handed_between_threads_keep_their_order),
       BOTH(reply_from_worker_thread_reaches_caller),
       BOTH(large_reply_from_worker_thread_round_trips),
       BOTH(paused_tenant_keeps_payload_and_order),

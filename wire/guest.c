@@ -3,17 +3,26 @@
  * One connection is ONE ordered channel: every send of every thread goes
  * through tx_mu, so a thread's requests reach the daemon in the order it
  * made them.  Posts up to WIRE__POST_INLINE_MAX bytes are appended to a BATCH
- * in the calling thread's SLOT (a slot lock, a memcpy, an unlock: the whole
- * fire-and-forget cost).  Threads get slots round-robin, so up to
- * WIRE__SLOTS threads post without sharing a lock or a cache line (one
- * shared tx_mu cost 813 ns per post with 4 threads on a 16-CPU host).  A
- * slot's batch goes out (swapped with the spare buffer under tx_mu, then
- * sent) before any call of any thread, before a large post, when it reaches
- * batch_bytes, on wire_conn_flush, or from the background thread once it
- * has waited WIRE__FLUSH_US.  A thread's posts share one slot and one slot
- * is sent in FIFO order, so per-thread order holds; a call flushes every
- * non-empty slot first, so it follows every post queued before it by any
- * thread.  Calls register a waiter first, then send, then wait.
+ * in the calling thread's SLOT (a slot lock, a number from one atomic
+ * counter, a memcpy, an unlock: the whole fire-and-forget cost).  Threads
+ * get slots round-robin, so up to WIRE__SLOTS threads post without sharing
+ * a lock (one shared tx_mu cost 813 ns per post with 4 threads on a 16-CPU
+ * host).  Every flush takes ALL non-empty slots at once (each swapped with
+ * its out buffer under tx_mu) and sends their records merged in post-number
+ * order: before any call of any thread, before a large post, when a slot
+ * reaches batch_bytes, on wire_conn_flush, or from the background thread
+ * once a batch has waited WIRE__FLUSH_US.
+ * Order invariant: a post that returned before another post or call began
+ * (in any thread: a join, a lock, a condition variable in between) reaches
+ * the daemon before it, as CUDA orders work on a stream by the order of the
+ * API calls.  Why it holds: post numbers grow in that order; a flush locks
+ * the slots it takes and then re-reads `pending` until no new slot shows up,
+ * so when it takes a post it also takes every earlier post still queued (an
+ * earlier post set its slot's bit before it returned, and only a flush,
+ * under tx_mu, clears bits); flushes are serialised by tx_mu.  Sending one
+ * slot alone, or slots in index order, broke it: a thread's post made after
+ * another thread's was joined went out first.
+ * Calls register a waiter first, then send, then wait.
  * Receiving uses a leader/follower scheme without a receive thread: whichever
  * waiting thread finds no reader becomes the reader (rx role), reads frames
  * and hands each REPLY to its waiter by correlation id; the others sleep on
@@ -44,16 +53,22 @@
  * CUDA program (more threads share slots, which stays correct). */
 #define WIRE__SLOTS 16
 
-/* One thread group's post batch.  mu guards every field.  The padding keeps
- * two slots' hot fields off a shared cache line (false sharing is what the
- * slots remove) without asking calloc for more than its 16-byte alignment:
- * >= 64 cold bytes separate them whatever the base address. */
+/* One thread group's post batch.  mu guards b, seq, n, cap and since_ns;
+ * the out_* fields (a batch taken by a flush) belong to the tx_mu holder.
+ * The padding keeps two slots' hot fields off a shared cache line (false
+ * sharing is what the slots remove) without asking calloc for more than its
+ * 16-byte alignment: >= 64 cold bytes separate them whatever the base
+ * address. */
 typedef struct post_slot {
   pthread_mutex_t mu;
-  wire_buf_t b;      /* BATCH payload being built */
-  uint32_t n;        /* records in it */
+  wire_buf_t b;      /* BATCH payload being built: records u32 len | bytes */
+  uint64_t *seq;     /* seq[i]: post number of record i (c->post_seq) */
+  uint32_t n, cap;   /* records in b; room in seq */
   uint64_t since_ns; /* when its first record was added */
-  char pad[128];     /* cold */
+  wire_buf_t out;    /* taken by a flush: sent, then emptied */
+  uint64_t *out_seq;
+  uint32_t out_n, out_cap;
+  char pad[128]; /* cold */
 } post_slot;
 
 /* Next slot index to hand out; each thread takes one on its first post and
@@ -97,10 +112,11 @@ struct wire_conn {
    * rare (a pinned allocation), so serialising costs nothing. */
   pthread_mutex_t fd_mu;
 
-  /* tx_mu: serialises every send; guards spare. */
+  /* tx_mu: serialises every send; guards spare and the slots' out_*. */
   pthread_mutex_t tx_mu;
-  wire_buf_t spare;         /* a slot's batch is swapped in here and sent */
-  _Atomic uint32_t pending; /* bit i: slot i holds posts (set/cleared under its mu) */
+  wire_buf_t spare;          /* the merge of several slots' batches, sent */
+  _Atomic uint32_t pending;  /* bit i: slot i holds posts (set/cleared under its mu) */
+  _Atomic uint64_t post_seq; /* the next post's number (the order invariant) */
   post_slot slots[WIRE__SLOTS];
   _Atomic uint64_t last_tx_ns;
   _Atomic uint64_t next_id;
@@ -176,39 +192,20 @@ static int send_locked(wire_conn_t *c, uint8_t kind, uint64_t id, const struct i
   return rc;
 }
 
-/* Sends slot i's batch if it holds anything.  tx_mu held.  The slot's
- * buffer is swapped with the spare, so posters wait only for the swap. */
-static int flush_slot(wire_conn_t *c, unsigned i) {
-  post_slot *sl = &c->slots[i];
-  wire_buf_t b;
-  uint32_t n;
-  struct iovec v;
+/* Sends n records (bytes v) as one BATCH.  tx_mu held. */
+static int send_batch(wire_conn_t *c, const void *data, size_t len, uint32_t n) {
+  struct iovec v = {(void *)data, len}, fv[2];
   uint8_t hb[WIRE__HDR_LEN];
   wire__hdr h;
-  struct iovec fv[2];
   int rc;
 
-  pthread_mutex_lock(&sl->mu);
-  n = sl->n;
-  if (n > 0) {
-    b = sl->b;
-    sl->b = c->spare;
-    c->spare = b;
-    sl->n = 0;
-    atomic_fetch_and(&c->pending, ~(1u << i));
-  }
-  pthread_mutex_unlock(&sl->mu);
-  if (n == 0)
-    return atomic_load(&c->err);
   if ((rc = atomic_load(&c->err)) != 0)
-    goto out;
-  v.iov_base = c->spare.data;
-  v.iov_len = c->spare.len;
+    return rc;
   if (c->tp->ops->send_msg) {
     /* shm: the ring takes a BATCH like any message; aux carries the count. */
-    rc = c->tp->ops->send_msg(c->tp, c->version, WIRE__K_BATCH, n, &v, 1, v.iov_len);
+    rc = c->tp->ops->send_msg(c->tp, c->version, WIRE__K_BATCH, n, &v, 1, len);
   } else {
-    h = (wire__hdr){c->version, WIRE__K_BATCH, 0, (uint32_t)v.iov_len, n, 0};
+    h = (wire__hdr){c->version, WIRE__K_BATCH, 0, (uint32_t)len, n, 0};
     wire__hdr_encode(hb, &h);
     fv[0].iov_base = hb;
     fv[0].iov_len = sizeof(hb);
@@ -218,21 +215,106 @@ static int flush_slot(wire_conn_t *c, unsigned i) {
   if (rc)
     set_err(c, rc, NULL);
   atomic_store_explicit(&c->last_tx_ns, wire__now_ns(), memory_order_relaxed);
-out:
-  wire_buf_reset(&c->spare);
   return rc;
 }
 
-/* Sends every slot's batch (lowest index first).  tx_mu held.  Posts that
- * happened before this call set their slot's pending bit before it. */
-static int flush_locked(wire_conn_t *c) {
-  uint32_t p = atomic_load(&c->pending);
+/* The most bytes one slot's batch holds (it goes out once it reaches
+ * batch_bytes; a record is at most 4 + WIRE__POST_INLINE_MAX), so the most
+ * one BATCH frame of a merge carries: within a TCP/RDMA chunk (open). */
+static size_t batch_max(const wire_conn_t *c) {
+  return c->batch_bytes + 4 + WIRE__POST_INLINE_MAX;
+}
+
+/* Sends the records of the taken slots (bits of `taken`, their out
+ * buffers) in post-number order, as BATCH frames of at most batch_max
+ * bytes.  tx_mu held. */
+static int send_merged(wire_conn_t *c, uint32_t taken) {
+  size_t pos[WIRE__SLOTS] = {0};
+  uint32_t idx[WIRE__SLOTS] = {0}, n = 0;
   int rc = 0;
 
-  while (p != 0 && rc == 0) {
+  wire_buf_reset(&c->spare);
+  for (;;) {
+    unsigned best = WIRE__SLOTS;
+    uint32_t len;
+    for (uint32_t p = taken; p != 0; p &= p - 1) {
+      unsigned i = (unsigned)__builtin_ctz(p);
+      const post_slot *sl = &c->slots[i];
+      if (idx[i] < sl->out_n &&
+          (best == WIRE__SLOTS || sl->out_seq[idx[i]] < c->slots[best].out_seq[idx[best]]))
+        best = i;
+    }
+    if (best == WIRE__SLOTS)
+      break;
+    len = wire_le_rd32(c->slots[best].out.data + pos[best]);
+    if (n > 0 && c->spare.len + 4 + len > batch_max(c)) {
+      if ((rc = send_batch(c, c->spare.data, c->spare.len, n)) != 0)
+        return rc;
+      wire_buf_reset(&c->spare);
+      n = 0;
+    }
+    if (wire_buf_put_bytes(&c->spare, c->slots[best].out.data + pos[best], 4 + (size_t)len)) {
+      set_err(c, -ENOMEM, "out of memory while merging posts");
+      return -ENOMEM; /* the posts are lost with the connection */
+    }
+    pos[best] += 4 + (size_t)len;
+    idx[best]++;
+    n++;
+  }
+  return n > 0 ? send_batch(c, c->spare.data, c->spare.len, n) : 0;
+}
+
+/* Takes slot i's batch into its out buffer.  Its mu held, tx_mu held. */
+static void take_slot(wire_conn_t *c, unsigned i) {
+  post_slot *sl = &c->slots[i];
+  wire_buf_t b = sl->out;
+  uint64_t *q = sl->out_seq;
+  uint32_t cap = sl->out_cap;
+
+  sl->out = sl->b;
+  sl->out_seq = sl->seq;
+  sl->out_n = sl->n;
+  sl->out_cap = sl->cap;
+  sl->b = b;
+  sl->seq = q;
+  sl->cap = cap;
+  sl->n = 0;
+  atomic_fetch_and(&c->pending, ~(1u << i));
+}
+
+/* Sends every queued post, in post-number order (the order invariant,
+ * above).  tx_mu held. */
+static int flush_locked(wire_conn_t *c) {
+  uint32_t locked = 0, fresh, taken = 0;
+  int rc;
+
+  /* Lock every slot holding posts, then look again: a post queued
+   * meanwhile in another slot may precede one already locked here. */
+  while ((fresh = atomic_load(&c->pending) & ~locked) != 0) {
+    for (uint32_t p = fresh; p != 0; p &= p - 1)
+      pthread_mutex_lock(&c->slots[__builtin_ctz(p)].mu);
+    locked |= fresh;
+  }
+  for (uint32_t p = locked; p != 0; p &= p - 1) {
     unsigned i = (unsigned)__builtin_ctz(p);
-    p &= p - 1;
-    rc = flush_slot(c, i);
+    if (c->slots[i].n > 0) {
+      take_slot(c, i);
+      taken |= 1u << i;
+    }
+    pthread_mutex_unlock(&c->slots[i].mu);
+  }
+  if (taken == 0)
+    return atomic_load(&c->err);
+  if ((taken & (taken - 1)) == 0) { /* one slot: its buffer as it is */
+    post_slot *sl = &c->slots[__builtin_ctz(taken)];
+    rc = send_batch(c, sl->out.data, sl->out.len, sl->out_n);
+  } else {
+    rc = send_merged(c, taken);
+  }
+  for (uint32_t p = taken; p != 0; p &= p - 1) {
+    post_slot *sl = &c->slots[__builtin_ctz(p)];
+    wire_buf_reset(&sl->out);
+    sl->out_n = 0;
   }
   return rc ? rc : atomic_load(&c->err);
 }
@@ -741,6 +823,7 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   for (i = 0; i < WIRE__SLOTS; i++) {
     pthread_mutex_init(&c->slots[i].mu, NULL);
     wire_buf_init(&c->slots[i].b);
+    wire_buf_init(&c->slots[i].out);
   }
   c->slots_init = true;
   atomic_store(&c->next_id, 1);
@@ -831,6 +914,9 @@ void wire_conn_close(wire_conn_t *c) {
   wire_buf_close(&c->spare);
   for (i = 0; c->slots_init && i < WIRE__SLOTS; i++) {
     wire_buf_close(&c->slots[i].b);
+    wire_buf_close(&c->slots[i].out);
+    free(c->slots[i].seq);
+    free(c->slots[i].out_seq);
     pthread_mutex_destroy(&c->slots[i].mu);
   }
   pthread_mutex_destroy(&c->tx_mu);
@@ -869,6 +955,18 @@ int wire_conn_call_alloc(wire_conn_t *c, const struct iovec *req, int req_cnt, v
   return rc;
 }
 
+/* Doubles slot sl's room for post numbers.  Its mu held.  0 or -ENOMEM. */
+static int grow_seq(post_slot *sl) {
+  uint32_t cap = sl->cap ? sl->cap * 2 : 64;
+  uint64_t *q = realloc(sl->seq, cap * sizeof(*q));
+
+  if (q == NULL)
+    return -ENOMEM;
+  sl->seq = q;
+  sl->cap = cap;
+  return 0;
+}
+
 int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt) {
   size_t len = wire__iov_len(req, req_cnt);
   unsigned si;
@@ -892,12 +990,14 @@ int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt) {
   si = my_slot();
   sl = &c->slots[si];
   pthread_mutex_lock(&sl->mu);
-  if (wire_buf_reserve(&sl->b, 4 + len)) {
+  if (wire_buf_reserve(&sl->b, 4 + len) || (sl->n == sl->cap && grow_seq(sl) != 0)) {
     pthread_mutex_unlock(&sl->mu);
     rc = -ENOMEM; /* the batches so far are lost with the connection */
     set_err(c, rc, "out of memory while batching posts");
     goto out;
   }
+  /* Numbered under the slot's mu, so one slot's records are in order. */
+  sl->seq[sl->n] = atomic_fetch_add_explicit(&c->post_seq, 1, memory_order_relaxed);
   if (sl->n == 0) {
     sl->since_ns = wire__now_ns();
     atomic_fetch_or(&c->pending, 1u << si);
@@ -922,8 +1022,9 @@ int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt) {
   full = sl->b.len >= c->batch_bytes;
   pthread_mutex_unlock(&sl->mu);
   if (full) {
+    /* Every slot, not this one alone: older posts of other threads first. */
     pthread_mutex_lock(&c->tx_mu);
-    rc = flush_slot(c, si);
+    rc = flush_locked(c);
     pthread_mutex_unlock(&c->tx_mu);
   }
 out:
