@@ -102,6 +102,11 @@ wanted_() {
   set +f
   return 1
 }
+# module_ FW: the module a framework's cases import first (numba's GPU part
+# is numba.cuda, which fails to import where numba itself does not)
+module_() {
+  case $1 in numba) echo numba.cuda ;; *) echo "$1" ;; esac
+}
 case_() {
   fw=$1 feat=$2 envv=$3; shift 3
   wanted_ "$fw/$feat" || return 0
@@ -112,7 +117,7 @@ case_() {
     # the framework itself cannot be imported here (not installed, or broken
     # against this machine's other packages): nothing to compare with
     if grep -q "ModuleNotFoundError" "$out.native.err" ||
-      { [ "$1" = "$PY" ] && ! "$PY" -c "import $fw" >"$out.probe" 2>&1; }; then
+      { [ "$1" = "$PY" ] && ! "$PY" -c "import $(module_ "$fw")" >"$out.probe" 2>&1; }; then
       skip=$((skip + 1))
       row_ '%-8s %-20s %-8s %s\n' "$fw" "$feat" "absent" "$(tail -1 "$out.probe" 2>/dev/null)"; return
     fi
