@@ -24,6 +24,8 @@ k=' 264,1,1 128,1,1 0 0 1 0 osp # class=be'
     echo "lc 0x0000000000000c01 1,1,1 32,1,1 0 0 1 0 o # class=lc form=original blocks=0+1 held=0 graph=0 submit=$s issue=$((s + 1)) start=$((s + 50)) end=$((s + 50))"
   done
   echo 'lc 0x0000000000000c02 1,1,1 32,1,1 0 0 1 0 o # class=lc form=original blocks=0+1 held=0 graph=1 submit=500 issue=501 start=600 end=600'
+  # issued while _Z4softPf runs (10.0002 to 12.0002 ms): the slowest LC launch
+  echo 'lc 0x0000000000000c03 1,1,1 32,1,1 0 0 1 0 o # class=lc form=original blocks=0+1 held=0 graph=0 submit=11000000 issue=11000001 start=11500000 end=11500000'
   echo "be 0x0000000000000a01$k form=sliced blocks=0+132 held=1 graph=0 submit=1000 issue=2000 start=2000 end=3002000"
   echo "be 0x0000000000000a01$k form=sliced blocks=132+132 held=1 graph=0 submit=1000 issue=3002001 start=3002001 end=6002001"
   echo '# preempt tenant=be launch=9 blocks_done=10/264 turnaround_ns=1000'
@@ -45,8 +47,8 @@ run() {
   python3 "$S/scripts/bench-pairs" --mechanisms "$t" >"$tmp/out" || return 1
   cat "$tmp/out"
   o=$tmp/out
-  # LC: untimed, 2 whole at once + 1 graph; its table is LC first
-  grep -q '^\*\*LC\*\* (`lc`): 3 launches (whole, issued at once 2, CUDA graph 1); no GPU time recorded' "$o" &&
+  # LC: untimed, 3 whole at once + 1 graph; its table is LC first
+  grep -q '^\*\*LC\*\* (`lc`): 4 launches (whole, issued at once 3, CUDA graph 1); no GPU time recorded' "$o" &&
     grep -q '^| `_Z6lc_mlpPf (00000c01)` | 2 | - | 2 |  |  |$' "$o" &&
     grep -q '^| `CUDA graph 0x0000000000000c02` | 1 | - |  | 1 |  |$' "$o" &&
     [ "$(grep -n '^\*\*LC' "$o" | cut -d: -f1)" -lt "$(grep -n '^\*\*BE' "$o" | cut -d: -f1)" ] || return 1
@@ -59,10 +61,15 @@ run() {
     grep -q '^| `0x0000000000000a03` | 1 | 1.0 |  |  | 1 |  |  |  |  |$' "$o" &&
     grep -q '^| `others (6 kernels)` | 6 | 0.6 | 6 |  |  |  |  |  |  |$' "$o" || return 1
   # the top 10 by GPU time, then others: 10 + 1 kernel rows for the BE
-  [ "$(sed -n '/^\*\*BE/,$p' "$o" | grep -c '^| `')" = 11 ] || return 1
+  [ "$(sed -n '/^\*\*BE/,/^BE on the GPU/p' "$o" | grep -c '^| `')" = 11 ] || return 1
+  # the BE's busy share (17.2 ms of 41.098 ms, no overlap) and the slowest LC
+  # launch (1 of 4) issued while _Z4softPf had 1.00 ms left
+  grep -q '^BE on the GPU: busy 42% of the 0.04 s .* (20 timed pieces); submit to issue p50 ' "$o" &&
+    grep -q '^The slowest 1 of 4 LC launches (issue to completion seen, 0.50 ms or more) .*; 0 found no BE kernel running\.$' "$o" &&
+    grep -q '^| `_Z4softPf (00000a02)` | 1 | 1.00 |$' "$o" || return 1
   # a trace without kernels says so
   echo '# tallyd kernel trace (tally-sim format), policy tally' >"$tmp/empty.ktr"
   python3 "$S/scripts/bench-pairs" --mechanisms "$tmp/empty.ktr" | grep -q '^No kernel lines'
 }
-if run >"$tmp/log" 2>&1; then echo "ok 1 - mechanisms per kernel from a handmade tallyd trace"; else
-  echo "not ok 1 - mechanisms per kernel from a handmade tallyd trace"; sed 's/^/# /' "$tmp/log"; fi
+if run >"$tmp/log" 2>&1; then echo "ok 1 - mechanisms per kernel, BE busy share and the slow LC launches' waits from a handmade tallyd trace"; else
+  echo "not ok 1 - mechanisms per kernel, BE busy share and the slow LC launches' waits from a handmade tallyd trace"; sed 's/^/# /' "$tmp/log"; fi
