@@ -21,7 +21,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 echo "stub-be: CUDA_MPS_CLIENT_PRIORITY=${CUDA_MPS_CLIENT_PRIORITY-unset}" \
-  "CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY-unset} TALLY_PRIORITY=${TALLY_PRIORITY-unset}" >&2
+  "CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY-unset} TALLY_PRIORITY=${TALLY_PRIORITY-unset}" \
+  "TALLY_GEMM_SPLIT=${TALLY_GEMM_SPLIT-unset}" >&2
 stop=
 trap 'stop=1' TERM INT
 [ -n "$never" ] && { while [ -z "$stop" ]; do sleep 0.05; done; exit 1; }

@@ -30,7 +30,8 @@ while [ $# -gt 0 ]; do
 done
 echo "stub-lc: pid $$"  >&2
 echo "stub-lc: CUDA_MPS_CLIENT_PRIORITY=${CUDA_MPS_CLIENT_PRIORITY-unset}" \
-  "CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY-unset} TALLY_PRIORITY=${TALLY_PRIORITY-unset}" >&2
+  "CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY-unset} TALLY_PRIORITY=${TALLY_PRIORITY-unset}" \
+  "TALLY_GEMM_SPLIT=${TALLY_GEMM_SPLIT-unset}" >&2
 case $when in *[!A-Za-z0-9_]*) echo "stub-lc: --when wants a variable name" >&2; exit 2 ;; esac
 if [ -n "$when" ] && eval "[ -z \"\${$when+set}\" ]"; then act=; fi
 case $act in
