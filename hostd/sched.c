@@ -27,6 +27,17 @@
  *      an event recorded on the tenant stream when the run began, so it sees
  *      the stream's earlier work; each run has an event of its own (a wait
  *      takes the event's state at the time of the call).
+ *  (d) an LC (direct) stream has at most one item or flight at a time
+ *      (lc_busy): the worker counts each launch it made (lc_made) and
+ *      queues the stream's preallocated item only when lc_busy was clear.
+ *      The scheduler records one event behind the newest launch it knows of
+ *      (lc_covered, under mu); when that event completes and more launches
+ *      came since, it records again, else it clears lc_busy (under mu) and
+ *      never touches the stream again until the next item.  A flush waits
+ *      until the tenant has no queued item and every direct stream is
+ *      covered (asking the scheduler to catch up), so after it the
+ *      scheduler records nothing on the stream until the worker launches
+ *      again; freeing the stream waits for lc_busy to clear.
  */
 #include "hostd/sched.h"
 #include "hostd/gpu.h"
@@ -92,6 +103,11 @@ struct hostd_sched_stream {
   /* under mu: the last launch issued (or dropped), and a fence waits for it */
   uint32_t issued_seq;
   bool waiting;
+  /* LC (direct) streams, invariant (d) */
+  _Atomic uint64_t lc_made; /* launches made on the tenant stream (worker) */
+  atomic_bool lc_busy;      /* lc_item is queued, or its flight is alive */
+  item_t *lc_item;          /* the one IT_DIRECT item, allocated with the stream */
+  uint64_t lc_covered;      /* mu: launches an event recorded by the scheduler follows */
 };
 
 struct hostd_sched_tenant {
@@ -124,6 +140,8 @@ typedef struct flight {
   pol_form_t form;       /* as launched */
   uint64_t begin, count; /* logical blocks */
   const hostd_var_kernel_t *vk; /* a reference while a variant runs */
+  hostd_sched_stream_t *lc; /* an LC stream followed (invariant (d)), or NULL */
+  uint64_t lc_seen;         /* its launches ev_end follows */
   item_t *it;            /* PTB: the submission, which stays queued until it is whole */
   int slot;              /* PTB: control block, -1 none */
   uint64_t ev_flag;      /* PTB preempted: timed event after the flag write */
@@ -141,6 +159,7 @@ static struct {
   pthread_cond_t wake, done;
   item_t *inbox, *inbox_tail;
   bool sleeping, stop;
+  atomic_bool lc_catchup; /* a flush waits for LC streams to be covered */
   uint64_t *evpool; /* free events (mu) */
   size_t nev, capev;
   flight_t *flights; /* scheduler thread */
@@ -242,6 +261,8 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->turn_p50_ns = __atomic_load_n(&S.st.turn_p50_ns, __ATOMIC_ACQUIRE);
   out->turn_p99_ns = __atomic_load_n(&S.st.turn_p99_ns, __ATOMIC_ACQUIRE);
   out->turn_max_ns = __atomic_load_n(&S.st.turn_max_ns, __ATOMIC_ACQUIRE);
+  out->lc_launches = __atomic_load_n(&S.st.lc_launches, __ATOMIC_ACQUIRE);
+  out->lc_events = __atomic_load_n(&S.st.lc_events, __ATOMIC_ACQUIRE);
 }
 
 /* ---- events: a pool shared by workers and the scheduler thread ---- */
@@ -386,14 +407,25 @@ hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t 
     uint32_t got = 0;
     ss->part = hostd__gpu.part_stream_new(&ss->lstream, 0, S.cfg.be_sms, &got) == CUDA_SUCCESS;
   }
+  if (t->direct && !(ss->lc_item = calloc(1, sizeof(item_t)))) {
+    free(ss);
+    *r = CUDA_ERROR_OUT_OF_MEMORY;
+    return NULL;
+  }
   if (!ss->part)
     *r = hostd__gpu.stream_new(&ss->lstream, CU_STREAM_NON_BLOCKING, t->cls == 0 ? -5 : 0);
   if (*r != CUDA_SUCCESS) {
+    free(ss->lc_item);
     free(ss);
     return NULL;
   }
   ss->t = t;
   ss->handle = stream;
+  if (ss->lc_item) {
+    ss->lc_item->kind = IT_DIRECT;
+    ss->lc_item->t = t;
+    ss->lc_item->ss = ss;
+  }
   pthread_mutex_lock(&S.mu);
   ss->next = t->streams;
   t->streams = ss;
@@ -412,9 +444,12 @@ void hostd__sched_stream_free(hostd_sched_stream_t *ss) {
       *p = ss->next;
       break;
     }
+  while (atomic_load_explicit(&ss->lc_busy, memory_order_acquire)) /* invariant (d) */
+    pthread_cond_wait(&S.done, &S.mu);
   pthread_mutex_unlock(&S.mu);
   (void)hostd__gpu.stream_sync(ss->lstream);
   (void)hostd__gpu.stream_del(ss->lstream);
+  free(ss->lc_item);
   free(ss);
 }
 
@@ -492,17 +527,23 @@ static void variants_of(item_t *it, const hostd_sched_launch_t *l) {
     it->k.variants |= POL_VAR_PTB;
 }
 
-/* The LC fast path: launch now, tell the scheduler afterwards. */
+/* The LC fast path: launch now, then tell the scheduler only when it does
+ * not follow this stream already (invariant (d)): the first launch of a
+ * burst queues the stream's item and wakes the scheduler, the others cost
+ * two atomic operations. */
 static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
-  item_t *it;
+  item_t *it = ss->lc_item;
   CUresult r = l->graph ? hostd__gpu.graph_launch(l->graph, ss->handle, 0)
                         : hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, ss->handle,
                                             l->attrs, l->nattr, (void *)l->args, l->argbytes);
   if (r != CUDA_SUCCESS)
     return r;
-  if (!(it = item_new(IT_DIRECT, ss, 0)))
-    return CUDA_SUCCESS; /* the policy misses one LC kernel: never fail a launch that ran */
+  STAT_ADD(lc_launches, 1);
+  atomic_fetch_add_explicit(&ss->lc_made, 1, memory_order_release);
+  if (atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel))
+    return CUDA_SUCCESS;
   kernel_of(l, &it->k);
+  it->submit_id = 0;
   it->submit_ns = now_fn();
   inbox_push(it);
   return CUDA_SUCCESS;
@@ -581,12 +622,26 @@ CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
   return r;
 }
 
+/* Whether a direct stream of t has launches no recorded event follows (mu). */
+static bool lc_behind(const hostd_sched_tenant_t *t) {
+  for (const hostd_sched_stream_t *ss = t->streams; ss; ss = ss->next)
+    if (ss->lc_item && atomic_load_explicit(&ss->lc_made, memory_order_relaxed) != ss->lc_covered)
+      return true;
+  return false;
+}
+
 CUresult hostd__sched_tenant_flush(hostd_sched_tenant_t *t) {
   if (!t)
     return CUDA_SUCCESS;
   pthread_mutex_lock(&S.mu);
-  while (t->pending > 0)
+  while (t->pending > 0 || (t->direct && lc_behind(t))) {
+    if (t->pending == 0) { /* a flight follows the stream: it records once more */
+      atomic_store_explicit(&S.lc_catchup, true, memory_order_release);
+      if (S.sleeping)
+        pthread_cond_signal(&S.wake);
+    }
     pthread_cond_wait(&S.done, &S.mu);
+  }
   pthread_mutex_unlock(&S.mu);
   return hostd__sched_take_error(t);
 }
@@ -634,12 +689,23 @@ void hostd__sched_tenant_free(hostd_sched_tenant_t *t) {
  * already; it counts as pending until the scheduler has recorded its
  * completion event on the tenant's stream, so a flush before the stream is
  * destroyed also waits for that (the driver must never see a dead stream). */
-static void settle(const item_t *it) {
+static void settle(const item_t *it, uint64_t covered) {
   pthread_mutex_lock(&S.mu);
   if (it->kind == IT_SUBMIT)
     it->ss->issued_seq = it->seq;
+  else
+    it->ss->lc_covered = covered;
   if (--it->t->pending == 0 || it->ss->waiting)
     pthread_cond_broadcast(&S.done);
+  pthread_mutex_unlock(&S.mu);
+}
+
+/* Nothing follows LC stream ss any more: its next launch queues its item. */
+static void lc_end(hostd_sched_stream_t *ss) {
+  pthread_mutex_lock(&S.mu);
+  atomic_store_explicit(&ss->lc_busy, false, memory_order_release);
+  ss->lc_covered = atomic_load_explicit(&ss->lc_made, memory_order_acquire);
+  pthread_cond_broadcast(&S.done);
   pthread_mutex_unlock(&S.mu);
 }
 
@@ -647,10 +713,15 @@ static void settle(const item_t *it) {
 static void drop(item_t *it) {
   ev_put(it->run_event, false);
   hostd__var_put(it->vk);
-  if (it->kind == IT_SUBMIT)
+  if (it->kind == IT_SUBMIT) {
     STAT_ADD(dropped, 1);
-  settle(it);
-  free(it);
+    settle(it, 0);
+    free(it);
+    return;
+  }
+  /* An LC stream's item: no flight will follow it (invariant (d)). */
+  settle(it, atomic_load_explicit(&it->ss->lc_made, memory_order_acquire));
+  lc_end(it->ss);
 }
 
 static void fifo_push(hostd_sched_tenant_t *t, item_t *it) {
@@ -785,8 +856,8 @@ typedef struct issued {
   int slot;
 } issued_t;
 
-static void flight_add(item_t *it, const pol_action_t *a, const issued_t *is, uint64_t now,
-                       bool part) {
+static flight_t *flight_add(item_t *it, const pol_action_t *a, const issued_t *is,
+                            uint64_t now, bool part) {
   flight_t *f = calloc(1, sizeof(*f));
   if (!f) {
     /* Nobody will see it complete: tell the policy now, untimed. */
@@ -795,7 +866,7 @@ static void flight_add(item_t *it, const pol_action_t *a, const issued_t *is, ui
     ev_done(part, is->ev_start, true);
     ev_done(part, is->ev_end, is->ev_start != 0);
     feed(&ev);
-    return;
+    return NULL;
   }
   f->part = part;
   f->launch_id = a->launch_id;
@@ -830,18 +901,82 @@ static void flight_add(item_t *it, const pol_action_t *a, const issued_t *is, ui
   f->next = S.flights;
   S.flights = f;
   it->t->inflight++;
+  return f;
 }
 
-/* An LC launch made by the worker: an event on its stream tells when it ends. */
+/* An event on LC stream ss behind its newest launch, which *seen is set to
+ * (0 in *e: none, the flight ends at its next poll). */
+static void lc_record(hostd_sched_stream_t *ss, uint64_t *e, uint64_t *seen) {
+  *seen = atomic_load_explicit(&ss->lc_made, memory_order_acquire);
+  if (ev_get(e, false) != CUDA_SUCCESS ||
+      hostd__gpu.event_record(*e, ss->handle, 0) != CUDA_SUCCESS) {
+    ev_put(*e, false);
+    *e = 0;
+  }
+  STAT_ADD(lc_events, 1);
+}
+
+/* Records again behind f's stream's newest launch: the new event completes
+ * after the old one (stream order), which goes back to the pool. */
+static void lc_advance(flight_t *f) {
+  uint64_t e;
+  lc_record(f->lc, &e, &f->lc_seen);
+  ev_put(f->ev_end, false);
+  f->ev_end = e;
+  pthread_mutex_lock(&S.mu);
+  f->lc->lc_covered = f->lc_seen;
+  pthread_cond_broadcast(&S.done);
+  pthread_mutex_unlock(&S.mu);
+}
+
+/* A flight of LC launches whose event completed (r): true when launches
+ * came since and it follows them now; false when it ends, lc_busy cleared
+ * (after which the stream may be freed: not touched again). */
+static bool lc_again(flight_t *f, CUresult r) {
+  hostd_sched_stream_t *ss = f->lc;
+  bool on = r == CUDA_SUCCESS && !f->t->closing, more;
+  pthread_mutex_lock(&S.mu);
+  more = on && atomic_load_explicit(&ss->lc_made, memory_order_acquire) != f->lc_seen;
+  if (!more) {
+    atomic_store_explicit(&ss->lc_busy, false, memory_order_seq_cst);
+    /* A launch between the load and the store found lc_busy set and queued
+     * nothing: take it back unless its worker queued the item meanwhile. */
+    more = on && atomic_load_explicit(&ss->lc_made, memory_order_seq_cst) != f->lc_seen &&
+           !atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel);
+  }
+  if (!more) {
+    ss->lc_covered = atomic_load_explicit(&ss->lc_made, memory_order_acquire);
+    pthread_cond_broadcast(&S.done);
+  }
+  pthread_mutex_unlock(&S.mu);
+  if (more)
+    lc_advance(f);
+  return more;
+}
+
+/* A flush waits for LC streams to be covered: flights record once more. */
+static void lc_catch_up(void) {
+  if (!atomic_exchange_explicit(&S.lc_catchup, false, memory_order_acq_rel))
+    return;
+  for (flight_t *f = S.flights; f; f = f->next)
+    if (f->lc && atomic_load_explicit(&f->lc->lc_made, memory_order_acquire) != f->lc_seen)
+      lc_advance(f);
+}
+
+/* LC launches made by the worker (invariant (d)): one event on their stream
+ * tells when the newest ends; the flight follows later ones. */
 static void issue_direct(item_t *it, const pol_action_t *a, uint64_t now) {
   issued_t is = {.form = POL_FORM_ORIGINAL, .slot = -1};
-  if (ev_get(&is.ev_end, false) != CUDA_SUCCESS ||
-      hostd__gpu.event_record(is.ev_end, it->ss->handle, 0) != CUDA_SUCCESS) {
-    ev_put(is.ev_end, false);
-    is.ev_end = 0;
+  uint64_t seen;
+  flight_t *f;
+  lc_record(it->ss, &is.ev_end, &seen);
+  settle(it, seen);
+  if ((f = flight_add(it, a, &is, now, false))) {
+    f->lc = it->ss;
+    f->lc_seen = seen;
+  } else { /* no memory: nothing follows the stream */
+    lc_end(it->ss);
   }
-  settle(it);
-  flight_add(it, a, &is, now, false);
 }
 
 /* ---- PTB control blocks: a pool owned by this thread ---- */
@@ -990,7 +1125,7 @@ static CUresult plan_launch(item_t *it, const pol_action_t *a, uint8_t *args, pl
  * that cannot stop early: fences and flushes waiting for it go on. */
 static void item_done(item_t *it) {
   fifo_unlink(it);
-  settle(it);
+  settle(it, 0);
   hostd__var_put(it->vk);
   free(it);
 }
@@ -1090,8 +1225,7 @@ static void do_action(const pol_action_t *a, uint64_t now) {
   }
   if (it->kind == IT_DIRECT) {
     fifo_unlink(it);
-    issue_direct(it, a, now);
-    free(it);
+    issue_direct(it, a, now); /* the item stays with its stream */
     return;
   }
   issue_queued(it, a, now);
@@ -1194,6 +1328,8 @@ static int flight_poll(flight_t *f, uint64_t now) {
   uint64_t dur = 0;
   CUresult r = f->ev_end ? hostd__gpu.event_query(f->ev_end) : CUDA_SUCCESS;
   if (r == CUDA_ERROR_NOT_READY)
+    return 0;
+  if (f->lc && lc_again(f, r))
     return 0;
   if (r != CUDA_SUCCESS)
     set_error(f->t, r);
@@ -1310,6 +1446,7 @@ static void loop_once(void) {
   S.pass++;
   pthread_mutex_lock(&S.polmu);
   handle_items(items, now);
+  lc_catch_up();
   poll_flights(now);
   timer = pol_sched_next_timer_ns(S.pol);
   if (timer != UINT64_MAX && now >= timer) {

@@ -137,7 +137,7 @@ void hostd__sched_trace_kernel(uint64_t kernel_id, const char *name);
 
 /* Counters for tests and the exit line. */
 typedef struct hostd_sched_stats {
-  uint64_t submitted; /* launches submitted (both paths) */
+  uint64_t submitted; /* submissions: held launches, and LC bursts (one per item) */
   uint64_t held;      /* launches that went through the queue */
   uint64_t issued;    /* of those, issued to the GPU */
   uint64_t dropped;   /* dropped with their tenant */
@@ -149,6 +149,8 @@ typedef struct hostd_sched_stats {
   uint64_t ctl_inuse; /* PTB control blocks in use */
   uint64_t turnarounds; /* preemptions timed: flag write -> the launch's end */
   uint64_t turn_p50_ns, turn_p99_ns, turn_max_ns; /* of those (1 us buckets) */
+  uint64_t lc_launches; /* LC launches made straight on the tenant's stream */
+  uint64_t lc_events;   /* events the scheduler recorded behind them (a burst: ~1) */
 } hostd_sched_stats_t;
 void hostd__sched_stats(hostd_sched_stats_t *out);
 /* Whether the scheduler runs (between init and shutdown, policy not none); any thread. */

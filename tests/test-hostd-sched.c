@@ -272,10 +272,10 @@ static void be_launches_run_in_the_partition(void **state) {
   assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
 }
 
-/* LC launches run at once, but the scheduler still records their completion
- * events on the tenant's stream: a flush (what a stream's destruction does
- * first) waits until every one is recorded, so the driver never sees a
- * destroyed stream from the scheduler thread. */
+/* LC launches run at once; the scheduler records events behind them on the
+ * tenant's stream.  A flush (what a stream's destruction does first) returns
+ * only once an event follows every launch made, so the scheduler will not
+ * touch the stream again, and each launch is counted. */
 static void flush_waits_for_direct_launches(void **state) {
   enum { N = 2000 };
   hostd_sched_stats_t st0, st;
@@ -287,7 +287,9 @@ static void flush_waits_for_direct_launches(void **state) {
     assert_int_equal(launch_fill(x.lss, x.p, i, 1), CUDA_SUCCESS);
   assert_int_equal(hostd__sched_tenant_flush(x.lc), CUDA_SUCCESS);
   hostd__sched_stats(&st);
-  assert_true(st.submitted >= st0.submitted + N);
+  assert_int_equal(st.lc_launches, st0.lc_launches + N);
+  assert_true(st.submitted >= st0.submitted + 1 && st.submitted <= st0.submitted + N);
+  assert_true(st.lc_events >= st.submitted - st0.submitted);
   assert_int_equal(read_u32(x.p, x.ls), N - 1);
   pair_close(&x);
 }
@@ -354,6 +356,109 @@ static void trace_says_held_and_names_kernels(void **state) {
   assert_int_equal(hostd__sched_init(&cfg), 0);
 }
 
+static void reached_nothing(void *arg) {
+  (void)arg;
+}
+
+static int lc_events_at_least(const hostd_sched_stats_t *st, uint64_t v) {
+  return st->lc_events >= v;
+}
+
+/* A burst of LC launches behind a closed gate (the GPU busy with them):
+ * one submission and one event for all of them, not one per launch.  The
+ * policy sees the LC tenant busy until the newest completes, so a BE launch
+ * is held all along, even when the clock moves on; after the last LC launch
+ * completes, the BE launch goes once the LC has been idle for the resume
+ * time.  A flush meanwhile returns without waiting for the GPU (the
+ * scheduler records once more behind the newest launch). */
+static void lc_burst_costs_one_item(void **state) {
+  enum { N = 1000 };
+  hostd_sched_stats_t st0, st;
+  pol_config_t pc;
+  void *g;
+  pair_t x;
+  (void)state;
+  pol_config_init(&pc);
+  pair_open(&x, 12);
+  assert_int_equal(hostd__gpu.gate_new(&g, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.host_fn(x.ls, g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
+  hostd__sched_stats(&st0);
+  for (uint32_t i = 0; i < N; i++)
+    assert_int_equal(launch_fill(x.lss, x.p, i + 1, 1), CUDA_SUCCESS);
+  wait_stats(lc_events_at_least, st0.lc_events + 1);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.lc_launches, st0.lc_launches + N);
+  assert_int_equal(st.submitted, st0.submitted + 1);
+  assert_int_equal(st.completed, st0.completed);
+  /* BE is held while the LC tenant is busy, however long. */
+  assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS);
+  wait_stats(submitted_at_least, st0.submitted + 2);
+  vclock += 10 * pc.resume_idle_ns;
+  assert_int_equal(launch_fill(x.lss, x.p, N + 1, 1), CUDA_SUCCESS);
+  /* A flush with the gate still closed: covered, not completed. */
+  assert_int_equal(hostd__sched_tenant_flush(x.lc), CUDA_SUCCESS);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.submitted, st0.submitted + 2);
+  assert_int_equal(st.issued, st0.issued);
+  assert_int_equal(st.completed, st0.completed);
+  assert_true(st.lc_events <= st0.lc_events + 2);
+  assert_int_equal(read_u32(x.p + 32, x.bs), 0);
+  /* The GPU finishes the burst: the LC completion is seen, BE still waits
+   * the resume time (the clock stands still), then goes. */
+  hostd__gpu.gate_open(g, 0, 1);
+  wait_stats(completed_at_least, st0.completed + 1);
+  assert_int_equal(read_u32(x.p, x.ls), N + 1);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.issued, st0.issued);
+  assert_true(st.lc_events <= st0.lc_events + 3);
+  vclock += pc.resume_idle_ns + 1000;
+  wait_stats(issued_at_least, st0.issued + 1);
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
+  assert_int_equal(read_u32(x.p + 32, x.bs), 2);
+  /* The next LC launch starts a new burst: one more submission. */
+  assert_int_equal(launch_fill(x.lss, x.p, 5, 1), CUDA_SUCCESS);
+  wait_stats(submitted_at_least, st0.submitted + 3);
+  pair_close(&x);
+  hostd__gpu.gate_del(g, 1);
+}
+
+/* An LC tenant that closes while its burst is still on the GPU: close waits
+ * for it, and freeing the stream afterwards (the scheduler done with it)
+ * does not hang; a stream freed right after a burst waits for its flight. */
+static void lc_close_and_free_while_busy(void **state) {
+  hostd_sched_stats_t st0;
+  hostd_sched_stream_t *ss;
+  uint64_t s2;
+  CUresult r;
+  void *g;
+  pair_t x;
+  (void)state;
+  pair_open(&x, 14);
+  hostd__sched_stats(&st0);
+  assert_int_equal(hostd__gpu.stream_new(&s2, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
+  assert_non_null(ss = hostd__sched_stream_new(x.lc, s2, &r));
+  for (uint32_t i = 0; i < 100; i++)
+    assert_int_equal(launch_fill(ss, x.p + 16, i, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_tenant_flush(x.lc), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(s2), CUDA_SUCCESS);
+  hostd__sched_stream_free(ss);
+  assert_int_equal(hostd__gpu.stream_del(s2), CUDA_SUCCESS);
+  assert_int_equal(read_u32(x.p + 16, x.ls), 99);
+  assert_int_equal(hostd__gpu.gate_new(&g, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.host_fn(x.ls, g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
+  for (uint32_t i = 0; i < 100; i++)
+    assert_int_equal(launch_fill(x.lss, x.p, i, 1), CUDA_SUCCESS);
+  wait_stats(lc_events_at_least, st0.lc_events + 2);
+  hostd__gpu.gate_open(g, 0, 1);
+  hostd__sched_tenant_close(x.lc);
+  hostd__sched_tenant_free(x.lc);
+  x.lc = NULL;
+  assert_int_equal(read_u32(x.p, x.ls), 99);
+  pair_close(&x);
+  hostd__gpu.gate_del(g, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(held_launch_keeps_stream_order),
@@ -363,6 +468,8 @@ int main(void) {
       cmocka_unit_test(be_launches_run_in_the_partition),
       cmocka_unit_test(flush_waits_for_direct_launches),
       cmocka_unit_test(trace_says_held_and_names_kernels),
+      cmocka_unit_test(lc_burst_costs_one_item),
+      cmocka_unit_test(lc_close_and_free_while_busy),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
