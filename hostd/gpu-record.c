@@ -16,7 +16,9 @@
  * texture object reads to out, "tmap_copy(ptr out, CUtensorMap map)" copies the 128 bytes
  * of its by-value tensor-map parameter to out, and "fault()" makes the next synchronisation fail with
  * CUDA_ERROR_ILLEGAL_ADDRESS (sticky, as a real fault is).  Everything else
- * is only counted (hostd_record_count).  Functions load lazily, as with the
+ * is only counted (hostd_record_count; event records also per stream, and
+ * by whether the stream's creating thread made them:
+ * hostd_record_stream_records).  Functions load lazily, as with the
  * driver's default CUDA_MODULE_LOADING=LAZY: until a function attribute
  * query loads one, the three attributes that need a loaded function answer
  * CUDA_ERROR_FUNCTION_NOT_LOADED.  This never counts as GPU coverage.
@@ -166,6 +168,8 @@ typedef struct rec_stream {
   struct rec_graph *cap; /* the capture it takes part in, or NULL */
   uint64_t cap_deps[CAP_DEPS]; /* its current dependencies (nodes) in that capture */
   size_t cap_ndeps;
+  pthread_t maker;                    /* the thread that created it */
+  unsigned long records, by_maker;    /* event records on it: all, and by that thread */
   struct rec_stream *next;
 } rec_stream_t;
 
@@ -491,6 +495,16 @@ static rec_stream_t *stream_find(uint64_t s) {
   return NULL;
 }
 
+unsigned long hostd_record_stream_records(uint64_t s, bool by_maker) {
+  rec_stream_t *st;
+  unsigned long n = 0;
+  pthread_mutex_lock(&lock);
+  if ((st = stream_find(s)))
+    n = by_maker ? st->by_maker : st->records;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
 static rec_event_t *event_find(uint64_t e) {
   for (rec_event_t *ev = events; ev; ev = ev->next)
     if (ev->h == e)
@@ -801,6 +815,7 @@ static CUresult rec_stream_new(uint64_t *s, unsigned flags, int prio) {
   count(HOSTD_RECORD_STREAM);
   hostd__record_last_prio = prio;
   st->prio = prio;
+  st->maker = pthread_self();
   *s = st->h = handle();
   pthread_mutex_lock(&lock);
   st->next = streams;
@@ -924,6 +939,10 @@ static CUresult rec_event_record(uint64_t e, uint64_t s, unsigned flags) {
   pthread_mutex_lock(&lock);
   ev = event_find(e);
   rec_stream_t *cst = stream_find(s);
+  if (cst) {
+    cst->records++;
+    cst->by_maker += pthread_equal(cst->maker, pthread_self()) != 0;
+  }
   if (ev && cst && cst->cap) { /* a captured event: waits on it join the capture */
     ev->cap = cst->cap;
     ev->cap_ndeps = cst->cap_ndeps;

@@ -85,6 +85,9 @@ void hostd__tenant_free(hostd_tenant_t *t);
 int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uint8_t *args,
                        size_t len, wire_buf_t *reply, const char **why);
 uint32_t hostd__tenant_id(const hostd_tenant_t *t);
+/* The tenant's worker executed every request it had and is about to wait
+ * for more (sched.h, hostd__sched_tenant_quiet).  NULL ok. */
+void hostd__tenant_quiet(hostd_tenant_t *t);
 /* The name of r when it corrupts a CUDA context (illegal address, ...), else
  * NULL: tallyd then marks every tenant lost and restarts (tenant.c, recover;
  * restart.c). */
@@ -177,6 +180,9 @@ typedef enum hostd_record_what {
   HOSTD_RECORD_NCOUNT
 } hostd_record_what_t;
 unsigned long hostd_record_count(hostd_record_what_t what);
+/* Event records made on stream s so far: all of them, or (by_maker) only
+ * those made by the thread that created s. */
+unsigned long hostd_record_stream_records(uint64_t s, bool by_maker);
 void hostd_record_reset(void);
 uint64_t hostd_record_live_bytes(void);
 /* Arrays, texture and surface objects alive on the recording device. */

@@ -30,14 +30,19 @@
  *  (d) an LC (direct) stream has at most one item or flight at a time
  *      (lc_busy): the worker counts each launch it made (lc_made) and
  *      queues the stream's preallocated item only when lc_busy was clear.
- *      The scheduler records one event behind the newest launch it knows of
- *      (lc_covered, under mu); when that event completes and more launches
- *      came since, it records again, else it clears lc_busy (under mu) and
- *      never touches the stream again until the next item.  A flush waits
- *      until the tenant has no queued item and every direct stream is
- *      covered (asking the scheduler to catch up), so after it the
- *      scheduler records nothing on the stream until the worker launches
- *      again; freeing the stream waits for lc_busy to clear.
+ *      The scheduler thread never calls the driver on an LC stream: the
+ *      worker records an event behind the stream's newest launch at quiet
+ *      points (the end of a batch, and a fence, i.e. before any other work
+ *      on the stream) when lc_made moved since its last record (lc_rec),
+ *      and publishes it with that count (lc_pub*, under mu), replacing an
+ *      untaken one, so the slot holds the worker's newest record.  The
+ *      flight takes the newest publication; when its event completes and
+ *      covers lc_made, it clears lc_busy (under mu), else it waits for the
+ *      next publication, which the worker's next quiet point makes.  So a
+ *      flush needs nothing from LC streams (their launches were made), and
+ *      a stream is recorded on only by its worker, before any other work on
+ *      it (a capture begins or is joined only through such work); freeing
+ *      the stream waits for lc_busy to clear and returns an untaken event.
  */
 #include "hostd/sched.h"
 #include "hostd/gpu.h"
@@ -107,7 +112,10 @@ struct hostd_sched_stream {
   _Atomic uint64_t lc_made; /* launches made on the tenant stream (worker) */
   atomic_bool lc_busy;      /* lc_item is queued, or its flight is alive */
   item_t *lc_item;          /* the one IT_DIRECT item, allocated with the stream */
-  uint64_t lc_covered;      /* mu: launches an event recorded by the scheduler follows */
+  uint64_t lc_rec;          /* worker: lc_made at its last record */
+  atomic_bool lc_pub;       /* mu (read unlocked as a hint): an event published, not taken */
+  uint64_t lc_pub_ev;       /* mu: that event (0: the record failed), */
+  uint64_t lc_pub_n;        /* mu: and the launches it follows */
 };
 
 struct hostd_sched_tenant {
@@ -115,6 +123,7 @@ struct hostd_sched_tenant {
   int cls;
   char name[48];
   bool direct;                 /* LC launches go straight to the GPU */
+  bool lc_moved;               /* worker: a direct launch since its last quiet point */
   hostd_sched_stream_t *streams; /* mu */
   /* shared, under mu */
   uint64_t pending; /* launches queued (held or direct), not yet issued or dropped */
@@ -142,6 +151,7 @@ typedef struct flight {
   const hostd_var_kernel_t *vk; /* a reference while a variant runs */
   hostd_sched_stream_t *lc; /* an LC stream followed (invariant (d)), or NULL */
   uint64_t lc_seen;         /* its launches ev_end follows */
+  bool lc_has;              /* ev_end is a publication taken and not yet seen complete */
   item_t *it;            /* PTB: the submission, which stays queued until it is whole */
   int slot;              /* PTB: control block, -1 none */
   uint64_t ev_flag;      /* PTB preempted: timed event after the flag write */
@@ -159,7 +169,6 @@ static struct {
   pthread_cond_t wake, done;
   item_t *inbox, *inbox_tail;
   bool sleeping, stop;
-  atomic_bool lc_catchup; /* a flush waits for LC streams to be covered */
   uint64_t *evpool; /* free events (mu) */
   size_t nev, capev;
   flight_t *flights; /* scheduler thread */
@@ -347,6 +356,39 @@ static item_t *inbox_take(void) {
   return it;
 }
 
+/* ---- LC streams: the worker's records (invariant (d)) ---- */
+
+/* Worker: records an event behind LC stream ss's newest launch and
+ * publishes it with the count it follows, replacing (and pooling) one the
+ * flight has not taken.  A failed record publishes 0: the flight then
+ * treats those launches as done rather than wait for them forever. */
+static void lc_publish(hostd_sched_stream_t *ss) {
+  uint64_t n = atomic_load_explicit(&ss->lc_made, memory_order_relaxed), e = 0, old = 0;
+  ss->lc_rec = n;
+  if (ev_get(&e, false) != CUDA_SUCCESS || hostd__gpu.event_record(e, ss->handle, 0) != CUDA_SUCCESS) {
+    ev_put(e, false);
+    e = 0;
+  }
+  STAT_ADD(lc_events, 1);
+  pthread_mutex_lock(&S.mu);
+  if (atomic_load_explicit(&ss->lc_pub, memory_order_relaxed))
+    old = ss->lc_pub_ev;
+  ss->lc_pub_ev = e;
+  ss->lc_pub_n = n;
+  atomic_store_explicit(&ss->lc_pub, true, memory_order_release);
+  pthread_mutex_unlock(&S.mu);
+  ev_put(old, false);
+}
+
+void hostd__sched_tenant_quiet(hostd_sched_tenant_t *t) {
+  if (!t || !t->lc_moved)
+    return;
+  t->lc_moved = false;
+  for (hostd_sched_stream_t *ss = t->streams; ss; ss = ss->next) /* the worker writes the list */
+    if (ss->lc_item && atomic_load_explicit(&ss->lc_made, memory_order_relaxed) != ss->lc_rec)
+      lc_publish(ss);
+}
+
 /* ---- tenants and streams (worker side) ---- */
 
 hostd_sched_tenant_t *hostd__sched_tenant_new(uint32_t id, const char *name, int cls,
@@ -444,9 +486,18 @@ void hostd__sched_stream_free(hostd_sched_stream_t *ss) {
       *p = ss->next;
       break;
     }
-  while (atomic_load_explicit(&ss->lc_busy, memory_order_acquire)) /* invariant (d) */
-    pthread_cond_wait(&S.done, &S.mu);
   pthread_mutex_unlock(&S.mu);
+  if (ss->lc_item) { /* invariant (d): a last record for the flight, then it lets go */
+    uint64_t left;
+    if (atomic_load_explicit(&ss->lc_made, memory_order_relaxed) != ss->lc_rec)
+      lc_publish(ss);
+    pthread_mutex_lock(&S.mu);
+    while (atomic_load_explicit(&ss->lc_busy, memory_order_acquire))
+      pthread_cond_wait(&S.done, &S.mu);
+    left = atomic_load_explicit(&ss->lc_pub, memory_order_relaxed) ? ss->lc_pub_ev : 0;
+    pthread_mutex_unlock(&S.mu);
+    ev_put(left, false);
+  }
   (void)hostd__gpu.stream_sync(ss->lstream);
   (void)hostd__gpu.stream_del(ss->lstream);
   free(ss->lc_item);
@@ -530,7 +581,7 @@ static void variants_of(item_t *it, const hostd_sched_launch_t *l) {
 /* The LC fast path: launch now, then tell the scheduler only when it does
  * not follow this stream already (invariant (d)): the first launch of a
  * burst queues the stream's item and wakes the scheduler, the others cost
- * two atomic operations. */
+ * two atomic operations.  No event: the worker records at quiet points. */
 static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
   item_t *it = ss->lc_item;
   CUresult r = l->graph ? hostd__gpu.graph_launch(l->graph, ss->handle, 0)
@@ -539,6 +590,7 @@ static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch
   if (r != CUDA_SUCCESS)
     return r;
   STAT_ADD(lc_launches, 1);
+  ss->t->lc_moved = true;
   atomic_fetch_add_explicit(&ss->lc_made, 1, memory_order_release);
   if (atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel))
     return CUDA_SUCCESS;
@@ -599,6 +651,11 @@ static bool seq_ge(uint32_t a, uint32_t b) {
 CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
   uint64_t e = 0;
   CUresult r;
+  if (ss && ss->lc_item) { /* a quiet point of an LC stream (invariant (d)) */
+    if (atomic_load_explicit(&ss->lc_made, memory_order_relaxed) != ss->lc_rec)
+      lc_publish(ss);
+    return CUDA_SUCCESS;
+  }
   if (!ss || ss->last_seq == ss->fenced_seq)
     return CUDA_SUCCESS;
   /* Invariant (b): wait until the scheduler issued the last launch. */
@@ -622,26 +679,14 @@ CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
   return r;
 }
 
-/* Whether a direct stream of t has launches no recorded event follows (mu). */
-static bool lc_behind(const hostd_sched_tenant_t *t) {
-  for (const hostd_sched_stream_t *ss = t->streams; ss; ss = ss->next)
-    if (ss->lc_item && atomic_load_explicit(&ss->lc_made, memory_order_relaxed) != ss->lc_covered)
-      return true;
-  return false;
-}
-
 CUresult hostd__sched_tenant_flush(hostd_sched_tenant_t *t) {
   if (!t)
     return CUDA_SUCCESS;
+  /* LC launches were made already and nothing of the scheduler's lands on
+   * their streams (invariant (d)): only held launches and queued items. */
   pthread_mutex_lock(&S.mu);
-  while (t->pending > 0 || (t->direct && lc_behind(t))) {
-    if (t->pending == 0) { /* a flight follows the stream: it records once more */
-      atomic_store_explicit(&S.lc_catchup, true, memory_order_release);
-      if (S.sleeping)
-        pthread_cond_signal(&S.wake);
-    }
+  while (t->pending > 0)
     pthread_cond_wait(&S.done, &S.mu);
-  }
   pthread_mutex_unlock(&S.mu);
   return hostd__sched_take_error(t);
 }
@@ -685,16 +730,12 @@ void hostd__sched_tenant_free(hostd_sched_tenant_t *t) {
 /* ---- the scheduler thread ---- */
 
 /* A launch left the queue, issued or dropped: fences waiting for it and
- * flushes waiting for the tenant's queue go on.  A direct (LC) launch ran
- * already; it counts as pending until the scheduler has recorded its
- * completion event on the tenant's stream, so a flush before the stream is
- * destroyed also waits for that (the driver must never see a dead stream). */
-static void settle(const item_t *it, uint64_t covered) {
+ * flushes waiting for the tenant's queue go on.  A direct (LC) item counts
+ * as pending until the scheduler took it. */
+static void settle(const item_t *it) {
   pthread_mutex_lock(&S.mu);
   if (it->kind == IT_SUBMIT)
     it->ss->issued_seq = it->seq;
-  else
-    it->ss->lc_covered = covered;
   if (--it->t->pending == 0 || it->ss->waiting)
     pthread_cond_broadcast(&S.done);
   pthread_mutex_unlock(&S.mu);
@@ -704,7 +745,6 @@ static void settle(const item_t *it, uint64_t covered) {
 static void lc_end(hostd_sched_stream_t *ss) {
   pthread_mutex_lock(&S.mu);
   atomic_store_explicit(&ss->lc_busy, false, memory_order_release);
-  ss->lc_covered = atomic_load_explicit(&ss->lc_made, memory_order_acquire);
   pthread_cond_broadcast(&S.done);
   pthread_mutex_unlock(&S.mu);
 }
@@ -715,12 +755,12 @@ static void drop(item_t *it) {
   hostd__var_put(it->vk);
   if (it->kind == IT_SUBMIT) {
     STAT_ADD(dropped, 1);
-    settle(it, 0);
+    settle(it);
     free(it);
     return;
   }
   /* An LC stream's item: no flight will follow it (invariant (d)). */
-  settle(it, atomic_load_explicit(&it->ss->lc_made, memory_order_acquire));
+  settle(it);
   lc_end(it->ss);
 }
 
@@ -904,33 +944,28 @@ static flight_t *flight_add(item_t *it, const pol_action_t *a, const issued_t *i
   return f;
 }
 
-/* An event on LC stream ss behind its newest launch, which *seen is set to
- * (0 in *e: none, the flight ends at its next poll). */
-static void lc_record(hostd_sched_stream_t *ss, uint64_t *e, uint64_t *seen) {
-  *seen = atomic_load_explicit(&ss->lc_made, memory_order_acquire);
-  if (ev_get(e, false) != CUDA_SUCCESS ||
-      hostd__gpu.event_record(*e, ss->handle, 0) != CUDA_SUCCESS) {
-    ev_put(*e, false);
-    *e = 0;
-  }
-  STAT_ADD(lc_events, 1);
-}
-
-/* Records again behind f's stream's newest launch: the new event completes
- * after the old one (stream order), which goes back to the pool. */
-static void lc_advance(flight_t *f) {
-  uint64_t e;
-  lc_record(f->lc, &e, &f->lc_seen);
-  ev_put(f->ev_end, false);
-  f->ev_end = e;
+/* Flight f takes the newest event its worker published (invariant (d)),
+ * pooling the one it held. */
+static void lc_take(flight_t *f) {
+  hostd_sched_stream_t *ss = f->lc;
+  uint64_t old = 0;
+  if (!atomic_load_explicit(&ss->lc_pub, memory_order_acquire))
+    return;
   pthread_mutex_lock(&S.mu);
-  f->lc->lc_covered = f->lc_seen;
-  pthread_cond_broadcast(&S.done);
+  if (atomic_load_explicit(&ss->lc_pub, memory_order_relaxed)) {
+    old = f->ev_end;
+    f->ev_end = ss->lc_pub_ev;
+    f->lc_seen = ss->lc_pub_n;
+    f->lc_has = true;
+    atomic_store_explicit(&ss->lc_pub, false, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&S.mu);
+  ev_put(old, false);
 }
 
-/* A flight of LC launches whose event completed (r): true when launches
- * came since and it follows them now; false when it ends, lc_busy cleared
+/* A flight of LC launches whose event completed (r), or whose tenant
+ * closes before any was published: true when launches came since (it
+ * waits for their publication); false when it ends, lc_busy cleared
  * (after which the stream may be freed: not touched again). */
 static bool lc_again(flight_t *f, CUresult r) {
   hostd_sched_stream_t *ss = f->lc;
@@ -944,39 +979,38 @@ static bool lc_again(flight_t *f, CUresult r) {
     more = on && atomic_load_explicit(&ss->lc_made, memory_order_seq_cst) != f->lc_seen &&
            !atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel);
   }
-  if (!more) {
-    ss->lc_covered = atomic_load_explicit(&ss->lc_made, memory_order_acquire);
+  if (!more)
     pthread_cond_broadcast(&S.done);
-  }
   pthread_mutex_unlock(&S.mu);
-  if (more)
-    lc_advance(f);
   return more;
 }
 
-/* A flush waits for LC streams to be covered: flights record once more. */
-static void lc_catch_up(void) {
-  if (!atomic_exchange_explicit(&S.lc_catchup, false, memory_order_acq_rel))
-    return;
-  for (flight_t *f = S.flights; f; f = f->next)
-    if (f->lc && atomic_load_explicit(&f->lc->lc_made, memory_order_acquire) != f->lc_seen)
-      lc_advance(f);
+/* Polls LC flight f: false while it goes on (no publication yet, its event
+ * not complete, or launches since); true when it ends, with the event's
+ * result in *r.  Its event is pooled once seen complete. */
+static bool lc_done(flight_t *f, CUresult *r) {
+  lc_take(f);
+  if (!f->lc_has && !f->t->closing)
+    return false; /* the worker publishes at its next quiet point */
+  *r = f->ev_end ? hostd__gpu.event_query(f->ev_end) : CUDA_SUCCESS;
+  if (*r == CUDA_ERROR_NOT_READY)
+    return false;
+  ev_put(f->ev_end, false);
+  f->ev_end = 0;
+  f->lc_has = false;
+  return !lc_again(f, *r);
 }
 
-/* LC launches made by the worker (invariant (d)): one event on their stream
- * tells when the newest ends; the flight follows later ones. */
+/* LC launches made by the worker (invariant (d)): the flight follows their
+ * stream through the events its worker publishes; nothing is recorded here. */
 static void issue_direct(item_t *it, const pol_action_t *a, uint64_t now) {
   issued_t is = {.form = POL_FORM_ORIGINAL, .slot = -1};
-  uint64_t seen;
   flight_t *f;
-  lc_record(it->ss, &is.ev_end, &seen);
-  settle(it, seen);
-  if ((f = flight_add(it, a, &is, now, false))) {
+  settle(it);
+  if ((f = flight_add(it, a, &is, now, false)))
     f->lc = it->ss;
-    f->lc_seen = seen;
-  } else { /* no memory: nothing follows the stream */
+  else /* no memory: nothing follows the stream */
     lc_end(it->ss);
-  }
 }
 
 /* ---- PTB control blocks: a pool owned by this thread ---- */
@@ -1125,7 +1159,7 @@ static CUresult plan_launch(item_t *it, const pol_action_t *a, uint8_t *args, pl
  * that cannot stop early: fences and flushes waiting for it go on. */
 static void item_done(item_t *it) {
   fifo_unlink(it);
-  settle(it, 0);
+  settle(it);
   hostd__var_put(it->vk);
   free(it);
 }
@@ -1326,11 +1360,13 @@ static void ptb_item_end(flight_t *f, uint64_t done) {
 static int flight_poll(flight_t *f, uint64_t now) {
   pol_event_t ev = {.type = POL_EV_COMPLETED, .now_ns = now, .launch_id = f->launch_id};
   uint64_t dur = 0;
-  CUresult r = f->ev_end ? hostd__gpu.event_query(f->ev_end) : CUDA_SUCCESS;
-  if (r == CUDA_ERROR_NOT_READY)
+  CUresult r = CUDA_SUCCESS;
+  if (f->lc) {
+    if (!lc_done(f, &r))
+      return 0;
+  } else if (f->ev_end && (r = hostd__gpu.event_query(f->ev_end)) == CUDA_ERROR_NOT_READY) {
     return 0;
-  if (f->lc && lc_again(f, r))
-    return 0;
+  }
   if (r != CUDA_SUCCESS)
     set_error(f->t, r);
   if (r == CUDA_SUCCESS && f->ev_start) {
@@ -1446,7 +1482,6 @@ static void loop_once(void) {
   S.pass++;
   pthread_mutex_lock(&S.polmu);
   handle_items(items, now);
-  lc_catch_up();
   poll_flights(now);
   timer = pol_sched_next_timer_ns(S.pol);
   if (timer != UINT64_MAX && now >= timer) {
@@ -1562,10 +1597,11 @@ void hostd__sched_shutdown(void) {
   hostd__log(HOSTD_LOG_INFO,
              "scheduler: %" PRIu64 " launches (%" PRIu64 " held, %" PRIu64 " dropped), %" PRIu64
              " fences that waited; %" PRIu64 " sliced and %" PRIu64 " PTB launches, %" PRIu64
-             " preemptions, turnaround p50 %.1f us p99 %.1f us max %.1f us (%" PRIu64 " timed)",
+             " preemptions, turnaround p50 %.1f us p99 %.1f us max %.1f us (%" PRIu64
+             " timed); %" PRIu64 " LC launches made directly, %" PRIu64 " LC events recorded",
              S.st.submitted, S.st.held, S.st.dropped, S.st.fences, S.st.sliced, S.st.ptb,
              S.st.preempts, (double)S.st.turn_p50_ns / 1e3, (double)S.st.turn_p99_ns / 1e3,
-             (double)S.st.turn_max_ns / 1e3, S.st.turnarounds);
+             (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, S.st.lc_launches, S.st.lc_events);
   if (S.trace)
     fprintf(S.trace, "# preemption turnaround: n=%" PRIu64 " p50_ns=%" PRIu64 " p99_ns=%" PRIu64
             " max_ns=%" PRIu64 "\n", S.st.turnarounds, S.st.turn_p50_ns, S.st.turn_p99_ns,

@@ -22,8 +22,10 @@
  *     guest); a GPU wait for work not yet submitted could deadlock streams
  *     that share a hardware queue;
  *   - start and completion are observed with events polled by the scheduler
- *     thread (timing events around BE launches, one event per LC launch);
- *     nothing in the path synchronises the device.
+ *     thread (timing events around BE launches; for LC launches, events the
+ *     worker records behind them when it runs out of requests, so the
+ *     scheduler thread never calls the driver on an LC stream); nothing in
+ *     the path synchronises the device.
  *
  * Threads: hostd__sched_init/_shutdown on the main thread; everything
  * taking a hostd_sched_tenant_t or hostd_sched_stream_t on that tenant's
@@ -97,6 +99,12 @@ CUresult hostd__sched_take_error(hostd_sched_tenant_t *t);
  * (not completed): what a free of memory or of a module needs first, as the
  * driver's own free waits for launched work.  Returns a CUresult. */
 CUresult hostd__sched_tenant_flush(hostd_sched_tenant_t *t);
+/* A quiet point of the tenant's worker: it executed what it had and is
+ * about to wait for more.  For each latency-critical stream with launches
+ * made since its last record, records an event behind them on the stream
+ * (this thread), which the scheduler polls to see the tenant go idle.
+ * Costs a flag test when nothing was launched.  NULL ok. */
+void hostd__sched_tenant_quiet(hostd_sched_tenant_t *t);
 
 /* The scheduler's state of one tenant stream (host handle `stream`), made
  * on its first launch.  NULL: out of memory (a CUresult in *r). */
@@ -125,7 +133,8 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *s, const hostd_sched_launch_t
 /* Call before any other work on the stream (copy, memset, event record,
  * stream wait, host function, synchronisation, destroy): keeps it behind
  * the launches submitted so far, waiting until the scheduler has issued
- * them.  Free when there are none.  A CUresult. */
+ * them.  Free when there are none.  On a latency-critical stream it is a
+ * quiet point of that stream (hostd__sched_tenant_quiet).  A CUresult. */
 CUresult hostd__sched_fence(hostd_sched_stream_t *s);
 
 /* The stable kernel id the scheduler keys profiles by: the module's
@@ -150,7 +159,7 @@ typedef struct hostd_sched_stats {
   uint64_t turnarounds; /* preemptions timed: flag write -> the launch's end */
   uint64_t turn_p50_ns, turn_p99_ns, turn_max_ns; /* of those (1 us buckets) */
   uint64_t lc_launches; /* LC launches made straight on the tenant's stream */
-  uint64_t lc_events;   /* events the scheduler recorded behind them (a burst: ~1) */
+  uint64_t lc_events;   /* events their workers recorded behind them (one per quiet point) */
 } hostd_sched_stats_t;
 void hostd__sched_stats(hostd_sched_stats_t *out);
 /* Whether the scheduler runs (between init and shutdown, policy not none); any thread. */

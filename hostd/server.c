@@ -331,6 +331,8 @@ static void *worker_main(void *arg) {
   for (;;) {
     msg_t *m;
 
+    if (!batch && ok)
+      hostd__tenant_quiet(t); /* LC launches get their completion event here */
     if (!batch && !(batch = next_batch(w, t)))
       break; /* closed and drained */
     m = batch;

@@ -467,6 +467,18 @@ void hostd__tenant_free(hostd_tenant_t *t) {
   free(t);
 }
 
+/* The worker ran out of requests: the scheduler's quiet point (sched.h),
+ * only after a launch, and not while a recovery releases the tenant. */
+void hostd__tenant_quiet(hostd_tenant_t *t) {
+  if (!t || !t->quiet_due)
+    return;
+  t->quiet_due = false;
+  pthread_rwlock_rdlock(&ctx_lock);
+  if (t->lost == CUDA_SUCCESS)
+    hostd__sched_tenant_quiet(t->sched);
+  pthread_rwlock_unlock(&ctx_lock);
+}
+
 /* ---- recovery from context-corrupting errors ---- */
 
 /* The name of r when it is one of the errors after which the driver refuses
@@ -603,6 +615,7 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
     r = lost; /* everything it had is gone: every call fails, as natively */
   else if (r == CUDA_SUCCESS)
     r = hostd__exec(t, op, flags, args, len, reply, &bad);
+  t->quiet_due |= t->sched && (op == CALL_OP_LAUNCH || op == CALL_OP_GRAPH_LAUNCH);
   pthread_rwlock_unlock(&ctx_lock);
   if (!bad && ctx_error(r) && !t->ctx_err_logged) {
     /* A context-level error is never a tenant's mistake: say so once. */
