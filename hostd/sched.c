@@ -1439,6 +1439,9 @@ static void handle_items(item_t *it, uint64_t now) {
       on_submit(it, now);
       break;
     case IT_CLOSE:
+      /* What the policy released already is issued first: dropping it
+       * would leave the policy waiting for its completion for ever. */
+      do_actions(now);
       on_close(it);
       break;
     }

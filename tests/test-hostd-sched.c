@@ -177,9 +177,11 @@ static void be_waits_while_lc_active_and_goes_when_idle(void **state) {
   pol_config_init(&pc);
   pair_open(&x, 2);
   hostd__sched_stats(&st0);
-  /* The LC launch runs at once (fast path), and its completion is seen. */
+  /* The LC launch runs at once (fast path); its worker's quiet point
+   * records the event through which its completion is seen. */
   assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
   assert_int_equal(read_u32(x.p, x.ls), 1);
+  hostd__sched_tenant_quiet(x.lc);
   wait_stats(completed_at_least, st0.completed + 1);
   /* Now BE: submitted, but held while the clock stands still. */
   assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS);
@@ -206,6 +208,7 @@ static void closing_drops_held_launches(void **state) {
   pair_open(&x, 4);
   hostd__sched_stats(&st0);
   assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
+  hostd__sched_tenant_quiet(x.lc);
   wait_stats(completed_at_least, st0.completed + 1);
   for (uint32_t i = 0; i < 3; i++)
     assert_int_equal(launch_fill(x.bss, x.p + 32, 3 + i, 1), CUDA_SUCCESS);
@@ -272,24 +275,35 @@ static void be_launches_run_in_the_partition(void **state) {
   assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
 }
 
-/* LC launches run at once; the scheduler records events behind them on the
- * tenant's stream.  A flush (what a stream's destruction does first) returns
- * only once an event follows every launch made, so the scheduler will not
- * touch the stream again, and each launch is counted. */
+/* LC launches run at once and nothing records behind them until a quiet
+ * point of their worker: a flush (what a free or a capture does first)
+ * returns without a record, since the scheduler never touches the stream;
+ * the quiet point then records one event for all of them, on this thread,
+ * through which the burst's completion is seen. */
 static void flush_waits_for_direct_launches(void **state) {
   enum { N = 2000 };
   hostd_sched_stats_t st0, st;
+  unsigned long recs0;
   pair_t x;
   (void)state;
   pair_open(&x, 11);
   hostd__sched_stats(&st0);
+  recs0 = hostd_record_stream_records(x.ls, false);
   for (uint32_t i = 0; i < N; i++)
     assert_int_equal(launch_fill(x.lss, x.p, i, 1), CUDA_SUCCESS);
   assert_int_equal(hostd__sched_tenant_flush(x.lc), CUDA_SUCCESS);
   hostd__sched_stats(&st);
   assert_int_equal(st.lc_launches, st0.lc_launches + N);
-  assert_true(st.submitted >= st0.submitted + 1 && st.submitted <= st0.submitted + N);
-  assert_true(st.lc_events >= st.submitted - st0.submitted);
+  assert_int_equal(st.submitted, st0.submitted + 1);
+  assert_int_equal(st.lc_events, st0.lc_events);
+  assert_int_equal(st.completed, st0.completed);
+  hostd__sched_tenant_quiet(x.lc);
+  hostd__sched_tenant_quiet(x.lc); /* nothing moved since: no second record */
+  wait_stats(completed_at_least, st0.completed + 1);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.lc_events, st0.lc_events + 1);
+  assert_int_equal(hostd_record_stream_records(x.ls, false), recs0 + 1);
+  assert_int_equal(hostd_record_stream_records(x.ls, true), recs0 + 1); /* all by this thread */
   assert_int_equal(read_u32(x.p, x.ls), N - 1);
   pair_close(&x);
 }
@@ -328,6 +342,7 @@ static void trace_says_held_and_names_kernels(void **state) {
   pair_open(&x, 20);
   hostd__sched_stats(&st0);
   assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
+  hostd__sched_tenant_quiet(x.lc);
   wait_stats(completed_at_least, st0.completed + 1);
   assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS); /* held */
   wait_stats(submitted_at_least, st0.submitted + 2);
@@ -360,20 +375,24 @@ static void reached_nothing(void *arg) {
   (void)arg;
 }
 
-static int lc_events_at_least(const hostd_sched_stats_t *st, uint64_t v) {
-  return st->lc_events >= v;
+/* Every event record on the LC stream so far was made by its worker (the
+ * thread that made the stream: the test's), none by the scheduler thread. */
+static void lc_stream_recorded_by_worker_only(const pair_t *x) {
+  assert_int_equal(hostd_record_stream_records(x->ls, true),
+                   hostd_record_stream_records(x->ls, false));
 }
 
-/* A burst of LC launches behind a closed gate (the GPU busy with them):
- * one submission and one event for all of them, not one per launch.  The
- * policy sees the LC tenant busy until the newest completes, so a BE launch
- * is held all along, even when the clock moves on; after the last LC launch
- * completes, the BE launch goes once the LC has been idle for the resume
- * time.  A flush meanwhile returns without waiting for the GPU (the
- * scheduler records once more behind the newest launch). */
+/* A burst of LC launches behind a closed gate (the GPU busy with them), in
+ * K batches each ending in a quiet point: one submission for the burst and
+ * one record per quiet point, all made by the worker.  The policy sees the
+ * LC tenant busy until the newest completes, so a BE launch is held all
+ * along, even when the clock moves on; after the last LC launch completes,
+ * the BE launch goes once the LC has been idle for the resume time.  A
+ * flush meanwhile returns without waiting for the GPU or recording. */
 static void lc_burst_costs_one_item(void **state) {
-  enum { N = 1000 };
+  enum { N = 1000, K = 4 };
   hostd_sched_stats_t st0, st;
+  unsigned long recs0;
   pol_config_t pc;
   void *g;
   pair_t x;
@@ -383,26 +402,37 @@ static void lc_burst_costs_one_item(void **state) {
   assert_int_equal(hostd__gpu.gate_new(&g, 1), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.host_fn(x.ls, g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
   hostd__sched_stats(&st0);
-  for (uint32_t i = 0; i < N; i++)
-    assert_int_equal(launch_fill(x.lss, x.p, i + 1, 1), CUDA_SUCCESS);
-  wait_stats(lc_events_at_least, st0.lc_events + 1);
+  recs0 = hostd_record_stream_records(x.ls, false);
+  for (uint32_t b = 0; b < K; b++) {
+    for (uint32_t i = 0; i < N / K; i++)
+      assert_int_equal(launch_fill(x.lss, x.p, b * (N / K) + i + 1, 1), CUDA_SUCCESS);
+    hostd__sched_tenant_quiet(x.lc);
+    hostd__sched_tenant_quiet(x.lc); /* nothing moved: no record */
+  }
+  wait_stats(submitted_at_least, st0.submitted + 1);
   hostd__sched_stats(&st);
   assert_int_equal(st.lc_launches, st0.lc_launches + N);
   assert_int_equal(st.submitted, st0.submitted + 1);
+  assert_int_equal(st.lc_events, st0.lc_events + K);
+  assert_int_equal(hostd_record_stream_records(x.ls, false), recs0 + K);
   assert_int_equal(st.completed, st0.completed);
   /* BE is held while the LC tenant is busy, however long. */
   assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS);
   wait_stats(submitted_at_least, st0.submitted + 2);
   vclock += 10 * pc.resume_idle_ns;
   assert_int_equal(launch_fill(x.lss, x.p, N + 1, 1), CUDA_SUCCESS);
-  /* A flush with the gate still closed: covered, not completed. */
+  /* A flush with the gate still closed: no record, no wait for the GPU. */
   assert_int_equal(hostd__sched_tenant_flush(x.lc), CUDA_SUCCESS);
   hostd__sched_stats(&st);
   assert_int_equal(st.submitted, st0.submitted + 2);
   assert_int_equal(st.issued, st0.issued);
   assert_int_equal(st.completed, st0.completed);
-  assert_true(st.lc_events <= st0.lc_events + 2);
+  assert_int_equal(st.lc_events, st0.lc_events + K);
   assert_int_equal(read_u32(x.p + 32, x.bs), 0);
+  /* The fence before other work on the stream is a quiet point too. */
+  assert_int_equal(hostd__sched_fence(x.lss), CUDA_SUCCESS);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.lc_events, st0.lc_events + K + 1);
   /* The GPU finishes the burst: the LC completion is seen, BE still waits
    * the resume time (the clock stands still), then goes. */
   hostd__gpu.gate_open(g, 0, 1);
@@ -410,7 +440,8 @@ static void lc_burst_costs_one_item(void **state) {
   assert_int_equal(read_u32(x.p, x.ls), N + 1);
   hostd__sched_stats(&st);
   assert_int_equal(st.issued, st0.issued);
-  assert_true(st.lc_events <= st0.lc_events + 3);
+  assert_int_equal(st.lc_events, st0.lc_events + K + 1);
+  lc_stream_recorded_by_worker_only(&x);
   vclock += pc.resume_idle_ns + 1000;
   wait_stats(issued_at_least, st0.issued + 1);
   assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
@@ -419,15 +450,65 @@ static void lc_burst_costs_one_item(void **state) {
   /* The next LC launch starts a new burst: one more submission. */
   assert_int_equal(launch_fill(x.lss, x.p, 5, 1), CUDA_SUCCESS);
   wait_stats(submitted_at_least, st0.submitted + 3);
+  hostd__sched_tenant_quiet(x.lc);
+  wait_stats(completed_at_least, st0.completed + 3);
+  lc_stream_recorded_by_worker_only(&x);
+  pair_close(&x);
+  hostd__gpu.gate_del(g, 1);
+}
+
+/* A burst over two batches whose first batch's event completes before the
+ * second batch's quiet point: the flight sees that event complete, but it
+ * does not cover the launches made since, so the LC tenant stays busy (BE
+ * held, the clock past the resume time) until the second batch's event is
+ * recorded and completes. */
+static void lc_busy_until_last_batch_completes(void **state) {
+  hostd_sched_stats_t st0, st;
+  struct timespec ms = {0, 1000000};
+  pol_config_t pc;
+  void *g;
+  pair_t x;
+  (void)state;
+  pol_config_init(&pc);
+  pair_open(&x, 16);
+  assert_int_equal(hostd__gpu.gate_new(&g, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.host_fn(x.ls, g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
+  hostd__sched_stats(&st0);
+  for (uint32_t i = 0; i < 10; i++) /* batch 1, behind the gate */
+    assert_int_equal(launch_fill(x.lss, x.p, i + 1, 1), CUDA_SUCCESS);
+  hostd__sched_tenant_quiet(x.lc);
+  for (uint32_t i = 0; i < 10; i++) /* batch 2: no quiet point yet */
+    assert_int_equal(launch_fill(x.lss, x.p, 11 + i, 1), CUDA_SUCCESS);
+  assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS);
+  wait_stats(submitted_at_least, st0.submitted + 2);
+  hostd__gpu.gate_open(g, 0, 1); /* everything so far runs, batch 1's event completes */
+  assert_int_equal(read_u32(x.p, x.ls), 20);
+  vclock += 10 * pc.resume_idle_ns;
+  for (int i = 0; i < 50; i++) /* the scheduler polls meanwhile: nothing ends */
+    nanosleep(&ms, NULL);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.completed, st0.completed);
+  assert_int_equal(st.issued, st0.issued);
+  assert_int_equal(st.lc_events, st0.lc_events + 1);
+  /* Batch 2's quiet point: its event completes at once, the burst ends. */
+  hostd__sched_tenant_quiet(x.lc);
+  wait_stats(completed_at_least, st0.completed + 1);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.submitted, st0.submitted + 2);
+  assert_int_equal(st.issued, st0.issued);
+  vclock += pc.resume_idle_ns + 1000;
+  wait_stats(issued_at_least, st0.issued + 1);
+  lc_stream_recorded_by_worker_only(&x);
   pair_close(&x);
   hostd__gpu.gate_del(g, 1);
 }
 
 /* An LC tenant that closes while its burst is still on the GPU: close waits
- * for it, and freeing the stream afterwards (the scheduler done with it)
- * does not hang; a stream freed right after a burst waits for its flight. */
+ * for the event it follows, and freeing the stream afterwards (the scheduler
+ * done with it) does not hang; a stream freed right after a burst records a
+ * last event (no quiet point came) and waits for its flight. */
 static void lc_close_and_free_while_busy(void **state) {
-  hostd_sched_stats_t st0;
+  hostd_sched_stats_t st0, st;
   hostd_sched_stream_t *ss;
   uint64_t s2;
   CUresult r;
@@ -441,22 +522,48 @@ static void lc_close_and_free_while_busy(void **state) {
   for (uint32_t i = 0; i < 100; i++)
     assert_int_equal(launch_fill(ss, x.p + 16, i, 1), CUDA_SUCCESS);
   assert_int_equal(hostd__sched_tenant_flush(x.lc), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_sync(s2), CUDA_SUCCESS);
   hostd__sched_stream_free(ss);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.lc_events, st0.lc_events + 1);
+  assert_int_equal(hostd_record_stream_records(s2, true), 1);
+  assert_int_equal(hostd_record_stream_records(s2, false), 1);
   assert_int_equal(hostd__gpu.stream_del(s2), CUDA_SUCCESS);
   assert_int_equal(read_u32(x.p + 16, x.ls), 99);
   assert_int_equal(hostd__gpu.gate_new(&g, 1), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.host_fn(x.ls, g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
   for (uint32_t i = 0; i < 100; i++)
     assert_int_equal(launch_fill(x.lss, x.p, i, 1), CUDA_SUCCESS);
-  wait_stats(lc_events_at_least, st0.lc_events + 2);
+  hostd__sched_tenant_quiet(x.lc);
   hostd__gpu.gate_open(g, 0, 1);
   hostd__sched_tenant_close(x.lc);
   hostd__sched_tenant_free(x.lc);
   x.lc = NULL;
   assert_int_equal(read_u32(x.p, x.ls), 99);
+  lc_stream_recorded_by_worker_only(&x);
   pair_close(&x);
   hostd__gpu.gate_del(g, 1);
+}
+
+/* An LC tenant that closes with launches no quiet point recorded behind:
+ * its flight has no event to wait for and ends, so close returns. */
+static void lc_close_before_any_record(void **state) {
+  hostd_sched_stats_t st0, st;
+  pair_t x;
+  (void)state;
+  pair_open(&x, 18);
+  hostd__sched_stats(&st0);
+  for (uint32_t i = 0; i < 10; i++)
+    assert_int_equal(launch_fill(x.lss, x.p, i, 1), CUDA_SUCCESS);
+  wait_stats(submitted_at_least, st0.submitted + 1);
+  hostd__sched_tenant_close(x.lc);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.lc_events, st0.lc_events);
+  hostd__sched_tenant_free(x.lc); /* the stream's last record, nobody to take it: pooled */
+  x.lc = NULL;
+  hostd__sched_stats(&st);
+  assert_int_equal(st.lc_events, st0.lc_events + 1);
+  lc_stream_recorded_by_worker_only(&x);
+  pair_close(&x);
 }
 
 int main(void) {
@@ -469,7 +576,9 @@ int main(void) {
       cmocka_unit_test(flush_waits_for_direct_launches),
       cmocka_unit_test(trace_says_held_and_names_kernels),
       cmocka_unit_test(lc_burst_costs_one_item),
+      cmocka_unit_test(lc_busy_until_last_batch_completes),
       cmocka_unit_test(lc_close_and_free_while_busy),
+      cmocka_unit_test(lc_close_before_any_record),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
