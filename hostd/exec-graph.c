@@ -10,8 +10,10 @@
  *
  * Capture and the scheduler (docs/scheduler.md): before a capture begins,
  * the stream is fenced and every launch of the tenant the scheduler holds
- * or still tracks is issued, so nothing the scheduler does later lands on
- * the capturing stream; while a stream takes part in a capture (the
+ * is issued, so nothing the scheduler does later lands on the capturing
+ * stream (it never touches a latency-critical stream; that stream's worker
+ * records its completion events at the fence before any other work, so
+ * before a capture begins on it or it joins one through a wait); while a stream takes part in a capture (the
  * driver's answer: streams also join through events), launches on it go
  * straight onto it.  A graph launch is one unit for the policy: held and
  * released as one launch of a best-effort tenant, made at once for the

@@ -14,14 +14,12 @@
  * kernels, so cudart can initialise.  A few kernels do something: "fill_u32(ptr, u32 value, u64
  * count)" writes count values, "tex_copy(u64 tex, ptr out, u64 n)" copies the first n bytes a
  * texture object reads to out, "tmap_copy(ptr out, CUtensorMap map)" copies the 128 bytes
- * of its by-value tensor-map parameter to out, and "fault()" makes the next synchronisation fail with
- * CUDA_ERROR_ILLEGAL_ADDRESS (sticky, as a real fault is).  Everything else
- * is only counted (hostd_record_count; event records also per stream, and
- * by whether the stream's creating thread made them:
- * hostd_record_stream_records).  Functions load lazily, as with the
- * driver's default CUDA_MODULE_LOADING=LAZY: until a function attribute
- * query loads one, the three attributes that need a loaded function answer
- * CUDA_ERROR_FUNCTION_NOT_LOADED.  This never counts as GPU coverage.
+ * of its by-value tensor-map parameter to out, and "fault()" makes the next synchronisation fail
+ * with CUDA_ERROR_ILLEGAL_ADDRESS (sticky, as a real fault is).  Everything else is only counted
+ * (hostd_record_count; event records also per stream, and by whether the stream's creating thread
+ * made them: hostd_record_stream_records).  Functions load lazily, as with the driver's default
+ * CUDA_MODULE_LOADING=LAZY: until a function attribute query loads one, the three attributes that
+ * need a loaded function answer CUDA_ERROR_FUNCTION_NOT_LOADED.  This never counts as GPU coverage.
  *
  * Context lifetime is modelled as on the real driver: every thread must
  * thread_enter before its first call, and after shutdown (what a restart
@@ -168,8 +166,8 @@ typedef struct rec_stream {
   struct rec_graph *cap; /* the capture it takes part in, or NULL */
   uint64_t cap_deps[CAP_DEPS]; /* its current dependencies (nodes) in that capture */
   size_t cap_ndeps;
-  pthread_t maker;                    /* the thread that created it */
-  unsigned long records, by_maker;    /* event records on it: all, and by that thread */
+  pthread_t maker;                 /* the thread that created it */
+  unsigned long records, by_maker; /* event records on it: all, and by that thread */
   struct rec_stream *next;
 } rec_stream_t;
 

@@ -365,7 +365,8 @@ static item_t *inbox_take(void) {
 static void lc_publish(hostd_sched_stream_t *ss) {
   uint64_t n = atomic_load_explicit(&ss->lc_made, memory_order_relaxed), e = 0, old = 0;
   ss->lc_rec = n;
-  if (ev_get(&e, false) != CUDA_SUCCESS || hostd__gpu.event_record(e, ss->handle, 0) != CUDA_SUCCESS) {
+  if (ev_get(&e, false) != CUDA_SUCCESS ||
+      hostd__gpu.event_record(e, ss->handle, 0) != CUDA_SUCCESS) {
     ev_put(e, false);
     e = 0;
   }
