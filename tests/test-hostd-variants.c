@@ -267,6 +267,7 @@ static void preempted_ptb_resumes_the_remaining_blocks(void **st) {
   hostd__record_memset_prio = 0;
   const uint32_t one[3] = {1, 1, 1};
   assert_int_equal(launch_ok(lss, one), CUDA_SUCCESS); /* the LC arrives: preempt */
+  hostd__sched_tenant_quiet(lc); /* its worker's quiet point: the event its end is seen by */
   wait_until(preempted);
   assert_int_equal(hostd__record_memset_prio, hostd__snapshot.prio_greatest);
   hostd_record_ptb_hold(false);
