@@ -169,6 +169,7 @@ static struct {
   pthread_cond_t wake, done;
   item_t *inbox, *inbox_tail;
   bool sleeping, stop;
+  bool lc_news; /* an LC event was published since this thread last looked (mu) */
   uint64_t *evpool; /* free events (mu) */
   size_t nev, capev;
   flight_t *flights; /* scheduler thread */
@@ -352,6 +353,7 @@ static item_t *inbox_take(void) {
   pthread_mutex_lock(&S.mu);
   it = S.inbox;
   S.inbox = S.inbox_tail = NULL;
+  S.lc_news = false; /* the flights look at the publications after this */
   pthread_mutex_unlock(&S.mu);
   return it;
 }
@@ -377,6 +379,9 @@ static void lc_publish(hostd_sched_stream_t *ss) {
   ss->lc_pub_ev = e;
   ss->lc_pub_n = n;
   atomic_store_explicit(&ss->lc_pub, true, memory_order_release);
+  S.lc_news = true;
+  if (S.sleeping) /* its flight waits for this */
+    pthread_cond_signal(&S.wake);
   pthread_mutex_unlock(&S.mu);
   ev_put(old, false);
 }
@@ -1450,13 +1455,23 @@ static void handle_items(item_t *it, uint64_t now) {
   }
 }
 
-/* Sleeps until an item comes or the policy's timer is due; only when
- * nothing is in flight (completions are polled, so they need the loop). */
+/* Whether a flight has an event to poll: not an LC flight that waits for
+ * its worker's next publication (one came: S.lc_news wakes idle_wait). */
+static bool flights_to_poll(void) {
+  for (const flight_t *f = S.flights; f; f = f->next)
+    if (!f->lc || f->lc_has || atomic_load_explicit(&f->lc->lc_pub, memory_order_acquire))
+      return true;
+  return false;
+}
+
+/* Sleeps until an item or an LC publication comes or the policy's timer is
+ * due; only when no flight has an event to poll (completions are polled,
+ * so they need the loop). */
 static void idle_wait(void) {
   uint64_t timer = pol_sched_next_timer_ns(S.pol);
   pthread_mutex_lock(&S.mu);
   S.sleeping = true;
-  while (!S.inbox && !S.stop) {
+  while (!S.inbox && !S.stop && !S.lc_news) {
     if (timer == UINT64_MAX) {
       pthread_cond_wait(&S.wake, &S.mu);
       continue;
@@ -1508,7 +1523,7 @@ static void *sched_main(void *arg) {
     pthread_mutex_unlock(&S.mu);
     if (stop && !S.flights)
       break;
-    if (!S.flights && !S.inbox)
+    if (!flights_to_poll() && !S.inbox)
       idle_wait();
     else
       sched_yield(); /* launches in flight: poll their events */
