@@ -13,9 +13,9 @@
  * is issued, so nothing the scheduler does later lands on the capturing
  * stream (it never touches a latency-critical stream; that stream's worker
  * records its completion events at the fence before any other work, so
- * before a capture begins on it or it joins one through a wait); while a stream takes part in a capture (the
- * driver's answer: streams also join through events), launches on it go
- * straight onto it.  A graph launch is one unit for the policy: held and
+ * before a capture begins on it or it joins one through a wait); while a
+ * stream takes part in a capture (the driver's answer: streams also join
+ * through events), launches on it go straight onto it.  A graph launch is one unit for the policy: held and
  * released as one launch of a best-effort tenant, made at once for the
  * latency-critical one.
  *
