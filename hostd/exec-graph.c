@@ -15,9 +15,9 @@
  * records its completion events at the fence before any other work, so
  * before a capture begins on it or it joins one through a wait); while a
  * stream takes part in a capture (the driver's answer: streams also join
- * through events), launches on it go straight onto it.  A graph launch is one unit for the policy: held and
- * released as one launch of a best-effort tenant, made at once for the
- * latency-critical one.
+ * through events), launches on it go straight onto it.  A graph launch is
+ * one unit for the policy: held and released as one launch of a
+ * best-effort tenant, made at once for the latency-critical one.
  *
  * Capture modes: tallyd begins every capture in relaxed mode, whatever the
  * tenant asked.  The worker that runs the tenant's requests also makes
