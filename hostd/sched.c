@@ -169,7 +169,7 @@ static struct {
   pthread_cond_t wake, done;
   item_t *inbox, *inbox_tail;
   bool sleeping, stop;
-  bool lc_news; /* an LC event was published since this thread last looked (mu) */
+  bool lc_news;     /* an LC event was published since this thread last looked (mu) */
   uint64_t *evpool; /* free events (mu) */
   size_t nev, capev;
   flight_t *flights; /* scheduler thread */
