@@ -73,10 +73,11 @@ static long connect_wait_ms(void) {
 /* The latency-critical tenant's side of the LC path (docs/lc-path.md): its
  * synchronising calls spin TALLY_LC_SPIN_US (default 2000 us with 4 or more
  * CPUs online, else the transport's rule) before they block, as the driver
- * spins in a synchronisation natively, and its posts go out one by one
- * (TALLY_LC_POST_NOW, default on with 4 or more CPUs) so a polling daemon
- * launches each kernel while the next is made.  Over TCP its socket asks
- * for SO_BUSY_POLL. */
+ * spins in a synchronisation natively, and a post made after a quiet spell
+ * goes out at once (TALLY_LC_POST_NOW, default on with 4 or more CPUs) so a
+ * polling daemon launches the kernel while the next is made; the burst
+ * behind it follows within 20 us, one send for all (wire/guest.c).  Over
+ * TCP its socket asks for SO_BUSY_POLL. */
 #define LC_SPIN_DEFAULT_US 2000
 #define LC_SPIN_MAX_US     1000000
 #define LC_MIN_CPUS        4

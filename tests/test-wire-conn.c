@@ -34,15 +34,19 @@ static const char *url(tstate *s) {
   return s->tcp ? s->h.url_tcp : s->h.url_shm;
 }
 
-static wire_conn_t *open_conn(tstate *s, const char *tenant) {
+static wire_conn_t *open_conn_opts(tstate *s, const char *tenant, const wire_conn_opts_t *o) {
   wire_hello_t hello = {.tenant = tenant, .prio = WIRE_PRIO_BEST_EFFORT, .caps = WIRE_CAP_ZSTD};
-  wire_conn_opts_t o = {0};
   wire_conn_t *c = NULL;
   char err[256];
-  int rc = wire_conn_open(&c, url(s), &hello, &o, err, sizeof(err));
+  int rc = wire_conn_open(&c, url(s), &hello, o, err, sizeof(err));
   if (rc)
     fail_msg("wire_conn_open(%s): %s (%s)", url(s), wire_strerror(rc), err);
   return c;
+}
+
+static wire_conn_t *open_conn(tstate *s, const char *tenant) {
+  wire_conn_opts_t o = {0};
+  return open_conn_opts(s, tenant, &o);
 }
 
 /* spin_us: the daemon's polling after traffic on the transport under test
@@ -629,6 +633,97 @@ static void idle_connection_stops_spinning(void **state) {
   wire_conn_close(c);
 }
 
+/* ---- post_now (a latency-critical tenant's posts) ---- */
+
+/* One ordered post (thread 0, number seq) as the harness checks them. */
+static void post_seq(wire_conn_t *c, uint32_t seq) {
+  uint8_t body[9] = {'S'};
+  uint32_t th = 0;
+  struct iovec v = {body, sizeof(body)};
+  memcpy(body + 1, &th, 4);
+  memcpy(body + 5, &seq, 4);
+  assert_int_equal(wire_conn_post(c, &v, 1), 0);
+}
+
+/* The daemon has counted `want` posts within 5 s (no call made meanwhile). */
+static void wait_posts(tstate *s, int want) {
+  for (int i = 0; i < 50000 && atomic_load(&s->h.posts) < want; i++)
+    usleep(100);
+  assert_int_equal(atomic_load(&s->h.posts), want);
+}
+
+/* A post made after a quiet spell is sent by the post itself, with no call
+ * and no background thread; without post_now it waits for a call. */
+static void post_now_sends_a_post_after_quiet_at_once(void **state) {
+  tstate *s = *state;
+  for (int now = 0; now < 2; now++) {
+    wire_conn_opts_t o = {.no_thread = true, .post_now = now};
+    wire_conn_t *c = open_conn_opts(s, "quiet", &o);
+    int before;
+    uint64_t n0;
+
+    assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+    usleep(1000);
+    s->h.next_seq[0] = 0;
+    before = atomic_load(&s->h.posts);
+    n0 = wire__conn_sends(c);
+    post_seq(c, 0);
+    assert_int_equal(wire__conn_sends(c) - n0, now ? 1 : 0);
+    if (now)
+      wait_posts(s, before + 1);
+    assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+    assert_int_equal(atomic_load(&s->h.posts), before + 1);
+    wire_conn_close(c);
+  }
+  assert_int_equal(atomic_load(&s->h.order_errors), 0);
+}
+
+/* Posts right behind a sent one wait and go together: a burst costs at most
+ * one send per 20 us it lasts (plus its first post), not one per post. */
+static void post_now_batches_a_burst(void **state) {
+  tstate *s = *state;
+  wire_conn_opts_t o = {.no_thread = true, .post_now = true};
+  wire_conn_t *c = open_conn_opts(s, "burst", &o);
+  int before;
+  uint64_t n0, t0, sent;
+
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  usleep(1000);
+  s->h.next_seq[0] = 0;
+  before = atomic_load(&s->h.posts);
+  n0 = wire__conn_sends(c);
+  t0 = wire__now_ns();
+  for (uint32_t i = 0; i < 400; i++)
+    post_seq(c, i);
+  sent = wire__conn_sends(c) - n0;
+  assert_true(sent >= 1);
+  assert_true(sent <= 2 + (wire__now_ns() - t0) / 20000u);
+  assert_true(sent < 400);
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(atomic_load(&s->h.posts) - before, 400);
+  assert_int_equal(atomic_load(&s->h.order_errors), 0);
+  wire_conn_close(c);
+}
+
+/* The posts held behind a sent one reach the daemon with no call: the
+ * background thread sends them. */
+static void post_now_held_posts_reach_the_daemon_without_a_call(void **state) {
+  tstate *s = *state;
+  wire_conn_opts_t o = {.post_now = true};
+  wire_conn_t *c = open_conn_opts(s, "tail", &o);
+  int before;
+
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  usleep(1000);
+  s->h.next_seq[0] = 0;
+  before = atomic_load(&s->h.posts);
+  for (uint32_t i = 0; i < 3; i++)
+    post_seq(c, i);
+  wait_posts(s, before + 3);
+  assert_int_equal(atomic_load(&s->h.order_errors), 0);
+  wire_conn_close(c);
+}
+
 #define SHM(fn)                                                                                    \
   { "shm_" #fn, fn, setup_shm, teardown, NULL }
 #define TCP(fn)                                                                                    \
@@ -663,6 +758,9 @@ int main(void) {
       BOTH(daemon_close_reason_reaches_the_guest),
       BOTH(idle_connection_stops_spinning),
       BOTH(chunked_reply_placed_or_refused),
+      BOTH(post_now_sends_a_post_after_quiet_at_once),
+      BOTH(post_now_batches_a_burst),
+      BOTH(post_now_held_posts_reach_the_daemon_without_a_call),
       cmocka_unit_test(bad_urls_and_hellos_are_einval),
       cmocka_unit_test(write_all_survives_partial_writes),
       cmocka_unit_test(reply_mt_after_server_close_is_econnreset),

@@ -11,7 +11,9 @@
  * its out buffer under tx_mu) and sends their records merged in post-number
  * order: before any call of any thread, before a large post, when a slot
  * reaches batch_bytes, on wire_conn_flush, or from the background thread
- * once a batch has waited WIRE__FLUSH_US.
+ * once a batch has waited WIRE__FLUSH_US; with post_now, also when nothing
+ * was sent for WIRE__POST_HOLD_US (so a post after a quiet spell goes at
+ * once) and from the background thread after WIRE__POST_HOLD_US.
  * Order invariant: a post that returned before another post or call began
  * (in any thread: a join, a lock, a condition variable in between) reaches
  * the daemon before it, as CUDA orders work on a stream by the order of the
@@ -48,6 +50,12 @@
  * keeps GPU queues fed while costing the background thread ~5k wakeups/s
  * only while posts are flowing. */
 #define WIRE__FLUSH_US 200
+/* post_now (a latency-critical tenant): a post made when nothing was sent
+ * for this long goes out at once, so a polling daemon starts on it while the
+ * next is made; posts right behind it wait in the batch until this long
+ * after that send (or the next call), so a burst costs one send per
+ * WIRE__POST_HOLD_US instead of one per post (a TCP send is ~4 us). */
+#define WIRE__POST_HOLD_US 20
 
 /* Post slots per connection: 16 covers the submitting threads of any real
  * CUDA program (more threads share slots, which stays correct). */
@@ -104,6 +112,8 @@ struct wire_conn {
   uint32_t heartbeat_ms;
   uint32_t dead_after_ms;
   size_t batch_bytes;
+  uint64_t hold_ns;  /* post_now: WIRE__POST_HOLD_US; 0: posts wait for batch_bytes */
+  uint64_t stale_ns; /* the background thread flushes a batch this old */
   size_t max_msg;
   bool fd_ok;      /* the daemon granted WIRE__CAP_FD (FD frames) */
   bool slots_init; /* slots' mutexes initialised (for wire_conn_close) */
@@ -119,6 +129,7 @@ struct wire_conn {
   _Atomic uint64_t post_seq; /* the next post's number (the order invariant) */
   post_slot slots[WIRE__SLOTS];
   _Atomic uint64_t last_tx_ns;
+  _Atomic uint64_t sends; /* messages and batches handed to the transport */
   _Atomic uint64_t next_id;
   _Atomic uint32_t timed_ms; /* the first call's deadline (opts.timed_ms); 0 once it went */
   wire__hops *hops;          /* TALLY_HOPS: each call's hand-off times, or NULL (hops.c) */
@@ -189,6 +200,7 @@ static int send_locked(wire_conn_t *c, uint8_t kind, uint64_t id, const struct i
   if (rc)
     set_err(c, rc, NULL);
   atomic_store_explicit(&c->last_tx_ns, wire__now_ns(), memory_order_relaxed);
+  atomic_fetch_add_explicit(&c->sends, 1, memory_order_relaxed);
   return rc;
 }
 
@@ -215,6 +227,7 @@ static int send_batch(wire_conn_t *c, const void *data, size_t len, uint32_t n) 
   if (rc)
     set_err(c, rc, NULL);
   atomic_store_explicit(&c->last_tx_ns, wire__now_ns(), memory_order_relaxed);
+  atomic_fetch_add_explicit(&c->sends, 1, memory_order_relaxed);
   return rc;
 }
 
@@ -328,7 +341,7 @@ static bool batch_stale(wire_conn_t *c, uint64_t now) {
     unsigned i = (unsigned)__builtin_ctz(p);
     p &= p - 1;
     pthread_mutex_lock(&c->slots[i].mu);
-    stale = c->slots[i].n > 0 && now - c->slots[i].since_ns >= (uint64_t)WIRE__FLUSH_US * 1000u;
+    stale = c->slots[i].n > 0 && now - c->slots[i].since_ns >= c->stale_ns;
     pthread_mutex_unlock(&c->slots[i].mu);
   }
   return stale;
@@ -686,7 +699,7 @@ static void *bg_main(void *arg) {
 
     /* Sleep a flush interval while posts flow, else a heartbeat quarter. */
     idle = !have_batch && wire__now_ns() - atomic_load(&c->last_tx_ns) > hb_ns / 4;
-    wait_ns = idle ? hb_ns / 4 : (uint64_t)WIRE__FLUSH_US * 1000u;
+    wait_ns = idle ? hb_ns / 4 : c->stale_ns;
     pthread_mutex_lock(&c->bg_mu);
     if (c->stopping)
       break;
@@ -796,7 +809,9 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   c->tp->zstd = (c->caps & WIRE_CAP_ZSTD) != 0;
   c->heartbeat_ms = o.heartbeat_ms ? o.heartbeat_ms : w.heartbeat_ms;
   c->dead_after_ms = o.dead_after_ms ? o.dead_after_ms : w.dead_after_ms;
-  c->batch_bytes = o.post_now ? 1 : o.batch_bytes ? o.batch_bytes : 64 << 10;
+  c->batch_bytes = o.batch_bytes ? o.batch_bytes : 64 << 10;
+  c->hold_ns = o.post_now ? (uint64_t)WIRE__POST_HOLD_US * 1000u : 0;
+  c->stale_ns = (uint64_t)(o.post_now ? WIRE__POST_HOLD_US : WIRE__FLUSH_US) * 1000u;
   /* A batch is one frame: keep it within a TCP/RDMA chunk. */
   if (c->batch_bytes > WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8)
     c->batch_bytes = WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8;
@@ -1021,6 +1036,9 @@ int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt) {
   sl->n++;
   full = sl->b.len >= c->batch_bytes;
   pthread_mutex_unlock(&sl->mu);
+  if (!full && c->hold_ns)
+    full =
+        wire__now_ns() - atomic_load_explicit(&c->last_tx_ns, memory_order_relaxed) >= c->hold_ns;
   if (full) {
     /* Every slot, not this one alone: older posts of other threads first. */
     pthread_mutex_lock(&c->tx_mu);
@@ -1034,6 +1052,10 @@ out:
     pthread_mutex_unlock(&c->bg_mu);
   }
   return rc;
+}
+
+uint64_t wire__conn_sends(wire_conn_t *c) {
+  return atomic_load_explicit(&c->sends, memory_order_relaxed);
 }
 
 int wire_conn_flush(wire_conn_t *c) {

@@ -185,6 +185,8 @@ int wire__iov_slice(struct iovec *out, int max, const struct iovec *iov, int cnt
                     size_t n);
 
 uint64_t wire__now_ns(void);
+/* Messages and batches a connection has handed to its transport (tests). */
+uint64_t wire__conn_sends(wire_conn_t *c);
 
 /* ------------------------------------------------------------- transports */
 

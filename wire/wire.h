@@ -168,8 +168,10 @@ typedef struct wire_conn_opts {
   int32_t spin_us;             /* a reply wait polls this long before it blocks: 0 = the
                                   transport's rule (TALLY_WIRE_SPIN_US, wire/README.md),
                                   < 0 = never, > 0 = this many us (at most 1 s) */
-  bool post_now;               /* true: every post is sent at once, never batched (a daemon
-                                  that polls then starts on it while the next is made) */
+  bool post_now;               /* true: a post made when nothing was sent for 20 us goes
+                                  out at once (a polling daemon starts on it while the next
+                                  is made); the posts right behind it are sent together
+                                  within 20 us of it, or with the next call */
   uint32_t busy_poll_us;       /* TCP: SO_BUSY_POLL on the socket (best effort: raising it
                                   above net.core.busy_read needs CAP_NET_ADMIN); 0 = off */
   uint32_t timed_ms;           /* > 0: the connection's first call (the caller's own hello)
