@@ -588,6 +588,13 @@ static CUresult exec_occupancy(exec_t *x, const call_occupancy_req_t *q) {
   }
   c.attrs = c.numAttrs ? at : NULL;
   r = hostd__gpu.occupancy(q->func, kind, (int)q->which, &c, &v);
+  if (r != CUDA_SUCCESS)
+    hostd__log(HOSTD_LOG_DEBUG,
+               "tenant %u: occupancy %u of function %#llx (kind %d): grid %ux%ux%u block %ux%ux%u "
+               "shmem %u cluster %ux%ux%u policy %d: %d",
+               x->t->id, q->which, (unsigned long long)q->func, kind, q->grid[0], q->grid[1],
+               q->grid[2], q->block[0], q->block[1], q->block[2], q->shmem, q->cluster[0],
+               q->cluster[1], q->cluster[2], q->policy, (int)r);
   PUT_REPLY(occupancy, x, .value = v);
   return r;
 }
@@ -733,5 +740,9 @@ CUresult hostd__exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uint8
   r = handlers[op](&x, &q);
   if (x.why)
     *why = x.why;
+  if (r != CUDA_SUCCESS)
+    hostd__log(HOSTD_LOG_DEBUG, "tenant %u: %s%s answered %d%s%s", t->id, call_op_name(op),
+               (flags & CALL_ASYNC) ? " (posted)" : "", (int)r, x.why ? ": " : "",
+               x.why ? x.why : "");
   return r;
 }

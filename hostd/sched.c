@@ -780,6 +780,8 @@ static void fifo_push(hostd_sched_tenant_t *t, item_t *it) {
 }
 
 static void set_error(hostd_sched_tenant_t *t, CUresult r) {
+  hostd__log(HOSTD_LOG_DEBUG, "tenant %" PRIu32 ": a launch the scheduler issued failed: %d", t->id,
+             (int)r);
   pthread_mutex_lock(&S.mu);
   if (t->err == CUDA_SUCCESS)
     t->err = r;

@@ -64,6 +64,9 @@ tests_test_hostd_restart_unit_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_hostd_restart_unit_CFLAGS = $(TEST_CFLAGS)
 tests_test_hostd_restart_unit_LDADD = hostd/libtallyhostd.a $(POLICY_LIBS) $(TEST_LIBS)
 EXTRA_DIST += tests/test-hostd-restart.sh
+# What the log says about a tenant's failed requests (shell TAP, tallyd-record).
+TESTS += tests/test-hostd-log.sh
+EXTRA_DIST += tests/test-hostd-log.sh
 # The same on a GPU with the real tallyd (make check-gpu): the script, with
 # this tree's source path; it builds its CUDA tenant with nvcc itself.
 GPU_TESTS += tests/test-hostd-restart-gpu

@@ -28,6 +28,8 @@
 # with), with the native stderr's last line.
 # Prints a table framework x feature x (native, shm, tcp) and
 # "frameworks: N passed, M failed, K skipped".
+# TALLY_FW_LOG_LEVEL sets tallyd's --log-level (default info; debug names
+# every request tallyd answered with an error).
 # TALLY_FW_ONLY="PATTERN..." runs only the cases whose FRAMEWORK/FEATURE
 # matches one of the shell patterns (e.g. "cuda-c/* torch/alloc*"); make
 # check-gpu runs the suite in such parts (frameworks-PART in tests/gpu.mk),
@@ -53,7 +55,7 @@ ${CC:-cc} -std=gnu11 -O2 -I"$CUDA/include" -o "$tmp/graphs" "$S/tests/frameworks
   -L"$CUDA/lib64/stubs" -lcuda || { echo "frameworks: cannot build graphs"; exit 1; }
 
 "$B/hostd/tallyd" --listen-unix "$tmp/sock" --listen-tcp 127.0.0.1:0 --state-dir "$tmp/state" \
-  --log-level info 2>"$tmp/tallyd.log" &
+  --log-level "${TALLY_FW_LOG_LEVEL:-info}" 2>"$tmp/tallyd.log" &
 daemon=$!
 i=0
 while ! grep -qs serving "$tmp/tallyd.log" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done

@@ -1,0 +1,68 @@
+#!/bin/sh
+# test-hostd-log.sh: what tallyd's log says about a tenant's failed requests
+# (CPU, tallyd-record).
+#
+#   1. --log-level debug: a request tallyd answers with an error gets a line
+#      naming the tenant, the request and the CUDA error; the daemon goes on
+#      serving (a second tenant is healthy)
+#   2. --log-level info: no such line
+# Prints TAP.  Tenants are guest-tenant-helper under tally-run; "fault"
+# launches the recording device's faulting kernel, so its synchronisation
+# is answered with an error.
+B=${TALLY_BUILDDIR:-.}
+echo "1..2"
+tmp=$(mktemp -d /tmp/tally-log-XXXXXX)
+daemon=
+cleanup() {
+  [ -n "$daemon" ] && kill "$daemon" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+helper() { # helper ACTION
+  timeout -k 2 20 "$B/guestlib/tally-run" --host "unix:$tmp/sock" --priority best-effort -- \
+    "$B/tests/guest-tenant-helper" "$1"
+}
+start_daemon() { # start_daemon LEVEL
+  rm -f "$tmp/sock" "$tmp/daemon.log"
+  "$B/hostd/tallyd-record" --listen-unix "$tmp/sock" --state-dir "$tmp/state" \
+    --log-level "$1" 2>"$tmp/daemon.log" &
+  daemon=$!
+  i=0
+  while ! grep -qs serving "$tmp/daemon.log" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+  grep -qs serving "$tmp/daemon.log"
+}
+stop_daemon() {
+  kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+  daemon=
+}
+n=0
+check() { # check NAME COMMAND...: ok when the command succeeds
+  n=$((n + 1)); name=$1; shift
+  if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"
+  else echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n" | tail -n 20; fi
+}
+
+# run_fault LEVEL: the faulting tenant, then a healthy one; prints the log's
+# "answered" lines
+run_fault() {
+  start_daemon "$1" || { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
+  out=$(helper fault 2>&1)
+  case $out in *"sync 0"*|"") echo "the faulting tenant's sync did not fail: $out"; return 1 ;; esac
+  out=$(helper healthy 2>&1)
+  case $out in *"healthy 0"*) ;; *) echo "second tenant: $out"; return 1 ;; esac
+  stop_daemon
+  grep "answered" "$tmp/daemon.log" >"$tmp/answered"
+  return 0
+}
+debug_names_failed_requests() {
+  run_fault debug || return 1
+  grep -Eq "tenant [0-9]+: [A-Z_]+ answered [1-9][0-9]*" "$tmp/answered" ||
+    { echo "no 'answered' line:"; cat "$tmp/daemon.log"; return 1; }
+}
+info_is_quiet() {
+  run_fault info || return 1
+  [ ! -s "$tmp/answered" ] || { echo "answered lines at info:"; cat "$tmp/answered"; return 1; }
+}
+check "--log-level debug names each request answered with an error; the daemon serves on" \
+  debug_names_failed_requests
+check "--log-level info does not" info_is_quiet
