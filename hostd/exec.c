@@ -712,6 +712,8 @@ typedef union any_req {
 #undef CALL_OP
 } any_req_t;
 
+__thread uint32_t hostd__cur_op = CALL_OP_COUNT;
+
 CUresult hostd__exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uint8_t *args,
                      size_t len, wire_buf_t *out, const char **why) {
   exec_t x = {t, out, NULL};
@@ -737,7 +739,9 @@ CUresult hostd__exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uint8
     *why = t->why.text;
     return CUDA_ERROR_INVALID_VALUE;
   }
+  hostd__cur_op = op;
   r = handlers[op](&x, &q);
+  hostd__cur_op = CALL_OP_COUNT;
   if (x.why)
     *why = x.why;
   if (r != CUDA_SUCCESS)

@@ -26,6 +26,9 @@ void hostd__log(hostd_log_level_t level, const char *fmt, ...)
 
 /* ---- per-op counters, for tests and the stats line at exit ---- */
 extern unsigned long hostd__op_count[CALL_OP_COUNT];
+/* The request this thread is executing (hostd__exec), CALL_OP_COUNT when
+ * none: what a scheduler fence that blocks is counted under. */
+extern __thread uint32_t hostd__cur_op;
 
 /* ---- module images by content id (modcache.c) ---- */
 /* Returns the image with this id (memory, then state_dir/modules/<id>.img),

@@ -188,6 +188,7 @@ static struct {
   uint32_t turn_hist[TURN_BUCKETS + 1];
   uint64_t turn_max_ns;
   u64map_t resident; /* scheduler thread: XXH3(kernel, block, shmem) -> blocks + 1 */
+  uint64_t fence_by_op[CALL_OP_COUNT + 1]; /* blocked fences by request (atomic) */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER,
        .polmu = PTHREAD_MUTEX_INITIALIZER,
        .namemu = PTHREAD_MUTEX_INITIALIZER,
@@ -263,6 +264,8 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->dropped = __atomic_load_n(&S.st.dropped, __ATOMIC_ACQUIRE);
   out->completed = __atomic_load_n(&S.st.completed, __ATOMIC_ACQUIRE);
   out->fences = __atomic_load_n(&S.st.fences, __ATOMIC_ACQUIRE);
+  out->fences_blocked = __atomic_load_n(&S.st.fences_blocked, __ATOMIC_ACQUIRE);
+  out->fence_block_ns = __atomic_load_n(&S.st.fence_block_ns, __ATOMIC_ACQUIRE);
   out->sliced = __atomic_load_n(&S.st.sliced, __ATOMIC_ACQUIRE);
   out->ptb = __atomic_load_n(&S.st.ptb, __ATOMIC_ACQUIRE);
   out->preempts = __atomic_load_n(&S.st.preempts, __ATOMIC_ACQUIRE);
@@ -666,10 +669,18 @@ CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
     return CUDA_SUCCESS;
   /* Invariant (b): wait until the scheduler issued the last launch. */
   pthread_mutex_lock(&S.mu);
-  ss->waiting = true;
-  while (!seq_ge(ss->issued_seq, ss->last_seq))
-    pthread_cond_wait(&S.done, &S.mu);
-  ss->waiting = false;
+  if (!seq_ge(ss->issued_seq, ss->last_seq)) {
+    uint64_t t0 = clock_mono();
+    ss->waiting = true;
+    while (!seq_ge(ss->issued_seq, ss->last_seq))
+      pthread_cond_wait(&S.done, &S.mu);
+    ss->waiting = false;
+    STAT_ADD(fences_blocked, 1);
+    STAT_ADD(fence_block_ns, clock_mono() - t0);
+    __atomic_fetch_add(&S.fence_by_op[hostd__cur_op <= CALL_OP_COUNT ? hostd__cur_op
+                                                                      : CALL_OP_COUNT],
+                       1, __ATOMIC_RELAXED);
+  }
   STAT_ADD(fences, 1);
   pthread_mutex_unlock(&S.mu);
   if ((r = ev_for(ss, &e, false)) != CUDA_SUCCESS)
@@ -1601,6 +1612,31 @@ static void ptb_pool_free(void) {
   S.nctl_free = 0;
 }
 
+/* The exit line on fences that blocked a worker: how many, how long, and
+ * under which requests most (the three largest counts). */
+static void fence_report(void) {
+  uint32_t top[3] = {CALL_OP_COUNT + 1, CALL_OP_COUNT + 1, CALL_OP_COUNT + 1};
+  char by[192] = "";
+  size_t n = 0;
+  if (!S.st.fences_blocked)
+    return;
+  for (uint32_t op = 0; op <= CALL_OP_COUNT; op++)
+    for (int k = 0; k < 3; k++)
+      if (S.fence_by_op[op] &&
+          (top[k] > CALL_OP_COUNT || S.fence_by_op[op] > S.fence_by_op[top[k]])) {
+        memmove(top + k + 1, top + k, (size_t)(2 - k) * sizeof(top[0]));
+        top[k] = op;
+        break;
+      }
+  for (int k = 0; k < 3 && top[k] <= CALL_OP_COUNT && n < sizeof(by); k++)
+    n += (size_t)snprintf(by + n, sizeof(by) - n, "%s%s %" PRIu64, k ? ", " : "",
+                          top[k] < CALL_OP_COUNT ? call_op_name(top[k]) : "other",
+                          S.fence_by_op[top[k]]);
+  hostd__log(HOSTD_LOG_INFO,
+             "scheduler: %" PRIu64 " fences blocked a worker, %.1f ms in all (most under %s)",
+             S.st.fences_blocked, (double)S.st.fence_block_ns / 1e6, by);
+}
+
 void hostd__sched_shutdown(void) {
   int rc;
   if (!S.on)
@@ -1623,6 +1659,7 @@ void hostd__sched_shutdown(void) {
              S.st.submitted, S.st.held, S.st.dropped, S.st.fences, S.st.sliced, S.st.ptb,
              S.st.preempts, (double)S.st.turn_p50_ns / 1e3, (double)S.st.turn_p99_ns / 1e3,
              (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, S.st.lc_launches, S.st.lc_events);
+  fence_report();
   if (S.trace)
     fprintf(S.trace, "# preemption turnaround: n=%" PRIu64 " p50_ns=%" PRIu64 " p99_ns=%" PRIu64
             " max_ns=%" PRIu64 "\n", S.st.turnarounds, S.st.turn_p50_ns, S.st.turn_p99_ns,
@@ -1646,5 +1683,6 @@ void hostd__sched_shutdown(void) {
   S.next_submit = 0;
   memset(&S.st, 0, sizeof(S.st));
   memset(S.turn_hist, 0, sizeof(S.turn_hist));
+  memset(S.fence_by_op, 0, sizeof(S.fence_by_op));
   S.turn_max_ns = 0;
 }

@@ -152,6 +152,8 @@ typedef struct hostd_sched_stats {
   uint64_t dropped;   /* dropped with their tenant */
   uint64_t completed; /* completions observed */
   uint64_t fences;    /* fences that made a tenant stream wait */
+  uint64_t fences_blocked;  /* of those, fences whose worker waited for the scheduler */
+  uint64_t fence_block_ns;  /* the time those workers waited, in all */
   uint64_t sliced;    /* launches of a __tally_slice variant */
   uint64_t ptb;       /* launches of a __tally_ptb variant */
   uint64_t preempts;  /* preemption flags raised */

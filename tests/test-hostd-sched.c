@@ -9,6 +9,7 @@
  * processed something by polling its counters (bounded: a liveness check,
  * not a timing one).
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -193,6 +194,51 @@ static void be_waits_while_lc_active_and_goes_when_idle(void **state) {
   vclock += pc.resume_idle_ns + 1000;
   wait_stats(issued_at_least, st0.issued + 1);
   assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
+  assert_int_equal(read_u32(x.p + 32, x.bs), 2);
+  pair_close(&x);
+}
+
+/* A fence on a stream whose launch is held blocks its worker until the
+ * scheduler issues the launch; such fences are counted, with their time. */
+static void *fence_thread(void *arg) {
+  pair_t *x = arg;
+  CUresult r = hostd__gpu.thread_enter(); /* a worker's thread, as in tallyd */
+  hostd__cur_op = CALL_OP_LAUNCH; /* any request: what the exit line names */
+  if (r == CUDA_SUCCESS)
+    r = hostd__sched_fence(x->bss);
+  return (void *)(intptr_t)r;
+}
+
+static void blocking_fence_is_counted_with_its_time(void **state) {
+  hostd_sched_stats_t st0, st;
+  pol_config_t pc;
+  pthread_t th;
+  void *rv;
+  pair_t x;
+  (void)state;
+  pol_config_init(&pc);
+  pair_open(&x, 40);
+  hostd__sched_stats(&st0);
+  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
+  hostd__sched_tenant_quiet(x.lc);
+  wait_stats(completed_at_least, st0.completed + 1);
+  assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS); /* held */
+  wait_stats(submitted_at_least, st0.submitted + 2);
+  assert_int_equal(pthread_create(&th, NULL, fence_thread, &x), 0);
+  usleep(20000); /* the fence waits for the held launch */
+  hostd__sched_stats(&st);
+  assert_int_equal(st.fences_blocked, st0.fences_blocked);
+  vclock += pc.resume_idle_ns + 1000;
+  assert_int_equal(pthread_join(th, &rv), 0);
+  assert_int_equal((intptr_t)rv, CUDA_SUCCESS);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.fences_blocked, st0.fences_blocked + 1);
+  assert_true(st.fence_block_ns - st0.fence_block_ns >= 10000000u);
+  /* The scheduler had issued it: a second fence does not block. */
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.fences_blocked, st0.fences_blocked + 1);
   assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
   assert_int_equal(read_u32(x.p + 32, x.bs), 2);
   pair_close(&x);
@@ -570,6 +616,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(held_launch_keeps_stream_order),
       cmocka_unit_test(be_waits_while_lc_active_and_goes_when_idle),
+      cmocka_unit_test(blocking_fence_is_counted_with_its_time),
       cmocka_unit_test(closing_drops_held_launches),
       cmocka_unit_test(second_lc_tenant_is_refused),
       cmocka_unit_test(be_launches_run_in_the_partition),
