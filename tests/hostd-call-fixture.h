@@ -5,7 +5,8 @@
  * Gives the program `reply` (the last reply), hc_fixture_setup and
  * hc_fixture_teardown for cmocka_run_group_tests (the daemon as tallyd sets
  * it up, the device shut down after the group), hc_call for a request that
- * must not be a protocol error, and hc_assert_malformed for the rule that a
+ * must not be a protocol error, hc_call_ok for one that must succeed and
+ * whose reply is decoded, and hc_assert_malformed for the rule that a
  * truncated or overlong request is one.  Include it once per test program,
  * after <cmocka.h>; a program that keeps its own reply buffers includes
  * tests/hostd-call-harness.h alone.
@@ -40,6 +41,14 @@ static inline uint32_t hc_call(hostd_tenant_t *t, uint32_t op, const void *q) {
   assert_int_equal(hc_exec(t, op, 0, q, &reply, NULL), 0);
   return hc_result(&reply);
 }
+
+/* Executes q of op on t, which must succeed, and decodes the reply into
+ * *rep.  A macro, so that a failure names the test's line. */
+#define hc_call_ok(t, op, q, rep)                                                                  \
+  do {                                                                                             \
+    assert_int_equal(hc_call((t), (op), (q)), CUDA_SUCCESS);                                       \
+    assert_int_equal(hc_reply(&reply, (op), (rep)), 0);                                            \
+  } while (0)
 
 /* Each of the n ops, called with zero bytes one short of its request's
  * fixed part and then one past it, is a protocol error with a reason. */

@@ -39,8 +39,7 @@ static uint32_t array_new(hostd_tenant_t *t, uint64_t w, uint64_t h, uint64_t d,
 static uint64_t alloc(hostd_tenant_t *t, uint64_t size) {
   call_mem_alloc_req_t q = {.size = size};
   call_mem_alloc_rep_t a;
-  assert_int_equal(hc_call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &a), 0);
+  hc_call_ok(t, CALL_OP_MEM_ALLOC, &q, &a);
   return a.ptr;
 }
 
@@ -154,8 +153,7 @@ static void texture_and_surface_objects(void **state) {
   assert_int_equal(hc_call(t, CALL_OP_TEX_NEW, &q), CUDA_ERROR_INVALID_VALUE);
   call_surf_new_req_t s = {.array = a};
   call_surf_new_rep_t sa;
-  assert_int_equal(hc_call(t, CALL_OP_SURF_NEW, &s), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_SURF_NEW, &sa), 0);
+  hc_call_ok(t, CALL_OP_SURF_NEW, &s, &sa);
   sf = sa.surf;
   s.array = plain; /* made without the surface flag: the device refuses */
   assert_int_equal(hc_call(t, CALL_OP_SURF_NEW, &s), CUDA_ERROR_INVALID_VALUE);

@@ -51,24 +51,21 @@ static int teardown(void **state) {
 static uint64_t alloc(hostd_tenant_t *t) {
   call_mem_alloc_req_t q = {.size = N * 4};
   call_mem_alloc_rep_t a;
-  assert_int_equal(hc_call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &a), 0);
+  hc_call_ok(t, CALL_OP_MEM_ALLOC, &q, &a);
   return a.ptr;
 }
 
 static uint64_t stream(hostd_tenant_t *t) {
   call_stream_new_req_t q = {.flags = CU_STREAM_NON_BLOCKING};
   call_stream_new_rep_t a;
-  assert_int_equal(hc_call(t, CALL_OP_STREAM_NEW, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_STREAM_NEW, &a), 0);
+  hc_call_ok(t, CALL_OP_STREAM_NEW, &q, &a);
   return a.stream;
 }
 
 static uint64_t event(hostd_tenant_t *t) {
   call_event_new_req_t q = {.flags = 0};
   call_event_new_rep_t a;
-  assert_int_equal(hc_call(t, CALL_OP_EVENT_NEW, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_EVENT_NEW, &a), 0);
+  hc_call_ok(t, CALL_OP_EVENT_NEW, &q, &a);
   return a.event;
 }
 
@@ -79,8 +76,7 @@ static uint64_t fill_func(hostd_tenant_t *t) {
   call_module_load_rep_t a;
   call_func_t f;
   size_t used;
-  assert_int_equal(hc_call(t, CALL_OP_MODULE_LOAD, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MODULE_LOAD, &a), 0);
+  hc_call_ok(t, CALL_OP_MODULE_LOAD, &q, &a);
   assert_int_equal(a.nfunc, 1);
   assert_int_equal(call_func_decode(a.funcs.p, a.funcs.len, &f, &used, NULL), 0);
   return f.handle;
@@ -123,8 +119,7 @@ static void read_back(hostd_tenant_t *t, uint64_t s, uint64_t p, uint32_t out[N]
 static call_capture_info_rep_t info(hostd_tenant_t *t, uint64_t s) {
   call_capture_info_req_t q = {.stream = s};
   call_capture_info_rep_t a;
-  assert_int_equal(hc_call(t, CALL_OP_CAPTURE_INFO, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_CAPTURE_INFO, &a), 0);
+  hc_call_ok(t, CALL_OP_CAPTURE_INFO, &q, &a);
   return a;
 }
 
@@ -145,8 +140,7 @@ static uint64_t end(hostd_tenant_t *t, uint64_t s, uint32_t want) {
 static uint64_t instantiate(hostd_tenant_t *t, uint64_t g) {
   call_graph_instantiate_req_t q = {.graph = g};
   call_graph_instantiate_rep_t a;
-  assert_int_equal(hc_call(t, CALL_OP_GRAPH_INSTANTIATE, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_INSTANTIATE, &a), 0);
+  hc_call_ok(t, CALL_OP_GRAPH_INSTANTIATE, &q, &a);
   return a.exec;
 }
 
@@ -207,8 +201,7 @@ static void capture_then_replay_matches_eager(void **state) {
   /* PyTorch counts the captured nodes; a page of them can be named after. */
   call_graph_nodes_req_t gq = {.graph = g, .first = 3, .cap = 4};
   call_graph_nodes_rep_t gn;
-  assert_int_equal(hc_call(t, CALL_OP_GRAPH_NODES, &gq), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_NODES, &gn), 0);
+  hc_call_ok(t, CALL_OP_GRAPH_NODES, &gq, &gn);
   assert_int_equal(gn.total, 5);
   assert_int_equal(gn.n, 2);
   uint64_t last;
@@ -321,8 +314,7 @@ static uint64_t add_node(hostd_tenant_t *t, call_graph_add_req_t *q, const uint6
 static uint64_t new_graph(hostd_tenant_t *t) {
   call_graph_new_req_t q = {0};
   call_graph_new_rep_t a;
-  assert_int_equal(hc_call(t, CALL_OP_GRAPH_NEW, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_NEW, &a), 0);
+  hc_call_ok(t, CALL_OP_GRAPH_NEW, &q, &a);
   return a.graph;
 }
 
@@ -387,8 +379,7 @@ static void explicit_graph(void **state) {
   /* An update from the graph itself takes its parameters back (child included). */
   call_graph_exec_update_req_t same = {.exec = e, .graph = g};
   call_graph_exec_update_rep_t sa;
-  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_UPDATE, &same), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_EXEC_UPDATE, &sa), 0);
+  hc_call_ok(t, CALL_OP_GRAPH_EXEC_UPDATE, &same, &sa);
   assert_int_equal(sa.status, CUDA_SUCCESS);
   assert_int_equal(sa.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
   assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
@@ -399,8 +390,7 @@ static void explicit_graph(void **state) {
   /* An update from a graph of another shape is refused, with the reason. */
   call_graph_exec_update_req_t up = {.exec = e, .graph = c};
   call_graph_exec_update_rep_t ua;
-  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_UPDATE, &up), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_EXEC_UPDATE, &ua), 0);
+  hc_call_ok(t, CALL_OP_GRAPH_EXEC_UPDATE, &up, &ua);
   assert_int_equal(ua.status, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
   assert_int_equal(ua.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
   call_graph_exec_del_req_t ed = {.exec = e};

@@ -49,8 +49,7 @@ static call_tensor_map_req_t tiled_at_limits(void) {
 
 static void map_of(hostd_tenant_t *t, const call_tensor_map_req_t *q, uint8_t map[128]) {
   call_tensor_map_rep_t a;
-  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP, q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_TENSOR_MAP, &a), 0);
+  hc_call_ok(t, CALL_OP_TENSOR_MAP, q, &a);
   memcpy(map, a.map, 128);
 }
 
@@ -139,8 +138,7 @@ static void replace_address_keeps_the_rest(void **state) {
   map_of(t, &q, m);
   memcpy(r.map, m, 128);
   r.addr = ADDR + 0x100000;
-  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP_ADDR, &r), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_TENSOR_MAP_ADDR, &a), 0);
+  hc_call_ok(t, CALL_OP_TENSOR_MAP_ADDR, &r, &a);
   assert_int_equal(u64_at(a.map, 16), ADDR + 0x100000);
   assert_memory_equal(a.map, m, 16);
   assert_memory_equal(a.map + 24, m + 24, 128 - 24);

@@ -29,16 +29,14 @@
 static uint64_t create(hostd_tenant_t *t, uint64_t size) {
   call_mem_create_req_t q = {.size = size};
   call_mem_create_rep_t a;
-  assert_int_equal(hc_call(t, CALL_OP_MEM_CREATE, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_CREATE, &a), 0);
+  hc_call_ok(t, CALL_OP_MEM_CREATE, &q, &a);
   return a.handle;
 }
 
 static uint64_t reserve(hostd_tenant_t *t, uint64_t size) {
   call_mem_reserve_req_t q = {.size = size};
   call_mem_reserve_rep_t a;
-  assert_int_equal(hc_call(t, CALL_OP_MEM_RESERVE, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_RESERVE, &a), 0);
+  hc_call_ok(t, CALL_OP_MEM_RESERVE, &q, &a);
   return a.ptr;
 }
 
@@ -57,8 +55,7 @@ static void granularity_is_the_devices(void **state) {
   call_mem_granularity_req_t q = {.option = 1};
   call_mem_granularity_rep_t a;
   (void)state;
-  assert_int_equal(hc_call(t, CALL_OP_MEM_GRANULARITY, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_GRANULARITY, &a), 0);
+  hc_call_ok(t, CALL_OP_MEM_GRANULARITY, &q, &a);
   assert_int_equal(a.granularity, MB2);
   q.option = 7;
   assert_int_equal(hc_call(t, CALL_OP_MEM_GRANULARITY, &q), CUDA_ERROR_INVALID_VALUE);
@@ -86,8 +83,7 @@ static void fabric_is_a_query_not_an_export(void **state) {
   (void)state;
   for (uint32_t opt = 0; opt <= 1; opt++) {
     q.option = opt;
-    assert_int_equal(hc_call(t, CALL_OP_MEM_GRANULARITY, &q), CUDA_SUCCESS);
-    assert_int_equal(hc_reply(&reply, CALL_OP_MEM_GRANULARITY, &a), 0);
+    hc_call_ok(t, CALL_OP_MEM_GRANULARITY, &q, &a);
     assert_int_equal(a.granularity, MB2);
   }
   q.handle_types = CU_MEM_HANDLE_TYPE_FABRIC;
@@ -95,15 +91,13 @@ static void fabric_is_a_query_not_an_export(void **state) {
   q.handle_types = both | CU_MEM_HANDLE_TYPE_WIN32_KMT;
   assert_int_equal(hc_call(t, CALL_OP_MEM_GRANULARITY, &q), CUDA_ERROR_NOT_SUPPORTED);
 
-  assert_int_equal(hc_call(t, CALL_OP_MEM_CREATE, &c), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_CREATE, &ca), 0);
+  hc_call_ok(t, CALL_OP_MEM_CREATE, &c, &ca);
   assert_int_equal(hostd_record_live_bytes(), MB2);
   rel.handle = ca.handle;
   assert_int_equal(hc_call(t, CALL_OP_MEM_RELEASE, &rel), CUDA_SUCCESS);
   assert_int_equal(hostd_record_live_bytes(), 0);
 
-  assert_int_equal(hc_call(t, CALL_OP_POOL_NEW, &pn), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_POOL_NEW, &pa), 0);
+  hc_call_ok(t, CALL_OP_POOL_NEW, &pn, &pa);
   pd.pool = pa.pool;
   assert_int_equal(hc_call(t, CALL_OP_POOL_DEL, &pd), CUDA_SUCCESS);
   pn.handle_types = CU_MEM_HANDLE_TYPE_WIN32;
@@ -142,8 +136,7 @@ static void map_copy_unmap_release(void **state) {
   /* Retaining through the address gives the handle back. */
   call_mem_retain_req_t ret = {.ptr = va + 4096};
   call_mem_retain_rep_t reta;
-  assert_int_equal(hc_call(t, CALL_OP_MEM_RETAIN, &ret), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_RETAIN, &reta), 0);
+  hc_call_ok(t, CALL_OP_MEM_RETAIN, &ret, &reta);
   assert_int_equal(reta.handle, h1);
   assert_int_equal(hc_call(t, CALL_OP_MEM_RELEASE, &rel), CUDA_SUCCESS);
 
@@ -245,8 +238,7 @@ static void closing_a_tenant_frees_everything(void **state) {
   assert_int_equal(hc_call(t, CALL_OP_MEM_RETAIN, &ret), CUDA_SUCCESS);
   call_pool_new_req_t pn = {0};
   call_pool_new_rep_t pa;
-  assert_int_equal(hc_call(t, CALL_OP_POOL_NEW, &pn), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_POOL_NEW, &pa), 0);
+  hc_call_ok(t, CALL_OP_POOL_NEW, &pn, &pa);
   call_mem_alloc_async_req_t aa = {.size = 4096, .pool = pa.pool};
   assert_int_equal(hc_call(t, CALL_OP_MEM_ALLOC_ASYNC, &aa), CUDA_SUCCESS);
   aa.pool = 0;
@@ -264,10 +256,8 @@ static void stream_ordered_allocation_and_pools(void **state) {
   call_mem_alloc_async_rep_t p;
   (void)state;
   /* Each tenant's "default pool" is its own. */
-  assert_int_equal(hc_call(a, CALL_OP_POOL_CURRENT, &cur), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_POOL_CURRENT, &ca), 0);
-  assert_int_equal(hc_call(b, CALL_OP_POOL_CURRENT, &cur), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_POOL_CURRENT, &cb), 0);
+  hc_call_ok(a, CALL_OP_POOL_CURRENT, &cur, &ca);
+  hc_call_ok(b, CALL_OP_POOL_CURRENT, &cur, &cb);
   assert_true(ca.pool != 0 && cb.pool != 0 && ca.pool != cb.pool);
   call_pool_del_req_t del = {.pool = ca.pool};
   assert_int_equal(hc_call(a, CALL_OP_POOL_DEL, &del), CUDA_ERROR_INVALID_VALUE);
@@ -291,8 +281,7 @@ static void stream_ordered_allocation_and_pools(void **state) {
 
   /* Allocated, written, read, freed in stream order; then refused. */
   aa.pool = 0;
-  assert_int_equal(hc_call(a, CALL_OP_MEM_ALLOC_ASYNC, &aa), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC_ASYNC, &p), 0);
+  hc_call_ok(a, CALL_OP_MEM_ALLOC_ASYNC, &aa, &p);
   uint32_t word = 0x5a5a1234;
   call_htod_req_t w = {.dst = p.ptr + 16, .bytes = {(const uint8_t *)&word, 4}};
   assert_int_equal(hc_call(a, CALL_OP_HTOD, &w), CUDA_SUCCESS);
@@ -300,8 +289,7 @@ static void stream_ordered_allocation_and_pools(void **state) {
   call_mem_free_async_req_t fa = {.ptr = p.ptr};
   assert_int_equal(hc_call(b, CALL_OP_MEM_FREE_ASYNC, &fa), CUDA_ERROR_INVALID_VALUE);
   at.attr = CU_MEMPOOL_ATTR_USED_MEM_CURRENT;
-  assert_int_equal(hc_call(a, CALL_OP_POOL_ATTR, &at), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_POOL_ATTR, &av), 0);
+  hc_call_ok(a, CALL_OP_POOL_ATTR, &at, &av);
   assert_int_equal(av.value, 256);
   assert_int_equal(hc_call(a, CALL_OP_MEM_FREE_ASYNC, &fa), CUDA_SUCCESS);
   assert_int_equal(hc_call(a, CALL_OP_MEM_FREE_ASYNC, &fa), CUDA_ERROR_INVALID_VALUE);
@@ -310,26 +298,22 @@ static void stream_ordered_allocation_and_pools(void **state) {
   /* A created pool becomes the current one; destroying it goes back. */
   call_pool_new_req_t pn = {0};
   call_pool_new_rep_t pa;
-  assert_int_equal(hc_call(a, CALL_OP_POOL_NEW, &pn), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_POOL_NEW, &pa), 0);
+  hc_call_ok(a, CALL_OP_POOL_NEW, &pn, &pa);
   call_pool_current_req_t set = {.which = 1, .set = 1, .pool = pa.pool};
   assert_int_equal(hc_call(a, CALL_OP_POOL_CURRENT, &set), CUDA_SUCCESS);
   set.pool = cb.pool;
   assert_int_equal(hc_call(a, CALL_OP_POOL_CURRENT, &set), CUDA_ERROR_INVALID_VALUE);
   cur.which = 1;
-  assert_int_equal(hc_call(a, CALL_OP_POOL_CURRENT, &cur), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_POOL_CURRENT, &ca), 0);
+  hc_call_ok(a, CALL_OP_POOL_CURRENT, &cur, &ca);
   assert_int_equal(ca.pool, pa.pool);
   del.pool = pa.pool;
   assert_int_equal(hc_call(b, CALL_OP_POOL_DEL, &del), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(hc_call(a, CALL_OP_POOL_DEL, &del), CUDA_SUCCESS);
-  assert_int_equal(hc_call(a, CALL_OP_POOL_CURRENT, &cur), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_POOL_CURRENT, &ca), 0);
+  hc_call_ok(a, CALL_OP_POOL_CURRENT, &cur, &ca);
   assert_true(ca.pool != pa.pool);
 
   /* cuMemFree takes a stream-ordered allocation too. */
-  assert_int_equal(hc_call(a, CALL_OP_MEM_ALLOC_ASYNC, &aa), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC_ASYNC, &p), 0);
+  hc_call_ok(a, CALL_OP_MEM_ALLOC_ASYNC, &aa, &p);
   call_mem_free_req_t f = {.ptr = p.ptr};
   assert_int_equal(hc_call(a, CALL_OP_MEM_FREE, &f), CUDA_SUCCESS);
   hostd__tenant_free(a);
