@@ -14,12 +14,12 @@ TESTS += tests/test-guest-cudart.sh tests/test-guest-chain.sh tests/test-lc-path
 EXTRA_DIST += tests/test-guest-cudart.sh tests/guest-cudart.cu tests/test-guest-chain.sh \
 	tests/test-lc-path.sh
 tests_mute_listener_SOURCES = tests/mute-listener.c
-tests_test_guest_entry_SOURCES = tests/test-guest-entry.c
+tests_test_guest_entry_SOURCES = tests/test-guest-entry.c tests/guest-dlopen-harness.h
 tests_test_guest_entry_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_guest_entry_CFLAGS = $(TEST_CFLAGS)
 tests_test_guest_entry_LDADD = $(TEST_LIBS) -ldl
 EXTRA_tests_test_guest_entry_DEPENDENCIES = guestlib/libcuda.so.1 guestlib/libcuda.so
-tests_test_guest_exports_SOURCES = tests/test-guest-exports.c
+tests_test_guest_exports_SOURCES = tests/test-guest-exports.c tests/guest-dlopen-harness.h
 tests_test_guest_exports_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_guest_exports_CFLAGS = $(TEST_CFLAGS)
 tests_test_guest_exports_LDADD = $(TEST_LIBS) -ldl

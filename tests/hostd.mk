@@ -8,23 +8,27 @@ TESTS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched te
 	tests/test-hostd-tmap
 endif
 # Tensor maps (exec-tmap.c): arguments at their limits, hostile requests.
-tests_test_hostd_tmap_SOURCES = tests/test-hostd-tmap.c tests/hostd-call-harness.h
+tests_test_hostd_tmap_SOURCES = tests/test-hostd-tmap.c tests/hostd-call-harness.h \
+	tests/hostd-call-fixture.h
 tests_test_hostd_tmap_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_hostd_tmap_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
 tests_test_hostd_tmap_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 # CUDA arrays, copies with an array side, texture and surface objects (exec-array.c).
-tests_test_hostd_array_SOURCES = tests/test-hostd-array.c tests/hostd-call-harness.h
+tests_test_hostd_array_SOURCES = tests/test-hostd-array.c tests/hostd-call-harness.h \
+	tests/hostd-call-fixture.h
 tests_test_hostd_array_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_hostd_array_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
 tests_test_hostd_array_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 # Stream capture and graphs (exec-graph.c), with the scheduler running.
-tests_test_hostd_graph_SOURCES = tests/test-hostd-graph.c tests/hostd-call-harness.h
+tests_test_hostd_graph_SOURCES = tests/test-hostd-graph.c tests/hostd-call-harness.h \
+	tests/hostd-call-fixture.h
 tests_test_hostd_graph_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_hostd_graph_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
 tests_test_hostd_graph_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 
 # Virtual memory, stream-ordered allocation and pools (exec-vmm.c, exec-pool.c).
-tests_test_hostd_vmm_SOURCES = tests/test-hostd-vmm.c tests/hostd-call-harness.h
+tests_test_hostd_vmm_SOURCES = tests/test-hostd-vmm.c tests/hostd-call-harness.h \
+	tests/hostd-call-fixture.h
 tests_test_hostd_vmm_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_hostd_vmm_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
 tests_test_hostd_vmm_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)

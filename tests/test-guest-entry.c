@@ -13,33 +13,7 @@
 
 #include <cmocka.h>
 
-static void *lib;
-
-static int load(void **state) {
-  char path[4096];
-  const char *b = getenv("TALLY_BUILDDIR");
-  (void)state;
-  snprintf(path, sizeof(path), "%s/guestlib/libcuda.so.1", b ? b : ".");
-  lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!lib)
-    fprintf(stderr, "dlopen: %s\n", dlerror());
-  return lib ? 0 : -1;
-}
-
-static int unload(void **state) {
-  (void)state;
-  return dlclose(lib);
-}
-
-static void driver_version_is_13_0(void **state) {
-  (void)state;
-  CUresult (*f)(int *) = (CUresult(*)(int *))dlsym(lib, "cuDriverGetVersion");
-  int v = 0;
-  assert_non_null(f);
-  assert_int_equal(f(&v), CUDA_SUCCESS);
-  assert_int_equal(v, 13000);
-  assert_int_equal(f(NULL), CUDA_ERROR_INVALID_VALUE);
-}
+#include "tests/guest-dlopen-harness.h"
 
 static void internal_symbols_are_hidden(void **state) {
   (void)state;
@@ -49,10 +23,9 @@ static void internal_symbols_are_hidden(void **state) {
 /* numba dlopens the unversioned name first: it must be this library. */
 static void unversioned_name_loads_the_guest(void **state) {
   char path[4096];
-  const char *b = getenv("TALLY_BUILDDIR");
   void *h;
   (void)state;
-  snprintf(path, sizeof(path), "%s/guestlib/libcuda.so", b ? b : ".");
+  gdl_path(path, sizeof(path), "libcuda.so");
   h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   assert_non_null(h);
   assert_ptr_equal(h, lib); /* the same object, reached through the link */
@@ -66,5 +39,5 @@ int main(void) {
       cmocka_unit_test(internal_symbols_are_hidden),
       cmocka_unit_test(unversioned_name_loads_the_guest),
   };
-  return cmocka_run_group_tests_name("guest-entry", tests, load, unload);
+  return cmocka_run_group_tests_name("guest-entry", tests, gdl_load, gdl_unload);
 }

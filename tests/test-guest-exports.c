@@ -21,26 +21,11 @@
 
 #include <cmocka.h>
 
-static void *lib;
+#include "tests/guest-dlopen-harness.h"
+
 typedef CUresult (*proc_v2_t)(const char *, void **, int, cuuint64_t,
                               CUdriverProcAddressQueryResult *);
 typedef CUresult (*export_t)(const void **, const CUuuid *);
-
-static int load(void **state) {
-  char path[4096];
-  const char *b = getenv("TALLY_BUILDDIR");
-  (void)state;
-  snprintf(path, sizeof(path), "%s/guestlib/libcuda.so.1", b ? b : ".");
-  lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!lib)
-    fprintf(stderr, "dlopen: %s\n", dlerror());
-  return lib ? 0 : -1;
-}
-
-static int unload(void **state) {
-  (void)state;
-  return dlclose(lib);
-}
 
 static void every_declared_symbol_is_exported(void **state) {
   char path[4096], line[4096];
@@ -73,16 +58,6 @@ static void internal_symbols_are_hidden(void **state) {
   assert_null(dlsym(lib, "guest__g"));
   assert_null(dlsym(lib, "guest__log"));
   assert_null(dlsym(lib, "XXH3_64bits"));
-}
-
-static void driver_version_is_13_0(void **state) {
-  (void)state;
-  CUresult (*f)(int *) = (CUresult(*)(int *))dlsym(lib, "cuDriverGetVersion");
-  int v = 0;
-  assert_non_null(f);
-  assert_int_equal(f(&v), CUDA_SUCCESS);
-  assert_int_equal(v, 13000);
-  assert_int_equal(f(NULL), CUDA_ERROR_INVALID_VALUE);
 }
 
 static void unimplemented_entry_point_returns_not_supported(void **state) {
@@ -340,5 +315,5 @@ int main(void) {
       cmocka_unit_test(error_names_and_strings_cover_every_result),
       cmocka_unit_test(calls_before_init_report_not_initialized),
   };
-  return cmocka_run_group_tests_name("guest-exports", tests, load, unload);
+  return cmocka_run_group_tests_name("guest-exports", tests, gdl_load, gdl_unload);
 }

@@ -20,27 +20,7 @@
 
 #include "hostd/guard.h"
 #include "hostd/tenant-int.h"
-#include "tests/hostd-call-harness.h"
-
-static wire_buf_t reply;
-
-static int setup(void **state) {
-  (void)state;
-  wire_buf_init(&reply);
-  return hc_daemon_setup();
-}
-
-static int teardown(void **state) {
-  (void)state;
-  wire_buf_close(&reply);
-  hostd__gpu.shutdown();
-  return 0;
-}
-
-static uint32_t call(hostd_tenant_t *t, uint32_t op, const void *q) {
-  assert_int_equal(hc_exec(t, op, 0, q, &reply, NULL), 0);
-  return hc_result(&reply);
-}
+#include "tests/hostd-call-fixture.h"
 
 /* A w x h x d array of float channels c (h, d 0: fewer dimensions). */
 static uint32_t array_new(hostd_tenant_t *t, uint64_t w, uint64_t h, uint64_t d, uint32_t c,
@@ -48,7 +28,7 @@ static uint32_t array_new(hostd_tenant_t *t, uint64_t w, uint64_t h, uint64_t d,
   call_array_new_req_t q = {.width = w, .height = h, .depth = d, .format = CU_AD_FORMAT_FLOAT,
                             .channels = c, .flags = flags};
   call_array_new_rep_t a = {0};
-  uint32_t r = call(t, CALL_OP_ARRAY_NEW, &q);
+  uint32_t r = hc_call(t, CALL_OP_ARRAY_NEW, &q);
   if (r == CUDA_SUCCESS) {
     assert_int_equal(hc_reply(&reply, CALL_OP_ARRAY_NEW, &a), 0);
     *out = a.array;
@@ -59,8 +39,7 @@ static uint32_t array_new(hostd_tenant_t *t, uint64_t w, uint64_t h, uint64_t d,
 static uint64_t alloc(hostd_tenant_t *t, uint64_t size) {
   call_mem_alloc_req_t q = {.size = size};
   call_mem_alloc_rep_t a;
-  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &a), 0);
+  hc_call_ok(t, CALL_OP_MEM_ALLOC, &q, &a);
   return a.ptr;
 }
 
@@ -70,7 +49,7 @@ static uint32_t to_array(hostd_tenant_t *t, uint64_t a, uint64_t x, uint64_t y, 
   call_array_copy_req_t q = {.skind = CALL_SIDE_HOST, .dkind = CALL_SIDE_ARRAY, .dst = a,
                              .dx = x, .dy = y, .dz = z, .width = w, .height = h, .depth = d,
                              .bytes = {p, w * h * d}};
-  return call(t, CALL_OP_ARRAY_COPY, &q);
+  return hc_call(t, CALL_OP_ARRAY_COPY, &q);
 }
 
 /* Array a's box at (x, y, z) back to p (w x h x d packed). */
@@ -79,7 +58,7 @@ static uint32_t from_array(hostd_tenant_t *t, uint64_t a, uint64_t x, uint64_t y
   call_array_copy_req_t q = {.skind = CALL_SIDE_ARRAY, .dkind = CALL_SIDE_HOST, .src = a,
                              .sx = x, .sy = y, .sz = z, .width = w, .height = h, .depth = d};
   call_array_copy_rep_t rep;
-  uint32_t r = call(t, CALL_OP_ARRAY_COPY, &q);
+  uint32_t r = hc_call(t, CALL_OP_ARRAY_COPY, &q);
   if (r == CUDA_SUCCESS) {
     assert_int_equal(hc_reply(&reply, CALL_OP_ARRAY_COPY, &rep), 0);
     assert_int_equal(rep.bytes.len, w * h * d);
@@ -90,7 +69,7 @@ static uint32_t from_array(hostd_tenant_t *t, uint64_t a, uint64_t x, uint64_t y
 
 static uint32_t tex_new(hostd_tenant_t *t, call_tex_new_req_t *q, uint64_t *out) {
   call_tex_new_rep_t a = {0};
-  uint32_t r = call(t, CALL_OP_TEX_NEW, q);
+  uint32_t r = hc_call(t, CALL_OP_TEX_NEW, q);
   if (r == CUDA_SUCCESS) {
     assert_int_equal(hc_reply(&reply, CALL_OP_TEX_NEW, &a), 0);
     *out = a.tex;
@@ -124,22 +103,22 @@ static void copies_round_trip(void **state) {
   call_array_copy_req_t q = {.skind = CALL_SIDE_ARRAY, .dkind = CALL_SIDE_DEVICE, .src = a,
                              .sx = 8, .sy = 1, .sz = 1, .dst = dev, .dpitch = 32, .dheight = 4,
                              .width = 16, .height = 3, .depth = 2};
-  assert_int_equal(call(t, CALL_OP_ARRAY_COPY, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_COPY, &q), CUDA_SUCCESS);
   q = (call_array_copy_req_t){.skind = CALL_SIDE_DEVICE, .dkind = CALL_SIDE_ARRAY, .src = dev,
                               .spitch = 32, .sheight = 4, .dst = b, .width = 16, .height = 3,
                               .depth = 2};
-  assert_int_equal(call(t, CALL_OP_ARRAY_COPY, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_COPY, &q), CUDA_SUCCESS);
   assert_int_equal(from_array(t, b, 0, 0, 0, out, 16, 3, 2), CUDA_SUCCESS);
   assert_memory_equal(in, out, sizeof(in));
   /* Array to array, async (a post's form). */
   q = (call_array_copy_req_t){.skind = CALL_SIDE_ARRAY, .dkind = CALL_SIDE_ARRAY, .src = b,
                               .dst = a, .width = 64, .height = 4, .depth = 3, .async = 1};
-  assert_int_equal(call(t, CALL_OP_ARRAY_COPY, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_COPY, &q), CUDA_SUCCESS);
   assert_int_equal(from_array(t, a, 0, 0, 0, out, 16, 3, 2), CUDA_SUCCESS);
   assert_memory_equal(in, out, sizeof(in));
   call_array_del_req_t d = {.array = a};
-  assert_int_equal(call(t, CALL_OP_ARRAY_DEL, &d), CUDA_SUCCESS);
-  assert_int_equal(call(t, CALL_OP_ARRAY_DEL, &d), CUDA_ERROR_INVALID_HANDLE); /* gone */
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_DEL, &d), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_DEL, &d), CUDA_ERROR_INVALID_HANDLE); /* gone */
   hostd__tenant_free(t);
   assert_int_equal(hostd_record_live_bytes(), 0);
   assert_int_equal(hostd_record_live_objects(), 0);
@@ -167,26 +146,25 @@ static void texture_and_surface_objects(void **state) {
                            .pitch = 64};
   assert_int_equal(tex_new(t, &q, &tx[2]), CUDA_SUCCESS);
   q.pitch = 32; /* narrower than a row */
-  assert_int_equal(call(t, CALL_OP_TEX_NEW, &q), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_TEX_NEW, &q), CUDA_ERROR_INVALID_VALUE);
   q = (call_tex_new_req_t){.rtype = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY, .res = a};
-  assert_int_equal(call(t, CALL_OP_TEX_NEW, &q), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(hc_call(t, CALL_OP_TEX_NEW, &q), CUDA_ERROR_NOT_SUPPORTED);
   q = (call_tex_new_req_t){.rtype = CU_RESOURCE_TYPE_ARRAY, .res = a, .addr = {9, 0, 0}};
-  assert_int_equal(call(t, CALL_OP_TEX_NEW, &q), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_TEX_NEW, &q), CUDA_ERROR_INVALID_VALUE);
   call_surf_new_req_t s = {.array = a};
   call_surf_new_rep_t sa;
-  assert_int_equal(call(t, CALL_OP_SURF_NEW, &s), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_SURF_NEW, &sa), 0);
+  hc_call_ok(t, CALL_OP_SURF_NEW, &s, &sa);
   sf = sa.surf;
   s.array = plain; /* made without the surface flag: the device refuses */
-  assert_int_equal(call(t, CALL_OP_SURF_NEW, &s), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_SURF_NEW, &s), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(hostd_record_live_objects(), 6);
   /* A texture is no surface and the other way round. */
   call_tex_del_req_t td = {.tex = sf};
   call_surf_del_req_t sd = {.surf = tx[0]};
-  assert_int_equal(call(t, CALL_OP_TEX_DEL, &td), CUDA_ERROR_INVALID_VALUE);
-  assert_int_equal(call(t, CALL_OP_SURF_DEL, &sd), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_TEX_DEL, &td), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_SURF_DEL, &sd), CUDA_ERROR_INVALID_VALUE);
   td.tex = tx[1];
-  assert_int_equal(call(t, CALL_OP_TEX_DEL, &td), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_TEX_DEL, &td), CUDA_SUCCESS);
   assert_int_equal(hostd_record_live_objects(), 5);
   hostd__tenant_free(t); /* the rest goes with the tenant */
   assert_int_equal(hostd_record_live_objects(), 0);
@@ -209,18 +187,18 @@ static void another_tenants_objects_are_refused(void **state) {
   assert_int_equal(from_array(b, arr, 0, 0, 0, buf, 64, 1, 1), CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(tex_new(b, &q, &tex), CUDA_ERROR_INVALID_HANDLE);
   call_surf_new_req_t s = {.array = arr};
-  assert_int_equal(call(b, CALL_OP_SURF_NEW, &s), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(hc_call(b, CALL_OP_SURF_NEW, &s), CUDA_ERROR_INVALID_HANDLE);
   call_tex_del_req_t td = {.tex = tex};
-  assert_int_equal(call(b, CALL_OP_TEX_DEL, &td), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(b, CALL_OP_TEX_DEL, &td), CUDA_ERROR_INVALID_VALUE);
   call_array_del_req_t d = {.array = arr};
-  assert_int_equal(call(b, CALL_OP_ARRAY_DEL, &d), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(hc_call(b, CALL_OP_ARRAY_DEL, &d), CUDA_ERROR_INVALID_HANDLE);
   call_array_copy_req_t c = {.skind = CALL_SIDE_DEVICE, .dkind = CALL_SIDE_ARRAY, .src = dev,
                              .spitch = 64, .sheight = 1, .dst = mine, .width = 64, .height = 1,
                              .depth = 1};
-  assert_int_equal(call(b, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(b, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE);
   q = (call_tex_new_req_t){.rtype = CU_RESOURCE_TYPE_LINEAR, .res = dev,
                            .format = CU_AD_FORMAT_FLOAT, .channels = 1, .width = 64};
-  assert_int_equal(call(b, CALL_OP_TEX_NEW, &q), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(b, CALL_OP_TEX_NEW, &q), CUDA_ERROR_INVALID_VALUE);
   /* a's objects are untouched, and a still uses them. */
   assert_int_equal(to_array(a, arr, 0, 0, 0, buf, 64, 1, 1), CUDA_SUCCESS);
   hostd__tenant_free(b);
@@ -237,17 +215,17 @@ static void hostile_requests_are_refused(void **state) {
   uint8_t buf[256] = {0};
   (void)state;
   call_array_new_req_t q = {.width = 4, .format = 0x77, .channels = 1};
-  assert_int_equal(call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_INVALID_VALUE); /* format */
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_INVALID_VALUE); /* format */
   q.format = CU_AD_FORMAT_FLOAT, q.channels = 3;
-  assert_int_equal(call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_INVALID_VALUE); /* channels */
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_INVALID_VALUE); /* channels */
   q.channels = 1, q.flags = CUDA_ARRAY3D_SPARSE;
-  assert_int_equal(call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_NOT_SUPPORTED);
   q.flags = 0, q.width = 0;
-  assert_int_equal(call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_INVALID_VALUE); /* empty */
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_INVALID_VALUE); /* empty */
   q.width = UINT64_MAX, q.height = UINT64_MAX, q.depth = UINT64_MAX;
-  assert_int_equal(call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_INVALID_VALUE); /* huge */
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_INVALID_VALUE); /* huge */
   q.width = 1u << 20, q.height = 1u << 16, q.depth = 0; /* 256 GiB: over the device */
-  assert_int_equal(call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_NEW, &q), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(hostd_record_live_objects(), 0);
   assert_int_equal(array_new(t, 16, 2, 0, 1, 0, &a), CUDA_SUCCESS); /* 64 x 2 bytes */
   /* Boxes past the array, zero and overflowing extents, lying byte counts. */
@@ -258,20 +236,20 @@ static void hostile_requests_are_refused(void **state) {
   assert_int_equal(from_array(t, a, UINT64_MAX, 0, 0, buf, 2, 1, 1), CUDA_ERROR_INVALID_VALUE);
   call_array_copy_req_t c = {.skind = CALL_SIDE_HOST, .dkind = CALL_SIDE_ARRAY, .dst = a,
                              .width = 64, .height = 2, .depth = 1, .bytes = {buf, 64}};
-  assert_int_equal(call(t, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE); /* 64 != 128 */
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE); /* 64 != 128 */
   c = (call_array_copy_req_t){.skind = CALL_SIDE_ARRAY, .dkind = CALL_SIDE_HOST, .src = a,
                               .width = 1ull << 32, .height = 1ull << 32, .depth = 16};
-  assert_int_equal(call(t, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE); /* overflow */
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE); /* overflow */
   c = (call_array_copy_req_t){.skind = CALL_SIDE_DEVICE, .dkind = CALL_SIDE_DEVICE,
                               .width = 1, .height = 1, .depth = 1};
-  assert_int_equal(call(t, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE); /* no array */
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE); /* no array */
   c = (call_array_copy_req_t){.skind = 7, .dkind = CALL_SIDE_ARRAY, .dst = a, .width = 1,
                               .height = 1, .depth = 1};
-  assert_int_equal(call(t, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE); /* kind */
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE); /* kind */
   c = (call_array_copy_req_t){.skind = CALL_SIDE_DEVICE, .dkind = CALL_SIDE_ARRAY,
                               .src = UINT64_MAX - 8, .spitch = UINT64_MAX, .sheight = 2,
                               .dst = a, .width = 64, .height = 2, .depth = 1};
-  assert_int_equal(call(t, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE); /* wraps */
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_COPY, &c), CUDA_ERROR_INVALID_VALUE); /* wraps */
   /* Truncated or overlong requests close the tenant (a protocol error). */
   static const uint32_t ops[] = {CALL_OP_ARRAY_NEW, CALL_OP_ARRAY_COPY, CALL_OP_TEX_NEW,
                                  CALL_OP_SURF_NEW};
@@ -299,7 +277,7 @@ static void arrays_count_against_the_quota(void **state) {
   assert_int_equal(array_new(t, 1024, 0, 0, 1, 0, &a), CUDA_SUCCESS); /* 4 KiB */
   assert_int_equal(array_new(t, 1024, 2, 0, 1, 0, &b), CUDA_ERROR_OUT_OF_MEMORY);
   call_array_del_req_t d = {.array = a};
-  assert_int_equal(call(t, CALL_OP_ARRAY_DEL, &d), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_ARRAY_DEL, &d), CUDA_SUCCESS);
   assert_int_equal(array_new(t, 1024, 2, 0, 1, 0, &b), CUDA_SUCCESS); /* 8 KiB fits now */
   hostd__tenant_free(t);
   hostd__quota_self = NULL;
@@ -314,5 +292,5 @@ int main(void) {
       cmocka_unit_test(hostile_requests_are_refused),
       cmocka_unit_test(arrays_count_against_the_quota),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, hc_fixture_setup, hc_fixture_teardown);
 }

@@ -27,59 +27,45 @@
 
 #include "hostd/guard.h"
 #include "hostd/tenant-int.h"
-#include "tests/hostd-call-harness.h"
+#include "tests/hostd-call-fixture.h"
 
 #define N 64 /* u32 words per buffer */
 
-static wire_buf_t reply;
 static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
 
+/* The shared fixture, the device entered on this thread and the tally scheduler. */
 static int setup(void **state) {
   hostd_sched_config_t cfg;
-  (void)state;
-  wire_buf_init(&reply);
   hostd__sched_config_init(&cfg);
-  if (hc_daemon_setup() != 0 || hostd__gpu.thread_enter() != CUDA_SUCCESS ||
+  if (hc_fixture_setup(state) != 0 || hostd__gpu.thread_enter() != CUDA_SUCCESS ||
       hostd__sched_parse_policy(&cfg, "tally") != 0 || hostd__sched_init(&cfg) != 0)
     return -1;
   return 0;
 }
 
 static int teardown(void **state) {
-  (void)state;
-  wire_buf_close(&reply);
   hostd__sched_shutdown();
-  hostd__gpu.shutdown();
-  return 0;
-}
-
-/* Executes q of op on t as a call (never a protocol error); its CUresult. */
-static uint32_t call(hostd_tenant_t *t, uint32_t op, const void *q) {
-  assert_int_equal(hc_exec(t, op, 0, q, &reply, NULL), 0);
-  return hc_result(&reply);
+  return hc_fixture_teardown(state);
 }
 
 static uint64_t alloc(hostd_tenant_t *t) {
   call_mem_alloc_req_t q = {.size = N * 4};
   call_mem_alloc_rep_t a;
-  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &a), 0);
+  hc_call_ok(t, CALL_OP_MEM_ALLOC, &q, &a);
   return a.ptr;
 }
 
 static uint64_t stream(hostd_tenant_t *t) {
   call_stream_new_req_t q = {.flags = CU_STREAM_NON_BLOCKING};
   call_stream_new_rep_t a;
-  assert_int_equal(call(t, CALL_OP_STREAM_NEW, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_STREAM_NEW, &a), 0);
+  hc_call_ok(t, CALL_OP_STREAM_NEW, &q, &a);
   return a.stream;
 }
 
 static uint64_t event(hostd_tenant_t *t) {
   call_event_new_req_t q = {.flags = 0};
   call_event_new_rep_t a;
-  assert_int_equal(call(t, CALL_OP_EVENT_NEW, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_EVENT_NEW, &a), 0);
+  hc_call_ok(t, CALL_OP_EVENT_NEW, &q, &a);
   return a.event;
 }
 
@@ -90,8 +76,7 @@ static uint64_t fill_func(hostd_tenant_t *t) {
   call_module_load_rep_t a;
   call_func_t f;
   size_t used;
-  assert_int_equal(call(t, CALL_OP_MODULE_LOAD, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_MODULE_LOAD, &a), 0);
+  hc_call_ok(t, CALL_OP_MODULE_LOAD, &q, &a);
   assert_int_equal(a.nfunc, 1);
   assert_int_equal(call_func_decode(a.funcs.p, a.funcs.len, &f, &used, NULL), 0);
   return f.handle;
@@ -110,44 +95,43 @@ static uint32_t fill(hostd_tenant_t *t, uint64_t f, uint64_t s, uint64_t p, uint
   fill_args(args, p, v, n);
   call_launch_req_t q = {.func = f, .grid = {1, 1, 1}, .block = {32, 1, 1}, .stream = s,
                          .argbytes = 24, .args = {args, 24}};
-  return call(t, CALL_OP_LAUNCH, &q);
+  return hc_call(t, CALL_OP_LAUNCH, &q);
 }
 
 static uint32_t memset32(hostd_tenant_t *t, uint64_t s, uint64_t p, uint32_t v, uint64_t n) {
   call_memset_req_t q = {.dst = p, .value = v, .elem = 4, .count = n, .stream = s};
-  return call(t, CALL_OP_MEMSET, &q);
+  return hc_call(t, CALL_OP_MEMSET, &q);
 }
 
 static uint32_t dtod(hostd_tenant_t *t, uint64_t s, uint64_t dst, uint64_t src, uint64_t len) {
   call_dtod_req_t q = {.dst = dst, .src = src, .len = len, .stream = s};
-  return call(t, CALL_OP_DTOD, &q);
+  return hc_call(t, CALL_OP_DTOD, &q);
 }
 
 static void read_back(hostd_tenant_t *t, uint64_t s, uint64_t p, uint32_t out[N]) {
   call_stream_sync_req_t sq = {.stream = s};
   call_dtoh_req_t q = {.src = p, .len = N * 4, .stream = s};
-  assert_int_equal(call(t, CALL_OP_STREAM_SYNC, &sq), CUDA_SUCCESS);
-  assert_int_equal(call(t, CALL_OP_DTOH, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_STREAM_SYNC, &sq), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_DTOH, &q), CUDA_SUCCESS);
   memcpy(out, reply.data + CALL_REPLY_HDR_LEN, N * 4);
 }
 
 static call_capture_info_rep_t info(hostd_tenant_t *t, uint64_t s) {
   call_capture_info_req_t q = {.stream = s};
   call_capture_info_rep_t a;
-  assert_int_equal(call(t, CALL_OP_CAPTURE_INFO, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_CAPTURE_INFO, &a), 0);
+  hc_call_ok(t, CALL_OP_CAPTURE_INFO, &q, &a);
   return a;
 }
 
 static uint32_t begin(hostd_tenant_t *t, uint64_t s, uint32_t mode) {
   call_capture_begin_req_t q = {.stream = s, .mode = mode};
-  return call(t, CALL_OP_CAPTURE_BEGIN, &q);
+  return hc_call(t, CALL_OP_CAPTURE_BEGIN, &q);
 }
 
 static uint64_t end(hostd_tenant_t *t, uint64_t s, uint32_t want) {
   call_capture_end_req_t q = {.stream = s};
   call_capture_end_rep_t a = {0};
-  assert_int_equal(call(t, CALL_OP_CAPTURE_END, &q), want);
+  assert_int_equal(hc_call(t, CALL_OP_CAPTURE_END, &q), want);
   if (want == CUDA_SUCCESS)
     assert_int_equal(hc_reply(&reply, CALL_OP_CAPTURE_END, &a), 0);
   return a.graph;
@@ -156,14 +140,13 @@ static uint64_t end(hostd_tenant_t *t, uint64_t s, uint32_t want) {
 static uint64_t instantiate(hostd_tenant_t *t, uint64_t g) {
   call_graph_instantiate_req_t q = {.graph = g};
   call_graph_instantiate_rep_t a;
-  assert_int_equal(call(t, CALL_OP_GRAPH_INSTANTIATE, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_INSTANTIATE, &a), 0);
+  hc_call_ok(t, CALL_OP_GRAPH_INSTANTIATE, &q, &a);
   return a.exec;
 }
 
 static uint32_t launch_graph(hostd_tenant_t *t, uint64_t e, uint64_t s) {
   call_graph_launch_req_t q = {.exec = e, .stream = s};
-  return call(t, CALL_OP_GRAPH_LAUNCH, &q);
+  return hc_call(t, CALL_OP_GRAPH_LAUNCH, &q);
 }
 
 /* The work both runs do: kernels, a copy and memsets over buffers a, b. */
@@ -208,7 +191,7 @@ static void capture_then_replay_matches_eager(void **state) {
   /* A copy carrying bytes cannot be captured (the bytes die with the request). */
   uint32_t word = 3;
   call_htod_req_t h = {.dst = a, .stream = s, .async = 1, .bytes = {(uint8_t *)&word, 4}};
-  assert_int_equal(call(t, CALL_OP_HTOD, &h), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(hc_call(t, CALL_OP_HTOD, &h), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   uint64_t g = end(t, s, CUDA_SUCCESS);
   assert_int_not_equal(g, 0);
   assert_int_equal(info(t, s).status, CU_STREAM_CAPTURE_STATUS_NONE);
@@ -218,8 +201,7 @@ static void capture_then_replay_matches_eager(void **state) {
   /* PyTorch counts the captured nodes; a page of them can be named after. */
   call_graph_nodes_req_t gq = {.graph = g, .first = 3, .cap = 4};
   call_graph_nodes_rep_t gn;
-  assert_int_equal(call(t, CALL_OP_GRAPH_NODES, &gq), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_NODES, &gn), 0);
+  hc_call_ok(t, CALL_OP_GRAPH_NODES, &gq, &gn);
   assert_int_equal(gn.total, 5);
   assert_int_equal(gn.n, 2);
   uint64_t last;
@@ -250,7 +232,7 @@ static void sync_invalidates_a_capture(void **state) {
   assert_int_equal(begin(t, s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
   assert_int_equal(begin(t, s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_ERROR_ILLEGAL_STATE);
   assert_int_equal(memset32(t, s, a, 1, N), CUDA_SUCCESS);
-  assert_int_equal(call(t, CALL_OP_STREAM_SYNC, &sq), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(hc_call(t, CALL_OP_STREAM_SYNC, &sq), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   assert_int_equal(info(t, s).status, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
   assert_int_equal(memset32(t, s, a, 1, N), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
   end(t, s, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
@@ -273,16 +255,16 @@ static void capture_is_relaxed_on_the_worker(void **state) {
   call_capture_mode_req_t global = {.mode = CU_STREAM_CAPTURE_MODE_GLOBAL};
   (void)state;
   assert_int_equal(begin(t, s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
   assert_int_equal(info(t, s).status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
   assert_int_equal(hc_exec(t, CALL_OP_CAPTURE_MODE, CALL_ASYNC, &relaxed, &reply, NULL), 0);
-  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
-  assert_int_equal(call(t, CALL_OP_CAPTURE_MODE, &global), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_CAPTURE_MODE, &global), CUDA_SUCCESS);
   global.mode = 3;
-  assert_int_equal(call(t, CALL_OP_CAPTURE_MODE, &global), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_CAPTURE_MODE, &global), CUDA_ERROR_INVALID_VALUE);
   uint64_t g = end(t, s, CUDA_SUCCESS);
   assert_int_not_equal(g, 0);
-  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_MEM_ALLOC, &q), CUDA_SUCCESS);
   hostd__tenant_free(t);
 }
 
@@ -295,16 +277,16 @@ static void cross_stream_capture(void **state) {
   assert_int_equal(begin(t, s1, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   assert_int_equal(memset32(t, s1, a, 1, N / 2), CUDA_SUCCESS);
   call_event_record_req_t r1 = {.event = e1, .stream = s1};
-  assert_int_equal(call(t, CALL_OP_EVENT_RECORD, &r1), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_EVENT_RECORD, &r1), CUDA_SUCCESS);
   assert_int_equal(info(t, s2).status, CU_STREAM_CAPTURE_STATUS_NONE);
   call_stream_wait_req_t w2 = {.stream = s2, .event = e1};
-  assert_int_equal(call(t, CALL_OP_STREAM_WAIT, &w2), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_STREAM_WAIT, &w2), CUDA_SUCCESS);
   assert_int_equal(info(t, s2).status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
   assert_int_equal(memset32(t, s2, a + N * 2, 2, N / 2), CUDA_SUCCESS);
   call_event_record_req_t r2 = {.event = e2, .stream = s2};
-  assert_int_equal(call(t, CALL_OP_EVENT_RECORD, &r2), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_EVENT_RECORD, &r2), CUDA_SUCCESS);
   call_stream_wait_req_t w1 = {.stream = s1, .event = e2};
-  assert_int_equal(call(t, CALL_OP_STREAM_WAIT, &w1), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_STREAM_WAIT, &w1), CUDA_SUCCESS);
   assert_int_equal(info(t, s1).ndeps, 2);
   uint64_t g = end(t, s1, CUDA_SUCCESS);
   assert_int_equal(info(t, s2).status, CU_STREAM_CAPTURE_STATUS_NONE);
@@ -323,7 +305,7 @@ static uint64_t add_node(hostd_tenant_t *t, call_graph_add_req_t *q, const uint6
   call_graph_add_rep_t a = {0};
   q->ndeps = ndeps;
   q->deps = (call_view_t){(const uint8_t *)deps, ndeps * 8u};
-  assert_int_equal(call(t, CALL_OP_GRAPH_ADD, q), want);
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_ADD, q), want);
   if (want == CUDA_SUCCESS)
     assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_ADD, &a), 0);
   return a.node;
@@ -332,8 +314,7 @@ static uint64_t add_node(hostd_tenant_t *t, call_graph_add_req_t *q, const uint6
 static uint64_t new_graph(hostd_tenant_t *t) {
   call_graph_new_req_t q = {0};
   call_graph_new_rep_t a;
-  assert_int_equal(call(t, CALL_OP_GRAPH_NEW, &q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_NEW, &a), 0);
+  hc_call_ok(t, CALL_OP_GRAPH_NEW, &q, &a);
   return a.graph;
 }
 
@@ -365,7 +346,7 @@ static void explicit_graph(void **state) {
   uint64_t n4 = add_node(t, &ch, NULL, 0, CUDA_SUCCESS);
   call_graph_deps_req_t d = {.graph = g, .n = 1, .nto = 1, .from = {(uint8_t *)&n3, 8},
                              .to = {(uint8_t *)&n4, 8}};
-  assert_int_equal(call(t, CALL_OP_GRAPH_DEPS, &d), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_DEPS, &d), CUDA_SUCCESS);
   /* Ownership and shape checks before the driver sees anything. */
   call_graph_add_req_t bad = cp;
   bad.width = N * 4 + 4; /* past the allocation */
@@ -389,7 +370,7 @@ static void explicit_graph(void **state) {
   fill_args(args, a, 10, 16);
   call_graph_exec_kernel_req_t ek = {.exec = e, .node = n2, .func = f, .grid = {1, 1, 1},
                                      .block = {32, 1, 1}, .argbytes = 24, .args = {args, 24}};
-  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_KERNEL, &ek), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_KERNEL, &ek), CUDA_SUCCESS);
   assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
   read_back(t, s, b, got);
   assert_int_equal(got[15], 10);
@@ -398,8 +379,7 @@ static void explicit_graph(void **state) {
   /* An update from the graph itself takes its parameters back (child included). */
   call_graph_exec_update_req_t same = {.exec = e, .graph = g};
   call_graph_exec_update_rep_t sa;
-  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_UPDATE, &same), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_EXEC_UPDATE, &sa), 0);
+  hc_call_ok(t, CALL_OP_GRAPH_EXEC_UPDATE, &same, &sa);
   assert_int_equal(sa.status, CUDA_SUCCESS);
   assert_int_equal(sa.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
   assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
@@ -410,16 +390,15 @@ static void explicit_graph(void **state) {
   /* An update from a graph of another shape is refused, with the reason. */
   call_graph_exec_update_req_t up = {.exec = e, .graph = c};
   call_graph_exec_update_rep_t ua;
-  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_UPDATE, &up), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_GRAPH_EXEC_UPDATE, &ua), 0);
+  hc_call_ok(t, CALL_OP_GRAPH_EXEC_UPDATE, &up, &ua);
   assert_int_equal(ua.status, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
   assert_int_equal(ua.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
   call_graph_exec_del_req_t ed = {.exec = e};
-  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_DEL, &ed), CUDA_SUCCESS);
-  assert_int_equal(call(t, CALL_OP_GRAPH_EXEC_DEL, &ed), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_DEL, &ed), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_DEL, &ed), CUDA_ERROR_INVALID_VALUE);
   call_graph_del_req_t gd = {.graph = g};
-  assert_int_equal(call(t, CALL_OP_GRAPH_DEL, &gd), CUDA_SUCCESS);
-  assert_int_equal(call(t, CALL_OP_GRAPH_DEPS, &d), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_DEL, &gd), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_DEPS, &d), CUDA_ERROR_INVALID_VALUE);
   hostd__tenant_free(t);
 }
 
@@ -437,19 +416,19 @@ static void another_tenants_handles_are_refused(void **state) {
   call_graph_add_req_t ch = {.graph = gb, .kind = CALL_GNODE_CHILD, .handle = ga};
   (void)add_node(b, &ch, NULL, 0, CUDA_ERROR_INVALID_VALUE);
   call_graph_instantiate_req_t gi = {.graph = ga};
-  assert_int_equal(call(b, CALL_OP_GRAPH_INSTANTIATE, &gi), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(b, CALL_OP_GRAPH_INSTANTIATE, &gi), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(launch_graph(b, ea, sb), CUDA_ERROR_INVALID_VALUE);
   call_graph_exec_del_req_t ed = {.exec = ea};
-  assert_int_equal(call(b, CALL_OP_GRAPH_EXEC_DEL, &ed), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(b, CALL_OP_GRAPH_EXEC_DEL, &ed), CUDA_ERROR_INVALID_VALUE);
   call_graph_exec_update_req_t up = {.exec = ea, .graph = gb};
-  assert_int_equal(call(b, CALL_OP_GRAPH_EXEC_UPDATE, &up), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(b, CALL_OP_GRAPH_EXEC_UPDATE, &up), CUDA_ERROR_INVALID_VALUE);
   call_graph_del_req_t gd = {.graph = ga};
-  assert_int_equal(call(b, CALL_OP_GRAPH_DEL, &gd), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(b, CALL_OP_GRAPH_DEL, &gd), CUDA_ERROR_INVALID_VALUE);
   /* a's stream is not b's either. */
   uint64_t sa = stream(a);
   assert_int_equal(begin(b, sa, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(launch_graph(a, ea, sa), CUDA_SUCCESS);
-  assert_int_equal(call(a, CALL_OP_GRAPH_DEL, &gd), CUDA_SUCCESS);
+  assert_int_equal(hc_call(a, CALL_OP_GRAPH_DEL, &gd), CUDA_SUCCESS);
   hostd__tenant_free(a);
   hostd__tenant_free(b);
 }
@@ -478,18 +457,9 @@ static void malformed_requests_are_protocol_errors(void **state) {
                                  CALL_OP_GRAPH_LAUNCH,    CALL_OP_GRAPH_EXEC_KERNEL,
                                  CALL_OP_GRAPH_INSTANTIATE};
   uint8_t bytes[256];
-  const char *why;
+  const char *why = NULL;
   (void)state;
-  memset(bytes, 0, sizeof(bytes));
-  for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-    size_t fixed = call_msg_fixed(call_req_msg(ops[i]));
-    why = NULL;
-    assert_int_equal(hostd__tenant_exec(t, ops[i], 0, bytes, fixed - 1, &reply, &why), -EPROTO);
-    assert_non_null(why);
-    why = NULL;
-    assert_int_equal(hostd__tenant_exec(t, ops[i], 0, bytes, fixed + 1, &reply, &why), -EPROTO);
-    assert_non_null(why);
-  }
+  hc_assert_malformed(t, ops, sizeof(ops) / sizeof(ops[0]));
   /* More dependencies than a request may carry. */
   call_graph_add_req_t q = {.kind = CALL_GNODE_EMPTY};
   size_t fixed = call_msg_fixed(call_req_msg(CALL_OP_GRAPH_ADD));

@@ -20,27 +20,7 @@
 #include <cmocka.h>
 
 #include "hostd/tenant-int.h"
-#include "tests/hostd-call-harness.h"
-
-static wire_buf_t reply;
-
-static int setup(void **state) {
-  (void)state;
-  wire_buf_init(&reply);
-  return hc_daemon_setup();
-}
-
-static int teardown(void **state) {
-  (void)state;
-  wire_buf_close(&reply);
-  hostd__gpu.shutdown();
-  return 0;
-}
-
-static uint32_t call(hostd_tenant_t *t, uint32_t op, const void *q) {
-  assert_int_equal(hc_exec(t, op, 0, q, &reply, NULL), 0);
-  return hc_result(&reply);
-}
+#include "tests/hostd-call-fixture.h"
 
 #define ADDR       0x7f0000001000ull /* 16-byte aligned; any address (D2) */
 #define DIM_MAX    (1ull << 32)
@@ -69,8 +49,7 @@ static call_tensor_map_req_t tiled_at_limits(void) {
 
 static void map_of(hostd_tenant_t *t, const call_tensor_map_req_t *q, uint8_t map[128]) {
   call_tensor_map_rep_t a;
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP, q), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_TENSOR_MAP, &a), 0);
+  hc_call_ok(t, CALL_OP_TENSOR_MAP, q, &a);
   memcpy(map, a.map, 128);
 }
 
@@ -145,7 +124,7 @@ static void im2col_fields_arrive_at_their_limits(void **state) {
   memcpy(&lo, m + 60, 2);
   assert_int_equal(lo, INT16_MIN);
   q.lower[1] = 1; /* a second corner is not the wide kind's */
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);
   hostd__tenant_free(t);
 }
 
@@ -159,16 +138,15 @@ static void replace_address_keeps_the_rest(void **state) {
   map_of(t, &q, m);
   memcpy(r.map, m, 128);
   r.addr = ADDR + 0x100000;
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP_ADDR, &r), CUDA_SUCCESS);
-  assert_int_equal(hc_reply(&reply, CALL_OP_TENSOR_MAP_ADDR, &a), 0);
+  hc_call_ok(t, CALL_OP_TENSOR_MAP_ADDR, &r, &a);
   assert_int_equal(u64_at(a.map, 16), ADDR + 0x100000);
   assert_memory_equal(a.map, m, 16);
   assert_memory_equal(a.map + 24, m + 24, 128 - 24);
   r.addr = ADDR + 8; /* misaligned: the backend's error comes back */
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP_ADDR, &r), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP_ADDR, &r), CUDA_ERROR_INVALID_VALUE);
   memset(r.map, 0xab, 128); /* not a map: the backend refuses it */
   r.addr = ADDR;
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP_ADDR, &r), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP_ADDR, &r), CUDA_ERROR_INVALID_VALUE);
   hostd__tenant_free(t);
 }
 
@@ -182,7 +160,7 @@ static void bad_requests_get_a_cuda_error(void **state) {
     unsigned long before_ = hostd_record_count(HOSTD_RECORD_TMAP);                                 \
     q = good;                                                                                      \
     stmt;                                                                                          \
-    assert_int_equal(call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);                   \
+    assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);                \
     assert_int_equal(hostd_record_count(HOSTD_RECORD_TMAP), before_);                              \
   } while (0)
   REFUSED(q.rank = 0);
@@ -203,22 +181,22 @@ static void bad_requests_get_a_cuda_error(void **state) {
   q = good;
   q.rank = 4;
   q.dims[4] = 0, q.box[4] = 0, q.estrides[4] = 0, q.strides[3] = 0;
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP, &q), CUDA_SUCCESS);
   q.strides[3] = 16;
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);
   /* What only the driver checks comes back as its error. */
   q = good;
   q.addr = ADDR + 4;
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);
   q = good;
   q.box[2] = 257;
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);
   q = good;
   q.dims[1] = DIM_MAX + 1;
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP, &q), CUDA_ERROR_INVALID_VALUE);
   /* The tenant still works. */
   q = good;
-  assert_int_equal(call(t, CALL_OP_TENSOR_MAP, &q), CUDA_SUCCESS);
+  assert_int_equal(hc_call(t, CALL_OP_TENSOR_MAP, &q), CUDA_SUCCESS);
   hostd__tenant_free(t);
 }
 
@@ -256,5 +234,5 @@ int main(void) {
       cmocka_unit_test(bad_requests_get_a_cuda_error),
       cmocka_unit_test(malformed_requests_are_protocol_errors),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, hc_fixture_setup, hc_fixture_teardown);
 }

@@ -24,20 +24,13 @@
 #            requests' time goes, per transport (tests/bench/hops-report)
 set -u
 
-# The build tree is two levels above this script; the source tree is where `make` said,
-# or, when the tree was moved since (copied to another machine), the build tree or its parent.
-self_dir=$(cd "$(dirname "$0")" && pwd)
-: "${TALLY_BUILDDIR:=$(cd "$self_dir/../.." && pwd)}"
-if [ -z "${TALLY_SRCDIR:-}" ]; then
-  for d in "@abs_top_srcdir@" "$TALLY_BUILDDIR" "$TALLY_BUILDDIR/.."; do
-    if [ -f "$d/tests/gpu/tallyd-lib.sh" ]; then
-      TALLY_SRCDIR=$(cd "$d" && pwd)
-      break
-    fi
-  done
-fi
-export TALLY_BUILDDIR TALLY_SRCDIR
-. "$TALLY_SRCDIR/tests/gpu/tallyd-lib.sh"
+# tallyd-lib.sh is in the source tree: TALLY_SRCDIR, where `make` said, or, when the tree was
+# moved since (copied to another machine), the build tree (two levels above this script) or its
+# parent.  The library sets and exports TALLY_BUILDDIR and TALLY_SRCDIR.
+: "${TALLY_BUILDDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+for d in ${TALLY_SRCDIR:+"$TALLY_SRCDIR"} "@abs_top_srcdir@" "$TALLY_BUILDDIR"{,/..}; do
+  [ -f "$d/tests/gpu/tallyd-lib.sh" ] && break; done
+. "$d/tests/gpu/tallyd-lib.sh" || exit 2
 
 rounds=3
 transports="shm tcp"
@@ -66,17 +59,8 @@ if ! tl_have_gpu; then
 fi
 [ -x "$BIN" ] || { echo "forward-bench: $BIN not built (make tests/bench/forward-bench)"; exit 1; }
 
-TL_WORK=$(mktemp -d "${TMPDIR:-/tmp}/tally-bench.XXXXXX")
 LOGS=$B/tests/bench/forward-bench-logs
-rm -rf "$LOGS"
-mkdir -p "$LOGS"
-cleanup() {
-  tl_stop >/dev/null 2>&1
-  cp -f "$TL_WORK"/tallyd.*.log "$LOGS"/ 2>/dev/null
-  rm -rf "$TL_WORK"
-}
-trap cleanup EXIT
-trap 'echo "forward-bench: interrupted"; exit 1' INT TERM HUP
+tl_workdir forward-bench "$LOGS"
 
 if [ $hops = 1 ]; then
   TALLYD_ARGS="${TALLYD_ARGS:-} --hops $LOGS/hops.daemon"

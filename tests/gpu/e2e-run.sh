@@ -22,20 +22,13 @@
 #       programs left when it is spent are reported as FAIL "not run"
 set -u
 
-# The build tree is two levels above this script; the source tree is where `make` said,
-# or, when the tree was moved since (copied to another machine), the build tree or its parent.
-self_dir=$(cd "$(dirname "$0")" && pwd)
-: "${TALLY_BUILDDIR:=$(cd "$self_dir/../.." && pwd)}"
-if [ -z "${TALLY_SRCDIR:-}" ]; then
-  for d in "@abs_top_srcdir@" "$TALLY_BUILDDIR" "$TALLY_BUILDDIR/.."; do
-    if [ -f "$d/tests/gpu/tallyd-lib.sh" ]; then
-      TALLY_SRCDIR=$(cd "$d" && pwd)
-      break
-    fi
-  done
-fi
-export TALLY_BUILDDIR TALLY_SRCDIR
-. "$TALLY_SRCDIR/tests/gpu/tallyd-lib.sh"
+# tallyd-lib.sh is in the source tree: TALLY_SRCDIR, where `make` said, or, when the tree was
+# moved since (copied to another machine), the build tree (two levels above this script) or its
+# parent.  The library sets and exports TALLY_BUILDDIR and TALLY_SRCDIR.
+: "${TALLY_BUILDDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+for d in ${TALLY_SRCDIR:+"$TALLY_SRCDIR"} "@abs_top_srcdir@" "$TALLY_BUILDDIR"{,/..}; do
+  [ -f "$d/tests/gpu/tallyd-lib.sh" ] && break; done
+. "$d/tests/gpu/tallyd-lib.sh" || exit 2
 
 pattern=
 transports="shm tcp"
@@ -92,16 +85,7 @@ if ! tl_have_gpu; then
   exit 77
 fi
 
-TL_WORK=$(mktemp -d "${TMPDIR:-/tmp}/tally-e2e.XXXXXX")
-cleanup() {
-  tl_stop >/dev/null 2>&1
-  cp -f "$TL_WORK"/tallyd.*.log "$LOGS"/ 2>/dev/null
-  rm -rf "$TL_WORK"
-}
-trap cleanup EXIT
-trap 'echo "e2e-run: interrupted"; exit 1' INT TERM HUP
-rm -rf "$LOGS"
-mkdir -p "$LOGS"
+tl_workdir e2e-run "$LOGS"
 
 echo "e2e-run: build tree $B"
 # tallyd_broken: set after tallyd failed to start twice; tenant runs then fail at once with

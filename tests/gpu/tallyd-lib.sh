@@ -1,10 +1,13 @@
-# tallyd-lib.sh: shell functions shared by tests/gpu/e2e-run and tests/bench/forward-bench.
+# tallyd-lib.sh: shell functions shared by the GPU scripts that run tenants through one tallyd
+# (tests/gpu/e2e-run, tests/bench/forward-bench, tests/gpu/tenant-churn, tests/gpu/variants-run).
 #
-# Sourced (bash) with TALLY_BUILDDIR and TALLY_SRCDIR set; the caller then sets TL_WORK (a
-# private temp directory).  It finds the
-# build tree, starts one tallyd listening on a UNIX socket inside TL_WORK and on a free TCP
-# loopback port, runs commands natively or as Tally tenants over either transport, and stops
-# tallyd again.  Every wait has a deadline, so a hang becomes a failure, never a block.
+# Sourced (bash) with TALLY_BUILDDIR set, once the caller has found this file (in TALLY_SRCDIR,
+# the source tree `make` named, or the build tree or its parent); it sets TALLY_SRCDIR to the
+# tree it lies in and exports both.  The caller then makes TL_WORK, a private temp directory
+# (tl_workdir makes it and cleans up on exit).  The functions start one tallyd listening on a
+# UNIX socket inside TL_WORK and on a free TCP loopback port, run commands natively or as Tally
+# tenants over either transport, and stop tallyd again.  Every wait has a deadline, so a hang
+# becomes a failure, never a block.
 #
 # TALLYD_ARGS (word-split) adds flags to tallyd's command line, e.g.
 #   TALLYD_ARGS='--worker-spin-us 0 --spin-us 0' tests/bench/forward-bench
@@ -15,6 +18,8 @@
 # When guestlib/tally-run is not built yet, tl_run does what tally-run does: it puts the
 # guest library first on LD_LIBRARY_PATH and sets TALLY_HOST, TALLY_PRIORITY and TALLY_NAME.
 
+TALLY_SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export TALLY_BUILDDIR TALLY_SRCDIR
 TL_BUILDDIR=$TALLY_BUILDDIR
 TL_SRCDIR=$TALLY_SRCDIR
 TL_TALLYD=${TALLYD:-$TL_BUILDDIR/hostd/tallyd}
@@ -25,6 +30,30 @@ TL_SOCK=
 TL_PORT=
 TL_LOG=
 TL_STARTS=0
+
+# tl_workdir NAME LOGS: makes TL_WORK, a fresh private directory ($TMPDIR or /tmp, named
+# tally-NAME.XXXXXX), and LOGS, emptied; on exit tallyd is stopped, its logs (tallyd.N.log)
+# are copied into LOGS and TL_WORK is removed; SIGINT, SIGTERM and SIGHUP print
+# "NAME: interrupted" and exit 1 (through that cleanup).  Exits 1 when mktemp fails.
+tl_workdir() {
+  TL_NAME=$1
+  TL_LOGS=$2
+  TL_WORK=$(mktemp -d "${TMPDIR:-/tmp}/tally-$1.XXXXXX") || {
+    echo "$1: cannot make a temp directory"
+    exit 1
+  }
+  trap tl_cleanup EXIT
+  trap 'echo "$TL_NAME: interrupted"; exit 1' INT TERM HUP
+  rm -rf "$TL_LOGS"
+  mkdir -p "$TL_LOGS"
+}
+
+# tl_workdir's exit trap.
+tl_cleanup() {
+  tl_stop >/dev/null 2>&1
+  cp -f "$TL_WORK"/tallyd.*.log "$TL_LOGS"/ 2>/dev/null
+  rm -rf "$TL_WORK"
+}
 
 # True when nvidia-smi lists at least one GPU.
 tl_have_gpu() {

@@ -12,18 +12,13 @@
 #
 # usage: tenant-churn [-n N] [-t shm|tcp]     (default 200, shm)
 set -u
-self_dir=$(cd "$(dirname "$0")" && pwd)
-: "${TALLY_BUILDDIR:=$(cd "$self_dir/../.." && pwd)}"
-if [ -z "${TALLY_SRCDIR:-}" ]; then
-  for d in "@abs_top_srcdir@" "$TALLY_BUILDDIR" "$TALLY_BUILDDIR/.."; do
-    if [ -f "$d/tests/gpu/tallyd-lib.sh" ]; then
-      TALLY_SRCDIR=$(cd "$d" && pwd)
-      break
-    fi
-  done
-fi
-export TALLY_BUILDDIR TALLY_SRCDIR
-. "$TALLY_SRCDIR/tests/gpu/tallyd-lib.sh"
+# tallyd-lib.sh is in the source tree: TALLY_SRCDIR, where `make` said, or, when the tree was
+# moved since (copied to another machine), the build tree (two levels above this script) or its
+# parent.  The library sets and exports TALLY_BUILDDIR and TALLY_SRCDIR.
+: "${TALLY_BUILDDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+for d in ${TALLY_SRCDIR:+"$TALLY_SRCDIR"} "@abs_top_srcdir@" "$TALLY_BUILDDIR"{,/..}; do
+  [ -f "$d/tests/gpu/tallyd-lib.sh" ] && break; done
+. "$d/tests/gpu/tallyd-lib.sh" || exit 2
 
 n=200
 transport=shm
@@ -38,10 +33,8 @@ done
 tl_have_gpu || { echo "skip: no GPU"; exit 77; }
 python3 -c 'import torch' 2>/dev/null || { echo "skip: no PyTorch"; exit 77; }
 
-TL_WORK=$(mktemp -d "${TMPDIR:-/tmp}/tally-churn.XXXXXX")
 LOGS=$TALLY_BUILDDIR/tests/gpu/tenant-churn-logs
-rm -rf "$LOGS"; mkdir -p "$LOGS"
-trap 'tl_stop >/dev/null 2>&1; cp -f "$TL_WORK"/tallyd.*.log "$LOGS"/ 2>/dev/null; rm -rf "$TL_WORK"' EXIT
+tl_workdir tenant-churn "$LOGS"
 tl_start || { echo "tenant-churn: tallyd unavailable: $TL_ERR"; exit 1; }
 
 ok=0; bad=0; slow=0; slow_i=-1

@@ -19,18 +19,13 @@
 # when everything passed, 77 without a GPU.  Logs: BUILDDIR/tests/gpu/variants-logs/.
 set -u
 
-self_dir=$(cd "$(dirname "$0")" && pwd)
-: "${TALLY_BUILDDIR:=$(cd "$self_dir/../.." && pwd)}"
-if [ -z "${TALLY_SRCDIR:-}" ]; then
-  for d in "@abs_top_srcdir@" "$TALLY_BUILDDIR" "$TALLY_BUILDDIR/.."; do
-    if [ -f "$d/tests/gpu/tallyd-lib.sh" ]; then
-      TALLY_SRCDIR=$(cd "$d" && pwd)
-      break
-    fi
-  done
-fi
-export TALLY_BUILDDIR TALLY_SRCDIR
-. "$TALLY_SRCDIR/tests/gpu/tallyd-lib.sh"
+# tallyd-lib.sh is in the source tree: TALLY_SRCDIR, where `make` said, or, when the tree was
+# moved since (copied to another machine), the build tree (two levels above this script) or its
+# parent.  The library sets and exports TALLY_BUILDDIR and TALLY_SRCDIR.
+: "${TALLY_BUILDDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+for d in ${TALLY_SRCDIR:+"$TALLY_SRCDIR"} "@abs_top_srcdir@" "$TALLY_BUILDDIR"{,/..}; do
+  [ -f "$d/tests/gpu/tallyd-lib.sh" ] && break; done
+. "$d/tests/gpu/tallyd-lib.sh" || exit 2
 
 ROUNDS=${1:-160}
 B=$TL_BUILDDIR
