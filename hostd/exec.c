@@ -123,6 +123,22 @@ static CUresult exec_dtod(exec_t *x, const call_dtod_req_t *q) {
   return hostd__gpu.dtod(q->dst, q->src, q->len, ts->handle, 1);
 }
 
+/* A memset on a stream the scheduler queues launches of goes into that
+ * queue as one unit, in stream order (sched.h): a fence here would stop the
+ * tenant's worker until every launch before it was issued.  Its profile is
+ * its size class (log2 of the bytes). */
+static CUresult memset_scheduled(tstream_t *ts, const call_memset_req_t *q) {
+  hostd_sched_launch_t l = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
+  uint64_t bytes = q->count * q->elem;
+  l.memset.dst = q->dst;
+  l.memset.count = q->count;
+  l.memset.value = q->value;
+  l.memset.elem = q->elem;
+  l.kernel_id = hostd__sched_kernel_id((uint64_t)(64 - __builtin_clzll(bytes)), "memset");
+  hostd__sched_trace_kernel(l.kernel_id, "memset");
+  return hostd__sched_launch(ts->ss, &l);
+}
+
 static CUresult exec_memset(exec_t *x, const call_memset_req_t *q) {
   tstream_t *ts;
   CUresult r;
@@ -130,7 +146,14 @@ static CUresult exec_memset(exec_t *x, const call_memset_req_t *q) {
     return CUDA_ERROR_INVALID_VALUE;
   if (!hostd__owns(x->t, q->dst, q->count * q->elem))
     return CUDA_ERROR_INVALID_VALUE;
-  if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
+  if (!(ts = hostd__stream_of(x->t, q->stream, &r)))
+    return r;
+  if (q->count && ts->ss && !hostd__stream_capturing(x->t, ts)) {
+    if ((r = hostd__stream_enter_launch(x->t, ts)) != CUDA_SUCCESS)
+      return r;
+    return memset_scheduled(ts, q);
+  }
+  if ((r = hostd__stream_enter(x->t, ts)) != CUDA_SUCCESS)
     return r;
   return hostd__gpu.memset(q->dst, q->value, q->elem, q->count, ts->handle);
 }

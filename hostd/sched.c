@@ -83,6 +83,8 @@ typedef struct item {
   pol_kernel_t k;
   uint64_t f;
   uint64_t graph; /* a graph exec launched as one unit (hostd_sched_launch_t) */
+  uint64_t ms_dst, ms_count; /* a memset, when ms_count > 0 (hostd_sched_launch_t) */
+  uint32_t ms_value, ms_elem;
   uint32_t nattr, argbytes;
   CUlaunchAttribute *attrs; /* into the same allocation */
   uint8_t *args;
@@ -594,8 +596,11 @@ static void variants_of(item_t *it, const hostd_sched_launch_t *l) {
 static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
   item_t *it = ss->lc_item;
   CUresult r = l->graph ? hostd__gpu.graph_launch(l->graph, ss->handle, 0)
-                        : hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, ss->handle,
-                                            l->attrs, l->nattr, (void *)l->args, l->argbytes);
+               : l->memset.count
+                   ? hostd__gpu.memset(l->memset.dst, l->memset.value, l->memset.elem,
+                                       l->memset.count, ss->handle)
+                   : hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, ss->handle, l->attrs,
+                                       l->nattr, (void *)l->args, l->argbytes);
   if (r != CUDA_SUCCESS)
     return r;
   STAT_ADD(lc_launches, 1);
@@ -633,12 +638,16 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
     ss->run_open = true;
   }
   kernel_of(l, &it->k);
-  if (l->graph)
+  if (l->graph || l->memset.count)
     it->total = 1; /* one unit, in its original form */
   else
     variants_of(it, l);
   it->f = l->f;
   it->graph = l->graph;
+  it->ms_dst = l->memset.dst;
+  it->ms_count = l->memset.count;
+  it->ms_value = l->memset.value;
+  it->ms_elem = l->memset.elem;
   it->nattr = l->nattr;
   it->argbytes = l->argbytes;
   it->attrs = (CUlaunchAttribute *)(it + 1);
@@ -1202,8 +1211,10 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     (void)hostd__gpu.event_record(is.ev_start, ss->lstream, 0);
   if (r == CUDA_SUCCESS)
     r = it->graph ? hostd__gpu.graph_launch(it->graph, ss->lstream, 0)
-                  : hostd__gpu.launch(p.f, p.grid, it->k.block, it->k.shmem_bytes, ss->lstream,
-                                      it->attrs, it->nattr, argbuf, p.argbytes);
+        : it->ms_count
+            ? hostd__gpu.memset(it->ms_dst, it->ms_value, it->ms_elem, it->ms_count, ss->lstream)
+            : hostd__gpu.launch(p.f, p.grid, it->k.block, it->k.shmem_bytes, ss->lstream,
+                                it->attrs, it->nattr, argbuf, p.argbytes);
   if (r == CUDA_SUCCESS && p.form == POL_FORM_PTB) /* where it stopped, for the policy */
     r = hostd__gpu.dtoh_async(S.ctl_host + (size_t)p.slot * CTL_HOST + 16, ctl_dev(p.slot), 8,
                               ss->lstream);

@@ -13,8 +13,9 @@
  *   - a launch the policy releases runs on a launch stream of the scheduler's
  *     (one per tenant stream), after an event recorded on the tenant stream
  *     when the run of launches began, so it sees the stream's earlier work;
- *   - any other work on that tenant stream (copies, memsets, events, host
- *     functions, synchronisations) is first fenced: once the scheduler has
+ *   - a memset on that stream is queued like a launch (one unit, in stream
+ *     order); any other work on it (copies, events, host functions,
+ *     synchronisations) is first fenced: once the scheduler has
  *     issued the stream's launches submitted so far, the tenant stream waits
  *     (an event) for its launch stream, so stream order and synchronising
  *     calls behave as natively.  The worker waits for that issue (a held
@@ -124,13 +125,19 @@ typedef struct hostd_sched_launch {
   uint32_t argbytes;
   uint64_t graph; /* non-zero: a graph exec launched as one unit (f, grid, args unused;
                      docs/scheduler.md) */
+  struct {        /* count non-zero: cuMemsetD{8,16,32}Async of count elements of elem
+                     bytes (1, 2, 4) at dst, queued in stream order as one unit like a
+                     graph (f, grid, args unused): no fence stalls the worker for it */
+    uint64_t dst, count;
+    uint32_t value, elem;
+  } memset;
 } hostd_sched_launch_t;
 
 /* Submits a launch on stream s.  Returns at once: the launch was made (the
  * LC fast path) or queued for the policy (the arguments are copied).
  * A CUresult: an error only for a launch made at once, or out of memory. */
 CUresult hostd__sched_launch(hostd_sched_stream_t *s, const hostd_sched_launch_t *l);
-/* Call before any other work on the stream (copy, memset, event record,
+/* Call before any other work on the stream (copy, 2D memset, event record,
  * stream wait, host function, synchronisation, destroy): keeps it behind
  * the launches submitted so far, waiting until the scheduler has issued
  * them.  Free when there are none.  On a latency-critical stream it is a

@@ -176,8 +176,10 @@ static void capture_then_replay_matches_eager(void **state) {
 
   assert_int_equal(info(t, s).status, CU_STREAM_CAPTURE_STATUS_NONE);
   captured = hostd_record_count(HOSTD_RECORD_CAPTURED);
-  hostd__sched_stats(&st0);
   assert_int_equal(begin(t, s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  /* After the begin: it fenced the stream, so the two memsets above (queued
+   * like launches) have been taken by the scheduler. */
+  hostd__sched_stats(&st0);
   call_capture_info_rep_t ci = info(t, s);
   assert_int_equal(ci.status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
   assert_int_equal(ci.ndeps, 0);
@@ -219,6 +221,8 @@ static void capture_then_replay_matches_eager(void **state) {
     hostd__sched_stats(&st1);
     assert_int_equal(st1.held, st0.held + 1); /* one replay, one unit for the policy */
     assert_int_equal(memset32(t, s, a, 0, N), CUDA_SUCCESS);
+    read_back(t, s, a, ga); /* the memset (queued like a launch) ran before the next round */
+    assert_memory_equal(ga, zero, sizeof(zero));
   }
   hostd__tenant_free(t);
 }

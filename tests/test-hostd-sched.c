@@ -244,6 +244,42 @@ static void blocking_fence_is_counted_with_its_time(void **state) {
   pair_close(&x);
 }
 
+/* A memset behind a held launch is queued, not fenced: the call returns
+ * while the launch is held, nothing blocks, and once the policy releases
+ * them both run in stream order (the memset after the kernel). */
+static void memset_behind_held_launch_is_queued_in_order(void **state) {
+  hostd_sched_stats_t st0, st;
+  pol_config_t pc;
+  pair_t x;
+  hostd_sched_launch_t ms = {.kernel_id = 77, .grid = {1, 1, 1}, .block = {1, 1, 1}};
+  (void)state;
+  pol_config_init(&pc);
+  pair_open(&x, 44);
+  hostd__sched_stats(&st0);
+  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
+  hostd__sched_tenant_quiet(x.lc);
+  wait_stats(completed_at_least, st0.completed + 1);
+  assert_int_equal(launch_fill(x.bss, x.p + 32, 7, 8), CUDA_SUCCESS); /* held: 32..63 = 7 */
+  ms.memset.dst = x.p + 32;
+  ms.memset.count = 2;
+  ms.memset.value = 0x0909;
+  ms.memset.elem = 2; /* 32..35 = 0x09090909 */
+  assert_int_equal(hostd__sched_launch(x.bss, &ms), CUDA_SUCCESS);
+  wait_stats(submitted_at_least, st0.submitted + 3);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.issued, st0.issued);
+  assert_int_equal(st.fences_blocked, st0.fences_blocked);
+  assert_int_equal(read_u32(x.p + 32, x.bs), 0); /* neither ran */
+  vclock += pc.resume_idle_ns + 1000;
+  wait_stats(issued_at_least, st0.issued + 2);
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
+  assert_int_equal(read_u32(x.p + 32, x.bs), 0x09090909);
+  assert_int_equal(read_u32(x.p + 36, x.bs), 7);
+  assert_int_equal(read_u32(x.p + 60, x.bs), 7);
+  pair_close(&x);
+}
+
 /* A tenant that goes while its launches are held: they are dropped (never
  * run), its fences do not wait, and a new LC tenant can join afterwards. */
 static void closing_drops_held_launches(void **state) {
@@ -617,6 +653,7 @@ int main(void) {
       cmocka_unit_test(held_launch_keeps_stream_order),
       cmocka_unit_test(be_waits_while_lc_active_and_goes_when_idle),
       cmocka_unit_test(blocking_fence_is_counted_with_its_time),
+      cmocka_unit_test(memset_behind_held_launch_is_queued_in_order),
       cmocka_unit_test(closing_drops_held_launches),
       cmocka_unit_test(second_lc_tenant_is_refused),
       cmocka_unit_test(be_launches_run_in_the_partition),
