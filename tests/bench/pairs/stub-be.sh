@@ -2,8 +2,8 @@
 # stub-be.sh: a stand-in for a BE workload, for testing scripts/bench-pairs
 # without a GPU.  Creates the ready file, then "iterates" (20 ms sleeps)
 # until SIGTERM/SIGINT or --max-seconds, and writes the BE CSV with
-# `date +%s%N` times (the stub LC's clock).  Prints the sharing variables
-# it was given on stderr, and when it was ready (`date +%s%N`).  --warmup-s
+# CLOCK_REALTIME times in ns (the stub LC's `date +%s%N` clock).  Prints the
+# sharing variables it was given on stderr, and when it was ready.  --warmup-s
 # sleeps before the ready file as a warm-up would; --exit-s sleeps after the
 # CSV with SIGTERM at its default action, as a Python tenant's slow exit
 # through tallyd does (a second SIGTERM then kills it).
@@ -23,22 +23,25 @@ done
 echo "stub-be: CUDA_MPS_CLIENT_PRIORITY=${CUDA_MPS_CLIENT_PRIORITY-unset}" \
   "CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY-unset} TALLY_PRIORITY=${TALLY_PRIORITY-unset}" \
   "TALLY_GEMM_SPLIT=${TALLY_GEMM_SPLIT-unset}" >&2
+# now: REPLY = the time in ns on the stub LC's clock (CLOCK_REALTIME), from bash itself:
+# a command substitution in the loop could be cut by the SIGTERM the harness sends, and bash
+# then failed to parse the rest of it ("unexpected EOF while looking for matching `)'")
+now() { REPLY=${EPOCHREALTIME//[!0-9]/}000; }
 stop=
 trap 'stop=1' TERM INT
 [ -n "$never" ] && { while [ -z "$stop" ]; do sleep 0.05; done; exit 1; }
 [ -n "$warmup" ] && sleep "$warmup"
-t=$(date +%s%N) # taken before the file exists: the harness may go on at once
+now; t=$REPLY # taken before the file exists: the harness may go on at once
 : >"$ready"
 echo "stub-be: ready $t" >&2
-limit=$(( $(date +%s%N) + ${max%.*} * 1000000000 ))
+now; limit=$(( REPLY + ${max%.*} * 1000000000 ))
 i=0
 : >"$out.tmp"
 while [ -z "$stop" ]; do
-  s=$(date +%s%N)
-  [ -n "$s" ] && [ "$s" -lt "$limit" ] || break
+  now; s=$REPLY
+  [ "$s" -lt "$limit" ] || break
   sleep 0.02
-  e=$(date +%s%N)
-  [ -n "$e" ] || break # a signal to the whole group may end date itself
+  now; e=$REPLY
   echo "$i,$s,$e" >>"$out.tmp"
   i=$((i + 1))
 done
