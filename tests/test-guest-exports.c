@@ -195,6 +195,47 @@ static void export_tables_for_cudart_exist_with_the_drivers_sizes(void **state) 
   }
 }
 
+/* Runs slot `slot` of table 1734dc26 with stderr captured into buf (its
+ * slots are numbered from the first function, after the size word). */
+static void blaslt_slot_logged(int slot, char *buf, size_t cap) {
+  const uintptr_t *t = table("1734dc26800d47458726c0f1e7dd8bca");
+  FILE *log = tmpfile();
+  int saved = dup(2);
+  size_t n;
+  assert_non_null(t);
+  assert_non_null(log);
+  assert_true(saved >= 0);
+  fflush(stderr);
+  assert_true(dup2(fileno(log), 2) >= 0);
+  CUresult r = ((CUresult(*)(void))t[slot + 1])();
+  fflush(stderr);
+  assert_true(dup2(saved, 2) >= 0);
+  close(saved);
+  rewind(log);
+  n = fread(buf, 1, cap - 1, log);
+  buf[n] = 0;
+  fclose(log);
+  assert_int_equal(r, CUDA_ERROR_NOT_SUPPORTED);
+}
+
+/* A slot frameworks survive without (table 8 slot 3) answers NOT_SUPPORTED
+ * like the others but is logged only with TALLY_LOG=debug; another slot is
+ * logged at the default level.  (Before the test below calls every slot:
+ * each slot logs once per process.) */
+static void benign_slot_is_refused_without_a_log_line(void **state) {
+  char buf[1024];
+  (void)state;
+  unsetenv("TALLY_LOG");
+  blaslt_slot_logged(3, buf, sizeof(buf));
+  assert_null(strstr(buf, "slot 3"));
+  blaslt_slot_logged(4, buf, sizeof(buf));
+  assert_non_null(strstr(buf, "private driver table 8 (1734dc26...) slot 4 is not emulated"));
+  setenv("TALLY_LOG", "debug", 1);
+  blaslt_slot_logged(3, buf, sizeof(buf));
+  unsetenv("TALLY_LOG");
+  assert_non_null(strstr(buf, "slot 3 is not emulated"));
+}
+
 /* cuBLASLt's table 1734dc26: every slot answers NOT_SUPPORTED, none is NULL. */
 static void blaslt_table_slots_answer_not_supported(void **state) {
   const uintptr_t *t = table("1734dc26800d47458726c0f1e7dd8bca");
@@ -309,6 +350,7 @@ int main(void) {
       cmocka_unit_test(export_tables_for_cudart_exist_with_the_drivers_sizes),
       cmocka_unit_test(unknown_export_table_is_refused),
       cmocka_unit_test(optional_export_tables_are_refused_without_a_log_line),
+      cmocka_unit_test(benign_slot_is_refused_without_a_log_line),
       cmocka_unit_test(blaslt_table_slots_answer_not_supported),
       cmocka_unit_test(context_table_has_no_null_slot),
       cmocka_unit_test(integrity_digest_of_fixed_versions_matches),
