@@ -592,6 +592,12 @@ static void tcp_large_reply_buffer_is_freed_when_idle(void **state) {
   long before, after;
 
   (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+  /* The resident size says nothing under AddressSanitizer: its quarantine
+   * keeps freed blocks (whether this one stays depends on what earlier
+   * tests freed).  The build without sanitizers checks it. */
+  skip();
+#endif
   memcpy(req + 1, &n64, 8);
   assert_int_equal(harness_start(&h, &o), 0);
   assert_int_equal(wire_conn_open(&c, h.url_tcp, &hello, NULL, NULL, 0), 0);
