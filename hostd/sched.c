@@ -241,6 +241,8 @@ void hostd__sched_trace_kernel(uint64_t kernel_id, const char *name) {
   char clean[201];
   uint64_t v;
   size_t n = 0;
+  if (!S.trace) /* set before any tenant, at init: no lock on the path without --trace */
+    return;
   for (; name[n] && n < sizeof(clean) - 1; n++) {
     char c = name[n];
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
