@@ -134,6 +134,8 @@ typedef struct hostd_view_sched {
   uint64_t preempts;         /* preemption flags raised */
   uint64_t turnarounds;      /* of those, timed (flag write -> the launch's end) */
   uint64_t turn_p50_ns, turn_p99_ns; /* of the timed ones */
+  uint64_t fences_blocked;   /* fences that made a tenant's worker wait for the scheduler */
+  uint64_t fence_block_ns;   /* the time they waited, in all */
 } hostd_view_sched_t;
 
 typedef struct hostd_view {

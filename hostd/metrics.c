@@ -125,6 +125,13 @@ static void sched_series(FILE *f, const hostd_view_sched_t *s) {
   header(f, "tally_sched_preemptions_total", "counter",
          "PTB launches whose preemption flag was raised.");
   fprintf(f, "tally_sched_preemptions_total %llu\n", (unsigned long long)s->preempts);
+  header(f, "tally_sched_fence_waits_total", "counter",
+         "Fences that made a tenant's worker wait until the scheduler issued the stream's "
+         "held launches (the worker executes nothing else meanwhile).");
+  fprintf(f, "tally_sched_fence_waits_total %llu\n", (unsigned long long)s->fences_blocked);
+  header(f, "tally_sched_fence_wait_seconds_total", "counter",
+         "Time tenants' workers spent in those waits.");
+  fprintf(f, "tally_sched_fence_wait_seconds_total %.6f\n", (double)s->fence_block_ns / 1e9);
   if (!s->turnarounds)
     return;
   header(f, "tally_sched_preempt_turnaround_microseconds", "gauge",

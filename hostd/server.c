@@ -1119,6 +1119,8 @@ static void view_sched(hostd_view_sched_t *vs) {
   vs->turnarounds = st.turnarounds;
   vs->turn_p50_ns = st.turn_p50_ns;
   vs->turn_p99_ns = st.turn_p99_ns;
+  vs->fences_blocked = st.fences_blocked;
+  vs->fence_block_ns = st.fence_block_ns;
 }
 
 /* Fills v from the live workers; v->rows is malloc'd.  Any thread. */

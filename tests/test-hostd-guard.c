@@ -496,7 +496,8 @@ static void view_texts_list_tenants_escaped(void **state) {
 }
 
 /* The scheduler's counters: per tenant sliced / PTB launches (scheduled
- * tenants only), daemon-wide preemptions and turnaround quantiles. */
+ * tenants only), daemon-wide preemptions, turnaround quantiles and the
+ * fences that made a worker wait. */
 static void view_texts_show_variant_launches_and_turnaround(void **state) {
   hostd_row_t rows[2] = {
       {.id = 1, .name = "lc", .transport = "shm", .prio = 0, .gpu_ns = 0, .weight = 1,
@@ -505,7 +506,8 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
        .p50_us = -1, .p99_us = -1, .sliced = 41, .ptb = 17}};
   hostd_view_t v = {.rows = rows, .n = 2,
                     .sched = {.on = 1, .sliced = 41, .ptb = 17, .preempts = 5, .turnarounds = 4,
-                              .turn_p50_ns = 12000, .turn_p99_ns = 37000}};
+                              .turn_p50_ns = 12000, .turn_p99_ns = 37000, .fences_blocked = 9,
+                              .fence_block_ns = 2500000}};
   char *s, *m, *line;
   unsigned long long sl = 0, pt = 0;
   (void)state;
@@ -533,6 +535,8 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
   assert_non_null(strstr(m, "tally_sched_variant_launches_total{form=\"sliced\"} 41\n"));
   assert_non_null(strstr(m, "tally_sched_variant_launches_total{form=\"ptb\"} 17\n"));
   assert_non_null(strstr(m, "tally_sched_preemptions_total 5\n"));
+  assert_non_null(strstr(m, "tally_sched_fence_waits_total 9\n"));
+  assert_non_null(strstr(m, "tally_sched_fence_wait_seconds_total 0.002500\n"));
   assert_non_null(
       strstr(m, "tally_sched_preempt_turnaround_microseconds{quantile=\"0.5\"} 12.0\n"));
   assert_non_null(
