@@ -12,7 +12,7 @@ endif
 check_PROGRAMS += tests/guest-tenant-helper tests/mute-listener
 TESTS += tests/test-guest-cudart.sh tests/test-guest-chain.sh tests/test-lc-path.sh
 EXTRA_DIST += tests/test-guest-cudart.sh tests/guest-cudart.cu tests/test-guest-chain.sh \
-	tests/test-lc-path.sh
+	tests/test-lc-path.sh tests/record-daemon.sh
 tests_mute_listener_SOURCES = tests/mute-listener.c
 tests_test_guest_entry_SOURCES = tests/test-guest-entry.c tests/guest-dlopen-harness.h
 tests_test_guest_entry_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)

@@ -22,19 +22,8 @@ helper() { # helper ACTION
   timeout -k 2 20 "$B/guestlib/tally-run" --host "unix:$tmp/sock" --priority best-effort -- \
     "$B/tests/guest-tenant-helper" "$1"
 }
-start_daemon() { # start_daemon LEVEL
-  rm -f "$tmp/sock" "$tmp/daemon.log"
-  "$B/hostd/tallyd-record" --listen-unix "$tmp/sock" --state-dir "$tmp/state" \
-    --log-level "$1" 2>"$tmp/daemon.log" &
-  daemon=$!
-  i=0
-  while ! grep -qs serving "$tmp/daemon.log" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
-  grep -qs serving "$tmp/daemon.log"
-}
-stop_daemon() {
-  kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-  daemon=
-}
+S=${TALLY_SRCDIR:-$(dirname "$0")/..}
+. "$S/tests/record-daemon.sh"
 n=0
 check() { # check NAME COMMAND...: ok when the command succeeds
   n=$((n + 1)); name=$1; shift
@@ -45,7 +34,7 @@ check() { # check NAME COMMAND...: ok when the command succeeds
 # run_fault LEVEL: the faulting tenant, then a healthy one; prints the log's
 # "answered" lines
 run_fault() {
-  start_daemon "$1" || { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
+  start_daemon --log-level "$1" || { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
   out=$(helper fault 2>&1)
   case $out in *"sync 0"*|"") echo "the faulting tenant's sync did not fail: $out"; return 1 ;; esac
   out=$(helper healthy 2>&1)

@@ -36,19 +36,8 @@ helper() { # helper HOST PRIO ACTION
   TALLY_HOST=$1 TALLY_PRIORITY=$2 timeout -k 2 20 "$B/guestlib/tally-run" --host "$1" \
     --priority "$2" -- "$B/tests/guest-tenant-helper" "$3"
 }
-start_daemon() { # start_daemon ARGS...: tallyd-record on $tmp/sock
-  rm -f "$tmp/sock" "$tmp/daemon.log"
-  "$B/hostd/tallyd-record" --listen-unix "$tmp/sock" --state-dir "$tmp/state" \
-    --log-level info "$@" 2>"$tmp/daemon.log" &
-  daemon=$!
-  i=0
-  while ! grep -qs serving "$tmp/daemon.log" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
-  grep -qs serving "$tmp/daemon.log"
-}
-stop_daemon() {
-  kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-  daemon=
-}
+S=${TALLY_SRCDIR:-$(dirname "$0")/..}
+. "$S/tests/record-daemon.sh"
 cpu_ticks() { # user + system ticks of pid $1
   sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
 }
