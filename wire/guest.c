@@ -112,8 +112,7 @@ struct wire_conn {
   uint32_t heartbeat_ms;
   uint32_t dead_after_ms;
   size_t batch_bytes;
-  uint64_t hold_ns;  /* post_now: WIRE__POST_HOLD_US; 0: posts wait for batch_bytes */
-  uint64_t stale_ns; /* the background thread flushes a batch this old */
+  uint64_t hold_ns; /* post_now: WIRE__POST_HOLD_US; 0: posts wait for batch_bytes */
   size_t max_msg;
   bool fd_ok;      /* the daemon granted WIRE__CAP_FD (FD frames) */
   bool slots_init; /* slots' mutexes initialised (for wire_conn_close) */
@@ -185,6 +184,16 @@ static int emit_tp(void *arg, const struct iovec *iov, int cnt) {
   return tp->ops->send(tp, iov, cnt);
 }
 
+/* After a send (rc its result): a failure is the connection's; the time and
+ * the count of sends are noted.  tx_mu held. */
+static int sent(wire_conn_t *c, int rc) {
+  if (rc)
+    set_err(c, rc, NULL);
+  atomic_store_explicit(&c->last_tx_ns, wire__now_ns(), memory_order_relaxed);
+  atomic_fetch_add_explicit(&c->sends, 1, memory_order_relaxed);
+  return rc;
+}
+
 /* Sends one message.  tx_mu held. */
 static int send_locked(wire_conn_t *c, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
                        size_t len) {
@@ -197,11 +206,7 @@ static int send_locked(wire_conn_t *c, uint8_t kind, uint64_t id, const struct i
   else
     rc = wire__send_frames(c->version, kind, id, iov, cnt, len, WIRE__TCP_CHUNK,
                            c->tp->zstd ? &c->tp->zs : NULL, emit_tp, c->tp);
-  if (rc)
-    set_err(c, rc, NULL);
-  atomic_store_explicit(&c->last_tx_ns, wire__now_ns(), memory_order_relaxed);
-  atomic_fetch_add_explicit(&c->sends, 1, memory_order_relaxed);
-  return rc;
+  return sent(c, rc);
 }
 
 /* Sends n records (bytes v) as one BATCH.  tx_mu held. */
@@ -224,11 +229,7 @@ static int send_batch(wire_conn_t *c, const void *data, size_t len, uint32_t n) 
     fv[1] = v;
     rc = c->tp->ops->send(c->tp, fv, 2);
   }
-  if (rc)
-    set_err(c, rc, NULL);
-  atomic_store_explicit(&c->last_tx_ns, wire__now_ns(), memory_order_relaxed);
-  atomic_fetch_add_explicit(&c->sends, 1, memory_order_relaxed);
-  return rc;
+  return sent(c, rc);
 }
 
 /* The most bytes one slot's batch holds (it goes out once it reaches
@@ -332,7 +333,13 @@ static int flush_locked(wire_conn_t *c) {
   return rc ? rc : atomic_load(&c->err);
 }
 
-/* True if some slot's first post has waited at least WIRE__FLUSH_US. */
+/* How old a batch the background thread flushes: WIRE__POST_HOLD_US with
+ * post_now, else WIRE__FLUSH_US. */
+static uint64_t stale_ns(const wire_conn_t *c) {
+  return c->hold_ns ? c->hold_ns : (uint64_t)WIRE__FLUSH_US * 1000u;
+}
+
+/* True if some slot's first post has waited at least stale_ns. */
 static bool batch_stale(wire_conn_t *c, uint64_t now) {
   uint32_t p = atomic_load(&c->pending);
   bool stale = false;
@@ -341,7 +348,7 @@ static bool batch_stale(wire_conn_t *c, uint64_t now) {
     unsigned i = (unsigned)__builtin_ctz(p);
     p &= p - 1;
     pthread_mutex_lock(&c->slots[i].mu);
-    stale = c->slots[i].n > 0 && now - c->slots[i].since_ns >= c->stale_ns;
+    stale = c->slots[i].n > 0 && now - c->slots[i].since_ns >= stale_ns(c);
     pthread_mutex_unlock(&c->slots[i].mu);
   }
   return stale;
@@ -699,7 +706,7 @@ static void *bg_main(void *arg) {
 
     /* Sleep a flush interval while posts flow, else a heartbeat quarter. */
     idle = !have_batch && wire__now_ns() - atomic_load(&c->last_tx_ns) > hb_ns / 4;
-    wait_ns = idle ? hb_ns / 4 : c->stale_ns;
+    wait_ns = idle ? hb_ns / 4 : stale_ns(c);
     pthread_mutex_lock(&c->bg_mu);
     if (c->stopping)
       break;
@@ -811,7 +818,6 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   c->dead_after_ms = o.dead_after_ms ? o.dead_after_ms : w.dead_after_ms;
   c->batch_bytes = o.batch_bytes ? o.batch_bytes : 64 << 10;
   c->hold_ns = o.post_now ? (uint64_t)WIRE__POST_HOLD_US * 1000u : 0;
-  c->stale_ns = (uint64_t)(o.post_now ? WIRE__POST_HOLD_US : WIRE__FLUSH_US) * 1000u;
   /* A batch is one frame: keep it within a TCP/RDMA chunk. */
   if (c->batch_bytes > WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8)
     c->batch_bytes = WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8;
