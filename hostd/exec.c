@@ -127,13 +127,11 @@ static CUresult exec_dtod(exec_t *x, const call_dtod_req_t *q) {
  * queue as one unit, in stream order (sched.h): a fence here would stop the
  * tenant's worker until every launch before it was issued.  Its profile is
  * its size class (log2 of the bytes). */
-static CUresult memset_scheduled(tstream_t *ts, const call_memset_req_t *q) {
-  hostd_sched_launch_t l = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
-  uint64_t bytes = q->count * q->elem;
-  l.memset.dst = q->dst;
-  l.memset.count = q->count;
-  l.memset.value = q->value;
-  l.memset.elem = q->elem;
+static CUresult memset_scheduled(tstream_t *ts, const call_memset_req_t *q, uint64_t bytes) {
+  hostd_sched_launch_t l = {
+      .grid = {1, 1, 1},
+      .block = {1, 1, 1},
+      .memset = {.dst = q->dst, .count = q->count, .value = q->value, .elem = q->elem}};
   l.kernel_id = hostd__sched_kernel_id((uint64_t)(64 - __builtin_clzll(bytes)), "memset");
   hostd__sched_trace_kernel(l.kernel_id, "memset");
   return hostd__sched_launch(ts->ss, &l);
@@ -144,14 +142,15 @@ static CUresult exec_memset(exec_t *x, const call_memset_req_t *q) {
   CUresult r;
   if ((q->elem != 1 && q->elem != 2 && q->elem != 4) || q->count > UINT64_MAX / 4)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!hostd__owns(x->t, q->dst, q->count * q->elem))
+  uint64_t bytes = q->count * q->elem;
+  if (!hostd__owns(x->t, q->dst, bytes))
     return CUDA_ERROR_INVALID_VALUE;
   if (!(ts = hostd__stream_of(x->t, q->stream, &r)))
     return r;
   if (q->count && ts->ss && !hostd__stream_capturing(x->t, ts)) {
     if ((r = hostd__stream_enter_launch(x->t, ts)) != CUDA_SUCCESS)
       return r;
-    return memset_scheduled(ts, q);
+    return memset_scheduled(ts, q, bytes);
   }
   if ((r = hostd__stream_enter(x->t, ts)) != CUDA_SUCCESS)
     return r;

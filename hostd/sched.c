@@ -83,8 +83,7 @@ typedef struct item {
   pol_kernel_t k;
   uint64_t f;
   uint64_t graph; /* a graph exec launched as one unit (hostd_sched_launch_t) */
-  uint64_t ms_dst, ms_count; /* a memset, when ms_count > 0 (hostd_sched_launch_t) */
-  uint32_t ms_value, ms_elem;
+  hostd_sched_memset_t memset; /* a memset, when its count > 0 (hostd_sched_launch_t) */
   uint32_t nattr, argbytes;
   CUlaunchAttribute *attrs; /* into the same allocation */
   uint8_t *args;
@@ -591,16 +590,21 @@ static void variants_of(item_t *it, const hostd_sched_launch_t *l) {
     it->k.variants |= POL_VAR_PTB;
 }
 
+/* A submission that runs as one unit (hostd_sched_launch_t): a graph
+ * replay, or else a memset, on stream s. */
+static CUresult unit_launch(uint64_t graph, const hostd_sched_memset_t *m, uint64_t s) {
+  return graph ? hostd__gpu.graph_launch(graph, s, 0)
+               : hostd__gpu.memset(m->dst, m->value, m->elem, m->count, s);
+}
+
 /* The LC fast path: launch now, then tell the scheduler only when it does
  * not follow this stream already (invariant (d)): the first launch of a
  * burst queues the stream's item and wakes the scheduler, the others cost
  * two atomic operations.  No event: the worker records at quiet points. */
 static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
   item_t *it = ss->lc_item;
-  CUresult r = l->graph ? hostd__gpu.graph_launch(l->graph, ss->handle, 0)
-               : l->memset.count
-                   ? hostd__gpu.memset(l->memset.dst, l->memset.value, l->memset.elem,
-                                       l->memset.count, ss->handle)
+  CUresult r = (l->graph || l->memset.count)
+                   ? unit_launch(l->graph, &l->memset, ss->handle)
                    : hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, ss->handle, l->attrs,
                                        l->nattr, (void *)l->args, l->argbytes);
   if (r != CUDA_SUCCESS)
@@ -646,10 +650,7 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
     variants_of(it, l);
   it->f = l->f;
   it->graph = l->graph;
-  it->ms_dst = l->memset.dst;
-  it->ms_count = l->memset.count;
-  it->ms_value = l->memset.value;
-  it->ms_elem = l->memset.elem;
+  it->memset = l->memset;
   it->nattr = l->nattr;
   it->argbytes = l->argbytes;
   it->attrs = (CUlaunchAttribute *)(it + 1);
@@ -1212,9 +1213,8 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
       ev_for(ss, &is.ev_end, true) == CUDA_SUCCESS)
     (void)hostd__gpu.event_record(is.ev_start, ss->lstream, 0);
   if (r == CUDA_SUCCESS)
-    r = it->graph ? hostd__gpu.graph_launch(it->graph, ss->lstream, 0)
-        : it->ms_count
-            ? hostd__gpu.memset(it->ms_dst, it->ms_value, it->ms_elem, it->ms_count, ss->lstream)
+    r = (it->graph || it->memset.count)
+            ? unit_launch(it->graph, &it->memset, ss->lstream)
             : hostd__gpu.launch(p.f, p.grid, it->k.block, it->k.shmem_bytes, ss->lstream,
                                 it->attrs, it->nattr, argbuf, p.argbytes);
   if (r == CUDA_SUCCESS && p.form == POL_FORM_PTB) /* where it stopped, for the policy */

@@ -114,6 +114,12 @@ hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t 
 /* Frees it; the tenant must have been flushed and the stream fenced.  NULL ok. */
 void hostd__sched_stream_free(hostd_sched_stream_t *s);
 
+/* cuMemsetD{8,16,32}Async: count elements of elem bytes (1, 2, 4) at dst. */
+typedef struct hostd_sched_memset {
+  uint64_t dst, count;
+  uint32_t value, elem;
+} hostd_sched_memset_t;
+
 /* One kernel launch as the tenant asked for it. */
 typedef struct hostd_sched_launch {
   uint64_t f;        /* CUfunction / CUkernel handle */
@@ -125,12 +131,9 @@ typedef struct hostd_sched_launch {
   uint32_t argbytes;
   uint64_t graph; /* non-zero: a graph exec launched as one unit (f, grid, args unused;
                      docs/scheduler.md) */
-  struct {        /* count non-zero: cuMemsetD{8,16,32}Async of count elements of elem
-                     bytes (1, 2, 4) at dst, queued in stream order as one unit like a
-                     graph (f, grid, args unused): no fence stalls the worker for it */
-    uint64_t dst, count;
-    uint32_t value, elem;
-  } memset;
+  hostd_sched_memset_t memset; /* count non-zero: a memset, queued in stream order as one
+                                  unit like a graph (f, grid, args unused): no fence stalls
+                                  the worker for it */
 } hostd_sched_launch_t;
 
 /* Submits a launch on stream s.  Returns at once: the launch was made (the
