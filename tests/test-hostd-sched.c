@@ -167,6 +167,14 @@ static void pair_close(pair_t *x) {
   assert_int_equal(hostd__gpu.mem_free(x->p), CUDA_SUCCESS);
 }
 
+/* The LC tenant ran one kernel and its completion was seen: it is active
+ * until the clock passes the resume time, so a BE launch now is held. */
+static void lc_ran_once(pair_t *x, const hostd_sched_stats_t *st0) {
+  assert_int_equal(launch_fill(x->lss, x->p, 1, 1), CUDA_SUCCESS);
+  hostd__sched_tenant_quiet(x->lc);
+  wait_stats(completed_at_least, st0->completed + 1);
+}
+
 /* While the LC tenant is active (it completed a kernel less than the resume
  * time ago), a BE launch stays held in tallyd; when the LC has been idle for
  * the resume time, it goes. */
@@ -220,9 +228,7 @@ static void blocking_fence_is_counted_with_its_time(void **state) {
   pol_config_init(&pc);
   pair_open(&x, 40);
   hostd__sched_stats(&st0);
-  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
-  hostd__sched_tenant_quiet(x.lc);
-  wait_stats(completed_at_least, st0.completed + 1);
+  lc_ran_once(&x, &st0);
   assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS); /* held */
   wait_stats(submitted_at_least, st0.submitted + 2);
   assert_int_equal(pthread_create(&th, NULL, fence_thread, &x), 0);
@@ -256,9 +262,7 @@ static void memset_behind_held_launch_is_queued_in_order(void **state) {
   pol_config_init(&pc);
   pair_open(&x, 44);
   hostd__sched_stats(&st0);
-  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
-  hostd__sched_tenant_quiet(x.lc);
-  wait_stats(completed_at_least, st0.completed + 1);
+  lc_ran_once(&x, &st0);
   assert_int_equal(launch_fill(x.bss, x.p + 32, 7, 8), CUDA_SUCCESS); /* held: 32..63 = 7 */
   ms.memset.dst = x.p + 32;
   ms.memset.count = 2;
@@ -289,9 +293,7 @@ static void closing_drops_held_launches(void **state) {
   (void)state;
   pair_open(&x, 4);
   hostd__sched_stats(&st0);
-  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
-  hostd__sched_tenant_quiet(x.lc);
-  wait_stats(completed_at_least, st0.completed + 1);
+  lc_ran_once(&x, &st0);
   for (uint32_t i = 0; i < 3; i++)
     assert_int_equal(launch_fill(x.bss, x.p + 32, 3 + i, 1), CUDA_SUCCESS);
   wait_stats(submitted_at_least, st0.submitted + 4);
@@ -423,9 +425,7 @@ static void trace_says_held_and_names_kernels(void **state) {
   hostd__sched_trace_kernel(43, "bad name\n# injected");
   pair_open(&x, 20);
   hostd__sched_stats(&st0);
-  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
-  hostd__sched_tenant_quiet(x.lc);
-  wait_stats(completed_at_least, st0.completed + 1);
+  lc_ran_once(&x, &st0);
   assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS); /* held */
   wait_stats(submitted_at_least, st0.submitted + 2);
   vclock += pc.resume_idle_ns + 1000;
@@ -464,6 +464,23 @@ static void lc_stream_recorded_by_worker_only(const pair_t *x) {
                    hostd_record_stream_records(x->ls, false));
 }
 
+/* Holds the LC stream behind a closed host gate: what is launched on it
+ * after this waits until the test opens the gate (hostd__gpu.gate_open). */
+static void *gate_lc_stream(pair_t *x) {
+  void *g = NULL;
+  assert_int_equal(hostd__gpu.gate_new(&g, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.host_fn(x->ls, g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
+  return g;
+}
+
+/* The end of a gated LC test: the LC stream was recorded on only by its
+ * worker; the pair and the gate go. */
+static void pair_close_gated(pair_t *x, void *g) {
+  lc_stream_recorded_by_worker_only(x);
+  pair_close(x);
+  hostd__gpu.gate_del(g, 1);
+}
+
 /* A burst of LC launches behind a closed gate (the GPU busy with them), in
  * K batches each ending in a quiet point: one submission for the burst and
  * one record per quiet point, all made by the worker.  The policy sees the
@@ -481,8 +498,7 @@ static void lc_burst_costs_one_item(void **state) {
   (void)state;
   pol_config_init(&pc);
   pair_open(&x, 12);
-  assert_int_equal(hostd__gpu.gate_new(&g, 1), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.host_fn(x.ls, g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
+  g = gate_lc_stream(&x);
   hostd__sched_stats(&st0);
   recs0 = hostd_record_stream_records(x.ls, false);
   for (uint32_t b = 0; b < K; b++) {
@@ -534,9 +550,7 @@ static void lc_burst_costs_one_item(void **state) {
   wait_stats(submitted_at_least, st0.submitted + 3);
   hostd__sched_tenant_quiet(x.lc);
   wait_stats(completed_at_least, st0.completed + 3);
-  lc_stream_recorded_by_worker_only(&x);
-  pair_close(&x);
-  hostd__gpu.gate_del(g, 1);
+  pair_close_gated(&x, g);
 }
 
 /* A burst over two batches whose first batch's event completes before the
@@ -553,8 +567,7 @@ static void lc_busy_until_last_batch_completes(void **state) {
   (void)state;
   pol_config_init(&pc);
   pair_open(&x, 16);
-  assert_int_equal(hostd__gpu.gate_new(&g, 1), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.host_fn(x.ls, g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
+  g = gate_lc_stream(&x);
   hostd__sched_stats(&st0);
   for (uint32_t i = 0; i < 10; i++) /* batch 1, behind the gate */
     assert_int_equal(launch_fill(x.lss, x.p, i + 1, 1), CUDA_SUCCESS);
@@ -580,9 +593,7 @@ static void lc_busy_until_last_batch_completes(void **state) {
   assert_int_equal(st.issued, st0.issued);
   vclock += pc.resume_idle_ns + 1000;
   wait_stats(issued_at_least, st0.issued + 1);
-  lc_stream_recorded_by_worker_only(&x);
-  pair_close(&x);
-  hostd__gpu.gate_del(g, 1);
+  pair_close_gated(&x, g);
 }
 
 /* An LC tenant that closes while its burst is still on the GPU: close waits
@@ -611,8 +622,7 @@ static void lc_close_and_free_while_busy(void **state) {
   assert_int_equal(hostd_record_stream_records(s2, false), 1);
   assert_int_equal(hostd__gpu.stream_del(s2), CUDA_SUCCESS);
   assert_int_equal(read_u32(x.p + 16, x.ls), 99);
-  assert_int_equal(hostd__gpu.gate_new(&g, 1), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.host_fn(x.ls, g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
+  g = gate_lc_stream(&x);
   for (uint32_t i = 0; i < 100; i++)
     assert_int_equal(launch_fill(x.lss, x.p, i, 1), CUDA_SUCCESS);
   hostd__sched_tenant_quiet(x.lc);
@@ -621,9 +631,7 @@ static void lc_close_and_free_while_busy(void **state) {
   hostd__sched_tenant_free(x.lc);
   x.lc = NULL;
   assert_int_equal(read_u32(x.p, x.ls), 99);
-  lc_stream_recorded_by_worker_only(&x);
-  pair_close(&x);
-  hostd__gpu.gate_del(g, 1);
+  pair_close_gated(&x, g);
 }
 
 /* An LC tenant that closes with launches no quiet point recorded behind:

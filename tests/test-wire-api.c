@@ -84,14 +84,9 @@ typedef struct poster {
 static void *post_100(void *arg) {
   poster *p = arg;
   uint32_t i;
-  for (i = 0; i < 100; i++) {
-    uint8_t b[9] = {'S'};
-    struct iovec v = {b, sizeof(b)};
-    memcpy(b + 1, &p->th, 4);
-    memcpy(b + 5, &i, 4);
-    if (wire_conn_post(p->c, &v, 1) != 0)
+  for (i = 0; i < 100; i++)
+    if (harness_post_seq(p->c, p->th, i) != 0)
       return (void *)1;
-  }
   return NULL;
 }
 

@@ -190,12 +190,7 @@ static void posts_arrive_in_order_before_the_next_call(void **state) {
   memset(big, 'b', sizeof(big));
   s->h.next_seq[0] = 0;
   for (i = 0; i < 1000; i++) {
-    uint8_t body[9] = {'S'};
-    uint32_t th = 0, seq = (uint32_t)i;
-    struct iovec v = {body, sizeof(body)};
-    memcpy(body + 1, &th, 4);
-    memcpy(body + 5, &seq, 4);
-    assert_int_equal(wire_conn_post(c, &v, 1), 0);
+    assert_int_equal(harness_post_seq(c, 0, (uint32_t)i), 0);
     if (i % 100 == 50) { /* a large post goes alone, still in order */
       struct iovec bv = {big, sizeof(big)};
       assert_int_equal(wire_conn_post(c, &bv, 1), 0);
@@ -220,15 +215,9 @@ static void *thread_main(void *p) {
   int i, j;
 
   for (i = 0; i < 200; i++) {
-    for (j = 0; j < 5; j++) {
-      uint8_t body[9] = {'S'};
-      struct iovec v = {body, sizeof(body)};
-      memcpy(body + 1, &a->th, 4);
-      memcpy(body + 5, &seq, 4);
-      seq++;
-      if (wire_conn_post(a->c, &v, 1))
+    for (j = 0; j < 5; j++)
+      if (harness_post_seq(a->c, a->th, seq++))
         a->errors++;
-    }
     {
       char req[32], rep[32];
       struct iovec q = {req, sizeof(req)}, r = {rep, sizeof(rep)};
@@ -637,16 +626,6 @@ static void idle_connection_stops_spinning(void **state) {
 
 /* ---- post_now (a latency-critical tenant's posts) ---- */
 
-/* One ordered post (thread 0, number seq) as the harness checks them. */
-static void post_seq(wire_conn_t *c, uint32_t seq) {
-  uint8_t body[9] = {'S'};
-  uint32_t th = 0;
-  struct iovec v = {body, sizeof(body)};
-  memcpy(body + 1, &th, 4);
-  memcpy(body + 5, &seq, 4);
-  assert_int_equal(wire_conn_post(c, &v, 1), 0);
-}
-
 /* The daemon has counted `want` posts within 5 s (no call made meanwhile). */
 static void wait_posts(tstate *s, int want) {
   for (int i = 0; i < 50000 && atomic_load(&s->h.posts) < want; i++)
@@ -669,7 +648,7 @@ static void post_now_sends_a_post_after_quiet_at_once(void **state) {
     s->h.next_seq[0] = 0;
     before = atomic_load(&s->h.posts);
     n0 = wire__conn_sends(c);
-    post_seq(c, 0);
+    assert_int_equal(harness_post_seq(c, 0, 0), 0);
     assert_int_equal(wire__conn_sends(c) - n0, now ? 1 : 0);
     if (now)
       wait_posts(s, before + 1);
@@ -696,7 +675,7 @@ static void post_now_batches_a_burst(void **state) {
   n0 = wire__conn_sends(c);
   t0 = wire__now_ns();
   for (uint32_t i = 0; i < 400; i++)
-    post_seq(c, i);
+    assert_int_equal(harness_post_seq(c, 0, i), 0);
   sent = wire__conn_sends(c) - n0;
   assert_true(sent >= 1);
   assert_true(sent <= 2 + (wire__now_ns() - t0) / 20000u);
@@ -720,7 +699,7 @@ static void post_now_held_posts_reach_the_daemon_without_a_call(void **state) {
   s->h.next_seq[0] = 0;
   before = atomic_load(&s->h.posts);
   for (uint32_t i = 0; i < 3; i++)
-    post_seq(c, i);
+    assert_int_equal(harness_post_seq(c, 0, i), 0);
   wait_posts(s, before + 3);
   assert_int_equal(atomic_load(&s->h.order_errors), 0);
   wire_conn_close(c);

@@ -243,6 +243,16 @@ static const wire_server_cb_t h_cb = {
     .on_fd = h_on_fd,
 };
 
+/* Posts one ordered record as h_on_msg checks them: 'S', then the sending
+ * thread th and its number seq (u32 each).  wire_conn_post's result. */
+__attribute__((unused)) static int harness_post_seq(wire_conn_t *c, uint32_t th, uint32_t seq) {
+  uint8_t body[9] = {'S'};
+  struct iovec v = {body, sizeof(body)};
+  memcpy(body + 1, &th, 4);
+  memcpy(body + 5, &seq, 4);
+  return wire_conn_post(c, &v, 1);
+}
+
 /* opts may be NULL; cb NULL = h_cb.  Returns 0 or a status. */
 __attribute__((unused)) static int harness_start_cb(harness *h, const wire_server_opts_t *opts,
                                                     const wire_server_cb_t *cb) {
