@@ -228,11 +228,16 @@ static CUresult exec_stream_del(exec_t *x, const call_stream_del_req_t *q) {
 static CUresult stream_wait_for(exec_t *x, uint64_t s, bool sync) {
   CUresult r;
   tstream_t *ts = hostd__stream_of(x->t, s, &r);
-  if (!ts || (r = hostd__sched_fence(ts->ss)) != CUDA_SUCCESS)
+  if (!ts ||
+      (r = sync ? hostd__sched_fence_sync(ts->ss) : hostd__sched_fence(ts->ss)) != CUDA_SUCCESS)
     return r;
   if (ts == x->t->legacy && (r = hostd__stream_enter(x->t, ts)) != CUDA_SUCCESS)
     return r;
-  return sync ? hostd__gpu.stream_sync(ts->handle) : hostd__gpu.stream_query(ts->handle);
+  if (!sync)
+    return hostd__gpu.stream_query(ts->handle);
+  if ((r = hostd__gpu.stream_sync(ts->handle)) == CUDA_SUCCESS)
+    hostd__sched_synced(ts->ss);
+  return r;
 }
 
 static CUresult exec_stream_sync(exec_t *x, const call_stream_sync_req_t *q) {

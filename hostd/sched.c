@@ -36,7 +36,9 @@
  *      on the stream) when lc_made moved since its last record (lc_rec),
  *      and publishes it with that count (lc_pub*, under mu), replacing an
  *      untaken one, so the slot holds the worker's newest record.  The
- *      flight takes the newest publication; when its event completes and
+ *      flight takes the newest publication (after a synchronisation of the
+ *      stream by its worker, one without an event: the launches it counts
+ *      are done; hostd__sched_synced); when its event completes and
  *      covers lc_made, it clears lc_busy (under mu), else it waits for the
  *      next publication, which the worker's next quiet point makes.  So a
  *      flush needs nothing from LC streams (their launches were made), and
@@ -125,6 +127,7 @@ struct hostd_sched_tenant {
   char name[48];
   bool direct;                 /* LC launches go straight to the GPU */
   bool lc_moved;               /* worker: a direct launch since its last quiet point */
+  bool kick_due;               /* worker: LC news queued without waking the thread */
   hostd_sched_stream_t *streams; /* mu */
   /* shared, under mu */
   uint64_t pending; /* launches queued (held or direct), not yet issued or dropped */
@@ -170,6 +173,7 @@ static struct {
   pthread_cond_t wake, done;
   item_t *inbox, *inbox_tail;
   bool sleeping, stop;
+  uint64_t be_queued; /* mu: IT_SUBMIT items queued, not yet issued or dropped */
   bool lc_news;     /* an LC event was published since this thread last looked (mu) */
   uint64_t *evpool; /* free events (mu) */
   size_t nev, capev;
@@ -337,20 +341,42 @@ static void ev_done(bool part, uint64_t e, bool timing) {
 
 /* ---- the inbox ---- */
 
+/* Wakes the scheduler thread if it sleeps (S.mu held). */
+static void kick_locked(void) {
+  if (S.sleeping)
+    pthread_cond_signal(&S.wake);
+}
+
+/* LC news (a direct item, a publication) from tenant t's worker: wakes the
+ * thread at once only while a submission is queued, which the news may
+ * hold or release; else the worker's next quiet point wakes it
+ * (kick_due), so a request after an idle gap does not pay a wake-up (a
+ * system call) between its launch and its synchronisation.  S.mu held. */
+static void lc_kick_locked(hostd_sched_tenant_t *t) {
+  if (S.be_queued > 0)
+    kick_locked();
+  else if (S.sleeping)
+    t->kick_due = true;
+}
+
 /* Queues it for the scheduler thread; a launch (held or direct) also counts
  * as pending for its tenant (one lock round on the launch path). */
 static void inbox_push(item_t *it) {
   pthread_mutex_lock(&S.mu);
   if (it->kind != IT_CLOSE)
     it->t->pending++;
+  if (it->kind == IT_SUBMIT)
+    S.be_queued++;
   it->next = NULL;
   if (S.inbox_tail)
     S.inbox_tail->next = it;
   else
     S.inbox = it;
   S.inbox_tail = it;
-  if (S.sleeping)
-    pthread_cond_signal(&S.wake);
+  if (it->kind == IT_DIRECT)
+    lc_kick_locked(it->t);
+  else
+    kick_locked();
   pthread_mutex_unlock(&S.mu);
 }
 
@@ -366,19 +392,13 @@ static item_t *inbox_take(void) {
 
 /* ---- LC streams: the worker's records (invariant (d)) ---- */
 
-/* Worker: records an event behind LC stream ss's newest launch and
- * publishes it with the count it follows, replacing (and pooling) one the
- * flight has not taken.  A failed record publishes 0: the flight then
- * treats those launches as done rather than wait for them forever. */
-static void lc_publish(hostd_sched_stream_t *ss) {
-  uint64_t n = atomic_load_explicit(&ss->lc_made, memory_order_relaxed), e = 0, old = 0;
+/* Worker: publishes event e as following the first n launches of LC
+ * stream ss, replacing (and pooling) one the flight has not taken.  e 0:
+ * those launches are done (the worker synchronised the stream, or a record
+ * failed and the flight must not wait for them forever). */
+static void lc_post(hostd_sched_stream_t *ss, uint64_t n, uint64_t e) {
+  uint64_t old = 0;
   ss->lc_rec = n;
-  if (ev_get(&e, false) != CUDA_SUCCESS ||
-      hostd__gpu.event_record(e, ss->handle, 0) != CUDA_SUCCESS) {
-    ev_put(e, false);
-    e = 0;
-  }
-  STAT_ADD(lc_events, 1);
   pthread_mutex_lock(&S.mu);
   if (atomic_load_explicit(&ss->lc_pub, memory_order_relaxed))
     old = ss->lc_pub_ev;
@@ -386,19 +406,39 @@ static void lc_publish(hostd_sched_stream_t *ss) {
   ss->lc_pub_n = n;
   atomic_store_explicit(&ss->lc_pub, true, memory_order_release);
   S.lc_news = true;
-  if (S.sleeping) /* its flight waits for this */
-    pthread_cond_signal(&S.wake);
+  lc_kick_locked(ss->t); /* its flight waits for this */
   pthread_mutex_unlock(&S.mu);
   ev_put(old, false);
 }
 
+/* Worker: records an event behind LC stream ss's newest launch and
+ * publishes it (0 if the record failed). */
+static void lc_publish(hostd_sched_stream_t *ss) {
+  uint64_t n = atomic_load_explicit(&ss->lc_made, memory_order_relaxed), e = 0;
+  if (ev_get(&e, false) != CUDA_SUCCESS ||
+      hostd__gpu.event_record(e, ss->handle, 0) != CUDA_SUCCESS) {
+    ev_put(e, false);
+    e = 0;
+  }
+  STAT_ADD(lc_events, 1);
+  lc_post(ss, n, e);
+}
+
 void hostd__sched_tenant_quiet(hostd_sched_tenant_t *t) {
-  if (!t || !t->lc_moved)
+  if (!t)
     return;
-  t->lc_moved = false;
-  for (hostd_sched_stream_t *ss = t->streams; ss; ss = ss->next) /* the worker writes the list */
-    if (ss->lc_item && atomic_load_explicit(&ss->lc_made, memory_order_relaxed) != ss->lc_rec)
-      lc_publish(ss);
+  if (t->lc_moved) {
+    t->lc_moved = false;
+    for (hostd_sched_stream_t *ss = t->streams; ss; ss = ss->next) /* the worker writes it */
+      if (ss->lc_item && atomic_load_explicit(&ss->lc_made, memory_order_relaxed) != ss->lc_rec)
+        lc_publish(ss);
+  }
+  if (t->kick_due) {
+    t->kick_due = false;
+    pthread_mutex_lock(&S.mu);
+    kick_locked();
+    pthread_mutex_unlock(&S.mu);
+  }
 }
 
 /* ---- tenants and streams (worker side) ---- */
@@ -504,6 +544,7 @@ void hostd__sched_stream_free(hostd_sched_stream_t *ss) {
     if (atomic_load_explicit(&ss->lc_made, memory_order_relaxed) != ss->lc_rec)
       lc_publish(ss);
     pthread_mutex_lock(&S.mu);
+    kick_locked(); /* its item or flight may wait for the thread */
     while (atomic_load_explicit(&ss->lc_busy, memory_order_acquire))
       pthread_cond_wait(&S.done, &S.mu);
     left = atomic_load_explicit(&ss->lc_pub, memory_order_relaxed) ? ss->lc_pub_ev : 0;
@@ -708,12 +749,29 @@ CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
   return r;
 }
 
+CUresult hostd__sched_fence_sync(hostd_sched_stream_t *ss) {
+  if (ss && ss->lc_item)
+    return CUDA_SUCCESS; /* no record: hostd__sched_synced follows the wait */
+  return hostd__sched_fence(ss);
+}
+
+void hostd__sched_synced(hostd_sched_stream_t *ss) {
+  uint64_t n;
+  if (!ss || !ss->lc_item)
+    return;
+  n = atomic_load_explicit(&ss->lc_made, memory_order_relaxed);
+  if (n != ss->lc_rec)
+    lc_post(ss, n, 0); /* done: the flight needs no event */
+}
+
 CUresult hostd__sched_tenant_flush(hostd_sched_tenant_t *t) {
   if (!t)
     return CUDA_SUCCESS;
   /* LC launches were made already and nothing of the scheduler's lands on
    * their streams (invariant (d)): only held launches and queued items. */
   pthread_mutex_lock(&S.mu);
+  if (t->pending > 0)
+    kick_locked(); /* an LC item may wait for the thread */
   while (t->pending > 0)
     pthread_cond_wait(&S.done, &S.mu);
   pthread_mutex_unlock(&S.mu);
@@ -763,8 +821,10 @@ void hostd__sched_tenant_free(hostd_sched_tenant_t *t) {
  * as pending until the scheduler took it. */
 static void settle(const item_t *it) {
   pthread_mutex_lock(&S.mu);
-  if (it->kind == IT_SUBMIT)
+  if (it->kind == IT_SUBMIT) {
     it->ss->issued_seq = it->seq;
+    S.be_queued--;
+  }
   if (--it->t->pending == 0 || it->ss->waiting)
     pthread_cond_broadcast(&S.done);
   pthread_mutex_unlock(&S.mu);

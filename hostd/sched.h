@@ -146,6 +146,14 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *s, const hostd_sched_launch_t
  * them.  Free when there are none.  On a latency-critical stream it is a
  * quiet point of that stream (hostd__sched_tenant_quiet).  A CUresult. */
 CUresult hostd__sched_fence(hostd_sched_stream_t *s);
+/* Before a call that waits on the host for stream s's work (stream or
+ * context synchronisation): hostd__sched_fence, except that a latency-
+ * critical stream records nothing, since the wait itself shows its launches
+ * done: call hostd__sched_synced once it returned CUDA_SUCCESS.  NULL ok. */
+CUresult hostd__sched_fence_sync(hostd_sched_stream_t *s);
+/* Stream s was synchronised since hostd__sched_fence_sync: on a latency-
+ * critical stream, its launches so far are done (no event needed).  NULL ok. */
+void hostd__sched_synced(hostd_sched_stream_t *s);
 
 /* The stable kernel id the scheduler keys profiles by: the module's
  * content id and the function's name (both survive a restart). */

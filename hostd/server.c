@@ -203,6 +203,25 @@ static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
   return batch;
 }
 
+/* A polling (--lc-poll) worker that ran out of requests waits up to this
+ * long for the next before its quiet point: when a synchronisation follows
+ * closely (launch + sync, a request's last kernel then its sync), the wait
+ * itself tells the scheduler the launches are done (hostd__sched_synced),
+ * and the quiet point's event record, which would have delayed it, is not
+ * needed. */
+#define QUIET_WAIT_NS 10000
+
+static bool more_soon(const worker_t *w) {
+  uint64_t end;
+  if (!w->poll)
+    return false;
+  end = now_ns() + QUIET_WAIT_NS;
+  while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) || now_ns() >= end)
+      return false;
+  return true;
+}
+
 /* A request failed or was malformed: ignore the rest and have the loop
  * close the tenant with why. */
 static void ask_close(worker_t *w, const char *why) {
@@ -331,7 +350,7 @@ static void *worker_main(void *arg) {
   for (;;) {
     msg_t *m;
 
-    if (!batch && ok)
+    if (!batch && ok && !more_soon(w))
       hostd__tenant_quiet(t); /* LC launches get their completion event here */
     if (!batch && !(batch = next_batch(w, t)))
       break; /* closed and drained */

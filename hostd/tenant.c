@@ -364,16 +364,21 @@ CUresult hostd__stream_lookup_enter(hostd_tenant_t *t, uint64_t s, tstream_t **o
   return r;
 }
 
+static CUresult stream_sync_one(tstream_t *s) {
+  CUresult r = hostd__sched_fence_sync(s->ss);
+  if (r == CUDA_SUCCESS && (r = hostd__gpu.stream_sync(s->handle)) == CUDA_SUCCESS)
+    hostd__sched_synced(s->ss);
+  return r;
+}
+
 CUresult hostd__streams_sync_all(hostd_tenant_t *t, bool stop) {
   CUresult r = CUDA_SUCCESS, e;
   tstream_t *s;
   size_t i = 0;
-  if (t->legacy && (r = hostd__sched_fence(t->legacy->ss)) == CUDA_SUCCESS)
-    r = hostd__gpu.stream_sync(t->legacy->handle);
+  if (t->legacy)
+    r = stream_sync_one(t->legacy);
   while ((!stop || r == CUDA_SUCCESS) && (s = stream_next(t, &i))) {
-    e = hostd__sched_fence(s->ss);
-    if (e == CUDA_SUCCESS)
-      e = hostd__gpu.stream_sync(s->handle);
+    e = stream_sync_one(s);
     if (r == CUDA_SUCCESS)
       r = e;
   }
@@ -615,7 +620,9 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
     r = lost; /* everything it had is gone: every call fails, as natively */
   else if (r == CUDA_SUCCESS)
     r = hostd__exec(t, op, flags, args, len, reply, &bad);
-  t->quiet_due |= t->sched && (op == CALL_OP_LAUNCH || op == CALL_OP_GRAPH_LAUNCH);
+  /* Launches, and synchronisations, which may publish without an event. */
+  t->quiet_due |= t->sched && (op == CALL_OP_LAUNCH || op == CALL_OP_GRAPH_LAUNCH ||
+                               op == CALL_OP_STREAM_SYNC || op == CALL_OP_CTX_SYNC);
   pthread_rwlock_unlock(&ctx_lock);
   if (!bad && ctx_error(r) && !t->ctx_err_logged) {
     /* A context-level error is never a tenant's mistake: say so once. */

@@ -392,6 +392,80 @@ static void flush_waits_for_direct_launches(void **state) {
   pair_close(&x);
 }
 
+/* A synchronisation of an LC stream shows its launches done: nothing is
+ * recorded before it (hostd__sched_fence_sync), and after it the flight
+ * ends without an event (hostd__sched_synced); the quiet point after it
+ * records nothing either. */
+static void lc_sync_ends_burst_without_event(void **state) {
+  hostd_sched_stats_t st0, st;
+  unsigned long recs0;
+  pol_config_t pc;
+  pair_t x;
+  (void)state;
+  pol_config_init(&pc);
+  pair_open(&x, 17);
+  hostd__sched_stats(&st0);
+  recs0 = hostd_record_stream_records(x.ls, false);
+  for (uint32_t i = 0; i < 8; i++)
+    assert_int_equal(launch_fill(x.lss, x.p, i + 1, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence_sync(x.lss), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_stream_records(x.ls, false), recs0);
+  assert_int_equal(hostd__gpu.stream_sync(x.ls), CUDA_SUCCESS);
+  hostd__sched_synced(x.lss);
+  hostd__sched_tenant_quiet(x.lc);
+  wait_stats(completed_at_least, st0.completed + 1);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.lc_launches, st0.lc_launches + 8);
+  assert_int_equal(st.submitted, st0.submitted + 1);
+  assert_int_equal(st.lc_events, st0.lc_events);
+  assert_int_equal(hostd_record_stream_records(x.ls, false), recs0);
+  assert_int_equal(read_u32(x.p, x.ls), 8);
+  /* A BE stream's fence_sync is its fence: the launch is issued first
+   * (the LC idle for the resume time). */
+  vclock += pc.resume_idle_ns + 1000;
+  assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence_sync(x.bss), CUDA_SUCCESS);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.issued, st0.issued + 1);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
+  hostd__sched_synced(x.bss); /* nothing to say for a BE stream */
+  assert_int_equal(read_u32(x.p + 32, x.bs), 2);
+  pair_close(&x);
+}
+
+/* With no BE work queued, an LC launch does not wake the scheduler (its
+ * submission waits for the worker's quiet point); with a BE launch held,
+ * the next LC burst's launch wakes it at once. */
+static void lc_launch_wakes_scheduler_only_for_be_work(void **state) {
+  struct timespec ms = {0, 1000000};
+  hostd_sched_stats_t st0, st;
+  pol_config_t pc;
+  pair_t x;
+  (void)state;
+  pol_config_init(&pc);
+  pair_open(&x, 18);
+  hostd__sched_stats(&st0);
+  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
+  for (int i = 0; i < 20; i++) /* the scheduler sleeps on */
+    nanosleep(&ms, NULL);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.submitted, st0.submitted);
+  hostd__sched_tenant_quiet(x.lc);
+  wait_stats(completed_at_least, st0.completed + 1);
+  assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS); /* held: LC active */
+  wait_stats(submitted_at_least, st0.submitted + 2);
+  assert_int_equal(launch_fill(x.lss, x.p, 3, 1), CUDA_SUCCESS);
+  wait_stats(submitted_at_least, st0.submitted + 3); /* no quiet point needed */
+  hostd__sched_tenant_quiet(x.lc);
+  wait_stats(completed_at_least, st0.completed + 2);
+  vclock += pc.resume_idle_ns + 1000;
+  wait_stats(issued_at_least, st0.issued + 1);
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
+  assert_int_equal(read_u32(x.p + 32, x.bs), 2);
+  pair_close(&x);
+}
+
 /* Reads the whole file at path into buf (NUL-terminated). */
 static void slurp(const char *path, char *buf, size_t cap) {
   FILE *f = fopen(path, "r");
@@ -545,10 +619,12 @@ static void lc_burst_costs_one_item(void **state) {
   assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
   assert_int_equal(read_u32(x.p + 32, x.bs), 2);
-  /* The next LC launch starts a new burst: one more submission. */
+  /* The next LC launch starts a new burst: one more submission, which the
+   * scheduler takes at the worker's quiet point (no BE work is queued, so
+   * the launch itself does not wake it). */
   assert_int_equal(launch_fill(x.lss, x.p, 5, 1), CUDA_SUCCESS);
-  wait_stats(submitted_at_least, st0.submitted + 3);
   hostd__sched_tenant_quiet(x.lc);
+  wait_stats(submitted_at_least, st0.submitted + 3);
   wait_stats(completed_at_least, st0.completed + 3);
   pair_close_gated(&x, g);
 }
@@ -666,6 +742,8 @@ int main(void) {
       cmocka_unit_test(second_lc_tenant_is_refused),
       cmocka_unit_test(be_launches_run_in_the_partition),
       cmocka_unit_test(flush_waits_for_direct_launches),
+      cmocka_unit_test(lc_sync_ends_burst_without_event),
+      cmocka_unit_test(lc_launch_wakes_scheduler_only_for_be_work),
       cmocka_unit_test(trace_says_held_and_names_kernels),
       cmocka_unit_test(lc_burst_costs_one_item),
       cmocka_unit_test(lc_busy_until_last_batch_completes),
