@@ -1011,6 +1011,15 @@ static CUresult rec_event_time(float *ms, uint64_t a, uint64_t b) {
   return CUDA_SUCCESS;
 }
 
+/* Appends a parameter of size bytes to k where the driver puts it: at the
+ * first offset from *off on that is a multiple of al (non-zero). */
+static void kernel_param(rec_kernel_t *k, uint32_t size, uint32_t al, uint32_t *off) {
+  *off = (*off + al - 1) / al * al;
+  k->off[k->nparams] = *off;
+  k->size[k->nparams++] = size;
+  *off += size;
+}
+
 /* PTX text: its entries, with their parameters laid out as the driver
  * does (each at its alignment, in order).  Anything else loads without
  * kernels. */
@@ -1032,13 +1041,8 @@ static CUresult parse_ptx(rec_module_t *m, const char *text, size_t len) {
       return CUDA_ERROR_INVALID_PTX;
     }
     snprintf(k->name, sizeof(k->name), "%s", rw_ptx_entry_name(pm, i));
-    for (int j = 0; j < np; j++) {
-      off = (off + al[j] - 1) / al[j] * al[j];
-      k->off[j] = off;
-      k->size[j] = size[j];
-      off += size[j];
-    }
-    k->nparams = (uint32_t)np;
+    for (int j = 0; j < np; j++)
+      kernel_param(k, size[j], al[j], &off);
     k->attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
     k->attr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
     m->kh[m->nk++] = handle();
@@ -1081,10 +1085,7 @@ static CUresult parse_module(rec_module_t *m, const char *text, size_t len) {
           uint32_t al = sz >= 8 ? 8 : sz >= 4 ? 4 : sz >= 2 ? 2 : 1;
           if (*at == '@' && (al = (uint32_t)strtoul(at + 1, NULL, 10)) == 0)
             return CUDA_ERROR_INVALID_IMAGE;
-          off = (off + al - 1) / al * al;
-          k->off[k->nparams] = off;
-          k->size[k->nparams++] = sz;
-          off += sz;
+          kernel_param(k, sz, al, &off);
         }
       /* Hopper-like values: distinct, so tests see the right one arrive. */
       k->attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
@@ -1272,6 +1273,14 @@ static uint64_t param(const rec_kernel_t *k, const uint8_t *args, size_t argbyte
   return v;
 }
 
+/* The block count of the original grid a rewritten kernel is passed, as
+ * its x, y and z extents in parameters i, i+1 and i+2 (rewrite/rw.h). */
+static uint64_t param_blocks(const rec_kernel_t *k, const uint8_t *args, size_t argbytes,
+                             uint32_t i) {
+  return param(k, args, argbytes, i) * param(k, args, argbytes, i + 1) *
+         param(k, args, argbytes, i + 2);
+}
+
 /* The dynamic part of a PTB launch: take indices until the flag or the end. */
 static void ptb_dynamic(const rec_op_t *o) {
   const rec_kernel_t *k = kernel_of_locked(o->a);
@@ -1280,8 +1289,7 @@ static void ptb_dynamic(const rec_op_t *o) {
   uint8_t *cb;
   if (n < 7)
     return;
-  total = param(k, o->bytes, o->n, n - 7) * param(k, o->bytes, o->n, n - 6) *
-          param(k, o->bytes, o->n, n - 5);
+  total = param_blocks(k, o->bytes, o->n, n - 7);
   ctl = param(k, o->bytes, o->n, n - 4);
   if (!(cb = find(ctl, 16)))
     return;
@@ -1358,14 +1366,14 @@ static bool launch_effect(rec_stream_t *st, rec_op_t *o) {
     if (d)
       memcpy(d, a + k->off[1], CALL_TMAP_BYTES);
   } else if (has_suffix(k->name, "__tally_slice") && n >= 4) {
-    uint64_t total = param(k, a, o->n, n - 4) * param(k, a, o->n, n - 3) * param(k, a, o->n, n - 2);
+    uint64_t total = param_blocks(k, a, o->n, n - 4);
     uint64_t off = param(k, a, o->n, n - 1);
     for (uint64_t b = 0; b < o->grid[0]; b++)
       if (off + b < total)
         log_block(off + b);
     return false;
   } else if (has_suffix(k->name, "__tally_ptb") && n >= 7) {
-    uint64_t total = param(k, a, o->n, n - 7) * param(k, a, o->n, n - 6) * param(k, a, o->n, n - 5);
+    uint64_t total = param_blocks(k, a, o->n, n - 7);
     uint64_t first = param(k, a, o->n, n - 3), ns = param(k, a, o->n, n - 2);
     for (uint64_t w = 0; w < ns && w < o->grid[0]; w++)
       if (first + w < total)
@@ -1527,34 +1535,35 @@ static CUresult rec_host_unregister(void *p) {
   return CUDA_SUCCESS;
 }
 
-/* As gpu-cuda.c: a query loads the function when the attribute needs it. */
-static CUresult rec_func_attr(uint64_t f, int kind, int attr, int *v) {
-  LIVE(f);
+/* Reads attribute attr of function f into *get, or (get NULL) sets it to
+ * set.  As gpu-cuda.c: a query loads the function when the attribute needs it. */
+static CUresult func_attr_io(uint64_t f, int attr, int *get, int set) {
   rec_kernel_t *k = kernel_of(f);
-  (void)kind;
   if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
   if (attr < 0 || attr >= CALL_FUNC_ATTRS)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  k->loaded = true;
-  *v = k->attr[attr];
+  if (get) {
+    k->loaded = true;
+    *get = k->attr[attr];
+  } else {
+    k->attr[attr] = set;
+  }
   pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 
+static CUresult rec_func_attr(uint64_t f, int kind, int attr, int *v) {
+  LIVE(f);
+  (void)kind;
+  return func_attr_io(f, attr, v, 0);
+}
+
 static CUresult rec_func_set_attr(uint64_t f, int kind, int attr, int v) {
   LIVE(f);
-  rec_kernel_t *k = kernel_of(f);
   (void)kind;
-  if (!k)
-    return CUDA_ERROR_INVALID_HANDLE;
-  if (attr < 0 || attr >= CALL_FUNC_ATTRS)
-    return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&lock);
-  k->attr[attr] = v;
-  pthread_mutex_unlock(&lock);
-  return CUDA_SUCCESS;
+  return func_attr_io(f, attr, NULL, v);
 }
 
 /* Deterministic answers: 1 active cluster, a potential cluster size of 8
@@ -2168,6 +2177,17 @@ static CUresult rec_graph_deps(uint64_t h, const uint64_t *from, const uint64_t 
   return r;
 }
 
+/* Whether node n of g may run now: it has not, and each of its
+ * dependencies has (one no longer in g counts as run). */
+static bool gnode_ready(const rec_graph_t *g, const rec_gnode_t *n) {
+  bool ready = !n->ran;
+  for (size_t i = 0; ready && i < n->ndeps; i++) {
+    const rec_gnode_t *d = gnode_find(g, n->deps[i]);
+    ready = !d || d->ran;
+  }
+  return ready;
+}
+
 /* Marks g's nodes not run; true when every node can run (no cycle). */
 static bool graph_acyclic(rec_graph_t *g) {
   size_t done = 0, before;
@@ -2175,15 +2195,9 @@ static bool graph_acyclic(rec_graph_t *g) {
     n->ran = false;
   do {
     before = done;
-    for (rec_gnode_t *n = g->head; n; n = n->next) {
-      bool ready = !n->ran;
-      for (size_t i = 0; ready && i < n->ndeps; i++) {
-        rec_gnode_t *d = gnode_find(g, n->deps[i]);
-        ready = !d || d->ran;
-      }
-      if (ready)
+    for (rec_gnode_t *n = g->head; n; n = n->next)
+      if (gnode_ready(g, n))
         n->ran = true, done++;
-    }
   } while (done != before);
   return done == g->n;
 }
@@ -2212,12 +2226,7 @@ static void graph_run(rec_graph_t *g, uint64_t s) {
   for (bool more = true; more;) {
     more = false;
     for (rec_gnode_t *n = g->head; n; n = n->next) {
-      bool ready = !n->ran;
-      for (size_t i = 0; ready && i < n->ndeps; i++) {
-        rec_gnode_t *d = gnode_find(g, n->deps[i]);
-        ready = !d || d->ran;
-      }
-      if (!ready)
+      if (!gnode_ready(g, n))
         continue;
       n->ran = more = true;
       if (n->op.kind == OP_CHILD) {
