@@ -282,7 +282,7 @@ static CUresult live(const uint64_t *v, size_t n) {
       return r_;                                                                                   \
   } while (0)
 
-/* ---- the record list helpers (lock held, except rec_publish) ---- */
+/* ---- the record list helpers: the lock held, except where one says it takes it ---- */
 
 /* The link pointing at the record of list named h (to read or unlink it), or NULL. */
 static rec_link_t **rec_slot(rec_link_t **list, uint64_t h) {
@@ -402,8 +402,8 @@ static CUresult rec_init(int device, call_snapshot_t *snap) {
   return CUDA_SUCCESS;
 }
 
-/* What shutdown frees with each record, beyond the record itself (host
- * memory only: used_bytes is zeroed at once). */
+/* How shutdown frees the kinds of record that own more than themselves
+ * (host memory only: used_bytes is zeroed at once). */
 static void alloc_drop(void *rec) {
   rec_alloc_t *a = rec;
   if (!a->phys)
@@ -1882,7 +1882,7 @@ static void graph_free(rec_graph_t *g) {
   free(g);
 }
 
-static void graph_drop(void *rec) {
+static void graph_drop(void *rec) { /* graph_free, for rec_clear and rec_delete */
   graph_free(rec);
 }
 
@@ -2072,7 +2072,7 @@ static CUresult rec_graph_new(uint64_t *out) {
   return CUDA_SUCCESS;
 }
 
-/* A graph being captured into is not deleted (it is still found). */
+/* A graph being captured into is found (success) but not deleted. */
 static CUresult rec_graph_del(uint64_t h) {
   LIVE(h);
   pthread_mutex_lock(&lock);
@@ -2393,7 +2393,8 @@ static CUresult rec_array_new(uint64_t *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
   return CUDA_SUCCESS;
 }
 
-static void array_free(void *rec) { /* lock held */
+/* Frees an array, its bytes given back to the budget (lock held). */
+static void array_release(void *rec) {
   rec_array_t *a = rec;
   backing_free(a->bytes, a->row * a->rows * a->slices);
   free(a);
@@ -2401,7 +2402,7 @@ static void array_free(void *rec) { /* lock held */
 
 static CUresult rec_array_del(uint64_t h) {
   LIVE(h);
-  return rec_delete(&arrays, h, array_free) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return rec_delete(&arrays, h, array_release) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* The bytes of row (y, z) of a copy side from x on, width long; NULL when
