@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,8 +294,9 @@ static int parse_bool(const char *v, int *out) {
   return 0;
 }
 
-/* The options of the production guards: 0 or -EINVAL when name is one of
- * them, 1 when it is not. */
+/* The options of the production guards that are more than a string (those
+ * are in str_option's table): 0 or -EINVAL when name is one of them, 1 when
+ * it is not. */
 static int set_guard_option(hostd_config_t *cfg, const char *name, const char *v, const char *flag,
                             FILE *err) {
   const size_option_t *so;
@@ -324,103 +326,149 @@ static int set_guard_option(hostd_config_t *cfg, const char *name, const char *v
     fprintf(err, "tallyd: %s: expected yes or no, got '%s'\n", flag, v);
     return -EINVAL;
   }
-  if (strcmp(name, "unix-group") == 0)
-    return set_str(cfg->unix_group, sizeof(cfg->unix_group), flag, v, err);
-  if (strcmp(name, "control-socket") == 0)
-    return set_str(cfg->control_path, sizeof(cfg->control_path), flag, v, err);
-  if (strcmp(name, "metrics-listen") == 0)
-    return set_str(cfg->metrics_addr, sizeof(cfg->metrics_addr), flag, v, err);
   return 1;
+}
+
+/* Writes "tallyd: " and the message to err; returns -EINVAL. */
+static int bad(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(FILE *err, const char *fmt, ...) {
+  va_list ap;
+  fputs("tallyd: ", err);
+  va_start(ap, fmt);
+  vfprintf(err, fmt, ap);
+  va_end(ap);
+  return -EINVAL;
+}
+
+/* The parsers of options that take a word or a number of their own: each
+ * checks v and, for a value kept as a number, sets its field; 0, or
+ * -EINVAL after saying on err what flag expected. */
+typedef int option_parse_fn(hostd_config_t *cfg, const char *v, const char *flag, FILE *err);
+
+static int parse_gpus(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+  char *end = NULL;
+  long n = strtol(v, &end, 10);
+  (void)cfg;
+  if (end && end != v && *end == ',')
+    return bad(err,
+               "%s: '%s': tallyd serves one GPU per process in this version; start one tallyd "
+               "per GPU, each with its own --gpus N and --listen-unix PATH\n",
+               flag, v);
+  if (!end || end == v || *end || n < 0 || n > 1023)
+    return bad(err, "%s: expected a GPU ordinal (0, 1, ...), got '%s'\n", flag, v);
+  return 0;
+}
+
+static int parse_policy(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+  pol_kind_t k;
+  (void)cfg;
+  if (strcmp(v, "none") != 0 && pol_kind_parse(v, &k) != 0)
+    return bad(err, "%s: '%s': expected none, tally, paper, timeslice, mps, mps-prio or tgs\n",
+               flag, v);
+  return 0;
+}
+
+static int parse_variants(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+  unsigned forms;
+  (void)cfg;
+  if (hostd__var_parse(v, &forms) != 0)
+    return bad(err, "%s: '%s': expected all, slice, ptb or off\n", flag, v);
+  return 0;
+}
+
+static int parse_lc_poll(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+  int b;
+  if (strcmp(v, "auto") == 0)
+    cfg->lc_poll = -1;
+  else if (parse_bool(v, &b) == 0)
+    cfg->lc_poll = b;
+  else
+    return bad(err, "%s: expected yes, no or auto, got '%s'\n", flag, v);
+  return 0;
+}
+
+static int parse_lc_poll_cpu(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+  char *end = NULL;
+  long n = strtol(v, &end, 10);
+  if (strcmp(v, "none") == 0)
+    cfg->lc_poll_cpu = -1;
+  else if (!end || end == v || *end || n < 0 || n > 4095)
+    return bad(err, "%s: expected a CPU number 0..4095 or none, got '%s'\n", flag, v);
+  else
+    cfg->lc_poll_cpu = (int)n;
+  return 0;
+}
+
+static int parse_log_level(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+  if (parse_level(v, &cfg->log_level) != 0)
+    return bad(err, "%s: expected error, warn, info or debug, got '%s'\n", flag, v);
+  return 0;
+}
+
+/* The options kept as strings or parsed by a function of their own: name,
+ * parser (NULL: any string that fits), the string field that keeps the
+ * value as given (size 0: none, the parser sets a number). */
+typedef struct str_option {
+  const char *name;
+  option_parse_fn *parse;
+  size_t off, size;
+} str_option_t;
+
+#define STR_FIELD(f) offsetof(hostd_config_t, f), sizeof(((hostd_config_t *)0)->f)
+
+static const str_option_t *str_option(const char *name) {
+  static const str_option_t opts[] = {
+      {"listen-unix", NULL, STR_FIELD(unix_path)},
+      {"listen-tcp", NULL, STR_FIELD(tcp_addr)},
+      {"gpus", parse_gpus, STR_FIELD(gpus)},
+      {"state-dir", NULL, STR_FIELD(state_dir)},
+      {"policy", parse_policy, STR_FIELD(policy)},
+      {"variants", parse_variants, STR_FIELD(variants)},
+      {"trace", NULL, STR_FIELD(trace)},
+      {"hops", NULL, STR_FIELD(hops)},
+      {"token-file", NULL, STR_FIELD(token_file)},
+      {"unix-group", NULL, STR_FIELD(unix_group)},
+      {"control-socket", NULL, STR_FIELD(control_path)},
+      {"metrics-listen", NULL, STR_FIELD(metrics_addr)},
+      {"lc-poll", parse_lc_poll, 0, 0},
+      {"lc-poll-cpu", parse_lc_poll_cpu, 0, 0},
+      {"log-level", parse_log_level, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+    if (strcmp(name, opts[i].name) == 0)
+      return &opts[i];
+  return NULL;
 }
 
 /* Applies one option: name is the flag without its leading "--"; where is
  * "--" for a flag or "FILE:LINE: " for a file line, and prefixes the name
- * in every error. */
+ * in every error.  Lookup order: the string and parsed options, the integer
+ * options, the guards' options (set_guard_option); names are unique. */
 static int set_option(hostd_config_t *cfg, const char *name, const char *v, const char *where,
                       FILE *err) {
   char flag[4400]; /* "--name", or "FILE:LINE: name" for a file line */
+  const str_option_t *so;
   const int_option_t *io;
-  int rc = 0;
+  int rc;
   snprintf(flag, sizeof(flag), "%s%s", where, name);
-#define BAD(...)                                                                                   \
-  do {                                                                                             \
-    fprintf(err, "tallyd: ");                                                                      \
-    fprintf(err, __VA_ARGS__);                                                                     \
-    rc = -EINVAL;                                                                                  \
-  } while (0)
-  if (strcmp(name, "listen-unix") == 0)
-    rc = set_str(cfg->unix_path, sizeof(cfg->unix_path), flag, v, err);
-  else if (strcmp(name, "listen-tcp") == 0)
-    rc = set_str(cfg->tcp_addr, sizeof(cfg->tcp_addr), flag, v, err);
-  else if (strcmp(name, "gpus") == 0) {
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (end && end != v && *end == ',')
-      BAD("%s: '%s': tallyd serves one GPU per process in this version; start one tallyd per "
-          "GPU, each with its own --gpus N and --listen-unix PATH\n",
-          flag, v);
-    else if (!end || end == v || *end || n < 0 || n > 1023)
-      BAD("%s: expected a GPU ordinal (0, 1, ...), got '%s'\n", flag, v);
-    else
-      rc = set_str(cfg->gpus, sizeof(cfg->gpus), flag, v, err);
-  } else if (strcmp(name, "state-dir") == 0)
-    rc = set_str(cfg->state_dir, sizeof(cfg->state_dir), flag, v, err);
-  else if (strcmp(name, "policy") == 0) {
-    pol_kind_t k;
-    if (strcmp(v, "none") != 0 && pol_kind_parse(v, &k) != 0)
-      BAD("%s: '%s': expected none, tally, paper, timeslice, mps, mps-prio or tgs\n", flag, v);
-    else
-      rc = set_str(cfg->policy, sizeof(cfg->policy), flag, v, err);
-  } else if (strcmp(name, "variants") == 0) {
-    unsigned forms;
-    if (hostd__var_parse(v, &forms) != 0)
-      BAD("%s: '%s': expected all, slice, ptb or off\n", flag, v);
-    else
-      rc = set_str(cfg->variants, sizeof(cfg->variants), flag, v, err);
-  } else if (strcmp(name, "trace") == 0)
-    rc = set_str(cfg->trace, sizeof(cfg->trace), flag, v, err);
-  else if (strcmp(name, "hops") == 0)
-    rc = set_str(cfg->hops, sizeof(cfg->hops), flag, v, err);
-  else if (strcmp(name, "lc-poll") == 0) {
-    int b;
-    if (strcmp(v, "auto") == 0)
-      cfg->lc_poll = -1;
-    else if (parse_bool(v, &b) == 0)
-      cfg->lc_poll = b;
-    else
-      BAD("%s: expected yes, no or auto, got '%s'\n", flag, v);
-  } else if (strcmp(name, "lc-poll-cpu") == 0) {
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (strcmp(v, "none") == 0)
-      cfg->lc_poll_cpu = -1;
-    else if (!end || end == v || *end || n < 0 || n > 4095)
-      BAD("%s: expected a CPU number 0..4095 or none, got '%s'\n", flag, v);
-    else
-      cfg->lc_poll_cpu = (int)n;
-  } else if (strcmp(name, "token-file") == 0)
-    rc = set_str(cfg->token_file, sizeof(cfg->token_file), flag, v, err);
-  else if (strcmp(name, "log-level") == 0) {
-    if (parse_level(v, &cfg->log_level) != 0)
-      BAD("%s: expected error, warn, info or debug, got '%s'\n", flag, v);
-  } else if ((io = int_option(name)) != NULL) {
+  if ((so = str_option(name)) != NULL) {
+    if (so->parse && (rc = so->parse(cfg, v, flag, err)) != 0)
+      return rc;
+    return so->size ? set_str((char *)cfg + so->off, so->size, flag, v, err) : 0;
+  }
+  if ((io = int_option(name)) != NULL) {
     char *end = NULL;
     long n = strtol(v, &end, 10);
     if (!end || end == v || *end || n < 0 || n > io->max)
-      BAD("%s: expected 0..%ld, got '%s'\n", flag, io->max, v);
-    else
-      *(int *)((char *)cfg + io->off) = (int)n;
-  } else if ((rc = set_guard_option(cfg, name, v, flag, err)) != 1) {
-    /* a guard option: rc says how it went */
-  } else {
-    rc = 0;
-    if (strcmp(where, "--") == 0)
-      BAD("unknown option %s (see tallyd --help)\n", flag);
-    else
-      BAD("%sunknown option %s (see tallyd --help)\n", where, name);
+      return bad(err, "%s: expected 0..%ld, got '%s'\n", flag, io->max, v);
+    *(int *)((char *)cfg + io->off) = (int)n;
+    return 0;
   }
-#undef BAD
-  return rc;
+  if ((rc = set_guard_option(cfg, name, v, flag, err)) != 1)
+    return rc; /* a guard option: rc says how it went */
+  if (strcmp(where, "--") == 0)
+    return bad(err, "unknown option %s (see tallyd --help)\n", flag);
+  return bad(err, "%sunknown option %s (see tallyd --help)\n", where, name);
 }
 
 int hostd_config_load_file(hostd_config_t *cfg, const char *path, FILE *err) {

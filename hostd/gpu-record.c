@@ -59,29 +59,45 @@
 #define RECORD_MAX_PARAMS 32
 #define BLOCK_LOG_MAX     (1u << 16)
 
+/* ---- records and their lists ----
+ * Every kind of record the device keeps (allocations, physical memory,
+ * reservations and pools, modules, streams, events, graphs, arrays,
+ * texture / surface objects) begins with a rec_link_t, so one set of list
+ * helpers (below) serves them all.  link.h names the record: its handle, or
+ * for an allocation or a reservation its address; no two records of a list
+ * share one (handles come from one counter, addresses from one bump).
+ * Lists are newest first, and read or changed only with the lock held. */
+typedef struct rec_link {
+  struct rec_link *next;
+  uint64_t h;
+} rec_link_t;
+
+/* for each record v (of type T) of list, newest first */
+#define REC_EACH(T, v, list) for (T *v = (T *)(list); v; v = (T *)v->link.next)
+
 typedef struct rec_phys rec_phys_t;
 
 typedef struct rec_alloc {
-  uint64_t addr, size;
+  rec_link_t link;  /* link.h: its address */
+  uint64_t size;
   uint8_t *bytes;   /* owned, except for a mapping (phys set) */
   rec_phys_t *phys; /* a VMM mapping: bytes lie in this physical allocation */
   uint64_t pool;    /* a stream-ordered allocation: its pool */
-  struct rec_alloc *next;
 } rec_alloc_t;
 
 /* VMM physical memory: freed when released and unmapped, as on the driver. */
 struct rec_phys {
-  uint64_t h, size;
+  rec_link_t link;
+  uint64_t size;
   uint8_t *bytes;
   uint32_t refs, maps;
-  rec_phys_t *next;
 };
 
 /* A reserved address range (VMM) or a memory pool: a handle and numbers. */
 typedef struct rec_span {
-  uint64_t addr, size; /* reservation; for a pool: its handle, bytes in use */
+  rec_link_t link; /* link.h: a reservation's address, a pool's handle */
+  uint64_t size;   /* a reservation's bytes; a pool's bytes in use */
   uint64_t attr[CU_MEMPOOL_ATTR_USED_MEM_HIGH + 1]; /* pools: attributes by number */
-  struct rec_span *next;
 } rec_span_t;
 
 typedef struct rec_kernel {
@@ -100,7 +116,7 @@ static bool needs_load(int attr) {
 }
 
 typedef struct rec_module {
-  uint64_t handle;
+  rec_link_t link;
   uint64_t view; /* the module view of a library (cuLibraryGetModule), or 0;
                     its function handles are the kernel handles | VIEW_BIT */
   int nk;
@@ -109,7 +125,6 @@ typedef struct rec_module {
   char gname[8][64];
   uint64_t gaddr[8], gsize[8];
   int ng;
-  struct rec_module *next;
 } rec_module_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -154,7 +169,7 @@ struct rec_graph;
 #define CAP_DEPS 16 /* a capturing stream's current dependencies, at most */
 
 typedef struct rec_stream {
-  uint64_t h;
+  rec_link_t link;
   bool gated, deleted;
   uint64_t evwait; /* blocked until record evtarget of this event ran (stream_wait), or 0 */
   uint64_t evtarget;
@@ -168,7 +183,6 @@ typedef struct rec_stream {
   size_t cap_ndeps;
   pthread_t maker;                 /* the thread that created it */
   unsigned long records, by_maker; /* event records on it: all, and by that thread */
-  struct rec_stream *next;
 } rec_stream_t;
 
 /* Records of an event are numbered; a record queued behind a gate runs
@@ -176,53 +190,40 @@ typedef struct rec_stream {
  * the wait was made, as on the driver, so an event recorded again meanwhile
  * does not move what an earlier wait waits for. */
 typedef struct rec_event {
-  uint64_t h;
+  rec_link_t link;
   uint64_t recorded; /* records made */
   uint64_t done;     /* the highest-numbered record that ran */
   struct rec_graph *cap; /* last recorded in this capture (a captured event), or NULL */
   uint64_t cap_deps[CAP_DEPS]; /* the recording stream's dependencies then */
   size_t cap_ndeps;
-  struct rec_event *next;
 } rec_event_t;
 
-static rec_stream_t *streams;
-static rec_event_t *events;
+static rec_link_t *streams, *events;
 /* Stream capture (below): the capture a stream takes part in, work added to it. */
 static struct rec_graph *capturing(uint64_t s);
 static CUresult cap_add(rec_stream_t *st, rec_op_t *o);
 static CUresult cap_refuse(uint64_t s);
 static bool unsafe_refused(void);
-static void graphs_free_all(void);
+static rec_link_t *graphs, *gexecs; /* graphs, and instantiated ones (execs) */
+static void graph_drop(void *rec);
 static __thread bool draining; /* this thread runs drain(): nested gate_opens only set words */
-static rec_alloc_t *allocs;
-static rec_phys_t *physs;
-static rec_span_t *reservations, *pools;
+static rec_link_t *allocs, *physs, *reservations, *pools;
 
 /* CUDA arrays and texture / surface objects (see their section below). */
 typedef struct rec_array {
-  uint64_t h, row, rows, slices; /* row: bytes per row */
+  rec_link_t link;
+  uint64_t row, rows, slices; /* row: bytes per row */
   unsigned flags;
   uint8_t *bytes;
-  struct rec_array *next;
 } rec_array_t;
 
 typedef struct rec_obj { /* a texture (surf false) or surface object */
-  uint64_t h, array, ptr, size; /* array, or linear memory [ptr, ptr+size) */
+  rec_link_t link;
+  uint64_t array, ptr, size; /* array, or linear memory [ptr, ptr+size) */
   bool surf;
-  struct rec_obj *next;
 } rec_obj_t;
 
-static rec_array_t *arrays; /* lock held */
-static rec_obj_t *objs;
-
-
-static rec_span_t *pool_find(uint64_t h) { /* lock held */
-  for (rec_span_t *sp = pools; sp; sp = sp->next)
-    if (sp->addr == h)
-      return sp;
-  return NULL;
-}
-static rec_module_t *modules;
+static rec_link_t *arrays, *objs, *modules;
 static uint64_t next_addr = RECORD_BASE, next_handle = 0x1000;
 static uint64_t used_bytes;
 static CUresult sticky; /* a "fault" kernel ran */
@@ -281,11 +282,82 @@ static CUresult live(const uint64_t *v, size_t n) {
       return r_;                                                                                   \
   } while (0)
 
+/* ---- the record list helpers: the lock held, except where one says it takes it ---- */
+
+/* The link pointing at the record of list named h (to read or unlink it), or NULL. */
+static rec_link_t **rec_slot(rec_link_t **list, uint64_t h) {
+  for (; *list; list = &(*list)->next)
+    if ((*list)->h == h)
+      return list;
+  return NULL;
+}
+
+/* The record of list named h, or NULL. */
+static void *rec_find(rec_link_t *list, uint64_t h) {
+  rec_link_t **slot = rec_slot(&list, h);
+  return slot ? *slot : NULL;
+}
+
+/* Unlinks the record *slot points at; returns it. */
+static void *rec_unlink(rec_link_t **slot) {
+  rec_link_t *r = *slot;
+  *slot = r->next;
+  return r;
+}
+
+/* Unlinks the record of list named h; returns it, or NULL when there is none. */
+static void *rec_take(rec_link_t **list, uint64_t h) {
+  rec_link_t **slot = rec_slot(list, h);
+  return slot ? rec_unlink(slot) : NULL;
+}
+
+/* Links rec (a record: a rec_link_t first) at the head of list. */
+static void rec_push(rec_link_t **list, void *rec) {
+  rec_link_t *r = rec;
+  r->next = *list;
+  *list = r;
+}
+
+/* Names a new record h and links it into list, taking the lock; returns h. */
+static uint64_t rec_publish(rec_link_t **list, void *rec, uint64_t h) {
+  ((rec_link_t *)rec)->h = h;
+  pthread_mutex_lock(&lock);
+  rec_push(list, rec);
+  pthread_mutex_unlock(&lock);
+  return h;
+}
+
+/* Taking the lock: whether list has a record named h. */
+static bool rec_known(rec_link_t **list, uint64_t h) {
+  pthread_mutex_lock(&lock);
+  bool known = rec_find(*list, h) != NULL;
+  pthread_mutex_unlock(&lock);
+  return known;
+}
+
+/* Taking the lock: unlinks the record of list named h and hands it to drop
+ * (which frees it, the lock held); false when there is none. */
+static bool rec_delete(rec_link_t **list, uint64_t h, void (*drop)(void *rec)) {
+  pthread_mutex_lock(&lock);
+  void *rec = rec_take(list, h);
+  bool found = rec != NULL;
+  if (found)
+    drop(rec);
+  pthread_mutex_unlock(&lock);
+  return found;
+}
+
+/* Unlinks every record of list, handing each to drop (which frees it). */
+static void rec_clear(rec_link_t **list, void (*drop)(void *rec)) {
+  while (*list)
+    drop(rec_unlink(list));
+}
+
 /* Finds the allocation holding [p, p+n).  Lock held. */
 static uint8_t *find(uint64_t p, uint64_t n) {
-  for (rec_alloc_t *a = allocs; a; a = a->next)
-    if (p >= a->addr && n <= a->size && p - a->addr <= a->size - n)
-      return a->bytes + (p - a->addr);
+  REC_EACH(rec_alloc_t, a, allocs)
+    if (p >= a->link.h && n <= a->size && p - a->link.h <= a->size - n)
+      return a->bytes + (p - a->link.h);
   return NULL;
 }
 
@@ -330,63 +402,52 @@ static CUresult rec_init(int device, call_snapshot_t *snap) {
   return CUDA_SUCCESS;
 }
 
-static void rec_shutdown(void) {
-  pthread_mutex_lock(&lock);
-  while (allocs) {
-    rec_alloc_t *a = allocs;
-    allocs = a->next;
-    if (!a->phys)
-      free(a->bytes);
-    free(a);
-  }
-  while (physs) {
-    rec_phys_t *ph = physs;
-    physs = ph->next;
-    free(ph->bytes);
-    free(ph);
-  }
-  for (rec_span_t **l = &reservations; l; l = l == &reservations ? &pools : NULL)
-    while (*l) {
-      rec_span_t *sp = *l;
-      *l = sp->next;
-      free(sp);
-    }
-  while (modules) {
-    rec_module_t *m = modules;
-    modules = m->next;
-    free(m);
-  }
-  while (streams) {
-    rec_stream_t *st = streams;
-    streams = st->next;
-    while (st->head) {
-      rec_op_t *o = st->head;
-      st->head = o->next;
-      free(o->bytes);
-      free(o);
-    }
-    if (st->ptb)
-      free(st->ptb->bytes);
-    free(st->ptb);
-    free(st);
-  }
-  while (events) {
-    rec_event_t *e = events;
-    events = e->next;
-    free(e);
-  }
-  graphs_free_all();
-  while (arrays) {
-    rec_array_t *a = arrays;
-    arrays = a->next;
+/* How shutdown frees the kinds of record that own more than themselves
+ * (host memory only: used_bytes is zeroed at once). */
+static void alloc_drop(void *rec) {
+  rec_alloc_t *a = rec;
+  if (!a->phys)
     free(a->bytes);
-    free(a);
-  }
-  while (objs) {
-    rec_obj_t *o = objs;
-    objs = o->next;
+  free(a);
+}
+
+static void phys_drop(void *rec) {
+  free(((rec_phys_t *)rec)->bytes);
+  free(rec);
+}
+
+static void stream_drop(void *rec) {
+  rec_stream_t *st = rec;
+  while (st->head) {
+    rec_op_t *o = st->head;
+    st->head = o->next;
+    free(o->bytes);
     free(o);
   }
+  if (st->ptb)
+    free(st->ptb->bytes);
+  free(st->ptb);
+  free(st);
+}
+
+static void array_drop(void *rec) {
+  free(((rec_array_t *)rec)->bytes);
+  free(rec);
+}
+
+static void rec_shutdown(void) {
+  pthread_mutex_lock(&lock);
+  rec_clear(&allocs, alloc_drop);
+  rec_clear(&physs, phys_drop);
+  rec_clear(&reservations, free);
+  rec_clear(&pools, free);
+  rec_clear(&modules, free);
+  rec_clear(&streams, stream_drop);
+  rec_clear(&events, free);
+  rec_clear(&graphs, graph_drop);
+  rec_clear(&gexecs, graph_drop);
+  rec_clear(&arrays, array_drop);
+  rec_clear(&objs, free);
   pthread_cond_broadcast(&cv);
   used_bytes = 0;
   /* As when the process ends: the fault goes, and nothing from before may
@@ -444,33 +505,30 @@ static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   pthread_mutex_lock(&lock);
-  a->addr = next_addr;
+  *p = a->link.h = next_addr;
   a->size = size;
   next_addr += (size + 511) / 512 * 512 + 512; /* 512 B aligned, with a gap */
-  a->next = allocs;
-  allocs = a;
+  rec_push(&allocs, a);
   pthread_mutex_unlock(&lock);
-  *p = a->addr;
   return CUDA_SUCCESS;
 }
 
 static CUresult rec_mem_free(uint64_t p) {
   LIVE(p);
   CUresult r = CUDA_ERROR_INVALID_VALUE;
+  rec_link_t **slot;
   count(HOSTD_RECORD_FREE);
   pthread_mutex_lock(&lock);
-  for (rec_alloc_t **pa = &allocs; *pa; pa = &(*pa)->next)
-    if ((*pa)->addr == p && !(*pa)->phys) { /* a mapping is unmapped, never freed */
-      rec_alloc_t *a = *pa;
-      rec_span_t *sp = a->pool ? pool_find(a->pool) : NULL;
-      if (sp) /* a stream-ordered allocation leaves its pool */
-        sp->size -= a->size < sp->size ? a->size : sp->size;
-      *pa = a->next;
-      backing_free(a->bytes, a->size);
-      free(a);
-      r = CUDA_SUCCESS;
-      break;
-    }
+  /* a mapping is unmapped, never freed */
+  if ((slot = rec_slot(&allocs, p)) && !((rec_alloc_t *)*slot)->phys) {
+    rec_alloc_t *a = rec_unlink(slot);
+    rec_span_t *sp = a->pool ? rec_find(pools, a->pool) : NULL;
+    if (sp) /* a stream-ordered allocation leaves its pool */
+      sp->size -= a->size < sp->size ? a->size : sp->size;
+    backing_free(a->bytes, a->size);
+    free(a);
+    r = CUDA_SUCCESS;
+  }
   pthread_mutex_unlock(&lock);
   return r;
 }
@@ -487,10 +545,7 @@ static CUresult rec_mem_info(uint64_t *f, uint64_t *t) {
 /* ---- streams: queued work behind host-function gates (lock held) ---- */
 
 static rec_stream_t *stream_find(uint64_t s) {
-  for (rec_stream_t *st = streams; st; st = st->next)
-    if (st->h == s)
-      return st;
-  return NULL;
+  return rec_find(streams, s);
 }
 
 unsigned long hostd_record_stream_records(uint64_t s, bool by_maker) {
@@ -504,10 +559,7 @@ unsigned long hostd_record_stream_records(uint64_t s, bool by_maker) {
 }
 
 static rec_event_t *event_find(uint64_t e) {
-  for (rec_event_t *ev = events; ev; ev = ev->next)
-    if (ev->h == e)
-      return ev;
-  return NULL;
+  return rec_find(events, e);
 }
 
 static bool busy(const rec_stream_t *st) {
@@ -610,8 +662,8 @@ static void drain(void) {
   draining = true;
   while (again) {
     again = false;
-    for (rec_stream_t **pst = &streams; *pst && !again;) {
-      rec_stream_t *st = *pst;
+    for (rec_link_t **pst = &streams; *pst && !again;) {
+      rec_stream_t *st = (rec_stream_t *)*pst;
       if (st->gated && gate_reached(st->g, st->slot, st->value))
         st->gated = false;
       if (st->evwait && event_reached(st->evwait, st->evtarget))
@@ -651,11 +703,10 @@ static void drain(void) {
       if (again)
         break;
       if (st->deleted && !busy(st)) {
-        *pst = st->next;
-        free(st);
+        free(rec_unlink(pst));
         continue;
       }
-      pst = &st->next;
+      pst = &st->link.next;
     }
     if (!again && moved) {
       moved = false;
@@ -814,29 +865,19 @@ static CUresult rec_stream_new(uint64_t *s, unsigned flags, int prio) {
   hostd__record_last_prio = prio;
   st->prio = prio;
   st->maker = pthread_self();
-  *s = st->h = handle();
-  pthread_mutex_lock(&lock);
-  st->next = streams;
-  streams = st;
-  pthread_mutex_unlock(&lock);
+  *s = rec_publish(&streams, st, handle());
   return CUDA_SUCCESS;
 }
 /* As cuStreamDestroy: queued work still runs; the stream goes when idle. */
 static CUresult rec_stream_del(uint64_t s) {
   LIVE(s);
+  rec_stream_t *st;
   count(HOSTD_RECORD_STREAM_DEL);
   pthread_mutex_lock(&lock);
-  for (rec_stream_t **pst = &streams; *pst; pst = &(*pst)->next)
-    if ((*pst)->h == s) {
-      rec_stream_t *st = *pst;
-      if (busy(st)) {
-        st->deleted = true;
-      } else {
-        *pst = st->next;
-        free(st);
-      }
-      break;
-    }
+  if ((st = stream_find(s)) && busy(st))
+    st->deleted = true;
+  else if (st)
+    free(rec_take(&streams, s));
   pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
@@ -907,25 +948,13 @@ static CUresult rec_event_new(uint64_t *e, unsigned flags) {
   if (!ev)
     return CUDA_ERROR_OUT_OF_MEMORY;
   count(HOSTD_RECORD_EVENT);
-  *e = ev->h = handle();
-  pthread_mutex_lock(&lock);
-  ev->next = events;
-  events = ev;
-  pthread_mutex_unlock(&lock);
+  *e = rec_publish(&events, ev, handle());
   return CUDA_SUCCESS;
 }
 static CUresult rec_event_del(uint64_t e) {
   LIVE(e);
   count(HOSTD_RECORD_EVENT_DEL);
-  pthread_mutex_lock(&lock);
-  for (rec_event_t **pe = &events; *pe; pe = &(*pe)->next)
-    if ((*pe)->h == e) {
-      rec_event_t *ev = *pe;
-      *pe = ev->next;
-      free(ev);
-      break;
-    }
-  pthread_mutex_unlock(&lock);
+  rec_delete(&events, e, free);
   return CUDA_SUCCESS;
 }
 static CUresult rec_event_record(uint64_t e, uint64_t s, unsigned flags) {
@@ -982,6 +1011,15 @@ static CUresult rec_event_time(float *ms, uint64_t a, uint64_t b) {
   return CUDA_SUCCESS;
 }
 
+/* Appends a parameter of size bytes to k where the driver puts it: at the
+ * first offset from *off on that is a multiple of al (non-zero). */
+static void kernel_param(rec_kernel_t *k, uint32_t size, uint32_t al, uint32_t *off) {
+  *off = (*off + al - 1) / al * al;
+  k->off[k->nparams] = *off;
+  k->size[k->nparams++] = size;
+  *off += size;
+}
+
 /* PTX text: its entries, with their parameters laid out as the driver
  * does (each at its alignment, in order).  Anything else loads without
  * kernels. */
@@ -1003,13 +1041,8 @@ static CUresult parse_ptx(rec_module_t *m, const char *text, size_t len) {
       return CUDA_ERROR_INVALID_PTX;
     }
     snprintf(k->name, sizeof(k->name), "%s", rw_ptx_entry_name(pm, i));
-    for (int j = 0; j < np; j++) {
-      off = (off + al[j] - 1) / al[j] * al[j];
-      k->off[j] = off;
-      k->size[j] = size[j];
-      off += size[j];
-    }
-    k->nparams = (uint32_t)np;
+    for (int j = 0; j < np; j++)
+      kernel_param(k, size[j], al[j], &off);
     k->attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
     k->attr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
     m->kh[m->nk++] = handle();
@@ -1052,10 +1085,7 @@ static CUresult parse_module(rec_module_t *m, const char *text, size_t len) {
           uint32_t al = sz >= 8 ? 8 : sz >= 4 ? 4 : sz >= 2 ? 2 : 1;
           if (*at == '@' && (al = (uint32_t)strtoul(at + 1, NULL, 10)) == 0)
             return CUDA_ERROR_INVALID_IMAGE;
-          off = (off + al - 1) / al * al;
-          k->off[k->nparams] = off;
-          k->size[k->nparams++] = sz;
-          off += sz;
+          kernel_param(k, sz, al, &off);
         }
       /* Hopper-like values: distinct, so tests see the right one arrive. */
       k->attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
@@ -1093,27 +1123,17 @@ static CUresult rec_module_load(uint64_t *h, int kind, const void *image, size_t
     free(m);
     return r;
   }
-  m->handle = handle();
-  pthread_mutex_lock(&lock);
-  m->next = modules;
-  modules = m;
-  pthread_mutex_unlock(&lock);
-  *h = m->handle;
+  *h = rec_publish(&modules, m, handle());
   return CUDA_SUCCESS;
 }
 
 static CUresult rec_module_unload(uint64_t h, int kind) {
   LIVE(h);
-  rec_module_t *m = NULL;
+  rec_module_t *m;
   (void)kind;
   count(HOSTD_RECORD_MODULE_DEL);
   pthread_mutex_lock(&lock);
-  for (rec_module_t **pm = &modules; *pm; pm = &(*pm)->next)
-    if ((*pm)->handle == h) {
-      m = *pm;
-      *pm = m->next;
-      break;
-    }
+  m = rec_take(&modules, h);
   pthread_mutex_unlock(&lock);
   if (!m)
     return CUDA_ERROR_INVALID_HANDLE;
@@ -1123,19 +1143,23 @@ static CUresult rec_module_unload(uint64_t h, int kind) {
   return CUDA_SUCCESS;
 }
 
+/* The module (or library) named h, or whose module view h is. */
 static rec_module_t *module_of(uint64_t h) {
-  rec_module_t *m;
+  rec_module_t *found = NULL;
   pthread_mutex_lock(&lock);
-  for (m = modules; m && m->handle != h && (!m->view || m->view != h); m = m->next)
-    ;
+  REC_EACH(rec_module_t, m, modules)
+    if (m->link.h == h || (m->view && m->view == h)) {
+      found = m;
+      break;
+    }
   pthread_mutex_unlock(&lock);
-  return m;
+  return found;
 }
 
 static CUresult rec_library_module(uint64_t lib, uint64_t *mod) {
   LIVE(lib);
   rec_module_t *m = module_of(lib);
-  if (!m || m->handle != lib)
+  if (!m || m->link.h != lib)
     return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&lock);
   if (!m->view)
@@ -1190,7 +1214,7 @@ static CUresult rec_module_global(uint64_t h, int kind, const char *name, uint64
 
 /* Lock held. */
 static rec_kernel_t *kernel_of_locked(uint64_t f) {
-  for (rec_module_t *m = modules; m; m = m->next)
+  REC_EACH(rec_module_t, m, modules)
     for (int i = 0; i < m->nk; i++)
       if (m->kh[i] == (f & ~(uint64_t)VIEW_BIT))
         return &m->k[i];
@@ -1249,6 +1273,14 @@ static uint64_t param(const rec_kernel_t *k, const uint8_t *args, size_t argbyte
   return v;
 }
 
+/* The block count of the original grid a rewritten kernel is passed, as
+ * its x, y and z extents in parameters i, i+1 and i+2 (rewrite/rw.h). */
+static uint64_t param_blocks(const rec_kernel_t *k, const uint8_t *args, size_t argbytes,
+                             uint32_t i) {
+  return param(k, args, argbytes, i) * param(k, args, argbytes, i + 1) *
+         param(k, args, argbytes, i + 2);
+}
+
 /* The dynamic part of a PTB launch: take indices until the flag or the end. */
 static void ptb_dynamic(const rec_op_t *o) {
   const rec_kernel_t *k = kernel_of_locked(o->a);
@@ -1257,8 +1289,7 @@ static void ptb_dynamic(const rec_op_t *o) {
   uint8_t *cb;
   if (n < 7)
     return;
-  total = param(k, o->bytes, o->n, n - 7) * param(k, o->bytes, o->n, n - 6) *
-          param(k, o->bytes, o->n, n - 5);
+  total = param_blocks(k, o->bytes, o->n, n - 7);
   ctl = param(k, o->bytes, o->n, n - 4);
   if (!(cb = find(ctl, 16)))
     return;
@@ -1335,14 +1366,14 @@ static bool launch_effect(rec_stream_t *st, rec_op_t *o) {
     if (d)
       memcpy(d, a + k->off[1], CALL_TMAP_BYTES);
   } else if (has_suffix(k->name, "__tally_slice") && n >= 4) {
-    uint64_t total = param(k, a, o->n, n - 4) * param(k, a, o->n, n - 3) * param(k, a, o->n, n - 2);
+    uint64_t total = param_blocks(k, a, o->n, n - 4);
     uint64_t off = param(k, a, o->n, n - 1);
     for (uint64_t b = 0; b < o->grid[0]; b++)
       if (off + b < total)
         log_block(off + b);
     return false;
   } else if (has_suffix(k->name, "__tally_ptb") && n >= 7) {
-    uint64_t total = param(k, a, o->n, n - 7) * param(k, a, o->n, n - 6) * param(k, a, o->n, n - 5);
+    uint64_t total = param_blocks(k, a, o->n, n - 7);
     uint64_t first = param(k, a, o->n, n - 3), ns = param(k, a, o->n, n - 2);
     for (uint64_t w = 0; w < ns && w < o->grid[0]; w++)
       if (first + w < total)
@@ -1504,34 +1535,35 @@ static CUresult rec_host_unregister(void *p) {
   return CUDA_SUCCESS;
 }
 
-/* As gpu-cuda.c: a query loads the function when the attribute needs it. */
-static CUresult rec_func_attr(uint64_t f, int kind, int attr, int *v) {
-  LIVE(f);
+/* Reads attribute attr of function f into *get, or (get NULL) sets it to
+ * set.  As gpu-cuda.c: a query loads the function when the attribute needs it. */
+static CUresult func_attr_io(uint64_t f, int attr, int *get, int set) {
   rec_kernel_t *k = kernel_of(f);
-  (void)kind;
   if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
   if (attr < 0 || attr >= CALL_FUNC_ATTRS)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  k->loaded = true;
-  *v = k->attr[attr];
+  if (get) {
+    k->loaded = true;
+    *get = k->attr[attr];
+  } else {
+    k->attr[attr] = set;
+  }
   pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 
+static CUresult rec_func_attr(uint64_t f, int kind, int attr, int *v) {
+  LIVE(f);
+  (void)kind;
+  return func_attr_io(f, attr, v, 0);
+}
+
 static CUresult rec_func_set_attr(uint64_t f, int kind, int attr, int v) {
   LIVE(f);
-  rec_kernel_t *k = kernel_of(f);
   (void)kind;
-  if (!k)
-    return CUDA_ERROR_INVALID_HANDLE;
-  if (attr < 0 || attr >= CALL_FUNC_ATTRS)
-    return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&lock);
-  k->attr[attr] = v;
-  pthread_mutex_unlock(&lock);
-  return CUDA_SUCCESS;
+  return func_attr_io(f, attr, NULL, v);
 }
 
 /* Deterministic answers: 1 active cluster, a potential cluster size of 8
@@ -1584,20 +1616,9 @@ static CUresult rec_mem_granularity(uint64_t *g, const hostd_mem_prop_t *p, int 
 static void phys_settle(rec_phys_t *ph) {
   if (ph->refs || ph->maps)
     return;
-  for (rec_phys_t **pp = &physs; *pp; pp = &(*pp)->next)
-    if (*pp == ph) {
-      *pp = ph->next;
-      break;
-    }
+  rec_take(&physs, ph->link.h);
   backing_free(ph->bytes, ph->size);
   free(ph);
-}
-
-static rec_phys_t *phys_find(uint64_t h) { /* lock held */
-  for (rec_phys_t *ph = physs; ph; ph = ph->next)
-    if (ph->h == h)
-      return ph;
-  return NULL;
 }
 
 static CUresult rec_mem_create(uint64_t *h, uint64_t size, const hostd_mem_prop_t *p) {
@@ -1614,11 +1635,7 @@ static CUresult rec_mem_create(uint64_t *h, uint64_t size, const hostd_mem_prop_
   }
   ph->size = size;
   ph->refs = 1;
-  *h = ph->h = handle();
-  pthread_mutex_lock(&lock);
-  ph->next = physs;
-  physs = ph;
-  pthread_mutex_unlock(&lock);
+  *h = rec_publish(&physs, ph, handle());
   return CUDA_SUCCESS;
 }
 
@@ -1627,7 +1644,7 @@ static CUresult rec_mem_release(uint64_t h) {
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   count(HOSTD_RECORD_FREE);
   pthread_mutex_lock(&lock);
-  rec_phys_t *ph = phys_find(h);
+  rec_phys_t *ph = rec_find(physs, h);
   if (ph && ph->refs) {
     ph->refs--;
     phys_settle(ph);
@@ -1647,36 +1664,29 @@ static CUresult rec_mem_reserve(uint64_t *p, uint64_t size, uint64_t align, uint
   if (!(sp = calloc(1, sizeof(*sp))))
     return CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&lock);
-  sp->addr = (next_addr + a - 1) & ~(a - 1);
+  *p = sp->link.h = (next_addr + a - 1) & ~(a - 1);
   sp->size = size;
-  next_addr = sp->addr + size + REC_GRANULE; /* a gap after it */
-  sp->next = reservations;
-  reservations = sp;
+  next_addr = sp->link.h + size + REC_GRANULE; /* a gap after it */
+  rec_push(&reservations, sp);
   pthread_mutex_unlock(&lock);
-  *p = sp->addr;
   return CUDA_SUCCESS;
 }
 
 static CUresult rec_mem_unreserve(uint64_t p, uint64_t size) {
   LIVE(p);
-  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  rec_span_t *sp;
   pthread_mutex_lock(&lock);
-  for (rec_span_t **ps = &reservations; *ps; ps = &(*ps)->next)
-    if ((*ps)->addr == p && (*ps)->size == size) {
-      rec_span_t *sp = *ps;
-      *ps = sp->next;
-      free(sp);
-      r = CUDA_SUCCESS;
-      break;
-    }
+  bool ok = (sp = rec_find(reservations, p)) && sp->size == size;
+  if (ok)
+    free(rec_take(&reservations, p));
   pthread_mutex_unlock(&lock);
-  return r;
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* True when [p, p+n) lies inside one reservation.  Lock held. */
 static bool in_reservation(uint64_t p, uint64_t n) {
-  for (rec_span_t *sp = reservations; sp; sp = sp->next)
-    if (p >= sp->addr && n <= sp->size && p - sp->addr <= sp->size - n)
+  REC_EACH(rec_span_t, sp, reservations)
+    if (p >= sp->link.h && n <= sp->size && p - sp->link.h <= sp->size - n)
       return true;
   return false;
 }
@@ -1688,11 +1698,11 @@ static CUresult rec_mem_map(uint64_t p, uint64_t size, uint64_t off, uint64_t h)
   if (!a)
     return CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&lock);
-  rec_phys_t *ph = phys_find(h);
+  rec_phys_t *ph = rec_find(physs, h);
   if (ph && ph->refs && in_reservation(p, size) && off <= ph->size && size <= ph->size - off &&
       !find(p, 1) && !find(p + size - 1, 1) && (p | size | off) % REC_GRANULE == 0) {
-    *a = (rec_alloc_t){p, size, ph->bytes + off, ph, 0, allocs};
-    allocs = a;
+    *a = (rec_alloc_t){{NULL, p}, size, ph->bytes + off, ph, 0};
+    rec_push(&allocs, a);
     ph->maps++;
     r = CUDA_SUCCESS;
   }
@@ -1706,16 +1716,16 @@ static CUresult rec_mem_unmap(uint64_t p, uint64_t size) {
   LIVE(p);
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  for (rec_alloc_t **pa = &allocs; *pa;) {
-    rec_alloc_t *a = *pa;
-    if (a->phys && a->addr >= p && a->addr - p < size) {
-      *pa = a->next;
+  for (rec_link_t **pa = &allocs; *pa;) {
+    rec_alloc_t *a = (rec_alloc_t *)*pa;
+    if (a->phys && a->link.h >= p && a->link.h - p < size) {
+      rec_unlink(pa);
       a->phys->maps--;
       phys_settle(a->phys);
       free(a);
       r = CUDA_SUCCESS;
     } else {
-      pa = &a->next;
+      pa = &a->link.next;
     }
   }
   pthread_mutex_unlock(&lock);
@@ -1734,10 +1744,10 @@ static CUresult rec_mem_retain(uint64_t *h, uint64_t p) {
   LIVE(p);
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  for (rec_alloc_t *a = allocs; a; a = a->next)
-    if (a->phys && p >= a->addr && p - a->addr < a->size) {
+  REC_EACH(rec_alloc_t, a, allocs)
+    if (a->phys && p >= a->link.h && p - a->link.h < a->size) {
       a->phys->refs++;
-      *h = a->phys->h;
+      *h = a->phys->link.h;
       r = CUDA_SUCCESS;
       break;
     }
@@ -1757,28 +1767,13 @@ static CUresult rec_pool_new(uint64_t *pool, const hostd_mem_prop_t *p, uint64_t
     return CUDA_ERROR_NOT_SUPPORTED;
   if (!(sp = calloc(1, sizeof(*sp))))
     return CUDA_ERROR_OUT_OF_MEMORY;
-  *pool = sp->addr = handle();
-  pthread_mutex_lock(&lock);
-  sp->next = pools;
-  pools = sp;
-  pthread_mutex_unlock(&lock);
+  *pool = rec_publish(&pools, sp, handle());
   return CUDA_SUCCESS;
 }
 
 static CUresult rec_pool_del(uint64_t pool) {
   LIVE(pool);
-  CUresult r = CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&lock);
-  for (rec_span_t **ps = &pools; *ps; ps = &(*ps)->next)
-    if ((*ps)->addr == pool) {
-      rec_span_t *sp = *ps;
-      *ps = sp->next;
-      free(sp);
-      r = CUDA_SUCCESS;
-      break;
-    }
-  pthread_mutex_unlock(&lock);
-  return r;
+  return rec_delete(&pools, pool, free) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* Attributes are kept as set; the used-memory ones follow allocations. */
@@ -1786,7 +1781,7 @@ static CUresult rec_pool_attr(uint64_t pool, int attr, int set, uint64_t *v) {
   LIVE(pool);
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  rec_span_t *sp = pool_find(pool);
+  rec_span_t *sp = rec_find(pools, pool);
   if (sp && attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
       attr <= CU_MEMPOOL_ATTR_USED_MEM_HIGH) {
     r = CUDA_SUCCESS;
@@ -1804,27 +1799,21 @@ static CUresult rec_pool_attr(uint64_t pool, int attr, int set, uint64_t *v) {
 static CUresult rec_pool_trim(uint64_t pool, uint64_t keep) {
   LIVE(pool);
   (void)keep;
-  pthread_mutex_lock(&lock);
-  bool ok = pool_find(pool) != NULL;
-  pthread_mutex_unlock(&lock);
-  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return rec_known(&pools, pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static CUresult rec_mem_alloc_async(uint64_t *p, uint64_t size, uint64_t pool, uint64_t s) {
   LIVE(pool, s);
   CUresult r;
-  pthread_mutex_lock(&lock);
-  bool ok = pool_find(pool) != NULL;
-  pthread_mutex_unlock(&lock);
-  if (!ok)
+  rec_alloc_t *a;
+  if (!rec_known(&pools, pool))
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = rec_mem_alloc(p, size)) != CUDA_SUCCESS)
     return r;
   pthread_mutex_lock(&lock);
-  for (rec_alloc_t *a = allocs; a; a = a->next)
-    if (a->addr == *p)
-      a->pool = pool;
-  rec_span_t *sp = pool_find(pool);
+  if ((a = rec_find(allocs, *p)))
+    a->pool = pool;
+  rec_span_t *sp = rec_find(pools, pool);
   if (sp) {
     sp->size += size;
     if (sp->size > sp->attr[CU_MEMPOOL_ATTR_USED_MEM_HIGH])
@@ -1863,25 +1852,16 @@ typedef struct rec_gnode {
 } rec_gnode_t;
 
 typedef struct rec_graph {
-  uint64_t h;
+  rec_link_t link;
   rec_gnode_t *head, *tail;
   size_t n;
   uint64_t origin;      /* capturing: the stream it began on (0: not a capture) */
   bool invalidated;     /* capturing: a prohibited call happened */
   bool strict;          /* capturing in a mode that prohibits unsafe calls on its thread */
-  struct rec_graph *next;
 } rec_graph_t;
 
-static rec_graph_t *graphs, *gexecs; /* lock held */
 static __thread int thr_mode;        /* CUstreamCaptureMode of this thread (0: global) */
 static __thread int thr_strict;      /* strict captures this thread began, still open */
-
-static rec_graph_t *graph_find(rec_graph_t *list, uint64_t h) {
-  for (rec_graph_t *g = list; g; g = g->next)
-    if (g->h == h)
-      return g;
-  return NULL;
-}
 
 static rec_gnode_t *gnode_find(const rec_graph_t *g, uint64_t h) {
   for (rec_gnode_t *n = g->head; n; n = n->next)
@@ -1902,12 +1882,8 @@ static void graph_free(rec_graph_t *g) {
   free(g);
 }
 
-static void graph_unlink(rec_graph_t **list, rec_graph_t *g) {
-  for (rec_graph_t **p = list; *p; p = &(*p)->next)
-    if (*p == g) {
-      *p = g->next;
-      return;
-    }
+static void graph_drop(void *rec) { /* graph_free, for rec_clear and rec_delete */
+  graph_free(rec);
 }
 
 /* Appends a node doing *op (taking op->bytes) after deps; NULL: no memory. */
@@ -2009,12 +1985,11 @@ static CUresult rec_capture_begin(uint64_t s, int mode) {
   else if (!(g = calloc(1, sizeof(*g))))
     r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS) {
-    g->h = next_handle += 0x10;
+    g->link.h = next_handle += 0x10;
     g->origin = s;
     g->strict = mode != CU_STREAM_CAPTURE_MODE_RELAXED;
     thr_strict += g->strict;
-    g->next = graphs;
-    graphs = g;
+    rec_push(&graphs, g);
     st->cap = g;
     st->cap_ndeps = 0;
   }
@@ -2035,20 +2010,19 @@ static CUresult rec_capture_end(uint64_t s, uint64_t *graph) {
     pthread_mutex_unlock(&lock);
     return st ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_INVALID_HANDLE;
   }
-  for (rec_stream_t *o = streams; o; o = o->next)
+  REC_EACH(rec_stream_t, o, streams)
     if (o->cap == g)
       o->cap = NULL, o->cap_ndeps = 0;
-  for (rec_event_t *e = events; e; e = e->next)
+  REC_EACH(rec_event_t, e, events)
     if (e->cap == g)
       e->cap = NULL;
   thr_strict -= g->strict;
   g->origin = 0;
   if (g->invalidated) {
-    graph_unlink(&graphs, g);
-    graph_free(g);
+    graph_free(rec_take(&graphs, g->link.h));
     r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   } else {
-    *graph = g->h;
+    *graph = g->link.h;
   }
   pthread_mutex_unlock(&lock);
   return r;
@@ -2066,7 +2040,7 @@ static CUresult rec_capture_info(uint64_t s, int *status, uint64_t *id, uint64_t
   *id = *graph = 0;
   *ndeps = 0;
   if (st && st->cap) {
-    *id = *graph = st->cap->h;
+    *id = *graph = st->cap->link.h;
     *ndeps = st->cap_ndeps;
     for (size_t i = 0; i < st->cap_ndeps && i < cap; i++)
       deps[i] = st->cap_deps[i];
@@ -2089,36 +2063,25 @@ static bool unsafe_refused(void) {
   return thr_strict > 0 && thr_mode != CU_STREAM_CAPTURE_MODE_RELAXED;
 }
 
-static void graphs_free_all(void) { /* lock held */
-  for (rec_graph_t **l = &graphs; l; l = l == &graphs ? &gexecs : NULL)
-    while (*l) {
-      rec_graph_t *g = *l;
-      *l = g->next;
-      graph_free(g);
-    }
-}
-
 static CUresult rec_graph_new(uint64_t *out) {
   LIVE(0);
   rec_graph_t *g = calloc(1, sizeof(*g));
   if (!g)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  pthread_mutex_lock(&lock);
-  *out = g->h = next_handle += 0x10;
-  g->next = graphs;
-  graphs = g;
-  pthread_mutex_unlock(&lock);
+  *out = rec_publish(&graphs, g, handle());
   return CUDA_SUCCESS;
 }
 
+/* A graph being captured into is found (success) but not deleted. */
 static CUresult rec_graph_del(uint64_t h) {
   LIVE(h);
-  rec_graph_t *g;
   pthread_mutex_lock(&lock);
-  if ((g = graph_find(graphs, h)) && !g->origin)
-    graph_unlink(&graphs, g), graph_free(g);
+  rec_graph_t *g = rec_find(graphs, h);
+  bool found = g != NULL;
+  if (g && !g->origin)
+    graph_free(rec_take(&graphs, h));
   pthread_mutex_unlock(&lock);
-  return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* The work a graph node of description d does (lock held); a CUresult. */
@@ -2155,7 +2118,7 @@ static CUresult gnode_op(const hostd_gnode_t *d, rec_op_t *o, rec_graph_t **chil
     o->a = d->handle;
     return event_find(d->handle) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   case CALL_GNODE_CHILD:
-    if (!(c = graph_find(graphs, d->handle)))
+    if (!(c = rec_find(graphs, d->handle)))
       return CUDA_ERROR_INVALID_VALUE;
     o->kind = OP_CHILD;
     return (*child = graph_clone(c)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -2172,7 +2135,7 @@ static CUresult rec_graph_add(uint64_t *node, uint64_t h, const uint64_t *deps, 
   rec_op_t o;
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  if ((g = graph_find(graphs, h)) && !g->origin) {
+  if ((g = rec_find(graphs, h)) && !g->origin) {
     r = CUDA_SUCCESS;
     for (size_t i = 0; i < ndeps && r == CUDA_SUCCESS; i++)
       if (!gnode_find(g, deps[i]))
@@ -2197,7 +2160,7 @@ static CUresult rec_graph_deps(uint64_t h, const uint64_t *from, const uint64_t 
   rec_graph_t *g;
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  if ((g = graph_find(graphs, h))) {
+  if ((g = rec_find(graphs, h))) {
     r = CUDA_SUCCESS;
     for (size_t i = 0; i < k && r == CUDA_SUCCESS; i++) {
       rec_gnode_t *t = gnode_find(g, to[i]);
@@ -2214,6 +2177,17 @@ static CUresult rec_graph_deps(uint64_t h, const uint64_t *from, const uint64_t 
   return r;
 }
 
+/* Whether node n of g may run now: it has not, and each of its
+ * dependencies has (one no longer in g counts as run). */
+static bool gnode_ready(const rec_graph_t *g, const rec_gnode_t *n) {
+  bool ready = !n->ran;
+  for (size_t i = 0; ready && i < n->ndeps; i++) {
+    const rec_gnode_t *d = gnode_find(g, n->deps[i]);
+    ready = !d || d->ran;
+  }
+  return ready;
+}
+
 /* Marks g's nodes not run; true when every node can run (no cycle). */
 static bool graph_acyclic(rec_graph_t *g) {
   size_t done = 0, before;
@@ -2221,15 +2195,9 @@ static bool graph_acyclic(rec_graph_t *g) {
     n->ran = false;
   do {
     before = done;
-    for (rec_gnode_t *n = g->head; n; n = n->next) {
-      bool ready = !n->ran;
-      for (size_t i = 0; ready && i < n->ndeps; i++) {
-        rec_gnode_t *d = gnode_find(g, n->deps[i]);
-        ready = !d || d->ran;
-      }
-      if (ready)
+    for (rec_gnode_t *n = g->head; n; n = n->next)
+      if (gnode_ready(g, n))
         n->ran = true, done++;
-    }
   } while (done != before);
   return done == g->n;
 }
@@ -2240,12 +2208,11 @@ static CUresult rec_graph_instantiate(uint64_t *exec, uint64_t h, uint64_t flags
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   (void)flags;
   pthread_mutex_lock(&lock);
-  if ((g = graph_find(graphs, h)) && !g->origin && graph_acyclic(g))
+  if ((g = rec_find(graphs, h)) && !g->origin && graph_acyclic(g))
     r = (e = graph_clone(g)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   if (e) {
-    *exec = e->h = next_handle += 0x10;
-    e->next = gexecs;
-    gexecs = e;
+    *exec = e->link.h = next_handle += 0x10;
+    rec_push(&gexecs, e);
   }
   pthread_mutex_unlock(&lock);
   return r;
@@ -2259,12 +2226,7 @@ static void graph_run(rec_graph_t *g, uint64_t s) {
   for (bool more = true; more;) {
     more = false;
     for (rec_gnode_t *n = g->head; n; n = n->next) {
-      bool ready = !n->ran;
-      for (size_t i = 0; ready && i < n->ndeps; i++) {
-        rec_gnode_t *d = gnode_find(g, n->deps[i]);
-        ready = !d || d->ran;
-      }
-      if (!ready)
+      if (!gnode_ready(g, n))
         continue;
       n->ran = more = true;
       if (n->op.kind == OP_CHILD) {
@@ -2296,7 +2258,7 @@ static CUresult rec_graph_launch(uint64_t exec, uint64_t s, int upload) {
   rec_stream_t *st;
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&lock);
-  e = graph_find(gexecs, exec);
+  e = rec_find(gexecs, exec);
   st = stream_find(s);
   if (!e || !st) {
     r = !e ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
@@ -2320,12 +2282,7 @@ static CUresult rec_graph_launch(uint64_t exec, uint64_t s, int upload) {
 
 static CUresult rec_graph_exec_del(uint64_t exec) {
   LIVE(exec);
-  rec_graph_t *e;
-  pthread_mutex_lock(&lock);
-  if ((e = graph_find(gexecs, exec)))
-    graph_unlink(&gexecs, e), graph_free(e);
-  pthread_mutex_unlock(&lock);
-  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return rec_delete(&gexecs, exec, graph_drop) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* cuGraphExecUpdate: the same nodes in the same order and kinds take the
@@ -2338,8 +2295,8 @@ static CUresult rec_graph_exec_update(uint64_t exec, uint64_t h, int *result, ui
   *result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
   *err_node = 0;
   pthread_mutex_lock(&lock);
-  e = graph_find(gexecs, exec);
-  g = graph_find(graphs, h);
+  e = rec_find(gexecs, exec);
+  g = rec_find(graphs, h);
   if (!e || !g) {
     pthread_mutex_unlock(&lock);
     *result = CU_GRAPH_EXEC_UPDATE_ERROR;
@@ -2383,7 +2340,7 @@ static CUresult rec_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd_
   rec_graph_t *child = NULL;
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  if ((e = graph_find(gexecs, exec)))
+  if ((e = rec_find(gexecs, exec)))
     for (n = e->head; n && n->orig != node; n = n->next)
       ;
   if (n && n->op.kind == OP_LAUNCH && d->kind == CALL_GNODE_KERNEL &&
@@ -2400,7 +2357,7 @@ static CUresult rec_graph_nodes(uint64_t h, uint64_t *nodes, size_t cap, size_t 
   rec_graph_t *g;
   size_t i = 0;
   pthread_mutex_lock(&lock);
-  g = graph_find(graphs, h);
+  g = rec_find(graphs, h);
   *total = g ? g->n : 0;
   for (rec_gnode_t *n = g ? g->head : NULL; n && i < cap; n = n->next)
     nodes[i++] = n->h;
@@ -2415,10 +2372,7 @@ static CUresult rec_graph_nodes(uint64_t h, uint64_t *nodes, size_t cap, size_t 
  * Copies run at once, after the stream's queued work. */
 
 static rec_array_t *array_find(uint64_t h) {
-  for (rec_array_t *a = arrays; a; a = a->next)
-    if (a->h == h)
-      return a;
-  return NULL;
+  return rec_find(arrays, h);
 }
 
 static CUresult rec_array_new(uint64_t *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
@@ -2434,30 +2388,21 @@ static CUresult rec_array_new(uint64_t *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
     free(a);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  *a = (rec_array_t){handle(), row, rows, slices, d->Flags, a->bytes, NULL};
-  pthread_mutex_lock(&lock);
-  a->next = arrays;
-  arrays = a;
-  pthread_mutex_unlock(&lock);
-  *out = a->h;
+  *a = (rec_array_t){{NULL, 0}, row, rows, slices, d->Flags, a->bytes};
+  *out = rec_publish(&arrays, a, handle());
   return CUDA_SUCCESS;
+}
+
+/* Frees an array, its bytes given back to the budget (lock held). */
+static void array_release(void *rec) {
+  rec_array_t *a = rec;
+  backing_free(a->bytes, a->row * a->rows * a->slices);
+  free(a);
 }
 
 static CUresult rec_array_del(uint64_t h) {
   LIVE(h);
-  CUresult r = CUDA_ERROR_INVALID_HANDLE;
-  pthread_mutex_lock(&lock);
-  for (rec_array_t **pa = &arrays; *pa; pa = &(*pa)->next)
-    if ((*pa)->h == h) {
-      rec_array_t *a = *pa;
-      *pa = a->next;
-      backing_free(a->bytes, a->row * a->rows * a->slices);
-      free(a);
-      r = CUDA_SUCCESS;
-      break;
-    }
-  pthread_mutex_unlock(&lock);
-  return r;
+  return rec_delete(&arrays, h, array_release) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* The bytes of row (y, z) of a copy side from x on, width long; NULL when
@@ -2505,28 +2450,19 @@ static CUresult obj_new(uint64_t *out, rec_obj_t o) {
   if (!n)
     return CUDA_ERROR_OUT_OF_MEMORY;
   *n = o;
-  n->h = handle();
-  pthread_mutex_lock(&lock);
-  n->next = objs;
-  objs = n;
-  pthread_mutex_unlock(&lock);
-  *out = n->h;
+  *out = rec_publish(&objs, n, handle());
   return CUDA_SUCCESS;
 }
 
+/* A texture object is not deleted as a surface, nor the other way round. */
 static CUresult obj_del(uint64_t h, bool surf) {
-  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  rec_obj_t *o;
   pthread_mutex_lock(&lock);
-  for (rec_obj_t **po = &objs; *po; po = &(*po)->next)
-    if ((*po)->h == h && (*po)->surf == surf) {
-      rec_obj_t *o = *po;
-      *po = o->next;
-      free(o);
-      r = CUDA_SUCCESS;
-      break;
-    }
+  bool ok = (o = rec_find(objs, h)) && o->surf == surf;
+  if (ok)
+    free(rec_take(&objs, h));
   pthread_mutex_unlock(&lock);
-  return r;
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static CUresult rec_tex_new(uint64_t *t, const CUDA_RESOURCE_DESC *res,
@@ -2665,15 +2601,12 @@ static CUresult rec_tensor_map_addr(uint8_t m[CALL_TMAP_BYTES], uint64_t addr) {
 static void tex_copy_effect(uint64_t tex, uint64_t out, uint64_t n) {
   const uint8_t *p = NULL;
   uint8_t *d = n <= (1ull << 30) ? find(out, n) : NULL;
-  for (rec_obj_t *o = objs; o && !p; o = o->next) {
-    if (o->h != tex || o->surf)
-      continue;
-    if (o->array) {
-      rec_array_t *a = array_find(o->array);
-      p = a && n <= a->row * a->rows * a->slices ? a->bytes : NULL;
-    } else {
-      p = n <= o->size ? find(o->ptr, n) : NULL;
-    }
+  rec_obj_t *o = rec_find(objs, tex);
+  if (o && !o->surf && o->array) {
+    rec_array_t *a = array_find(o->array);
+    p = a && n <= a->row * a->rows * a->slices ? a->bytes : NULL;
+  } else if (o && !o->surf) {
+    p = n <= o->size ? find(o->ptr, n) : NULL;
   }
   if (p && d)
     memmove(d, p, n);
@@ -2684,9 +2617,9 @@ static void tex_copy_effect(uint64_t tex, uint64_t out, uint64_t n) {
 size_t hostd_record_live_objects(void) {
   size_t n = 0;
   pthread_mutex_lock(&lock);
-  for (rec_array_t *a = arrays; a; a = a->next)
+  for (rec_link_t *l = arrays; l; l = l->next)
     n++;
-  for (rec_obj_t *o = objs; o; o = o->next)
+  for (rec_link_t *l = objs; l; l = l->next)
     n++;
   pthread_mutex_unlock(&lock);
   return n;
