@@ -50,6 +50,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   strcpy(cfg->variants, "all");
   cfg->threshold_us = -1;
   cfg->resume_idle_us = -1;
+  cfg->be_depth = HOSTD_DEFAULT_BE_DEPTH;
   cfg->unix_mode = HOSTD_DEFAULT_UNIX_MODE;
   cfg->max_tenants = HOSTD_DEFAULT_MAX_TENANTS;
   cfg->modcache_mem = HOSTD_DEFAULT_MODCACHE_MEM;
@@ -95,7 +96,7 @@ static void usage_serving(FILE *f) {
 }
 
 static void usage_scheduling(FILE *f) {
-  fputs("\nScheduling:\n"
+  fprintf(f, "\nScheduling:\n"
         "  --policy P           how best-effort kernels are scheduled around the\n"
         "                       latency-critical tenant: tally (default), paper,\n"
         "                       timeslice, mps, mps-prio, tgs, or none (launch every\n"
@@ -107,8 +108,8 @@ static void usage_scheduling(FILE *f) {
         "  --be-depth N         tally: while the latency-critical tenant is idle, up to N\n"
         "                       best-effort launches whose measured blocks take at most\n"
         "                       the threshold may be queued on the GPU (1..32; default\n"
-        "                       1, 0 = the default): an arriving latency-critical kernel\n"
-        "                       still waits for at most one such block\n"
+        "                       %d; 0 = the policy library's, 1): an arriving latency-\n"
+        "                       critical kernel still waits for at most one such block\n"
         "  --variants V         forms of best-effort PTX kernels the policy may use: all\n"
         "                       (sliced and PTB, default), slice, ptb, or off\n"
         "  --be-sms N           best-effort kernels run in a partition (green context)\n"
@@ -118,7 +119,7 @@ static void usage_scheduling(FILE *f) {
         "  --trace FILE         write every kernel (tenant, kernel, grid, block, shared\n"
         "                       memory, submit/issue/start/end times) to FILE in\n"
         "                       tally-sim's trace format\n",
-        f);
+        HOSTD_DEFAULT_BE_DEPTH);
 }
 
 static void usage_guard(FILE *f) {

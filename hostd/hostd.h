@@ -16,6 +16,8 @@
 /* --restart-grace-ms default: long enough for a tenant that got the fault
  * to exit on its own, short enough that new tenants wait little. */
 #define HOSTD_DEFAULT_RESTART_GRACE_MS 2000
+/* --be-depth's default: the H200 pair runs measured 8 against 1 (tests/bench/RESULTS.md). */
+#define HOSTD_DEFAULT_BE_DEPTH 8
 /* Production guards' defaults (docs in hostd/README.md): enough tenants
  * for any one GPU, caches small next to a GPU's host, streams and events
  * far past what a framework makes. */

@@ -195,7 +195,7 @@ static void be_depth_flag_and_file_key_parse_and_are_bounded(void **state) {
   (void)state;
   assert_non_null(devnull);
   hostd_config_init(&c);
-  assert_int_equal(c.be_depth, 0); /* the policy's default */
+  assert_int_equal(c.be_depth, HOSTD_DEFAULT_BE_DEPTH);
   assert_int_equal(hostd_config_parse_args(&c, 3, ok, devnull), 0);
   assert_int_equal(c.be_depth, 4);
   assert_int_equal(hostd_config_parse_args(&c, 3, huge, devnull), -EINVAL);
