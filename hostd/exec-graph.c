@@ -214,7 +214,7 @@ static CUresult node_of(const hostd_tenant_t *t, const call_graph_add_req_t *q, 
     return CUDA_SUCCESS;
   case CALL_GNODE_MEMCPY:
     n->dst = q->dst, n->src = q->src, n->width = q->width;
-    return q->width && hostd__owns(t, q->dst, q->width) && hostd__owns(t, q->src, q->width)
+    return q->width && hostd__owns_dev(t, q->dst, q->width) && hostd__owns_dev(t, q->src, q->width)
                ? CUDA_SUCCESS
                : CUDA_ERROR_INVALID_VALUE;
   case CALL_GNODE_MEMSET:
@@ -225,7 +225,7 @@ static CUresult node_of(const hostd_tenant_t *t, const call_graph_add_req_t *q, 
     span = (q->height - 1) * q->pitch + q->width * q->elem;
     n->dst = q->dst, n->pitch = q->pitch, n->width = q->width, n->height = q->height;
     n->value = q->value, n->elem = q->elem;
-    return hostd__owns(t, q->dst, span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return hostd__owns_dev(t, q->dst, span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   case CALL_GNODE_EVENT_REC:
   case CALL_GNODE_EVENT_WAIT:
     return u64map_get(&t->events, q->handle, NULL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;

@@ -87,7 +87,7 @@ static CUresult exec_mem_info(exec_t *x, const call_mem_info_req_t *q) {
 static CUresult exec_htod(exec_t *x, const call_htod_req_t *q) {
   tstream_t *ts;
   CUresult r;
-  if (!hostd__owns(x->t, q->dst, q->bytes.len))
+  if (!hostd__owns_dev(x->t, q->dst, q->bytes.len))
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;
@@ -101,7 +101,7 @@ static CUresult exec_htod(exec_t *x, const call_htod_req_t *q) {
 static CUresult exec_dtoh(exec_t *x, const call_dtoh_req_t *q) {
   tstream_t *ts;
   CUresult r;
-  if (q->len > CALL_MAX_LEN || !hostd__owns(x->t, q->src, q->len))
+  if (q->len > CALL_MAX_LEN || !hostd__owns_dev(x->t, q->src, q->len))
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;
@@ -116,7 +116,7 @@ static CUresult exec_dtoh(exec_t *x, const call_dtoh_req_t *q) {
 static CUresult exec_dtod(exec_t *x, const call_dtod_req_t *q) {
   tstream_t *ts;
   CUresult r;
-  if (!hostd__owns(x->t, q->dst, q->len) || !hostd__owns(x->t, q->src, q->len))
+  if (!hostd__owns_dev(x->t, q->dst, q->len) || !hostd__owns_dev(x->t, q->src, q->len))
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;
@@ -143,7 +143,7 @@ static CUresult exec_memset(exec_t *x, const call_memset_req_t *q) {
   if ((q->elem != 1 && q->elem != 2 && q->elem != 4) || q->count > UINT64_MAX / 4)
     return CUDA_ERROR_INVALID_VALUE;
   uint64_t bytes = q->count * q->elem;
-  if (!hostd__owns(x->t, q->dst, bytes))
+  if (!hostd__owns_dev(x->t, q->dst, bytes))
     return CUDA_ERROR_INVALID_VALUE;
   if (!(ts = hostd__stream_of(x->t, q->stream, &r)))
     return r;
@@ -169,7 +169,7 @@ static CUresult exec_pinned_copy(exec_t *x, const call_pinned_copy_req_t *q) {
   if (q->dir > 1 || !u64map_get(&x->t->pinned, q->tag, &v))
     return CUDA_ERROR_INVALID_VALUE; /* not this tenant's */
   pin = (const pinned_t *)(uintptr_t)v;
-  if (q->off > pin->size || q->len > pin->size - q->off || !hostd__owns(x->t, q->dev, q->len))
+  if (q->off > pin->size || q->len > pin->size - q->off || !hostd__owns_dev(x->t, q->dev, q->len))
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;

@@ -224,6 +224,14 @@ typedef struct rec_obj { /* a texture (surf false) or surface object */
 } rec_obj_t;
 
 static rec_link_t *arrays, *objs, *modules;
+
+/* Host memory registered (host_register): reachable by the device at its
+ * own address (unified addressing), as on the GPU.  link.h = its address. */
+typedef struct rec_reg {
+  rec_link_t link;
+  size_t size;
+} rec_reg_t;
+static rec_link_t *regs;
 static uint64_t next_addr = RECORD_BASE, next_handle = 0x1000;
 static uint64_t used_bytes;
 static CUresult sticky; /* a "fault" kernel ran */
@@ -358,6 +366,9 @@ static uint8_t *find(uint64_t p, uint64_t n) {
   REC_EACH(rec_alloc_t, a, allocs)
     if (p >= a->link.h && n <= a->size && p - a->link.h <= a->size - n)
       return a->bytes + (p - a->link.h);
+  REC_EACH(rec_reg_t, g, regs)
+    if (p >= g->link.h && n <= g->size && p - g->link.h <= g->size - n)
+      return (uint8_t *)(uintptr_t)p;
   return NULL;
 }
 
@@ -448,6 +459,7 @@ static void rec_shutdown(void) {
   rec_clear(&gexecs, graph_drop);
   rec_clear(&arrays, array_drop);
   rec_clear(&objs, free);
+  rec_clear(&regs, free);
   pthread_cond_broadcast(&cv);
   used_bytes = 0;
   /* As when the process ends: the fault goes, and nothing from before may
@@ -1520,17 +1532,25 @@ static CUresult rec_part_event_new(uint64_t *e, unsigned flags) {
   return rec_event_new(e, flags);
 }
 
-/* Host registration: nothing to pin; counted so tests see it happen. */
+/* Host registration: nothing to pin; the range becomes device-accessible at
+ * its own address (find), and is counted so tests see it happen. */
 static CUresult rec_host_register(void *p, size_t n) {
   LIVE(0);
-  (void)p, (void)n;
+  rec_reg_t *g;
+  if (!p || !n)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!(g = calloc(1, sizeof(*g))))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  g->size = n;
+  rec_publish(&regs, g, (uint64_t)(uintptr_t)p);
   atomic_fetch_add(&hostd__record_registered, 1);
   return CUDA_SUCCESS;
 }
 
 static CUresult rec_host_unregister(void *p) {
   LIVE(0);
-  (void)p;
+  if (!rec_delete(&regs, (uint64_t)(uintptr_t)p, free))
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   atomic_fetch_sub(&hostd__record_registered, 1);
   return CUDA_SUCCESS;
 }

@@ -99,6 +99,11 @@ size_t hostd__range_upper(const hostd_tenant_t *t, uint64_t p);
 int hostd__range_add(hostd_tenant_t *t, uint64_t base, uint64_t size, int kind, uint64_t module);
 /* True when [p, p+n) lies inside one range of the tenant. */
 bool hostd__owns(const hostd_tenant_t *t, uint64_t p, uint64_t n);
+/* hostd__owns, or [p, p + n) inside one of the tenant's shared pinned
+ * allocations that tallyd registered at the guest's own address: host memory
+ * the device reaches by unified addressing, as the guest's pinned memory is
+ * natively (a memset or copy may name it as a device pointer). */
+bool hostd__owns_dev(const hostd_tenant_t *t, uint64_t p, uint64_t n);
 void hostd__range_del_at(hostd_tenant_t *t, size_t i);
 
 /* ---- streams (tenant.c) ---- */

@@ -212,6 +212,23 @@ bool hostd__owns(const hostd_tenant_t *t, uint64_t p, uint64_t n) {
   return true;
 }
 
+bool hostd__owns_dev(const hostd_tenant_t *t, uint64_t p, uint64_t n) {
+  if (hostd__owns(t, p, n))
+    return true;
+  for (size_t i = 0; i < t->pinned.cap; i++) {
+    const pinned_t *pin;
+    uint64_t base;
+    if (!t->pinned.keys[i])
+      continue;
+    pin = (const pinned_t *)(uintptr_t)t->pinned.vals[i];
+    base = (uint64_t)(uintptr_t)pin->addr;
+    if (pin->registered && base == t->pinned.keys[i] && p >= base && p - base <= pin->size &&
+        n <= pin->size - (p - base))
+      return true;
+  }
+  return false;
+}
+
 void hostd__range_del_at(hostd_tenant_t *t, size_t i) {
   memmove(&t->ranges[i], &t->ranges[i + 1], (t->nranges - i - 1) * sizeof(*t->ranges));
   t->nranges--;

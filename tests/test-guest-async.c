@@ -476,6 +476,53 @@ static void daemon_refuses_straddling_ranges_and_foreign_tags(void **state) {
   wire_buf_close(&reply);
 }
 
+static uint32_t call_sync(hostd_tenant_t *t, wire_buf_t *reply, uint32_t op, const void *q) {
+  assert_int_equal(hc_exec(t, op, CALL_SYNCPOINT, q, reply, NULL), 0);
+  return hc_result(reply);
+}
+
+/* Pinned memory shared at the guest's own address is device memory by
+ * unified addressing, as natively: a memset or a device copy may name it;
+ * past its end, or in a mapping tallyd placed elsewhere, it is refused. */
+static void pinned_memory_at_its_own_address_is_device_accessible(void **state) {
+  wire_buf_t reply = {0};
+  hostd_tenant_t *a = tenant_after_hello(93, &reply);
+  size_t size = 8192;
+  uint8_t *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  uint8_t *o = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  uint64_t base, other = 0x7100000000ull;
+  call_mem_alloc_req_t aq = {.size = 4096};
+  call_mem_alloc_rep_t ar;
+  (void)state;
+  assert_true(m != MAP_FAILED && o != MAP_FAILED);
+  base = (uint64_t)(uintptr_t)m;
+  assert_int_equal(hostd__tenant_pinned_add(a, base, m, size), 0);
+  assert_int_equal(hostd__tenant_pinned_add(a, other, o, 4096), 0); /* tag != address */
+  call_memset_req_t ms = {.dst = base + 100, .value = 0xab, .elem = 1, .count = 16};
+  assert_int_equal(call_sync(a, &reply, CALL_OP_MEMSET, &ms), CUDA_SUCCESS);
+  for (size_t i = 0; i < 16; i++)
+    assert_int_equal(m[100 + i], 0xab);
+  assert_int_equal(m[99], 0);
+  assert_int_equal(m[116], 0);
+  ms.dst = base + size - 8, ms.count = 9; /* one byte past the end */
+  assert_int_equal(call_sync(a, &reply, CALL_OP_MEMSET, &ms), CUDA_ERROR_INVALID_VALUE);
+  ms.dst = (uint64_t)(uintptr_t)o, ms.count = 1; /* mapped elsewhere than its tag */
+  assert_int_equal(call_sync(a, &reply, CALL_OP_MEMSET, &ms), CUDA_ERROR_INVALID_VALUE);
+  ms.dst = other;
+  assert_int_equal(call_sync(a, &reply, CALL_OP_MEMSET, &ms), CUDA_ERROR_INVALID_VALUE);
+  /* A device copy from pinned memory into an allocation and back. */
+  assert_int_equal(hc_exec(a, CALL_OP_MEM_ALLOC, 0, &aq, &reply, NULL), 0);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &ar), 0);
+  call_dtod_req_t dd = {.dst = ar.ptr, .src = base + 100, .len = 16};
+  assert_int_equal(call_sync(a, &reply, CALL_OP_DTOD, &dd), CUDA_SUCCESS);
+  dd = (call_dtod_req_t){.dst = base + 4096, .src = ar.ptr, .len = 16};
+  assert_int_equal(call_sync(a, &reply, CALL_OP_DTOD, &dd), CUDA_SUCCESS);
+  for (size_t i = 0; i < 16; i++)
+    assert_int_equal(m[4096 + i], 0xab);
+  hostd__tenant_free(a); /* unregisters and unmaps both */
+  wire_buf_close(&reply);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(host_function_blocks_later_work_until_it_ran),
@@ -488,6 +535,7 @@ int main(void) {
       cmocka_unit_test(async_dtoh_into_pinned_memory_lands_when_the_stream_runs),
       cmocka_unit_test(dead_tenants_pinned_memory_is_unregistered),
       cmocka_unit_test(daemon_refuses_straddling_ranges_and_foreign_tags),
+      cmocka_unit_test(pinned_memory_at_its_own_address_is_device_accessible),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
