@@ -84,10 +84,29 @@ static CUresult exec_mem_info(exec_t *x, const call_mem_info_req_t *q) {
   return r;
 }
 
+/* [p, p + n) is device memory of the tenant (hostd__owns_dev); else false,
+ * with the range named at debug level: what a framework's failing call
+ * pointed at. */
+static bool dev_ok(const exec_t *x, const char *what, uint64_t p, uint64_t n) {
+  size_t i;
+  const range_t *r;
+  if (hostd__owns_dev(x->t, p, n))
+    return true;
+  i = hostd__range_upper(x->t, p);
+  r = i ? &x->t->ranges[i - 1] : NULL;
+  hostd__log(HOSTD_LOG_DEBUG,
+             "tenant %u: %s %#llx (%llu bytes) is not memory of this tenant (the range below it: "
+             "%#llx, %llu bytes, kind %d)",
+             x->t->id, what, (unsigned long long)p, (unsigned long long)n,
+             (unsigned long long)(r ? r->base : 0), (unsigned long long)(r ? r->size : 0),
+             r ? r->kind : 0);
+  return false;
+}
+
 static CUresult exec_htod(exec_t *x, const call_htod_req_t *q) {
   tstream_t *ts;
   CUresult r;
-  if (!hostd__owns_dev(x->t, q->dst, q->bytes.len))
+  if (!dev_ok(x, "HTOD dst", q->dst, q->bytes.len))
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;
@@ -101,7 +120,7 @@ static CUresult exec_htod(exec_t *x, const call_htod_req_t *q) {
 static CUresult exec_dtoh(exec_t *x, const call_dtoh_req_t *q) {
   tstream_t *ts;
   CUresult r;
-  if (q->len > CALL_MAX_LEN || !hostd__owns_dev(x->t, q->src, q->len))
+  if (q->len > CALL_MAX_LEN || !dev_ok(x, "DTOH src", q->src, q->len))
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;
@@ -116,7 +135,7 @@ static CUresult exec_dtoh(exec_t *x, const call_dtoh_req_t *q) {
 static CUresult exec_dtod(exec_t *x, const call_dtod_req_t *q) {
   tstream_t *ts;
   CUresult r;
-  if (!hostd__owns_dev(x->t, q->dst, q->len) || !hostd__owns_dev(x->t, q->src, q->len))
+  if (!dev_ok(x, "DTOD dst", q->dst, q->len) || !dev_ok(x, "DTOD src", q->src, q->len))
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;
@@ -143,7 +162,7 @@ static CUresult exec_memset(exec_t *x, const call_memset_req_t *q) {
   if ((q->elem != 1 && q->elem != 2 && q->elem != 4) || q->count > UINT64_MAX / 4)
     return CUDA_ERROR_INVALID_VALUE;
   uint64_t bytes = q->count * q->elem;
-  if (!hostd__owns_dev(x->t, q->dst, bytes))
+  if (!dev_ok(x, "MEMSET dst", q->dst, bytes))
     return CUDA_ERROR_INVALID_VALUE;
   if (!(ts = hostd__stream_of(x->t, q->stream, &r)))
     return r;
@@ -169,7 +188,8 @@ static CUresult exec_pinned_copy(exec_t *x, const call_pinned_copy_req_t *q) {
   if (q->dir > 1 || !u64map_get(&x->t->pinned, q->tag, &v))
     return CUDA_ERROR_INVALID_VALUE; /* not this tenant's */
   pin = (const pinned_t *)(uintptr_t)v;
-  if (q->off > pin->size || q->len > pin->size - q->off || !hostd__owns_dev(x->t, q->dev, q->len))
+  if (q->off > pin->size || q->len > pin->size - q->off ||
+      !dev_ok(x, "PINNED_COPY dev", q->dev, q->len))
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
     return r;

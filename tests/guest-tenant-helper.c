@@ -11,6 +11,8 @@
  *   healthy     allocate 4 KiB and print "ptr 0x..", then memset, copy back,
  *               check, free: print "healthy N" (N the first failing CUresult,
  *               0 when all worked)
+ *   stray-memset  allocate 4 KiB and print "ptr 0x..", memset the 4 bytes
+ *               just past it, print "memset N" (its CUresult)
  *   fault       allocate 4 KiB and print "ptr 0x..", launch the recording
  *               device's "fault" kernel, print "sync N" (cuCtxSynchronize:
  *               the fault, as natively) and "after N" (a later cuMemAlloc:
@@ -226,6 +228,15 @@ int main(int argc, char **argv) {
     if (r == CUDA_SUCCESS)
       r = cuMemFree(p);
     printf("healthy %d\n", (int)r);
+    return 0;
+  }
+  if (strcmp(argv[1], "stray-memset") == 0) {
+    r = cuMemAlloc(&p, 4096);
+    if (r == CUDA_SUCCESS) {
+      printf("ptr 0x%llx\n", (unsigned long long)p);
+      r = cuMemsetD32(p + 4096, 7, 1);
+    }
+    printf("memset %d\n", (int)r);
     return 0;
   }
   if (strcmp(argv[1], "fault") == 0) {

@@ -6,11 +6,13 @@
 #      naming the tenant, the request and the CUDA error; the daemon goes on
 #      serving (a second tenant is healthy)
 #   2. --log-level info: no such line
+#   3. --log-level debug: a memset outside the tenant's memory is named with
+#      its address and size and the tenant's range below it
 # Prints TAP.  Tenants are guest-tenant-helper under tally-run; "fault"
 # launches the recording device's faulting kernel, so its synchronisation
 # is answered with an error.
 B=${TALLY_BUILDDIR:-.}
-echo "1..2"
+echo "1..3"
 tmp=$(mktemp -d /tmp/tally-log-XXXXXX)
 daemon=
 cleanup() {
@@ -55,3 +57,14 @@ info_is_quiet() {
 check "--log-level debug names each request answered with an error; the daemon serves on" \
   debug_names_failed_requests
 check "--log-level info does not" info_is_quiet
+debug_names_stray_ranges() {
+  start_daemon --log-level debug || { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
+  out=$(helper stray-memset 2>&1)
+  stop_daemon
+  ptr=$(echo "$out" | sed -n 's/^ptr //p')
+  case $out in *"memset 1"*) ;; *) echo "the stray memset was not refused: $out"; return 1 ;; esac
+  grep -q "MEMSET dst .* (4 bytes) is not memory of this tenant (the range below it: $ptr, 4096 bytes" \
+    "$tmp/daemon.log" || { echo "no line naming the range (ptr $ptr):"; cat "$tmp/daemon.log"; return 1; }
+}
+check "--log-level debug names a memset outside the tenant's memory and the range below it" \
+  debug_names_stray_ranges
