@@ -433,23 +433,20 @@ static void lc_sync_ends_burst_without_event(void **state) {
   pair_close(&x);
 }
 
-/* With no BE work queued, an LC launch does not wake the scheduler (its
- * submission waits for the worker's quiet point); with a BE launch held,
- * the next LC burst's launch wakes it at once. */
+/* With no BE work queued, an LC launch's submission reaches the scheduler
+ * by the worker's quiet point at the latest; with a BE launch held, the next
+ * LC burst's launch wakes it at once (no quiet point needed).  Whether the
+ * first launch alone woke it depends on whether the thread was asleep, so
+ * that is not asserted. */
 static void lc_launch_wakes_scheduler_only_for_be_work(void **state) {
-  struct timespec ms = {0, 1000000};
-  hostd_sched_stats_t st0, st;
   pol_config_t pc;
+  hostd_sched_stats_t st0;
   pair_t x;
   (void)state;
   pol_config_init(&pc);
   pair_open(&x, 18);
   hostd__sched_stats(&st0);
   assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
-  for (int i = 0; i < 20; i++) /* the scheduler sleeps on */
-    nanosleep(&ms, NULL);
-  hostd__sched_stats(&st);
-  assert_int_equal(st.submitted, st0.submitted);
   hostd__sched_tenant_quiet(x.lc);
   wait_stats(completed_at_least, st0.completed + 1);
   assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS); /* held: LC active */
@@ -711,7 +708,9 @@ static void lc_close_and_free_while_busy(void **state) {
 }
 
 /* An LC tenant that closes with launches no quiet point recorded behind:
- * its flight has no event to wait for and ends, so close returns. */
+ * its flight has no event to wait for and ends, so close returns.  (No BE
+ * work is queued, so the burst's submission may wait in the inbox until the
+ * close wakes the scheduler; it is taken first.) */
 static void lc_close_before_any_record(void **state) {
   hostd_sched_stats_t st0, st;
   pair_t x;
@@ -720,9 +719,9 @@ static void lc_close_before_any_record(void **state) {
   hostd__sched_stats(&st0);
   for (uint32_t i = 0; i < 10; i++)
     assert_int_equal(launch_fill(x.lss, x.p, i, 1), CUDA_SUCCESS);
-  wait_stats(submitted_at_least, st0.submitted + 1);
   hostd__sched_tenant_close(x.lc);
   hostd__sched_stats(&st);
+  assert_int_equal(st.submitted, st0.submitted + 1);
   assert_int_equal(st.lc_events, st0.lc_events);
   hostd__sched_tenant_free(x.lc); /* the stream's last record, nobody to take it: pooled */
   x.lc = NULL;
