@@ -424,6 +424,10 @@ static void lc_publish(hostd_sched_stream_t *ss) {
   lc_post(ss, n, e);
 }
 
+bool hostd__sched_tenant_quiet_due(const hostd_sched_tenant_t *t) {
+  return t && (t->lc_moved || t->kick_due);
+}
+
 void hostd__sched_tenant_quiet(hostd_sched_tenant_t *t) {
   if (!t)
     return;

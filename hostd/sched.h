@@ -106,6 +106,10 @@ CUresult hostd__sched_tenant_flush(hostd_sched_tenant_t *t);
  * (this thread), which the scheduler polls to see the tenant go idle.
  * Costs a flag test when nothing was launched.  NULL ok. */
 void hostd__sched_tenant_quiet(hostd_sched_tenant_t *t);
+/* Whether a quiet point has anything to do: a direct launch (or memset or
+ * graph) since the last one, or LC news that has not woken the scheduler
+ * yet.  The worker's own state: no lock.  NULL: false. */
+bool hostd__sched_tenant_quiet_due(const hostd_sched_tenant_t *t);
 
 /* The scheduler's state of one tenant stream (host handle `stream`), made
  * on its first launch.  NULL: out of memory (a CUresult in *r). */

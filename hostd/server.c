@@ -172,6 +172,16 @@ static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const wire_bu
 /* Waits for the worker's next requests and takes them all (one lock round
  * per batch, not per request: a launch burst arrives hundreds at a time;
  * hostd-bench).  NULL once the tenant is closed and its queue drained. */
+/* Polls w's queue for up to ns: true when a request is there, false when
+ * the time passed or the tenant closed first. */
+static bool poll_head(const worker_t *w, uint64_t ns) {
+  uint64_t end = now_ns() + ns;
+  while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) || now_ns() >= end)
+      return false;
+  return true;
+}
+
 static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
   hostd_server_t *s = w->srv;
   msg_t *batch;
@@ -185,12 +195,10 @@ static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
            !__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE))
       if ((++spins & 1023) == 0)
         sched_yield();
-  } else if (s->spin_ns && !__atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
+  } else if (s->spin_ns) {
     /* Bounded poll (worker_spin_us) saves the condition-variable wakeup
      * when the tenant's next request follows closely (launch + sync). */
-    uint64_t end = now_ns() + s->spin_ns;
-    while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && now_ns() < end)
-      ;
+    (void)poll_head(w, s->spin_ns);
   }
   pthread_mutex_lock(&w->mu);
   while (!w->head && !w->closed)
@@ -212,14 +220,7 @@ static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
 #define QUIET_WAIT_NS 10000
 
 static bool more_soon(const worker_t *w) {
-  uint64_t end;
-  if (!w->poll)
-    return false;
-  end = now_ns() + QUIET_WAIT_NS;
-  while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE))
-    if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) || now_ns() >= end)
-      return false;
-  return true;
+  return w->poll && poll_head(w, QUIET_WAIT_NS);
 }
 
 /* A request failed or was malformed: ignore the rest and have the loop

@@ -81,7 +81,6 @@ struct hostd_tenant {
   u64map_t arrays;   /* CUDA array handle -> tarray_t* (exec-array.c) */
   u64map_t texs;     /* texture object -> 1; surface object -> 2 (exec-array.c) */
   hostd_sched_tenant_t *sched; /* NULL: launches go straight to the GPU (sched.h) */
-  bool quiet_due;              /* a launch went to the scheduler since the last quiet point */
   hostd_hostfn_t *hf;  /* host functions (hostfn.c); NULL when not served by server.c */
   range_t *ranges;     /* sorted by base */
   size_t nranges, capranges;

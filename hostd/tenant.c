@@ -490,11 +490,11 @@ void hostd__tenant_free(hostd_tenant_t *t) {
 }
 
 /* The worker ran out of requests: the scheduler's quiet point (sched.h),
- * only after a launch, and not while a recovery releases the tenant. */
+ * only when it has something to do, and not while a recovery releases the
+ * tenant. */
 void hostd__tenant_quiet(hostd_tenant_t *t) {
-  if (!t || !t->quiet_due)
+  if (!t || !hostd__sched_tenant_quiet_due(t->sched))
     return;
-  t->quiet_due = false;
   pthread_rwlock_rdlock(&ctx_lock);
   if (t->lost == CUDA_SUCCESS)
     hostd__sched_tenant_quiet(t->sched);
@@ -637,9 +637,6 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
     r = lost; /* everything it had is gone: every call fails, as natively */
   else if (r == CUDA_SUCCESS)
     r = hostd__exec(t, op, flags, args, len, reply, &bad);
-  /* Launches, and synchronisations, which may publish without an event. */
-  t->quiet_due |= t->sched && (op == CALL_OP_LAUNCH || op == CALL_OP_GRAPH_LAUNCH ||
-                               op == CALL_OP_STREAM_SYNC || op == CALL_OP_CTX_SYNC);
   pthread_rwlock_unlock(&ctx_lock);
   if (!bad && ctx_error(r) && !t->ctx_err_logged) {
     /* A context-level error is never a tenant's mistake: say so once. */

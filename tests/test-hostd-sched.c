@@ -359,6 +359,29 @@ static void be_launches_run_in_the_partition(void **state) {
   assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
 }
 
+/* A quiet point is due after any direct work on an LC stream (a memset as
+ * much as a kernel) and not after it ran: the worker's state says so. */
+static void quiet_due_follows_direct_work(void **state) {
+  hostd_sched_launch_t ms = {.grid = {1, 1, 1}, .block = {1, 1, 1},
+                             .memset = {.count = 4, .value = 5, .elem = 4}};
+  pair_t x;
+  (void)state;
+  pair_open(&x, 19);
+  assert_false(hostd__sched_tenant_quiet_due(x.lc));
+  assert_false(hostd__sched_tenant_quiet_due(NULL));
+  ms.memset.dst = x.p;
+  assert_int_equal(hostd__sched_launch(x.lss, &ms), CUDA_SUCCESS);
+  assert_true(hostd__sched_tenant_quiet_due(x.lc));
+  hostd__sched_tenant_quiet(x.lc);
+  assert_false(hostd__sched_tenant_quiet_due(x.lc));
+  assert_int_equal(read_u32(x.p, x.ls), 5);
+  assert_int_equal(launch_fill(x.lss, x.p, 6, 1), CUDA_SUCCESS);
+  assert_true(hostd__sched_tenant_quiet_due(x.lc));
+  hostd__sched_tenant_quiet(x.lc);
+  assert_false(hostd__sched_tenant_quiet_due(x.lc));
+  pair_close(&x);
+}
+
 /* LC launches run at once and nothing records behind them until a quiet
  * point of their worker: a flush (what a free or a capture does first)
  * returns without a record, since the scheduler never touches the stream;
@@ -740,6 +763,7 @@ int main(void) {
       cmocka_unit_test(closing_drops_held_launches),
       cmocka_unit_test(second_lc_tenant_is_refused),
       cmocka_unit_test(be_launches_run_in_the_partition),
+      cmocka_unit_test(quiet_due_follows_direct_work),
       cmocka_unit_test(flush_waits_for_direct_launches),
       cmocka_unit_test(lc_sync_ends_burst_without_event),
       cmocka_unit_test(lc_launch_wakes_scheduler_only_for_be_work),
