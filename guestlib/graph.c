@@ -18,13 +18,15 @@
  * Graph, node and exec handles are tallyd's; node parameters travel as
  * fixed fields (wire/call.def, GRAPH_ADD).  Offered: kernel nodes (packed
  * as launches), 1-D device-to-device copies, memsets, empty, event record
- * and wait, child graphs, dependencies, cuGraphGetNodes; host nodes, copies naming host
+ * and wait, child graphs (each also through cuGraphAddNode's tagged union),
+ * dependencies, cuGraphGetNodes; host nodes, copies naming host
  * memory, memory nodes and capture into an existing graph answer
  * CUDA_ERROR_NOT_SUPPORTED with a log line.
  */
 #include "guestlib/guest.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -379,6 +381,65 @@ GUEST_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *fr
   return cuGraphAddDependencies(g, from, to, n);
 }
 
+/* cuGraphAddNode: the node kinds offered above, from the tagged union; the
+ * others answer NOT_SUPPORTED naming the type once. */
+static CUresult add_generic(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
+                            const CUgraphNodeParams *p) {
+  static int logged[CU_GRAPH_NODE_TYPE_CONDITIONAL + 2];
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (p->type) {
+  case CU_GRAPH_NODE_TYPE_KERNEL: {
+    const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
+    unsigned grid[3] = {k->gridDimX, k->gridDimY, k->gridDimZ};
+    unsigned block[3] = {k->blockDimX, k->blockDimY, k->blockDimZ};
+    return add_kernel(pn, g, deps, n, k->func ? H(k->func) : H(k->kern), grid, block,
+                      k->sharedMemBytes, k->kernelParams, k->extra);
+  }
+  case CU_GRAPH_NODE_TYPE_MEMCPY:
+    return cuGraphAddMemcpyNode(pn, g, deps, n, &p->memcpy.copyParams, p->memcpy.copyCtx);
+  case CU_GRAPH_NODE_TYPE_MEMSET: {
+    const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
+    CUDA_MEMSET_NODE_PARAMS v1 = {.dst = m->dst, .pitch = m->pitch, .value = m->value,
+                                  .elementSize = m->elementSize, .width = m->width,
+                                  .height = m->height};
+    return cuGraphAddMemsetNode(pn, g, deps, n, &v1, m->ctx);
+  }
+  case CU_GRAPH_NODE_TYPE_EMPTY:
+    return cuGraphAddEmptyNode(pn, g, deps, n);
+  case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    return cuGraphAddEventRecordNode(pn, g, deps, n, p->eventRecord.event);
+  case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    return cuGraphAddEventWaitNode(pn, g, deps, n, p->eventWait.event);
+  case CU_GRAPH_NODE_TYPE_GRAPH:
+    return cuGraphAddChildGraphNode(pn, g, deps, n, p->graph.graph);
+  default: {
+    char what[64];
+    unsigned t = (unsigned)p->type;
+    snprintf(what, sizeof(what), "cuGraphAddNode (node type %u)", t);
+    return guest__unsupported(what, &logged[t <= CU_GRAPH_NODE_TYPE_CONDITIONAL
+                                                ? t
+                                                : CU_GRAPH_NODE_TYPE_CONDITIONAL + 1]);
+  }
+  }
+}
+
+GUEST_EXPORT CUresult cuGraphAddNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                     size_t n, CUgraphNodeParams *p) {
+  return add_generic(pn, g, deps, n, p);
+}
+
+GUEST_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                        const CUgraphEdgeData *ed, size_t n,
+                                        CUgraphNodeParams *p) {
+  static int logged;
+  static const CUgraphEdgeData zero;
+  for (size_t i = 0; ed && i < n; i++)
+    if (memcmp(&ed[i], &zero, sizeof(zero)) != 0)
+      return guest__unsupported("cuGraphAddNode_v2 (edge data)", &logged);
+  return add_generic(pn, g, deps, n, p);
+}
+
 /* One GRAPH_NODES page: *total, and up to cap nodes from first into out. */
 static CUresult nodes_page(CUgraph g, uint32_t first, uint32_t cap, CUgraphNode *out,
                            size_t *got, uint64_t *total) {
@@ -596,4 +657,20 @@ GUEST_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode 
   unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
   return exec_kernel(e, node, H(p->func), grid, block, p->sharedMemBytes, p->kernelParams,
                      p->extra);
+}
+
+/* cuGraphExecNodeSetParams: kernel nodes (what replays update); the other
+ * kinds answer NOT_SUPPORTED once. */
+GUEST_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                               CUgraphNodeParams *p) {
+  static int logged;
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (p->type != CU_GRAPH_NODE_TYPE_KERNEL)
+    return guest__unsupported("cuGraphExecNodeSetParams (other than a kernel node)", &logged);
+  const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
+  unsigned grid[3] = {k->gridDimX, k->gridDimY, k->gridDimZ};
+  unsigned block[3] = {k->blockDimX, k->blockDimY, k->blockDimZ};
+  return exec_kernel(e, node, k->func ? H(k->func) : H(k->kern), grid, block, k->sharedMemBytes,
+                     k->kernelParams, k->extra);
 }

@@ -11,7 +11,9 @@
  * such an allocation sends only (tag, offset, length): PINNED_COPY, done by
  * the daemon as real DMA on the stream, so async copies read and write the
  * host buffer when they execute, as in CUDA.  Over TCP (or if sharing
- * fails) pinned memory is plain memory of this process, as before.
+ * fails) pinned memory is plain memory of this process; a memset or copy
+ * that names it where the device side belongs (natively valid by unified
+ * addressing) is done here after synchronising its stream (host_only).
  *
  * Other copies carry their bytes in the request (H2D) or the reply (D2H), cut into
  * CALL_CHUNK pieces.  A small asynchronous H2D copy or memset is fire-
@@ -25,6 +27,7 @@
 #include "guestlib/guest.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -262,6 +265,26 @@ static bool pinned_copy(uint64_t dev, const void *host, size_t n, uint64_t s, in
   return true;
 }
 
+/* Host memory the device reaches natively (unified addressing: pinned or
+ * registered host memory is a valid address for copies and memsets) but
+ * tallyd cannot: [p, p + n) inside one of this process's pinned or
+ * registered ranges that is not shared with tallyd (TCP, or sharing
+ * failed).  Such an operation runs here, in stream order: the stream is
+ * synchronised first (an asynchronous call blocks; only code that points
+ * device operations at host memory takes this path, e.g. XLA's
+ * autotuner). */
+static bool host_only(uint64_t p, size_t n) {
+  uint64_t base, size;
+  unsigned flags;
+  return n && guest__mem_find_host(p, &base, &size, &flags) && !(flags & GUEST_HOST_SHARED) &&
+         n <= size - (p - base);
+}
+
+static CUresult host_ordered(uint64_t s) {
+  call_stream_sync_req_t q = {.stream = s};
+  return guest__rpc(CALL_OP_STREAM_SYNC, CALL_SYNCPOINT, &q, NULL);
+}
+
 static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
   CUresult r = guest__ready();
   const uint8_t *p = src;
@@ -269,6 +292,11 @@ static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int as
     return r;
   if (n && !src)
     return CUDA_ERROR_INVALID_VALUE;
+  if (host_only(dst, n)) {
+    if ((r = host_ordered(s)) == CUDA_SUCCESS)
+      memmove((void *)(uintptr_t)dst, src, n);
+    return r;
+  }
   if (pinned_copy(dst, src, n, s, 0, async, &r))
     return r;
   if (async && n <= GUEST_BATCH_FLUSH / 2) {
@@ -301,6 +329,11 @@ static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s, int async) {
     return r;
   if (n && !dst)
     return CUDA_ERROR_INVALID_VALUE;
+  if (host_only(src, n)) {
+    if ((r = host_ordered(s)) == CUDA_SUCCESS)
+      memmove(dst, (const void *)(uintptr_t)src, n);
+    return r;
+  }
   if (pinned_copy(src, dst, n, s, 1, async, &r))
     return r;
   do {
@@ -327,6 +360,10 @@ static CUresult dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
+  if (host_only(src, n))
+    return htod(dst, (const void *)(uintptr_t)src, n, s, async);
+  if (host_only(dst, n))
+    return dtoh((void *)(uintptr_t)dst, src, n, s, async);
   if (async) {
     int rc = guest__post(CALL_OP_DTOD, &q);
     return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
@@ -481,6 +518,13 @@ static CUresult memset_any(uint64_t p, uint32_t value, uint32_t elem, size_t cou
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
+  if (count <= SIZE_MAX / elem && host_only(p, count * elem)) {
+    if ((r = host_ordered(s)) != CUDA_SUCCESS)
+      return r;
+    for (size_t i = 0; i < count; i++)
+      memcpy((uint8_t *)(uintptr_t)p + i * elem, &value, elem); /* little-endian: low bytes */
+    return CUDA_SUCCESS;
+  }
   if (async) {
     int rc = guest__post(CALL_OP_MEMSET, &q);
     return rc ? guest__cu_error(rc) : CUDA_SUCCESS;

@@ -13,6 +13,12 @@
  *               0 when all worked)
  *   stray-memset  allocate 4 KiB and print "ptr 0x..", memset the 4 bytes
  *               just past it, print "memset N" (its CUresult)
+ *   pinned-ops  allocate 4 KiB of pinned host memory and 4 KiB of device
+ *               memory; memset part of the pinned memory on a stream (as a
+ *               device address), copy it to the device and back into the
+ *               pinned memory with device-to-device copies, read it with
+ *               cuMemcpyDtoH: print "pinned N" (the first failing CUresult,
+ *               0 when every byte is right)
  *   fault       allocate 4 KiB and print "ptr 0x..", launch the recording
  *               device's "fault" kernel, print "sync N" (cuCtxSynchronize:
  *               the fault, as natively) and "after N" (a later cuMemAlloc:
@@ -49,6 +55,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -237,6 +244,37 @@ int main(int argc, char **argv) {
       r = cuMemsetD32(p + 4096, 7, 1);
     }
     printf("memset %d\n", (int)r);
+    return 0;
+  }
+  if (strcmp(argv[1], "pinned-ops") == 0) {
+    uint8_t *h, out[64];
+    CUstream st;
+    CUdeviceptr hp;
+    r = cuMemHostAlloc((void **)&h, 4096, 0);
+    if (r == CUDA_SUCCESS)
+      r = cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS)
+      r = cuMemAlloc(&p, 4096);
+    hp = (CUdeviceptr)(uintptr_t)h;
+    if (r == CUDA_SUCCESS)
+      memset(h, 0, 4096), r = cuMemsetD8Async(hp + 16, 0x5a, 32, st);
+    if (r == CUDA_SUCCESS)
+      r = cuMemsetD32Async(hp + 48, 0x01020304, 1, st);
+    if (r == CUDA_SUCCESS)
+      r = cuMemcpyDtoDAsync(p, hp, 64, st);
+    if (r == CUDA_SUCCESS)
+      r = cuMemcpyDtoDAsync(hp + 1024, p, 64, st);
+    if (r == CUDA_SUCCESS)
+      r = cuMemcpyDtoH(out, hp + 1024, sizeof(out));
+    if (r == CUDA_SUCCESS)
+      r = cuStreamSynchronize(st);
+    for (int i = 0; r == CUDA_SUCCESS && i < 64; i++) {
+      static const uint8_t word[4] = {4, 3, 2, 1};
+      uint8_t want = i >= 16 && i < 48 ? 0x5a : i >= 48 && i < 52 ? word[i - 48] : 0;
+      if (out[i] != want)
+        r = CUDA_ERROR_UNKNOWN;
+    }
+    printf("pinned %d\n", (int)r);
     return 0;
   }
   if (strcmp(argv[1], "fault") == 0) {

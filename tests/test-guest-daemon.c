@@ -677,6 +677,29 @@ static void posts_of_joined_threads_run_in_call_order(void **state) {
   assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
 }
 
+/* Pinned host memory named as a device address by memsets and device
+ * copies (valid natively by unified addressing, what XLA's autotuner does):
+ * over shared memory tallyd reaches it at its address; over TCP the guest
+ * does the work itself in stream order.  Same bytes both ways. */
+static void pinned_memory_as_device_address_over_shm_and_tcp(void **state) {
+  const char *env[] = {NULL, gd_tcp_env};
+  (void)state;
+  for (int i = 0; i < 2; i++) {
+    pid_t pid;
+    char line[64] = {0};
+    FILE *f = helper("pinned-ops", &pid, NULL, env[i]);
+    assert_non_null(f);
+    if (!fgets(line, sizeof(line), f))
+      fail_msg("no answer from the helper over %s (exit status %d)", i ? "tcp" : "shm",
+               wait_exit(pid));
+    fclose(f);
+    assert_int_equal(wait_exit(pid), 0);
+    if (strcmp(line, "pinned 0\n") != 0)
+      fail_msg("over %s: %s", i ? "tcp" : "shm", line);
+  }
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+}
+
 static void stream_priority_and_flags_are_what_the_app_asked(void **state) {
   CUstream hi, lo;
   int least = 1, greatest = 1, prio = 99;
@@ -959,6 +982,7 @@ int main(void) {
       cmocka_unit_test(dead_tenant_is_cleaned_up),
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
       cmocka_unit_test(posts_of_joined_threads_run_in_call_order),
+      cmocka_unit_test(pinned_memory_as_device_address_over_shm_and_tcp),
       cmocka_unit_test(stream_priority_and_flags_are_what_the_app_asked),
       cmocka_unit_test(unreachable_daemon_gives_no_device),
       cmocka_unit_test(malformed_request_closes_only_that_tenant),

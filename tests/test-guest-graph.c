@@ -215,11 +215,70 @@ static void explicit_graph_sequence(void **state) {
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* The same graph through cuGraphAddNode's tagged union (XLA's command
+ * buffers): memset, kernel after it, parameters changed through
+ * cuGraphExecNodeSetParams; edge data other than plain completion and node
+ * kinds not offered are refused. */
+static void generic_node_api(void **state) {
+  CUstream s;
+  CUdeviceptr a;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode ms, kn, en, bad;
+  uint32_t v = 7, got[N];
+  uint64_t n = 4;
+  void *params[] = {&a, &v, &n};
+  CUgraphNodeParams p;
+  CUgraphEdgeData ed;
+  (void)state;
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&a, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  memset(&p, 0, sizeof(p));
+  p.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  p.memset.dst = a, p.memset.value = 3, p.memset.elementSize = 4;
+  p.memset.width = N, p.memset.height = 1;
+  assert_int_equal(cuGraphAddNode_v2(&ms, g, NULL, NULL, 0, &p), CUDA_SUCCESS);
+  memset(&p, 0, sizeof(p));
+  p.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  p.kernel.func = fill, p.kernel.gridDimX = p.kernel.gridDimY = p.kernel.gridDimZ = 1;
+  p.kernel.blockDimX = 32, p.kernel.blockDimY = p.kernel.blockDimZ = 1;
+  p.kernel.kernelParams = params;
+  memset(&ed, 0, sizeof(ed));
+  assert_int_equal(cuGraphAddNode_v2(&kn, g, &ms, &ed, 1, &p), CUDA_SUCCESS);
+  CUgraphNodeParams ep = {.type = CU_GRAPH_NODE_TYPE_EMPTY};
+  assert_int_equal(cuGraphAddNode_v2(&en, g, &kn, NULL, 1, &ep), CUDA_SUCCESS);
+  ed.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  assert_int_equal(cuGraphAddNode_v2(&bad, g, &kn, &ed, 1, &ep), CUDA_ERROR_NOT_SUPPORTED);
+  CUgraphNodeParams hp = {.type = CU_GRAPH_NODE_TYPE_HOST};
+  assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &hp), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  assert_int_equal(got[3], 7);
+  assert_int_equal(got[4], 3);
+  v = 9, n = 10;
+  assert_int_equal(cuGraphExecNodeSetParams(e, kn, &p), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecNodeSetParams(e, ms, &hp), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  assert_int_equal(got[9], 9);
+  assert_int_equal(got[10], 3);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(torch_cuda_graph_sequence),
       cmocka_unit_test(sync_during_capture_invalidates),
       cmocka_unit_test(explicit_graph_sequence),
+      cmocka_unit_test(generic_node_api),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
