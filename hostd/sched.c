@@ -65,7 +65,7 @@
 #include <xxhash.h>
 
 #define ACT_BATCH   64
-#define EV_POOL_MAX 4096 /* untimed events kept for reuse; more are destroyed */
+#define EV_POOL_MAX 4096 /* events of each kind kept for reuse; more are destroyed */
 #define CTL_SLOTS   1024 /* PTB control blocks: PTB launches in flight at once */
 #define CTL_HOST    32   /* host bytes per slot: 16 staged for the write, 8 read back */
 #define TURN_BUCKETS 4096 /* turnaround histogram: 1 us buckets, then one overflow */
@@ -175,8 +175,10 @@ static struct {
   bool sleeping, stop;
   uint64_t be_queued; /* mu: IT_SUBMIT items queued, not yet issued or dropped */
   bool lc_news;     /* an LC event was published since this thread last looked (mu) */
-  uint64_t *evpool; /* free events (mu) */
-  size_t nev, capev;
+  struct {
+    uint64_t *ev; /* free events (mu): [0] untimed, [1] timed */
+    size_t n, cap;
+  } evpool[2];
   flight_t *flights; /* scheduler thread */
   uint64_t next_submit;
   FILE *trace;
@@ -288,39 +290,38 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
 /* ---- events: a pool shared by workers and the scheduler thread ---- */
 
 static CUresult ev_get(uint64_t *e, bool timing) {
-  if (!timing) {
-    pthread_mutex_lock(&S.mu);
-    if (S.nev > 0) {
-      *e = S.evpool[--S.nev];
-      pthread_mutex_unlock(&S.mu);
-      return CUDA_SUCCESS;
-    }
+  __typeof__(S.evpool[0]) *pool = &S.evpool[timing];
+  pthread_mutex_lock(&S.mu);
+  if (pool->n > 0) {
+    *e = pool->ev[--pool->n];
     pthread_mutex_unlock(&S.mu);
+    return CUDA_SUCCESS;
   }
+  pthread_mutex_unlock(&S.mu);
   return hostd__gpu.event_new(e, timing ? 0 : CU_EVENT_DISABLE_TIMING);
 }
 
-/* Returns an untimed event to the pool (timed ones are destroyed). */
+/* Returns an event to its pool: creating and destroying an event per
+ * launch cost the scheduler thread more than recording it. */
 static void ev_put(uint64_t e, bool timing) {
+  __typeof__(S.evpool[0]) *pool = &S.evpool[timing];
   if (!e)
     return;
-  if (!timing) {
-    pthread_mutex_lock(&S.mu);
-    if (S.nev == S.capev && S.capev < EV_POOL_MAX) {
-      size_t cap = S.capev ? S.capev * 2 : 64;
-      uint64_t *p = realloc(S.evpool, cap * sizeof(*p));
-      if (p) {
-        S.evpool = p;
-        S.capev = cap;
-      }
+  pthread_mutex_lock(&S.mu);
+  if (pool->n == pool->cap && pool->cap < EV_POOL_MAX) {
+    size_t cap = pool->cap ? pool->cap * 2 : 64;
+    uint64_t *p = realloc(pool->ev, cap * sizeof(*p));
+    if (p) {
+      pool->ev = p;
+      pool->cap = cap;
     }
-    if (S.nev < S.capev) {
-      S.evpool[S.nev++] = e;
-      pthread_mutex_unlock(&S.mu);
-      return;
-    }
-    pthread_mutex_unlock(&S.mu);
   }
+  if (pool->n < pool->cap) {
+    pool->ev[pool->n++] = e;
+    pthread_mutex_unlock(&S.mu);
+    return;
+  }
+  pthread_mutex_unlock(&S.mu);
   (void)hostd__gpu.event_del(e);
 }
 
@@ -1749,11 +1750,13 @@ void hostd__sched_shutdown(void) {
   S.trace = NULL;
   u64map_close(&S.names_done);
   pthread_mutex_unlock(&S.namemu);
-  while (S.nev > 0)
-    (void)hostd__gpu.event_del(S.evpool[--S.nev]);
-  free(S.evpool);
-  S.evpool = NULL;
-  S.capev = 0;
+  for (int k = 0; k < 2; k++) {
+    while (S.evpool[k].n > 0)
+      (void)hostd__gpu.event_del(S.evpool[k].ev[--S.evpool[k].n]);
+    free(S.evpool[k].ev);
+    S.evpool[k].ev = NULL;
+    S.evpool[k].cap = 0;
+  }
   pol_sched_free(S.pol);
   S.pol = NULL;
   u64map_close(&S.resident);

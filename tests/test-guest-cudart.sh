@@ -4,15 +4,16 @@
 # Builds tests/guest-cudart.cu with nvcc (static and shared cudart), starts
 # hostd/tallyd-record (tallyd on the recording device) on a private socket,
 # and runs both programs under guestlib/tally-run; then checks the
-# unreachable-daemon message and that tallyd exits 0 on SIGTERM.  Prints TAP.
+# unreachable-daemon message, which tenants tally-run gives the interposed
+# cuBLAS, and that tallyd exits 0 on SIGTERM.  Prints TAP.
 # The recording device moves bytes but runs no kernel: CPU coverage of
 # cudart's initialisation path, never GPU coverage.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
 NVCC=${NVCC:-nvcc}
-echo "1..7"
+echo "1..8"
 if ! command -v "$NVCC" >/dev/null 2>&1; then
-  for i in 1 2 3 4 5 6 7; do echo "ok $i # SKIP nvcc not found"; done
+  for i in 1 2 3 4 5 6 7 8; do echo "ok $i # SKIP nvcc not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-cudart-XXXXXX)
@@ -66,5 +67,18 @@ unreachable() {
 check "unreachable daemon: one log line and no device" unreachable
 bad_priority() { ! "$B/guestlib/tally-run" --priority urgent -- true; }
 check "tally-run refuses an unknown priority" bad_priority
+# The interposed cuBLAS: preloaded for a best-effort tenant (where it was
+# built), never for a latency-critical one, not with TALLY_GEMM_SPLIT=0.
+preload() {
+  [ -e "$B/blas/libtally-blas.so" ] || { echo "no libtally-blas.so built: nothing to preload"; return 0; }
+  show='echo "${LD_PRELOAD:-}"'
+  be=$(env -u LD_PRELOAD -u TALLY_GEMM_SPLIT "$B/guestlib/tally-run" -- sh -c "$show")
+  lc=$(env -u LD_PRELOAD "$B/guestlib/tally-run" --priority latency-critical -- sh -c "$show")
+  off=$(env -u LD_PRELOAD TALLY_GEMM_SPLIT=0 "$B/guestlib/tally-run" -- sh -c "$show")
+  echo "be '$be' lc '$lc' off '$off'"
+  case $be in *libtally-blas.so*) ;; *) return 1 ;; esac
+  [ -z "$lc" ] && [ -z "$off" ]
+}
+check "tally-run preloads libtally-blas.so for best-effort tenants only, unless TALLY_GEMM_SPLIT=0" preload
 stop() { kill -TERM "$daemon" && wait "$daemon"; rc=$?; daemon=; [ $rc -eq 0 ]; }
 check "tallyd exits 0 on SIGTERM" stop
