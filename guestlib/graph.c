@@ -25,7 +25,9 @@
  */
 #include "guestlib/guest.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,80 @@ static __thread uint64_t *deps_buf;           /* cuStreamGetCaptureInfo's depend
 static __thread size_t deps_cap;
 
 #define H(x) ((uint64_t)(uintptr_t)(x))
+
+/* ---- node kinds of the nodes this process added ----
+ *
+ * cuGraphNodeGetType is answered here for every node made by a cuGraphAdd*
+ * call of this process (XLA asks it of the dependencies it passes);
+ * a node known only to tallyd (from a capture, through cuGraphGetNodes)
+ * answers NOT_SUPPORTED.  Open addressing on the node handle, linear
+ * probing; a graph's nodes leave with cuGraphDestroy (the table is rebuilt
+ * without them).  Invariant: count < cap / 2 whenever cap > 0. */
+typedef struct {
+  uint64_t node, graph; /* node 0: free slot */
+  uint8_t type;         /* CUgraphNodeType */
+} ntype_t;
+static pthread_mutex_t nt_mu = PTHREAD_MUTEX_INITIALIZER;
+static ntype_t *nt;
+static size_t nt_cap, nt_count;
+
+static size_t nt_slot(const ntype_t *tab, size_t cap, uint64_t node) {
+  size_t i = (size_t)((node * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+  while (tab[i].node && tab[i].node != node)
+    i = (i + 1) & (cap - 1);
+  return i;
+}
+
+/* Rehashes into cap slots, leaving out the nodes of graph drop (0: none). */
+static int nt_rebuild(size_t cap, uint64_t drop) {
+  ntype_t *tab = calloc(cap, sizeof(*tab));
+  size_t n = 0;
+  if (!tab)
+    return -1;
+  for (size_t i = 0; i < nt_cap; i++)
+    if (nt[i].node && (!drop || nt[i].graph != drop)) {
+      tab[nt_slot(tab, cap, nt[i].node)] = nt[i];
+      n++;
+    }
+  free(nt);
+  nt = tab, nt_cap = cap, nt_count = n;
+  return 0;
+}
+
+static void nt_put(uint64_t node, uint64_t graph, CUgraphNodeType type) {
+  pthread_mutex_lock(&nt_mu);
+  if ((nt_count + 1) * 2 <= nt_cap || nt_rebuild(nt_cap ? nt_cap * 2 : 256, 0) == 0) {
+    size_t i = nt_slot(nt, nt_cap, node);
+    if (!nt[i].node)
+      nt_count++;
+    nt[i] = (ntype_t){.node = node, .graph = graph, .type = (uint8_t)type};
+  } /* out of memory: the node's type is not known here */
+  pthread_mutex_unlock(&nt_mu);
+}
+
+static void nt_drop_graph(uint64_t graph) {
+  pthread_mutex_lock(&nt_mu);
+  if (nt_cap)
+    (void)nt_rebuild(nt_cap, graph); /* out of memory: stale entries stay, harmless */
+  pthread_mutex_unlock(&nt_mu);
+}
+
+GUEST_EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type) {
+  static int logged;
+  bool found = false;
+  if (!node || !type)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&nt_mu);
+  if (nt_cap) {
+    size_t i = nt_slot(nt, nt_cap, H(node));
+    if ((found = nt[i].node != 0))
+      *type = (CUgraphNodeType)nt[i].type;
+  }
+  pthread_mutex_unlock(&nt_mu);
+  return found ? CUDA_SUCCESS
+               : guest__unsupported("cuGraphNodeGetType (of a node this process did not add)",
+                                    &logged);
+}
 
 /* ---- capture ---- */
 
@@ -208,7 +284,9 @@ GUEST_EXPORT CUresult cuGraphCreate(CUgraph *pg, unsigned int flags) {
 GUEST_EXPORT CUresult cuGraphDestroy(CUgraph g) {
   call_graph_del_req_t q = {.graph = H(g)};
   CUresult r = guest__ready();
-  return r != CUDA_SUCCESS ? r : guest__rpc(CALL_OP_GRAPH_DEL, 0, &q, NULL);
+  if (r == CUDA_SUCCESS && (r = guest__rpc(CALL_OP_GRAPH_DEL, 0, &q, NULL)) == CUDA_SUCCESS)
+    nt_drop_graph(H(g));
+  return r;
 }
 
 /* GRAPH_ADD: q's kind fields set by the caller; graph and dependencies here. */
@@ -224,8 +302,20 @@ static CUresult add(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t 
   q->ndeps = (uint32_t)n;
   q->deps = (call_view_t){(const uint8_t *)deps, n * sizeof(*deps)};
   r = guest__rpc(CALL_OP_GRAPH_ADD, 0, q, &a);
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
+    static const CUgraphNodeType kinds[CALL_GNODE_KINDS] = {
+        [CALL_GNODE_EMPTY] = CU_GRAPH_NODE_TYPE_EMPTY,
+        [CALL_GNODE_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL,
+        [CALL_GNODE_MEMCPY] = CU_GRAPH_NODE_TYPE_MEMCPY,
+        [CALL_GNODE_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
+        [CALL_GNODE_EVENT_REC] = CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+        [CALL_GNODE_EVENT_WAIT] = CU_GRAPH_NODE_TYPE_WAIT_EVENT,
+        [CALL_GNODE_CHILD] = CU_GRAPH_NODE_TYPE_GRAPH,
+        [CALL_GNODE_HOST] = CU_GRAPH_NODE_TYPE_HOST};
     *pn = (CUgraphNode)(uintptr_t)a.node;
+    if (q->kind < CALL_GNODE_KINDS)
+      nt_put(a.node, H(g), kinds[q->kind]);
+  }
   return r;
 }
 

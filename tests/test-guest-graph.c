@@ -217,8 +217,8 @@ static void explicit_graph_sequence(void **state) {
 
 /* The same graph through cuGraphAddNode's tagged union (XLA's command
  * buffers): memset, kernel after it, parameters changed through
- * cuGraphExecNodeSetParams; edge data other than plain completion and node
- * kinds not offered are refused. */
+ * cuGraphExecNodeSetParams, node kinds answered by cuGraphNodeGetType; edge
+ * data other than plain completion and node kinds not offered are refused. */
 static void generic_node_api(void **state) {
   CUstream s;
   CUdeviceptr a;
@@ -253,6 +253,14 @@ static void generic_node_api(void **state) {
   CUgraphNodeParams hp = {.type = CU_GRAPH_NODE_TYPE_HOST};
   assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &hp), CUDA_ERROR_NOT_SUPPORTED);
   assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeType ty;
+  assert_int_equal(cuGraphNodeGetType(ms, &ty), CUDA_SUCCESS);
+  assert_int_equal(ty, CU_GRAPH_NODE_TYPE_MEMSET);
+  assert_int_equal(cuGraphNodeGetType(kn, &ty), CUDA_SUCCESS);
+  assert_int_equal(ty, CU_GRAPH_NODE_TYPE_KERNEL);
+  assert_int_equal(cuGraphNodeGetType(en, &ty), CUDA_SUCCESS);
+  assert_int_equal(ty, CU_GRAPH_NODE_TYPE_EMPTY);
+  assert_int_equal(cuGraphNodeGetType(kn, NULL), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
   assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
   assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
@@ -269,6 +277,8 @@ static void generic_node_api(void **state) {
   assert_int_equal(got[10], 3);
   assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
   assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  /* The graph's nodes are forgotten with it. */
+  assert_int_equal(cuGraphNodeGetType(kn, &ty), CUDA_ERROR_NOT_SUPPORTED);
   assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
