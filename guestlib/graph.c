@@ -460,14 +460,29 @@ GUEST_EXPORT CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode *from,
   return guest__rpc(CALL_OP_GRAPH_DEPS, 0, &q, NULL);
 }
 
+/* Edge data: a programmatic edge (or a launch-order port) lets the
+ * downstream kernel start before the upstream one ends; a full dependency
+ * is the stricter order, so it is kept as one (correct, without the
+ * overlap: a kernel's cudaGridDependencySynchronize then returns at once).
+ * false for what is not such an edge (unknown types, ports or reserved
+ * bytes), which the caller refuses. */
+static bool edges_fold(const CUgraphEdgeData *ed, size_t n) {
+  for (size_t i = 0; ed && i < n; i++) {
+    static const unsigned char zero[sizeof(ed->reserved)];
+    if (ed[i].type > CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC || ed[i].to_port != 0 ||
+        ed[i].from_port > CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER ||
+        memcmp(ed[i].reserved, zero, sizeof(zero)) != 0)
+      return false;
+  }
+  return true;
+}
+
 GUEST_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *from,
                                                 const CUgraphNode *to, const CUgraphEdgeData *ed,
                                                 size_t n) {
   static int logged;
-  static const CUgraphEdgeData zero;
-  for (size_t i = 0; ed && i < n; i++)
-    if (memcmp(&ed[i], &zero, sizeof(zero)) != 0)
-      return guest__unsupported("cuGraphAddDependencies_v2 (edge data)", &logged);
+  if (!edges_fold(ed, n))
+    return guest__unsupported("cuGraphAddDependencies_v2 (edge data)", &logged);
   return cuGraphAddDependencies(g, from, to, n);
 }
 
@@ -523,10 +538,8 @@ GUEST_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *pn, CUgraph g, const CUgrap
                                         const CUgraphEdgeData *ed, size_t n,
                                         CUgraphNodeParams *p) {
   static int logged;
-  static const CUgraphEdgeData zero;
-  for (size_t i = 0; ed && i < n; i++)
-    if (memcmp(&ed[i], &zero, sizeof(zero)) != 0)
-      return guest__unsupported("cuGraphAddNode_v2 (edge data)", &logged);
+  if (!edges_fold(ed, n))
+    return guest__unsupported("cuGraphAddNode_v2 (edge data)", &logged);
   return add_generic(pn, g, deps, n, p);
 }
 

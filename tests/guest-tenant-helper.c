@@ -118,7 +118,8 @@ static int hostfn_quota(void) {
   CUstream s;
   CUdeviceptr p;
   CUresult r;
-  if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuLaunchHostFunc(s, hold_until_stdin_closes, NULL))
+  if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+      cuLaunchHostFunc(s, hold_until_stdin_closes, NULL))
     return 12;
   for (int i = 0; i < 11; i++)
     if (cuLaunchHostFunc(s, count_one, NULL))

@@ -217,8 +217,9 @@ static void explicit_graph_sequence(void **state) {
 
 /* The same graph through cuGraphAddNode's tagged union (XLA's command
  * buffers): memset, kernel after it, parameters changed through
- * cuGraphExecNodeSetParams, node kinds answered by cuGraphNodeGetType; edge
- * data other than plain completion and node kinds not offered are refused. */
+ * cuGraphExecNodeSetParams, node kinds answered by cuGraphNodeGetType; a
+ * programmatic edge is kept as a full dependency; unknown edge data and node
+ * kinds not offered are refused. */
 static void generic_node_api(void **state) {
   CUstream s;
   CUdeviceptr a;
@@ -248,7 +249,12 @@ static void generic_node_api(void **state) {
   assert_int_equal(cuGraphAddNode_v2(&kn, g, &ms, &ed, 1, &p), CUDA_SUCCESS);
   CUgraphNodeParams ep = {.type = CU_GRAPH_NODE_TYPE_EMPTY};
   assert_int_equal(cuGraphAddNode_v2(&en, g, &kn, NULL, 1, &ep), CUDA_SUCCESS);
-  ed.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  /* A programmatic edge is kept as a full dependency (stricter, correct). */
+  CUgraphNode pn;
+  ed.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC,
+  ed.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+  assert_int_equal(cuGraphAddNode_v2(&pn, g, &kn, &ed, 1, &ep), CUDA_SUCCESS);
+  ed.type = (CUgraphDependencyType)7; /* not a type this driver knows */
   assert_int_equal(cuGraphAddNode_v2(&bad, g, &kn, &ed, 1, &ep), CUDA_ERROR_NOT_SUPPORTED);
   CUgraphNodeParams hp = {.type = CU_GRAPH_NODE_TYPE_HOST};
   assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &hp), CUDA_ERROR_NOT_SUPPORTED);
