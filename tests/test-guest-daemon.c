@@ -654,27 +654,33 @@ static void latency_critical_tenant_gets_the_greatest_priority(void **state) {
   assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
 }
 
-/* The helper's "order": each round a thread enqueues on the NULL stream,
- * is joined, and the main thread enqueues behind it and reads back; the
- * second value must win, over shared memory and over TCP (it lost in 60
- * rounds of 64 on both when posts went out slot by slot). */
-static void posts_of_joined_threads_run_in_call_order(void **state) {
+/* Runs the helper's ACTION over shared memory, then over TCP; each run must
+ * print exactly `want` and exit 0. */
+static void helper_says_both_ways(const char *action, const char *want) {
   const char *env[] = {NULL, gd_tcp_env};
-  (void)state;
   for (int i = 0; i < 2; i++) {
     pid_t pid;
     char line[64] = {0};
-    FILE *f = helper("order", &pid, NULL, env[i]);
+    FILE *f = helper(action, &pid, NULL, env[i]);
     assert_non_null(f);
     if (!fgets(line, sizeof(line), f))
       fail_msg("no answer from the helper over %s (exit status %d)", i ? "tcp" : "shm",
                wait_exit(pid));
     fclose(f);
     assert_int_equal(wait_exit(pid), 0);
-    if (strcmp(line, "order 0 of 64\n") != 0)
+    if (strcmp(line, want) != 0)
       fail_msg("over %s: %s", i ? "tcp" : "shm", line);
   }
   assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+}
+
+/* The helper's "order": each round a thread enqueues on the NULL stream,
+ * is joined, and the main thread enqueues behind it and reads back; the
+ * second value must win, over shared memory and over TCP (it lost in 60
+ * rounds of 64 on both when posts went out slot by slot). */
+static void posts_of_joined_threads_run_in_call_order(void **state) {
+  (void)state;
+  helper_says_both_ways("order", "order 0 of 64\n");
 }
 
 /* Pinned host memory named as a device address by memsets and device
@@ -682,22 +688,8 @@ static void posts_of_joined_threads_run_in_call_order(void **state) {
  * over shared memory tallyd reaches it at its address; over TCP the guest
  * does the work itself in stream order.  Same bytes both ways. */
 static void pinned_memory_as_device_address_over_shm_and_tcp(void **state) {
-  const char *env[] = {NULL, gd_tcp_env};
   (void)state;
-  for (int i = 0; i < 2; i++) {
-    pid_t pid;
-    char line[64] = {0};
-    FILE *f = helper("pinned-ops", &pid, NULL, env[i]);
-    assert_non_null(f);
-    if (!fgets(line, sizeof(line), f))
-      fail_msg("no answer from the helper over %s (exit status %d)", i ? "tcp" : "shm",
-               wait_exit(pid));
-    fclose(f);
-    assert_int_equal(wait_exit(pid), 0);
-    if (strcmp(line, "pinned 0\n") != 0)
-      fail_msg("over %s: %s", i ? "tcp" : "shm", line);
-  }
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  helper_says_both_ways("pinned-ops", "pinned 0\n");
 }
 
 static void stream_priority_and_flags_are_what_the_app_asked(void **state) {
