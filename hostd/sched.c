@@ -301,8 +301,8 @@ static CUresult ev_get(uint64_t *e, bool timing) {
   return hostd__gpu.event_new(e, timing ? 0 : CU_EVENT_DISABLE_TIMING);
 }
 
-/* Returns an event to its pool: creating and destroying an event per
- * launch cost the scheduler thread more than recording it. */
+/* Returns an event to its pool (timed ones too: a BE launch takes two, and
+ * the scheduler thread should not create and destroy them per launch). */
 static void ev_put(uint64_t e, bool timing) {
   __typeof__(S.evpool[0]) *pool = &S.evpool[timing];
   if (!e)
