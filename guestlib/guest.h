@@ -127,6 +127,11 @@ bool guest__mem_find(uint64_t p, uint64_t *base, uint64_t *size, guest_mem_kind_
 #define GUEST_HOST_SHARED     0x40000000u
 /* Like guest__mem_find, for host allocations, with their flags. */
 bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *flags);
+/* Whether one of the n/8 aligned 8-byte words at args names an address in a
+ * host range tallyd's GPU cannot reach (not GUEST_HOST_SHARED); the first
+ * such word's offset and value in *off and *val.  Answers false at once
+ * while no such range exists. */
+bool guest__mem_args_unreachable(const void *args, size_t n, size_t *off, uint64_t *val);
 
 /* ---- host functions (hostfn.c) ---- */
 /* Enqueues fn(data) (kind 0, CUhostFn) or cb(stream, status, data) (kind 1,

@@ -565,6 +565,23 @@ CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, 
       memcpy(b + f->off[i], params[i], f->size[i]);
     *src = b;
   }
+  /* A pointer into host memory tallyd's GPU cannot reach would fault on the
+   * device, poisoning the context every tenant shares: refused here. */
+  size_t off;
+  uint64_t val;
+  if (guest__mem_args_unreachable(*src, n, &off, &val)) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      guest__log("kernel %s: argument bytes at offset %zu hold 0x%llx, inside pinned or "
+                 "registered host memory that tallyd's GPU cannot reach (the tenant is not on "
+                 "tallyd's host, or the memory is registered, not allocated); the launch is "
+                 "refused (CUDA_ERROR_NOT_SUPPORTED): run the tenant over shared memory and "
+                 "allocate it with cuMemHostAlloc",
+                 f->name, off, (unsigned long long)val);
+    free(*body);
+    *body = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
   *argbytes = (uint32_t)n;
   return CUDA_SUCCESS;
 }

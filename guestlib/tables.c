@@ -14,6 +14,7 @@
 #include "wire/u64map.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,13 @@ typedef struct mem_rec {
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static mem_rec_t *mems;
 static size_t nmem, capmem;
+/* Host records tallyd cannot reach (no GUEST_HOST_SHARED): written under
+ * mem_lock, read without it as a fast "none" for every launch. */
+static atomic_size_t nunreachable;
+
+static bool unreachable(const mem_rec_t *m) {
+  return m->kind == GUEST_MEM_HOST && !(m->flags & GUEST_HOST_SHARED);
+}
 
 /* Index of the first record with base > p. Lock held. */
 static size_t upper(uint64_t p) {
@@ -59,6 +67,8 @@ int guest__mem_add(uint64_t base, uint64_t size, guest_mem_kind_t kind, unsigned
   memmove(&mems[i + 1], &mems[i], (nmem - i) * sizeof(*mems));
   mems[i] = (mem_rec_t){base, size, kind, flags};
   nmem++;
+  if (unreachable(&mems[i]))
+    atomic_fetch_add(&nunreachable, 1);
 out:
   pthread_mutex_unlock(&mem_lock);
   return rc;
@@ -72,6 +82,8 @@ int guest__mem_del(uint64_t base, guest_mem_kind_t kind, uint64_t *size) {
   if (i > 0 && mems[i - 1].base == base && mems[i - 1].kind == kind) {
     if (size)
       *size = mems[i - 1].size;
+    if (unreachable(&mems[i - 1]))
+      atomic_fetch_sub(&nunreachable, 1);
     memmove(&mems[i - 1], &mems[i], (nmem - i) * sizeof(*mems));
     nmem--;
     rc = 0;
@@ -116,6 +128,26 @@ bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *
   }
   pthread_mutex_unlock(&mem_lock);
   return found;
+}
+
+bool guest__mem_args_unreachable(const void *args, size_t n, size_t *off, uint64_t *val) {
+  bool hit = false;
+  if (atomic_load_explicit(&nunreachable, memory_order_relaxed) == 0 || !args)
+    return false;
+  pthread_mutex_lock(&mem_lock);
+  for (size_t o = 0; !hit && o + 8 <= n; o += 8) {
+    uint64_t w;
+    size_t i;
+    memcpy(&w, (const uint8_t *)args + o, sizeof(w));
+    i = upper(w);
+    if (i > 0 && unreachable(&mems[i - 1]) && w - mems[i - 1].base < mems[i - 1].size) {
+      hit = true;
+      *off = o;
+      *val = w;
+    }
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return hit;
 }
 
 /* ---- functions ---- */

@@ -19,6 +19,9 @@
  *               pinned memory with device-to-device copies, read it with
  *               cuMemcpyDtoH: print "pinned N" (the first failing CUresult,
  *               0 when every byte is right)
+ *   pinned-kernel  allocate 4 KiB of pinned host memory, launch fill_u32
+ *               with a pointer into it, synchronise: print "launch L sync S
+ *               value V" (V the first word, 7 when the kernel ran)
  *   fault       allocate 4 KiB and print "ptr 0x..", launch the recording
  *               device's "fault" kernel, print "sync N" (cuCtxSynchronize:
  *               the fault, as natively) and "after N" (a later cuMemAlloc:
@@ -276,6 +279,26 @@ int main(int argc, char **argv) {
         r = CUDA_ERROR_UNKNOWN;
     }
     printf("pinned %d\n", (int)r);
+    return 0;
+  }
+  if (strcmp(argv[1], "pinned-kernel") == 0) {
+    static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+    uint32_t *h = NULL, v = 7;
+    uint64_t n = 4;
+    CUdeviceptr hp;
+    CUmodule m;
+    CUfunction f;
+    void *args[] = {&hp, &v, &n};
+    CUresult l = CUDA_ERROR_UNKNOWN, sy = CUDA_ERROR_UNKNOWN;
+    if (cuMemHostAlloc((void **)&h, 4096, 0) == CUDA_SUCCESS &&
+        cuModuleLoadData(&m, img) == CUDA_SUCCESS &&
+        cuModuleGetFunction(&f, m, "fill_u32") == CUDA_SUCCESS) {
+      h[0] = 0;
+      hp = (CUdeviceptr)(uintptr_t)h;
+      l = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
+      sy = cuCtxSynchronize();
+    }
+    printf("launch %d sync %d value %u\n", (int)l, (int)sy, h ? h[0] : 0u);
     return 0;
   }
   if (strcmp(argv[1], "fault") == 0) {

@@ -655,9 +655,9 @@ static void latency_critical_tenant_gets_the_greatest_priority(void **state) {
 }
 
 /* Runs the helper's ACTION over shared memory, then over TCP; each run must
- * print exactly `want` and exit 0. */
-static void helper_says_both_ways(const char *action, const char *want) {
-  const char *env[] = {NULL, gd_tcp_env};
+ * print exactly its line (want_shm, want_tcp) and exit 0. */
+static void helper_says_both_ways(const char *action, const char *want_shm, const char *want_tcp) {
+  const char *env[] = {NULL, gd_tcp_env}, *want[] = {want_shm, want_tcp};
   for (int i = 0; i < 2; i++) {
     pid_t pid;
     char line[64] = {0};
@@ -668,8 +668,8 @@ static void helper_says_both_ways(const char *action, const char *want) {
                wait_exit(pid));
     fclose(f);
     assert_int_equal(wait_exit(pid), 0);
-    if (strcmp(line, want) != 0)
-      fail_msg("over %s: %s", i ? "tcp" : "shm", line);
+    if (strcmp(line, want[i]) != 0)
+      fail_msg("over %s: '%s', want '%s'", i ? "tcp" : "shm", line, want[i]);
   }
   assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
 }
@@ -680,7 +680,7 @@ static void helper_says_both_ways(const char *action, const char *want) {
  * rounds of 64 on both when posts went out slot by slot). */
 static void posts_of_joined_threads_run_in_call_order(void **state) {
   (void)state;
-  helper_says_both_ways("order", "order 0 of 64\n");
+  helper_says_both_ways("order", "order 0 of 64\n", "order 0 of 64\n");
 }
 
 /* Pinned host memory named as a device address by memsets and device
@@ -689,7 +689,17 @@ static void posts_of_joined_threads_run_in_call_order(void **state) {
  * does the work itself in stream order.  Same bytes both ways. */
 static void pinned_memory_as_device_address_over_shm_and_tcp(void **state) {
   (void)state;
-  helper_says_both_ways("pinned-ops", "pinned 0\n");
+  helper_says_both_ways("pinned-ops", "pinned 0\n", "pinned 0\n");
+}
+
+/* A kernel given a pointer into pinned host memory: over shared memory the
+ * memory is tallyd's too and the kernel fills it; over TCP the GPU cannot
+ * reach it, and the launch is refused in the guest instead of faulting in
+ * the context every tenant shares. */
+static void kernel_pointer_to_unreachable_host_memory_is_refused(void **state) {
+  (void)state;
+  helper_says_both_ways("pinned-kernel", "launch 0 sync 0 value 7\n",
+                        "launch 801 sync 0 value 0\n");
 }
 
 static void stream_priority_and_flags_are_what_the_app_asked(void **state) {
@@ -975,6 +985,7 @@ int main(void) {
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
       cmocka_unit_test(posts_of_joined_threads_run_in_call_order),
       cmocka_unit_test(pinned_memory_as_device_address_over_shm_and_tcp),
+      cmocka_unit_test(kernel_pointer_to_unreachable_host_memory_is_refused),
       cmocka_unit_test(stream_priority_and_flags_are_what_the_app_asked),
       cmocka_unit_test(unreachable_daemon_gives_no_device),
       cmocka_unit_test(malformed_request_closes_only_that_tenant),
