@@ -141,7 +141,11 @@ bool guest__mem_args_unreachable(const void *args, size_t n, size_t *off, uint64
     memcpy(&w, (const uint8_t *)args + o, sizeof(w));
     i = upper(w);
     if (i > 0 && unreachable(&mems[i - 1]) && w - mems[i - 1].base < mems[i - 1].size) {
+      /* Device addresses are tallyd's and host ones this process's, so the
+       * two may overlap: a word inside device memory is not a hit. */
       hit = true;
+      for (size_t k = 0; hit && k < i; k++)
+        hit = !(mems[k].kind == GUEST_MEM_DEVICE && w - mems[k].base < mems[k].size);
       *off = o;
       *val = w;
     }

@@ -8,6 +8,8 @@
  * few allocations, looks them up, and forgets them.  A failure must come
  * back as -ENOMEM and leave no function of that module behind (all or
  * nothing); emptied tables give their storage back, so nothing leaks.
+ * Also: which kernel argument words name host memory tallyd's GPU cannot
+ * reach (guest__mem_args_unreachable).
  */
 #include "guestlib/guest.h"
 
@@ -87,9 +89,38 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* Argument words naming unshared host memory are found; shared host
+ * memory, device memory (also where it overlaps a host range: the two are
+ * different processes' addresses), unaligned words and other values are
+ * not; with no unshared range nothing is looked at. */
+static void argument_words_naming_unreachable_host_memory(void **state) {
+  const uint64_t host = 0x7f1000000000ull, shared = 0x7f2000000000ull, dev = 0x7f0ffffff000ull;
+  uint64_t args[5], val = 0;
+  size_t off = 99;
+  (void)state;
+  args[0] = 42, args[1] = shared + 8, args[2] = host + 16, args[3] = host + 20000, args[4] = 7;
+  assert_int_equal(guest__mem_add(shared, 4096, GUEST_MEM_HOST, GUEST_HOST_SHARED), 0);
+  assert_int_equal(guest__mem_add(dev, 8192, GUEST_MEM_DEVICE, 0), 0);       /* to host + 4096 */
+  assert_false(guest__mem_args_unreachable(args, sizeof(args), &off, &val)); /* none yet */
+  assert_int_equal(guest__mem_add(host, 65536, GUEST_MEM_HOST, 0), 0);       /* overlaps dev's */
+  assert_true(guest__mem_args_unreachable(args, sizeof(args), &off, &val));
+  assert_int_equal(off, 24);
+  assert_int_equal(val, host + 20000);
+  assert_false(guest__mem_args_unreachable(args, 24, &off, &val));                /* before it */
+  assert_false(guest__mem_args_unreachable((uint8_t *)args + 4, 32, &off, &val)); /* shifted */
+  assert_int_equal(guest__mem_del(host, GUEST_MEM_HOST, NULL), 0);
+  assert_false(guest__mem_args_unreachable(args, sizeof(args), &off, &val));
+  assert_int_equal(guest__mem_add(host, 65536, GUEST_MEM_HOST, GUEST_HOST_REGISTERED), 0);
+  assert_true(guest__mem_args_unreachable(args, sizeof(args), &off, &val)); /* registered */
+  assert_int_equal(guest__mem_del(host, GUEST_MEM_HOST, NULL), 0);
+  assert_int_equal(guest__mem_del(dev, GUEST_MEM_DEVICE, NULL), 0);
+  assert_int_equal(guest__mem_del(shared, GUEST_MEM_HOST, NULL), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_allocation_of_the_tables_fails_cleanly),
+      cmocka_unit_test(argument_words_naming_unreachable_host_memory),
   };
   return cmocka_run_group_tests_name("guest-tables-oom", tests, setup, teardown);
 }
