@@ -270,6 +270,7 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->submitted = __atomic_load_n(&S.st.submitted, __ATOMIC_ACQUIRE);
   out->held = __atomic_load_n(&S.st.held, __ATOMIC_ACQUIRE);
   out->issued = __atomic_load_n(&S.st.issued, __ATOMIC_ACQUIRE);
+  out->timed = __atomic_load_n(&S.st.timed, __ATOMIC_ACQUIRE);
   out->dropped = __atomic_load_n(&S.st.dropped, __ATOMIC_ACQUIRE);
   out->completed = __atomic_load_n(&S.st.completed, __ATOMIC_ACQUIRE);
   out->fences = __atomic_load_n(&S.st.fences, __ATOMIC_ACQUIRE);
@@ -1274,9 +1275,15 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   }
   if (r == CUDA_SUCCESS)
     r = plan_launch(it, a, (uint8_t *)argbuf, &p);
-  if (r == CUDA_SUCCESS && ev_for(ss, &is.ev_start, true) == CUDA_SUCCESS &&
-      ev_for(ss, &is.ev_end, true) == CUDA_SUCCESS)
-    (void)hostd__gpu.event_record(is.ev_start, ss->lstream, 0);
+  /* Timed when the policy asks (a profile sample) or a trace is written;
+   * otherwise one untimed event marks the end. */
+  if (r == CUDA_SUCCESS && (a->timed || S.trace)) {
+    if (ev_for(ss, &is.ev_start, true) == CUDA_SUCCESS &&
+        ev_for(ss, &is.ev_end, true) == CUDA_SUCCESS)
+      (void)hostd__gpu.event_record(is.ev_start, ss->lstream, 0);
+  } else if (r == CUDA_SUCCESS) {
+    (void)ev_for(ss, &is.ev_end, false); /* none: the flight counts as done when polled */
+  }
   if (r == CUDA_SUCCESS)
     r = (it->graph || it->memset.count)
             ? unit_launch(it->graph, &it->memset, ss->lstream)
@@ -1292,7 +1299,7 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     p.form = POL_FORM_ORIGINAL; /* nothing to wait for: complete it */
   }
   if (is.ev_end && hostd__gpu.event_record(is.ev_end, ss->lstream, 0) != CUDA_SUCCESS) {
-    ev_done(ss->part, is.ev_end, true);
+    ev_done(ss->part, is.ev_end, is.ev_start != 0);
     is.ev_end = 0;
   }
   if (!is.ev_end) {
@@ -1303,6 +1310,8 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     (void)hostd__gpu.stream_sync(ss->lstream);
   is.form = p.form;
   is.slot = p.slot;
+  if (is.ev_start)
+    STAT_ADD(timed, 1);
   STAT_ADD(issued, 1); /* before settle: a fence it releases may read it */
   if (p.form == POL_FORM_SLICED) {
     STAT_ADD(sliced, 1);
@@ -1473,6 +1482,7 @@ static int flight_poll(flight_t *f, uint64_t now) {
   }
   ev.dev_end_ns = now;
   ev.dev_start_ns = dur < now ? now - dur : 0;
+  ev.untimed = !f->lc && !f->ev_start; /* no profile sample from it */
   if (f->t->gpu_ns) { /* untimed: from its issue or the previous completion */
     uint64_t from = f->issue_ns > f->t->last_end_ns ? f->issue_ns : f->t->last_end_ns;
     __atomic_fetch_add(f->t->gpu_ns, f->ev_start ? dur : now > from ? now - from : 0,
@@ -1730,11 +1740,12 @@ void hostd__sched_shutdown(void) {
     hostd__log(HOSTD_LOG_WARN, "scheduler: cannot save profiles to %s: %s", S.cfg.profiles,
                strerror(-rc));
   hostd__log(HOSTD_LOG_INFO,
-             "scheduler: %" PRIu64 " launches (%" PRIu64 " held, %" PRIu64 " dropped), %" PRIu64
+             "scheduler: %" PRIu64 " launches (%" PRIu64 " held, %" PRIu64 " of them timed, %" PRIu64
+             " dropped), %" PRIu64
              " fences that waited; %" PRIu64 " sliced and %" PRIu64 " PTB launches, %" PRIu64
              " preemptions, turnaround p50 %.1f us p99 %.1f us max %.1f us (%" PRIu64
              " timed); %" PRIu64 " LC launches made directly, %" PRIu64 " LC events recorded",
-             S.st.submitted, S.st.held, S.st.dropped, S.st.fences, S.st.sliced, S.st.ptb,
+             S.st.submitted, S.st.held, S.st.timed, S.st.dropped, S.st.fences, S.st.sliced, S.st.ptb,
              S.st.preempts, (double)S.st.turn_p50_ns / 1e3, (double)S.st.turn_p99_ns / 1e3,
              (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, S.st.lc_launches, S.st.lc_events);
   fence_report();

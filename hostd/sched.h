@@ -171,6 +171,8 @@ typedef struct hostd_sched_stats {
   uint64_t submitted; /* submissions: held launches, and LC bursts (one per item) */
   uint64_t held;      /* launches that went through the queue */
   uint64_t issued;    /* of those, issued to the GPU */
+  uint64_t timed;     /* of those, issued between two timing events (the policy's profile
+                         samples, or every one while a trace is written) */
   uint64_t dropped;   /* dropped with their tenant */
   uint64_t completed; /* completions observed */
   uint64_t fences;    /* fences that made a tenant stream wait */

@@ -95,6 +95,7 @@ struct pol_sched {
   uint32_t be_inflight;
   uint32_t be_deep_inflight; /* of be_inflight, those issued deep (invariant d) */
   uint32_t rr; /* round-robin cursor (paper, timeslice) */
+  uint64_t rng; /* xorshift64 state: which settled launches are timed (time_every) */
   /* time-slicing (policy/ref-timeslice.c) */
   int ts_owner;             /* tenant index owning the GPU, -1 none yet */
   int ts_next;              /* tenant the GPU is being switched to, -1 none */

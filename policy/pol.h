@@ -70,6 +70,9 @@ typedef struct pol_config {
   uint32_t be_depth;         /* ours: while the LC is idle, BE launches whose profiled blocks
                                 fit the threshold may be queued this many deep, charged by
                                 their longest block (1: one budget of summed turnarounds) */
+  uint32_t time_every;       /* ours: a whole BE launch of a kernel with a settled profile asks
+                                for device times 1 in this many, at random (1: every launch);
+                                the others complete untimed (pol_action_t.timed) */
 } pol_config_t;
 
 /* Fills *cfg with defaults (each default's reason is in config.c). */
@@ -131,6 +134,9 @@ typedef struct pol_event {
   uint64_t dev_start_ns; /* STARTED, COMPLETED: device timestamp of the first block */
   uint64_t dev_end_ns;   /* COMPLETED: device timestamp of the end */
   uint64_t blocks_done;  /* COMPLETED: logical blocks finished (< count if a PTB launch stopped) */
+  bool untimed;          /* COMPLETED: no device times were taken (the LAUNCH action did not ask
+                            for them): dev_start_ns/dev_end_ns are host estimates, no profile
+                            sample is taken */
 } pol_event_t;
 
 typedef enum pol_action_type {
@@ -148,6 +154,9 @@ typedef struct pol_action {
   uint64_t block_begin; /* LAUNCH: first logical block */
   uint64_t block_count; /* LAUNCH: logical blocks in this launch */
   uint32_t ptb_workers; /* LAUNCH, PTB form: worker blocks */
+  bool timed;           /* LAUNCH: the policy wants this launch's device start and end (a
+                           profile sample); a caller may skip timing the others and report
+                           their completion with pol_event_t.untimed */
 } pol_action_t;
 
 /* ---------------------------------------------------------------- scheduler */

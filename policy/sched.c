@@ -47,6 +47,7 @@ int pol_sched_new(pol_kind_t kind, const pol_config_t *cfg, pol_sched_t **out) {
   s->timer_ns = UINT64_MAX;
   s->tgs_window = 8; /* TGS-like: start with a few kernels in flight, then adapt */
   s->tgs_next_ns = UINT64_MAX;
+  s->rng = 0x9e3779b97f4a7c15ull; /* fixed: a run's choices repeat */
   switch (kind) {
   case POL_KIND_TALLY:
   case POL_KIND_PAPER:
@@ -266,6 +267,29 @@ void pol__timer_at(pol_sched_t *s, uint64_t at_ns) {
     s->timer_ns = at_ns;
 }
 
+/* Whether a BE launch asks for device times: always while its kernel's
+ * profile still needs them (none yet, too few samples to notice a drift, an
+ * explored, sliced or PTB launch), else 1 in time_every at random (a fixed
+ * pattern could alias with a training step's launch sequence and never
+ * sample some kernels again). */
+static bool wants_times(pol_sched_t *s, const pol__tenant_t *t, const pol__sub_t *sub,
+                        pol_form_t form, bool explore) {
+  pol_profile_key_t key;
+  const pol_profile_t *pr;
+  if (t->cls == POL_CLASS_LC)
+    return false; /* never profiled (pol__profile_sample) */
+  if (explore || form != POL_FORM_ORIGINAL || s->cfg.time_every <= 1)
+    return true;
+  pol__key_of(&sub->k, &key);
+  pr = pol_profiles_find(s->profiles, &key);
+  if (!pr || pr->wave_samples < s->cfg.min_samples + s->cfg.drift_samples)
+    return true;
+  s->rng ^= s->rng << 13;
+  s->rng ^= s->rng >> 7;
+  s->rng ^= s->rng << 17;
+  return s->rng % s->cfg.time_every == 0;
+}
+
 int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t form, uint64_t count,
                uint32_t workers, int prio, uint64_t turn_ns, unsigned flags) {
   bool explore = (flags & POL__ISSUE_EXPLORE) != 0;
@@ -291,7 +315,8 @@ int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t for
                     .form = form,
                     .block_begin = sub->next,
                     .block_count = count,
-                    .ptb_workers = form == POL_FORM_PTB ? workers : 0};
+                    .ptb_workers = form == POL_FORM_PTB ? workers : 0,
+                    .timed = wants_times(s, t, sub, form, explore)};
   int rc = action_push(s, &a);
   if (rc < 0) {
     launch_release(s, l);
@@ -389,7 +414,7 @@ static int on_completed(pol_sched_t *s, const pol_event_t *ev) {
     return -EINVAL;
   pol__tenant_t *t = l->t;
   pol__sub_t *u = l->sub;
-  int rc = pol__profile_sample(s, l, ev);
+  int rc = ev->untimed ? 0 : pol__profile_sample(s, l, ev);
   if (rc < 0)
     return rc;
   if (s->ops->on_completed)

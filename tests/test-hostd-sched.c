@@ -137,6 +137,38 @@ static void held_launch_keeps_stream_order(void **state) {
   assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
 }
 
+/* BE launches of one kernel: while its profile still needs samples every
+ * launch is timed, then about 1 in time_every (16); each completes either
+ * way.  Before, every BE launch took two timing events. */
+static void be_launches_of_a_profiled_kernel_are_timed_by_sample(void **state) {
+  enum { N = 400 };
+  hostd_sched_tenant_t *t = hostd__sched_tenant_new(60, "be", 1, 1);
+  hostd_sched_stats_t st0, st;
+  hostd_sched_stream_t *ss;
+  uint64_t s, p;
+  CUresult r;
+  (void)state;
+  assert_non_null(t);
+  assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
+  assert_non_null(ss = hostd__sched_stream_new(t, s, &r));
+  hostd__sched_stats(&st0);
+  for (uint32_t i = 0; i < N; i++)
+    assert_int_equal(launch_fill(ss, p, i, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(s), CUDA_SUCCESS);
+  assert_int_equal(read_u32(p, s), N - 1);
+  wait_stats(completed_at_least, st0.completed + N);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.issued - st0.issued, N);
+  assert_true(st.timed - st0.timed >= 1);
+  assert_true(st.timed - st0.timed <= N / 4); /* expected about 5 + N / 16 */
+  hostd__sched_tenant_close(t);
+  hostd__sched_tenant_free(t);
+  assert_int_equal(hostd__gpu.stream_del(s), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
+}
+
 /* An LC and a BE tenant, a stream each, and 64 bytes of device memory. */
 typedef struct pair {
   hostd_sched_tenant_t *lc, *be;
@@ -757,6 +789,7 @@ static void lc_close_before_any_record(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(held_launch_keeps_stream_order),
+      cmocka_unit_test(be_launches_of_a_profiled_kernel_are_timed_by_sample),
       cmocka_unit_test(be_waits_while_lc_active_and_goes_when_idle),
       cmocka_unit_test(blocking_fence_is_counted_with_its_time),
       cmocka_unit_test(memset_behind_held_launch_is_queued_in_order),
