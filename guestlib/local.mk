@@ -53,6 +53,7 @@ guestlib/tally-run: $(srcdir)/guestlib/tally-run.in Makefile
 	    -e 's|@TALLY_BUILD_BLASDIR@|$(abs_top_builddir)/blas|g' \
 	    -e 's|@TALLY_INSTALL_LIBDIR@|$(pkglibdir)|g' \
 	    -e 's|@TALLY_DEFAULT_SOCKET@|/run/tally/tallyd.sock|g' \
+	    -e 's|@TALLY_RUN_SANITIZED@|$(TALLY_SANITIZED)|g' \
 	    -e 's|@PACKAGE_NAME@|$(PACKAGE_NAME)|g' -e 's|@PACKAGE_VERSION@|$(PACKAGE_VERSION)|g' \
 	    $(srcdir)/guestlib/tally-run.in > $@ && chmod +x $@
 

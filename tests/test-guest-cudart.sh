@@ -71,13 +71,18 @@ check "tally-run refuses an unknown priority" bad_priority
 # built), never for a latency-critical one, not with TALLY_GEMM_SPLIT=0.
 preload() {
   [ -e "$B/blas/libtally-blas.so" ] || { echo "no libtally-blas.so built: nothing to preload"; return 0; }
+  # a sanitizer build's library is preloaded only behind the ASan runtime
+  pre=${TALLY_ASAN_PRELOAD:-}
   show='echo "${LD_PRELOAD:-}"'
-  be=$(env -u LD_PRELOAD -u TALLY_GEMM_SPLIT "$B/guestlib/tally-run" -- sh -c "$show")
-  lc=$(env -u LD_PRELOAD "$B/guestlib/tally-run" --priority latency-critical -- sh -c "$show")
-  off=$(env -u LD_PRELOAD TALLY_GEMM_SPLIT=0 "$B/guestlib/tally-run" -- sh -c "$show")
+  be=$(env -u TALLY_GEMM_SPLIT LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0 \
+    "$B/guestlib/tally-run" -- sh -c "$show")
+  lc=$(env LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0 \
+    "$B/guestlib/tally-run" --priority latency-critical -- sh -c "$show")
+  off=$(env LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0 TALLY_GEMM_SPLIT=0 \
+    "$B/guestlib/tally-run" -- sh -c "$show")
   echo "be '$be' lc '$lc' off '$off'"
   case $be in *libtally-blas.so*) ;; *) return 1 ;; esac
-  [ -z "$lc" ] && [ -z "$off" ]
+  [ "$lc" = "$pre" ] && [ "$off" = "$pre" ]
 }
 check "tally-run preloads libtally-blas.so for best-effort tenants only, unless TALLY_GEMM_SPLIT=0" preload
 stop() { kill -TERM "$daemon" && wait "$daemon"; rc=$?; daemon=; [ $rc -eq 0 ]; }
