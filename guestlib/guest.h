@@ -132,6 +132,8 @@ bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *
  * such word's offset and value in *off and *val.  Answers false at once
  * while no such range exists. */
 bool guest__mem_args_unreachable(const void *args, size_t n, size_t *off, uint64_t *val);
+/* Whether any such range exists (no lock: a fast "no" for the copy paths). */
+bool guest__mem_any_unreachable(void);
 
 /* ---- host functions (hostfn.c) ---- */
 /* Enqueues fn(data) (kind 0, CUhostFn) or cb(stream, status, data) (kind 1,

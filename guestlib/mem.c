@@ -276,8 +276,8 @@ static bool pinned_copy(uint64_t dev, const void *host, size_t n, uint64_t s, in
 static bool host_only(uint64_t p, size_t n) {
   uint64_t base, size;
   unsigned flags;
-  return n && guest__mem_find_host(p, &base, &size, &flags) && !(flags & GUEST_HOST_SHARED) &&
-         n <= size - (p - base);
+  return n && guest__mem_any_unreachable() && guest__mem_find_host(p, &base, &size, &flags) &&
+         !(flags & GUEST_HOST_SHARED) && n <= size - (p - base);
 }
 
 static CUresult host_ordered(uint64_t s) {

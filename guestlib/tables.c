@@ -130,6 +130,10 @@ bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *
   return found;
 }
 
+bool guest__mem_any_unreachable(void) {
+  return atomic_load_explicit(&nunreachable, memory_order_relaxed) != 0;
+}
+
 bool guest__mem_args_unreachable(const void *args, size_t n, size_t *off, uint64_t *val) {
   bool hit = false;
   if (atomic_load_explicit(&nunreachable, memory_order_relaxed) == 0 || !args)
