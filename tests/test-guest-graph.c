@@ -159,6 +159,20 @@ static void sync_during_capture_invalidates(void **state) {
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* Launches e on s, waits, and reads the N words at a into got. */
+static void replay(CUgraphExec e, CUstream s, CUdeviceptr a, uint32_t got[N]) {
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(got, a, N * sizeof(uint32_t)), CUDA_SUCCESS);
+}
+
+/* A stream, N words of device memory and an empty graph. */
+static void graph_open(CUstream *s, CUdeviceptr *a, CUgraph *g) {
+  assert_int_equal(cuStreamCreate(s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(a, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuGraphCreate(g, 0), CUDA_SUCCESS);
+}
+
 /* An explicit graph: memset, then a kernel after it; its parameters changed. */
 static void explicit_graph_sequence(void **state) {
   CUstream s;
@@ -173,9 +187,7 @@ static void explicit_graph_sequence(void **state) {
   CUDA_KERNEL_NODE_PARAMS kp;
   CUgraphExecUpdateResultInfo ui;
   (void)state;
-  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  assert_int_equal(cuMemAlloc(&a, N * 4), CUDA_SUCCESS);
-  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  graph_open(&s, &a, &g);
   memset(&mp, 0, sizeof(mp));
   mp.dst = a, mp.value = 2, mp.elementSize = 4, mp.width = N, mp.height = 1;
   assert_int_equal(cuGraphAddMemsetNode(&ms, g, NULL, 0, &mp, NULL), CUDA_SUCCESS);
@@ -185,17 +197,13 @@ static void explicit_graph_sequence(void **state) {
   kp.kernelParams = params;
   assert_int_equal(cuGraphAddKernelNode_v2(&kn, g, &ms, 1, &kp), CUDA_SUCCESS);
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
-  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
-  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
-  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  replay(e, s, a, got);
   assert_int_equal(got[7], 5);
   assert_int_equal(got[8], 2);
   v = 6, n = 12; /* packed at the call, as the driver copies them */
   assert_int_equal(cuGraphExecKernelNodeSetParams_v2(e, kn, &kp), CUDA_SUCCESS);
   v = 99;
-  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
-  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
-  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  replay(e, s, a, got);
   assert_int_equal(got[11], 6);
   assert_int_equal(got[12], 2);
   /* The same graph updates cleanly. */
@@ -232,9 +240,7 @@ static void generic_node_api(void **state) {
   CUgraphNodeParams p;
   CUgraphEdgeData ed;
   (void)state;
-  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  assert_int_equal(cuMemAlloc(&a, N * 4), CUDA_SUCCESS);
-  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  graph_open(&s, &a, &g);
   memset(&p, 0, sizeof(p));
   p.type = CU_GRAPH_NODE_TYPE_MEMSET;
   p.memset.dst = a, p.memset.value = 3, p.memset.elementSize = 4;
@@ -268,17 +274,13 @@ static void generic_node_api(void **state) {
   assert_int_equal(ty, CU_GRAPH_NODE_TYPE_EMPTY);
   assert_int_equal(cuGraphNodeGetType(kn, NULL), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
-  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
-  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
-  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  replay(e, s, a, got);
   assert_int_equal(got[3], 7);
   assert_int_equal(got[4], 3);
   v = 9, n = 10;
   assert_int_equal(cuGraphExecNodeSetParams(e, kn, &p), CUDA_SUCCESS);
   assert_int_equal(cuGraphExecNodeSetParams(e, ms, &hp), CUDA_ERROR_NOT_SUPPORTED);
-  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
-  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
-  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  replay(e, s, a, got);
   assert_int_equal(got[9], 9);
   assert_int_equal(got[10], 3);
   assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
