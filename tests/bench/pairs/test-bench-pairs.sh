@@ -14,14 +14,14 @@
 # stopping MPS and the tenants; the start handshake (the LC and the BE of a
 # paired step start together and no request arrives before both are ready;
 # an LC without {go} still starts after the BE is ready; a failure during
-# the overlapped start stops both); the CUDA C pair's programs carry PTX and
+# the overlapped start stops both); --rounds; the CUDA C pair's programs carry PTX and
 # check their arguments (the recording device runs no real kernel, so they
 # are not run as tenants here).  Every wait is bounded.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..14"
+echo "1..15"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do echo "ok $i # SKIP python3 not found"; done
+  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-bench-pairs-XXXXXX)
@@ -319,6 +319,23 @@ mode_options() {
     grep -q 'unknown option +depth=99' "$tmp/bad.err" && [ ! -d "$tmp/bad" ]
 }
 check "mode options: +split gives the BE TALLY_GEMM_SPLIT=1, +nosplit 0, +depth=N tallyd --be-depth N, side by side with the plain mode" mode_options
+
+rounds() {
+  d=$tmp/rounds
+  bp --stub --pairs cuda-ptx --modes alone,tallyd-alone:none,tallyd-alone:tally --duration 0.3 \
+    --no-plots --rounds 2 --out "$d" 2>&1 || return 1
+  cat "$d/rounds.md"
+  # each round is a whole run of its own; the summary counts both for every mode and gives
+  # the scheduler's cost against tallyd-alone:none
+  [ -f "$d/round-1/manifest.csv" ] && [ -f "$d/round-2/summary.csv" ] &&
+    grep -q '^# bench-pairs: 2 rounds' "$d/rounds.md" &&
+    [ "$(grep -c '| 2 of 2 |' "$d/rounds.md")" -eq 3 ] &&
+    grep -q '^| cuda-ptx | tallyd-alone:tally | [0-9.]* ([0-9.]*-[0-9.]*) | [0-9.]* (' "$d/rounds.md" ||
+    return 1
+  ! bp --stub --pairs cuda-ptx --rounds 0 --out "$tmp/r0" 2>"$tmp/r0.err" &&
+    grep -q -- '--rounds must be between 1 and 50' "$tmp/r0.err" && [ ! -d "$tmp/r0" ]
+}
+check "--rounds 2: two whole runs, then medians and ranges per mode and the scheduler's cost per round" rounds
 
 cuda_pair() {
   for p in pair-lc pair-be; do
