@@ -1,0 +1,50 @@
+#!/bin/sh
+# test-fw-speed.sh: scripts/fw-speed end to end on the CPU.
+#
+# The workloads are tests/bench/pairs/stub-speed.py (fw-speed --stub), whose
+# times depend on the transport it runs over (native 1.0 ms, shared memory
+# 1.1 ms, TCP 1.2 ms, every tenth twice as long), and tallyd is
+# tallyd-record: so the table's medians and ratios are known exactly, and
+# the runs through tallyd are known to have gone through tally-run.  Never
+# GPU coverage.  Prints TAP.
+B=${TALLY_BUILDDIR:-.}
+S=${TALLY_SRCDIR:-..}
+echo "1..2"
+if ! command -v python3 >/dev/null 2>&1; then
+  for i in 1 2; do echo "ok $i # SKIP python3 not found"; done
+  exit 0
+fi
+tmp=$(mktemp -d /tmp/tally-fw-speed-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+TALLYD=$B/hostd/tallyd-record
+export TALLYD
+n=0
+check() { # check NAME COMMAND...: ok when the command succeeds
+  n=$((n + 1)); name=$1; shift
+  if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"; else
+    echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n" | tail -30; fi
+}
+fs() { python3 "$S/scripts/fw-speed" --builddir "$B" "$@"; }
+
+stub_run() {
+  d=$tmp/run
+  fs --stub --workloads gpt2-train,bert-graph --rounds 2 --seconds 1 --out "$d" || return 1
+  cat "$d/speed.md"
+  grep -q '^| gpt2-train | native | 2 of 2 | 1.000 | 2.000 | - | - |$' "$d/speed.md" &&
+    grep -q '^| gpt2-train | shm | 2 of 2 | 1.100 | 2.200 | 1.100 (1.100-1.100) | 1.100 (1.100-1.100) |$' "$d/speed.md" &&
+    grep -q '^| bert-graph | tcp | 2 of 2 | 1.200 | 2.400 | 1.200 (1.200-1.200) | 1.200 (1.200-1.200) |$' "$d/speed.md" &&
+    [ "$(grep -c ',2,' "$d/speed.csv")" -eq 6 ] &&
+    grep -q 'stub-speed: unix:' "$d/raw/round-2/bert-graph/shm/out.txt" &&
+    grep -q 'stub-speed: tcp://127.0.0.1:' "$d/raw/round-1/gpt2-train/tcp/out.txt" &&
+    grep -q 'stub-speed: native' "$d/raw/round-1/gpt2-train/native/out.txt" &&
+    grep -q 'serving' "$d/tallyd.err"
+}
+check "--stub, 2 rounds: medians, ratios against native per round, every run through its transport" stub_run
+
+bad_args() {
+  ! fs --stub --workloads nope --out "$tmp/b1" 2>"$tmp/b1.err" &&
+    grep -q 'unknown workload or transport nope' "$tmp/b1.err" && [ ! -d "$tmp/b1" ] &&
+    ! fs --stub --rounds 0 --out "$tmp/b2" 2>/dev/null && [ ! -d "$tmp/b2" ] &&
+    fs --help | grep -q -- '--transports' && fs --version | grep -q '^fw-speed (tally) '
+}
+check "bad workloads and rounds are refused before anything runs; --help, --version" bad_args
