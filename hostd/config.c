@@ -110,6 +110,9 @@ static void usage_scheduling(FILE *f) {
         "                       the threshold may be queued on the GPU (1..32; default\n"
         "                       %d; 0 = the policy library's, 1): an arriving latency-\n"
         "                       critical kernel still waits for at most one such block\n"
+        "  --time-every N       a best-effort launch of a kernel whose profile has its\n"
+        "                       samples is timed (two GPU events) 1 in N, at random\n"
+        "                       (1..65536; 1 = every launch; default 0 = the policy's, 16)\n"
         "  --variants V         forms of best-effort PTX kernels the policy may use: all\n"
         "                       (sliced and PTB, default), slice, ptb, or off\n"
         "  --be-sms N           best-effort kernels run in a partition (green context)\n"
@@ -208,6 +211,7 @@ static const int_option_t *int_option(const char *name) {
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
       {"be-sms", offsetof(hostd_config_t, be_sms), 4096},
       {"be-depth", offsetof(hostd_config_t, be_depth), POL_MAX_BE_DEPTH},
+      {"time-every", offsetof(hostd_config_t, time_every), 65536},
       {"handshake-ms", offsetof(hostd_config_t, handshake_ms), 600000},
       {"max-halfopen", offsetof(hostd_config_t, halfopen_max), 1000000},
       {"max-halfopen-per-peer", offsetof(hostd_config_t, halfopen_per_peer), 1000000},

@@ -212,6 +212,31 @@ static void be_depth_flag_and_file_key_parse_and_are_bounded(void **state) {
   unlink(path);
 }
 
+static void time_every_flag_and_file_key_parse_and_are_bounded(void **state) {
+  hostd_config_t c;
+  char msg[512];
+  char *ok[] = {"tallyd", "--time-every", "1", NULL};
+  char *huge[] = {"tallyd", "--time-every", "65537", NULL};
+  FILE *devnull = fopen("/dev/null", "w");
+  (void)state;
+  assert_non_null(devnull);
+  hostd_config_init(&c);
+  assert_int_equal(c.time_every, 0); /* the policy's */
+  assert_int_equal(hostd_config_parse_args(&c, 3, ok, devnull), 0);
+  assert_int_equal(c.time_every, 1);
+  assert_int_equal(hostd_config_parse_args(&c, 3, huge, devnull), -EINVAL);
+  assert_int_equal(c.time_every, 1);
+  fclose(devnull);
+  const char *p = conf_file("time-every = 64\n");
+  char path[64];
+  strcpy(path, p);
+  char *argv[] = {"tallyd", "--config", path, NULL};
+  hostd_config_init(&c);
+  assert_int_equal(parse_capture(&c, 3, argv, msg, sizeof(msg)), 0);
+  assert_int_equal(c.time_every, 64);
+  unlink(path);
+}
+
 static void config_file_errors_name_the_line(void **state) {
   static const struct {
     const char *text, *expect;
@@ -275,6 +300,7 @@ int main(void) {
       cmocka_unit_test(gpus_takes_one_ordinal_and_says_what_to_do_with_more),
       cmocka_unit_test(spin_defaults_to_auto),
       cmocka_unit_test(be_depth_flag_and_file_key_parse_and_are_bounded),
+      cmocka_unit_test(time_every_flag_and_file_key_parse_and_are_bounded),
   };
   return cmocka_run_group_tests_name("hostd-config", tests, NULL, NULL);
 }
