@@ -38,6 +38,14 @@ static __thread uint64_t *deps_buf;           /* cuStreamGetCaptureInfo's depend
 static __thread size_t deps_cap;
 
 #define H(x) ((uint64_t)(uintptr_t)(x))
+/* add_kernel's and exec_kernel's arguments from function handle h and a
+ * kernel node's parameters (CUDA_KERNEL_NODE_PARAMS v1, v2 and v3 share
+ * these fields); a v2 or v3 node names its function or its CUkernel. */
+#define KERNEL_NODE(p, h)                                                                          \
+  (h), (const unsigned[3]){(p)->gridDimX, (p)->gridDimY, (p)->gridDimZ},                           \
+      (const unsigned[3]){(p)->blockDimX, (p)->blockDimY, (p)->blockDimZ}, (p)->sharedMemBytes,    \
+      (p)->kernelParams, (p)->extra
+#define FUNC_OR_KERN(p) ((p)->func ? H((p)->func) : H((p)->kern))
 
 /* ---- node kinds of the nodes this process added ----
  *
@@ -359,20 +367,14 @@ GUEST_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *pn, CUgraph g, const 
                                               size_t n, const CUDA_KERNEL_NODE_PARAMS *p) {
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
-  unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
-  unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-  return add_kernel(pn, g, deps, n, p->func ? H(p->func) : H(p->kern), grid, block,
-                    p->sharedMemBytes, p->kernelParams, p->extra);
+  return add_kernel(pn, g, deps, n, KERNEL_NODE(p, FUNC_OR_KERN(p)));
 }
 
 GUEST_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
                                            size_t n, const CUDA_KERNEL_NODE_PARAMS_v1 *p) {
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
-  unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
-  unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-  return add_kernel(pn, g, deps, n, H(p->func), grid, block, p->sharedMemBytes, p->kernelParams,
-                    p->extra);
+  return add_kernel(pn, g, deps, n, KERNEL_NODE(p, H(p->func)));
 }
 
 /* A side of a copy that names device memory: its address, or 0. */
@@ -494,13 +496,8 @@ static CUresult add_generic(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
   switch (p->type) {
-  case CU_GRAPH_NODE_TYPE_KERNEL: {
-    const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
-    unsigned grid[3] = {k->gridDimX, k->gridDimY, k->gridDimZ};
-    unsigned block[3] = {k->blockDimX, k->blockDimY, k->blockDimZ};
-    return add_kernel(pn, g, deps, n, k->func ? H(k->func) : H(k->kern), grid, block,
-                      k->sharedMemBytes, k->kernelParams, k->extra);
-  }
+  case CU_GRAPH_NODE_TYPE_KERNEL:
+    return add_kernel(pn, g, deps, n, KERNEL_NODE(&p->kernel, FUNC_OR_KERN(&p->kernel)));
   case CU_GRAPH_NODE_TYPE_MEMCPY:
     return cuGraphAddMemcpyNode(pn, g, deps, n, &p->memcpy.copyParams, p->memcpy.copyCtx);
   case CU_GRAPH_NODE_TYPE_MEMSET: {
@@ -746,20 +743,14 @@ GUEST_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNo
                                                         const CUDA_KERNEL_NODE_PARAMS *p) {
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
-  unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
-  unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-  return exec_kernel(e, node, p->func ? H(p->func) : H(p->kern), grid, block, p->sharedMemBytes,
-                     p->kernelParams, p->extra);
+  return exec_kernel(e, node, KERNEL_NODE(p, FUNC_OR_KERN(p)));
 }
 
 GUEST_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode node,
                                                      const CUDA_KERNEL_NODE_PARAMS_v1 *p) {
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
-  unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
-  unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-  return exec_kernel(e, node, H(p->func), grid, block, p->sharedMemBytes, p->kernelParams,
-                     p->extra);
+  return exec_kernel(e, node, KERNEL_NODE(p, H(p->func)));
 }
 
 /* cuGraphExecNodeSetParams: kernel nodes (what replays update); the other
@@ -771,9 +762,5 @@ GUEST_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node,
     return CUDA_ERROR_INVALID_VALUE;
   if (p->type != CU_GRAPH_NODE_TYPE_KERNEL)
     return guest__unsupported("cuGraphExecNodeSetParams (other than a kernel node)", &logged);
-  const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
-  unsigned grid[3] = {k->gridDimX, k->gridDimY, k->gridDimZ};
-  unsigned block[3] = {k->blockDimX, k->blockDimY, k->blockDimZ};
-  return exec_kernel(e, node, k->func ? H(k->func) : H(k->kern), grid, block, k->sharedMemBytes,
-                     k->kernelParams, k->extra);
+  return exec_kernel(e, node, KERNEL_NODE(&p->kernel, FUNC_OR_KERN(&p->kernel)));
 }

@@ -285,6 +285,14 @@ static CUresult host_ordered(uint64_t s) {
   return guest__rpc(CALL_OP_STREAM_SYNC, CALL_SYNCPOINT, &q, NULL);
 }
 
+/* A copy with a host_only side (and the other in this process too). */
+static CUresult host_copy(void *dst, const void *src, size_t n, uint64_t s) {
+  CUresult r = host_ordered(s);
+  if (r == CUDA_SUCCESS)
+    memmove(dst, src, n);
+  return r;
+}
+
 static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
   CUresult r = guest__ready();
   const uint8_t *p = src;
@@ -292,11 +300,8 @@ static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int as
     return r;
   if (n && !src)
     return CUDA_ERROR_INVALID_VALUE;
-  if (host_only(dst, n)) {
-    if ((r = host_ordered(s)) == CUDA_SUCCESS)
-      memmove((void *)(uintptr_t)dst, src, n);
-    return r;
-  }
+  if (host_only(dst, n))
+    return host_copy((void *)(uintptr_t)dst, src, n, s);
   if (pinned_copy(dst, src, n, s, 0, async, &r))
     return r;
   if (async && n <= GUEST_BATCH_FLUSH / 2) {
@@ -329,11 +334,8 @@ static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s, int async) {
     return r;
   if (n && !dst)
     return CUDA_ERROR_INVALID_VALUE;
-  if (host_only(src, n)) {
-    if ((r = host_ordered(s)) == CUDA_SUCCESS)
-      memmove(dst, (const void *)(uintptr_t)src, n);
-    return r;
-  }
+  if (host_only(src, n))
+    return host_copy(dst, (const void *)(uintptr_t)src, n, s);
   if (pinned_copy(src, dst, n, s, 1, async, &r))
     return r;
   do {

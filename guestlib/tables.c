@@ -136,7 +136,7 @@ bool guest__mem_any_unreachable(void) {
 
 bool guest__mem_args_unreachable(const void *args, size_t n, size_t *off, uint64_t *val) {
   bool hit = false;
-  if (atomic_load_explicit(&nunreachable, memory_order_relaxed) == 0 || !args)
+  if (!guest__mem_any_unreachable() || !args)
     return false;
   pthread_mutex_lock(&mem_lock);
   for (size_t o = 0; !hit && o + 8 <= n; o += 8) {

@@ -185,56 +185,48 @@ static void config_file_sets_options_and_flags_win(void **state) {
   unlink(path);
 }
 
-static void be_depth_flag_and_file_key_parse_and_are_bounded(void **state) {
+/* An integer option of tallyd: its default, --NAME ok taken, each of the bad
+ * values refused with the earlier value kept, and the config key NAME. */
+static void int_option_parses_and_is_bounded(const char *name, size_t off, int dflt, const char *ok,
+                                             const char *const bad[2], const char *file_value) {
   hostd_config_t c;
-  char msg[512];
-  char *ok[] = {"tallyd", "--be-depth", "4", NULL};
-  char *huge[] = {"tallyd", "--be-depth", "33", NULL};
-  char *neg[] = {"tallyd", "--be-depth", "-1", NULL};
+  int *field = (int *)((char *)&c + off);
+  char msg[512], flag[32], text[64], path[64];
   FILE *devnull = fopen("/dev/null", "w");
-  (void)state;
   assert_non_null(devnull);
+  snprintf(flag, sizeof(flag), "--%s", name);
   hostd_config_init(&c);
-  assert_int_equal(c.be_depth, HOSTD_DEFAULT_BE_DEPTH);
-  assert_int_equal(hostd_config_parse_args(&c, 3, ok, devnull), 0);
-  assert_int_equal(c.be_depth, 4);
-  assert_int_equal(hostd_config_parse_args(&c, 3, huge, devnull), -EINVAL);
-  assert_int_equal(hostd_config_parse_args(&c, 3, neg, devnull), -EINVAL);
-  assert_int_equal(c.be_depth, 4);
+  assert_int_equal(*field, dflt);
+  char *good[] = {"tallyd", flag, (char *)ok, NULL};
+  assert_int_equal(hostd_config_parse_args(&c, 3, good, devnull), 0);
+  assert_int_equal(*field, atoi(ok));
+  for (int i = 0; i < 2; i++) {
+    char *refused[] = {"tallyd", flag, (char *)bad[i], NULL};
+    assert_int_equal(hostd_config_parse_args(&c, 3, refused, devnull), -EINVAL);
+  }
+  assert_int_equal(*field, atoi(ok));
   fclose(devnull);
-  const char *p = conf_file("be-depth = 8\n");
-  char path[64];
-  strcpy(path, p);
+  snprintf(text, sizeof(text), "%s = %s\n", name, file_value);
+  strcpy(path, conf_file(text));
   char *argv[] = {"tallyd", "--config", path, NULL};
   hostd_config_init(&c);
   assert_int_equal(parse_capture(&c, 3, argv, msg, sizeof(msg)), 0);
-  assert_int_equal(c.be_depth, 8);
+  assert_int_equal(*field, atoi(file_value));
   unlink(path);
 }
 
-static void time_every_flag_and_file_key_parse_and_are_bounded(void **state) {
-  hostd_config_t c;
-  char msg[512];
-  char *ok[] = {"tallyd", "--time-every", "1", NULL};
-  char *huge[] = {"tallyd", "--time-every", "65537", NULL};
-  FILE *devnull = fopen("/dev/null", "w");
+static void be_depth_flag_and_file_key_parse_and_are_bounded(void **state) {
+  static const char *const bad[2] = {"33", "-1"};
   (void)state;
-  assert_non_null(devnull);
-  hostd_config_init(&c);
-  assert_int_equal(c.time_every, 0); /* the policy's */
-  assert_int_equal(hostd_config_parse_args(&c, 3, ok, devnull), 0);
-  assert_int_equal(c.time_every, 1);
-  assert_int_equal(hostd_config_parse_args(&c, 3, huge, devnull), -EINVAL);
-  assert_int_equal(c.time_every, 1);
-  fclose(devnull);
-  const char *p = conf_file("time-every = 64\n");
-  char path[64];
-  strcpy(path, p);
-  char *argv[] = {"tallyd", "--config", path, NULL};
-  hostd_config_init(&c);
-  assert_int_equal(parse_capture(&c, 3, argv, msg, sizeof(msg)), 0);
-  assert_int_equal(c.time_every, 64);
-  unlink(path);
+  int_option_parses_and_is_bounded("be-depth", offsetof(hostd_config_t, be_depth),
+                                   HOSTD_DEFAULT_BE_DEPTH, "4", bad, "8");
+}
+
+static void time_every_flag_and_file_key_parse_and_are_bounded(void **state) {
+  static const char *const bad[2] = {"65537", "-1"};
+  (void)state;
+  int_option_parses_and_is_bounded("time-every", offsetof(hostd_config_t, time_every),
+                                   0 /* the policy's */, "1", bad, "64");
 }
 
 static void config_file_errors_name_the_line(void **state) {
