@@ -134,6 +134,9 @@ bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *
 bool guest__mem_args_unreachable(const void *args, size_t n, size_t *off, uint64_t *val);
 /* Whether any such range exists (no lock: a fast "no" for the copy paths). */
 bool guest__mem_any_unreachable(void);
+/* trace.c: fn's tracing twin under TALLY_LOG=debug (fn itself otherwise or
+ * when it has none). */
+void *guest__trace_twin(void *fn);
 
 /* ---- host functions (hostfn.c) ---- */
 /* Enqueues fn(data) (kind 0, CUhostFn) or cb(stream, status, data) (kind 1,

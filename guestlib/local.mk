@@ -5,7 +5,7 @@ guestlib_libcuda_so_1_SOURCES = guestlib/guest.h \
 	guestlib/entry.c guestlib/chan.c guestlib/device.c guestlib/ctx.c guestlib/tables.c \
 	guestlib/mem.c guestlib/stream.c guestlib/module.c guestlib/proc.c guestlib/export.c \
 	guestlib/stubs.c guestlib/hostfn.c guestlib/vmm.c guestlib/graph.c guestlib/array.c \
-	guestlib/tmap.c
+	guestlib/tmap.c guestlib/trace.c
 guestlib_libcuda_so_1_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 guestlib_libcuda_so_1_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -fvisibility=hidden
 guestlib_libcuda_so_1_LDFLAGS = $(AM_LDFLAGS) -shared -Wl,-soname,libcuda.so.1 $(SHLIB_NO_UNDEFINED)
@@ -16,14 +16,15 @@ noinst_LIBRARIES += guestlib/libgemmplan.a
 guestlib_libgemmplan_a_SOURCES = guestlib/gemm-plan.h guestlib/gemm-plan.c
 EXTRA_DIST += docs/gemm-split.md
 EXTRA_DIST += guestlib/README.md guestlib/driver-api.annot guestlib/driver-api.def \
-	guestlib/driver-proc.def guestlib/cuda-result.def guestlib/tally-run.in \
+	guestlib/driver-proc.def guestlib/driver-trace.def guestlib/cuda-result.def guestlib/tally-run.in \
 	scripts/gen-driver-api.py
 
 # The generated tables are committed; they are rebuilt when an input changes
 # where libclang's Python bindings are installed, and otherwise kept as
 # committed with a warning (GPU hosts need not have libclang).
 GEN_DRIVER_API_PY = /usr/bin/python3
-GUEST_GENERATED = guestlib/driver-api.def guestlib/driver-proc.def guestlib/cuda-result.def
+GUEST_GENERATED = guestlib/driver-api.def guestlib/driver-proc.def guestlib/driver-trace.def \
+	guestlib/cuda-result.def
 $(srcdir)/guestlib/driver-api.def: $(srcdir)/scripts/gen-driver-api.py $(srcdir)/guestlib/driver-api.annot
 	$(AM_V_GEN)if $(GEN_DRIVER_API_PY) -c 'import clang.cindex' 2>/dev/null; then \
 	  $(GEN_DRIVER_API_PY) $(srcdir)/scripts/gen-driver-api.py \

@@ -19,6 +19,8 @@
  */
 #include "guestlib/guest.h"
 
+#include <dlfcn.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +88,21 @@ static int image_extent(const void *image, const void **start, size_t *size) {
   return 0;
 }
 
-static CUresult load_image(uint64_t *handle, const void *image, uint32_t kind) {
+/* Under TALLY_LOG=debug, the first module loads and unloads are logged with
+ * the library that asked (a library that loads and unloads per call pays two
+ * round trips each time through Tally, and this is how it is found). */
+static void trace_module(const char *what, const void *caller, uint64_t h, size_t size,
+                         CUresult r) {
+  static unsigned logged;
+  Dl_info di;
+  if (!guest__debug() || __atomic_fetch_add(&logged, 1, __ATOMIC_RELAXED) >= 256)
+    return;
+  guest__log("%s %#llx (%zu bytes) from %s: %d", what, (unsigned long long)h, size,
+             dladdr(caller, &di) && di.dli_fname ? di.dli_fname : "?", (int)r);
+}
+
+static CUresult load_image(uint64_t *handle, const void *image, uint32_t kind,
+                           const void *caller) {
   const void *start;
   size_t size, rlen = 0;
   call_module_load_req_t q;
@@ -118,6 +134,8 @@ static CUresult load_image(uint64_t *handle, const void *image, uint32_t kind) {
       *handle = a.module;
   }
   free(rep);
+  trace_module(kind == MODULE_KIND_LIBRARY ? "cuLibraryLoadData" : "cuModuleLoadData", caller,
+               *handle, size, res);
   return res;
 }
 
@@ -126,7 +144,7 @@ GUEST_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
   CUresult r;
   if (!mod)
     return CUDA_ERROR_INVALID_VALUE;
-  r = load_image(&h, image, MODULE_KIND_MODULE);
+  r = load_image(&h, image, MODULE_KIND_MODULE, __builtin_return_address(0));
   if (r == CUDA_SUCCESS)
     *mod = (CUmodule)(uintptr_t)h;
   return r;
@@ -173,7 +191,7 @@ GUEST_EXPORT CUresult cuModuleLoad(CUmodule *mod, const char *path) {
   return r;
 }
 
-static CUresult unload(uint64_t h, uint32_t kind) {
+static CUresult unload(uint64_t h, uint32_t kind, const void *caller) {
   call_module_unload_req_t q = {.module = h, .kind = kind};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
@@ -181,11 +199,12 @@ static CUresult unload(uint64_t h, uint32_t kind) {
   r = guest__rpc(CALL_OP_MODULE_UNLOAD, 0, &q, NULL);
   if (r == CUDA_SUCCESS)
     guest__module_del(h);
+  trace_module(kind == MODULE_KIND_LIBRARY ? "cuLibraryUnload" : "cuModuleUnload", caller, h, 0, r);
   return r;
 }
 
 GUEST_EXPORT CUresult cuModuleUnload(CUmodule mod) {
-  return unload((uint64_t)(uintptr_t)mod, MODULE_KIND_MODULE);
+  return unload((uint64_t)(uintptr_t)mod, MODULE_KIND_MODULE, __builtin_return_address(0));
 }
 
 GUEST_EXPORT CUresult cuModuleGetFunction(CUfunction *pf, CUmodule mod, const char *name) {
@@ -251,14 +270,14 @@ GUEST_EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_
   (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
   if (!lib)
     return CUDA_ERROR_INVALID_VALUE;
-  r = load_image(&h, code, MODULE_KIND_LIBRARY);
+  r = load_image(&h, code, MODULE_KIND_LIBRARY, __builtin_return_address(0));
   if (r == CUDA_SUCCESS)
     *lib = (CUlibrary)(uintptr_t)h;
   return r;
 }
 
 GUEST_EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
-  return unload((uint64_t)(uintptr_t)lib, MODULE_KIND_LIBRARY);
+  return unload((uint64_t)(uintptr_t)lib, MODULE_KIND_LIBRARY, __builtin_return_address(0));
 }
 
 GUEST_EXPORT CUresult cuLibraryGetKernel(CUkernel *pk, CUlibrary lib, const char *name) {
@@ -408,8 +427,32 @@ GUEST_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfu
 
 /* Cluster occupancy needs the driver's placement rules: one round trip
  * (OCCUPANCY, wire/call.def).  The function handle is not checked here:
- * tallyd checks it against the tenant's own table.  Only the two cluster
- * launch attributes are carried; any other is refused, not guessed. */
+ * tallyd checks it against the tenant's own table.  The two cluster launch
+ * attributes are carried; those that say how a launch is ordered, prioritised
+ * or cached, never where its blocks fit, are passed over (libraries hand the
+ * query the attribute array of the launch they plan: cuBLASLt's includes
+ * programmatic serialization); the rest (cooperative, preferred cluster
+ * dimension, shared memory carveout) are refused with a log line, not
+ * guessed. */
+static bool occupancy_neutral(CUlaunchAttributeID id) {
+  switch ((int)id) {
+  case 0:  /* CU_LAUNCH_ATTRIBUTE_IGNORE */
+  case 1:  /* ACCESS_POLICY_WINDOW */
+  case 3:  /* SYNCHRONIZATION_POLICY */
+  case 6:  /* PROGRAMMATIC_STREAM_SERIALIZATION */
+  case 7:  /* PROGRAMMATIC_EVENT */
+  case 8:  /* PRIORITY */
+  case 9:  /* MEM_SYNC_DOMAIN_MAP */
+  case 10: /* MEM_SYNC_DOMAIN */
+  case 12: /* LAUNCH_COMPLETION_EVENT */
+  case 13: /* DEVICE_UPDATABLE_KERNEL_NODE */
+  case 16: /* NVLINK_UTIL_CENTRIC_SCHEDULING */
+    return true;
+  default:
+    return false;
+  }
+}
+
 static CUresult occupancy(int which, int *out, CUfunction f, const CUlaunchConfig *cfg) {
   call_occupancy_req_t q = {.func = (uint64_t)(uintptr_t)f, .which = (uint32_t)which, .policy = -1};
   call_occupancy_rep_t v = {0};
@@ -427,7 +470,12 @@ static CUresult occupancy(int which, int *out, CUfunction f, const CUlaunchConfi
     } else if (at->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE &&
                (int32_t)at->value.clusterSchedulingPolicyPreference >= 0) {
       q.policy = (int32_t)at->value.clusterSchedulingPolicyPreference;
-    } else {
+    } else if (!occupancy_neutral(at->id)) {
+      static int logged;
+      if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+        guest__log("cuOccupancyMaxActiveClusters/MaxPotentialClusterSize: launch attribute %d "
+                   "is not carried to tallyd; the query is refused (CUDA_ERROR_INVALID_VALUE)",
+                   (int)at->id);
       return CUDA_ERROR_INVALID_VALUE;
     }
   }

@@ -85,7 +85,7 @@ CUresult guest__proc_lookup(const char *symbol, int version, cuuint64_t flags, v
         found = 1;
         break;
       }
-  *pfn = best;
+  *pfn = guest__trace_twin(best);
   if (status)
     *status = best    ? CU_GET_PROC_ADDRESS_SUCCESS
               : found ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT

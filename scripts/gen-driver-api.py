@@ -16,6 +16,7 @@ Inputs:  $CUDA_HOME/include/cuda.h, cudaProfiler.h (symbols and signatures),
 Outputs: guestlib/driver-api.def  GUEST_API_IMPL/GUEST_API_STUB X-macro list
          guestlib/cuda-result.def GUEST_RESULT(name, value, text) list
          guestlib/driver-proc.def GUEST_PROC(name, version, ptds, symbol) list
+         guestlib/driver-trace.def GUEST_TRACE(name, (params), (args)) list
 
 usage: gen-driver-api.py [--cuda-include DIR] [--annot FILE] [--outdir DIR]
 """
@@ -207,6 +208,20 @@ def main():
                 out.write("GUEST_API_IMPL(%s, %s, %s, (%s))\n" % (name, kinds[annot[name]], ret, plist))
             else:
                 out.write("GUEST_API_STUB(%s, %s, (%s))\n" % (name, ret, plist))
+
+    with open(os.path.join(opt.outdir, "driver-trace.def"), "w") as out:
+        out.write(head)
+        out.write(
+            "/* GUEST_TRACE(name, (params), (args)): every implemented symbol that returns a\n"
+            " * CUresult, with its parameter list and the names to call it with, for the\n"
+            " * guest's failure trace (guestlib/trace.c). */\n")
+        for name in sorted(funcs):
+            ret, params, _ = funcs[name]
+            if name not in annot or ret != "CUresult":
+                continue
+            plist = ", ".join("%s %s" % (t, n) if not t.endswith("*") else "%s%s" % (t, n)
+                              for t, n in params) or "void"
+            out.write("GUEST_TRACE(%s, (%s), (%s))\n" % (name, plist, ", ".join(n for _, n in params)))
 
     with open(os.path.join(opt.outdir, "cuda-result.def"), "w") as out:
         out.write(head)

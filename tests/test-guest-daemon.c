@@ -544,11 +544,27 @@ static void cluster_occupancy_crosses_the_wire_once(void **state) {
   assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 2);
   assert_int_equal(hostd__record_last_cluster[0], 0);
   assert_int_equal(hostd__record_last_cluster[3], -1);
-  /* Another launch attribute is refused in the guest, not guessed at. */
-  at[2].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
-  c.numAttrs = 3;
+  /* An attribute that only orders or prioritises the launch (cuBLASLt passes
+   * programmatic serialization along) is passed over: the query is asked
+   * with the cluster attributes alone. */
+  c.numAttrs = 4;
+  CUlaunchAttribute more[4];
+  memcpy(more, at, 2 * sizeof(at[0]));
+  memset(&more[2], 0, 2 * sizeof(more[0]));
+  more[2].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  more[2].value.programmaticStreamSerializationAllowed = 1;
+  more[3].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  c.attrs = more;
+  hostd__record_last_cluster[0] = 0;
+  assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, &c), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 3);
+  assert_int_equal(hostd__record_last_cluster[0], 2);
+  assert_int_equal(hostd__record_last_cluster[3], CU_CLUSTER_SCHEDULING_POLICY_SPREAD);
+  /* One that changes where blocks fit is refused in the guest, not guessed at. */
+  more[3].id = CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
   assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, &c), CUDA_ERROR_INVALID_VALUE);
-  assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 2);
+  assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 3);
+  c.attrs = at;
   c.numAttrs = 1;
   assert_int_equal(cuOccupancyMaxActiveClusters(NULL, f, &c), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, NULL), CUDA_ERROR_INVALID_VALUE);
@@ -559,7 +575,7 @@ static void cluster_occupancy_crosses_the_wire_once(void **state) {
   assert_int_equal(cuOccupancyMaxActiveClusters(&v, f, &c), CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(cuOccupancyMaxPotentialClusterSize(&v, (CUfunction)0xf00d0, &c),
                    CUDA_ERROR_INVALID_HANDLE);
-  assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 4);
+  assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 5);
   assert_int_equal(hostd__record_last_cluster[0], 77);
 }
 

@@ -195,26 +195,42 @@ static void export_tables_for_cudart_exist_with_the_drivers_sizes(void **state) 
   }
 }
 
+/* stderr goes to a temporary file between capture_begin and capture_end,
+ * which puts what was written into buf. */
+typedef struct capture {
+  FILE *log;
+  int saved;
+} capture_t;
+
+static capture_t capture_begin(void) {
+  capture_t c = {tmpfile(), dup(2)};
+  assert_non_null(c.log);
+  assert_true(c.saved >= 0);
+  fflush(stderr);
+  assert_true(dup2(fileno(c.log), 2) >= 0);
+  return c;
+}
+
+static void capture_end(capture_t c, char *buf, size_t cap) {
+  size_t n;
+  fflush(stderr);
+  assert_true(dup2(c.saved, 2) >= 0);
+  close(c.saved);
+  rewind(c.log);
+  n = fread(buf, 1, cap - 1, c.log);
+  buf[n] = 0;
+  fclose(c.log);
+}
+
 /* Runs slot `slot` of table 1734dc26 with stderr captured into buf (its
  * slots are numbered from the first function, after the size word). */
 static void blaslt_slot_logged(int slot, char *buf, size_t cap) {
   const uintptr_t *t = table("1734dc26800d47458726c0f1e7dd8bca");
-  FILE *log = tmpfile();
-  int saved = dup(2);
-  size_t n;
+  capture_t c;
   assert_non_null(t);
-  assert_non_null(log);
-  assert_true(saved >= 0);
-  fflush(stderr);
-  assert_true(dup2(fileno(log), 2) >= 0);
+  c = capture_begin();
   CUresult r = ((CUresult(*)(void))t[slot + 1])();
-  fflush(stderr);
-  assert_true(dup2(saved, 2) >= 0);
-  close(saved);
-  rewind(log);
-  n = fread(buf, 1, cap - 1, log);
-  buf[n] = 0;
-  fclose(log);
+  capture_end(c, buf, cap);
   assert_int_equal(r, CUDA_ERROR_NOT_SUPPORTED);
 }
 
@@ -337,6 +353,39 @@ static void calls_before_init_report_not_initialized(void **state) {
   assert_int_equal(alloc(&p, 16), CUDA_ERROR_NOT_INITIALIZED);
 }
 
+/* Under TALLY_LOG=debug cuGetProcAddress hands out a twin that logs an
+ * error answer with the function's name (answers made in the guest too);
+ * otherwise the function itself. */
+static void failure_trace_names_the_call_under_debug(void **state) {
+  CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+      (CUresult(*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))dlsym(
+          lib, "cuGetProcAddress_v2");
+  void *plain = dlsym(lib, "cuDeviceGetCount"), *fn = NULL;
+  char buf[1024];
+  int n;
+  capture_t c;
+  (void)state;
+  unsetenv("TALLY_LOG");
+  assert_int_equal(gpa("cuDeviceGetCount", &fn, 13000, 0, NULL), CUDA_SUCCESS);
+  assert_ptr_equal(fn, plain);
+  setenv("TALLY_LOG", "debug", 1);
+  c = capture_begin();
+  assert_int_equal(gpa("cuDeviceGetCount", &fn, 13000, 0, NULL), CUDA_SUCCESS);
+  assert_ptr_not_equal(fn, plain);
+  assert_int_equal(((CUresult(*)(int *))fn)(&n), CUDA_ERROR_NOT_INITIALIZED);
+  capture_end(c, buf, sizeof(buf));
+  unsetenv("TALLY_LOG");
+  assert_non_null(strstr(buf, "trace: cuDeviceGetCount answered 3 (CUDA_ERROR_NOT_INITIALIZED)"));
+  /* A success is not logged. */
+  setenv("TALLY_LOG", "debug", 1);
+  assert_int_equal(gpa("cuDriverGetVersion", &fn, 13000, 0, NULL), CUDA_SUCCESS);
+  c = capture_begin();
+  assert_int_equal(((CUresult(*)(int *))fn)(&n), CUDA_SUCCESS);
+  capture_end(c, buf, sizeof(buf));
+  unsetenv("TALLY_LOG");
+  assert_null(strstr(buf, "trace:"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_declared_symbol_is_exported),
@@ -356,6 +405,7 @@ int main(void) {
       cmocka_unit_test(integrity_digest_of_fixed_versions_matches),
       cmocka_unit_test(error_names_and_strings_cover_every_result),
       cmocka_unit_test(calls_before_init_report_not_initialized),
+      cmocka_unit_test(failure_trace_names_the_call_under_debug),
   };
   return cmocka_run_group_tests_name("guest-exports", tests, gdl_load, gdl_unload);
 }
