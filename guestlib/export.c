@@ -395,7 +395,12 @@ static CUresult ident_ctx_id(CUcontext ctx, unsigned long long *id) {
 /* Slots 51 and 39, measured with a logging pass-through driver under cuBLAS
  * 13's first cublasSgemm (H200, driver 580): slot 51 (ctx, 0, &obj) hands
  * out an object of the context (its first words were 1, 0, ctx), then slot
- * 39 (ctx, obj, &value) writes a value (7 there; meaning undocumented).
+ * 39 (ctx, obj, &value) writes a value (7 there; 13 under a later driver
+ * state; meaning undocumented).  Under cublasGemmEx (bf16) the second
+ * argument of slot 51 is no flags word but a pointer to cuBLAS's own record
+ * (whose first word held the object the driver then returned); the driver
+ * answers both alike, so it is not checked here: refusing it made every
+ * such GEMM fail with CUBLAS_STATUS_INTERNAL_ERROR.
  * The object here is ours, one per device, shaped like those first words;
  * the value is the daemon's driver's own answer for the shared primary
  * context, from the snapshot (wire/call.def), so nothing is invented. */
@@ -415,12 +420,13 @@ static int ident_device(CUcontext ctx) {
   return -1;
 }
 
-static CUresult ident_ctx_object(CUcontext ctx, unsigned long long flags, void **obj) {
+static CUresult ident_ctx_object(CUcontext ctx, const void *key, void **obj) {
   CUresult r = guest__ready();
   int d;
+  (void)key;
   if (r != CUDA_SUCCESS)
     return r;
-  if (obj == NULL || flags != 0)
+  if (obj == NULL)
     return CUDA_ERROR_INVALID_VALUE;
   if ((d = ident_device(ctx)) < 0)
     return CUDA_ERROR_INVALID_CONTEXT;

@@ -605,7 +605,12 @@ static void context_table_object_and_value_come_from_the_daemon(void **state) {
   assert_int_equal(hostd_server_calls(srv), before); /* answered locally */
   /* Bad input is refused, never dereferenced. */
   assert_int_equal(get_obj(ctx, 0, NULL), CUDA_ERROR_INVALID_VALUE);
-  assert_int_equal(get_obj(ctx, 1, &obj2), CUDA_ERROR_INVALID_VALUE);
+  /* cublasGemmEx passes a pointer to its own record as the second argument
+   * (natively answered like 0): the same object. */
+  uint64_t record[4] = {(uint64_t)(uintptr_t)obj, 0, 0, 0xa1};
+  obj2 = NULL;
+  assert_int_equal(get_obj(ctx, (unsigned long long)(uintptr_t)record, &obj2), CUDA_SUCCESS);
+  assert_ptr_equal(obj2, obj);
   assert_int_equal(get_obj((CUcontext)0x1234, 0, &obj2), CUDA_ERROR_INVALID_CONTEXT);
   assert_int_equal(query(ctx, &value, &value), CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(query(ctx, NULL, &value), CUDA_ERROR_INVALID_VALUE);
