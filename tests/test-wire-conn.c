@@ -686,6 +686,34 @@ static void post_now_batches_a_burst(void **state) {
   wire_conn_close(c);
 }
 
+/* A call sends the posts batched before it first, in order; over TCP in
+ * the same write as the call (one send, not two: each is a system call),
+ * over shared memory as a message of their own in the ring. */
+static void a_call_carries_the_batch_before_it(void **state) {
+  tstate *s = *state;
+  wire_conn_opts_t o = {.no_thread = true};
+  wire_conn_t *c = open_conn_opts(s, "lead", &o);
+  int before;
+  uint64_t n0;
+
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  s->h.next_seq[0] = 0;
+  before = atomic_load(&s->h.posts);
+  for (uint32_t i = 0; i < 7; i++)
+    assert_int_equal(harness_post_seq(c, 0, i), 0);
+  n0 = wire__conn_sends(c);
+  assert_int_equal(n0, wire__conn_sends(c));
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(wire__conn_sends(c) - n0, s->tcp ? 1 : 2);
+  assert_int_equal(atomic_load(&s->h.posts) - before, 7); /* all there before the reply */
+  assert_int_equal(atomic_load(&s->h.order_errors), 0);
+  /* With nothing batched a call is one send on either transport. */
+  n0 = wire__conn_sends(c);
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(wire__conn_sends(c) - n0, 1);
+  wire_conn_close(c);
+}
+
 /* The posts held behind a sent one reach the daemon with no call: the
  * background thread sends them. */
 static void post_now_held_posts_reach_the_daemon_without_a_call(void **state) {
@@ -741,6 +769,7 @@ int main(void) {
       BOTH(chunked_reply_placed_or_refused),
       BOTH(post_now_sends_a_post_after_quiet_at_once),
       BOTH(post_now_batches_a_burst),
+      BOTH(a_call_carries_the_batch_before_it),
       BOTH(post_now_held_posts_reach_the_daemon_without_a_call),
       cmocka_unit_test(bad_urls_and_hellos_are_einval),
       cmocka_unit_test(write_all_survives_partial_writes),

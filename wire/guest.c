@@ -124,6 +124,16 @@ struct wire_conn {
   /* tx_mu: serialises every send; guards spare and the slots' out_*. */
   pthread_mutex_t tx_mu;
   wire_buf_t spare;          /* the merge of several slots' batches, sent */
+  /* A call's flush on a stream transport (TCP, where each send is a system
+   * call of several us) keeps its last BATCH frame back here and sends it in
+   * the same write as the call's first frame: the bytes and their order on
+   * the socket are what two sends give.  lead_ok: a call's flush is running;
+   * nlead: iovecs held (header in lead_hdr, records in spare or a slot's out
+   * buffer, untouched until the write, all under tx_mu). */
+  bool lead_ok;
+  int nlead;
+  struct iovec lead[2];
+  uint8_t lead_hdr[WIRE__HDR_LEN];
   _Atomic uint32_t pending;  /* bit i: slot i holds posts (set/cleared under its mu) */
   _Atomic uint64_t post_seq; /* the next post's number (the order invariant) */
   post_slot slots[WIRE__SLOTS];
@@ -179,9 +189,30 @@ static void set_err(wire_conn_t *c, int status, const char *why) {
 
 /* ---------------------------------------------------------------- sending */
 
-static int emit_tp(void *arg, const struct iovec *iov, int cnt) {
-  wire__gtp *tp = arg;
-  return tp->ops->send(tp, iov, cnt);
+/* Writes the held BATCH frame alone.  tx_mu held. */
+static int send_lead(wire_conn_t *c) {
+  int rc = c->tp->ops->send(c->tp, c->lead, c->nlead);
+  c->nlead = 0;
+  return rc;
+}
+
+/* emit for a call's frames: the held BATCH frame, if any, goes in the same
+ * write as the first.  tx_mu held. */
+static int emit_lead(void *arg, const struct iovec *iov, int cnt) {
+  wire_conn_t *c = arg;
+  struct iovec v[2 + 64];
+  int rc, n = c->nlead;
+  if (n == 0)
+    return c->tp->ops->send(c->tp, iov, cnt);
+  if (cnt > 64) {
+    if ((rc = send_lead(c)) != 0)
+      return rc;
+    return c->tp->ops->send(c->tp, iov, cnt);
+  }
+  memcpy(v, c->lead, (size_t)n * sizeof(v[0]));
+  memcpy(v + n, iov, (size_t)cnt * sizeof(v[0]));
+  c->nlead = 0;
+  return c->tp->ops->send(c->tp, v, n + cnt);
 }
 
 /* After a send (rc its result): a failure is the connection's; the time and
@@ -205,7 +236,7 @@ static int send_locked(wire_conn_t *c, uint8_t kind, uint64_t id, const struct i
     rc = c->tp->ops->send_msg(c->tp, c->version, kind, id, iov, cnt, len);
   else
     rc = wire__send_frames(c->version, kind, id, iov, cnt, len, WIRE__TCP_CHUNK,
-                           c->tp->zstd ? &c->tp->zs : NULL, emit_tp, c->tp);
+                           c->tp->zstd ? &c->tp->zs : NULL, emit_lead, c);
   return sent(c, rc);
 }
 
@@ -222,7 +253,17 @@ static int send_batch(wire_conn_t *c, const void *data, size_t len, uint32_t n) 
     /* shm: the ring takes a BATCH like any message; aux carries the count. */
     rc = c->tp->ops->send_msg(c->tp, c->version, WIRE__K_BATCH, n, &v, 1, len);
   } else {
+    /* An earlier frame held back goes first: one frame is held at most. */
+    if (c->nlead && (rc = send_lead(c)) != 0)
+      return sent(c, rc);
     h = (wire__hdr){c->version, WIRE__K_BATCH, 0, (uint32_t)len, n, 0};
+    if (c->lead_ok) {
+      wire__hdr_encode(c->lead_hdr, &h);
+      c->lead[0] = (struct iovec){c->lead_hdr, sizeof(c->lead_hdr)};
+      c->lead[1] = v;
+      c->nlead = 2;
+      return 0; /* counted as a send when written, with the call */
+    }
     wire__hdr_encode(hb, &h);
     fv[0].iov_base = hb;
     fv[0].iov_len = sizeof(hb);
@@ -581,7 +622,9 @@ static int call_kind(wire_conn_t *c, uint8_t kind, const struct iovec *req, int 
   pthread_mutex_unlock(&c->rx_mu);
 
   pthread_mutex_lock(&c->tx_mu);
+  c->lead_ok = kind == WIRE__K_CALL && !c->tp->ops->send_msg;
   rc = flush_locked(c);
+  c->lead_ok = false;
   if (rc == 0 && kind == WIRE__K_FD) {
     /* The descriptor goes first, on the socket: when the daemon meets the
      * FD frame in the ring the descriptor is already waiting there.  A
@@ -599,6 +642,10 @@ static int call_kind(wire_conn_t *c, uint8_t kind, const struct iovec *req, int 
   }
   if (rc == 0)
     rc = send_locked(c, kind, w->id, req, req_cnt, len);
+  if (c->nlead) { /* not taken by a frame (the call failed first): alone */
+    int lrc = send_lead(c);
+    rc = rc ? rc : sent(c, lrc);
+  }
   pthread_mutex_unlock(&c->tx_mu);
   if (c->hops)
     t_sent = wire__now_ns();
