@@ -71,7 +71,10 @@ else
 fi
 
 for mode in off slice ptb all; do
-  TALLYD_ARGS="--policy tally --variants $mode --trace $LOGS/$mode.trace"
+  # --be-depth 1: one BE launch in flight, so the policy cuts the BE kernels it issues while
+  # the LC bursts; at the default depth it issues short-block kernels whole while the LC is
+  # idle (their blocks already fit the budget) and uses no variant at all.
+  TALLYD_ARGS="--policy tally --be-depth 1 --variants $mode --trace $LOGS/$mode.trace"
   export TALLYD_ARGS
   if ! tl_start; then
     bad "$mode: tallyd starts: $TL_ERR"
