@@ -4,7 +4,9 @@
 usage: stub-speed.py CSV SECONDS
 Writes 100 requests `req,arrival_ns,start_ns,end_ns` whose times depend on
 where it runs (TALLY_HOST: none 1.0 ms, unix: 1.1 ms, tcp: 1.2 ms; every
-tenth twice as long), so the harness's ratios are known: 1.100 and 1.200.
+tenth twice as long; with TALLY_GEMM_SPLIT=0 all of them 1.1 times shorter),
+so the harness's ratios are known: 1.100 and 1.200, and 1.100 for a run
+against its +nosplit twin.
 """
 import os
 import sys
@@ -12,10 +14,13 @@ import time
 
 host = os.environ.get("TALLY_HOST", "")
 base = 1.2e6 if host.startswith("tcp:") else 1.1e6 if host.startswith("unix:") else 1.0e6
+if os.environ.get("TALLY_GEMM_SPLIT") == "0":
+    base /= 1.1
 t = time.monotonic_ns()
 with open(sys.argv[1], "w") as f:
     f.write("req,arrival_ns,start_ns,end_ns\n")
     for i in range(100):
         d = base * (2 if i % 10 == 9 else 1)
         f.write(f"{i},0,{t + i * 10**7},{t + i * 10**7 + int(d)}\n")
-print("stub-speed:", host or "native", "for", sys.argv[2], "s")
+print("stub-speed:", host or "native", "split", os.environ.get("TALLY_GEMM_SPLIT", "default"),
+      "for", sys.argv[2], "s")

@@ -9,9 +9,9 @@
 # GPU coverage.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..2"
+echo "1..3"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2; do echo "ok $i # SKIP python3 not found"; done
+  for i in 1 2 3; do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-fw-speed-XXXXXX)
@@ -41,10 +41,26 @@ stub_run() {
 }
 check "--stub, 2 rounds: medians, ratios against native per round, every run through its transport" stub_run
 
+nosplit_run() {
+  d=$tmp/ns
+  fs --stub --workloads gpt2-train --transports shm,shm+nosplit --against shm+nosplit \
+    --no-native --rounds 2 --seconds 1 --out "$d" || return 1
+  cat "$d/speed.md"
+  grep -q '^| gpt2-train | shm | 2 of 2 | 1.100 | 2.200 | 1.100 (1.100-1.100) | 1.100 (1.100-1.100) |$' "$d/speed.md" &&
+    grep -q '^| gpt2-train | shm+nosplit | 2 of 2 | 1.000 | 2.000 | - | - |$' "$d/speed.md" &&
+    grep -q 'p50 vs shm+nosplit' "$d/speed.md" && ! grep -q '| native |' "$d/speed.md" &&
+    [ ! -d "$d/raw/round-1/gpt2-train/native" ] &&
+    grep -q 'stub-speed: unix:.* split 0 ' "$d/raw/round-1/gpt2-train/shm+nosplit/out.txt" &&
+    grep -q 'stub-speed: unix:.* split default ' "$d/raw/round-2/gpt2-train/shm/out.txt"
+}
+check "+nosplit twins, --against and --no-native: the interposer's cost split against whole" nosplit_run
+
 bad_args() {
   ! fs --stub --workloads nope --out "$tmp/b1" 2>"$tmp/b1.err" &&
     grep -q 'unknown workload or transport nope' "$tmp/b1.err" && [ ! -d "$tmp/b1" ] &&
     ! fs --stub --rounds 0 --out "$tmp/b2" 2>/dev/null && [ ! -d "$tmp/b2" ] &&
+    ! fs --stub --no-native --out "$tmp/b3" 2>"$tmp/b3.err" &&
+    grep -q -- '--against native: not among the runs' "$tmp/b3.err" && [ ! -d "$tmp/b3" ] &&
     fs --help | grep -q -- '--transports' && fs --version | grep -q '^fw-speed (tally) '
 }
 check "bad workloads and rounds are refused before anything runs; --help, --version" bad_args
