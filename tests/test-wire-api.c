@@ -232,8 +232,9 @@ typedef struct caller {
 } caller;
 
 /* Alternates worker-thread replies ('W': wire_tenant_reply_mt, sent
- * directly into the ring on shm) with loop-thread replies (echo), each
- * carrying the thread and sequence, and checks every reply's bytes. */
+ * directly into the ring on shm and written on the socket by the worker on
+ * TCP) with loop-thread replies (echo), each carrying the thread and
+ * sequence, and checks every reply's bytes. */
 static void *call_mixed(void *arg) {
   caller *k = arg;
   int i;
@@ -249,7 +250,7 @@ static void *call_mixed(void *arg) {
   return NULL;
 }
 
-static void worker_and_loop_replies_interleave_from_eight_threads(void **st) {
+static void replies_interleave_from_eight_threads(bool tcp) {
   harness h;
   wire_conn_t *c;
   pthread_t th[8];
@@ -257,7 +258,7 @@ static void worker_and_loop_replies_interleave_from_eight_threads(void **st) {
   int i;
 
   assert_int_equal(harness_start(&h, NULL), 0);
-  c = must_open(h.url_shm, "mixed");
+  c = must_open(tcp ? h.url_tcp : h.url_shm, "mixed");
   for (i = 0; i < 8; i++) {
     k[i] = (caller){c, i, 0};
     assert_int_equal(pthread_create(&th[i], NULL, call_mixed, &k[i]), 0);
@@ -269,6 +270,16 @@ static void worker_and_loop_replies_interleave_from_eight_threads(void **st) {
   wire_conn_close(c);
   harness_stop(&h);
   assert_int_equal(atomic_load(&h.calls), 8 * 200);
+}
+
+static void worker_and_loop_replies_interleave_from_eight_threads(void **st) {
+  (void)st;
+  replies_interleave_from_eight_threads(false);
+}
+
+static void worker_and_loop_replies_interleave_over_tcp(void **st) {
+  (void)st;
+  replies_interleave_from_eight_threads(true);
 }
 
 /* ------------------------------------------------------- -EAGAIN refusal */
@@ -432,6 +443,7 @@ int main(void) {
       cmocka_unit_test(send_fd_of_a_closed_descriptor_fails_and_the_connection_survives),
       cmocka_unit_test(send_fd_to_a_daemon_without_on_fd_is_eopnotsupp),
       cmocka_unit_test(worker_and_loop_replies_interleave_from_eight_threads),
+      cmocka_unit_test(worker_and_loop_replies_interleave_over_tcp),
       cmocka_unit_test(eagain_refusal_reaches_the_guest_with_the_reason),
       cmocka_unit_test(server_adopting_a_unix_socket_accepts_on_it_and_keeps_the_path),
       cmocka_unit_test(guest_queued_while_no_server_ran_is_accepted_by_the_next_one),

@@ -7,6 +7,11 @@
  * Outgoing messages are framed by wire__send_frames into one malloc'd block
  * handed to uv_write (libuv writes at once when its queue is empty; the block
  * is freed in the write callback).  TCP_NODELAY: replies are latency-bound.
+ * A worker thread's reply (wire_tenant_reply_mt) of at most TCP_FAST_MAX
+ * bytes is written by that thread itself when no write of the loop is
+ * pending (send_direct), saving the hop to the loop thread: wmu serialises
+ * every write on the socket, and `queued` counts the uv_write requests not
+ * yet called back, during which libuv writes on its own and workers keep out.
  * Token checks happen in server.c (need_token = true for every TCP tenant).
  * Spinning (tcp_spin_us, auto on hosts with >= 4 CPUs): after a read the
  * loop keeps polling with a zero timeout for a while, so a tenant's next
@@ -16,7 +21,11 @@
 #include "wire/wire-int.h"
 #include "wire/shm.h" /* wire__spin_us */
 
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +68,13 @@ typedef struct tcp_stp {
    * write holds it. */
   write_req_t *spare;
   uint64_t spare_ns; /* when the spare was last returned */
+  /* wmu: every write on the socket, the loop's (tcp_send, the welcome) and a
+   * worker's (tcp_send_direct); queued: uv_write requests not yet called
+   * back (changed under wmu, or by on_write on the loop thread); fd: the
+   * socket, fixed while the tenant is open. */
+  pthread_mutex_t wmu;
+  _Atomic unsigned queued;
+  int fd;
 } tcp_stp;
 
 #define SPARE_MAX     (((size_t)512 << 20) + ((size_t)1 << 20))
@@ -68,6 +84,7 @@ typedef struct tcp_stp {
 struct write_req_t {
   uv_write_t req;
   wire_buf_t b;
+  tcp_stp *c;    /* the tenant it is written for (its queued count) */
   tcp_stp *keep; /* non-NULL: return to keep->spare when written */
 };
 
@@ -78,6 +95,7 @@ static write_req_t *write_req_new(tcp_stp *keep) {
   if (w == NULL)
     return NULL;
   wire_buf_init(&w->b);
+  w->c = NULL;
   w->keep = keep;
   return w;
 }
@@ -85,6 +103,9 @@ static write_req_t *write_req_new(tcp_stp *keep) {
 static void on_write(uv_write_t *req, int status) {
   write_req_t *w = (write_req_t *)req;
 
+  (void)status;
+  if (w->c != NULL)
+    atomic_fetch_sub(&w->c->queued, 1);
   if (w->keep != NULL && w->keep->spare == NULL && w->b.cap <= SPARE_MAX && w->b.err == 0) {
     wire_buf_reset(&w->b);
     w->keep->spare = w;
@@ -95,11 +116,16 @@ static void on_write(uv_write_t *req, int status) {
   free(w);
 }
 
+/* Loop thread, wmu held. */
 static int write_block(tcp_stp *c, write_req_t *w) {
   uv_buf_t ub = uv_buf_init((char *)w->b.data, (unsigned)w->b.len);
-  int rc = uv_write(&w->req, (uv_stream_t *)&c->h, &ub, 1, on_write);
+  int rc;
 
+  w->c = c;
+  atomic_fetch_add(&c->queued, 1);
+  rc = uv_write(&w->req, (uv_stream_t *)&c->h, &ub, 1, on_write);
   if (rc) {
+    atomic_fetch_sub(&c->queued, 1);
     wire_buf_close(&w->b);
     free(w);
   }
@@ -141,8 +167,9 @@ static int tcp_send_fast(tcp_stp *c, uint8_t version, uint8_t kind, uint64_t id,
   }
 }
 
-static int tcp_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
-                    size_t len) {
+/* Loop thread, wmu held. */
+static int send_locked(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct iovec *iov,
+                       int cnt, size_t len) {
   tcp_stp *c = wire__tenant_tp(t);
   write_req_t *w;
   const wire_tenant_info_t *info = wire_tenant_info(t);
@@ -177,6 +204,70 @@ static int tcp_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct io
   return write_block(c, w);
 }
 
+static int tcp_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct iovec *iov, int cnt,
+                    size_t len) {
+  tcp_stp *c = wire__tenant_tp(t);
+  int rc;
+
+  pthread_mutex_lock(&c->wmu);
+  rc = send_locked(t, kind, id, iov, cnt, len);
+  pthread_mutex_unlock(&c->wmu);
+  return rc;
+}
+
+/* How long a direct reply whose first bytes went out waits for the socket to
+ * take the rest before the connection is given up (its stream would be torn
+ * otherwise): a guest that stops reading for that long mid-reply is gone. */
+#define DIRECT_WAIT_MS 2000
+
+/* Any thread (server.c holds the tenant's tx lock, so c is alive and open).
+ * 0: written whole, or the connection was shut down midway (the loop then
+ * sees it closed); -EAGAIN: nothing written, take the loop thread's path
+ * (too large, a loop write pending, or the socket full). */
+static int tcp_send_direct(wire_tenant_t *t, uint64_t id, const void *buf, size_t len) {
+  tcp_stp *c = wire__tenant_tp(t);
+  const wire_tenant_info_t *info = wire_tenant_info(t);
+  uint8_t b[WIRE__HDR_LEN + TCP_FAST_MAX];
+  wire__hdr h = {(uint8_t)(info->version ? info->version : 1), WIRE__K_REPLY, 0, (uint32_t)len, 0,
+                 id};
+  size_t n = WIRE__HDR_LEN + len, done = 0;
+  int rc = 0;
+
+  if (len > TCP_FAST_MAX)
+    return -EAGAIN;
+  wire__hdr_encode(b, &h);
+  memcpy(b + WIRE__HDR_LEN, buf, len);
+  pthread_mutex_lock(&c->wmu);
+  if (atomic_load(&c->queued) != 0 || c->fd < 0) {
+    pthread_mutex_unlock(&c->wmu);
+    return -EAGAIN;
+  }
+  while (done < n) {
+    ssize_t r = send(c->fd, b + done, n - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r > 0) {
+      done += (size_t)r;
+      continue;
+    }
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+      if (done == 0) {
+        rc = -EAGAIN;
+        break;
+      }
+      if (poll(&p, 1, DIRECT_WAIT_MS) > 0)
+        continue;
+    }
+    /* An error, or the rest never taken: the frame is torn, so the stream
+     * is; shutting it down has the loop see the tenant gone. */
+    (void)shutdown(c->fd, SHUT_RDWR);
+    break;
+  }
+  pthread_mutex_unlock(&c->wmu);
+  return rc;
+}
+
 static void spin_touch(tcp_listener *l);
 
 /* lc_poll: a latency-critical tenant keeps the loop polling while it is
@@ -207,7 +298,9 @@ static int tcp_welcome(wire_tenant_t *t, const void *frame, size_t len) {
     free(w);
     return -ENOMEM;
   }
+  pthread_mutex_lock(&c->wmu);
   rc = write_block(c, w);
+  pthread_mutex_unlock(&c->wmu);
   if (rc == 0)
     lc_start(c, t);
   return rc;
@@ -287,6 +380,7 @@ static void on_tenant_closed(uv_handle_t *h) {
     free(c->spare);
   }
   wire__tenant_defer(t, free, c->buf);
+  pthread_mutex_destroy(&c->wmu);
   free(c);
   wire__tenant_release(t);
 }
@@ -316,6 +410,7 @@ static const struct wire__stp_ops tcp_ops = {
     .name = "tcp",
     .welcome = tcp_welcome,
     .send = tcp_send,
+    .send_direct = tcp_send_direct,
     .resume = tcp_resume,
     .close = tcp_close,
     .idle = tcp_idle,
@@ -344,11 +439,15 @@ static void on_conn(uv_stream_t *srv, int status) {
     return;
   }
   uv_tcp_nodelay(&c->h, 1);
+  if (uv_fileno((uv_handle_t *)&c->h, &c->fd) != 0)
+    c->fd = -1;
+  pthread_mutex_init(&c->wmu, NULL);
   c->l = l;
   c->t = wire__tenant_new(l->s, &tcp_ops, c, true);
   if (c->t == NULL) {
     free(c->buf);
     c->buf = NULL;
+    pthread_mutex_destroy(&c->wmu);
     uv_close((uv_handle_t *)&c->h, (uv_close_cb)free);
     return;
   }
