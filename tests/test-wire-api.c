@@ -12,6 +12,7 @@
  * step waits on a call or on poll().
  */
 #include "tests/test-wire-harness.h"
+#include "wire/wire-int.h" /* wire__tcp_direct_cut */
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -282,6 +283,16 @@ static void worker_and_loop_replies_interleave_over_tcp(void **st) {
   replies_interleave_from_eight_threads(true);
 }
 
+/* The same when every direct TCP reply is taken by the socket only in part
+ * (cut after 5 bytes, inside its header): the rest is parked, the loop
+ * writes it before anything else, and every reply still arrives whole. */
+static void direct_replies_taken_in_part_over_tcp(void **st) {
+  (void)st;
+  atomic_store(&wire__tcp_direct_cut, 5);
+  replies_interleave_from_eight_threads(true);
+  atomic_store(&wire__tcp_direct_cut, 0);
+}
+
 /* ------------------------------------------------------- -EAGAIN refusal */
 
 static void eagain_refusal_reaches_the_guest_with_the_reason(void **st) {
@@ -444,6 +455,7 @@ int main(void) {
       cmocka_unit_test(send_fd_to_a_daemon_without_on_fd_is_eopnotsupp),
       cmocka_unit_test(worker_and_loop_replies_interleave_from_eight_threads),
       cmocka_unit_test(worker_and_loop_replies_interleave_over_tcp),
+      cmocka_unit_test(direct_replies_taken_in_part_over_tcp),
       cmocka_unit_test(eagain_refusal_reaches_the_guest_with_the_reason),
       cmocka_unit_test(server_adopting_a_unix_socket_accepts_on_it_and_keeps_the_path),
       cmocka_unit_test(guest_queued_while_no_server_ran_is_accepted_by_the_next_one),

@@ -11,7 +11,10 @@
  * bytes is written by that thread itself when no write of the loop is
  * pending (send_direct), saving the hop to the loop thread: wmu serialises
  * every write on the socket, and `queued` counts the uv_write requests not
- * yet called back, during which libuv writes on its own and workers keep out.
+ * yet called back (and a parked tail), during which libuv writes on its own
+ * and workers keep out.  A direct write the socket takes only in part never
+ * waits: its rest is parked on the tenant, the listener's async handle wakes
+ * the loop, and the loop writes it before anything else.
  * Token checks happen in server.c (need_token = true for every TCP tenant).
  * Spinning (tcp_spin_us, auto on hosts with >= 4 CPUs): after a read the
  * loop keeps polling with a zero timeout for a while, so a tenant's next
@@ -22,7 +25,6 @@
 #include "wire/shm.h" /* wire__spin_us */
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -46,6 +48,12 @@ typedef struct tcp_listener {
   uint64_t active_ns; /* last read */
   uint64_t spin_ns;
   int lc_open; /* latency-critical tenants open under lc_poll: spin without end */
+  /* Tenants whose direct reply left a tail for the loop (tail_mu; any
+   * thread adds, the loop takes them in on_wake).  wake NULL: no direct
+   * replies at all (out of memory at start). */
+  uv_async_t *wake;
+  pthread_mutex_t tail_mu;
+  struct tcp_stp *tails;
 } tcp_listener;
 
 typedef struct write_req_t write_req_t;
@@ -75,6 +83,13 @@ typedef struct tcp_stp {
   pthread_mutex_t wmu;
   _Atomic unsigned queued;
   int fd;
+  /* The rest of a direct reply the socket took in part (wmu), written by the
+   * loop before any other byte; counted in queued while parked.  tail_next
+   * and tail_listed: l->tails (l->tail_mu). */
+  uint8_t *tail;
+  size_t tail_len;
+  struct tcp_stp *tail_next;
+  bool tail_listed;
 } tcp_stp;
 
 #define SPARE_MAX     (((size_t)512 << 20) + ((size_t)1 << 20))
@@ -132,6 +147,27 @@ static int write_block(tcp_stp *c, write_req_t *w) {
   return rc;
 }
 
+/* Loop thread, wmu held: a parked tail goes to libuv first (then it is
+ * counted as the uv_write it became).  0, or the uv_write error. */
+static int flush_tail(tcp_stp *c) {
+  write_req_t *w;
+  int rc;
+
+  if (c->tail == NULL)
+    return 0;
+  w = write_req_new(NULL);
+  rc = w == NULL || wire_buf_put_bytes(&w->b, c->tail, c->tail_len) ? -ENOMEM : 0;
+  if (rc == 0)
+    rc = write_block(c, w);
+  else
+    free(w);
+  free(c->tail);
+  c->tail = NULL;
+  c->tail_len = 0;
+  atomic_fetch_sub(&c->queued, 1); /* the parked tail's count */
+  return rc;
+}
+
 /* Small messages: framed on the stack and written at once when the socket
  * takes them whole (the common case for replies), with no allocation. */
 #define TCP_FAST_MAX 4096
@@ -175,6 +211,8 @@ static int send_locked(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct
   const wire_tenant_info_t *info = wire_tenant_info(t);
   int rc;
 
+  if ((rc = flush_tail(c)) != 0)
+    return rc;
   if (len <= TCP_FAST_MAX) {
     rc = tcp_send_fast(c, (uint8_t)(info->version ? info->version : 1), kind, id, iov, cnt, len);
     if (rc <= 0)
@@ -215,15 +253,13 @@ static int tcp_send(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct io
   return rc;
 }
 
-/* How long a direct reply whose first bytes went out waits for the socket to
- * take the rest before the connection is given up (its stream would be torn
- * otherwise): a guest that stops reading for that long mid-reply is gone. */
-#define DIRECT_WAIT_MS 2000
+_Atomic size_t wire__tcp_direct_cut;
 
 /* Any thread (server.c holds the tenant's tx lock, so c is alive and open).
- * 0: written whole, or the connection was shut down midway (the loop then
- * sees it closed); -EAGAIN: nothing written, take the loop thread's path
- * (too large, a loop write pending, or the socket full). */
+ * 0: written, whole or with its rest parked for the loop (or, out of memory
+ * for that, the connection shut down: the loop then sees it closed);
+ * -EAGAIN: nothing written, take the loop thread's path (too large, a loop
+ * write pending, the socket full). */
 static int tcp_send_direct(wire_tenant_t *t, uint64_t id, const void *buf, size_t len) {
   tcp_stp *c = wire__tenant_tp(t);
   const wire_tenant_info_t *info = wire_tenant_info(t);
@@ -233,7 +269,7 @@ static int tcp_send_direct(wire_tenant_t *t, uint64_t id, const void *buf, size_
   size_t n = WIRE__HDR_LEN + len, done = 0;
   int rc = 0;
 
-  if (len > TCP_FAST_MAX)
+  if (len > TCP_FAST_MAX || c->l->wake == NULL)
     return -EAGAIN;
   wire__hdr_encode(b, &h);
   memcpy(b + WIRE__HDR_LEN, buf, len);
@@ -243,29 +279,68 @@ static int tcp_send_direct(wire_tenant_t *t, uint64_t id, const void *buf, size_
     return -EAGAIN;
   }
   while (done < n) {
-    ssize_t r = send(c->fd, b + done, n - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+    size_t cut = atomic_load_explicit(&wire__tcp_direct_cut, memory_order_relaxed);
+    size_t lim = cut > 0 && cut < n ? cut : n;
+    ssize_t r;
+    if (done >= lim) {
+      r = -1;
+      errno = EAGAIN;
+    } else {
+      r = send(c->fd, b + done, lim - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
     if (r > 0) {
       done += (size_t)r;
       continue;
     }
     if (r < 0 && errno == EINTR)
       continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      struct pollfd p = {.fd = c->fd, .events = POLLOUT};
-      if (done == 0) {
-        rc = -EAGAIN;
-        break;
-      }
-      if (poll(&p, 1, DIRECT_WAIT_MS) > 0)
-        continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && done == 0) {
+      rc = -EAGAIN;
+      break;
     }
-    /* An error, or the rest never taken: the frame is torn, so the stream
-     * is; shutting it down has the loop see the tenant gone. */
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+        (c->tail = malloc(n - done)) != NULL) {
+      /* Taken in part: the loop writes the rest before anything else. */
+      memcpy(c->tail, b + done, n - done);
+      c->tail_len = n - done;
+      atomic_fetch_add(&c->queued, 1);
+      pthread_mutex_lock(&c->l->tail_mu);
+      if (!c->tail_listed) {
+        c->tail_listed = true;
+        c->tail_next = c->l->tails;
+        c->l->tails = c;
+      }
+      pthread_mutex_unlock(&c->l->tail_mu);
+      uv_async_send(c->l->wake);
+      break;
+    }
+    /* An error, or no memory for the rest: the frame is torn, so the
+     * stream is; shutting it down has the loop see the tenant gone. */
     (void)shutdown(c->fd, SHUT_RDWR);
     break;
   }
   pthread_mutex_unlock(&c->wmu);
   return rc;
+}
+
+/* The listener's async handle (loop thread): every parked tail goes out. */
+static void on_wake(uv_async_t *a) {
+  tcp_listener *l = a->data;
+  tcp_stp *c, *next;
+
+  pthread_mutex_lock(&l->tail_mu);
+  c = l->tails;
+  l->tails = NULL;
+  for (tcp_stp *x = c; x != NULL; x = x->tail_next)
+    x->tail_listed = false;
+  pthread_mutex_unlock(&l->tail_mu);
+  for (; c != NULL; c = next) {
+    next = c->tail_next;
+    pthread_mutex_lock(&c->wmu);
+    if (flush_tail(c) != 0)
+      (void)shutdown(c->fd, SHUT_RDWR); /* the loop sees the tenant gone */
+    pthread_mutex_unlock(&c->wmu);
+  }
 }
 
 static void spin_touch(tcp_listener *l);
@@ -380,6 +455,7 @@ static void on_tenant_closed(uv_handle_t *h) {
     free(c->spare);
   }
   wire__tenant_defer(t, free, c->buf);
+  free(c->tail);
   pthread_mutex_destroy(&c->wmu);
   free(c);
   wire__tenant_release(t);
@@ -387,6 +463,20 @@ static void on_tenant_closed(uv_handle_t *h) {
 
 static void tcp_close(wire_tenant_t *t) {
   tcp_stp *c = wire__tenant_tp(t);
+
+  /* No direct reply starts any more (server.c set tx_closed under the
+   * tenant's tx lock); a tail still parked goes with the connection. */
+  if (c->l->wake != NULL) {
+    pthread_mutex_lock(&c->l->tail_mu);
+    if (c->tail_listed) {
+      tcp_stp **pp = &c->l->tails;
+      while (*pp != c)
+        pp = &(*pp)->tail_next;
+      *pp = c->tail_next;
+      c->tail_listed = false;
+    }
+    pthread_mutex_unlock(&c->l->tail_mu);
+  }
 
   if (c->lc) {
     c->lc = false;
@@ -472,6 +562,10 @@ static void on_conn(uv_stream_t *srv, int status) {
 static void listener_free(tcp_listener *l) {
   if (l->idle)
     uv_close((uv_handle_t *)l->idle, (uv_close_cb)free);
+  if (l->wake) {
+    uv_close((uv_handle_t *)l->wake, (uv_close_cb)free);
+    pthread_mutex_destroy(&l->tail_mu);
+  }
   uv_close((uv_handle_t *)&l->h, (uv_close_cb)free);
 }
 
@@ -495,6 +589,16 @@ static tcp_listener *listener_new(wire_server_t *s) {
     l->spin_ns = us > 0 ? (uint64_t)us * 1000u : 0;
     uv_idle_init(wire__server_loop(s), l->idle);
     l->idle->data = l;
+  }
+  /* Direct replies need the wake-up for a tail; without it, none is made. */
+  if ((l->wake = malloc(sizeof(*l->wake))) != NULL &&
+      uv_async_init(wire__server_loop(s), l->wake, on_wake) != 0) {
+    free(l->wake);
+    l->wake = NULL;
+  }
+  if (l->wake) {
+    l->wake->data = l;
+    pthread_mutex_init(&l->tail_mu, NULL);
   }
   uv_tcp_init(wire__server_loop(s), &l->h);
   l->h.data = l;

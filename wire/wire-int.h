@@ -498,6 +498,9 @@ const wire_server_opts_t *wire__server_opts(const wire_server_t *s);
 
 /* Listeners (server-tcp.c, server-shm.c): start / stop. */
 int wire__tcp_listen(wire_server_t *s, const char *addr, void **listener);
+/* Tests only: when > 0, a worker's direct TCP reply stops after this many
+ * bytes as if the socket were full, so its rest takes the parked-tail path. */
+extern _Atomic size_t wire__tcp_direct_cut;
 void wire__tcp_unlisten(void *listener);
 int wire__tcp_port(void *listener);
 /* The listening descriptor, or -1.  Listeners adopt opts' *_listen_fd when
