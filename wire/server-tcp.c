@@ -575,30 +575,33 @@ static tcp_listener *listener_new(wire_server_t *s) {
   /* > 0: as asked; < 0: never; 0: auto (wire__spin_us: on with >= 4 CPUs
    * online or as TALLY_WIRE_SPIN_US says, off on small hosts). */
   int32_t us = wire__server_opts(s)->tcp_spin_us;
+  bool spin;
 
   if (l == NULL)
     return NULL;
   l->s = s;
   if (us == 0)
     us = wire__spin_us(0);
-  if (us > 0 || wire__server_opts(s)->lc_poll) {
-    if ((l->idle = malloc(sizeof(*l->idle))) == NULL) {
-      free(l);
-      return NULL;
-    }
+  spin = us > 0 || wire__server_opts(s)->lc_poll;
+  /* Every allocation first, so a failure leaves no handle to close.  wake:
+   * a direct reply's parked tail (tcp_send_direct). */
+  if ((spin && (l->idle = malloc(sizeof(*l->idle))) == NULL) ||
+      (l->wake = malloc(sizeof(*l->wake))) == NULL) {
+    free(l->idle);
+    free(l);
+    return NULL;
+  }
+  if (uv_async_init(wire__server_loop(s), l->wake, on_wake) != 0) {
+    free(l->wake);
+    l->wake = NULL; /* no direct replies then (tcp_send_direct) */
+  } else {
+    l->wake->data = l;
+    pthread_mutex_init(&l->tail_mu, NULL);
+  }
+  if (spin) {
     l->spin_ns = us > 0 ? (uint64_t)us * 1000u : 0;
     uv_idle_init(wire__server_loop(s), l->idle);
     l->idle->data = l;
-  }
-  /* Direct replies need the wake-up for a tail; without it, none is made. */
-  if ((l->wake = malloc(sizeof(*l->wake))) != NULL &&
-      uv_async_init(wire__server_loop(s), l->wake, on_wake) != 0) {
-    free(l->wake);
-    l->wake = NULL;
-  }
-  if (l->wake) {
-    l->wake->data = l;
-    pthread_mutex_init(&l->tail_mu, NULL);
   }
   uv_tcp_init(wire__server_loop(s), &l->h);
   l->h.data = l;
