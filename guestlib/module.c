@@ -429,24 +429,23 @@ GUEST_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfu
  * (OCCUPANCY, wire/call.def).  The function handle is not checked here:
  * tallyd checks it against the tenant's own table.  The two cluster launch
  * attributes are carried; those that say how a launch is ordered, prioritised
- * or cached, never where its blocks fit, are passed over (libraries hand the
- * query the attribute array of the launch they plan: cuBLASLt's includes
- * programmatic serialization); the rest (cooperative, preferred cluster
- * dimension, shared memory carveout) are refused with a log line, not
- * guessed. */
+ * or cached, never where its blocks fit, are passed over (a library may hand
+ * the query the attribute array of the launch it plans); the rest
+ * (cooperative, preferred cluster dimension, shared memory carveout) are
+ * refused with a log line, not guessed. */
 static bool occupancy_neutral(CUlaunchAttributeID id) {
-  switch ((int)id) {
-  case 0:  /* CU_LAUNCH_ATTRIBUTE_IGNORE */
-  case 1:  /* ACCESS_POLICY_WINDOW */
-  case 3:  /* SYNCHRONIZATION_POLICY */
-  case 6:  /* PROGRAMMATIC_STREAM_SERIALIZATION */
-  case 7:  /* PROGRAMMATIC_EVENT */
-  case 8:  /* PRIORITY */
-  case 9:  /* MEM_SYNC_DOMAIN_MAP */
-  case 10: /* MEM_SYNC_DOMAIN */
-  case 12: /* LAUNCH_COMPLETION_EVENT */
-  case 13: /* DEVICE_UPDATABLE_KERNEL_NODE */
-  case 16: /* NVLINK_UTIL_CENTRIC_SCHEDULING */
+  switch (id) {
+  case CU_LAUNCH_ATTRIBUTE_IGNORE:
+  case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+  case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+  case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+  case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+  case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+  case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+  case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+  case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
     return true;
   default:
     return false;

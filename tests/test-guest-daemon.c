@@ -544,9 +544,8 @@ static void cluster_occupancy_crosses_the_wire_once(void **state) {
   assert_int_equal(ops(CALL_OP_OCCUPANCY), asked + 2);
   assert_int_equal(hostd__record_last_cluster[0], 0);
   assert_int_equal(hostd__record_last_cluster[3], -1);
-  /* An attribute that only orders or prioritises the launch (cuBLASLt passes
-   * programmatic serialization along) is passed over: the query is asked
-   * with the cluster attributes alone. */
+  /* Attributes that only order or prioritise the launch are passed over:
+   * the query is asked with the cluster attributes alone. */
   c.numAttrs = 4;
   CUlaunchAttribute more[4];
   memcpy(more, at, 2 * sizeof(at[0]));
