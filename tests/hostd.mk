@@ -123,6 +123,7 @@ EXTRA_tests_test_hostd_chaos_DEPENDENCIES = hostd/tallyd-record hostd/tallyctl \
 # hand-off times of TALLY_HOPS (guest) and tallyd --hops.
 noinst_PROGRAMS += tests/bench/hops-report
 tests_bench_hops_report_SOURCES = tests/bench/hops-report.c
+tests_bench_hops_report_LDADD = $(WIRE_GUEST_LIBS)
 
 # The flood measurement (tests/bench/RESULTS.md): cd BUILDDIR && tests/bench/hostd-flood [SECONDS].
 noinst_PROGRAMS += tests/bench/hostd-flood

@@ -98,11 +98,17 @@ hops() {
     { echo "tenant failed"; return 1; }
   stop_daemon
   grep -c '^G ' "$tmp/hops"; grep -c '^D ' "$tmp/hops"
-  "$B/tests/bench/hops-report" "$tmp/hops" >"$tmp/report" || { cat "$tmp/report"; return 1; }
+  "$B/tests/bench/hops-report" --ops "$tmp/hops" >"$tmp/report" || { cat "$tmp/report"; return 1; }
   cat "$tmp/report"
   for hop in "read by tallyd's loop" "taken by the tenant's worker" "handler (driver" \
     "reply handed to wire" "guest woke" "total"; do
     grep -F "$hop" "$tmp/report" | grep -qv '| - |' || { echo "no figures for: $hop"; return 1; }
+  done
+  # --ops: the tenant's requests by op with their counts (the helper's HELLO, its allocation
+  # and its copy back, one call each).
+  for op in HELLO MEM_ALLOC DTOH; do
+    grep -Eq "^\\| guest-tenant-helper \\| $op \\| call \\| 1 \\| [0-9.]+ \\| [0-9.]+ \\|\$" \
+      "$tmp/report" || { echo "no per-op row for $op"; return 1; }
   done
 }
 check "hand-off times are recorded on both sides and joined" hops

@@ -2,7 +2,7 @@
  * the guest (TALLY_HOPS=FILE, wire/hops.c) and tallyd (--hops FILE,
  * hostd/hops.c) append to their files.
  *
- * usage: hops-report [--last N] [--op OP] FILE...
+ * usage: hops-report [--last N] [--op OP] [--ops] FILE...
  *   Reads G (guest) and D (daemon) lines from every FILE (both sides may
  *   share one), joins each guest call with the daemon's record of it by
  *   tenant name and call id, and prints p50/p99 in microseconds of every
@@ -11,10 +11,16 @@
  *   synchronisation returns when the GPU work completed) -> reply handed to
  *   wire -> guest woke.  Posts (daemon side only) get their own rows.
  *   --last N keeps each tenant's last N joined calls (a benchmark's final
- *   phase); --op keeps one call.def op number.  Both sides must share
+ *   phase); --op keeps one call.def op number.  --ops adds, per tenant
+ *   and op, how many calls and posts tallyd executed and the handler's
+ *   p50/p99, most frequent first: which requests a framework makes, and
+ *   how many of them are round trips (daemon records only, so any host).
+ *   Both sides must share
  *   CLOCK_MONOTONIC, i.e. run on one host (shm, or TCP over loopback).
  *   Exit 0 when at least one call was joined, 1 otherwise, 2 for bad usage.
  */
+#include "wire/call.h" /* call_op_name */
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,23 +123,89 @@ static void add_cross(uint64_t *v, size_t *n, uint64_t a, uint64_t b) {
     v[(*n)++] = b >= a ? b - a : 0;
 }
 
+/* One --ops row: a tenant's op and kind, how many, handler times (ns). */
+typedef struct oprow {
+  const char *name;
+  unsigned op;
+  char kind;
+  size_t n;
+} oprow_t;
+
+static int by_op(const void *x, const void *y) {
+  const rec_t *a = x, *b = y;
+  int c = strcmp(a->name, b->name);
+  if (c)
+    return c;
+  if (a->op != b->op)
+    return a->op < b->op ? -1 : 1;
+  return a->kind - b->kind;
+}
+
+static int by_count(const void *x, const void *y) {
+  const oprow_t *a = x, *b = y;
+  int c = strcmp(a->name, b->name);
+  if (c)
+    return c;
+  return a->n > b->n ? -1 : a->n < b->n;
+}
+
+/* --ops: d sorted by tenant, op and kind here; h is scratch of d->n. */
+static void ops_table(vec_t *d, uint64_t *h) {
+  oprow_t *rows = malloc((d->n + 1) * sizeof(*rows));
+  size_t nr = 0;
+  if (!rows)
+    return;
+  qsort(d->v, d->n, sizeof(rec_t), by_op);
+  for (size_t j = 0; j < d->n;) {
+    size_t e = j + 1;
+    while (e < d->n && by_op(&d->v[j], &d->v[e]) == 0)
+      e++;
+    rows[nr++] = (oprow_t){d->v[j].name, d->v[j].op, d->v[j].kind, e - j};
+    j = e;
+  }
+  qsort(rows, nr, sizeof(*rows), by_count);
+  printf("\n| tenant | op | call or post | count | handler p50 us | handler p99 us |\n"
+         "|---|---|---|---:|---:|---:|\n");
+  for (size_t r = 0; r < nr; r++) {
+    rec_t key = {.op = rows[r].op, .kind = rows[r].kind};
+    size_t k = 0;
+    snprintf(key.name, sizeof(key.name), "%s", rows[r].name);
+    const rec_t *first = bsearch(&key, d->v, d->n, sizeof(rec_t), by_op);
+    while (first > d->v && by_op(first - 1, &key) == 0)
+      first--;
+    for (const rec_t *x = first; x < d->v + d->n && by_op(x, &key) == 0; x++)
+      add(h, &k, x->t[2], x->t[3]);
+    qsort(h, k, sizeof(*h), cmp_u64);
+    printf("| %s | %s | %s | %zu | ", rows[r].name, call_op_name(rows[r].op),
+           rows[r].kind == 'c' ? "call" : "post", rows[r].n);
+    if (k)
+      printf("%.2f | %.2f |\n", (double)h[(k - 1) / 2] / 1e3,
+             (double)h[(size_t)((double)(k - 1) * 0.99 + 0.5)] / 1e3);
+    else
+      printf("- | - |\n");
+  }
+  free(rows);
+}
+
 int main(int argc, char **argv) {
   vec_t g = {0}, d = {0};
   long last = -1, op = -1;
-  int i, nfiles = 0;
+  int i, nfiles = 0, ops = 0;
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--last") == 0 && i + 1 < argc)
       last = atol(argv[++i]);
     else if (strcmp(argv[i], "--op") == 0 && i + 1 < argc)
       op = atol(argv[++i]);
+    else if (strcmp(argv[i], "--ops") == 0)
+      ops = 1;
     else if (argv[i][0] == '-') {
-      fprintf(stderr, "usage: hops-report [--last N] [--op OP] FILE...\n");
+      fprintf(stderr, "usage: hops-report [--last N] [--op OP] [--ops] FILE...\n");
       return 2;
     } else if (load(argv[i], &g, &d) == 0)
       nfiles++;
   }
   if (nfiles == 0) {
-    fprintf(stderr, "usage: hops-report [--last N] [--op OP] FILE...\n");
+    fprintf(stderr, "usage: hops-report [--last N] [--op OP] [--ops] FILE...\n");
     return 2;
   }
   size_t m = g.n + d.n + 1, k[9] = {0}, joined = 0, posts = 0;
@@ -188,6 +260,8 @@ int main(int argc, char **argv) {
   row("read by the loop -> taken by the worker", h[0], k[0]);
   row("-> handler entered", h[1], k[1]);
   row("handler (driver call)", h[2], k[2]);
+  if (ops)
+    ops_table(&d, h[0]);
   for (i = 0; i < 9; i++)
     free(h[i]);
   free(g.v);
