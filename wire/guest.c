@@ -240,10 +240,10 @@ static int send_locked(wire_conn_t *c, uint8_t kind, uint64_t id, const struct i
   return sent(c, rc);
 }
 
-/* Sends n records (bytes v) as one BATCH.  tx_mu held. */
+/* Sends n records (bytes v) as one BATCH (on a stream transport during a
+ * call's flush, held to go with the call).  tx_mu held. */
 static int send_batch(wire_conn_t *c, const void *data, size_t len, uint32_t n) {
-  struct iovec v = {(void *)data, len}, fv[2];
-  uint8_t hb[WIRE__HDR_LEN];
+  struct iovec v = {(void *)data, len};
   wire__hdr h;
   int rc;
 
@@ -257,18 +257,13 @@ static int send_batch(wire_conn_t *c, const void *data, size_t len, uint32_t n) 
     if (c->nlead && (rc = send_lead(c)) != 0)
       return sent(c, rc);
     h = (wire__hdr){c->version, WIRE__K_BATCH, 0, (uint32_t)len, n, 0};
-    if (c->lead_ok) {
-      wire__hdr_encode(c->lead_hdr, &h);
-      c->lead[0] = (struct iovec){c->lead_hdr, sizeof(c->lead_hdr)};
-      c->lead[1] = v;
-      c->nlead = 2;
+    wire__hdr_encode(c->lead_hdr, &h);
+    c->lead[0] = (struct iovec){c->lead_hdr, sizeof(c->lead_hdr)};
+    c->lead[1] = v;
+    c->nlead = 2;
+    if (c->lead_ok)
       return 0; /* counted as a send when written, with the call */
-    }
-    wire__hdr_encode(hb, &h);
-    fv[0].iov_base = hb;
-    fv[0].iov_len = sizeof(hb);
-    fv[1] = v;
-    rc = c->tp->ops->send(c->tp, fv, 2);
+    rc = send_lead(c);
   }
   return sent(c, rc);
 }

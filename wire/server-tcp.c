@@ -83,11 +83,10 @@ typedef struct tcp_stp {
   pthread_mutex_t wmu;
   _Atomic unsigned queued;
   int fd;
-  /* The rest of a direct reply the socket took in part (wmu), written by the
-   * loop before any other byte; counted in queued while parked.  tail_next
-   * and tail_listed: l->tails (l->tail_mu). */
-  uint8_t *tail;
-  size_t tail_len;
+  /* The rest of a direct reply the socket took in part (wmu), handed to
+   * libuv by the loop before any other byte; counted in queued while parked.
+   * tail_next and tail_listed: l->tails (l->tail_mu). */
+  write_req_t *tail;
   struct tcp_stp *tail_next;
   bool tail_listed;
 } tcp_stp;
@@ -147,59 +146,74 @@ static int write_block(tcp_stp *c, write_req_t *w) {
   return rc;
 }
 
-/* Loop thread, wmu held: a parked tail goes to libuv first (then it is
- * counted as the uv_write it became).  0, or the uv_write error. */
+/* Loop thread, wmu held: a parked tail goes to libuv first (counted as the
+ * uv_write it becomes before its parked count is dropped).  0, or the
+ * uv_write error. */
 static int flush_tail(tcp_stp *c) {
-  write_req_t *w;
+  write_req_t *w = c->tail;
   int rc;
 
-  if (c->tail == NULL)
+  if (w == NULL)
     return 0;
-  w = write_req_new(NULL);
-  rc = w == NULL || wire_buf_put_bytes(&w->b, c->tail, c->tail_len) ? -ENOMEM : 0;
-  if (rc == 0)
-    rc = write_block(c, w);
-  else
-    free(w);
-  free(c->tail);
   c->tail = NULL;
-  c->tail_len = 0;
+  rc = write_block(c, w);
   atomic_fetch_sub(&c->queued, 1); /* the parked tail's count */
   return rc;
+}
+
+/* The unwritten rest p[0..n) of a frame, copied into a write request (any
+ * thread: the frame's bytes die with the caller's stack); NULL when out of
+ * memory. */
+static write_req_t *rest_of(const uint8_t *p, size_t n) {
+  write_req_t *w = write_req_new(NULL);
+
+  if (w != NULL && wire_buf_put_bytes(&w->b, p, n)) {
+    wire_buf_close(&w->b);
+    free(w);
+    w = NULL;
+  }
+  return w;
 }
 
 /* Small messages: framed on the stack and written at once when the socket
  * takes them whole (the common case for replies), with no allocation. */
 #define TCP_FAST_MAX 4096
 
+/* Frames a message of len <= TCP_FAST_MAX bytes into b; its size. */
+static size_t frame_small(uint8_t *b, uint8_t version, uint8_t kind, uint64_t id,
+                          const struct iovec *iov, int cnt, size_t len) {
+  wire__hdr h = {version, kind, 0, (uint32_t)len, 0, id};
+
+  wire__hdr_encode(b, &h);
+  wire__iov_copy_out(b + WIRE__HDR_LEN, iov, cnt, 0, len);
+  return WIRE__HDR_LEN + len;
+}
+
+/* The tenant's protocol version as frames carry it. */
+static uint8_t version_of(wire_tenant_t *t) {
+  const wire_tenant_info_t *info = wire_tenant_info(t);
+  return (uint8_t)(info->version ? info->version : 1);
+}
+
 static int tcp_send_fast(tcp_stp *c, uint8_t version, uint8_t kind, uint64_t id,
                          const struct iovec *iov, int cnt, size_t len) {
   uint8_t b[WIRE__HDR_LEN + TCP_FAST_MAX];
-  wire__hdr h = {version, kind, 0, (uint32_t)len, 0, id};
   uv_buf_t ub;
   int r;
 
   if (uv_stream_get_write_queue_size((uv_stream_t *)&c->h) != 0)
     return 1; /* keep order behind queued writes */
-  wire__hdr_encode(b, &h);
-  wire__iov_copy_out(b + WIRE__HDR_LEN, iov, cnt, 0, len);
-  ub = uv_buf_init((char *)b, (unsigned)(WIRE__HDR_LEN + len));
+  ub = uv_buf_init((char *)b, (unsigned)frame_small(b, version, kind, id, iov, cnt, len));
   r = uv_try_write((uv_stream_t *)&c->h, &ub, 1);
   if (r == (int)ub.len)
     return 0;
   if (r < 0 && r != UV_EAGAIN)
     return r;
   {
-    /* Partly written: queue the rest (a copy; b dies on return). */
+    /* Partly written: queue the rest. */
     size_t done = r > 0 ? (size_t)r : 0;
-    write_req_t *w = write_req_new(NULL);
-    if (w == NULL)
-      return -ENOMEM;
-    if (wire_buf_put_bytes(&w->b, b + done, ub.len - done)) {
-      free(w);
-      return -ENOMEM;
-    }
-    return write_block(c, w);
+    write_req_t *w = rest_of(b + done, ub.len - done);
+    return w == NULL ? -ENOMEM : write_block(c, w);
   }
 }
 
@@ -214,7 +228,7 @@ static int send_locked(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct
   if ((rc = flush_tail(c)) != 0)
     return rc;
   if (len <= TCP_FAST_MAX) {
-    rc = tcp_send_fast(c, (uint8_t)(info->version ? info->version : 1), kind, id, iov, cnt, len);
+    rc = tcp_send_fast(c, version_of(t), kind, id, iov, cnt, len);
     if (rc <= 0)
       return rc;
   }
@@ -231,7 +245,7 @@ static int send_locked(wire_tenant_t *t, uint8_t kind, uint64_t id, const struct
   /* One header per chunk: reserving them too spares a realloc (a copy of
    * the whole reply) midway. */
   wire_buf_reserve(&w->b, len + WIRE__HDR_LEN * (len / WIRE__TCP_CHUNK + 2));
-  rc = wire__send_frames((uint8_t)(info->version ? info->version : 1), kind, id, iov, cnt, len,
+  rc = wire__send_frames(version_of(t), kind, id, iov, cnt, len,
                          WIRE__TCP_CHUNK, (info->caps & WIRE_CAP_ZSTD) ? &c->zs : NULL,
                          wire__emit_to_buf, &w->b);
   if (rc) {
@@ -262,17 +276,14 @@ _Atomic size_t wire__tcp_direct_cut;
  * write pending, the socket full). */
 static int tcp_send_direct(wire_tenant_t *t, uint64_t id, const void *buf, size_t len) {
   tcp_stp *c = wire__tenant_tp(t);
-  const wire_tenant_info_t *info = wire_tenant_info(t);
   uint8_t b[WIRE__HDR_LEN + TCP_FAST_MAX];
-  wire__hdr h = {(uint8_t)(info->version ? info->version : 1), WIRE__K_REPLY, 0, (uint32_t)len, 0,
-                 id};
-  size_t n = WIRE__HDR_LEN + len, done = 0;
+  struct iovec v = {(void *)buf, len};
+  size_t n, done = 0;
   int rc = 0;
 
   if (len > TCP_FAST_MAX || c->l->wake == NULL)
     return -EAGAIN;
-  wire__hdr_encode(b, &h);
-  memcpy(b + WIRE__HDR_LEN, buf, len);
+  n = frame_small(b, version_of(t), WIRE__K_REPLY, id, &v, 1, len);
   pthread_mutex_lock(&c->wmu);
   if (atomic_load(&c->queued) != 0 || c->fd < 0) {
     pthread_mutex_unlock(&c->wmu);
@@ -299,10 +310,8 @@ static int tcp_send_direct(wire_tenant_t *t, uint64_t id, const void *buf, size_
       break;
     }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-        (c->tail = malloc(n - done)) != NULL) {
+        (c->tail = rest_of(b + done, n - done)) != NULL) {
       /* Taken in part: the loop writes the rest before anything else. */
-      memcpy(c->tail, b + done, n - done);
-      c->tail_len = n - done;
       atomic_fetch_add(&c->queued, 1);
       pthread_mutex_lock(&c->l->tail_mu);
       if (!c->tail_listed) {
@@ -455,7 +464,10 @@ static void on_tenant_closed(uv_handle_t *h) {
     free(c->spare);
   }
   wire__tenant_defer(t, free, c->buf);
-  free(c->tail);
+  if (c->tail != NULL) {
+    wire_buf_close(&c->tail->b);
+    free(c->tail);
+  }
   pthread_mutex_destroy(&c->wmu);
   free(c);
   wire__tenant_release(t);
