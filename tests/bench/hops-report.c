@@ -123,12 +123,15 @@ static void add_cross(uint64_t *v, size_t *n, uint64_t a, uint64_t b) {
     v[(*n)++] = b >= a ? b - a : 0;
 }
 
-/* One --ops row: a tenant's op and kind, how many, handler times (ns). */
+/* One --ops row: a tenant's op and kind, how many, handler p50/p99 (ns;
+ * has_t: some record had both stamps). */
 typedef struct oprow {
   const char *name;
   unsigned op;
   char kind;
   size_t n;
+  int has_t;
+  uint64_t p50, p99;
 } oprow_t;
 
 static int by_op(const void *x, const void *y) {
@@ -157,30 +160,23 @@ static void ops_table(vec_t *d, uint64_t *h) {
     return;
   qsort(d->v, d->n, sizeof(rec_t), by_op);
   for (size_t j = 0; j < d->n;) {
-    size_t e = j + 1;
-    while (e < d->n && by_op(&d->v[j], &d->v[e]) == 0)
-      e++;
-    rows[nr++] = (oprow_t){d->v[j].name, d->v[j].op, d->v[j].kind, e - j};
+    size_t e = j, k = 0;
+    for (; e < d->n && by_op(&d->v[j], &d->v[e]) == 0; e++)
+      add(h, &k, d->v[e].t[2], d->v[e].t[3]);
+    qsort(h, k, sizeof(*h), cmp_u64);
+    rows[nr++] = (oprow_t){d->v[j].name, d->v[j].op, d->v[j].kind, e - j, k > 0,
+                           k ? h[(k - 1) / 2] : 0,
+                           k ? h[(size_t)((double)(k - 1) * 0.99 + 0.5)] : 0};
     j = e;
   }
   qsort(rows, nr, sizeof(*rows), by_count);
   printf("\n| tenant | op | call or post | count | handler p50 us | handler p99 us |\n"
          "|---|---|---|---:|---:|---:|\n");
   for (size_t r = 0; r < nr; r++) {
-    rec_t key = {.op = rows[r].op, .kind = rows[r].kind};
-    size_t k = 0;
-    snprintf(key.name, sizeof(key.name), "%s", rows[r].name);
-    const rec_t *first = bsearch(&key, d->v, d->n, sizeof(rec_t), by_op);
-    while (first > d->v && by_op(first - 1, &key) == 0)
-      first--;
-    for (const rec_t *x = first; x < d->v + d->n && by_op(x, &key) == 0; x++)
-      add(h, &k, x->t[2], x->t[3]);
-    qsort(h, k, sizeof(*h), cmp_u64);
     printf("| %s | %s | %s | %zu | ", rows[r].name, call_op_name(rows[r].op),
            rows[r].kind == 'c' ? "call" : "post", rows[r].n);
-    if (k)
-      printf("%.2f | %.2f |\n", (double)h[(k - 1) / 2] / 1e3,
-             (double)h[(size_t)((double)(k - 1) * 0.99 + 0.5)] / 1e3);
+    if (rows[r].has_t)
+      printf("%.2f | %.2f |\n", (double)rows[r].p50 / 1e3, (double)rows[r].p99 / 1e3);
     else
       printf("- | - |\n");
   }
