@@ -4,7 +4,11 @@
  * The budget: TALLY_GEMM_BUDGET_US when set, else what tallyd advertised
  * through Tally's own export table (guestlib/tally-ext.h).  No table (a real
  * driver) and no variable, a latency-critical tenant, a budget of 0 or
- * TALLY_GEMM_SPLIT=0: every call passes through untouched.
+ * TALLY_GEMM_SPLIT=0: every call passes through untouched.  With tallyd's
+ * budget (not the variable's), a GEMM is also run whole while tallyd says
+ * that no latency-critical tenant is connected (asked at every call: a
+ * function reading one word), so a best-effort tenant alone pays nothing
+ * for the cut; profiles are still taken, ready for when one connects.
  *
  * Profiles: a bounded open-addressed table of shapes (tblas_key_t).  A new
  * shape runs whole, bracketed by two driver events on its own stream; the
@@ -132,6 +136,7 @@ static struct {
   int resolved; /* the fields below are set */
   int on;       /* splitting enabled */
   uint64_t budget_ns;
+  tally_ext_lc_present_fn lc_present; /* tallyd's word, or NULL: always cut */
   int64_t wave_tiles; /* output tiles that run at once: the SM count */
   FILE *log;
   prof_t prof[PROF_SLOTS];
@@ -147,15 +152,19 @@ static long env_num(const char *name, long dflt) {
   return *end || x < 0 ? dflt : x;
 }
 
-/* Tally's table: 1 found (budget and class filled), 0 not under Tally. */
-static int tally_table(unsigned *budget_us, int *priority) {
+/* Tally's table: 1 found (budget and class filled, *lc the LC slot or NULL
+ * from an older guest library), 0 not under Tally. */
+static int tally_table(unsigned *budget_us, int *priority, tally_ext_lc_present_fn *lc) {
   static const CUuuid id = {TALLY_EXT_UUID};
   const void *const *t = NULL;
   if (drv.get_export_table((const void **)&t, &id) != CUDA_SUCCESS || t == NULL ||
-      (uintptr_t)t[0] < TALLY_EXT_SLOTS * sizeof(void *))
+      (uintptr_t)t[0] < (TALLY_EXT_SLOT_PRIORITY + 1) * sizeof(void *))
     return 0;
   *budget_us = ((tally_ext_be_budget_us_fn)t[TALLY_EXT_SLOT_BUDGET])();
   *priority = ((tally_ext_priority_fn)t[TALLY_EXT_SLOT_PRIORITY])();
+  *lc = (uintptr_t)t[0] > TALLY_EXT_SLOT_LC * sizeof(void *)
+            ? (tally_ext_lc_present_fn)t[TALLY_EXT_SLOT_LC]
+            : NULL;
   return 1;
 }
 
@@ -163,16 +172,20 @@ static int tally_table(unsigned *budget_us, int *priority) {
 static void resolve(void) {
   unsigned budget_us = 0;
   int prio = 1, tally = 0;
+  tally_ext_lc_present_fn lc = NULL;
   long env_budget;
   const char *logpath;
   S.resolved = 1;
   S.on = 0;
   if (env_num(TBLAS_ENV_SPLIT, 1) == 0 || !drv_load())
     return;
-  tally = tally_table(&budget_us, &prio);
+  tally = tally_table(&budget_us, &prio, &lc);
   env_budget = env_num(TBLAS_ENV_BUDGET, -1);
-  if (env_budget >= 0)
+  if (env_budget >= 0) {
     budget_us = (unsigned)(env_budget > 100000000 ? 100000000 : env_budget);
+    lc = NULL; /* the caller's budget holds whoever is connected */
+  }
+  S.lc_present = lc;
   if ((tally && prio == 0) || budget_us == 0)
     return;
   S.budget_ns = (uint64_t)budget_us * 1000u;
@@ -337,6 +350,10 @@ tblas_verdict_t tblas_decide(tblas_call_t *c, CUstream stream) {
     c->slot = s;
     if (p->whole_ns <= S.budget_ns) {
       c->why = "fits the budget";
+      break;
+    }
+    if (S.lc_present && !S.lc_present()) {
+      c->why = "no latency-critical tenant";
       break;
     }
     v = TBLAS_SPLIT;

@@ -298,6 +298,12 @@ bool guest__chan_shm(void) {
   return conn && !guest__g.lost && strcmp(wire_conn_transport(conn), "shm") == 0;
 }
 
+int guest__chan_note(uint32_t *word) {
+  if (!conn || guest__g.lost)
+    return -ENOTCONN;
+  return wire_conn_note(conn, word);
+}
+
 int guest__send_fd(int fd, uint64_t tag) {
   int rc;
   if (!conn || guest__g.lost)

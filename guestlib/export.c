@@ -463,6 +463,15 @@ static unsigned ext_be_budget_us(void) {
   return guest__g.dev[d].be_budget_us;
 }
 
+/* Conservative: only tallyd's explicit word says "no latency-critical
+ * tenant"; no connection or no notes count as one being there. */
+static int ext_lc_present(void) {
+  uint32_t word;
+  if (!__atomic_load_n(&guest__g.inited, __ATOMIC_ACQUIRE) || guest__chan_note(&word) != 0)
+    return 1;
+  return (word & CALL_NOTE_NO_LC) == 0;
+}
+
 /* Before cuInit the class is what cuInit will send (TALLY_PRIORITY). */
 static int ext_priority(void) {
   const char *p;
@@ -558,6 +567,7 @@ static const void *table_tally[TALLY_EXT_SLOTS] = {
     SIZE(TALLY_EXT_SLOTS),
     [TALLY_EXT_SLOT_BUDGET] = (const void *)ext_be_budget_us,
     [TALLY_EXT_SLOT_PRIORITY] = (const void *)ext_priority,
+    [TALLY_EXT_SLOT_LC] = (const void *)ext_lc_present,
 };
 
 static const struct {

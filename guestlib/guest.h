@@ -91,6 +91,10 @@ int guest__chan_open(const char *url, const char *name, int latency_critical, co
 void guest__chan_close(void);
 /* True on a shared-memory connection (pinned memory can then be shared). */
 bool guest__chan_shm(void);
+/* The word tallyd last published to this tenant (CALL_NOTE_* in wire/call.h)
+ * into *word: 0 when it said one, -EOPNOTSUPP when the daemon publishes
+ * none, -ENOTCONN before the connection or after it was lost. */
+int guest__chan_note(uint32_t *word);
 /* Hands fd to the daemon under tag (wire_conn_send_fd); returns its status. */
 int guest__send_fd(int fd, uint64_t tag);
 /* Makes the daemon hold data (sent only if it lacks it); *id = its XXH3-64. */

@@ -14,6 +14,9 @@
  *         snapshot (0: no scheduler, or not connected yet)
  *   2     int priority(void): this tenant's class, 0 latency-critical,
  *         1 best-effort
+ *   3     int lc_present(void): 0 when tallyd said that no latency-critical
+ *         tenant is connected (best-effort work need not be cut), 1 when
+ *         one is or tallyd did not say (an older daemon, no connection)
  * Slots are only ever appended; a caller checks slot 0 before reading one.
  *
  * Prefix tally_ext_.
@@ -25,11 +28,13 @@
 #define TALLY_EXT_UUID                                                                             \
   { 0x5f, 0x0c, 0x7a, 0xd3, 0x91, 0xe4, 0x4b, 0x6a, 0xa2, 0xd8, 0x3c, 0x6e, 0x0b, 0x9f, 0x17, 0xe5 }
 
-#define TALLY_EXT_SLOTS          3
+#define TALLY_EXT_SLOTS          4
 #define TALLY_EXT_SLOT_BUDGET    1
 #define TALLY_EXT_SLOT_PRIORITY  2
+#define TALLY_EXT_SLOT_LC        3
 
 typedef unsigned (*tally_ext_be_budget_us_fn)(void);
 typedef int (*tally_ext_priority_fn)(void);
+typedef int (*tally_ext_lc_present_fn)(void);
 
 #endif

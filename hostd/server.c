@@ -129,6 +129,7 @@ struct hostd_server {
   int grace_ms;
   enum { RESTART_NONE, RESTART_PENDING, RESTART_CLOSING, RESTART_DUE } restart;
   worker_t *workers;    /* every worker not yet finished (under lock) */
+  int lc_tenants;       /* latency-critical tenants connected (loop thread) */
   char fault_what[192]; /* the fault, named when the restart became pending */
   /* Production guards (guard.h). */
   hostd_config_t cfg;                /* a copy: quotas are set up per tenant from it */
@@ -416,6 +417,25 @@ static void on_refuse(wire_server_t *ws, const wire_tenant_info_t *info, const c
                      why);
 }
 
+/* What the best-effort tenants are told (wire_tenant_note): whether a
+ * latency-critical tenant is connected.  Loop thread. */
+static uint32_t be_note(const hostd_server_t *s) {
+  return s->lc_tenants == 0 ? CALL_NOTE_NO_LC : 0;
+}
+
+/* A latency-critical tenant came or went: tell every best-effort tenant
+ * still open.  A worker whose tenant is not closed holds its tenant ref
+ * (it finishes only after on_close, which runs on this thread).  A guest
+ * that takes no notes keeps the conservative default.  Loop thread. */
+static void publish_be_note(hostd_server_t *s) {
+  uint32_t word = be_note(s);
+  pthread_mutex_lock(&s->lock);
+  for (worker_t *w = s->workers; w; w = w->next)
+    if (w->info.prio != WIRE_PRIO_LATENCY_CRITICAL && !__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE))
+      (void)wire_tenant_note(w->wt, word);
+  pthread_mutex_unlock(&s->lock);
+}
+
 static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_info_t *info,
                       char *why, size_t why_len) {
   hostd_server_t *s = wire_server_data(ws);
@@ -482,6 +502,12 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   s->live++;
   pthread_cond_broadcast(&s->changed);
   pthread_mutex_unlock(&s->lock);
+  if (info->prio == WIRE_PRIO_LATENCY_CRITICAL) {
+    if (s->lc_tenants++ == 0)
+      publish_be_note(s);
+  } else {
+    (void)wire_tenant_note(wt, be_note(s)); /* follows the WELCOME */
+  }
   {
     char name[WIRE_TENANT_MAX * 4 + 1];
     hostd__log(HOSTD_LOG_INFO, "tenant %u '%s' connected (%s, %s)", w->id,
@@ -590,6 +616,8 @@ static void on_close(wire_server_t *ws, wire_tenant_t *wt, int status, const cha
     hostd__log(HOSTD_LOG_INFO, "tenant %u left (%s)", w->id,
                status == 0 ? "orderly close" : wire_strerror(status));
   wire_tenant_set_data(wt, NULL);
+  if (w->info.prio == WIRE_PRIO_LATENCY_CRITICAL && --w->srv->lc_tenants == 0)
+    publish_be_note(w->srv);
   hostd__hostfn_close(w->hf); /* open every host-function gate: no stream stays blocked */
   pthread_mutex_lock(&w->mu);
   __atomic_store_n(&w->closed, true, __ATOMIC_RELEASE); /* read by a polling worker */

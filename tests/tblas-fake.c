@@ -356,13 +356,14 @@ EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t ta
 
 static unsigned fake_budget(void) { return fake.tally_budget_us; }
 static int fake_priority(void) { return fake.tally_priority; }
+static int fake_lc_present(void) { return !fake.tally_no_lc; }
 static const void *tally_table[TALLY_EXT_SLOTS] = {
-    (const void *)(uintptr_t)(TALLY_EXT_SLOTS * sizeof(void *)), (const void *)fake_budget,
-    (const void *)fake_priority};
+    NULL, (const void *)fake_budget, (const void *)fake_priority, (const void *)fake_lc_present};
 
 EXPORT CUresult cuGetExportTable(const void **t, const CUuuid *id) {
   static const unsigned char tally[16] = TALLY_EXT_UUID;
   if (fake.tally_table && memcmp(id->bytes, tally, 16) == 0) {
+    tally_table[0] = (const void *)(uintptr_t)((fake.tally_old ? 3 : TALLY_EXT_SLOTS) * sizeof(void *));
     *t = tally_table;
     return CUDA_SUCCESS;
   }

@@ -25,6 +25,8 @@ typedef struct {
   int tally_table;         /* answer Tally's export table */
   unsigned tally_budget_us;
   int tally_priority;
+  int tally_no_lc;         /* the LC slot answers 0: no latency-critical tenant */
+  int tally_old;           /* a table of 3 slots (an older guest library) */
   int events_ready;        /* cuEventQuery answers SUCCESS (else NOT_READY) */
   float elapsed_ms;        /* cuEventElapsedTime's answer */
   int capturing;           /* cuStreamIsCapturing answers ACTIVE */

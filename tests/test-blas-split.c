@@ -173,6 +173,39 @@ static void pass_through_cases(void **state) {
   }
 }
 
+/* Under Tally's budget, while tallyd says no latency-critical tenant is
+ * connected, a GEMM over the budget runs whole (and is profiled), and is cut
+ * at the first call after one connected.  The variable's budget, or an
+ * older guest library's table without the slot, always cuts. */
+static void whole_while_no_latency_critical_tenant(void **state) {
+  (void)state;
+  for (int c = 0; c < 3; c++) {
+    start(c == 1 ? 100 : 0);
+    fake.tally_table = 1;
+    fake.tally_budget_us = 100;
+    fake.tally_priority = 1;
+    fake.tally_no_lc = 1;
+    fake.tally_old = c == 2;
+    tblas_reset();
+    for (int i = 0; i < 4; i++)
+      sgemm(CUBLAS_OP_N, CUBLAS_OP_N, 1024, 1024, 512, 1024, 512, 1024);
+    if (c > 0) { /* as pass_through_cases' case 4: timed twice, then cut */
+      assert_int_equal(fake.ncalls, 2 + 16 + 16);
+      continue;
+    }
+    assert_int_equal(fake.ncalls, 4);
+    for (int i = 0; i < 4; i++)
+      assert_int_equal(fake.calls[i].m, 1024);
+    assert_true(fake.events_created > 0); /* the profile was taken */
+    fake.tally_no_lc = 0;
+    sgemm(CUBLAS_OP_N, CUBLAS_OP_N, 1024, 1024, 512, 1024, 512, 1024);
+    assert_int_equal(fake.ncalls, 4 + 16);
+    fake.tally_no_lc = 1;
+    sgemm(CUBLAS_OP_N, CUBLAS_OP_N, 1024, 1024, 512, 1024, 512, 1024);
+    assert_int_equal(fake.ncalls, 4 + 16 + 1);
+  }
+}
+
 /* Strided batches: 8 matrices of one tile on 1 SM (100 us each); a 250 us
  * budget takes 2 matrices per piece. */
 static void strided_batches_are_grouped(void **state) {
@@ -459,6 +492,7 @@ int main(void) {
       cmocka_unit_test(small_gemm_passes_untouched),
       cmocka_unit_test(unmeasured_or_captured_runs_whole),
       cmocka_unit_test(pass_through_cases),
+      cmocka_unit_test(whole_while_no_latency_critical_tenant),
       cmocka_unit_test(strided_batches_are_grouped),
       cmocka_unit_test(pointer_arrays_split_by_batch_only),
       cmocka_unit_test(gemm_ex_pieces_and_alias),

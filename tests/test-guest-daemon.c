@@ -634,6 +634,39 @@ static void tally_table_gives_budget_and_class(void **state) {
   assert_int_equal(hostd_server_calls(srv), before);
 }
 
+/* Slot 3 follows what tallyd publishes: this best-effort tenant hears
+ * that no latency-critical tenant is connected, that one is while a
+ * latency-critical helper is, and that none is once it left; each answer
+ * is local (the word arrives with replies: a synchronisation first). */
+static void tally_table_says_whether_a_latency_critical_tenant_is_connected(void **state) {
+  static const CUuuid id = {TALLY_EXT_UUID};
+  const void *const *t = NULL;
+  unsigned long long other = 0;
+  int to_child;
+  pid_t pid;
+  FILE *f;
+  (void)state;
+  assert_int_equal(cuGetExportTable((const void **)&t, &id), CUDA_SUCCESS);
+  tally_ext_lc_present_fn lc = (tally_ext_lc_present_fn)t[TALLY_EXT_SLOT_LC];
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(lc(), 0);
+  f = helper("alloc-wait", &pid, &to_child, "TALLY_PRIORITY=latency-critical");
+  assert_non_null(f);
+  assert_int_equal(fscanf(f, "ptr %llx", &other), 1); /* connected */
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(lc(), 1);
+  unsigned long before = hostd_server_calls(srv);
+  assert_int_equal(lc(), 1);
+  assert_int_equal(hostd_server_calls(srv), before);
+  close(to_child);
+  fclose(f);
+  assert_int_equal(wait_exit(pid), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(lc(), 0);
+}
+
 static void dead_tenant_is_cleaned_up(void **state) {
   pid_t pid;
   char line[32] = {0};
@@ -1001,6 +1034,7 @@ int main(void) {
       cmocka_unit_test(cluster_occupancy_crosses_the_wire_once),
       cmocka_unit_test(context_table_object_and_value_come_from_the_daemon),
       cmocka_unit_test(tally_table_gives_budget_and_class),
+      cmocka_unit_test(tally_table_says_whether_a_latency_critical_tenant_is_connected),
       cmocka_unit_test(dead_tenant_is_cleaned_up),
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
       cmocka_unit_test(posts_of_joined_threads_run_in_call_order),

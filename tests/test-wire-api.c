@@ -1,6 +1,6 @@
 /* test-wire-api.c: wire API additions made after it was declared stable:
- * descriptor passing, the "come back later" refusal and
- * listening sockets inherited across exec.
+ * descriptor passing, the "come back later" refusal,
+ * listening sockets inherited across exec and the daemon's notes.
  *
  * Against the harness daemon of test-wire-harness.h: a descriptor sent with
  * wire_conn_send_fd must be usable by the daemon (it writes through it and
@@ -293,6 +293,64 @@ static void direct_replies_taken_in_part_over_tcp(void **st) {
   atomic_store(&wire__tcp_direct_cut, 0);
 }
 
+/* ---------------------------------------------------------------- notes */
+
+static uint32_t note_of(wire_conn_t *c) {
+  uint32_t w = 0xdeadbeef;
+  assert_int_equal(wire_conn_note(c, &w), 0);
+  return w;
+}
+
+/* Publishes word through an 'N' call; its reply proves the note arrived. */
+static void publish(harness *h, wire_conn_t *c, uint32_t word) {
+  uint8_t req[5] = {'N'}, out[5];
+  struct iovec q = {req, 5}, r = {out, 5};
+  memcpy(req + 1, &word, 4);
+  assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, NULL), 0);
+  assert_int_equal(atomic_load(&h->note_rc), 0);
+}
+
+/* A word published from on_connect follows the WELCOME; later words replace
+ * it, each seen by the guest once the reply after it arrived; the same word
+ * twice is fine; a tenant nothing was published to reads 0. */
+static void notes(bool tcp) {
+  harness h;
+  wire_conn_t *c, *plain;
+  uint32_t w;
+
+  assert_int_equal(harness_start(&h, NULL), 0);
+  c = must_open(tcp ? h.url_tcp : h.url_shm, "noted");
+  plain = must_open(tcp ? h.url_tcp : h.url_shm, "plain");
+  assert_int_equal(atomic_load(&h.note_rc), 0);
+  echo_works(c);
+  assert_int_equal(note_of(c), 7);
+  publish(&h, c, 42);
+  assert_int_equal(note_of(c), 42);
+  publish(&h, c, 42);
+  publish(&h, c, 0);
+  assert_int_equal(note_of(c), 0);
+  publish(&h, c, 0xffffffffu);
+  assert_int_equal(note_of(c), 0xffffffffu);
+  echo_works(plain);
+  assert_int_equal(note_of(plain), 0);
+  assert_int_equal(wire_conn_note(NULL, &w), -EINVAL);
+  assert_int_equal(wire_conn_note(c, NULL), -EINVAL);
+  wire_conn_close(plain);
+  wire_conn_close(c);
+  harness_stop(&h);
+  assert_int_equal(atomic_load(&h.closes), 2);
+}
+
+static void daemon_notes_reach_the_guest_in_order_with_replies(void **st) {
+  (void)st;
+  notes(false);
+}
+
+static void daemon_notes_reach_the_guest_over_tcp(void **st) {
+  (void)st;
+  notes(true);
+}
+
 /* ------------------------------------------------------- -EAGAIN refusal */
 
 static void eagain_refusal_reaches_the_guest_with_the_reason(void **st) {
@@ -456,6 +514,8 @@ int main(void) {
       cmocka_unit_test(worker_and_loop_replies_interleave_from_eight_threads),
       cmocka_unit_test(worker_and_loop_replies_interleave_over_tcp),
       cmocka_unit_test(direct_replies_taken_in_part_over_tcp),
+      cmocka_unit_test(daemon_notes_reach_the_guest_in_order_with_replies),
+      cmocka_unit_test(daemon_notes_reach_the_guest_over_tcp),
       cmocka_unit_test(eagain_refusal_reaches_the_guest_with_the_reason),
       cmocka_unit_test(server_adopting_a_unix_socket_accepts_on_it_and_keeps_the_path),
       cmocka_unit_test(guest_queued_while_no_server_ran_is_accepted_by_the_next_one),

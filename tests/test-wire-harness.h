@@ -11,7 +11,10 @@
  * "S" u32 thread u32 seq must have seq = previous + 1 for that thread.
  * A descriptor passed with wire_conn_send_fd gets "tag <tag>" written into
  * it and closed; on_fd records the POST count it saw and answers 7.  A
- * tenant named "later" is refused with -EAGAIN ("come back later").
+ * tenant named "later" is refused with -EAGAIN ("come back later").  A
+ * tenant named "noted" is published the word 7 from on_connect; 'N' + u32
+ * publishes that word (wire_tenant_note) before the echo; note_rc keeps
+ * the last wire_tenant_note status.
  * Everything the tests read is atomic or read after harness_stop().
  */
 #ifndef TALLY_TEST_WIRE_HARNESS_H
@@ -40,6 +43,7 @@ typedef struct harness {
   char url_tcp[64];
   _Atomic int connects, closes, posts, calls, order_errors, blobs_put;
   _Atomic int last_close_status;
+  _Atomic int note_rc; /* the last wire_tenant_note status */
   _Atomic int fds, fd_posts_seen; /* on_fd calls; posts counted at the last */
   char last_why[640];             /* written on the loop thread before closes++ */
   uint32_t next_seq[H_THREADS];
@@ -102,6 +106,8 @@ static int h_on_connect(wire_server_t *s, wire_tenant_t *t, const wire_tenant_in
     snprintf(why, why_len, "daemon is restarting, come back later");
     return -EAGAIN;
   }
+  if (strcmp(info->name, "noted") == 0)
+    atomic_store(&h->note_rc, wire_tenant_note(t, 7));
   if (strcmp(info->name, "keep") == 0 && h->kept == NULL) {
     wire_tenant_ref(t);
     h->kept = t;
@@ -174,6 +180,11 @@ static void h_on_msg(wire_server_t *s, wire_tenant_t *t, const wire_msg_t *m) {
     v.iov_len = n <= h->zcap ? n : 0;
     wire_tenant_reply(t, m->id, &v, 1);
     return;
+  }
+  if (m->len == 5 && m->data[0] == 'N') {
+    uint32_t word;
+    memcpy(&word, m->data + 1, 4);
+    atomic_store(&h->note_rc, wire_tenant_note(t, word)); /* then echoed */
   }
   if (m->len > 0 && m->data[0] == 'X') {
     /* The daemon's verdict on a bad request: close with a reason. */

@@ -6,7 +6,9 @@
  *   bound, and the daemon keeps serving others;
  * - malformed, oversized and truncated frames from a raw peer (TCP and raw
  *   shared memory) close only that tenant with a reason; version and token
- *   mismatches are refused with a message saying what was expected.
+ *   mismatches are refused with a message saying what was expected;
+ * - a NOTE, which only the daemon may send, from a guest closes that tenant;
+ *   a daemon's NOTE of the wrong length fails the guest's connection.
  * Processes are forked before any thread starts.  Waiting is on calls,
  * pipes and waitpid, or a bounded yield loop on an atomic counter: no sleeps.
  */
@@ -341,6 +343,70 @@ static void reply_kind_from_guest_closes_that_tenant(void **s) {
   bad_bytes_after_handshake(b, sizeof(b), -EPROTO, "not allowed", false);
 }
 
+static void note_kind_from_guest_closes_that_tenant(void **s) {
+  uint8_t b[WIRE__HDR_LEN + WIRE__NOTE_LEN] = {0};
+  wire__hdr hd = {1, WIRE__K_NOTE, 0, WIRE__NOTE_LEN, 0, 0};
+  wire__hdr_encode(b, &hd);
+  bad_bytes_after_handshake(b, sizeof(b), -EPROTO, "not allowed", false);
+}
+
+/* A fake daemon on TCP: answers the HELLO with a WELCOME granting notes,
+ * then sends a NOTE of 3 bytes and reads until the guest hangs up. */
+static void *short_note_daemon(void *arg) {
+  int lfd = *(int *)arg, fd;
+  uint8_t hb[WIRE__HDR_LEN], body[WIRE__HELLO_MAX], junk[256];
+  wire__hdr h;
+  wire__welcome w = {.version = WIRE_VERSION, .caps = WIRE__CAP_NOTE, .heartbeat_ms = 500,
+                     .dead_after_ms = 5000, .max_msg_len = 1u << 20};
+  wire_buf_t b, f;
+  char why[128];
+
+  fd = accept(lfd, NULL, NULL);
+  if (fd < 0)
+    return NULL;
+  if (read(fd, hb, sizeof(hb)) == (ssize_t)sizeof(hb) &&
+      wire__hdr_decode(hb, 0, &h, why, sizeof(why)) == 0 && h.len <= sizeof(body) &&
+      read(fd, body, h.len) == (ssize_t)h.len) {
+    wire_buf_init(&b);
+    wire_buf_init(&f);
+    wire__welcome_encode(&b, &w);
+    wire__frame_put(&f, 1, WIRE__K_WELCOME, 0, b.data, b.len);
+    wire__frame_put(&f, WIRE_VERSION, WIRE__K_NOTE, 0, "abc", 3);
+    if (write(fd, f.data, f.len) == (ssize_t)f.len)
+      while (read(fd, junk, sizeof(junk)) > 0)
+        ;
+    wire_buf_close(&b);
+    wire_buf_close(&f);
+  }
+  close(fd);
+  return NULL;
+}
+
+static void short_note_from_daemon_fails_the_connection(void **s) {
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t sl = sizeof(sa);
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  pthread_t th;
+  char url[64];
+  wire_conn_t *c;
+  int rc;
+
+  assert_true(lfd >= 0);
+  assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(listen(lfd, 1), 0);
+  assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+  snprintf(url, sizeof(url), "tcp://127.0.0.1:%u", ntohs(sa.sin_port));
+  assert_int_equal(pthread_create(&th, NULL, short_note_daemon, &lfd), 0);
+  c = connect_to(url, NULL);
+  rc = wire_conn_call(c, NULL, 0, NULL, 0, NULL);
+  assert_int_equal(rc, -EPROTO);
+  if (strstr(wire_conn_why(c), "NOTE of 3 bytes") == NULL)
+    fail_msg("reason \"%s\" does not name the short NOTE", wire_conn_why(c));
+  wire_conn_close(c);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  close(lfd);
+}
+
 static void oversized_hello_is_refused_before_allocation(void **s) {
   harness h;
   uint8_t b[WIRE__HDR_LEN];
@@ -543,6 +609,7 @@ int main(void) {
   alarm(120);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(shm_daemon_killed_fails_the_next_call),
+      cmocka_unit_test(note_kind_from_guest_closes_that_tenant),
       cmocka_unit_test(shm_fd_frame_without_a_descriptor_closes_that_tenant),
       cmocka_unit_test(tcp_daemon_killed_fails_the_next_call),
       cmocka_unit_test(shm_daemon_frozen_times_out_by_heartbeat),
@@ -565,6 +632,7 @@ int main(void) {
       cmocka_unit_test(shm_impossible_head_closes_that_tenant),
       cmocka_unit_test(shm_descriptor_outside_region_closes_that_tenant),
       cmocka_unit_test(shm_bytes_on_socket_after_handshake_close_that_tenant),
+      cmocka_unit_test(short_note_from_daemon_fails_the_connection),
   };
   signal(SIGPIPE, SIG_IGN);
   return cmocka_run_group_tests_name("wire-peer", tests, NULL, NULL);

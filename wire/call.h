@@ -57,6 +57,13 @@
 #define CALL_TAILS_MAX        2
 #define CALL_GRAPH_DEPS_MAX   4096 /* nodes a graph node or capture depends on */
 #define CALL_GRAPH_NODES_MAX  8192 /* nodes one GRAPH_NODES reply lists (more: pages) */
+/* The word tallyd publishes to each best-effort tenant (wire_tenant_note;
+ * 0 until one arrives, and with a daemon that publishes none):
+ *   bit 0 NO_LC  no latency-critical tenant is connected, so the tenant's
+ *                work need not be cut to the scheduler's budget (the
+ *                interposed cuBLAS runs GEMMs whole while it is set)
+ * Other bits are zero. */
+#define CALL_NOTE_NO_LC 1u
 /* GRAPH_ADD kinds (wire/call.def) */
 #define CALL_GNODE_EMPTY      0
 #define CALL_GNODE_KERNEL     1

@@ -115,6 +115,8 @@ struct wire_conn {
   uint64_t hold_ns; /* post_now: WIRE__POST_HOLD_US; 0: posts wait for batch_bytes */
   size_t max_msg;
   bool fd_ok;      /* the daemon granted WIRE__CAP_FD (FD frames) */
+  bool note_ok;    /* the daemon granted WIRE__CAP_NOTE (NOTE frames) */
+  _Atomic uint32_t note; /* the last NOTE word received (0 before any) */
   bool slots_init; /* slots' mutexes initialised (for wire_conn_close) */
   /* fd_mu: one wire_conn_send_fd at a time, so at most one descriptor waits
    * in the daemon's queue (it allows WIRE__FD_QUEUE_MAX); passing one is
@@ -447,6 +449,14 @@ static int on_frame(void *ctx, const wire__msg *m) {
 
   switch (m->kind) {
   case WIRE__K_HEARTBEAT:
+    return 0;
+  case WIRE__K_NOTE:
+    if (m->len != WIRE__NOTE_LEN) {
+      snprintf(c->rx.why, sizeof(c->rx.why), "NOTE of %zu bytes (%d expected)", m->len,
+               WIRE__NOTE_LEN);
+      return -EPROTO;
+    }
+    atomic_store_explicit(&c->note, wire_le_rd32(m->data), memory_order_release);
     return 0;
   case WIRE__K_BYE:
     if (wire__status_decode(m->data, m->len, &st, why, sizeof(why)))
@@ -807,9 +817,9 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   h.vmax = WIRE_VERSION;
   h.prio = (uint8_t)hello->prio;
   /* Internal capabilities the guest always offers: FD frames (granted on
-   * shm) and RDMA bulk (granted on RDMA); the caller's bits stay its own. */
-  h.caps =
-      (hello->caps & ~(WIRE__CAP_FD | WIRE__CAP_RDMA_BULK)) | WIRE__CAP_FD | WIRE__CAP_RDMA_BULK;
+   * shm), RDMA bulk (granted on RDMA) and notes; the caller's bits stay its
+   * own. */
+  h.caps = (hello->caps & ~WIRE__CAPS_INTERNAL) | WIRE__CAPS_INTERNAL;
   snprintf(h.tenant, sizeof(h.tenant), "%s", hello->tenant);
   snprintf(h.token, sizeof(h.token), "%s", hello->token ? hello->token : "");
   wire__hello_encode(&hb, &h);
@@ -853,8 +863,9 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   atomic_store(&c->timed_ms, o.timed_ms);
   c->hops = wire__hops_new(hello->tenant);
   c->version = (uint8_t)w.version;
-  c->caps = w.caps & hello->caps & ~(WIRE__CAP_FD | WIRE__CAP_RDMA_BULK);
+  c->caps = w.caps & hello->caps & ~WIRE__CAPS_INTERNAL;
   c->fd_ok = (w.caps & WIRE__CAP_FD) != 0;
+  c->note_ok = (w.caps & WIRE__CAP_NOTE) != 0;
   c->tp->zstd = (c->caps & WIRE_CAP_ZSTD) != 0;
   c->heartbeat_ms = o.heartbeat_ms ? o.heartbeat_ms : w.heartbeat_ms;
   c->dead_after_ms = o.dead_after_ms ? o.dead_after_ms : w.dead_after_ms;
@@ -893,7 +904,9 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   atomic_store(&c->last_rx_ns, wire__now_ns());
   atomic_store(&c->last_tx_ns, wire__now_ns());
   wire__rx_init(&c->rx, c->max_msg,
-                1u << WIRE__K_REPLY | 1u << WIRE__K_HEARTBEAT | 1u << WIRE__K_BYE, on_frame, c);
+                1u << WIRE__K_REPLY | 1u << WIRE__K_HEARTBEAT | 1u << WIRE__K_BYE |
+                    (c->note_ok ? 1u << WIRE__K_NOTE : 0),
+                on_frame, c);
   c->rx.version = c->version;
   c->rx.zstd_ok = c->tp->zstd;
   c->rx.place = on_place;
@@ -1170,6 +1183,15 @@ int wire_conn_send_fd(wire_conn_t *c, int fd, uint64_t tag) {
   if (n != 4)
     return -EPROTO;
   return (int32_t)wire_le_rd32(stb);
+}
+
+int wire_conn_note(wire_conn_t *c, uint32_t *word) {
+  if (c == NULL || word == NULL)
+    return -EINVAL;
+  if (!c->note_ok)
+    return -EOPNOTSUPP;
+  *word = atomic_load_explicit(&c->note, memory_order_acquire);
+  return 0;
 }
 
 uint32_t wire_conn_caps(const wire_conn_t *c) {

@@ -62,7 +62,9 @@ enum wire__kind {
   WIRE__K_REGION = 13,    /* both (RDMA only, capability WIRE__CAP_RDMA_BULK): the
                              sender's landing region, WIRE__RBULK_REGION_LEN bytes
                              (table below); a SEND of its own, at most once */
-  WIRE__K_MAX = 13,
+  WIRE__K_NOTE = 14,      /* d->g (capability WIRE__CAP_NOTE): u32 word the daemon
+                             publishes for the guest (wire_tenant_note); no reply */
+  WIRE__K_MAX = 14,
 };
 
 enum wire__flag {
@@ -100,6 +102,14 @@ enum wire__flag {
  * (PROTOCOL.md section 12).  Internal like WIRE__CAP_FD. */
 #define WIRE__CAP_RDMA_BULK (1u << 30)
 #define WIRE__FD_QUEUE_MAX  64
+/* Capability the guest always offers and a daemon that publishes notes
+ * grants on every transport: the daemon may send NOTE frames (kind 14, a
+ * 4-byte payload) at any time after WELCOME.  An older guest does not
+ * offer it and gets none; an older daemon does not grant it, and
+ * wire_conn_note then answers -EOPNOTSUPP.  Internal like WIRE__CAP_FD. */
+#define WIRE__CAP_NOTE (1u << 29)
+#define WIRE__NOTE_LEN 4
+#define WIRE__CAPS_INTERNAL (WIRE__CAP_FD | WIRE__CAP_RDMA_BULK | WIRE__CAP_NOTE)
 
 /* HELLO payload:
  *   off size field

@@ -52,6 +52,9 @@ struct wire_tenant {
   enum tenant_state state;         /* loop thread */
   bool need_token;                 /* network transport */
   bool paused;                     /* on_msg paused delivery (loop thread) */
+  bool note_ok;                    /* the guest offered WIRE__CAP_NOTE (loop thread) */
+  bool note_set;                   /* note holds a published word (loop thread) */
+  uint32_t note;                   /* the last word published (loop thread) */
   bool closed_mt;                  /* mt_mu: no more mt replies */
   bool resume_queued;              /* mt_mu: on the server's resume list */
   struct wire_tenant *resume_next; /* mt_mu */
@@ -159,6 +162,27 @@ static int send_frame_raw(wire_tenant_t *t, uint8_t kind, uint64_t id, const voi
 
   t->last_tx_ns = wire__now_ns();
   return rc;
+}
+
+static int send_note(wire_tenant_t *t) {
+  uint8_t b[WIRE__NOTE_LEN];
+
+  wire_le_wr32(b, t->note);
+  return send_frame_raw(t, WIRE__K_NOTE, 0, b, sizeof(b));
+}
+
+int wire_tenant_note(wire_tenant_t *t, uint32_t word) {
+  if (t == NULL)
+    return -EINVAL;
+  if (t->state == T_CLOSED)
+    return -ECONNRESET;
+  if (!t->note_ok)
+    return -EOPNOTSUPP;
+  if (t->note_set && t->note == word)
+    return 0; /* the guest has it (or gets it right after its WELCOME) */
+  t->note = word;
+  t->note_set = true;
+  return t->state == T_OPEN ? send_note(t) : 0;
 }
 
 /* tx_mu held (take_call, add_call, find_call). */
@@ -364,6 +388,7 @@ static int do_hello(wire_tenant_t *t, const wire__msg *m) {
     t->info.prio = (wire_prio_t)h.prio;
     t->info.caps = h.caps & WIRE_CAP_ZSTD;
     t->info.version = version;
+    t->note_ok = (h.caps & WIRE__CAP_NOTE) != 0; /* on_connect may publish already */
     if (s->cb.on_connect)
       rc = s->cb.on_connect(s, t, &t->info, why, sizeof(why));
     if (rc && why[0] == 0)
@@ -385,6 +410,8 @@ static int do_hello(wire_tenant_t *t, const wire__msg *m) {
     w.caps |= WIRE__CAP_FD; /* FD frames understood (shm only) */
   if (strcmp(t->ops->name, "rdma") == 0 && (h.caps & WIRE__CAP_RDMA_BULK))
     w.caps |= WIRE__CAP_RDMA_BULK; /* REGION frames and WRITE bulk (server-rdma.c) */
+  if (t->note_ok)
+    w.caps |= WIRE__CAP_NOTE; /* NOTE frames may follow (wire_tenant_note) */
   w.heartbeat_ms = s->opts.heartbeat_ms;
   w.dead_after_ms = s->opts.dead_after_ms;
   w.max_msg_len = s->opts.max_msg_len;
@@ -418,6 +445,8 @@ static int do_hello(wire_tenant_t *t, const wire__msg *m) {
   t->rx.max_msg = s->opts.max_msg_len;
   t->rx.frame_max = WIRE__FRAME_MAX;
   t->rx.zstd_ok = (t->info.caps & WIRE_CAP_ZSTD) != 0;
+  if (t->note_set)
+    send_note(t); /* published by on_connect, before the WELCOME could go */
   t->rx.kinds = 1u << WIRE__K_CALL | 1u << WIRE__K_POST | 1u << WIRE__K_BATCH |
                 1u << WIRE__K_HEARTBEAT | 1u << WIRE__K_BYE | 1u << WIRE__K_BLOB_HAVE |
                 1u << WIRE__K_BLOB_PUT | 1u << WIRE__K_FD;

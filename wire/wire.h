@@ -258,6 +258,14 @@ int wire_conn_send_fd(wire_conn_t *c, int fd, uint64_t tag);
  * 5012 ms", ...; "" while healthy.  Valid until wire_conn_close. */
 const char *wire_conn_why(wire_conn_t *c);
 
+/* The last word the daemon published to this connection with
+ * wire_tenant_note (0 before the first one arrives) into *word.  Words
+ * travel in order with replies, so a note published before a reply was
+ * sent is seen once that reply has been received.  Returns 0, -EOPNOTSUPP
+ * when the daemon publishes none (an older daemon), -EINVAL.  Any thread;
+ * no system call. */
+int wire_conn_note(wire_conn_t *c, uint32_t *word);
+
 /* The negotiated capabilities (WIRE_CAP_*) and transport name ("shm"...). */
 uint32_t wire_conn_caps(const wire_conn_t *c);
 const char *wire_conn_transport(const wire_conn_t *c);
@@ -451,6 +459,15 @@ void wire_tenant_unref(wire_tenant_t *t);
  * paused, the payload stays valid until that last unref. */
 void wire_tenant_pause(wire_tenant_t *t);
 void wire_tenant_resume(wire_tenant_t *t);
+
+/* Publishes a 32-bit word to t's guest, which reads the latest with
+ * wire_conn_note (a NOTE frame, PROTOCOL.md section 3; its meaning is the
+ * caller's).  The same word twice sends nothing the second time.  Callable
+ * from on_connect: the word then follows the WELCOME.  Returns 0,
+ * -EOPNOTSUPP when the guest does not take notes (an older guest),
+ * -ECONNRESET once t is closed, or the transport's send error.  Loop
+ * thread. */
+int wire_tenant_note(wire_tenant_t *t, uint32_t word);
 
 /* Closes t with status (e.g. -EPROTO after a malformed payload) and a reason
  * that is passed on to on_close; the guest sees the connection lost. Loop
