@@ -32,7 +32,7 @@ CUresult guest__primary_ctx(CUcontext *pctx, CUdevice dev);
 static void slot_log(int table, int slot) {
   /* The tables by index, as the first 8 hex digits of their UUIDs (below). */
   static const char *const names[] = {"f8cff951", "6bd5fb6c", "a094798c", "42d85a81", "c693336e",
-                                      "263e8860", "d4082055", "21318c60", "1734dc26"};
+                                      "263e8860", "d4082055", "21318c60", "1734dc26", "6e163fbe"};
   /* Slots whose refusal the caller survives with output identical to native
    * (measured on the H200): logged only with TALLY_LOG=debug.  Table 8 slot
    * 3: cuBLASLt at PyTorch's first bf16 GEMM under autocast (the framework
@@ -41,14 +41,14 @@ static void slot_log(int table, int slot) {
   static const struct {
     int table, slot;
   } benign[] = {{8, 3}};
-  static unsigned char seen[16][96]; /* set once per slot with __atomic_exchange_n */
+  static unsigned char seen[16][128]; /* set once per slot with __atomic_exchange_n */
   for (size_t i = 0; i < sizeof(benign) / sizeof(benign[0]); i++)
     if (benign[i].table == table && benign[i].slot == slot && !guest__debug())
       return;
-  if (table < 16 && slot < 96 && !__atomic_exchange_n(&seen[table][slot], 1, __ATOMIC_RELAXED))
+  if (table < 16 && slot < 128 && !__atomic_exchange_n(&seen[table][slot], 1, __ATOMIC_RELAXED))
     guest__log("private driver table %d (%s...) slot %d is not emulated "
                "(CUDA_ERROR_NOT_SUPPORTED)",
-               table, table < 9 ? names[table] : "?", slot);
+               table, table < (int)(sizeof(names) / sizeof(names[0])) ? names[table] : "?", slot);
 }
 
 #define SLOT_STUB(t, s)                                                                            \
@@ -88,6 +88,7 @@ STUBS16(5)
 STUBS16(6)
 STUBS16(7)
 STUBS16(8)
+STUBS16(9)
 /* Table 7 (21318c60, 93 slots as the driver sizes it): cuBLAS(Lt) reaches past
  * slot 15, so every slot logs its number instead of jumping through NULL;
  * slots 39 and 51 are emulated (below). */
@@ -106,7 +107,22 @@ STUBS16(8)
   X(76) X(77) X(78) X(79) X(80) X(81) X(82) X(83) \
   X(84) X(85) X(86) X(87) X(88) X(89) X(90) X(91) \
   X(92)
+#define T9_SLOTS_16_98(X) \
+  X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23) \
+  X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) \
+  X(32) X(33) X(34) X(35) X(36) X(37) X(38) X(39) \
+  X(40) X(41) X(42) X(43) X(44) X(45) X(46) X(47) \
+  X(48) X(49) X(50) X(51) X(52) X(53) X(54) X(55) \
+  X(56) X(57) X(58) X(59) X(60) X(61) X(62) X(63) \
+  X(64) X(65) X(66) X(67) X(68) X(69) X(70) X(71) \
+  X(72) X(73) X(74) X(75) X(76) X(77) X(78) X(79) \
+  X(80) X(81) X(82) X(83) X(84) X(85) X(86) X(87) \
+  X(88) X(89) X(90) X(91) X(92) X(93) X(94) X(95) \
+  X(96) X(97) X(98)
 /* clang-format on */
+#define T9_STUB(n)  SLOT_STUB(9, n)
+#define T9_ENTRY(n) S(9, n),
+T9_SLOTS_16_98(T9_STUB)
 #define T7_STUB(n)  SLOT_STUB(7, n)
 #define T7_ENTRY(n) S(7, n),
 T7_SLOTS_16_38(T7_STUB)
@@ -454,6 +470,40 @@ static CUresult ident_ctx_query(CUcontext ctx, const void *obj, uint32_t *value)
   return CUDA_SUCCESS;
 }
 
+/* ---- table 9: 6e163fbe-b958-444d-835c-e182aff1991e (99 slots as the driver
+ * sizes it), asked by cuFFT when it makes a plan.  Slot 7 is the only one
+ * cuFFT calls (measured natively on the H200: refusing it, with 1 or 800,
+ * fails the plan with CUFFT_INTERNAL_ERROR).  Its call shape, as measured:
+ * (object, module, callback, callback's argument, ...); the driver calls
+ * the callback with that argument and a function handle, and answers 1;
+ * cuFFT's callback stores the handle through its argument.  Emulated as
+ * "the functions of the module, one callback each; the answer is how many"
+ * (for a module of one function, what was measured).  An unknown module is
+ * refused with CUDA_ERROR_INVALID_HANDLE and a log line. ---- */
+typedef void (*module_fn_cb)(void *arg, void *func, uint64_t module);
+
+static uint64_t tools_module_functions(uint64_t obj, uint64_t module, uint64_t cb, uint64_t arg) {
+  uint64_t fns[64];
+  unsigned n;
+  static int logged;
+  (void)obj;
+  /* Natively 1 is this slot's success: errors here are never 1
+   * (CUDA_ERROR_INVALID_VALUE), or a caller would take them for one. */
+  if (!__atomic_load_n(&guest__g.inited, __ATOMIC_ACQUIRE))
+    return CUDA_ERROR_NOT_INITIALIZED;
+  n = cb ? guest__module_funcs(module, fns, 64) : 0;
+  if (n == 0 || n > 64) {
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      guest__log("private driver table 9 (6e163fbe...) slot 7: module %#llx with %u functions "
+                 "here%s (1..64 are served); refused (CUDA_ERROR_INVALID_HANDLE)",
+                 (unsigned long long)module, n, cb ? "" : " and no callback");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  for (unsigned i = 0; i < n; i++)
+    ((module_fn_cb)(uintptr_t)cb)((void *)(uintptr_t)arg, (void *)(uintptr_t)fns[i], module);
+  return n;
+}
+
 /* ---- Tally's own table (guestlib/tally-ext.h): what tallyd advertised. ---- */
 
 static unsigned ext_be_budget_us(void) {
@@ -563,6 +613,24 @@ static const void *table_ident[93] = {SIZE(93),
                                       T7_SLOTS_40_50(T7_ENTRY)(const void *) ident_ctx_object,
                                       T7_SLOTS_52_92(T7_ENTRY)};
 
+static const void *table_tools_module[99] = {SIZE(99),
+                                             S(9, 1),
+                                             S(9, 2),
+                                             S(9, 3),
+                                             S(9, 4),
+                                             S(9, 5),
+                                             S(9, 6),
+                                             (const void *)tools_module_functions,
+                                             S(9, 8),
+                                             S(9, 9),
+                                             S(9, 10),
+                                             S(9, 11),
+                                             S(9, 12),
+                                             S(9, 13),
+                                             S(9, 14),
+                                             S(9, 15),
+                                             T9_SLOTS_16_98(T9_ENTRY)};
+
 static const void *table_tally[TALLY_EXT_SLOTS] = {
     SIZE(TALLY_EXT_SLOTS),
     [TALLY_EXT_SLOT_BUDGET] = (const void *)ext_be_budget_us,
@@ -599,6 +667,9 @@ static const struct {
     {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b,
       0xca},
      table_blaslt},
+    {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99,
+      0x1e},
+     table_tools_module},
     {TALLY_EXT_UUID, table_tally},
 };
 

@@ -619,6 +619,66 @@ static void context_table_object_and_value_come_from_the_daemon(void **state) {
 /* Tally's own table: the scheduler's budget as tallyd advertised it in the
  * snapshot (its default policy's threshold, in whole us) and this tenant's
  * class; both answered locally. */
+/* cuFFT's table 6e163fbe, slot 7: the module's functions, one callback each
+ * (the callback's argument first, then the function and the module), the
+ * answer their count; an unknown module or no callback is refused with
+ * CUDA_ERROR_INVALID_HANDLE, never 1 (the slot's native success). */
+typedef struct {
+  int calls;
+  CUfunction seen[8];
+  uint64_t module;
+} fn_seen_t;
+
+static void note_fn(void *arg, void *func, uint64_t module) {
+  fn_seen_t *x = arg;
+  if (x->calls < 8)
+    x->seen[x->calls] = (CUfunction)func;
+  x->calls++;
+  x->module = module;
+}
+
+static void tools_module_table_hands_out_the_module_functions(void **state) {
+  static const CUuuid id = {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1,
+                             0x82, 0xaf, 0xf1, 0x99, 0x1e}};
+  typedef uint64_t (*slot7_fn)(uint64_t, uint64_t, uint64_t, uint64_t);
+  const void *const *t = NULL;
+  CUmodule m;
+  CUfunction f[3];
+  fn_seen_t x = {0};
+  (void)state;
+  assert_int_equal(cuGetExportTable((const void **)&t, &id), CUDA_SUCCESS);
+  assert_int_equal((uintptr_t)t[0], 99 * sizeof(void *));
+  slot7_fn slot7 = (slot7_fn)t[7];
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f[0], m, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f[1], m, "fault"), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f[2], m, "pair"), CUDA_SUCCESS);
+  unsigned long before = hostd_server_calls(srv);
+  assert_int_equal(slot7(0, (uint64_t)(uintptr_t)m, (uint64_t)(uintptr_t)note_fn,
+                         (uint64_t)(uintptr_t)&x),
+                   3);
+  assert_int_equal(hostd_server_calls(srv), before); /* answered locally */
+  assert_int_equal(x.calls, 3);
+  assert_int_equal(x.module, (uint64_t)(uintptr_t)m);
+  for (int i = 0; i < 3; i++) {
+    int found = 0;
+    for (int j = 0; j < 3; j++)
+      found += x.seen[j] == f[i];
+    assert_int_equal(found, 1);
+  }
+  x.calls = 0;
+  assert_int_equal(slot7(0, 0x1234, (uint64_t)(uintptr_t)note_fn, (uint64_t)(uintptr_t)&x),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(slot7(0, (uint64_t)(uintptr_t)m, 0, (uint64_t)(uintptr_t)&x),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(x.calls, 0);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  assert_int_equal(slot7(0, (uint64_t)(uintptr_t)m, (uint64_t)(uintptr_t)note_fn,
+                         (uint64_t)(uintptr_t)&x),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(x.calls, 0);
+}
+
 static void tally_table_gives_budget_and_class(void **state) {
   static const CUuuid id = {TALLY_EXT_UUID};
   const void *const *t = NULL;
@@ -1034,6 +1094,7 @@ int main(void) {
       cmocka_unit_test(cluster_occupancy_crosses_the_wire_once),
       cmocka_unit_test(context_table_object_and_value_come_from_the_daemon),
       cmocka_unit_test(tally_table_gives_budget_and_class),
+      cmocka_unit_test(tools_module_table_hands_out_the_module_functions),
       cmocka_unit_test(tally_table_says_whether_a_latency_critical_tenant_is_connected),
       cmocka_unit_test(dead_tenant_is_cleaned_up),
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
