@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <malloc.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,6 +58,18 @@
  * in on_fd, for the worker to record (data: a fd_map_t). */
 #define MSG_FD_MAP 0
 
+/* No allocation per request on the common path: a request of up to
+ * MSG_SMALL bytes (a launch, a synchronisation) is copied into a message of
+ * that capacity, which the worker hands back through its pool (a ring of
+ * MSG_POOL, the worker the only producer and the loop thread the only
+ * consumer) for the loop to take for the next one.  An empty pool means
+ * malloc, a full one free.  A reply of up to REPLY_KEEP bytes is sent from
+ * the worker's own buffer (wire_tenant_reply_mt_copy); a larger one is
+ * handed to wire, so a worker never keeps a large buffer. */
+#define MSG_SMALL  512
+#define MSG_POOL   64
+#define REPLY_KEEP (64u << 10)
+
 typedef struct fd_map {
   uint64_t tag;
   void *addr;
@@ -73,6 +86,7 @@ typedef struct msg {
   uint8_t *data; /* owned copy, or wire's buffer when paused */
   size_t len;
   bool paused; /* data is wire's: resume the tenant when done */
+  bool pooled; /* copy[] holds MSG_SMALL bytes: back to the worker's pool */
   struct msg *next;
   uint8_t copy[]; /* a copied payload (data points here) */
 } msg_t;
@@ -99,6 +113,11 @@ typedef struct worker {
   hostd_lat_t *lat;        /* latency-critical only: its requests (latency.c) */
   bool poll;               /* latency-critical under --lc-poll: never sleeps on cv */
   hostd_hops_t *hops;      /* --hops: this tenant's hand-off times (worker), or NULL */
+  /* Free small messages (MSG_SMALL): the worker puts them at pool_head, the
+   * loop thread takes them at pool_tail; each index is written by one side
+   * only.  Emptied by worker_done. */
+  msg_t *pool[MSG_POOL];
+  _Atomic uint32_t pool_head, pool_tail;
 } worker_t;
 
 struct hostd_server {
@@ -146,6 +165,27 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The loop thread's side of the pool: a free small message, or NULL. */
+static msg_t *pool_take(worker_t *w) {
+  uint32_t t = atomic_load_explicit(&w->pool_tail, memory_order_relaxed);
+  msg_t *m;
+  if (t == atomic_load_explicit(&w->pool_head, memory_order_acquire))
+    return NULL;
+  m = w->pool[t % MSG_POOL];
+  atomic_store_explicit(&w->pool_tail, t + 1, memory_order_release);
+  return m;
+}
+
+/* The worker's side: false when the pool is full (the caller frees m). */
+static bool pool_give(worker_t *w, msg_t *m) {
+  uint32_t h = atomic_load_explicit(&w->pool_head, memory_order_relaxed);
+  if (h - atomic_load_explicit(&w->pool_tail, memory_order_acquire) >= MSG_POOL)
+    return false;
+  w->pool[h % MSG_POOL] = m;
+  atomic_store_explicit(&w->pool_head, h + 1, memory_order_release);
+  return true;
+}
+
 static void msg_free(worker_t *w, msg_t *m) {
   if (m->kind == MSG_FD_MAP && m->data) { /* never executed: the tenant left */
     fd_map_t *f = (fd_map_t *)m->data;
@@ -153,8 +193,9 @@ static void msg_free(worker_t *w, msg_t *m) {
     free(f);
   } else if (m->paused) {
     wire_tenant_resume(w->wt);
-  } /* else: a copied payload lives inside m (one allocation per request) */
-  free(m);
+  } /* else: a copied payload lives inside m */
+  if (!m->pooled || !pool_give(w, m))
+    free(m);
 }
 
 /* The latency-critical tenant's request of op was executed; reply: its
@@ -265,6 +306,8 @@ static void worker_done(worker_t *w) {
   pthread_mutex_unlock(&s->lock);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
+  for (msg_t *m; (m = pool_take(w)) != NULL;) /* no on_msg can run for it now */
+    free(m);
   free(w->lat);
   free(w);
   /* Every worker thread had its own malloc arena; with no tenant left,
@@ -303,11 +346,17 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
     why = "request shorter than its header";
   }
   if (rc == 0 && m->kind == WIRE_MSG_CALL) {
+    int e;
     __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
-    /* wire takes the buffer; the next reply grows a new one. */
-    if (wire_tenant_reply_mt(w->wt, m->id, reply->data, reply->len) != 0)
-      hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply after close dropped", w->id);
-    wire_buf_init(reply);
+    if (reply->cap <= REPLY_KEEP) { /* sent from our buffer, kept for the next */
+      e = wire_tenant_reply_mt_copy(w->wt, m->id, reply->data, reply->len);
+      wire_buf_reset(reply);
+    } else { /* wire takes the large buffer; the next reply grows a new one */
+      e = wire_tenant_reply_mt(w->wt, m->id, reply->data, reply->len);
+      wire_buf_init(reply);
+    }
+    if (e != 0)
+      hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply dropped (%s)", w->id, wire_strerror(e));
     hop.t[4] = w->hops ? now_ns() : 0;
   } else if (rc != 0) {
     hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
@@ -574,9 +623,13 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
   /* Never pause while host functions are pending: the paused tenant could
    * not deliver the HOSTFN_WAIT that unblocks its worker (hostfn.c). */
   bool pause = m->len > COPY_MAX && !hostd__hostfn_busy(hf);
-  /* One allocation per request: the header and, unless paused, the payload
-   * (a launch's 100-odd bytes; per-launch cost matters, hostd-bench). */
-  q = malloc(sizeof(*q) + (pause ? 0 : m->len));
+  /* One block per request: the header and, unless paused, the payload (a
+   * launch's 100-odd bytes; per-launch cost matters, hostd-bench); a small
+   * one comes from the worker's pool, so nothing is allocated. */
+  bool small = !pause && m->len <= MSG_SMALL;
+  q = small ? pool_take(w) : NULL;
+  if (!q)
+    q = malloc(sizeof(*q) + (small ? MSG_SMALL : pause ? 0 : m->len));
   if (!q) {
     wire_tenant_close(wt, -ENOMEM, "out of memory queueing a request");
     return;
@@ -588,6 +641,7 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
   q->len = m->len;
   q->next = NULL;
   q->paused = pause;
+  q->pooled = small;
   if (pause) {
     wire_tenant_pause(wt); /* the worker resumes it after using the bytes */
     q->data = (uint8_t *)m->data;

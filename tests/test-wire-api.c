@@ -234,14 +234,15 @@ typedef struct caller {
 
 /* Alternates worker-thread replies ('W': wire_tenant_reply_mt, sent
  * directly into the ring on shm and written on the socket by the worker on
- * TCP) with loop-thread replies (echo), each carrying the thread and
- * sequence, and checks every reply's bytes. */
+ * TCP; 'C': the same through wire_tenant_reply_mt_copy, whose buffer the
+ * worker overwrites right after) with loop-thread replies (echo), each
+ * carrying the thread and sequence, and checks every reply's bytes. */
 static void *call_mixed(void *arg) {
   caller *k = arg;
   int i;
   for (i = 0; i < 200; i++) {
     char req[32], out[32];
-    int n = snprintf(req, sizeof(req), "%c%d-%d", i % 2 ? 'W' : 'e', k->th, i);
+    int n = snprintf(req, sizeof(req), "%c%d-%d", "eWC"[i % 3], k->th, i);
     struct iovec q = {req, (size_t)n}, r = {out, sizeof(out)};
     size_t got = 0;
     if (wire_conn_call(k->c, &q, 1, &r, 1, &got) != 0 || got != (size_t)n ||

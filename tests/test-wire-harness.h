@@ -6,7 +6,8 @@
  * harness_start() runs a server (UNIX socket for shm and/or TCP on an
  * ephemeral port) on a private uv loop in a thread.  Its on_msg answers each
  * CALL with the request bytes (echo) unless the first byte of the request is
- * 'W': then a worker thread answers through wire_tenant_reply_mt.  POSTs are
+ * 'W': then a worker thread answers through wire_tenant_reply_mt, or 'C':
+ * through wire_tenant_reply_mt_copy, overwriting its buffer right after.  POSTs are
  * counted and their per-thread sequence checked: a post body starting with
  * "S" u32 thread u32 seq must have seq = previous + 1 for that thread.
  * A descriptor passed with wire_conn_send_fd gets "tag <tag>" written into
@@ -64,6 +65,7 @@ typedef struct h_work {
   size_t len;
   harness *h;
   bool resume;
+  bool copy; /* 'C': wire_tenant_reply_mt_copy, the buffer stays ours */
 } h_work;
 
 static void *h_worker(void *arg) {
@@ -77,6 +79,10 @@ static void *h_worker(void *arg) {
         atomic_fetch_add(&w->h->pause_violations, 1);
     atomic_store(&w->h->paused_now, 0);
     wire_tenant_resume(w->t);
+  } else if (w->copy) {
+    wire_tenant_reply_mt_copy(w->t, w->id, w->buf, w->len);
+    memset(w->buf, 0xee, w->len); /* what was sent must not change */
+    free(w->buf);
   } else {
     wire_tenant_reply_mt(w->t, w->id, w->buf, w->len);
   }
@@ -154,8 +160,9 @@ static void h_on_msg(wire_server_t *s, wire_tenant_t *t, const wire_msg_t *m) {
     return;
   }
   atomic_fetch_add(&h->calls, 1);
-  if (m->len > 0 && m->data[0] == 'W') {
+  if (m->len > 0 && (m->data[0] == 'W' || m->data[0] == 'C')) {
     h_work *w = calloc(1, sizeof(*w));
+    w->copy = m->data[0] == 'C';
     w->t = t;
     w->id = m->id;
     w->len = m->len;

@@ -690,9 +690,10 @@ static void mt_push(wire_server_t *s, mt_item *it) {
   s->mt_tail = it;
 }
 
-/* The direct path of wire_tenant_reply_mt: 0 = sent (buf freed), -EAGAIN =
- * take the loop thread's path, -ECONNRESET = tenant closed (buf freed). */
-static int reply_direct(wire_tenant_t *t, uint64_t id, void *buf, size_t len) {
+/* The direct path of wire_tenant_reply_mt(_copy): 0 = sent, -EAGAIN = take
+ * the loop thread's path, -ECONNRESET = tenant closed.  buf is the caller's
+ * in every case (the transports copy what they send). */
+static int reply_direct(wire_tenant_t *t, uint64_t id, const void *buf, size_t len) {
   int rc = -EAGAIN;
 
   if (t->ops->send_direct == NULL)
@@ -710,19 +711,15 @@ static int reply_direct(wire_tenant_t *t, uint64_t id, void *buf, size_t len) {
       rc = -EAGAIN; /* ring full or replies queued: keep their order */
   }
   pthread_mutex_unlock(&t->tx_mu);
-  if (rc != -EAGAIN)
-    free(buf);
   return rc;
 }
 
-int wire_tenant_reply_mt(wire_tenant_t *t, uint64_t id, void *buf, size_t len) {
+/* The loop thread's path: buf (owned) is queued for it. */
+static int reply_queue(wire_tenant_t *t, uint64_t id, void *buf, size_t len) {
   wire_server_t *s = t->s;
   mt_item *it;
-  int rc = reply_direct(t, id, buf, len);
+  int rc = 0;
 
-  if (rc != -EAGAIN)
-    return rc;
-  rc = 0;
   it = malloc(sizeof(*it));
   if (it == NULL) {
     free(buf);
@@ -746,6 +743,30 @@ int wire_tenant_reply_mt(wire_tenant_t *t, uint64_t id, void *buf, size_t len) {
     return rc;
   }
   return 0;
+}
+
+int wire_tenant_reply_mt(wire_tenant_t *t, uint64_t id, void *buf, size_t len) {
+  int rc = reply_direct(t, id, buf, len);
+
+  if (rc != -EAGAIN) {
+    free(buf);
+    return rc;
+  }
+  return reply_queue(t, id, buf, len);
+}
+
+int wire_tenant_reply_mt_copy(wire_tenant_t *t, uint64_t id, const void *buf, size_t len) {
+  int rc = reply_direct(t, id, buf, len);
+  void *copy;
+
+  if (rc != -EAGAIN)
+    return rc;
+  /* Only the loop thread's path keeps the bytes past this call. */
+  copy = malloc(len ? len : 1);
+  if (copy == NULL)
+    return -ENOMEM;
+  memcpy(copy, buf, len);
+  return reply_queue(t, id, copy, len);
 }
 
 void wire_tenant_pause(wire_tenant_t *t) {

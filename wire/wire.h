@@ -447,6 +447,12 @@ int wire_tenant_reply(wire_tenant_t *t, uint64_t id, const struct iovec *iov, in
  * one already queued.  Returns 0 or -ECONNRESET (tenant closed). */
 int wire_tenant_reply_mt(wire_tenant_t *t, uint64_t id, void *buf, size_t len);
 
+/* As wire_tenant_reply_mt, but buf stays the caller's: when the reply goes
+ * out directly nothing is allocated (a worker can answer every call from one
+ * buffer it keeps); otherwise wire copies it for the loop thread.  Returns 0,
+ * -ECONNRESET (tenant closed) or -ENOMEM (the copy). */
+int wire_tenant_reply_mt_copy(wire_tenant_t *t, uint64_t id, const void *buf, size_t len);
+
 /* Keeps t's memory alive for another thread (for wire_tenant_reply_mt);
  * any thread.  Every ref needs an unref. */
 void wire_tenant_ref(wire_tenant_t *t);
