@@ -18,6 +18,7 @@
  * CUDA_ERROR_NOT_SUPPORTED.
  */
 #include "guestlib/guest.h"
+#include "wire/wire-le.h"
 
 #include <dlfcn.h>
 
@@ -771,12 +772,24 @@ GUEST_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, 
   return add_callback(s, cb, data, flags, 1);
 }
 
-/* ---- cuLink*: one input passes through (numba's single-PTX links) ---- */
+/* ---- cuLink* ----
+ * One PTX, cubin or fatbin input is its own linked image (numba's
+ * single-PTX links): it passes through, and cuModuleLoadData of it JITs in
+ * tallyd as usual.  Several inputs, or inputs that only a linker takes
+ * (objects, libraries, LTO-IR), are linked by tallyd's driver (LINK): at
+ * cuLinkComplete each input's bytes go as a blob (sent only if tallyd lacks
+ * them) and the cubin comes back.  The caller's JIT options are not forwarded (log buffers
+ * are its memory); tallyd logs the driver's error log when a link fails. */
+
+#define LINK_INPUTS_MAX CALL_LINK_INPUTS_MAX
 
 typedef struct guest_link {
-  void *data;
+  void *data; /* the linked image (tallyd's output, malloc'd), or NULL */
   size_t size;
   int inputs;
+  void *in[LINK_INPUTS_MAX];    /* each input's bytes, NUL appended */
+  size_t len[LINK_INPUTS_MAX];  /* without that NUL */
+  uint32_t type[LINK_INPUTS_MAX];
 } guest_link_t;
 
 GUEST_EXPORT CUresult cuLinkCreate_v2(unsigned int n, CUjit_option *opts, void **vals,
@@ -792,23 +805,33 @@ GUEST_EXPORT CUresult cuLinkCreate_v2(unsigned int n, CUjit_option *opts, void *
   return CUDA_SUCCESS;
 }
 
+/* Whether a lone input of this type is already an image cuModuleLoadData takes. */
+static bool loads_alone(uint32_t type) {
+  return type == CU_JIT_INPUT_PTX || type == CU_JIT_INPUT_CUBIN || type == CU_JIT_INPUT_FATBINARY;
+}
+
 GUEST_EXPORT CUresult cuLinkAddData_v2(CUlinkState st, CUjitInputType type, void *data, size_t size,
                                        const char *name, unsigned int n, CUjit_option *opts,
                                        void **vals) {
   guest_link_t *l = (guest_link_t *)st;
-  (void)type, (void)name, (void)n, (void)opts, (void)vals;
-  if (!l || !data || size == 0)
+  char *copy;
+  (void)name, (void)n, (void)opts, (void)vals;
+  if (!l || !data || size == 0 || (unsigned)type >= CU_JIT_NUM_INPUT_TYPES || size > CALL_BLOB_MAX)
     return CUDA_ERROR_INVALID_VALUE;
-  if (l->inputs++ > 0) {
-    guest__log("cuLinkAddData: linking several inputs is not supported yet");
+  if (l->data)
+    return CUDA_ERROR_ILLEGAL_STATE; /* cuLinkComplete ran */
+  if (l->inputs >= LINK_INPUTS_MAX) {
+    guest__log("cuLinkAddData: more than %d inputs in one link", LINK_INPUTS_MAX);
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  l->data = malloc(size + 1);
-  if (!l->data)
+  copy = malloc(size + 1);
+  if (!copy)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  memcpy(l->data, data, size);
-  ((char *)l->data)[size] = 0; /* PTX given without its NUL still loads */
-  l->size = size;
+  memcpy(copy, data, size);
+  copy[size] = 0; /* PTX given without its NUL still loads and links */
+  l->in[l->inputs] = copy;
+  l->len[l->inputs] = size;
+  l->type[l->inputs++] = (uint32_t)type;
   return CUDA_SUCCESS;
 }
 
@@ -840,15 +863,63 @@ GUEST_EXPORT CUresult cuLinkAddFile_v2(CUlinkState st, CUjitInputType type, cons
   return r;
 }
 
+/* LINK: every input offered as a blob, then linked by tallyd; its cubin
+ * becomes l->data. */
+static CUresult link_in_tallyd(guest_link_t *l) {
+  uint8_t recs[LINK_INPUTS_MAX * CALL_LINK_INPUT_SIZE] = {0};
+  call_link_req_t q = {.ninput = (uint32_t)l->inputs};
+  call_link_rep_t a;
+  uint8_t *rep = NULL;
+  size_t rlen = 0;
+  CUresult res = guest__ready();
+  int rc;
+  if (res != CUDA_SUCCESS)
+    return res;
+  for (int i = 0; i < l->inputs; i++) {
+    uint8_t *rec = recs + (size_t)i * CALL_LINK_INPUT_SIZE;
+    uint64_t id;
+    /* A PTX text goes with its NUL, as the driver's linker reads it. */
+    size_t n = l->len[i] + (l->type[i] == CU_JIT_INPUT_PTX && ((char *)l->in[i])[l->len[i] - 1]);
+    if ((rc = guest__blob_offer(l->in[i], n, &id)) != 0)
+      return guest__cu_error(rc);
+    wire_le_wr64(rec, id);
+    wire_le_wr32(rec + 8, l->type[i]);
+  }
+  q.inputs = (call_view_t){recs, (size_t)l->inputs * CALL_LINK_INPUT_SIZE};
+  rc = guest__call(CALL_OP_LINK, 0, &q, &res, NULL, 0, &rlen, (void **)&rep);
+  if (rc)
+    return guest__cu_error(rc);
+  if (res == CUDA_SUCCESS) {
+    if (call_link_rep_decode(rep, rlen, &a, NULL) != 0 || a.image.len == 0)
+      res = guest__cu_error(-EPROTO);
+    else if (!(l->data = malloc(a.image.len)))
+      res = CUDA_ERROR_OUT_OF_MEMORY;
+    else {
+      memcpy(l->data, a.image.p, a.image.len);
+      l->size = a.image.len;
+    }
+  }
+  free(rep);
+  return res;
+}
+
 GUEST_EXPORT CUresult cuLinkComplete(CUlinkState st, void **out, size_t *size) {
   guest_link_t *l = (guest_link_t *)st;
-  if (!l || !out)
+  CUresult r;
+  if (!l || !out || l->inputs == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!l->data)
-    return CUDA_ERROR_INVALID_VALUE;
+  if (l->inputs == 1 && loads_alone(l->type[0])) {
+    /* Its own image: the bytes, and the NUL a PTX text needs. */
+    *out = l->in[0];
+    if (size)
+      *size = l->len[0] + 1;
+    return CUDA_SUCCESS;
+  }
+  if (!l->data && (r = link_in_tallyd(l)) != CUDA_SUCCESS)
+    return r;
   *out = l->data;
   if (size)
-    *size = l->size + 1;
+    *size = l->size;
   return CUDA_SUCCESS;
 }
 
@@ -856,6 +927,8 @@ GUEST_EXPORT CUresult cuLinkDestroy(CUlinkState st) {
   guest_link_t *l = (guest_link_t *)st;
   if (!l)
     return CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < l->inputs; i++)
+    free(l->in[i]);
   free(l->data);
   free(l);
   return CUDA_SUCCESS;

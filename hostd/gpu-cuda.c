@@ -889,9 +889,11 @@ static CUresult cuda_mem_free_async(uint64_t p, uint64_t s) {
   return D.cuMemFreeAsync(p, (CUstream)(uintptr_t)s);
 }
 
-/* PTX -> cubin through the driver's JIT linker, for the context current
- * on this thread (the primary one).  The driver's error log is logged. */
-static CUresult cuda_jit(const char *ptx, size_t len, void **image, size_t *image_len) {
+/* Inputs -> one cubin through the driver's JIT linker, for the context
+ * current on this thread (the primary one).  The driver's error log is
+ * logged, prefixed with what: whose link it was. */
+static CUresult link_inputs(const hostd_link_input_t *in, size_t k, void **image,
+                            size_t *image_len, const char *what) {
   char errlog[2048] = "";
   CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *val[2] = {errlog, (void *)(uintptr_t)sizeof(errlog)};
@@ -902,7 +904,9 @@ static CUresult cuda_jit(const char *ptx, size_t len, void **image, size_t *imag
   *image = NULL;
   if (r != CUDA_SUCCESS)
     return r;
-  r = D.cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)ptx, len + 1, "tally-variants", 0, NULL, NULL);
+  for (size_t i = 0; i < k && r == CUDA_SUCCESS; i++)
+    r = D.cuLinkAddData(ls, (CUjitInputType)in[i].type, (void *)in[i].data, in[i].len,
+                        in[i].name, 0, NULL, NULL);
   if (r == CUDA_SUCCESS)
     r = D.cuLinkComplete(ls, &cubin, &n);
   if (r == CUDA_SUCCESS && !(*image = malloc(n ? n : 1)))
@@ -911,10 +915,20 @@ static CUresult cuda_jit(const char *ptx, size_t len, void **image, size_t *imag
     memcpy(*image, cubin, n); /* cubin belongs to the link state */
     *image_len = n;
   } else if (errlog[0]) {
-    hostd__log(HOSTD_LOG_WARN, "variants: the JIT refused a transformed module: %.400s", errlog);
+    hostd__log(HOSTD_LOG_WARN, "%s: the driver's linker refused: %.400s", what, errlog);
   }
   (void)D.cuLinkDestroy(ls);
   return r;
+}
+
+static CUresult cuda_jit(const char *ptx, size_t len, void **image, size_t *image_len) {
+  hostd_link_input_t in = {CU_JIT_INPUT_PTX, ptx, len + 1, "tally-variants"};
+  return link_inputs(&in, 1, image, image_len, "variants: a transformed module");
+}
+
+static CUresult cuda_link(const hostd_link_input_t *in, size_t n, void **image,
+                          size_t *image_len) {
+  return link_inputs(in, n, image, image_len, "a tenant's cuLinkComplete");
 }
 
 
@@ -1259,6 +1273,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .mem_alloc_async = cuda_mem_alloc_async,
     .mem_free_async = cuda_mem_free_async,
     .jit = cuda_jit,
+    .link = cuda_link,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .capture_info = cuda_capture_info,

@@ -1454,6 +1454,41 @@ static CUresult rec_jit(const char *ptx, size_t len, void **image, size_t *image
   return CUDA_SUCCESS;
 }
 
+/* Joins TALLYREC inputs into one TALLYREC image: each input's lines after
+ * its own TALLYREC line, up to its end or a NUL.  Anything else is not an
+ * image this device can link. */
+static CUresult rec_link(const hostd_link_input_t *in, size_t n, void **image, size_t *image_len) {
+  wire_buf_t b;
+  LIVE(0);
+  count(HOSTD_RECORD_LINK);
+  *image = NULL;
+  if (n == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  wire_buf_init(&b);
+  wire_buf_put_bytes(&b, "TALLYREC\n", 9);
+  for (size_t i = 0; i < n; i++) {
+    const char *p = in[i].data, *nl;
+    size_t len = strnlen(p, in[i].len);
+    if (len < 8 || memcmp(p, "TALLYREC", 8) != 0) {
+      wire_buf_close(&b);
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    if ((nl = memchr(p, '\n', len)) != NULL && (size_t)(nl + 1 - p) < len) {
+      wire_buf_put_bytes(&b, nl + 1, len - (size_t)(nl + 1 - p));
+      if (p[len - 1] != '\n')
+        wire_buf_put_bytes(&b, "\n", 1);
+    }
+  }
+  wire_buf_put_bytes(&b, "", 1); /* NUL-terminated, as module_load reads it */
+  if (wire_buf_status(&b) != 0) {
+    wire_buf_close(&b);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *image = b.data; /* malloc'd storage, now the caller's */
+  *image_len = b.len;
+  return CUDA_SUCCESS;
+}
+
 /* ---- host-function gates ---- */
 
 static CUresult rec_gate_new(void **out, uint32_t nslots) {
@@ -2702,6 +2737,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .mem_alloc_async = rec_mem_alloc_async,
     .mem_free_async = rec_mem_free_async,
     .jit = rec_jit,
+    .link = rec_link,
     .capture_begin = rec_capture_begin,
     .capture_end = rec_capture_end,
     .capture_info = rec_capture_info,

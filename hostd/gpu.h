@@ -44,6 +44,14 @@ typedef struct hostd_mem_prop {
   uint32_t usage;        /* allocFlags.usage */
 } hostd_mem_prop_t;
 
+/* One input of gpu.link. */
+typedef struct hostd_link_input {
+  int type; /* CUjitInputType */
+  const void *data;
+  size_t len;
+  const char *name;
+} hostd_link_input_t;
+
 /* Called when a stream reaches a host function (hostd/hostfn.c): on a driver
  * thread or wherever the backend runs stream work; it must call no CUDA
  * function (cuda.h, cuLaunchHostFunc). */
@@ -173,6 +181,12 @@ typedef struct hostd_gpu_ops {
    * an image module_load accepts: *image is malloc'd, the caller frees it.
    * On the real driver, cuLinkCreate / cuLinkAddData / cuLinkComplete. */
   CUresult (*jit)(const char *ptx, size_t len, void **image, size_t *image_len);
+  /* Links n inputs (type a CUjitInputType, the bytes, a name for the
+   * driver's messages) into one image for the served device: *image is
+   * malloc'd, the caller frees it.  On the real driver cuLinkCreate,
+   * cuLinkAddData per input, cuLinkComplete; the driver's error log is
+   * logged.  The recording device joins TALLYREC inputs. */
+  CUresult (*link)(const hostd_link_input_t *in, size_t n, void **image, size_t *image_len);
   /* ---- stream capture and graphs (hostd/exec-graph.c) ----
    * capture_begin: cuStreamBeginCapture_v2 with mode (CUstreamCaptureMode);
    * capture_info: cuStreamGetCaptureInfo, status a CUstreamCaptureStatus,

@@ -679,6 +679,70 @@ static void tools_module_table_hands_out_the_module_functions(void **state) {
   assert_int_equal(x.calls, 0);
 }
 
+/* cuLink*: two inputs are linked by tallyd (one LINK request; on the
+ * recording device their kernels joined) and the image loads with both
+ * modules' kernels; a lone cubin is its own image (no request); a lone
+ * object goes to tallyd's linker; bad input types, input after completion
+ * and images the linker refuses fail as the driver would. */
+static void link_of_several_inputs_is_done_by_tallyd(void **state) {
+  static const char a[] = "TALLYREC\nkernel first 8\n", b[] = "TALLYREC\nkernel second 4,4";
+  CUlinkState ls;
+  void *img;
+  size_t n;
+  CUmodule m;
+  CUfunction f;
+  unsigned long links = ops(CALL_OP_LINK);
+  (void)state;
+  assert_int_equal(cuLinkCreate(0, NULL, NULL, &ls), CUDA_SUCCESS);
+  assert_int_equal(cuLinkAddData(ls, CU_JIT_INPUT_CUBIN, (void *)a, sizeof(a) - 1, "a", 0, NULL,
+                                 NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLinkAddData(ls, CU_JIT_INPUT_OBJECT, (void *)b, sizeof(b) - 1, "b", 0, NULL,
+                                 NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLinkAddData(ls, (CUjitInputType)CU_JIT_NUM_INPUT_TYPES, (void *)b,
+                                 sizeof(b), "c", 0, NULL, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuLinkComplete(ls, &img, &n), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_LINK), links + 1);
+  assert_int_equal(cuLinkAddData(ls, CU_JIT_INPUT_CUBIN, (void *)a, sizeof(a), "a", 0, NULL, NULL),
+                   CUDA_ERROR_ILLEGAL_STATE);
+  assert_int_equal(cuModuleLoadData(&m, img), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "first"), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "second"), CUDA_SUCCESS);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  assert_int_equal(cuLinkDestroy(ls), CUDA_SUCCESS);
+
+  assert_int_equal(cuLinkCreate(0, NULL, NULL, &ls), CUDA_SUCCESS);
+  assert_int_equal(cuLinkAddData(ls, CU_JIT_INPUT_CUBIN, (void *)a, sizeof(a) - 1, "a", 0, NULL,
+                                 NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLinkComplete(ls, &img, &n), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_LINK), links + 1); /* its own image */
+  assert_int_equal(n, sizeof(a));
+  assert_memory_equal(img, a, sizeof(a));
+  assert_int_equal(cuLinkDestroy(ls), CUDA_SUCCESS);
+
+  assert_int_equal(cuLinkCreate(0, NULL, NULL, &ls), CUDA_SUCCESS);
+  assert_int_equal(cuLinkAddData(ls, CU_JIT_INPUT_LIBRARY, (void *)b, sizeof(b) - 1, "b", 0, NULL,
+                                 NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLinkComplete(ls, &img, &n), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_LINK), links + 2);
+  assert_int_equal(cuLinkDestroy(ls), CUDA_SUCCESS);
+
+  assert_int_equal(cuLinkCreate(0, NULL, NULL, &ls), CUDA_SUCCESS);
+  assert_int_equal(cuLinkAddData(ls, CU_JIT_INPUT_CUBIN, (void *)a, sizeof(a) - 1, "a", 0, NULL,
+                                 NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLinkAddData(ls, CU_JIT_INPUT_OBJECT, (void *)"\x7f" "ELF junk", 8, "x", 0,
+                                 NULL, NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLinkComplete(ls, &img, &n), CUDA_ERROR_INVALID_IMAGE);
+  assert_int_equal(cuLinkDestroy(ls), CUDA_SUCCESS);
+  assert_int_equal(cuLinkComplete(NULL, &img, &n), CUDA_ERROR_INVALID_VALUE);
+}
+
 static void tally_table_gives_budget_and_class(void **state) {
   static const CUuuid id = {TALLY_EXT_UUID};
   const void *const *t = NULL;
@@ -1095,6 +1159,7 @@ int main(void) {
       cmocka_unit_test(context_table_object_and_value_come_from_the_daemon),
       cmocka_unit_test(tally_table_gives_budget_and_class),
       cmocka_unit_test(tools_module_table_hands_out_the_module_functions),
+      cmocka_unit_test(link_of_several_inputs_is_done_by_tallyd),
       cmocka_unit_test(tally_table_says_whether_a_latency_critical_tenant_is_connected),
       cmocka_unit_test(dead_tenant_is_cleaned_up),
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),

@@ -42,8 +42,8 @@
 #define CALL_MAX_LEN          (16u << 20)
 #define CALL_CHUNK            (8u << 20)
 #define CALL_BLOB_MAX         (1u << 30) /* 1 GiB: cuBLASLt's largest fatbins are far below */
-#define CALL_PROTO_VERSION    6 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs;
-                                    5: arrays, textures, surfaces; 6: tensor maps */
+#define CALL_PROTO_VERSION    7 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs;
+                                    5: arrays, textures, surfaces; 6: tensor maps; 7: LINK */
 #define CALL_NAME_MAX         256
 #define CALL_ATTR_MAX         160 /* > CU_DEVICE_ATTRIBUTE_MAX of CUDA 13.0 (148) */
 #define CALL_MAX_DEVICES      16
@@ -64,6 +64,9 @@
  *                interposed cuBLAS runs GEMMs whole while it is set)
  * Other bits are zero. */
 #define CALL_NOTE_NO_LC 1u
+/* LINK (wire/call.def): one input's record, the most inputs in one link */
+#define CALL_LINK_INPUT_SIZE 16
+#define CALL_LINK_INPUTS_MAX 256
 /* GRAPH_ADD kinds (wire/call.def) */
 #define CALL_GNODE_EMPTY      0
 #define CALL_GNODE_KERNEL     1
