@@ -5,8 +5,10 @@
  * with cuLaunchKernel and cuLaunchKernelEx, and prints a checksum, every
  * CU_FUNC_ATTRIBUTE_* of the kernel (queried before its first launch: lazy
  * loading) and a priority stream's range-clamped priority and flags.  Its
- * output must be the same with and without Tally.
- * usage: guest-gpu-drv FILE.ptx
+ * output must be the same with and without Tally.  Given a second PTX file,
+ * both are linked (a kernel calling a device function of the other module:
+ * only a link of the two resolves it).
+ * usage: guest-gpu-drv FILE.ptx [SECOND.ptx]
  */
 #include <cuda.h>
 #include <stdio.h>
@@ -32,23 +34,29 @@ int main(int argc, char **argv) {
   CUdeviceptr d;
   void *cubin;
   size_t cubin_size;
-  static char ptx[1 << 20];
-  size_t len;
+  static char ptx[2][1 << 20];
+  size_t len[2] = {0, 0};
   FILE *fp;
   int n = 4096;
   unsigned out[4096];
 
-  if (argc != 2 || !(fp = fopen(argv[1], "rb")))
+  if (argc < 2 || argc > 3)
     return 2;
-  len = fread(ptx, 1, sizeof(ptx) - 1, fp);
-  fclose(fp);
-  ptx[len] = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!(fp = fopen(argv[i], "rb")))
+      return 2;
+    len[i - 1] = fread(ptx[i - 1], 1, sizeof(ptx[0]) - 1, fp);
+    fclose(fp);
+    ptx[i - 1][len[i - 1]] = 0;
+  }
   CK(cuInit(0));
   CK(cuDeviceGet(&dev, 0));
   CK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CK(cuCtxPushCurrent(ctx));
   CK(cuLinkCreate(0, NULL, NULL, &link));
-  CK(cuLinkAddData(link, CU_JIT_INPUT_PTX, ptx, len + 1, "k.ptx", 0, NULL, NULL));
+  CK(cuLinkAddData(link, CU_JIT_INPUT_PTX, ptx[0], len[0] + 1, "k.ptx", 0, NULL, NULL));
+  if (argc == 3)
+    CK(cuLinkAddData(link, CU_JIT_INPUT_PTX, ptx[1], len[1] + 1, "k2.ptx", 0, NULL, NULL));
   CK(cuLinkComplete(link, &cubin, &cubin_size));
   CK(cuModuleLoadDataEx(&mod, cubin, 0, NULL, NULL));
   CK(cuLinkDestroy(link));

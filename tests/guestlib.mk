@@ -83,7 +83,8 @@ check_SCRIPTS = guestlib/tally-run hostd/tallyd hostd/tallyd-record tests/bench/
 # GPU end-to-end (make check-gpu): the script, with this tree's paths.
 GPU_TESTS += tests/guest-gpu-smoke
 EXTRA_DIST += tests/test-guest-gpu.sh tests/guest-gpu.cu tests/guest-gpu-drv.c \
-	tests/guest-gpu-kernel.cu tests/guest-gpu-cublas.cu
+	tests/guest-gpu-kernel.cu tests/guest-gpu-link-a.cu tests/guest-gpu-link-b.cu \
+	tests/guest-gpu-cublas.cu
 CLEANFILES += tests/guest-gpu-smoke
 tests/guest-gpu-smoke: $(srcdir)/tests/test-guest-gpu.sh hostd/tallyd guestlib/libcuda.so.1 guestlib/tally-run
 	$(AM_V_GEN)$(MKDIR_P) tests && sed -e 's|@TALLY_SRCDIR@|$(abs_top_srcdir)|g' \

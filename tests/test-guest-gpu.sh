@@ -3,7 +3,8 @@
 #
 # GPU machine only (exit 77 = skipped elsewhere).  Builds three programs --
 # tests/guest-gpu.cu with static cudart and with -cudart shared, and the
-# driver-API tests/guest-gpu-drv.c loading PTX from guest-gpu-kernel.cu, and
+# driver-API tests/guest-gpu-drv.c loading PTX from guest-gpu-kernel.cu (and
+# linking two PTX modules, guest-gpu-link-{a,b}.cu, through cuLink*), and
 # tests/guest-gpu-cublas.cu (cublasCreate + one exact SGEMM checksum) --
 # runs each natively, then through tally-run over the UNIX socket and over
 # TCP loopback, and requires byte-identical output.  Then two tenants at
@@ -33,6 +34,8 @@ set -e
 "$NVCC" -o "$tmp/rt-static" "$S/tests/guest-gpu.cu"
 "$NVCC" -cudart shared -o "$tmp/rt-shared" "$S/tests/guest-gpu.cu"
 "$NVCC" -ptx -o "$tmp/kernel.ptx" "$S/tests/guest-gpu-kernel.cu"
+"$NVCC" -rdc=true -ptx -o "$tmp/link-a.ptx" "$S/tests/guest-gpu-link-a.cu"
+"$NVCC" -rdc=true -ptx -o "$tmp/link-b.ptx" "$S/tests/guest-gpu-link-b.cu"
 ${CC:-cc} -I"$CUDA/include" -o "$tmp/drv" "$S/tests/guest-gpu-drv.c" -L"$CUDA/lib64/stubs" -lcuda
 set +e
 # cuBLAS is optional in a toolkit install: without it the case is skipped.
@@ -72,6 +75,7 @@ compare() { # compare NAME CMD...
 compare rt-static "$tmp/rt-static"
 compare rt-shared "$tmp/rt-shared"
 compare drv "$tmp/drv" "$tmp/kernel.ptx"
+compare drv-link2 "$tmp/drv" "$tmp/link-a.ptx" "$tmp/link-b.ptx"
 if [ -n "$cublas" ]; then
   before=$fail
   compare cublas "$cublas"
