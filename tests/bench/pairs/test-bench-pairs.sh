@@ -330,6 +330,7 @@ rounds() {
   [ -f "$d/round-1/manifest.csv" ] && [ -f "$d/round-2/summary.csv" ] &&
     grep -q '^# bench-pairs: 2 rounds' "$d/rounds.md" &&
     [ "$(grep -c '| 2 of 2 |' "$d/rounds.md")" -eq 3 ] &&
+    [ "$(grep -c '^| cuda-ptx | [a-z:-]* | [12] | ok |' "$d/rounds.md")" -eq 6 ] &&
     grep -q '^| cuda-ptx | tallyd-alone:tally | [0-9.]* ([0-9.]*-[0-9.]*) | [0-9.]* (' "$d/rounds.md" ||
     return 1
   ! bp --stub --pairs cuda-ptx --rounds 0 --out "$tmp/r0" 2>"$tmp/r0.err" &&
