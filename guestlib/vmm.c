@@ -216,10 +216,84 @@ GUEST_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAc
 
 static CUresult refused(const char *name, int *logged) {
   if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
-    guest__log("%s: memory of a Tally tenant is never exported to other processes "
-               "(returning CUDA_ERROR_NOT_SUPPORTED)",
+    guest__log("%s: a Tally tenant's memory, pools and events are never exported to other "
+               "processes (returning CUDA_ERROR_NOT_SUPPORTED)",
                name);
   return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* The other direction: a handle made by another process names memory or an
+ * event this tenant does not own (under Tally, another tenant's, or a
+ * native process's on another driver), so it is never opened. */
+static CUresult refused_import(const char *name, int *logged) {
+  if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
+    guest__log("%s: a Tally tenant opens no memory or event of another process; share "
+               "through host memory instead (returning CUDA_ERROR_NOT_SUPPORTED)",
+               name);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- CUDA IPC: refused both ways, with the reason logged once each ---- */
+
+GUEST_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
+  static int logged;
+  (void)h, (void)p;
+  return refused("cuIpcGetMemHandle", &logged);
+}
+
+GUEST_EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle *h, CUevent e) {
+  static int logged;
+  (void)h, (void)e;
+  return refused("cuIpcGetEventHandle", &logged);
+}
+
+static CUresult ipc_open_mem(void) {
+  static int logged;
+  return refused_import("cuIpcOpenMemHandle", &logged);
+}
+
+GUEST_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned int flags) {
+  (void)p, (void)h, (void)flags;
+  return ipc_open_mem();
+}
+
+GUEST_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned int flags) {
+  (void)p, (void)h, (void)flags;
+  return ipc_open_mem();
+}
+
+GUEST_EXPORT CUresult cuIpcOpenEventHandle(CUevent *e, CUipcEventHandle h) {
+  static int logged;
+  (void)e, (void)h;
+  return refused_import("cuIpcOpenEventHandle", &logged);
+}
+
+/* Nothing was ever opened, so nothing can be closed. */
+GUEST_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
+  (void)p;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+GUEST_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os,
+                                                     CUmemAllocationHandleType type) {
+  static int logged;
+  (void)h, (void)os, (void)type;
+  return refused_import("cuMemImportFromShareableHandle", &logged);
+}
+
+GUEST_EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *h,
+                                                         CUmemAllocationHandleType type,
+                                                         unsigned long long flags) {
+  static int logged;
+  (void)pool, (void)h, (void)type, (void)flags;
+  return refused_import("cuMemPoolImportFromShareableHandle", &logged);
+}
+
+GUEST_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool,
+                                             CUmemPoolPtrExportData *data) {
+  static int logged;
+  (void)p, (void)pool, (void)data;
+  return refused_import("cuMemPoolImportPointer", &logged);
 }
 
 GUEST_EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,

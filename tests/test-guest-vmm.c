@@ -93,6 +93,48 @@ static void expandable_segment_sequence(void **state) {
   assert_int_equal(hostd_record_live_bytes(), 0);
 }
 
+/* CUDA IPC and shareable handles: refused both ways (PyTorch's CUDA tensor
+ * sharing between processes, cudaIpc*), never answered with a handle that
+ * names nothing; the device memory stays usable. */
+static void ipc_and_imports_are_refused(void **state) {
+  CUdeviceptr d, got = 0;
+  CUipcMemHandle mh;
+  CUipcEventHandle eh;
+  CUevent e, ge = NULL;
+  CUmemGenericAllocationHandle h = 0;
+  CUmemoryPool pool = NULL;
+  CUmemPoolPtrExportData pd;
+  uint8_t b[8] = {1, 2, 3, 4, 5, 6, 7, 8}, o[8];
+  int fd = 3;
+  (void)state;
+  memset(&mh, 0, sizeof(mh));
+  memset(&eh, 0, sizeof(eh));
+  memset(&pd, 0, sizeof(pd));
+  assert_int_equal(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+  assert_int_equal(cuEventCreate(&e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuIpcGetMemHandle(&mh, d), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuIpcGetEventHandle(&eh, e), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuIpcOpenMemHandle(&got, mh, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(got, 0);
+  assert_int_equal(cuIpcOpenEventHandle(&ge, eh), CUDA_ERROR_NOT_SUPPORTED);
+  assert_null(ge);
+  assert_int_equal(cuIpcCloseMemHandle(d), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuMemPoolImportFromShareableHandle(&pool, (void *)(intptr_t)fd,
+                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuMemPoolImportPointer(&got, pool, &pd), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuMemcpyHtoD(d, b, sizeof(b)), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(o, d, sizeof(o)), CUDA_SUCCESS);
+  assert_memory_equal(b, o, sizeof(b));
+  assert_int_equal(cuEventDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(d), CUDA_SUCCESS);
+}
+
 /* PyTorch's cudaMallocAsync backend, through the driver calls cudart makes. */
 static void stream_ordered_allocation_sequence(void **state) {
   CUmemoryPool pool, cur;
@@ -152,6 +194,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(expandable_segment_sequence),
       cmocka_unit_test(stream_ordered_allocation_sequence),
+      cmocka_unit_test(ipc_and_imports_are_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
