@@ -11,4 +11,4 @@ include $(srcdir)/tests/blas.mk
 include $(srcdir)/tests/gpu.mk
 include $(srcdir)/tests/bench-pairs.mk
 EXTRA_DIST += tests/data/facts
-EXTRA_DIST += tests/fuzz-replay.h
+EXTRA_DIST += tests/fuzz-replay.h tests/tap.sh

@@ -20,12 +20,7 @@ tmp=$(mktemp -d /tmp/tally-cudart-XXXXXX)
 daemon=
 cleanup() { [ -n "$daemon" ] && kill "$daemon" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-n=0
-check() { # check NAME COMMAND...: ok when the command succeeds
-  n=$((n + 1)); name=$1; shift
-  if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"; else
-    echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n"; fi
-}
+. "${TALLY_SRCDIR:-$(dirname "$0")/..}/tests/tap.sh"
 "$NVCC" -o "$tmp/static" "$S/tests/guest-cudart.cu" >"$tmp/nvcc1" 2>&1 &&
   "$NVCC" -cudart shared -o "$tmp/shared" "$S/tests/guest-cudart.cu" >"$tmp/nvcc2" 2>&1 ||
   { cat "$tmp"/nvcc* | sed 's/^/# /'; }

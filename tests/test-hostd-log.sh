@@ -26,12 +26,7 @@ helper() { # helper ACTION
 }
 S=${TALLY_SRCDIR:-$(dirname "$0")/..}
 . "$S/tests/record-daemon.sh"
-n=0
-check() { # check NAME COMMAND...: ok when the command succeeds
-  n=$((n + 1)); name=$1; shift
-  if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"
-  else echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n" | tail -n 20; fi
-}
+. "${TALLY_SRCDIR:-$(dirname "$0")/..}/tests/tap.sh"
 
 # run_fault LEVEL: the faulting tenant, then a healthy one; prints the log's
 # "answered" lines

@@ -25,12 +25,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-n=0
-check() { # check NAME COMMAND...: ok when the command succeeds
-  n=$((n + 1)); name=$1; shift
-  if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"; sed -n 's/^note: /# /p' "$tmp/out.$n"
-  else echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n" | tail -n 20; fi
-}
+. "${TALLY_SRCDIR:-$(dirname "$0")/..}/tests/tap.sh"
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 helper() { # helper HOST PRIO ACTION
   TALLY_HOST=$1 TALLY_PRIORITY=$2 timeout -k 2 20 "$B/guestlib/tally-run" --host "$1" \

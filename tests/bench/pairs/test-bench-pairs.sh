@@ -35,12 +35,7 @@ TALLYD=$B/hostd/tallyd-record
 FAKE_MPS_LOG=$tmp/mps.log
 TALLY_MPS_PROBE=none # no GPU: no real MPS client can run; test 6 gives a fake probe
 export PATH TALLYD FAKE_MPS_LOG TALLY_MPS_PROBE
-n=0
-check() { # check NAME COMMAND...: ok when the command succeeds
-  n=$((n + 1)); name=$1; shift
-  if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"; else
-    echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n" | tail -40; fi
-}
+. "${TALLY_SRCDIR:-$(dirname "$0")/../../..}/tests/tap.sh"
 bp() { python3 "$S/scripts/bench-pairs" --builddir "$B" "$@"; }
 status() { # status DIR PAIR MODE: that row's status in DIR's manifest
   awk -F, -v p="$2" -v m="$3" '$1 == p && $2 == m { print $3 }' "$1/manifest.csv"

@@ -18,12 +18,7 @@ tmp=$(mktemp -d /tmp/tally-fw-speed-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 TALLYD=$B/hostd/tallyd-record
 export TALLYD
-n=0
-check() { # check NAME COMMAND...: ok when the command succeeds
-  n=$((n + 1)); name=$1; shift
-  if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"; else
-    echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n" | tail -30; fi
-}
+. "${TALLY_SRCDIR:-$(dirname "$0")/../../..}/tests/tap.sh"
 fs() { python3 "$S/scripts/fw-speed" --builddir "$B" "$@"; }
 
 stub_run() {
