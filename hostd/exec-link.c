@@ -22,9 +22,12 @@
 
 #include "wire/wire-le.h"
 
+/* One input's name in the driver's messages: "input-N". */
+typedef char link_name_t[24];
+
 /* The input records checked and their bytes copied out of the cache (it
  * keeps one image per thread: the next get may drop the last one). */
-static CUresult gather(const call_link_req_t *q, hostd_link_input_t *in, char (*names)[24]) {
+static CUresult gather(const call_link_req_t *q, hostd_link_input_t *in, link_name_t *names) {
   for (uint32_t i = 0; i < q->ninput; i++) {
     const uint8_t *rec = q->inputs.p + (size_t)i * CALL_LINK_INPUT_SIZE;
     uint32_t type = wire_le_rd32(rec + 8);
@@ -45,8 +48,8 @@ static CUresult gather(const call_link_req_t *q, hostd_link_input_t *in, char (*
 }
 
 CUresult hostd__exec_link(hostd_tenant_t *t, wire_buf_t *out, const call_link_req_t *q) {
-  static __thread hostd_link_input_t in[CALL_LINK_INPUTS_MAX];
-  static __thread char names[CALL_LINK_INPUTS_MAX][24];
+  hostd_link_input_t *in;
+  link_name_t *names;
   call_link_rep_t rep;
   void *image = NULL;
   size_t len = 0;
@@ -56,13 +59,18 @@ CUresult hostd__exec_link(hostd_tenant_t *t, wire_buf_t *out, const call_link_re
   if (q->ninput == 0 || q->ninput > CALL_LINK_INPUTS_MAX ||
       q->inputs.len != (size_t)q->ninput * CALL_LINK_INPUT_SIZE)
     return CUDA_ERROR_INVALID_VALUE;
-  memset(in, 0, sizeof(in[0]) * q->ninput);
-  r = gather(q, in, names);
+  /* Per link, not per thread: links are rare, and tallyd has a thread per
+   * tenant. */
+  in = calloc(q->ninput, sizeof(*in));
+  names = calloc(q->ninput, sizeof(*names));
+  r = in && names ? gather(q, in, names) : CUDA_ERROR_OUT_OF_MEMORY;
   hostd__modcache_unpin();
   if (r == CUDA_SUCCESS)
     r = hostd__gpu.link(in, q->ninput, &image, &len);
-  for (uint32_t i = 0; i < q->ninput; i++)
+  for (uint32_t i = 0; in && i < q->ninput; i++)
     free((void *)in[i].data);
+  free(in);
+  free(names);
   if (r != CUDA_SUCCESS)
     return r;
   if (len > CALL_MAX_LEN - 8) {
