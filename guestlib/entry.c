@@ -50,6 +50,12 @@ CUresult guest__unsupported(const char *name, int *logged) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult guest__refused(const char *name, const char *why, int *logged) {
+  if (!atomic_exchange((_Atomic int *)logged, 1))
+    guest__log("%s: %s (returning CUDA_ERROR_NOT_SUPPORTED)", name, why);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 /* Our own failures, in one table.  Everything a tenant can do about a lost
  * channel is to stop, which CUDA spells CUDA_ERROR_DEVICE_UNAVAILABLE. */
 CUresult guest__cu_error(int status) {

@@ -82,6 +82,9 @@ long guest__env_long(const char *name, long dflt, long max);
 bool guest__debug(void);
 /* Logs "NAME is not supported" once per *logged flag; returns NOT_SUPPORTED. */
 CUresult guest__unsupported(const char *name, int *logged);
+/* Logs "NAME: WHY" once per *logged flag; returns NOT_SUPPORTED (a call
+ * Tally refuses by design, with the reason). */
+CUresult guest__refused(const char *name, const char *why, int *logged);
 
 /* ---- channel (chan.c, over wire/) ---- */
 /* Connects to url ("unix:/p", "/p", "tcp://h:p") and does wire's handshake.

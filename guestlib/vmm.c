@@ -214,23 +214,23 @@ GUEST_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAc
   return guest__rpc(CALL_OP_MEM_SET_ACCESS, 0, &q, NULL);
 }
 
+/* Sharing with other processes, refused with its reason logged once per
+ * call site.  Exports: a tenant's memory lives in tallyd and is its own.
+ * Imports: a handle made by another process names memory or an event this
+ * tenant does not own (under Tally, another tenant's, or a native process's
+ * on another driver), so it is never opened. */
+static const char refused_export_why[] =
+    "a Tally tenant's memory, pools and events are never exported to other processes";
+static const char refused_import_why[] =
+    "a Tally tenant opens no memory or event of another process; share through host memory "
+    "instead";
+
 static CUresult refused(const char *name, int *logged) {
-  if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
-    guest__log("%s: a Tally tenant's memory, pools and events are never exported to other "
-               "processes (returning CUDA_ERROR_NOT_SUPPORTED)",
-               name);
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return guest__refused(name, refused_export_why, logged);
 }
 
-/* The other direction: a handle made by another process names memory or an
- * event this tenant does not own (under Tally, another tenant's, or a
- * native process's on another driver), so it is never opened. */
 static CUresult refused_import(const char *name, int *logged) {
-  if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
-    guest__log("%s: a Tally tenant opens no memory or event of another process; share "
-               "through host memory instead (returning CUDA_ERROR_NOT_SUPPORTED)",
-               name);
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return guest__refused(name, refused_import_why, logged);
 }
 
 /* ---- CUDA IPC: refused both ways, with the reason logged once each ---- */
