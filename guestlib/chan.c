@@ -74,9 +74,12 @@ static long connect_wait_ms(void) {
  * synchronising calls spin TALLY_LC_SPIN_US (default 2000 us with 4 or more
  * CPUs online, else the transport's rule) before they block, as the driver
  * spins in a synchronisation natively, and a post made after a quiet spell
- * goes out at once (TALLY_LC_POST_NOW, default on with 4 or more CPUs) so a
- * polling daemon launches the kernel while the next is made; the burst
- * behind it follows within 20 us, one send for all (wire/guest.c).  Over
+ * goes out at once (TALLY_LC_POST_NOW=1) so a polling daemon launches the
+ * kernel while the next is made; the burst behind it follows within 20 us,
+ * one send for all (wire/guest.c).  TALLY_LC_POST_NOW=2 (the default with 4
+ * or more CPUs; 0 below) also sends the first post after a call's reply at
+ * once over shared memory, so a launch + sync overlaps the launch with the
+ * making of the sync.  Over
  * TCP its socket asks for SO_BUSY_POLL. */
 #define LC_SPIN_DEFAULT_US 2000
 #define LC_SPIN_MAX_US     1000000
@@ -85,7 +88,9 @@ static void lc_opts(wire_conn_opts_t *o) {
   bool big = sysconf(_SC_NPROCESSORS_ONLN) >= LC_MIN_CPUS;
   long spin = guest__env_long("TALLY_LC_SPIN_US", big ? LC_SPIN_DEFAULT_US : -1, LC_SPIN_MAX_US);
   o->spin_us = spin < 0 ? 0 : spin == 0 ? -1 : (int32_t)spin; /* wire: 0 auto, < 0 never */
-  o->post_now = guest__env_long("TALLY_LC_POST_NOW", big, 1) != 0;
+  long now = guest__env_long("TALLY_LC_POST_NOW", big ? 2 : 0, 2);
+  o->post_now = now >= 1;
+  o->post_after_reply = now >= 2;
   o->busy_poll_us = 50;
 }
 
@@ -130,6 +135,8 @@ int guest__chan_open(const char *url, const char *name, int latency_critical, co
     rc = wire_conn_open(&conn, url, &hello, &o, err, errlen);
     if (rc == 0 && getenv("TALLY_HOPS"))
       atexit(hops_at_exit);
+    if (rc == 0 && guest__debug()) /* tests/gpu/tenant-churn reports the slowest */
+      guest__log("connected to tallyd at %s in %ld ms", url, now_ms() - start);
     if (rc == 0 || (rc != -EAGAIN && (!restarting || rc == WIRE_ETOKEN || rc == WIRE_EVERSION ||
                                       rc == WIRE_EREFUSED || rc == -EINVAL)))
       return rc;

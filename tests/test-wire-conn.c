@@ -686,6 +686,37 @@ static void post_now_batches_a_burst(void **state) {
   wire_conn_close(c);
 }
 
+/* post_after_reply: right after a call's reply (no quiet spell) the first
+ * post goes out by itself over shared memory, a ring write; the next one
+ * waits in the batch.  Over TCP, where each send is a system call, the rule
+ * is off and both wait for the call. */
+static void post_after_reply_sends_the_first_post_at_once(void **state) {
+  tstate *s = *state;
+  wire_conn_opts_t o = {.no_thread = true, .post_now = true, .post_after_reply = true};
+  wire_conn_t *c = open_conn_opts(s, "fresh", &o);
+  int before;
+  uint64_t n0;
+
+  wire__conn_set_hold(c, 10000000000u); /* no quiet spell within the test */
+
+  for (int round = 0; round < 3; round++) {
+    assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+    s->h.next_seq[0] = 0;
+    before = atomic_load(&s->h.posts);
+    n0 = wire__conn_sends(c);
+    assert_int_equal(harness_post_seq(c, 0, 0), 0);
+    assert_int_equal(wire__conn_sends(c) - n0, s->tcp ? 0 : 1);
+    assert_int_equal(harness_post_seq(c, 0, 1), 0);
+    assert_int_equal(wire__conn_sends(c) - n0, s->tcp ? 0 : 1);
+    if (!s->tcp)
+      wait_posts(s, before + 1);
+    assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+    assert_int_equal(atomic_load(&s->h.posts) - before, 2);
+  }
+  assert_int_equal(atomic_load(&s->h.order_errors), 0);
+  wire_conn_close(c);
+}
+
 /* A call sends the posts batched before it first, in order; over TCP in
  * the same write as the call (one send, not two: each is a system call),
  * over shared memory as a message of their own in the ring. */
@@ -770,6 +801,7 @@ int main(void) {
       BOTH(post_now_sends_a_post_after_quiet_at_once),
       BOTH(post_now_batches_a_burst),
       BOTH(a_call_carries_the_batch_before_it),
+      BOTH(post_after_reply_sends_the_first_post_at_once),
       BOTH(post_now_held_posts_reach_the_daemon_without_a_call),
       cmocka_unit_test(bad_urls_and_hellos_are_einval),
       cmocka_unit_test(write_all_survives_partial_writes),

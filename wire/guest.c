@@ -13,7 +13,8 @@
  * reaches batch_bytes, on wire_conn_flush, or from the background thread
  * once a batch has waited WIRE__FLUSH_US; with post_now, also when nothing
  * was sent for WIRE__POST_HOLD_US (so a post after a quiet spell goes at
- * once) and from the background thread after WIRE__POST_HOLD_US.
+ * once) and from the background thread after WIRE__POST_HOLD_US; with
+ * post_after_reply on a ring, also for the first post after a call's reply.
  * Order invariant: a post that returned before another post or call began
  * (in any thread: a join, a lock, a condition variable in between) reaches
  * the daemon before it, as CUDA orders work on a stream by the order of the
@@ -113,6 +114,8 @@ struct wire_conn {
   uint32_t dead_after_ms;
   size_t batch_bytes;
   uint64_t hold_ns; /* post_now: WIRE__POST_HOLD_US; 0: posts wait for batch_bytes */
+  bool fresh_ok;    /* post_after_reply on a ring transport */
+  _Atomic bool fresh; /* fresh_ok: a call's reply came and no post followed yet */
   size_t max_msg;
   bool fd_ok;      /* the daemon granted WIRE__CAP_FD (FD frames) */
   bool note_ok;    /* the daemon granted WIRE__CAP_NOTE (NOTE frames) */
@@ -657,6 +660,8 @@ static int call_kind(wire_conn_t *c, uint8_t kind, const struct iovec *req, int 
   if (rc)
     set_err(c, rc, NULL); /* wait_reply then returns it and unlinks w */
   rc = wait_reply(c, w, atomic_exchange(&c->timed_ms, 0));
+  if (c->fresh_ok)
+    atomic_store_explicit(&c->fresh, true, memory_order_relaxed);
   if (c->hops && rc == 0)
     wire__hops_add(c->hops, w->id, t_call, t_sent, wire__now_ns());
   return rc;
@@ -871,6 +876,9 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   c->dead_after_ms = o.dead_after_ms ? o.dead_after_ms : w.dead_after_ms;
   c->batch_bytes = o.batch_bytes ? o.batch_bytes : 64 << 10;
   c->hold_ns = o.post_now ? (uint64_t)WIRE__POST_HOLD_US * 1000u : 0;
+  /* A ring send is a memory write; a socket's is a system call of several
+   * us, which a launch + sync would then pay twice. */
+  c->fresh_ok = o.post_now && o.post_after_reply && c->tp->ops->send_msg != NULL;
   /* A batch is one frame: keep it within a TCP/RDMA chunk. */
   if (c->batch_bytes > WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8)
     c->batch_bytes = WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8;
@@ -1099,6 +1107,7 @@ int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt) {
   pthread_mutex_unlock(&sl->mu);
   if (!full && c->hold_ns)
     full =
+        (c->fresh_ok && atomic_exchange_explicit(&c->fresh, false, memory_order_relaxed)) ||
         wire__now_ns() - atomic_load_explicit(&c->last_tx_ns, memory_order_relaxed) >= c->hold_ns;
   if (full) {
     /* Every slot, not this one alone: older posts of other threads first. */
@@ -1117,6 +1126,11 @@ out:
 
 uint64_t wire__conn_sends(wire_conn_t *c) {
   return atomic_load_explicit(&c->sends, memory_order_relaxed);
+}
+
+void wire__conn_set_hold(wire_conn_t *c, uint64_t ns) {
+  if (c->hold_ns)
+    c->hold_ns = ns;
 }
 
 int wire_conn_flush(wire_conn_t *c) {

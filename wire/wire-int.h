@@ -187,6 +187,9 @@ int wire__iov_slice(struct iovec *out, int max, const struct iovec *iov, int cnt
 uint64_t wire__now_ns(void);
 /* Messages and batches a connection has handed to its transport (tests). */
 uint64_t wire__conn_sends(wire_conn_t *c);
+/* Tests: post_now's quiet spell becomes ns (from WIRE__POST_HOLD_US), so a
+ * test can tell its other rule apart without racing the clock. */
+void wire__conn_set_hold(wire_conn_t *c, uint64_t ns);
 
 /* ------------------------------------------------------------- transports */
 

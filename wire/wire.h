@@ -172,6 +172,10 @@ typedef struct wire_conn_opts {
                                   out at once (a polling daemon starts on it while the next
                                   is made); the posts right behind it are sent together
                                   within 20 us of it, or with the next call */
+  bool post_after_reply;       /* with post_now, on shared memory (where a send is a write
+                                  into the ring, not a system call): the first post after
+                                  a call's reply goes out at once too (launch + sync: the
+                                  daemon launches while the guest makes the sync) */
   uint32_t busy_poll_us;       /* TCP: SO_BUSY_POLL on the socket (best effort: raising it
                                   above net.core.busy_read needs CAP_NET_ADMIN); 0 = off */
   uint32_t timed_ms;           /* > 0: the connection's first call (the caller's own hello)
