@@ -105,6 +105,13 @@ hops() {
     grep -Eq "^\\| guest-tenant-helper \\| $op \\| call \\| 1 \\| [0-9.]+ \\| [0-9.]+ \\|\$" \
       "$tmp/report" || { echo "no per-op row for $op"; return 1; }
   done
+  # --op by name keeps that op's one call; --skip-last leaves a tenant's last calls out.
+  "$B/tests/bench/hops-report" --op mem_alloc "$tmp/hops" | grep -q "^hops: 1 calls joined" ||
+    { echo "--op mem_alloc did not keep one call"; return 1; }
+  "$B/tests/bench/hops-report" --op MEM_ALLOC --skip-last 100000 "$tmp/hops" |
+    grep -q "^hops: 0 calls joined" || { echo "--skip-last kept calls"; return 1; }
+  "$B/tests/bench/hops-report" --op no_such_op "$tmp/hops" 2>/dev/null && return 1
+  return 0
 }
 check "hand-off times are recorded on both sides and joined" hops
 

@@ -21,7 +21,8 @@
 #   -r  rounds (default 3)   -t  Tally transports (default both)
 #   --null-stream, --scale F  passed to forward-bench-bin (see forward-bench.cu)
 #   --hops   record hand-off times (tallyd --hops, TALLY_HOPS) and print where the open-loop
-#            requests' time goes, per transport (tests/bench/hops-report)
+#            requests' and the launch + sync row's time goes, per transport
+#            (tests/bench/hops-report)
 set -u
 
 # tallyd-lib.sh is in the source tree: TALLY_SRCDIR, where `make` said, or, when the tree was
@@ -192,6 +193,11 @@ if [ $hops = 1 ] && [ -x "$B/tests/bench/hops-report" ]; then
     echo
     echo "where an open-loop request's time goes over $cfg (hops-report --last $last):"
     "$B/tests/bench/hops-report" --last "$last" "$LOGS"/hops.$cfg.* "$LOGS/hops.daemon"
+    # Before it, the launch + sync row's 5000 stream synchronisations outnumber every other.
+    echo
+    echo "where a launch + sync's time goes over $cfg (hops-report --op stream_sync --skip-last $last):"
+    "$B/tests/bench/hops-report" --op stream_sync --skip-last "$last" "$LOGS"/hops.$cfg.* \
+      "$LOGS/hops.daemon" | sed -n '1,12p'
   done
 fi
 echo

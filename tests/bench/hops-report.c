@@ -2,7 +2,7 @@
  * the guest (TALLY_HOPS=FILE, wire/hops.c) and tallyd (--hops FILE,
  * hostd/hops.c) append to their files.
  *
- * usage: hops-report [--last N] [--op OP] [--ops] FILE...
+ * usage: hops-report [--last N] [--skip-last N] [--op OP] [--ops] FILE...
  *   Reads G (guest) and D (daemon) lines from every FILE (both sides may
  *   share one), joins each guest call with the daemon's record of it by
  *   tenant name and call id, and prints p50/p99 in microseconds of every
@@ -11,7 +11,9 @@
  *   synchronisation returns when the GPU work completed) -> reply handed to
  *   wire -> guest woke.  Posts (daemon side only) get their own rows.
  *   --last N keeps each tenant's last N joined calls (a benchmark's final
- *   phase); --op keeps one call.def op number.  --ops adds, per tenant
+ *   phase); --skip-last N leaves them out instead (the phases before it);
+ *   --op keeps one op, by call.def number or name (STREAM_SYNC, any case).  --ops
+ *   adds, per tenant
  *   and op, how many calls and posts tallyd executed and the handler's
  *   p50/p99, most frequent first: which requests a framework makes, and
  *   how many of them are round trips (daemon records only, so any host).
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h> /* strcasecmp */
 
 #define NAME_MAX_ 64
 
@@ -183,25 +186,44 @@ static void ops_table(vec_t *d, uint64_t *h) {
   free(rows);
 }
 
+/* An op by call.def number or name; -1 when it names none. */
+static long op_arg(const char *a) {
+  char *end;
+  long n = strtol(a, &end, 10);
+  if (*a && !*end)
+    return n >= 0 && n < CALL_OP_COUNT ? n : -1;
+  for (uint32_t o = 0; o < CALL_OP_COUNT; o++)
+    if (call_op_name(o) && strcasecmp(call_op_name(o), a) == 0)
+      return o;
+  return -1;
+}
+
+#define USAGE "usage: hops-report [--last N] [--skip-last N] [--op OP] [--ops] FILE...\n"
+
 int main(int argc, char **argv) {
   vec_t g = {0}, d = {0};
-  long last = -1, op = -1;
+  long last = -1, skip = -1, op = -1;
   int i, nfiles = 0, ops = 0;
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--last") == 0 && i + 1 < argc)
       last = atol(argv[++i]);
-    else if (strcmp(argv[i], "--op") == 0 && i + 1 < argc)
-      op = atol(argv[++i]);
-    else if (strcmp(argv[i], "--ops") == 0)
+    else if (strcmp(argv[i], "--skip-last") == 0 && i + 1 < argc)
+      skip = atol(argv[++i]);
+    else if (strcmp(argv[i], "--op") == 0 && i + 1 < argc) {
+      if ((op = op_arg(argv[++i])) < 0) {
+        fprintf(stderr, "hops-report: --op %s: no such op (a call.def number or name)\n", argv[i]);
+        return 2;
+      }
+    } else if (strcmp(argv[i], "--ops") == 0)
       ops = 1;
     else if (argv[i][0] == '-') {
-      fprintf(stderr, "usage: hops-report [--last N] [--op OP] [--ops] FILE...\n");
+      fprintf(stderr, USAGE);
       return 2;
     } else if (load(argv[i], &g, &d) == 0)
       nfiles++;
   }
   if (nfiles == 0) {
-    fprintf(stderr, "usage: hops-report [--last N] [--op OP] [--ops] FILE...\n");
+    fprintf(stderr, USAGE);
     return 2;
   }
   size_t m = g.n + d.n + 1, k[9] = {0}, joined = 0, posts = 0;
@@ -217,6 +239,8 @@ int main(int argc, char **argv) {
       for (end = j + 1; end < g.n && !strcmp(g.v[end].name, c->name); end++)
         ;
     if (last >= 0 && end - j > (size_t)last) /* keep the tenant's last N calls only */
+      continue;
+    if (skip >= 0 && end - j <= (size_t)skip) /* leave the tenant's last N calls out */
       continue;
     s = bsearch(c, d.v, d.n, sizeof(rec_t), by_key);
     if (!s || s->kind != 'c' || (op >= 0 && s->op != (unsigned)op))

@@ -48,6 +48,7 @@ one() {
     'import torch; print("sum", torch.ones(1, device="cuda").sum().item())' 2>"$LOGS/$i.err")
   rc=$?
   echo "$((($(date +%s%N) - t0) / 1000000)) $rc $out" >"$LOGS/$i.res"
+  echo "tenant $i: exit $rc after $((($(date +%s%N) - t0) / 1000000)) ms" # progress
 }
 ok=0; bad=0; slow=0; slow_i=-1; conn=0; conn_i=-1
 t_all=$(date +%s%N)
