@@ -256,7 +256,7 @@ static CUresult stream_wait_for(exec_t *x, uint64_t s, bool sync) {
   if (!sync)
     return hostd__gpu.stream_query(ts->handle);
   if ((r = hostd__gpu.stream_sync(ts->handle)) == CUDA_SUCCESS)
-    hostd__sched_synced(ts->ss);
+    hostd__tenant_synced(x->t, ts->ss); /* after the reply */
   return r;
 }
 

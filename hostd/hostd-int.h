@@ -91,6 +91,12 @@ uint32_t hostd__tenant_id(const hostd_tenant_t *t);
 /* The tenant's worker executed every request it had and is about to wait
  * for more (sched.h, hostd__sched_tenant_quiet).  NULL ok. */
 void hostd__tenant_quiet(hostd_tenant_t *t);
+/* The reply of the request hostd__tenant_exec executed last went out (or it
+ * had none): what that request owes the scheduler and need not delay its
+ * reply is given now (a synchronisation's notice).  hostd__tenant_exec and
+ * hostd__tenant_quiet also give it first, so a caller that never calls this
+ * loses nothing.  NULL ok. */
+void hostd__tenant_replied(hostd_tenant_t *t);
 /* The name of r when it corrupts a CUDA context (illegal address, ...), else
  * NULL: tallyd then marks every tenant lost and restarts (tenant.c, recover;
  * restart.c). */

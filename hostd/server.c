@@ -363,6 +363,7 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
                rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
     ask_close(w, why);
   }
+  hostd__tenant_replied(t); /* after the reply: what need not delay it */
   if (w->hops) {
     hop.op = op;
     hostd__hops_add(w->hops, &hop);

@@ -81,6 +81,11 @@ struct hostd_tenant {
   u64map_t arrays;   /* CUDA array handle -> tarray_t* (exec-array.c) */
   u64map_t texs;     /* texture object -> 1; surface object -> 2 (exec-array.c) */
   hostd_sched_tenant_t *sched; /* NULL: launches go straight to the GPU (sched.h) */
+  /* A stream synchronisation's "its launches are done" for the scheduler
+   * (hostd__sched_synced), given after the request's reply went out
+   * (hostd__tenant_replied) so the reply does not wait for the scheduler's
+   * lock; NULL when none is pending.  The worker's alone. */
+  hostd_sched_stream_t *synced;
   hostd_hostfn_t *hf;  /* host functions (hostfn.c); NULL when not served by server.c */
   range_t *ranges;     /* sorted by base */
   size_t nranges, capranges;
@@ -90,6 +95,10 @@ struct hostd_tenant {
   call_why_t why;              /* the last protocol error's reason (hostd__tenant_exec) */
   hostd_tenant_t *prev, *next; /* live list (reg_lock) */
 };
+
+/* Stream ss was synchronised: its scheduler notice is given after the
+ * reply (hostd__tenant_replied), or at once when another stream's is pending. */
+void hostd__tenant_synced(hostd_tenant_t *t, hostd_sched_stream_t *ss);
 
 /* ---- ranges (tenant.c) ---- */
 /* Index of the first range whose base is above p. */

@@ -468,6 +468,7 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
 void hostd__tenant_free(hostd_tenant_t *t) {
   if (!t)
     return;
+  hostd__tenant_replied(t); /* its streams are about to go */
   pthread_rwlock_rdlock(&ctx_lock); /* not during a recovery */
   pthread_mutex_lock(&reg_lock);
   if (t->prev)
@@ -489,10 +490,30 @@ void hostd__tenant_free(hostd_tenant_t *t) {
   free(t);
 }
 
+void hostd__tenant_synced(hostd_tenant_t *t, hostd_sched_stream_t *ss) {
+  if (t->synced && t->synced != ss)
+    hostd__sched_synced(t->synced);
+  t->synced = ss;
+}
+
+void hostd__tenant_replied(hostd_tenant_t *t) {
+  hostd_sched_stream_t *ss;
+  if (!t || !(ss = t->synced))
+    return;
+  t->synced = NULL;
+  /* As when it ran inside the request: not while a recovery resets the
+   * context (the notice may hand an event back to the pool). */
+  pthread_rwlock_rdlock(&ctx_lock);
+  if (t->lost == CUDA_SUCCESS)
+    hostd__sched_synced(ss);
+  pthread_rwlock_unlock(&ctx_lock);
+}
+
 /* The worker ran out of requests: the scheduler's quiet point (sched.h),
  * only when it has something to do, and not while a recovery releases the
  * tenant. */
 void hostd__tenant_quiet(hostd_tenant_t *t) {
+  hostd__tenant_replied(t);
   if (!t || !hostd__sched_tenant_quiet_due(t->sched))
     return;
   pthread_rwlock_rdlock(&ctx_lock);
@@ -618,6 +639,7 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
   const char *bad = NULL;
   CUresult r, lost;
 
+  hostd__tenant_replied(t); /* a caller that did not say the last reply went out */
   wire_buf_reset(reply);
   if (!(flags & CALL_ASYNC)) { /* a post has no reply (and no results: exec.c) */
     (void)wire_buf_reserve(reply, CALL_REPLY_HDR_LEN); /* filled below */
