@@ -373,6 +373,11 @@ static bool ring_has_data(shm_stp *c) {
          __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE) != c->g2d.rd;
 }
 
+/* While a latency-critical tenant is open (lc_poll, a host with cores to
+ * spare) the poll yields the CPU once per this many looks instead of once
+ * per 32: a sched_yield is a system call during which no ring is read. */
+#define LC_YIELD_MASK 1023u
+
 static void on_idle(uv_idle_t *h) {
   shm_listener *l = h->data;
   shm_stp *c, *next;
@@ -380,13 +385,26 @@ static void on_idle(uv_idle_t *h) {
   unsigned spins = 0;
 
   /* Poll every ring in place (no syscall) until one has data, the slice
-   * is over or the spin budget since the last traffic is spent. */
+   * is over or the spin budget since the last traffic is spent.  With a
+   * latency-critical tenant open, a ring with data is drained here and the
+   * poll goes on until the slice is over, so the message right behind
+   * (a launch's synchronisation) does not wait for a pass through libuv
+   * (its epoll_wait is a system call); without one, it returns as before. */
   for (;;) {
     bool any = false;
     for (c = l->open; c != NULL && !any; c = c->next_open)
       any = ring_has_data(c);
-    if (any)
-      break;
+    if (any) {
+      if (l->lc_open == 0)
+        break;
+      for (c = l->open; c != NULL; c = next) {
+        next = c->next_open; /* drain may close c and unlink it */
+        drain(c);
+      }
+      if (wire__now_ns() - t0 >= IDLE_SLICE_NS)
+        break;
+      continue;
+    }
     if ((++spins & 31) == 0) {
       now = wire__now_ns();
       if (now - t0 >= IDLE_SLICE_NS || !spinning(l, now))
@@ -394,7 +412,8 @@ static void on_idle(uv_idle_t *h) {
       /* A guest that shares our CPU (a loaded host) must get to run, or our
        * spin delays its reply by the whole budget (59 us p50 measured on a
        * loaded 2-CPU VM without this); on an idle CPU it returns at once. */
-      sched_yield();
+      if (l->lc_open == 0 || (spins & LC_YIELD_MASK) == 0)
+        sched_yield();
     }
     wire__cpu_relax();
   }
