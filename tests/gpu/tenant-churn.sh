@@ -52,11 +52,20 @@ one() {
 }
 ok=0; bad=0; slow=0; slow_i=-1; conn=0; conn_i=-1
 t_all=$(date +%s%N)
+# At most J tenants at once.  Their own pids: a bare `wait` would also wait for tallyd.
+pids=()
 for i in $(seq 1 "$n"); do
+  while :; do
+    alive=()
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive+=("$p"); done
+    pids=("${alive[@]}")
+    [ ${#pids[@]} -lt "$jobs" ] && break
+    sleep 0.1
+  done
   one "$i" &
-  [ $((i % jobs)) = 0 ] && wait
+  pids+=($!)
 done
-wait
+for p in "${pids[@]}"; do wait "$p"; done
 for i in $(seq 1 "$n"); do
   read -r ms rc out <"$LOGS/$i.res" 2>/dev/null || { ms=0; rc=noresult; out=; }
   if [ "$rc" = 0 ] && [ "$out" = "sum 1.0" ]; then ok=$((ok + 1)); else
