@@ -13,9 +13,9 @@
  *
  * Host functions (cuLaunchHostFunc, cuStreamAddCallback) are stream-ordered
  * and run on the library's host-function thread (hostfn.c).  cuLink* keeps
- * one input and hands it back as the "linked" image, which covers numba's
- * single-PTX links; links of several inputs are refused with
- * CUDA_ERROR_NOT_SUPPORTED.
+ * its inputs: a lone PTX, cubin or fatbin is handed back as the "linked"
+ * image (numba's single-PTX links, no request); several inputs, or another
+ * kind, are linked by tallyd at cuLinkComplete (LINK, wire/call.def).
  */
 #include "guestlib/guest.h"
 #include "wire/wire-le.h"
