@@ -25,6 +25,7 @@
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
 #include "hostd/sched.h"
+#include "hostd/tenant-int.h" /* hostd__tenant_synced */
 
 static _Atomic uint64_t vclock = 1000000000ull;
 static uint64_t vnow(void) {
@@ -488,6 +489,48 @@ static void lc_sync_ends_burst_without_event(void **state) {
   pair_close(&x);
 }
 
+/* A synchronisation's notice waits for its reply (hostd__tenant_synced),
+ * and is given once when the worker says the reply went out
+ * (hostd__tenant_replied), or at once when another stream's notice comes
+ * first: either way the flight then ends without an event, as when it was
+ * given inside the request. */
+static void sync_notice_is_given_after_the_reply(void **state) {
+  hostd_sched_stats_t st0, st;
+  hostd_tenant_t t; /* only its notice field is used: lost = 0 (CUDA_SUCCESS) */
+  pair_t x;
+  (void)state;
+  memset(&t, 0, sizeof(t));
+  pair_open(&x, 19);
+  hostd__sched_stats(&st0);
+  for (uint32_t i = 0; i < 4; i++)
+    assert_int_equal(launch_fill(x.lss, x.p, i + 1, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence_sync(x.lss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.ls), CUDA_SUCCESS);
+  hostd__tenant_synced(&t, x.lss);
+  assert_ptr_equal(t.synced, x.lss); /* kept: the reply goes first */
+  hostd__tenant_replied(&t);
+  assert_null(t.synced);
+  hostd__tenant_replied(&t); /* given once */
+  hostd__sched_tenant_quiet(x.lc);
+  wait_stats(completed_at_least, st0.completed + 1);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.lc_events, st0.lc_events); /* the notice ended the flight */
+  /* A second notice before the reply gives the pending one at once. */
+  hostd__sched_stats(&st0);
+  assert_int_equal(launch_fill(x.lss, x.p, 9, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.ls), CUDA_SUCCESS);
+  hostd__tenant_synced(&t, x.lss);
+  hostd__tenant_synced(&t, x.bss); /* another stream: x.lss's notice goes now */
+  assert_ptr_equal(t.synced, x.bss);
+  hostd__sched_tenant_quiet(x.lc);
+  wait_stats(completed_at_least, st0.completed + 1);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.lc_events, st0.lc_events);
+  hostd__tenant_replied(&t); /* a BE stream's notice says nothing */
+  assert_int_equal(read_u32(x.p, x.ls), 9);
+  pair_close(&x);
+}
+
 /* With no BE work queued, an LC launch's submission reaches the scheduler
  * by the worker's quiet point at the latest; with a BE launch held, the next
  * LC burst's launch wakes it at once (no quiet point needed).  Whether the
@@ -799,6 +842,7 @@ int main(void) {
       cmocka_unit_test(quiet_due_follows_direct_work),
       cmocka_unit_test(flush_waits_for_direct_launches),
       cmocka_unit_test(lc_sync_ends_burst_without_event),
+      cmocka_unit_test(sync_notice_is_given_after_the_reply),
       cmocka_unit_test(lc_launch_wakes_scheduler_only_for_be_work),
       cmocka_unit_test(trace_says_held_and_names_kernels),
       cmocka_unit_test(lc_burst_costs_one_item),
