@@ -14,6 +14,9 @@
  *                   GPU time) then a stream synchronize, arrivals REQ_GAP_US apart on average
  *                   (Poisson: exponential gaps, fixed seed); time from the request's start
  *                   (after the host woke for it) to the synchronize's return
+ *   req_first_us, req_issue_us   the same requests: time to the first launch call's
+ *                   return, and to the last one's (what the application spends before it
+ *                   synchronises), p50
  *   idle_cpu_pct    CPU time per second of wall time while the process sits idle for
  *                   IDLE_S seconds after the requests (getrusage), and the same for the
  *                   process named by FB_TALLYD_PID (tallyd, from /proc/PID/stat) when set
@@ -190,11 +193,13 @@ out:
 static void open_loop(cudaStream_t s, double scale) {
   const int n = (int)(REQ_N * scale) + 1;
   double *v = (double *)malloc((size_t)n * sizeof(double));
+  double *v1 = (double *)malloc((size_t)n * sizeof(double)); /* the first launch call */
+  double *vk = (double *)malloc((size_t)n * sizeof(double)); /* every launch call */
   double at;
   uint64_t rng = 88172645463325252ull; /* xorshift64: the same arrivals in every run */
   const char *tp = getenv("FB_TALLYD_PID");
   long tpid = tp ? atol(tp) : 0;
-  if (!v)
+  if (!v || !v1 || !vk)
     exit(1);
   for (int i = 0; i < 20; i++) /* warm-up */
     spin_kernel<<<1, 32, 0, s>>>(REQ_KERNEL_US * 1000ull);
@@ -206,15 +211,23 @@ static void open_loop(cudaStream_t s, double scale) {
     at += -log(u) * REQ_GAP_US * 1e3;
     sleep_until(at);
     double t0 = now_ns();
-    for (int k = 0; k < REQ_KERNELS; k++)
+    for (int k = 0; k < REQ_KERNELS; k++) {
       spin_kernel<<<1, 32, 0, s>>>(REQ_KERNEL_US * 1000ull);
+      if (k == 0)
+        v1[r] = now_ns() - t0;
+    }
+    vk[r] = now_ns() - t0;
     CK(cudaStreamSynchronize(s));
     v[r] = now_ns() - t0;
   }
   CK(cudaGetLastError());
   printf("req_us_p50 %.2f\n", quantile(v, (size_t)n, 0.5) / 1e3);
   printf("req_us_p99 %.2f\n", quantile(v, (size_t)n, 0.99) / 1e3);
+  printf("req_first_us_p50 %.2f\n", quantile(v1, (size_t)n, 0.5) / 1e3);
+  printf("req_issue_us_p50 %.2f\n", quantile(vk, (size_t)n, 0.5) / 1e3);
   free(v);
+  free(v1);
+  free(vk);
   {
     double w0 = now_ns(), g0 = cpu_s(0), d0 = tpid > 0 ? cpu_s(tpid) : -1;
     sleep(IDLE_S);

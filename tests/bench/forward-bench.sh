@@ -146,8 +146,8 @@ done | awk -v transports="$transports" '
     return ((op[1] == "le" && r <= op[2]) || (op[1] == "ge" && r >= op[2])) ? "yes" : "NO"
   }
   END {
-    nk = split("launch_ns_p50 launch_ns_p99 launch_sync_us_p50 launch_sync_us_p99 h2d_gbps d2h_gbps chain_ms_p50 req_us_p50 req_us_p99 guest_idle_cpu_pct tallyd_idle_cpu_pct tcp_rtt_us_p50", keys, " ")
-    split("kernel launch p50 (ns)|kernel launch p99 (ns)|launch + sync p50 (us)|launch + sync p99 (us)|H2D 64 MiB pinned (GB/s)|D2H 64 MiB pinned (GB/s)|1000-kernel chain (ms)|open-loop request p50 (us)|open-loop request p99 (us)|guest CPU while idle (% of a core)|tallyd CPU while idle (% of a core)|TCP loopback round trip p50 (us)", labels, "|")
+    nk = split("launch_ns_p50 launch_ns_p99 launch_sync_us_p50 launch_sync_us_p99 h2d_gbps d2h_gbps chain_ms_p50 req_us_p50 req_us_p99 req_first_us_p50 req_issue_us_p50 guest_idle_cpu_pct tallyd_idle_cpu_pct tcp_rtt_us_p50", keys, " ")
+    split("kernel launch p50 (ns)|kernel launch p99 (ns)|launch + sync p50 (us)|launch + sync p99 (us)|H2D 64 MiB pinned (GB/s)|D2H 64 MiB pinned (GB/s)|1000-kernel chain (ms)|open-loop request p50 (us)|open-loop request p99 (us)|open-loop: first launch call p50 (us)|open-loop: all 8 launch calls p50 (us)|guest CPU while idle (% of a core)|tallyd CPU while idle (% of a core)|TCP loopback round trip p50 (us)", labels, "|")
     # target for tally-shm / native ("le R": at most R, "ge R": at least R; "" none)
     targets[1] = "le 1.00"; targets[2] = ""; targets[3] = "le 1.20"; targets[4] = ""
     targets[5] = "ge 0.80"; targets[6] = "ge 0.80"; targets[7] = "le 1.05"
