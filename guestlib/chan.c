@@ -290,6 +290,13 @@ CUresult guest__rpc(uint32_t op, uint32_t flags, const void *q, void *rep) {
   }
   if (got != want || (rep && call_decode(m, buf, got, rep, NULL, NULL) != 0))
     return guest__cu_error(-EPROTO);
+  /* What the synchronisation covers is read back from device mirrors. */
+  if (op == CALL_OP_STREAM_SYNC)
+    guest__mirror_synced(op, ((const call_stream_sync_req_t *)q)->stream);
+  else if (op == CALL_OP_STREAM_QUERY)
+    guest__mirror_synced(op, ((const call_stream_query_req_t *)q)->stream);
+  else if (op == CALL_OP_CTX_SYNC)
+    guest__mirror_synced(op, 0);
   return CUDA_SUCCESS;
 }
 

@@ -337,7 +337,7 @@ static CUresult kernel_fields(call_graph_add_req_t *q, uint64_t h, const unsigne
   CUresult r;
   if (!f)
     return CUDA_ERROR_INVALID_VALUE;
-  if ((r = guest__kernel_args(f, params, extra, small, cap, body, &src, &argbytes)) != CUDA_SUCCESS)
+  if ((r = guest__kernel_args(f, params, extra, small, cap, body, &src, &argbytes, NULL)) != CUDA_SUCCESS)
     return r;
   q->kind = CALL_GNODE_KERNEL;
   q->handle = h;

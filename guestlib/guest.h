@@ -141,6 +141,27 @@ bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *
 bool guest__mem_args_unreachable(const void *args, size_t n, size_t *off, uint64_t *val);
 /* Whether any such range exists (no lock: a fast "no" for the copy paths). */
 bool guest__mem_any_unreachable(void);
+/* Stream-ordered copies as cuMemcpyHtoDAsync / cuMemcpyDtoH on guest stream
+ * value s (mem.c), for mirror.c. */
+CUresult guest__copy_htod(uint64_t dst, const void *src, size_t n, uint64_t s);
+CUresult guest__copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t s);
+
+/* ---- device mirrors of unreachable pinned host memory (mirror.c) ---- */
+/* The largest host allocation a launch's arguments may name over a link
+ * without shared memory: 64 KiB (copied before each such launch and read
+ * back at the covering synchronisation). */
+#define GUEST_MIRROR_MAX ((uint64_t)64 << 10)
+/* Points every word of the n argument bytes (ours to rewrite) that names
+ * unreachable host memory at that allocation's device mirror, after
+ * copying the allocation there on guest stream value `stream`.
+ * CUDA_ERROR_NOT_SUPPORTED when one is larger than GUEST_MIRROR_MAX. */
+CUresult guest__mirror_args(uint8_t *args, size_t n, uint64_t stream);
+/* A synchronisation (op STREAM_SYNC or STREAM_QUERY of `stream`, or
+ * CTX_SYNC) succeeded: the mirrors it covers are read back into their
+ * allocations (the bytes the device changed).  Free while none is pending. */
+void guest__mirror_synced(uint32_t op, uint64_t stream);
+/* The allocation at host is going: its mirror, if any, is freed. */
+void guest__mirror_forget(uint64_t host);
 /* trace.c: fn's tracing twin under TALLY_LOG=debug (fn itself otherwise or
  * when it has none). */
 void *guest__trace_twin(void *fn);
@@ -177,9 +198,13 @@ const guest_func_t *guest__func_by_name(uint64_t module, const char *name);
  * returns how many the module has. */
 unsigned guest__module_funcs(uint64_t module, uint64_t *out, unsigned cap);
 /* A kernel's parameter buffer from kernelParams or an extra buffer (module.c):
- * small (cap bytes) or a malloc'd *body the caller frees; a CUresult. */
+ * small (cap bytes) or a malloc'd *body the caller frees; a CUresult.
+ * Words naming host memory tallyd cannot reach are pointed at device
+ * mirrors copied on *stream (mirror.c); with stream NULL (a graph's node)
+ * such a launch is refused. */
 CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, uint8_t *small,
-                            size_t cap, uint8_t **body, const void **src, uint32_t *argbytes);
+                            size_t cap, uint8_t **body, const void **src, uint32_t *argbytes,
+                            const uint64_t *stream);
 
 /* ---- CUDA arrays (array.c) ---- */
 /* A 2-D or 3-D copy with an array on at least one side, on guest stream s. */

@@ -178,6 +178,7 @@ GUEST_EXPORT CUresult cuMemFreeHost(void *p) {
   if (!guest__mem_find_host(tag, &base, &size, &flags) || base != tag ||
       (flags & GUEST_HOST_REGISTERED))
     return CUDA_ERROR_INVALID_VALUE;
+  guest__mirror_forget(tag);
   if (flags & GUEST_HOST_SHARED) {
     /* The daemon waits for this tenant's copies, then unmaps its side. */
     call_pinned_free_req_t f = {.tag = tag};
@@ -230,6 +231,7 @@ GUEST_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int fl
 }
 
 GUEST_EXPORT CUresult cuMemHostUnregister(void *p) {
+  guest__mirror_forget((uint64_t)(uintptr_t)p);
   return guest__mem_del((uint64_t)(uintptr_t)p, GUEST_MEM_HOST, NULL) == 0
              ? CUDA_SUCCESS
              : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
@@ -293,17 +295,9 @@ static CUresult host_copy(void *dst, const void *src, size_t n, uint64_t s) {
   return r;
 }
 
-static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
-  CUresult r = guest__ready();
+/* The bytes of src to device memory at dst, through the channel. */
+static CUresult htod_sent(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
   const uint8_t *p = src;
-  if (r != CUDA_SUCCESS)
-    return r;
-  if (n && !src)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (host_only(dst, n))
-    return host_copy((void *)(uintptr_t)dst, src, n, s);
-  if (pinned_copy(dst, src, n, s, 0, async, &r))
-    return r;
   if (async && n <= GUEST_BATCH_FLUSH / 2) {
     call_htod_req_t q = {.dst = dst, .stream = s, .async = 1, .bytes = {src, n}};
     int rc = guest__post(CALL_OP_HTOD, &q);
@@ -325,19 +319,29 @@ static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int as
   return CUDA_SUCCESS;
 }
 
-/* async: into shared pinned memory the copy is stream-ordered (the bytes
- * land when it executes); elsewhere D2H always completes before returning. */
-static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s, int async) {
+static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
   CUresult r = guest__ready();
-  uint8_t *p = dst;
   if (r != CUDA_SUCCESS)
     return r;
-  if (n && !dst)
+  if (n && !src)
     return CUDA_ERROR_INVALID_VALUE;
-  if (host_only(src, n))
-    return host_copy(dst, (const void *)(uintptr_t)src, n, s);
-  if (pinned_copy(src, dst, n, s, 1, async, &r))
+  if (host_only(dst, n))
+    return host_copy((void *)(uintptr_t)dst, src, n, s);
+  if (pinned_copy(dst, src, n, s, 0, async, &r))
     return r;
+  return htod_sent(dst, src, n, s, async);
+}
+
+/* mirror.c's copies name its device memory, which may overlap this
+ * process's host ranges numerically: no host-side detection (host_only
+ * would synchronise, which reads mirrors back, which copies). */
+CUresult guest__copy_htod(uint64_t dst, const void *src, size_t n, uint64_t s) {
+  return htod_sent(dst, src, n, s, 1);
+}
+
+/* Device memory at src into dst, through the channel; completes first. */
+static CUresult dtoh_sent(void *dst, uint64_t src, size_t n, uint64_t s) {
+  uint8_t *p = dst;
   do {
     size_t len = n > CALL_CHUNK ? CALL_CHUNK : n, got = 0;
     call_dtoh_req_t q = {.src = src, .len = len, .stream = s};
@@ -355,6 +359,25 @@ static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s, int async) {
     n -= len;
   } while (n > 0);
   return CUDA_SUCCESS;
+}
+
+/* async: into shared pinned memory the copy is stream-ordered (the bytes
+ * land when it executes); elsewhere D2H always completes before returning. */
+static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s, int async) {
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (n && !dst)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (host_only(src, n))
+    return host_copy(dst, (const void *)(uintptr_t)src, n, s);
+  if (pinned_copy(src, dst, n, s, 1, async, &r))
+    return r;
+  return dtoh_sent(dst, src, n, s);
+}
+
+CUresult guest__copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t s) {
+  return dtoh_sent(dst, src, n, s);
 }
 
 static CUresult dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async) {

@@ -583,7 +583,8 @@ static bool launch_shape_ok(const guest_func_t *f, const unsigned grid[3], const
  * small (cap bytes) or, when larger, a malloc'd *body the caller frees.
  * *src and *argbytes describe the buffer. */
 CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, uint8_t *small,
-                            size_t cap, uint8_t **body, const void **src, uint32_t *argbytes) {
+                            size_t cap, uint8_t **body, const void **src, uint32_t *argbytes,
+                            const uint64_t *stream) {
   size_t n = f->argbytes;
   *body = NULL;
   *src = NULL;
@@ -614,21 +615,40 @@ CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, 
     *src = b;
   }
   /* A pointer into host memory tallyd's GPU cannot reach would fault on the
-   * device, poisoning the context every tenant shares: refused here. */
+   * device, poisoning the context every tenant shares: pointed at a device
+   * mirror of that memory (mirror.c), or, where there can be none, refused. */
   size_t off;
   uint64_t val;
   if (guest__mem_args_unreachable(*src, n, &off, &val)) {
     static int logged;
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    if (stream) {
+      uint8_t *b = *src == small || *src == *body ? (uint8_t *)*src
+                   : n <= cap                     ? small
+                                                  : (*body = malloc(n));
+      if (!b)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      if (b != *src) /* the caller's extra buffer: rewritten in our copy */
+        memcpy(b, *src, n);
+      *src = b;
+      r = guest__mirror_args(b, n, *stream);
+    }
+    if (r == CUDA_SUCCESS) {
+      *argbytes = (uint32_t)n;
+      return CUDA_SUCCESS;
+    }
+    if (r == CUDA_ERROR_NOT_SUPPORTED && !__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
       guest__log("kernel %s: argument bytes at offset %zu hold 0x%llx, inside pinned or "
                  "registered host memory that tallyd's GPU cannot reach (the tenant is not on "
-                 "tallyd's host, or the memory is registered, not allocated); the launch is "
-                 "refused (CUDA_ERROR_NOT_SUPPORTED): run the tenant over shared memory and "
+                 "tallyd's host, or the memory is registered, not allocated), %s; the launch "
+                 "is refused (CUDA_ERROR_NOT_SUPPORTED): run the tenant over shared memory and "
                  "allocate it with cuMemHostAlloc",
-                 f->name, off, (unsigned long long)val);
+                 f->name, off, (unsigned long long)val,
+                 stream ? "larger than the 64 KiB Tally mirrors in device memory"
+                        : "in a graph's kernel node, which Tally does not mirror");
     free(*body);
     *body = NULL;
-    return CUDA_ERROR_NOT_SUPPORTED;
+    return r;
   }
   *argbytes = (uint32_t)n;
   return CUDA_SUCCESS;
@@ -655,7 +675,7 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
     return CUDA_ERROR_INVALID_HANDLE;
   if (nattr > CALL_LAUNCH_ATTRS_MAX || (params && extra) || !launch_shape_ok(f, grid, block, shmem))
     return CUDA_ERROR_INVALID_VALUE;
-  r = guest__kernel_args(f, params, extra, small, sizeof(small), &body, &argsrc, &argbytes);
+  r = guest__kernel_args(f, params, extra, small, sizeof(small), &body, &argsrc, &argbytes, &s);
   if (r != CUDA_SUCCESS)
     return r;
   memset(&q, 0, sizeof(q));

@@ -20,8 +20,14 @@
  *               cuMemcpyDtoH: print "pinned N" (the first failing CUresult,
  *               0 when every byte is right)
  *   pinned-kernel  allocate 4 KiB of pinned host memory, launch fill_u32
- *               with a pointer into it, synchronise: print "launch L sync S
- *               value V" (V the first word, 7 when the kernel ran)
+ *               with a pointer into it, write word 10 from the host,
+ *               synchronise the context; launch again into its middle on a
+ *               non-blocking stream, synchronise that stream; launch into
+ *               128 KiB of pinned memory; free both: print "launch L sync S
+ *               value V kept K second 9 big L2 free F" (V the first word, 7
+ *               when the kernel ran; K word 10; "second 9" when the second
+ *               fill landed where it should and nowhere else; L2 the large
+ *               launch's CUresult)
  *   fault       allocate 4 KiB and print "ptr 0x..", launch the recording
  *               device's "fault" kernel, print "sync N" (cuCtxSynchronize:
  *               the fault, as natively) and "after N" (a later cuMemAlloc:
@@ -283,22 +289,46 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "pinned-kernel") == 0) {
     static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
-    uint32_t *h = NULL, v = 7;
+    uint32_t *h = NULL, *big = NULL, v = 7;
     uint64_t n = 4;
     CUdeviceptr hp;
     CUmodule m;
     CUfunction f;
+    CUstream st = NULL;
     void *args[] = {&hp, &v, &n};
-    CUresult l = CUDA_ERROR_UNKNOWN, sy = CUDA_ERROR_UNKNOWN;
+    CUresult l = CUDA_ERROR_UNKNOWN, sy = CUDA_ERROR_UNKNOWN, l2 = CUDA_ERROR_UNKNOWN,
+             lb = CUDA_ERROR_UNKNOWN, fr = CUDA_ERROR_UNKNOWN;
+    uint32_t value = 0, kept = 0, second = 0;
     if (cuMemHostAlloc((void **)&h, 4096, 0) == CUDA_SUCCESS &&
         cuModuleLoadData(&m, img) == CUDA_SUCCESS &&
-        cuModuleGetFunction(&f, m, "fill_u32") == CUDA_SUCCESS) {
+        cuModuleGetFunction(&f, m, "fill_u32") == CUDA_SUCCESS &&
+        cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
       h[0] = 0;
       hp = (CUdeviceptr)(uintptr_t)h;
       l = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
+      h[10] = 5; /* the host's own write while the kernel may run: kept */
       sy = cuCtxSynchronize();
+      value = h[0];
+      kept = h[10];
+      /* Into the middle of the allocation, on another stream, which its
+       * own synchronisation covers. */
+      v = 9;
+      hp = (CUdeviceptr)(uintptr_t)(h + 2);
+      l2 = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, st, args, NULL);
+      if (cuStreamSynchronize(st) == CUDA_SUCCESS)
+        second = h[2] == 9 && h[5] == 9 && h[1] == 7 && h[6] == 0 ? 9 : h[2];
+      /* Larger than any mirror: refused over TCP (shared over shm). */
+      if (cuMemHostAlloc((void **)&big, 128 << 10, 0) == CUDA_SUCCESS) {
+        hp = (CUdeviceptr)(uintptr_t)big;
+        lb = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
+        (void)cuCtxSynchronize();
+        (void)cuMemFreeHost(big);
+      }
+      fr = cuMemFreeHost(h);
     }
-    printf("launch %d sync %d value %u\n", (int)l, (int)sy, h ? h[0] : 0u);
+    printf("launch %d sync %d value %u kept %u second %u big %d free %d\n", (int)l, (int)sy,
+           value, kept, second, (int)lb, (int)fr);
+    (void)l2;
     return 0;
   }
   if (strcmp(argv[1], "fault") == 0) {
