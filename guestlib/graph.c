@@ -38,6 +38,10 @@ static __thread uint64_t *deps_buf;           /* cuStreamGetCaptureInfo's depend
 static __thread size_t deps_cap;
 
 #define H(x) ((uint64_t)(uintptr_t)(x))
+
+bool guest__capture_open(void) {
+  return atomic_load_explicit(&captures, memory_order_relaxed) > 0;
+}
 /* add_kernel's and exec_kernel's arguments from function handle h and a
  * kernel node's parameters (CUDA_KERNEL_NODE_PARAMS v1, v2 and v3 share
  * these fields); a v2 or v3 node names its function or its CUkernel. */

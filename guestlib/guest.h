@@ -206,6 +206,9 @@ CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, 
                             size_t cap, uint8_t **body, const void **src, uint32_t *argbytes,
                             const uint64_t *stream);
 
+/* Whether a stream capture this process began is still open (graph.c). */
+bool guest__capture_open(void);
+
 /* ---- CUDA arrays (array.c) ---- */
 /* A 2-D or 3-D copy with an array on at least one side, on guest stream s. */
 CUresult guest__array_copy3d(const CUDA_MEMCPY3D *c, uint64_t s, int async);

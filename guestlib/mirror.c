@@ -18,7 +18,9 @@
  * What differs from native: the kernel's writes reach the host at that
  * synchronisation, not while it runs (a host thread polling a flag a kernel
  * sets would wait for ever), nor at an event's synchronisation.  A larger
- * allocation, or a graph's kernel node, is still refused (module.c, graph.c).
+ * allocation, a graph's kernel node, or a launch while a stream capture is
+ * open (it may be captured; the copies would not be replayed) is still
+ * refused (module.c, graph.c).
  * Lock story: mu guards the list; it is held across the copies (rare path:
  * only launches that name unreachable host memory, and the synchronisations
  * after them, come here; ndirty lets every other synchronisation skip).

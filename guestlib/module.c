@@ -645,7 +645,8 @@ CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, 
                  "allocate it with cuMemHostAlloc",
                  f->name, off, (unsigned long long)val,
                  stream ? "larger than the 64 KiB Tally mirrors in device memory"
-                        : "in a graph's kernel node, which Tally does not mirror");
+                        : "in a graph's kernel node or while a stream capture is open, where "
+                          "Tally does not mirror it");
     free(*body);
     *body = NULL;
     return r;
@@ -675,7 +676,10 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
     return CUDA_ERROR_INVALID_HANDLE;
   if (nattr > CALL_LAUNCH_ATTRS_MAX || (params && extra) || !launch_shape_ok(f, grid, block, shmem))
     return CUDA_ERROR_INVALID_VALUE;
-  r = guest__kernel_args(f, params, extra, small, sizeof(small), &body, &argsrc, &argbytes, &s);
+  /* No mirror while a capture is open: the launch might be captured, and the
+   * copy before it and the read-back would not be replayed with it. */
+  r = guest__kernel_args(f, params, extra, small, sizeof(small), &body, &argsrc, &argbytes,
+                         guest__capture_open() ? NULL : &s);
   if (r != CUDA_SUCCESS)
     return r;
   memset(&q, 0, sizeof(q));

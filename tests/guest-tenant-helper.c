@@ -23,11 +23,12 @@
  *               with a pointer into it, write word 10 from the host,
  *               synchronise the context; launch again into its middle on a
  *               non-blocking stream, synchronise that stream; launch into
- *               128 KiB of pinned memory; free both: print "launch L sync S
- *               value V kept K second 9 big L2 free F" (V the first word, 7
- *               when the kernel ran; K word 10; "second 9" when the second
- *               fill landed where it should and nowhere else; L2 the large
- *               launch's CUresult)
+ *               it while that stream captures; launch into 128 KiB of pinned
+ *               memory; free both: print "launch L sync S value V kept K
+ *               second 9 capture C big L2 free F" (V the first word, 7 when
+ *               the kernel ran; K word 10; "second 9" when the second fill
+ *               landed where it should and nowhere else; C and L2 the
+ *               captured and the large launch's CUresults)
  *   fault       allocate 4 KiB and print "ptr 0x..", launch the recording
  *               device's "fault" kernel, print "sync N" (cuCtxSynchronize:
  *               the fault, as natively) and "after N" (a later cuMemAlloc:
@@ -297,7 +298,7 @@ int main(int argc, char **argv) {
     CUstream st = NULL;
     void *args[] = {&hp, &v, &n};
     CUresult l = CUDA_ERROR_UNKNOWN, sy = CUDA_ERROR_UNKNOWN, l2 = CUDA_ERROR_UNKNOWN,
-             lb = CUDA_ERROR_UNKNOWN, fr = CUDA_ERROR_UNKNOWN;
+             lb = CUDA_ERROR_UNKNOWN, fr = CUDA_ERROR_UNKNOWN, lc = CUDA_ERROR_UNKNOWN;
     uint32_t value = 0, kept = 0, second = 0;
     if (cuMemHostAlloc((void **)&h, 4096, 0) == CUDA_SUCCESS &&
         cuModuleLoadData(&m, img) == CUDA_SUCCESS &&
@@ -317,6 +318,15 @@ int main(int argc, char **argv) {
       l2 = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, st, args, NULL);
       if (cuStreamSynchronize(st) == CUDA_SUCCESS)
         second = h[2] == 9 && h[5] == 9 && h[1] == 7 && h[6] == 0 ? 9 : h[2];
+      /* While a capture is open: not mirrored over TCP (the launch may be
+       * captured without its copies), refused; over shm captured. */
+      if (cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS) {
+        CUgraph g = NULL;
+        hp = (CUdeviceptr)(uintptr_t)h;
+        lc = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, st, args, NULL);
+        if (cuStreamEndCapture(st, &g) == CUDA_SUCCESS && g)
+          (void)cuGraphDestroy(g);
+      }
       /* Larger than any mirror: refused over TCP (shared over shm). */
       if (cuMemHostAlloc((void **)&big, 128 << 10, 0) == CUDA_SUCCESS) {
         hp = (CUdeviceptr)(uintptr_t)big;
@@ -326,8 +336,8 @@ int main(int argc, char **argv) {
       }
       fr = cuMemFreeHost(h);
     }
-    printf("launch %d sync %d value %u kept %u second %u big %d free %d\n", (int)l, (int)sy,
-           value, kept, second, (int)lb, (int)fr);
+    printf("launch %d sync %d value %u kept %u second %u capture %d big %d free %d\n", (int)l,
+           (int)sy, value, kept, second, (int)lc, (int)lb, (int)fr);
     (void)l2;
     return 0;
   }
