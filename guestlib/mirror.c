@@ -145,10 +145,11 @@ void guest__mirror_synced(uint32_t op, uint64_t stream) {
   for (mirror_t *m = mirrors; m; m = m->next) {
     if (!m->dirty || !(all || m->stream == stream))
       continue;
-    /* On the launch's stream (a legacy-stream synchronisation does not
-     * cover non-blocking streams: the copy waits for it).  A failed
-     * read-back keeps the mirror for the next synchronisation. */
-    if (read_back(m, m->stream) == CUDA_SUCCESS) {
+    /* After the context's synchronisation on the legacy stream (the
+     * launch's may be gone since); else on the launch's (a legacy-stream
+     * synchronisation does not cover non-blocking streams: the copy waits
+     * for it).  A failed read-back keeps the mirror for the next one. */
+    if (read_back(m, op == CALL_OP_CTX_SYNC ? 0 : m->stream) == CUDA_SUCCESS) {
       m->dirty = false;
       atomic_fetch_sub(&ndirty, 1);
     }
