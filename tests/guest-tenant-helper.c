@@ -22,13 +22,15 @@
  *   pinned-kernel  allocate 4 KiB of pinned host memory, launch fill_u32
  *               with a pointer into it, write word 10 from the host,
  *               synchronise the context; launch again into its middle on a
- *               non-blocking stream, synchronise that stream; launch into
- *               it while that stream captures; launch into 128 KiB of pinned
- *               memory; free both: print "launch L sync S value V kept K
- *               second 9 capture C big L2 free F" (V the first word, 7 when
- *               the kernel ran; K word 10; "second 9" when the second fill
- *               landed where it should and nowhere else; C and L2 the
- *               captured and the large launch's CUresults)
+ *               non-blocking stream, synchronise that stream; launch on a
+ *               stream destroyed before the context's synchronisation;
+ *               launch into it while a stream captures; launch into 128 KiB
+ *               of pinned memory; free both: print "launch L sync S value V
+ *               kept K second 9 gone 11 capture C big L2 free F" (V the first
+ *               word, 7 when the kernel ran; K word 10; "second 9" when the
+ *               second fill landed where it should and nowhere else; "gone
+ *               11" when the third did; C and L2 the captured and the large
+ *               launch's CUresults)
  *   fault       allocate 4 KiB and print "ptr 0x..", launch the recording
  *               device's "fault" kernel, print "sync N" (cuCtxSynchronize:
  *               the fault, as natively) and "after N" (a later cuMemAlloc:
@@ -299,7 +301,7 @@ int main(int argc, char **argv) {
     void *args[] = {&hp, &v, &n};
     CUresult l = CUDA_ERROR_UNKNOWN, sy = CUDA_ERROR_UNKNOWN, l2 = CUDA_ERROR_UNKNOWN,
              lb = CUDA_ERROR_UNKNOWN, fr = CUDA_ERROR_UNKNOWN, lc = CUDA_ERROR_UNKNOWN;
-    uint32_t value = 0, kept = 0, second = 0;
+    uint32_t value = 0, kept = 0, second = 0, gone = 0;
     if (cuMemHostAlloc((void **)&h, 4096, 0) == CUDA_SUCCESS &&
         cuModuleLoadData(&m, img) == CUDA_SUCCESS &&
         cuModuleGetFunction(&f, m, "fill_u32") == CUDA_SUCCESS &&
@@ -318,6 +320,16 @@ int main(int argc, char **argv) {
       l2 = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, st, args, NULL);
       if (cuStreamSynchronize(st) == CUDA_SUCCESS)
         second = h[2] == 9 && h[5] == 9 && h[1] == 7 && h[6] == 0 ? 9 : h[2];
+      /* On a stream destroyed before the context's synchronisation. */
+      {
+        CUstream st2 = NULL;
+        v = 11;
+        hp = (CUdeviceptr)(uintptr_t)(h + 8);
+        if (cuStreamCreate(&st2, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+            cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, st2, args, NULL) == CUDA_SUCCESS &&
+            cuStreamDestroy(st2) == CUDA_SUCCESS && cuCtxSynchronize() == CUDA_SUCCESS)
+          gone = h[8];
+      }
       /* While a capture is open: not mirrored over TCP (the launch may be
        * captured without its copies), refused; over shm captured. */
       if (cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS) {
@@ -336,8 +348,8 @@ int main(int argc, char **argv) {
       }
       fr = cuMemFreeHost(h);
     }
-    printf("launch %d sync %d value %u kept %u second %u capture %d big %d free %d\n", (int)l,
-           (int)sy, value, kept, second, (int)lc, (int)lb, (int)fr);
+    printf("launch %d sync %d value %u kept %u second %u gone %u capture %d big %d free %d\n",
+           (int)l, (int)sy, value, kept, second, gone, (int)lc, (int)lb, (int)fr);
     (void)l2;
     return 0;
   }

@@ -873,16 +873,18 @@ static void pinned_memory_as_device_address_over_shm_and_tcp(void **state) {
  * memory is tallyd's too and the kernel fills it; over TCP the GPU cannot
  * reach it, so the guest points the kernel at a device mirror of the
  * allocation and writes back what the kernel changed at the synchronisation
- * that covers it (the context's, then the launch stream's): the host's own
- * write meanwhile is kept, a pointer into the middle works; a launch while
+ * that covers it (the context's, then the launch stream's, then the
+ * context's after the launch's stream was destroyed): the host's own write
+ * meanwhile is kept, a pointer into the middle works; a launch while
  * a capture is open (it may be captured without its copies) and an
  * allocation over the mirror's 64 KiB are refused in the guest instead of
  * faulting in the context every tenant shares. */
 static void kernel_pointer_to_unreachable_host_memory_is_mirrored(void **state) {
   (void)state;
   helper_says_both_ways("pinned-kernel",
-                        "launch 0 sync 0 value 7 kept 5 second 9 capture 0 big 0 free 0\n",
-                        "launch 0 sync 0 value 7 kept 5 second 9 capture 801 big 801 free 0\n");
+                        "launch 0 sync 0 value 7 kept 5 second 9 gone 11 capture 0 big 0 free 0\n",
+                        "launch 0 sync 0 value 7 kept 5 second 9 gone 11 capture 801 big 801 "
+                        "free 0\n");
 }
 
 static void stream_priority_and_flags_are_what_the_app_asked(void **state) {
