@@ -636,7 +636,10 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
     return;
   }
   __atomic_fetch_add(&w->queued, 1, __ATOMIC_RELAXED);
-  q->at_ns = w->hops || w->lat ? now_ns() : 0;
+  /* When the loop read it: the stamp of the read or drain that brought it
+   * (a batch's posts and the call behind them share one), so the time this
+   * loop spends on the messages before it counts toward the worker's hop. */
+  q->at_ns = w->hops || w->lat ? (m->rx_ns ? m->rx_ns : now_ns()) : 0;
   q->kind = m->kind;
   q->id = m->id;
   q->len = m->len;

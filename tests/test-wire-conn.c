@@ -200,6 +200,8 @@ static void posts_arrive_in_order_before_the_next_call(void **state) {
   assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
   assert_int_equal(atomic_load(&s->h.posts) - before, 1010);
   assert_int_equal(atomic_load(&s->h.order_errors), 0);
+  /* Every message said when the loop read it (wire_msg_t.rx_ns). */
+  assert_int_equal(atomic_load(&s->h.rx_bad), 0);
   wire_conn_close(c);
 }
 

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -46,6 +47,7 @@ typedef struct harness {
   _Atomic int last_close_status;
   _Atomic int note_rc; /* the last wire_tenant_note status */
   _Atomic int fds, fd_posts_seen; /* on_fd calls; posts counted at the last */
+  _Atomic int rx_bad; /* messages whose rx_ns was 0, in the future or over 5 s old */
   char last_why[640];             /* written on the loop thread before closes++ */
   uint32_t next_seq[H_THREADS];
   _Atomic uint64_t post_bytes;
@@ -124,6 +126,12 @@ static int h_on_connect(wire_server_t *s, wire_tenant_t *t, const wire_tenant_in
 
 static void h_on_msg(wire_server_t *s, wire_tenant_t *t, const wire_msg_t *m) {
   harness *h = wire_server_data(s);
+  struct timespec ts;
+  uint64_t now;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  if (m->rx_ns == 0 || m->rx_ns > now || now - m->rx_ns > 5000000000u)
+    atomic_fetch_add(&h->rx_bad, 1);
   if (atomic_load(&h->paused_now))
     atomic_fetch_add(&h->pause_violations, 1); /* delivered while paused */
   if (m->kind == WIRE_MSG_POST) {

@@ -598,6 +598,7 @@ static int on_frame(void *ctx, const wire__msg *m) {
   um.id = m->kind == WIRE__K_CALL ? m->id : 0;
   um.data = m->data;
   um.len = m->len;
+  um.rx_ns = t->last_rx_ns; /* stamped by wire__tenant_feed */
   s->cb.on_msg(s, t, &um);
   if (t->state != T_OPEN)
     return -ECANCELED; /* on_msg closed the tenant */

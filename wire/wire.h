@@ -295,6 +295,8 @@ typedef struct wire_msg {
                           write: read each field once (wire_rd does), never
                           check a value and then read it again. */
   size_t len;
+  uint64_t rx_ns; /* CLOCK_MONOTONIC ns when the loop read the bytes holding it
+                     (the socket read or ring drain that delivered it) */
 } wire_msg_t;
 
 typedef struct wire_server_cb {
