@@ -119,19 +119,15 @@ static int shm_peek(wire__gtp *t, const uint8_t **p, size_t *n, int timeout_ms) 
       return -ETIMEDOUT;
     if (g->base.spin_ns == 0)
       break;
-    /* Spin first; read the clock only every 16 pauses. */
-    if ((spins++ & 15) == 0) {
+    /* Spin first; read the clock only every 64 pauses. */
+    if ((spins++ & 63) == 0) {
       uint64_t now = wire__now_ns();
       if (start == 0)
         start = now;
       else if (now - start >= g->base.spin_ns)
         break;
-      /* Let a daemon thread on this CPU run at once instead of after our
-       * spin (wake-affine placement; tallyd's polling loop, if the kernel
-       * put us on its CPU after the application slept): every 16 pauses,
-       * about 1 us.  With every 64 (~3 us) the loop read an open-loop
-       * request 3 us after it was written, against under 1 us in launch +
-       * sync; the cause is inferred, not measured. */
+      /* Let a daemon that the scheduler woke on this CPU run at once
+       * instead of after our spin (wake-affine placement). */
       sched_yield();
     }
     wire__cpu_relax();
