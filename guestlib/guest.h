@@ -141,6 +141,10 @@ bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *
 bool guest__mem_args_unreachable(const void *args, size_t n, size_t *off, uint64_t *val);
 /* Whether any such range exists (no lock: a fast "no" for the copy paths). */
 bool guest__mem_any_unreachable(void);
+/* Device memory of this tenant, recorded in the table (mem.c: cuMemAlloc and
+ * cuMemFree without their argument checks). */
+CUresult guest__dev_alloc(uint64_t *ptr, size_t size);
+CUresult guest__dev_free(uint64_t ptr);
 /* Stream-ordered copies as cuMemcpyHtoDAsync / cuMemcpyDtoH on guest stream
  * value s (mem.c), for mirror.c. */
 CUresult guest__copy_htod(uint64_t dst, const void *src, size_t n, uint64_t s);

@@ -34,15 +34,10 @@
 
 /* ---- allocation ---- */
 
-GUEST_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
+CUresult guest__dev_alloc(uint64_t *ptr, size_t size) {
   call_mem_alloc_req_t q = {.size = size};
   call_mem_alloc_rep_t a = {0};
-  CUresult r = guest__ready();
-  if (r != CUDA_SUCCESS)
-    return r;
-  if (!dptr || size == 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  r = guest__rpc(CALL_OP_MEM_ALLOC, 0, &q, &a);
+  CUresult r = guest__rpc(CALL_OP_MEM_ALLOC, 0, &q, &a);
   if (r != CUDA_SUCCESS)
     return r;
   if (guest__mem_add(a.ptr, size, GUEST_MEM_DEVICE, 0) != 0) {
@@ -50,8 +45,28 @@ GUEST_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
     (void)guest__rpc(CALL_OP_MEM_FREE, 0, &f, NULL);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  *dptr = (CUdeviceptr)a.ptr;
+  *ptr = a.ptr;
   return CUDA_SUCCESS;
+}
+
+CUresult guest__dev_free(uint64_t ptr) {
+  call_mem_free_req_t q = {.ptr = ptr};
+  CUresult r = guest__rpc(CALL_OP_MEM_FREE, CALL_SYNCPOINT, &q, NULL);
+  if (r == CUDA_SUCCESS)
+    (void)guest__mem_del(ptr, GUEST_MEM_DEVICE, NULL);
+  return r;
+}
+
+GUEST_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
+  uint64_t p;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!dptr || size == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = guest__dev_alloc(&p, size)) == CUDA_SUCCESS)
+    *dptr = (CUdeviceptr)p;
+  return r;
 }
 
 GUEST_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
@@ -69,16 +84,10 @@ GUEST_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_
 }
 
 GUEST_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  call_mem_free_req_t q = {.ptr = dptr};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  if (dptr == 0)
-    return CUDA_SUCCESS;
-  r = guest__rpc(CALL_OP_MEM_FREE, CALL_SYNCPOINT, &q, NULL);
-  if (r == CUDA_SUCCESS)
-    (void)guest__mem_del(q.ptr, GUEST_MEM_DEVICE, NULL);
-  return r;
+  return dptr == 0 ? CUDA_SUCCESS : guest__dev_free(dptr);
 }
 
 GUEST_EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {

@@ -53,32 +53,19 @@ static mirror_t *find(uint64_t host) {
 
 /* A new mirror of [host, host + size), or NULL with *r set.  Lock held. */
 static mirror_t *make(uint64_t host, uint64_t size, CUresult *r) {
-  call_mem_alloc_req_t q = {.size = size};
-  call_mem_alloc_rep_t a = {0};
   mirror_t *m = calloc(1, sizeof(*m));
   uint8_t *snap = malloc(size);
-  if (!m || !snap) {
+  uint64_t dev = 0;
+  *r = !m || !snap ? CUDA_ERROR_OUT_OF_MEMORY
+                   /* Recorded as the tenant's device memory, so a word naming
+                    * it is never taken for host memory again (tables.c). */
+                   : guest__dev_alloc(&dev, size);
+  if (*r != CUDA_SUCCESS) {
     free(m);
     free(snap);
-    *r = CUDA_ERROR_OUT_OF_MEMORY;
     return NULL;
   }
-  if ((*r = guest__rpc(CALL_OP_MEM_ALLOC, 0, &q, &a)) != CUDA_SUCCESS) {
-    free(m);
-    free(snap);
-    return NULL;
-  }
-  /* Recorded as the tenant's device memory, so a word naming it is never
-   * taken for host memory again (tables.c). */
-  if (guest__mem_add(a.ptr, size, GUEST_MEM_DEVICE, 0) != 0) {
-    call_mem_free_req_t f = {.ptr = a.ptr};
-    (void)guest__rpc(CALL_OP_MEM_FREE, 0, &f, NULL);
-    free(m);
-    free(snap);
-    *r = CUDA_ERROR_OUT_OF_MEMORY;
-    return NULL;
-  }
-  *m = (mirror_t){.host = host, .size = size, .dev = a.ptr, .snap = snap, .next = mirrors};
+  *m = (mirror_t){.host = host, .size = size, .dev = dev, .snap = snap, .next = mirrors};
   mirrors = m;
   return m;
 }
@@ -171,11 +158,7 @@ void guest__mirror_forget(uint64_t host) {
     return;
   if (m->dirty)
     atomic_fetch_sub(&ndirty, 1);
-  {
-    call_mem_free_req_t f = {.ptr = m->dev};
-    if (guest__rpc(CALL_OP_MEM_FREE, CALL_SYNCPOINT, &f, NULL) == CUDA_SUCCESS)
-      (void)guest__mem_del(m->dev, GUEST_MEM_DEVICE, NULL);
-  }
+  (void)guest__dev_free(m->dev); /* failing, it goes with the tenant */
   free(m->snap);
   free(m);
 }
