@@ -6,10 +6,17 @@ copy_to_host), a shared-memory block reduction with atomics, and
 numba's own cuda.reduce.  Results are rounded to 4 decimals (fp32 sums in
 a fixed order on one GPU give the same bits; the atomic reduction adds
 block partial sums in any order, so its result is rounded to 2 decimals).
-Prints "done" at the end.
+Prints "done" at the end.  On NumPy 2, numpy.row_stack (removed there, and
+still called by numba-cuda) is aliased to numpy.vstack before numba loads.
 """
 import numpy as np
-from numba import cuda, float32
+
+if not hasattr(np, "row_stack"):
+    # the numba-cuda installed here still calls numpy.row_stack, which NumPy 2 removed;
+    # vstack is the same function under its kept name.
+    np.row_stack = np.vstack
+
+from numba import cuda, float32  # noqa: E402  (after the shim above)
 
 
 @cuda.jit
