@@ -127,12 +127,19 @@ GUEST_EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type
 
 /* ---- capture ---- */
 
-static CUresult begin(CUstream s, CUstreamCaptureMode mode, int ptds) {
-  call_capture_begin_req_t q = {.stream = guest__stream(s, ptds), .mode = (uint32_t)mode};
+static bool edges_fold(const CUgraphEdgeData *ed, size_t n);
+
+/* A capture into a new graph (g NULL) or into g after its n nodes deps. */
+static CUresult begin(CUstream s, CUstreamCaptureMode mode, CUgraph g, const CUgraphNode *deps,
+                      size_t n, int ptds) {
+  call_capture_begin_req_t q = {.stream = guest__stream(s, ptds), .mode = (uint32_t)mode,
+                                .ndeps = (uint32_t)n, .graph = H(g),
+                                .deps = {(const uint8_t *)deps, n * sizeof(*deps)}};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+  if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED || (n && (!g || !deps)) ||
+      n > CALL_GRAPH_DEPS_MAX)
     return CUDA_ERROR_INVALID_VALUE;
   r = guest__rpc(CALL_OP_CAPTURE_BEGIN, 0, &q, NULL);
   if (r == CUDA_SUCCESS)
@@ -141,16 +148,41 @@ static CUresult begin(CUstream s, CUstreamCaptureMode mode, int ptds) {
 }
 
 GUEST_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
-  return begin(s, mode, 0);
+  return begin(s, mode, NULL, NULL, 0, 0);
 }
 GUEST_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
-  return begin(s, mode, 1);
+  return begin(s, mode, NULL, NULL, 0, 1);
 }
 GUEST_EXPORT CUresult cuStreamBeginCapture(CUstream s) {
-  return begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL, 0);
+  return begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL, NULL, 0, 0);
 }
 GUEST_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream s) {
-  return begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL, 1);
+  return begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL, NULL, 0, 1);
+}
+
+/* XLA's command buffers capture into a graph they made.  Edge data folds
+ * as for cuGraphAddDependencies_v2 (below). */
+static CUresult begin_to(CUstream s, CUgraph g, const CUgraphNode *deps,
+                         const CUgraphEdgeData *ed, size_t n, CUstreamCaptureMode mode,
+                         int ptds) {
+  static int logged;
+  if (!g)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!edges_fold(ed, n))
+    return guest__unsupported("cuStreamBeginCaptureToGraph (edge data)", &logged);
+  return begin(s, mode, g, deps, n, ptds);
+}
+
+GUEST_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                                  const CUgraphEdgeData *ed, size_t n,
+                                                  CUstreamCaptureMode mode) {
+  return begin_to(s, g, deps, ed, n, mode, 0);
+}
+GUEST_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g,
+                                                       const CUgraphNode *deps,
+                                                       const CUgraphEdgeData *ed, size_t n,
+                                                       CUstreamCaptureMode mode) {
+  return begin_to(s, g, deps, ed, n, mode, 1);
 }
 
 static CUresult end(CUstream s, CUgraph *pg, int ptds) {

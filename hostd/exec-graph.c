@@ -53,22 +53,39 @@ bool hostd__stream_capturing(hostd_tenant_t *t, const tstream_t *ts) {
 
 /* ---- capture ---- */
 
+/* n node handles from a tail (maybe unaligned) into out, each a node of g. */
+static bool nodes_of(const hostd_tenant_t *t, uint64_t g, call_view_t v, uint64_t *out) {
+  uint64_t owner;
+  for (size_t i = 0; i < v.len / 8; i++) {
+    memcpy(&out[i], v.p + i * 8, 8);
+    if (!u64map_get(&t->gnodes, out[i], &owner) || owner != g)
+      return false;
+  }
+  return true;
+}
+
+/* A capture into a new graph, or (q->graph != 0) into a graph of the
+ * tenant after q->ndeps nodes of it. */
 CUresult hostd__exec_capture_begin(hostd_tenant_t *t, wire_buf_t *out,
                                    const call_capture_begin_req_t *q) {
+  uint64_t deps[CALL_GRAPH_DEPS_MAX];
   tstream_t *ts;
   CUresult r;
   (void)out;
-  if (q->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+  if (q->mode > CU_STREAM_CAPTURE_MODE_RELAXED || (q->ndeps && !q->graph) ||
+      (q->graph && !u64map_get(&t->graphs, q->graph, NULL)) ||
+      !nodes_of(t, q->graph, q->deps, deps))
     return CUDA_ERROR_INVALID_VALUE;
   if (q->stream == 0 || q->stream == STREAM_LEGACY_ID)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream cannot capture */
   if ((r = hostd__stream_lookup_enter(t, q->stream, &ts)) != CUDA_SUCCESS ||
       (r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
     return r;
-  r = hostd__gpu.capture_begin(ts->handle, CU_STREAM_CAPTURE_MODE_RELAXED);
+  r = hostd__gpu.capture_begin(ts->handle, CU_STREAM_CAPTURE_MODE_RELAXED, q->graph, deps,
+                               q->ndeps);
   if (r == CUDA_SUCCESS && u64map_put(&t->captures, ts->handle, 1) != 0) {
     uint64_t g = 0;
-    if (hostd__gpu.capture_end(ts->handle, &g) == CUDA_SUCCESS && g)
+    if (hostd__gpu.capture_end(ts->handle, &g) == CUDA_SUCCESS && g && g != q->graph)
       (void)hostd__gpu.graph_del(g);
     r = CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -171,17 +188,6 @@ CUresult hostd__exec_graph_del(hostd_tenant_t *t, wire_buf_t *out, const call_gr
   u64map_del(&t->graphs, q->graph);
   nodes_forget(t, q->graph);
   return CUDA_SUCCESS;
-}
-
-/* n node handles from a tail (maybe unaligned) into out, each a node of g. */
-static bool nodes_of(const hostd_tenant_t *t, uint64_t g, call_view_t v, uint64_t *out) {
-  uint64_t owner;
-  for (size_t i = 0; i < v.len / 8; i++) {
-    memcpy(&out[i], v.p + i * 8, 8);
-    if (!u64map_get(&t->gnodes, out[i], &owner) || owner != g)
-      return false;
-  }
-  return true;
 }
 
 /* The kind (0 module, 1 library) of a tenant function, -1 if not its own. */

@@ -132,6 +132,7 @@
   X(cuMemAllocFromPoolAsync)                                                                       \
   X(cuMemFreeAsync)                                                                                \
   X(cuStreamBeginCapture)                                                                          \
+  X(cuStreamBeginCaptureToGraph)                                                                   \
   X(cuStreamEndCapture)                                                                            \
   X(cuStreamGetCaptureInfo)                                                                        \
   X(cuThreadExchangeStreamCaptureMode)                                                             \
@@ -938,8 +939,12 @@ static CUresult cuda_link(const hostd_link_input_t *in, size_t n, void **image,
 #define GN(n) ((CUgraphNode)(uintptr_t)(n))
 #define GE(e) ((CUgraphExec)(uintptr_t)(e))
 
-static CUresult cuda_capture_begin(uint64_t s, int mode) {
-  return D.cuStreamBeginCapture(S(s), (CUstreamCaptureMode)mode);
+static CUresult cuda_capture_begin(uint64_t s, int mode, uint64_t graph, const uint64_t *deps,
+                                   size_t ndeps) {
+  if (!graph)
+    return D.cuStreamBeginCapture(S(s), (CUstreamCaptureMode)mode);
+  return D.cuStreamBeginCaptureToGraph(S(s), G(graph), (const CUgraphNode *)deps, NULL, ndeps,
+                                       (CUstreamCaptureMode)mode);
 }
 
 static CUresult cuda_capture_end(uint64_t s, uint64_t *graph) {

@@ -1913,6 +1913,7 @@ typedef struct rec_graph {
   uint64_t origin;      /* capturing: the stream it began on (0: not a capture) */
   bool invalidated;     /* capturing: a prohibited call happened */
   bool strict;          /* capturing in a mode that prohibits unsafe calls on its thread */
+  bool given;           /* capturing into a graph that existed before (ToGraph) */
 } rec_graph_t;
 
 static __thread int thr_mode;        /* CUstreamCaptureMode of this thread (0: global) */
@@ -2024,12 +2025,16 @@ static CUresult cap_refuse(uint64_t s) {
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
-static CUresult rec_capture_begin(uint64_t s, int mode) {
+/* A capture into a new graph, or (into != 0) into that graph after its
+ * ndeps nodes deps, as cuStreamBeginCaptureToGraph. */
+static CUresult rec_capture_begin(uint64_t s, int mode, uint64_t into, const uint64_t *deps,
+                                  size_t ndeps) {
   LIVE(s);
   rec_stream_t *st;
-  rec_graph_t *g;
+  rec_graph_t *g = NULL;
   CUresult r = CUDA_SUCCESS;
-  if (mode < CU_STREAM_CAPTURE_MODE_GLOBAL || mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+  if (mode < CU_STREAM_CAPTURE_MODE_GLOBAL || mode > CU_STREAM_CAPTURE_MODE_RELAXED ||
+      ndeps > CAP_DEPS || (ndeps && (!into || !deps)))
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   st = stream_find(s);
@@ -2037,16 +2042,26 @@ static CUresult rec_capture_begin(uint64_t s, int mode) {
     r = CUDA_ERROR_INVALID_HANDLE;
   else if (st->cap)
     r = CUDA_ERROR_ILLEGAL_STATE;
-  else if (!(g = calloc(1, sizeof(*g))))
+  else if (into && (!(g = rec_find(graphs, into)) || g->origin))
+    r = CUDA_ERROR_INVALID_VALUE; /* no such graph, or one another capture fills */
+  else if (!into && !(g = calloc(1, sizeof(*g))))
     r = CUDA_ERROR_OUT_OF_MEMORY;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < ndeps; i++)
+    if (!gnode_find(g, deps[i]))
+      r = CUDA_ERROR_INVALID_VALUE;
   if (r == CUDA_SUCCESS) {
-    g->link.h = next_handle += 0x10;
+    if (!into) {
+      g->link.h = next_handle += 0x10;
+      rec_push(&graphs, g);
+    }
     g->origin = s;
+    g->given = into != 0;
     g->strict = mode != CU_STREAM_CAPTURE_MODE_RELAXED;
     thr_strict += g->strict;
-    rec_push(&graphs, g);
     st->cap = g;
-    st->cap_ndeps = 0;
+    st->cap_ndeps = ndeps;
+    for (size_t i = 0; i < ndeps; i++)
+      st->cap_deps[i] = deps[i];
   }
   pthread_mutex_unlock(&lock);
   return r;
@@ -2056,6 +2071,7 @@ static CUresult rec_capture_end(uint64_t s, uint64_t *graph) {
   LIVE(s);
   rec_stream_t *st;
   rec_graph_t *g;
+  bool given;
   CUresult r = CUDA_SUCCESS;
   *graph = 0;
   pthread_mutex_lock(&lock);
@@ -2073,9 +2089,13 @@ static CUresult rec_capture_end(uint64_t s, uint64_t *graph) {
       e->cap = NULL;
   thr_strict -= g->strict;
   g->origin = 0;
+  given = g->given;
+  g->given = false;
   if (g->invalidated) {
-    graph_free(rec_take(&graphs, g->link.h));
     r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    g->invalidated = false;
+    if (!given) /* a graph the tenant gave stays its own, with what was captured */
+      graph_free(rec_take(&graphs, g->link.h));
   } else {
     *graph = g->link.h;
   }

@@ -188,12 +188,15 @@ typedef struct hostd_gpu_ops {
    * logged.  The recording device joins TALLYREC inputs. */
   CUresult (*link)(const hostd_link_input_t *in, size_t n, void **image, size_t *image_len);
   /* ---- stream capture and graphs (hostd/exec-graph.c) ----
-   * capture_begin: cuStreamBeginCapture_v2 with mode (CUstreamCaptureMode);
+   * capture_begin: cuStreamBeginCapture_v2 with mode (CUstreamCaptureMode),
+   * or with graph != 0 cuStreamBeginCaptureToGraph into that graph after
+   * its ndeps nodes deps (default edges);
    * capture_info: cuStreamGetCaptureInfo, status a CUstreamCaptureStatus,
    * and while active the id, graph and up to cap dependencies (*ndeps all
    * of them); capture_mode: cuThreadExchangeStreamCaptureMode of the calling
    * thread.  graph_launch: cuGraphLaunch, or cuGraphUpload when upload. */
-  CUresult (*capture_begin)(uint64_t s, int mode);
+  CUresult (*capture_begin)(uint64_t s, int mode, uint64_t graph, const uint64_t *deps,
+                            size_t ndeps);
   CUresult (*capture_end)(uint64_t s, uint64_t *graph);
   CUresult (*capture_info)(uint64_t s, int *status, uint64_t *id, uint64_t *graph, uint64_t *deps,
                            size_t cap, size_t *ndeps);

@@ -6,7 +6,8 @@
  * begin, capture status and info during capture, kernels, copies and
  * memsets captured, end, instantiate, replays) and of an explicit graph
  * (memset and kernel nodes with a dependency, kernel parameters changed in
- * the exec, an update), checking that the capture status costs no request
+ * the exec, an update), a capture into a graph the application made
+ * (cuStreamBeginCaptureToGraph), checking that the capture status costs no request
  * while nothing captures, that a replay is one request, and that replayed
  * memory equals what the same work did eagerly.  Never GPU coverage.
  */
@@ -223,6 +224,48 @@ static void explicit_graph_sequence(void **state) {
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* XLA's command buffers capture into a graph of their own: a memset node,
+ * then a kernel captured after it with a programmatic edge (kept as a full
+ * dependency); edge data that cannot be folded is refused. */
+static void capture_to_graph(void **state) {
+  CUstream s;
+  CUdeviceptr a;
+  CUgraph g, cg = NULL;
+  CUgraphExec e;
+  CUgraphNode ms;
+  CUgraphEdgeData ed;
+  CUstreamCaptureStatus st;
+  uint32_t v = 9, got[N];
+  uint64_t n = 4;
+  void *params[] = {&a, &v, &n};
+  CUDA_MEMSET_NODE_PARAMS mp;
+  (void)state;
+  graph_open(&s, &a, &g);
+  memset(&mp, 0, sizeof(mp));
+  mp.dst = a, mp.value = 3, mp.elementSize = 4, mp.width = N, mp.height = 1;
+  assert_int_equal(cuGraphAddMemsetNode(&ms, g, NULL, 0, &mp, NULL), CUDA_SUCCESS);
+  memset(&ed, 0, sizeof(ed));
+  ed.to_port = 1; /* not an edge the guest can fold */
+  assert_int_equal(cuStreamBeginCaptureToGraph(s, g, &ms, &ed, 1, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  ed.to_port = 0, ed.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  assert_int_equal(cuStreamBeginCaptureToGraph(s, g, &ms, &ed, 1, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  assert_int_equal(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, s, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamEndCapture(s, &cg), CUDA_SUCCESS);
+  assert_ptr_equal(cg, g);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  replay(e, s, a, got);
+  assert_int_equal(got[3], 9);
+  assert_int_equal(got[4], 3);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* The same graph through cuGraphAddNode's tagged union (XLA's command
  * buffers): memset, kernel after it, parameters changed through
  * cuGraphExecNodeSetParams, node kinds answered by cuGraphNodeGetType; a
@@ -296,6 +339,7 @@ int main(void) {
       cmocka_unit_test(torch_cuda_graph_sequence),
       cmocka_unit_test(sync_during_capture_invalidates),
       cmocka_unit_test(explicit_graph_sequence),
+      cmocka_unit_test(capture_to_graph),
       cmocka_unit_test(generic_node_api),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -10,6 +10,7 @@
  * a capture and a capture invalidated by a synchronising call, the
  * worker's capture mode, explicit graphs (dependencies, child graphs,
  * kernel parameters of an exec, exec update refusing a changed topology),
+ * a capture into a graph the tenant made (cuStreamBeginCaptureToGraph),
  * that another tenant's graph, node and exec handles are refused, that
  * closing a tenant destroys its graphs, execs and open captures, and that
  * malformed requests are protocol errors.
@@ -406,6 +407,64 @@ static void explicit_graph(void **state) {
   hostd__tenant_free(t);
 }
 
+/* cuStreamBeginCaptureToGraph: the captured work joins a graph the tenant
+ * made, after the nodes it names; the graph stays its own. */
+static void capture_into_a_given_graph(void **state) {
+  hostd_tenant_t *t = hc_tenant(11, &reply), *o = hc_tenant(12, &reply);
+  uint64_t f = fill_func(t), s = stream(t), a = alloc(t), g = new_graph(t), og = new_graph(o);
+  uint32_t got[N];
+  (void)state;
+  call_graph_add_req_t ms = {.graph = g, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 4,
+                             .elem = 4, .width = N, .height = 1};
+  uint64_t n1 = add_node(t, &ms, NULL, 0, CUDA_SUCCESS), stray = 0x12345670;
+  call_capture_begin_req_t q = {.stream = s, .mode = CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                .ndeps = 1, .graph = g, .deps = {(uint8_t *)&n1, 8}};
+  call_capture_begin_req_t bad = q;
+  bad.graph = og; /* another tenant's graph */
+  bad.ndeps = 0;
+  bad.deps = (call_view_t){NULL, 0};
+  assert_int_equal(hc_call(t, CALL_OP_CAPTURE_BEGIN, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = q;
+  bad.deps = (call_view_t){(uint8_t *)&stray, 8}; /* not a node of g */
+  assert_int_equal(hc_call(t, CALL_OP_CAPTURE_BEGIN, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = q;
+  bad.graph = 0; /* dependencies without a graph */
+  assert_int_equal(hc_call(t, CALL_OP_CAPTURE_BEGIN, &bad), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(info(t, s).status, CU_STREAM_CAPTURE_STATUS_NONE);
+
+  assert_int_equal(hc_call(t, CALL_OP_CAPTURE_BEGIN, &q), CUDA_SUCCESS);
+  call_capture_info_rep_t ci = info(t, s);
+  assert_int_equal(ci.status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  assert_int_equal(ci.graph, g);
+  assert_int_equal(ci.ndeps, 1);
+  assert_int_equal(fill(t, f, s, a, 7, 16), CUDA_SUCCESS);
+  assert_int_equal(end(t, s, CUDA_SUCCESS), g);
+  call_graph_nodes_req_t gq = {.graph = g, .cap = 4};
+  call_graph_nodes_rep_t gn;
+  hc_call_ok(t, CALL_OP_GRAPH_NODES, &gq, &gn);
+  assert_int_equal(gn.total, 2);
+
+  uint64_t e = instantiate(t, g);
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+  read_back(t, s, a, got); /* the memset node first, then the captured fill after it */
+  assert_int_equal(got[0], 7);
+  assert_int_equal(got[15], 7);
+  assert_int_equal(got[16], 4);
+  assert_int_equal(got[N - 1], 4);
+
+  /* Invalidated, the capture leaves the tenant's graph to it. */
+  q.ndeps = 0;
+  q.deps = (call_view_t){NULL, 0};
+  assert_int_equal(hc_call(t, CALL_OP_CAPTURE_BEGIN, &q), CUDA_SUCCESS);
+  call_stream_sync_req_t sq = {.stream = s};
+  assert_int_equal(hc_call(t, CALL_OP_STREAM_SYNC, &sq), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  (void)end(t, s, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  call_graph_del_req_t gd = {.graph = g};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_DEL, &gd), CUDA_SUCCESS);
+  hostd__tenant_free(t);
+  hostd__tenant_free(o);
+}
+
 /* Tenant b names a's graph, node and exec: each refused; a's still work. */
 static void another_tenants_handles_are_refused(void **state) {
   hostd_tenant_t *a = hc_tenant(6, &reply), *b = hc_tenant(7, &reply);
@@ -485,6 +544,7 @@ int main(void) {
       cmocka_unit_test(capture_is_relaxed_on_the_worker),
       cmocka_unit_test(cross_stream_capture),
       cmocka_unit_test(explicit_graph),
+      cmocka_unit_test(capture_into_a_given_graph),
       cmocka_unit_test(another_tenants_handles_are_refused),
       cmocka_unit_test(closing_a_tenant_frees_graphs),
       cmocka_unit_test(malformed_requests_are_protocol_errors),
