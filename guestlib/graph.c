@@ -576,10 +576,12 @@ GUEST_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *pn, CUgraph g, const CUgrap
   return add_generic(pn, g, deps, n, p);
 }
 
-/* One GRAPH_NODES page: *total, and up to cap nodes from first into out. */
-static CUresult nodes_page(CUgraph g, uint32_t first, uint32_t cap, CUgraphNode *out,
-                           size_t *got, uint64_t *total) {
-  call_graph_nodes_req_t q = {.graph = H(g), .first = first, .cap = cap};
+/* One GRAPH_NODES page of list which (CALL_GNODES_*, of g or of node):
+ * *total, and up to cap nodes from first into out. */
+static CUresult nodes_page(uint32_t which, CUgraph g, CUgraphNode node, uint32_t first,
+                           uint32_t cap, CUgraphNode *out, size_t *got, uint64_t *total) {
+  call_graph_nodes_req_t q = {.graph = H(g), .first = first, .cap = cap, .which = which,
+                              .node = H(node)};
   call_graph_nodes_rep_t a;
   void *rep = NULL;
   size_t len = 0;
@@ -600,19 +602,21 @@ static CUresult nodes_page(CUgraph g, uint32_t first, uint32_t cap, CUgraphNode 
   return rc;
 }
 
-/* cuGraphGetNodes: the count (nodes NULL), or up to *n of them (the rest
- * of the caller's array NULL) and how many were written; pages of
- * CALL_GRAPH_NODES_MAX. */
-GUEST_EXPORT CUresult cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *n) {
+/* A node list as the driver answers it: the count (nodes NULL), or up to
+ * *n of them (the rest of the caller's array NULL) and how many were
+ * written; pages of CALL_GRAPH_NODES_MAX.  Edge data (ed), where asked,
+ * is all default: the edges tallyd's graphs hold. */
+static CUresult nodes_list(uint32_t which, CUgraph g, CUgraphNode node, CUgraphNode *nodes,
+                           CUgraphEdgeData *ed, size_t *n) {
   size_t done = 0, got = 0;
   uint64_t total = 0;
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
-  if (!n)
+  if (!n || (ed && !nodes))
     return CUDA_ERROR_INVALID_VALUE;
   if (!nodes) {
-    r = nodes_page(g, 0, 0, NULL, &got, &total);
+    r = nodes_page(which, g, node, 0, 0, NULL, &got, &total);
     if (r == CUDA_SUCCESS)
       *n = (size_t)total;
     return r;
@@ -621,15 +625,39 @@ GUEST_EXPORT CUresult cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *n) 
     size_t cap = *n - done > CALL_GRAPH_NODES_MAX ? CALL_GRAPH_NODES_MAX : *n - done;
     if (done > UINT32_MAX)
       return CUDA_ERROR_INVALID_VALUE;
-    r = nodes_page(g, (uint32_t)done, (uint32_t)cap, nodes + done, &got, &total);
+    r = nodes_page(which, g, node, (uint32_t)done, (uint32_t)cap, nodes + done, &got, &total);
     done += got;
   } while (r == CUDA_SUCCESS && got > 0 && done < *n && done < total);
   if (r != CUDA_SUCCESS)
     return r;
   for (size_t i = done; i < *n; i++)
     nodes[i] = NULL;
+  if (ed)
+    memset(ed, 0, *n * sizeof(*ed));
   *n = done;
   return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *n) {
+  return nodes_list(CALL_GNODES_ALL, g, NULL, nodes, NULL, n);
+}
+GUEST_EXPORT CUresult cuGraphGetRootNodes(CUgraph g, CUgraphNode *nodes, size_t *n) {
+  return nodes_list(CALL_GNODES_ROOTS, g, NULL, nodes, NULL, n);
+}
+GUEST_EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode *deps, size_t *n) {
+  return nodes_list(CALL_GNODES_DEPS, NULL, node, deps, NULL, n);
+}
+GUEST_EXPORT CUresult cuGraphNodeGetDependencies_v2(CUgraphNode node, CUgraphNode *deps,
+                                                    CUgraphEdgeData *ed, size_t *n) {
+  return nodes_list(CALL_GNODES_DEPS, NULL, node, deps, ed, n);
+}
+GUEST_EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *after,
+                                                   size_t *n) {
+  return nodes_list(CALL_GNODES_DEPENDENTS, NULL, node, after, NULL, n);
+}
+GUEST_EXPORT CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode *after,
+                                                      CUgraphEdgeData *ed, size_t *n) {
+  return nodes_list(CALL_GNODES_DEPENDENTS, NULL, node, after, ed, n);
 }
 
 /* ---- instantiated graphs ---- */

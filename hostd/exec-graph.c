@@ -286,18 +286,20 @@ CUresult hostd__exec_graph_deps(hostd_tenant_t *t, wire_buf_t *out,
 /* The nodes returned become nodes the tenant may name. */
 CUresult hostd__exec_graph_nodes(hostd_tenant_t *t, wire_buf_t *out,
                                  const call_graph_nodes_req_t *q) {
-  uint64_t *nodes = NULL;
+  uint64_t *nodes = NULL, g = q->graph;
   size_t total = 0, n, want = q->cap ? (size_t)q->first + q->cap : 0;
   CUresult r;
-  if (!u64map_get(&t->graphs, q->graph, NULL) || q->cap > CALL_GRAPH_NODES_MAX)
+  bool of_node = q->which == CALL_GNODES_DEPS || q->which == CALL_GNODES_DEPENDENTS;
+  if (q->which > CALL_GNODES_DEPENDENTS || q->cap > CALL_GRAPH_NODES_MAX ||
+      (of_node ? !u64map_get(&t->gnodes, q->node, &g) : !u64map_get(&t->graphs, g, NULL)))
     return CUDA_ERROR_INVALID_VALUE;
   if (want && !(nodes = malloc(want * sizeof(*nodes))))
     return CUDA_ERROR_OUT_OF_MEMORY;
-  r = hostd__gpu.graph_nodes(q->graph, nodes, want, &total);
+  r = hostd__gpu.graph_nodes(g, q->which, q->node, nodes, want, &total);
   n = total < want ? total : want;
   n = n > q->first ? n - q->first : 0;
   for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
-    if (u64map_put(&t->gnodes, nodes[q->first + i], q->graph) != 0)
+    if (u64map_put(&t->gnodes, nodes[q->first + i], g) != 0)
       r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS) {
     call_graph_nodes_rep_t rep = {.total = total, .n = (uint32_t)n,

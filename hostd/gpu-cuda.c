@@ -133,6 +133,9 @@
   X(cuMemFreeAsync)                                                                                \
   X(cuStreamBeginCapture)                                                                          \
   X(cuStreamBeginCaptureToGraph)                                                                   \
+  X(cuGraphGetRootNodes)                                                                           \
+  X(cuGraphNodeGetDependencies)                                                                    \
+  X(cuGraphNodeGetDependentNodes)                                                                  \
   X(cuStreamEndCapture)                                                                            \
   X(cuStreamGetCaptureInfo)                                                                        \
   X(cuThreadExchangeStreamCaptureMode)                                                             \
@@ -1091,11 +1094,27 @@ static CUresult cuda_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd
   return D.cuGraphExecKernelNodeSetParams(GE(exec), GN(node), &k);
 }
 
-static CUresult cuda_graph_nodes(uint64_t g, uint64_t *nodes, size_t cap, size_t *total) {
-  CUresult r = D.cuGraphGetNodes(G(g), NULL, total);
+static CUresult cuda_graph_list(uint64_t g, uint32_t which, uint64_t node, CUgraphNode *out,
+                                size_t *n) {
+  switch (which) {
+  case CALL_GNODES_ALL:
+    return D.cuGraphGetNodes(G(g), out, n);
+  case CALL_GNODES_ROOTS:
+    return D.cuGraphGetRootNodes(G(g), out, n);
+  case CALL_GNODES_DEPS:
+    return D.cuGraphNodeGetDependencies(GN(node), out, NULL, n);
+  case CALL_GNODES_DEPENDENTS:
+    return D.cuGraphNodeGetDependentNodes(GN(node), out, NULL, n);
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult cuda_graph_nodes(uint64_t g, uint32_t which, uint64_t node, uint64_t *nodes,
+                                 size_t cap, size_t *total) {
+  CUresult r = cuda_graph_list(g, which, node, NULL, total);
   size_t n = cap < *total ? cap : *total;
   if (r == CUDA_SUCCESS && n)
-    r = D.cuGraphGetNodes(G(g), (CUgraphNode *)nodes, &n);
+    r = cuda_graph_list(g, which, node, (CUgraphNode *)nodes, &n);
   return r;
 }
 

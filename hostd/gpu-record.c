@@ -2427,15 +2427,45 @@ static CUresult rec_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd_
   return r;
 }
 
-static CUresult rec_graph_nodes(uint64_t h, uint64_t *nodes, size_t cap, size_t *total) {
+/* Whether n depends on the node h. */
+static bool gnode_after(const rec_gnode_t *n, uint64_t h) {
+  for (size_t i = 0; i < n->ndeps; i++)
+    if (n->deps[i] == h)
+      return true;
+  return false;
+}
+
+/* The graph holding node h, and the node (lock held). */
+static rec_graph_t *gnode_graph(uint64_t h, rec_gnode_t **node) {
+  REC_EACH(rec_graph_t, g, graphs)
+    if ((*node = gnode_find(g, h)))
+      return g;
+  return NULL;
+}
+
+static CUresult rec_graph_nodes(uint64_t h, uint32_t which, uint64_t node, uint64_t *nodes,
+                                size_t cap, size_t *total) {
   LIVE(h);
   rec_graph_t *g;
-  size_t i = 0;
+  rec_gnode_t *of = NULL;
+  size_t i = 0, k = 0;
   pthread_mutex_lock(&lock);
-  g = rec_find(graphs, h);
-  *total = g ? g->n : 0;
-  for (rec_gnode_t *n = g ? g->head : NULL; n && i < cap; n = n->next)
-    nodes[i++] = n->h;
+  g = which == CALL_GNODES_ALL || which == CALL_GNODES_ROOTS ? rec_find(graphs, h)
+      : which == CALL_GNODES_DEPS || which == CALL_GNODES_DEPENDENTS ? gnode_graph(node, &of)
+                                                                     : NULL;
+  if (which == CALL_GNODES_DEPS) {
+    for (; g && k < of->ndeps; k++)
+      if (i < cap)
+        nodes[i++] = of->deps[k];
+  } else {
+    for (rec_gnode_t *n = g ? g->head : NULL; n; n = n->next) {
+      bool in = which == CALL_GNODES_ALL || (which == CALL_GNODES_ROOTS && n->ndeps == 0) ||
+                (which == CALL_GNODES_DEPENDENTS && gnode_after(n, node));
+      if (in && k++ < cap)
+        nodes[i++] = n->h;
+    }
+  }
+  *total = k;
   pthread_mutex_unlock(&lock);
   return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

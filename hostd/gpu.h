@@ -212,7 +212,10 @@ typedef struct hostd_gpu_ops {
   CUresult (*graph_exec_update)(uint64_t exec, uint64_t g, int *result, uint64_t *error_node);
   CUresult (*graph_exec_kernel)(uint64_t exec, uint64_t node, const hostd_gnode_t *n);
   /* cuGraphGetNodes: *total nodes, the first min(cap, *total) into nodes. */
-  CUresult (*graph_nodes)(uint64_t g, uint64_t *nodes, size_t cap, size_t *total);
+  /* graph_nodes: which CALL_GNODES_*: g's nodes or roots, or node's
+   * dependencies or dependents; *total all of them, up to cap into nodes. */
+  CUresult (*graph_nodes)(uint64_t g, uint32_t which, uint64_t node, uint64_t *nodes, size_t cap,
+                          size_t *total);
   /* ---- CUDA arrays, texture and surface objects (hostd/exec-array.c) ----
    * array_new: cuArray3DCreate; array_copy: cuMemcpy3DAsync of a box of
    * width bytes x height x depth on s, then a wait for s unless async (a

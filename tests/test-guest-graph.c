@@ -226,7 +226,8 @@ static void explicit_graph_sequence(void **state) {
 
 /* XLA's command buffers capture into a graph of their own: a memset node,
  * then a kernel captured after it with a programmatic edge (kept as a full
- * dependency); edge data that cannot be folded is refused. */
+ * dependency); edge data that cannot be folded is refused.  The graph's
+ * roots and a node's dependencies and dependents are then listed. */
 static void capture_to_graph(void **state) {
   CUstream s;
   CUdeviceptr a;
@@ -256,6 +257,27 @@ static void capture_to_graph(void **state) {
   assert_int_equal(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, s, params, NULL), CUDA_SUCCESS);
   assert_int_equal(cuStreamEndCapture(s, &cg), CUDA_SUCCESS);
   assert_ptr_equal(cg, g);
+  /* XLA then counts the roots; the captured kernel hangs off the memset. */
+  CUgraphNode roots[2] = {NULL, NULL}, after[2] = {NULL, NULL}, before[2] = {NULL, NULL};
+  CUgraphEdgeData eds[2];
+  size_t nr = 0, na = 2, nb = 2;
+  assert_int_equal(cuGraphGetRootNodes(g, NULL, &nr), CUDA_SUCCESS);
+  assert_int_equal(nr, 1);
+  nr = 2;
+  assert_int_equal(cuGraphGetRootNodes(g, roots, &nr), CUDA_SUCCESS);
+  assert_int_equal(nr, 1);
+  assert_ptr_equal(roots[0], ms);
+  assert_null(roots[1]);
+  assert_int_equal(cuGraphNodeGetDependentNodes(ms, after, NULL, &na), CUDA_SUCCESS);
+  assert_int_equal(na, 1);
+  memset(eds, 0xff, sizeof(eds));
+  assert_int_equal(cuGraphNodeGetDependencies_v2(after[0], before, eds, &nb), CUDA_SUCCESS);
+  assert_int_equal(nb, 1);
+  assert_ptr_equal(before[0], ms);
+  assert_int_equal(eds[0].type, CU_GRAPH_DEPENDENCY_TYPE_DEFAULT);
+  nb = 0;
+  assert_int_equal(cuGraphNodeGetDependencies(ms, NULL, NULL, &nb), CUDA_SUCCESS);
+  assert_int_equal(nb, 0);
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
   replay(e, s, a, got);
   assert_int_equal(got[3], 9);

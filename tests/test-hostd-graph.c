@@ -443,6 +443,18 @@ static void capture_into_a_given_graph(void **state) {
   call_graph_nodes_rep_t gn;
   hc_call_ok(t, CALL_OP_GRAPH_NODES, &gq, &gn);
   assert_int_equal(gn.total, 2);
+  gq.which = CALL_GNODES_ROOTS;
+  hc_call_ok(t, CALL_OP_GRAPH_NODES, &gq, &gn);
+  assert_int_equal(gn.total, 1);
+  assert_memory_equal(gn.nodes.p, &n1, 8);
+  call_graph_nodes_req_t dq = {.which = CALL_GNODES_DEPENDENTS, .node = n1, .cap = 4};
+  hc_call_ok(t, CALL_OP_GRAPH_NODES, &dq, &gn);
+  assert_int_equal(gn.total, 1); /* the captured fill */
+  dq.which = 9;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_NODES, &dq), CUDA_ERROR_INVALID_VALUE);
+  dq.which = CALL_GNODES_DEPS;
+  dq.node = stray; /* not a node of the tenant */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_NODES, &dq), CUDA_ERROR_INVALID_VALUE);
 
   uint64_t e = instantiate(t, g);
   assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
