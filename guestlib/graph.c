@@ -779,6 +779,18 @@ GUEST_EXPORT CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *e
   return r;
 }
 
+/* XLA updates a command buffer's nested one (a child graph node) in place. */
+GUEST_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                                         CUgraph child) {
+  call_graph_exec_child_req_t q = {.exec = H(e), .node = H(node), .graph = H(child)};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!e || !node || !child)
+    return CUDA_ERROR_INVALID_VALUE;
+  return guest__rpc(CALL_OP_GRAPH_EXEC_CHILD, 0, &q, NULL);
+}
+
 static CUresult exec_kernel(CUgraphExec e, CUgraphNode node, uint64_t h, const unsigned grid[3],
                             const unsigned block[3], unsigned shmem, void **params, void **extra) {
   call_graph_add_req_t k;

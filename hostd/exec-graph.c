@@ -410,6 +410,19 @@ CUresult hostd__exec_graph_exec_kernel(hostd_tenant_t *t, wire_buf_t *out,
   return hostd__gpu.graph_exec_kernel(q->exec, q->node, &n);
 }
 
+CUresult hostd__exec_graph_exec_child(hostd_tenant_t *t, wire_buf_t *out,
+                                      const call_graph_exec_child_req_t *q) {
+  hostd_gnode_t n = {.kind = CALL_GNODE_CHILD, .handle = q->graph};
+  CUresult r;
+  (void)out;
+  if (!u64map_get(&t->gexecs, q->exec, NULL) || !u64map_get(&t->gnodes, q->node, NULL) ||
+      !u64map_get(&t->graphs, q->graph, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
+    return r;
+  return hostd__gpu.graph_exec_kernel(q->exec, q->node, &n);
+}
+
 /* ---- release ---- */
 
 void hostd__capture_release(hostd_tenant_t *t, bool gpu) {

@@ -134,6 +134,7 @@
   X(cuStreamBeginCapture)                                                                          \
   X(cuStreamBeginCaptureToGraph)                                                                   \
   X(cuGraphGetRootNodes)                                                                           \
+  X(cuGraphExecChildGraphNodeSetParams)                                                            \
   X(cuGraphNodeGetDependencies)                                                                    \
   X(cuGraphNodeGetDependentNodes)                                                                  \
   X(cuStreamEndCapture)                                                                            \
@@ -1086,6 +1087,8 @@ static CUresult cuda_graph_exec_update(uint64_t exec, uint64_t g, int *result,
 }
 
 static CUresult cuda_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd_gnode_t *n) {
+  if (n->kind == CALL_GNODE_CHILD)
+    return D.cuGraphExecChildGraphNodeSetParams(GE(exec), GN(node), G(n->handle));
   size_t argbytes = n->argbytes;
   void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, n->args, CU_LAUNCH_PARAM_BUFFER_SIZE, &argbytes,
                    CU_LAUNCH_PARAM_END};

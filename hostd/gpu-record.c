@@ -2418,10 +2418,15 @@ static CUresult rec_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd_
   if ((e = rec_find(gexecs, exec)))
     for (n = e->head; n && n->orig != node; n = n->next)
       ;
-  if (n && n->op.kind == OP_LAUNCH && d->kind == CALL_GNODE_KERNEL &&
+  if (n && ((n->op.kind == OP_LAUNCH && d->kind == CALL_GNODE_KERNEL) ||
+            (n->op.kind == OP_CHILD && d->kind == CALL_GNODE_CHILD)) &&
       (r = gnode_op(d, &o, &child)) == CUDA_SUCCESS) {
     free(n->op.bytes);
     n->op = o;
+    if (child) { /* the exec replays its own copy of the new child graph */
+      graph_free(n->child);
+      n->child = child;
+    }
   }
   pthread_mutex_unlock(&lock);
   return r;

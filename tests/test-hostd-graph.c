@@ -9,7 +9,8 @@
  * queue while a replay enters it as one launch, the capture status during
  * a capture and a capture invalidated by a synchronising call, the
  * worker's capture mode, explicit graphs (dependencies, child graphs,
- * kernel parameters of an exec, exec update refusing a changed topology),
+ * kernel parameters of an exec, a child graph node of an exec given another
+ * child graph, exec update refusing a changed topology),
  * a capture into a graph the tenant made (cuStreamBeginCaptureToGraph),
  * that another tenant's graph, node and exec handles are refused, that
  * closing a tenant destroys its graphs, execs and open captures, and that
@@ -380,6 +381,23 @@ static void explicit_graph(void **state) {
   read_back(t, s, b, got);
   assert_int_equal(got[15], 10);
   assert_int_equal(got[16], 4);
+
+  /* The child node replays another child graph of the same shape from now on. */
+  uint64_t c2 = new_graph(t);
+  call_graph_add_req_t cms2 = cms;
+  cms2.graph = c2, cms2.value = 11;
+  (void)add_node(t, &cms2, NULL, 0, CUDA_SUCCESS);
+  call_graph_exec_child_req_t xc = {.exec = e, .node = n4, .graph = c2};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_CHILD, &xc), CUDA_SUCCESS);
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+  read_back(t, s, b, got);
+  assert_int_equal(got[N - 1], 11);
+  call_graph_exec_child_req_t bad_xc = xc;
+  bad_xc.graph = 0x12345670; /* not a graph of the tenant */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_CHILD, &bad_xc), CUDA_ERROR_INVALID_VALUE);
+  bad_xc = xc;
+  bad_xc.node = n2; /* a kernel node, not a child graph node */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_CHILD, &bad_xc), CUDA_ERROR_INVALID_VALUE);
 
   /* An update from the graph itself takes its parameters back (child included). */
   call_graph_exec_update_req_t same = {.exec = e, .graph = g};
