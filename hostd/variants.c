@@ -206,6 +206,10 @@ static bool has_module_vars(const char *ptx) {
   return false;
 }
 
+/* The forms tallyd builds and launches (rewrite/'s FLUSH form, blocks that
+ * give up, is not launched by the scheduler yet). */
+#define VAR_XFORMS (RW_XFORM_MASK(RW_XFORM_SLICE) | RW_XFORM_MASK(RW_XFORM_PTB))
+
 static void log_refusals(uint64_t cid, const rw_xform_report_t *rep, unsigned *accepted) {
   *accepted = 0;
   for (size_t i = 0; i < rep->n_entries; i++) {
@@ -217,6 +221,8 @@ static void log_refusals(uint64_t cid, const rw_xform_report_t *rep, unsigned *a
         any = true;
         continue;
       }
+      if (e->status[kind] == 1)
+        continue; /* not asked for */
       pthread_mutex_lock(&V.mu);
       V.st.refused++;
       bool first = !u64map_get(&V.logged, kid ^ (uint64_t)(kind + 1), NULL) &&
@@ -256,7 +262,7 @@ static int compile_image(void *arg, const void *src, size_t len, void **image, s
     return c->why = -ENOENT;
   }
   memset(&rep, 0, sizeof(rep));
-  rc = rw_transform_ptx(ptx, plen, RW_XFORM_MASK_ALL, &out, &olen, &rep);
+  rc = rw_transform_ptx(ptx, plen, VAR_XFORMS, &out, &olen, &rep);
   free(ptx);
   if (rc == 0)
     log_refusals(c->cid, &rep, &accepted);

@@ -260,9 +260,53 @@ int rw_ptx_entry_params(const rw_ptx_module_t *m, size_t i, uint32_t *size, uint
  * (An emulation of the barriers for finished threads failed on an H200;
  * xform-apply.c records why.)
  */
+/*
+ * Blocks that give up: NAME__tally_flush.  A block preempted between its
+ * thread blocks still runs each block to its end, so a kernel of long
+ * blocks keeps the GPU for a whole block.  This form lets a running block
+ * give up and be run again from its start later, which is correct only
+ * while the block has had no effect outside itself: so every thread
+ * COMMITS its block (one shared word, compare-and-swap) before its first
+ * global store, global or generic atomic, surface write, bulk copy to
+ * global memory or call; once one thread committed, the block runs to its
+ * end as before.  Parameters: the original ones, then tally_gx, tally_gy,
+ * tally_gz, tally_block_offset (as for slicing), and
+ *
+ *   tally_ctl        .u64  device pointer to this launch's control block
+ *   tally_redo       .u64  0, or the control block of an earlier launch
+ *                          whose given-up blocks this launch runs again
+ *
+ * Control block (device memory, 4-byte aligned; 16 + 4 * gridDim.x bytes):
+ *
+ *   offset size  meaning
+ *   0      4     u32 give-up flag: nonzero = blocks give up at their next
+ *                poll (read with ld.volatile)
+ *   4      4     u32 n, blocks that gave up (atom.global.add)
+ *   8      8     reserved, keep 0
+ *   16     4*n   u32 original linear block index of each of them, any order
+ *
+ * Launch with a 1-D grid of S blocks of the original block shape.  With
+ * tally_redo = 0, block b runs original block L = offset + b (as slicing);
+ * otherwise block b < redo.n runs redo's b-th index and the others exit at
+ * once (launch the redo with S >= redo.n).  A block polls the flag once
+ * every 64 backward branches of each thread; when it is set and nothing
+ * committed, the first thread to see it marks the block given up, records
+ * L in the control block and exits, and the others exit at their next
+ * poll, commit or barrier.  The flag is cleared by the host before the
+ * launch (write the whole control block's first 16 bytes).  So after a
+ * launch with the flag raised, relaunch with tally_redo pointing at its
+ * control block until a launch ends with n = 0, then go on with the next
+ * offsets.  Costs: one barrier at the start of each block, a counter per
+ * backward branch, a shared compare-and-swap at each thread's first
+ * effect.  Refused (RW_REFUSE_BARRIER, RW_REFUSE_FLUSH) for barriers with
+ * a thread count (a thread that gave up never arrives) and for mbarrier,
+ * wgmma, setmaxnreg, griddepcontrol and tcgen05 code (their pipelines
+ * cannot be left halfway).
+ */
 typedef enum rw_xform_kind {
   RW_XFORM_SLICE = 0, /* NAME__tally_slice */
   RW_XFORM_PTB = 1,   /* NAME__tally_ptb */
+  RW_XFORM_FLUSH = 2, /* NAME__tally_flush */
   RW_XFORM_KIND_COUNT
 } rw_xform_kind_t;
 
@@ -301,6 +345,7 @@ int rw_ptb_plan(uint64_t total, uint64_t next, uint32_t workers, int statics, rw
   XX(BARRIER, "unsupported barrier pattern")                                                       \
   XX(WARPSYNC, "fixed-mask warp sync after a divergent finish")                                    \
   XX(NAME_CLASH, "name clash with tally_ names")                                                   \
+  XX(FLUSH, "pipeline a block cannot give up halfway")                                             \
   XX(NO_ENTRY, "no such entry")
 
 typedef enum rw_refusal {

@@ -2,7 +2,7 @@
  *
  *   tally-ptx check FILE.ptx        parse, print, re-parse; with ptxas, also
  *                                   compare the SASS of original and printed
- *   tally-ptx transform --slice|--ptb|--all FILE.ptx [-o OUT]
+ *   tally-ptx transform --slice|--ptb|--flush|--all FILE.ptx [-o OUT]
  *   tally-ptx corpus DIR            every .ptx under DIR: round trip, both
  *                                   transformations, ptxas on each output;
  *                                   prints a table (kernels, transformed per
@@ -61,7 +61,7 @@ static const char *ptxas_path(void) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: tally-ptx check FILE.ptx\n"
-             "       tally-ptx transform (--slice|--ptb|--all) FILE.ptx [-o OUT]\n"
+             "       tally-ptx transform (--slice|--ptb|--flush|--all) FILE.ptx [-o OUT]\n"
              "       tally-ptx corpus [-v] [-j N] [--no-sass] DIR\n"
              "       tally-ptx fatbin [ARGS...]   (see tally-ptx fatbin --help)\n"
              "       tally-ptx --help | --version\n"
@@ -198,6 +198,8 @@ static int cmd_transform(int argc, char **argv) {
       mask |= RW_XFORM_MASK(RW_XFORM_SLICE);
     else if (strcmp(argv[i], "--ptb") == 0)
       mask |= RW_XFORM_MASK(RW_XFORM_PTB);
+    else if (strcmp(argv[i], "--flush") == 0)
+      mask |= RW_XFORM_MASK(RW_XFORM_FLUSH);
     else if (strcmp(argv[i], "--all") == 0)
       mask |= RW_XFORM_MASK_ALL;
     else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)

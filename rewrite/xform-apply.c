@@ -35,6 +35,19 @@
  * reconverges the early-return branch while the other lanes run the body
  * barrier through a BRA.DIV / WARPSYNC.COLLECTIVE sequence meant for whole
  * warps, so barrier arrivals and counts come out wrong.
+ * Blocks that give up (FLUSH, rw.h has the contract): the slicing prologue
+ * with the index taken from a redo list when there is one, a barrier after
+ * thread 0 clears the block's state word; then, in the body, a poll before
+ * every backward branch (every loop has one: a cycle in the control flow
+ * needs an edge to an earlier statement), a commit before every instruction
+ * with an effect outside the block, and a check after every CTA barrier
+ * and warp-synchronous instruction.  The state word goes 0 (running) -> 1
+ * (given up) or 0 -> 2 (committed) by compare-and-swap, once: so either
+ * some thread committed and nobody gives up, or nothing committed and
+ * every thread exits before its first effect.  The checks after barriers
+ * and warp-synchronous instructions keep a thread from going on with data
+ * a thread that gave up never wrote (PTX ISA: an exited thread no longer
+ * holds a barrier or a shfl.sync up, so those complete without it).
  * Generated code is PTX text run through the same parser: the IR never holds
  * hand-assembled tokens.  Analysis first (xform-check.c), so a refused entry
  * leaves the module untouched.
@@ -333,6 +346,223 @@ static void emit_ptb_tail(rw__buf_t *b) {
   rw__buf_puts(b, "bra $tally_epi;\n");
 }
 
+/* ---- blocks that give up (FLUSH) ---- */
+
+/* Polls per thread: once every FLUSH_POLL_EVERY backward branches (a power
+ * of two), so a tight loop pays a counter and a branch, and a poll's
+ * volatile load at most once per 64 iterations. */
+#define FLUSH_POLL_EVERY 64
+
+static void emit_flush_head(rw__buf_t *b) {
+  emit_decls(b);
+  rw__buf_puts(b, ".reg .u32 %tally_fc, %tally_ft;\n"
+                  ".reg .u64 %tally_fa;\n"
+                  ".reg .pred %tally_fq, %tally_cm;\n"
+                  ".shared .align 4 .u32 tally_fstate;\n");
+  emit_grid(b);
+  rw__buf_puts(b, "ld.param.u64 %tally_fa, [tally_redo];\n"
+                  "setp.ne.u64 %tally_fq, %tally_fa, 0;\n"
+                  "mov.u32 %tally_t32, %ctaid.x;\n"
+                  "@%tally_fq bra $tally_fr;\n"
+                  "ld.param.u64 %tally_idx, [tally_block_offset];\n"
+                  "cvt.u64.u32 %tally_q, %tally_t32;\n"
+                  "add.u64 %tally_idx, %tally_idx, %tally_q;\n"
+                  "bra $tally_fl;\n"
+                  "$tally_fr:\n"
+                  "cvta.to.global.u64 %tally_fa, %tally_fa;\n"
+                  "ld.global.u32 %tally_n, [%tally_fa+4];\n"
+                  "setp.ge.u32 %tally_p, %tally_t32, %tally_n;\n"
+                  "@%tally_p exit;\n"
+                  "mul.wide.u32 %tally_q, %tally_t32, 4;\n"
+                  "add.u64 %tally_q, %tally_fa, %tally_q;\n"
+                  "ld.global.u32 %tally_l32, [%tally_q+16];\n"
+                  "cvt.u64.u32 %tally_idx, %tally_l32;\n"
+                  "$tally_fl:\n"
+                  "setp.ge.u64 %tally_p, %tally_idx, %tally_total;\n"
+                  "@%tally_p exit;\n");
+  emit_thread0(b);
+  /* every thread of the block is here (the exits above are block-uniform) */
+  rw__buf_puts(b, "mov.u32 %tally_fc, 0;\n"
+                  "@%tally_t0 st.shared.u32 [tally_fstate], %tally_fc;\n"
+                  "bar.sync 0;\n"
+                  "setp.ne.u32 %tally_cm, %tally_fc, 0;\n");
+  emit_decompose(b);
+}
+
+/* Falling off the body's end returns; then the give-up path: the thread
+ * whose compare-and-swap gave the block up records its index and exits. */
+static void emit_flush_tail(rw__buf_t *b) {
+  rw__buf_puts(b, "ret;\n"
+                  "$tally_fgive:\n"
+                  "ld.param.u64 %tally_fa, [tally_redo];\n"
+                  "setp.ne.u64 %tally_fq, %tally_fa, 0;\n"
+                  "mov.u32 %tally_t32, %ctaid.x;\n"
+                  "ld.param.u64 %tally_idx, [tally_block_offset];\n"
+                  "cvt.u64.u32 %tally_q, %tally_t32;\n"
+                  "add.u64 %tally_idx, %tally_idx, %tally_q;\n"
+                  "cvt.u32.u64 %tally_l32, %tally_idx;\n"
+                  "@!%tally_fq bra $tally_fg;\n"
+                  "cvta.to.global.u64 %tally_fa, %tally_fa;\n"
+                  "mul.wide.u32 %tally_q, %tally_t32, 4;\n"
+                  "add.u64 %tally_q, %tally_fa, %tally_q;\n"
+                  "ld.global.u32 %tally_l32, [%tally_q+16];\n"
+                  "$tally_fg:\n"
+                  "ld.param.u64 %tally_fa, [tally_ctl];\n"
+                  "cvta.to.global.u64 %tally_fa, %tally_fa;\n"
+                  "atom.global.add.u32 %tally_ft, [%tally_fa+4], 1;\n"
+                  "mul.wide.u32 %tally_q, %tally_ft, 4;\n"
+                  "add.u64 %tally_q, %tally_fa, %tally_q;\n"
+                  "st.global.u32 [%tally_q+16], %tally_l32;\n"
+                  "exit;\n");
+}
+
+/* The first state space named among s's modifiers, or NULL. */
+static const char *state_space(const rw__stmt_t *s) {
+  static const char *const spaces[] = {".global", ".shared", ".local", ".param", ".const"};
+  for (size_t k = 0; k < s->nmods; k++)
+    for (size_t i = 0; i < sizeof(spaces) / sizeof(spaces[0]); i++)
+      if (strncmp(s->mods[k], spaces[i], strlen(spaces[i])) == 0)
+        return spaces[i];
+  return NULL;
+}
+
+/* Whether s can change something outside its block: stores and atomics
+ * that are not to shared, local or parameter space (generic ones may be
+ * global), surface writes, copies whose destination is global, multimem,
+ * discard, tensormap writes, calls (whatever the callee does). */
+static bool flush_effect(const rw__stmt_t *s) {
+  static const char *const always[] = {"sust", "sured", "call", "multimem", "discard",
+                                       "tensormap"};
+  const char *sp;
+  if (s->kind != RW__ST_INSN)
+    return false;
+  for (size_t i = 0; i < sizeof(always) / sizeof(always[0]); i++)
+    if (strcmp(s->opcode, always[i]) == 0)
+      return true;
+  sp = state_space(s);
+  if (strcmp(s->opcode, "st") == 0 || strcmp(s->opcode, "atom") == 0 ||
+      strcmp(s->opcode, "red") == 0)
+    return sp == NULL || strcmp(sp, ".global") == 0;
+  if (strcmp(s->opcode, "wmma") == 0 || strcmp(s->opcode, "cp") == 0) {
+    bool store = strcmp(s->opcode, "cp") == 0;
+    for (size_t k = 0; k < s->nmods && !store; k++)
+      store = strcmp(s->mods[k], ".store") == 0;
+    return store && (strcmp(s->opcode, "cp") == 0 ? sp != NULL && strcmp(sp, ".global") == 0
+                                                  : sp == NULL || strcmp(sp, ".global") == 0);
+  }
+  return false;
+}
+
+/* A CTA-wide barrier or a warp-synchronous instruction: a thread that gave
+ * up no longer holds it up, so the others check the block's state after. */
+static bool flush_meets(const rw__stmt_t *s) {
+  static const char *const warp[] = {"shfl", "vote", "match", "redux", "elect"};
+  bool counted;
+  rw__bar_kind_t k = rw__bar_classify(s, &counted);
+  if (k == RW__BAR_SYNC || k == RW__BAR_RED)
+    return true;
+  if (s->kind != RW__ST_INSN)
+    return false;
+  for (size_t i = 0; i < sizeof(warp) / sizeof(warp[0]); i++)
+    if (strcmp(s->opcode, warp[i]) == 0)
+      return true;
+  if (strcmp(s->opcode, "bar") == 0 || strcmp(s->opcode, "barrier") == 0)
+    return true; /* bar.warp.sync */
+  return false;
+}
+
+/* Index of label name in f's body, or SIZE_MAX. */
+static size_t label_at(const rw__func_t *f, const char *name) {
+  for (size_t i = 0; i < f->body.n; i++)
+    if (f->body.v[i]->kind == RW__ST_LABEL && strcmp(f->body.v[i]->name, name) == 0)
+      return i;
+  return (size_t)-1;
+}
+
+/* Whether the statement at index i of f's body may jump back to index <= i. */
+static bool flush_backward(const rw__func_t *f, size_t i) {
+  const rw__stmt_t *s = f->body.v[i];
+  if (s->kind != RW__ST_INSN)
+    return false;
+  if (strcmp(s->opcode, "brx") == 0)
+    return true; /* a table of targets: any may be earlier */
+  if (strcmp(s->opcode, "bra") != 0 || s->nops < 1 || s->ops[0].kind != RW__OP_SYM)
+    return false;
+  return label_at(f, s->ops[0].toks[0].text) <= i;
+}
+
+/* FLUSH rewrite of body statement i (s, after sreg substitution). */
+static int flush_stmt(rw_ptx_module_t *m, const rw__func_t *f, size_t i, rw__stmt_t *s,
+                      rw__stmt_vec_t *out, rw_diag_t *d) {
+  rw__buf_t b = {0};
+  int rc = 0;
+  if (flush_backward(f, i))
+    rw__buf_printf(&b,
+                   "@%%tally_cm bra $tally_fp%zu;\n"
+                   "add.u32 %%tally_fc, %%tally_fc, 1;\n"
+                   "and.b32 %%tally_ft, %%tally_fc, %d;\n"
+                   "setp.ne.u32 %%tally_fq, %%tally_ft, 0;\n"
+                   "@%%tally_fq bra $tally_fp%zu;\n"
+                   "ld.param.u64 %%tally_fa, [tally_ctl];\n"
+                   "cvta.to.global.u64 %%tally_fa, %%tally_fa;\n"
+                   "ld.volatile.global.u32 %%tally_ft, [%%tally_fa];\n"
+                   "setp.eq.u32 %%tally_fq, %%tally_ft, 0;\n"
+                   "@%%tally_fq bra $tally_fp%zu;\n"
+                   "atom.shared.cas.b32 %%tally_ft, [tally_fstate], 0, 1;\n"
+                   "setp.eq.u32 %%tally_fq, %%tally_ft, 0;\n"
+                   "@%%tally_fq bra $tally_fgive;\n"
+                   "setp.eq.u32 %%tally_fq, %%tally_ft, 1;\n"
+                   "@%%tally_fq exit;\n"
+                   "setp.eq.u32 %%tally_cm, %%tally_ft, 2;\n"
+                   "$tally_fp%zu:\n",
+                   i, FLUSH_POLL_EVERY - 1, i, i, i);
+  else if (flush_effect(s))
+    rw__buf_printf(&b,
+                   "@%%tally_cm bra $tally_fc%zu;\n"
+                   "atom.shared.cas.b32 %%tally_ft, [tally_fstate], 0, 2;\n"
+                   "setp.eq.u32 %%tally_fq, %%tally_ft, 1;\n"
+                   "@%%tally_fq exit;\n"
+                   "setp.ne.u32 %%tally_cm, %%tally_ft, 1;\n"
+                   "$tally_fc%zu:\n",
+                   i, i);
+  if (b.err)
+    return b.err;
+  if (b.len && (rc = rw__parse_body_text(m, b.p, out, d)) < 0)
+    goto out;
+  if (flush_backward(f, i) && s->kind == RW__ST_INSN && strcmp(s->opcode, "bra") == 0) {
+    /* the poll may have sent some threads away: not uniform any more */
+    bool uni = false;
+    for (size_t k = 0; k < s->nmods; k++)
+      uni |= strcmp(s->mods[k], ".uni") == 0;
+    if (uni) {
+      b.len = 0;
+      rw__buf_printf(&b, "%s%s%s%sbra %s;\n", s->pred ? "@" : "", s->pred && s->pred_neg ? "!" : "",
+                     s->pred ? s->pred : "", s->pred ? " " : "", s->ops[0].toks[0].text);
+      if (b.err)
+        rc = b.err;
+      else
+        rc = rw__parse_body_text(m, b.p, out, d);
+      goto out;
+    }
+  }
+  if ((rc = rw__vec_push(out, s)) < 0)
+    goto out;
+  if (flush_meets(s)) {
+    b.len = 0;
+    rw__buf_printf(&b,
+                   "@%%tally_cm bra $tally_fb%zu;\n"
+                   "ld.volatile.shared.u32 %%tally_ft, [tally_fstate];\n"
+                   "setp.eq.u32 %%tally_fq, %%tally_ft, 1;\n"
+                   "@%%tally_fq exit;\n"
+                   "$tally_fb%zu:\n",
+                   i, i);
+    rc = b.err ? b.err : rw__parse_body_text(m, b.p, out, d);
+  }
+out:
+  free(b.p);
+  return rc < 0 ? rc : 0;
+}
+
 /* PTB rewrite of one body statement (after sreg substitution) into out:
  * ret/exit become branches to the epilogue; the rest stays. */
 static int ptb_stmt(rw_ptx_module_t *m, rw__stmt_t *s, rw__stmt_vec_t *out, rw_diag_t *d) {
@@ -378,13 +608,16 @@ int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, 
   rw__func_t *nf = rw__alloc(&m->arena, sizeof(*nf));
   rw__stmt_t *fs = rw__alloc(&m->arena, sizeof(*fs));
   char *name = rw__strndup(&m->arena, b.p, b.len);
-  static const char *const extra[2][7] = {
+  static const char *const extra[RW_XFORM_KIND_COUNT][7] = {
       {".param .u32 tally_gx", ".param .u32 tally_gy", ".param .u32 tally_gz",
        ".param .u64 tally_block_offset"},
       {".param .u32 tally_gx", ".param .u32 tally_gy", ".param .u32 tally_gz",
        ".param .u64 tally_ctl", ".param .u64 tally_first", ".param .u32 tally_nstatic",
-       ".param .u32 tally_batch"}};
-  size_t nextra = kind == RW_XFORM_SLICE ? 4 : 7; /* rw.h: the parameters each kind adds */
+       ".param .u32 tally_batch"},
+      {".param .u32 tally_gx", ".param .u32 tally_gy", ".param .u32 tally_gz",
+       ".param .u64 tally_block_offset", ".param .u64 tally_ctl", ".param .u64 tally_redo"}};
+  static const size_t nextras[RW_XFORM_KIND_COUNT] = {4, 7, 6}; /* rw.h: what each kind adds */
+  size_t nextra = nextras[kind];
   rw__param_t *params = rw__alloc(&m->arena, (f->nparams + nextra) * sizeof(*params));
   if (nf == NULL || fs == NULL || name == NULL || params == NULL) {
     rc = -ENOMEM;
@@ -406,17 +639,22 @@ int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, 
   b.len = 0;
   if (kind == RW_XFORM_SLICE)
     emit_slice_head(&b);
-  else
+  else if (kind == RW_XFORM_PTB)
     emit_ptb_head(&b, &xi);
+  else
+    emit_flush_head(&b);
   if (b.err) {
     rc = b.err;
     goto out;
   }
   if ((rc = rw__parse_body_text(m, b.p, &head, d)) < 0)
     goto out;
-  if (kind == RW_XFORM_PTB) {
+  if (kind != RW_XFORM_SLICE) {
     b.len = 0;
-    emit_ptb_tail(&b);
+    if (kind == RW_XFORM_PTB)
+      emit_ptb_tail(&b);
+    else
+      emit_flush_tail(&b);
     if (b.err) {
       rc = b.err;
       goto out;
@@ -435,6 +673,8 @@ int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, 
       goto out;
     if (kind == RW_XFORM_PTB)
       rc = ptb_stmt(m, s, &nf->body, d);
+    else if (kind == RW_XFORM_FLUSH)
+      rc = flush_stmt(m, f, i, s, &nf->body, d);
     else
       rc = rw__vec_push(&nf->body, s);
     if (rc < 0)

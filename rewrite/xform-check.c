@@ -29,7 +29,10 @@
  *     under the worker loop a finished thread has not exited, it waits in
  *     the epilogue, so neither can be kept (xform-apply.c tells how an
  *     emulation of the barriers failed on the GPU);
- *   - names that clash with the tally_ names the transformation adds.
+ *   - names that clash with the tally_ names the transformation adds;
+ *   - for FLUSH (blocks that give up, rw.h), in the entry body: barriers
+ *     with a thread count, and the asynchronous pipelines a block cannot
+ *     leave halfway (mbarrier, wgmma, setmaxnreg, griddepcontrol, tcgen05).
  */
 #include "rewrite/rw.h"
 #include "rewrite/rw-int.h"
@@ -59,6 +62,8 @@ const char *rw_xform_suffix(rw_xform_kind_t kind) {
     return "__tally_slice";
   case RW_XFORM_PTB:
     return "__tally_ptb";
+  case RW_XFORM_FLUSH:
+    return "__tally_flush";
   default:
     return NULL;
   }
@@ -241,11 +246,32 @@ static bool is_cta_barrier(const rw__stmt_t *s, void *ctx) {
   return (k == RW__BAR_SYNC || k == RW__BAR_RED) && !counted;
 }
 
+/* FLUSH: what a block that gives up cannot leave halfway (entry body only:
+ * a callee runs after its caller committed, and then nobody gives up). */
+static int scan_flush(scan_t *sc, const rw__stmt_t *s) {
+  static const char *const pipelines[] = {"mbarrier", "wgmma", "setmaxnreg", "griddepcontrol",
+                                          "tcgen05"};
+  bool counted;
+  if (rw__bar_classify(s, &counted) != RW__BAR_NONE && counted)
+    return refuse(sc, RW_REFUSE_BARRIER, s->line, s->col, "%s with a thread count (a thread "
+                  "that gave up would never arrive)", s->opcode);
+  for (size_t i = 0; i < sizeof(pipelines) / sizeof(pipelines[0]); i++)
+    if (has_prefix(s->opcode, pipelines[i]))
+      return refuse(sc, RW_REFUSE_FLUSH, s->line, s->col, "%s", s->opcode);
+  for (size_t k = 0; k < s->nmods; k++)
+    if (strstr(s->mods[k], "mbarrier") != NULL)
+      return refuse(sc, RW_REFUSE_FLUSH, s->line, s->col, "%s completing on an mbarrier",
+                    s->opcode);
+  return 0;
+}
+
 static int scan_stmt(scan_t *sc, const rw__stmt_t *s, bool in_entry) {
   int rc;
   if (s->kind == RW__ST_INSN) {
     if (!rw__opcode_known(s->opcode))
       return refuse(sc, RW_REFUSE_UNPARSED, s->line, s->col, "unknown instruction '%s'", s->opcode);
+    if (in_entry && sc->kind == RW_XFORM_FLUSH && (rc = scan_flush(sc, s)) < 0)
+      return rc;
     if (strcmp(s->opcode, "mapa") == 0 || strcmp(s->opcode, "getctarank") == 0)
       return refuse(sc, RW_REFUSE_CLUSTER, s->line, s->col, "%s (distributed shared memory)",
                     s->opcode);

@@ -3,7 +3,9 @@
  * and %nctaid, make early returns reach the worker loop's epilogue, keep
  * the body's barriers, refuse PTB where a thread can finish before others
  * reach a CTA-wide barrier, and every transformed module assembles with
- * ptxas. */
+ * ptxas; the FLUSH form (blocks that give up) polls in loops, commits
+ * before effects, checks after barriers, and refuses what it cannot
+ * leave halfway. */
 #include "rewrite/rw.h"
 #include "rewrite/rw-int.h"
 
@@ -404,6 +406,10 @@ static void transformed_modules_assemble_with_ptxas(void **state) {
              ((strcmp(n, "cta_wide") == 0 || strcmp(n, "reductions") == 0) &&
               r.entries[e].why[k] == RW_REFUSE_BARRIER)))
           continue;
+        /* named: barriers with a thread count, which FLUSH refuses */
+        if (k == RW_XFORM_FLUSH && strcmp(n, "named") == 0 &&
+            r.entries[e].why[k] == RW_REFUSE_BARRIER)
+          continue;
         if (r.entries[e].status[k] != 0)
           fail_msg("%s %s: %s", files[i], r.entries[e].name, r.entries[e].reason[k]);
       }
@@ -412,6 +418,89 @@ static void transformed_modules_assemble_with_ptxas(void **state) {
     free(text);
     assemble(out, olen);
     free(out);
+  }
+}
+
+/* A loop that polls, a shared store and a global store: only the global one
+ * commits; a barrier and a shfl.sync are checked after; bra.uni back is no
+ * longer promised uniform. */
+static const char flush_ptx[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry spin(.param .u64 out, .param .u32 n)\n{\n"
+    ".reg .pred %p<3>;\n.reg .b32 %r<8>;\n.reg .b64 %rd<4>;\n"
+    ".shared .align 4 .b32 buf[32];\n"
+    "ld.param.u64 %rd1, [out];\nld.param.u32 %r1, [n];\nmov.u32 %r2, 0;\n"
+    "mov.u32 %r5, %tid.x;\n"
+    "$L_loop:\n"
+    "add.u32 %r2, %r2, 1;\n"
+    "setp.lt.u32 %p1, %r2, %r1;\n"
+    "@%p1 bra.uni $L_loop;\n"
+    "st.shared.u32 [buf], %r2;\n"
+    "bar.sync 0;\n"
+    "shfl.sync.bfly.b32 %r3, %r2, 1, 31, -1;\n"
+    "cvta.to.global.u64 %rd2, %rd1;\n"
+    "st.global.u32 [%rd2], %r3;\n"
+    "atom.shared.add.u32 %r4, [buf], 1;\n"
+    "red.global.add.u32 [%rd2], 1;\n"
+    "ret;\n}\n";
+
+static void flush_instruments_loops_effects_and_barriers(void **state) {
+  (void)state;
+  rw_ptx_module_t *m;
+  rw_diag_t d = {0};
+  assert_int_equal(rw_ptx_parse(flush_ptx, sizeof(flush_ptx) - 1, &m, &d), 0);
+  assert_int_equal(rw_xform_apply(m, "spin", RW_XFORM_FLUSH, &d), 0);
+  rw__func_t *f = rw__find_func(m, "spin__tally_flush");
+  assert_non_null(f);
+  const char *want[] = {"out", "n", "tally_gx", "tally_gy", "tally_gz", "tally_block_offset",
+                        "tally_ctl", "tally_redo"};
+  assert_int_equal(f->nparams, 8);
+  for (size_t i = 0; i < 8; i++)
+    assert_string_equal(f->params[i].name, want[i]);
+  char *s = print_func(m, "spin__tally_flush");
+  /* one poll (the loop's backward branch), one give-up CAS in it */
+  assert_int_equal(count(s, "ld.volatile.global.u32"), 1);
+  assert_int_equal(count(s, "atom.shared.cas.b32 \t%tally_ft, [tally_fstate], 0, 1;"), 1);
+  assert_int_equal(count(s, "and.b32 \t%tally_ft, %tally_fc, 63;"), 1);
+  /* commits before the global store and the global reduction, not the shared ones */
+  assert_int_equal(count(s, "atom.shared.cas.b32 \t%tally_ft, [tally_fstate], 0, 2;"), 2);
+  /* checks after the barrier and the shfl.sync */
+  assert_int_equal(count(s, "ld.volatile.shared.u32"), 2);
+  /* the branch back is plain now; the head's barrier is the only extra one */
+  assert_int_equal(count(s, "bra.uni"), 0);
+  assert_int_equal(count(s, "bar.sync \t0;"), 2);
+  /* the give-up path records the block's index */
+  assert_int_equal(count(s, "atom.global.add.u32 \t%tally_ft, [%tally_fa+4], 1;"), 1);
+  assert_int_equal(count(s, "st.global.u32 \t[%tally_q+16], %tally_l32;"), 1);
+  free(s);
+  rw__buf_t b = {0};
+  assert_int_equal(rw_ptx_print(m, &b.p, &b.len), 0);
+  assemble(b.p, b.len);
+  free(b.p);
+  rw_ptx_free(m);
+}
+
+/* A thread that gave up never arrives at a counted barrier, and an mbarrier
+ * or wgmma pipeline cannot be left halfway: refused, with the reason. */
+static void flush_refuses_counted_barriers_and_pipelines(void **state) {
+  (void)state;
+  static const char *const bodies[] = {"bar.sync 1, 64;\n", "bar.arrive 1, 64;\n",
+                                       "mbarrier.init.shared.b64 [mb], 32;\n"};
+  static const rw_refusal_t whys[] = {RW_REFUSE_BARRIER, RW_REFUSE_BARRIER, RW_REFUSE_FLUSH};
+  for (size_t i = 0; i < 3; i++) {
+    char text[1024];
+    rw_ptx_module_t *m;
+    rw_diag_t d = {0};
+    rw_refusal_t why = RW_REFUSE_NONE;
+    snprintf(text, sizeof(text),
+             ".version 8.0\n.target sm_90\n.address_size 64\n"
+             ".visible .entry k()\n{\n.shared .align 8 .b64 mb;\n%sret;\n}\n",
+             bodies[i]);
+    assert_int_equal(rw_ptx_parse(text, strlen(text), &m, &d), 0);
+    assert_int_equal(rw_xform_check(m, "k", RW_XFORM_FLUSH, &why, &d), -ENOTSUP);
+    assert_int_equal(why, whys[i]);
+    assert_int_equal(rw_xform_check(m, "k", RW_XFORM_SLICE, &why, &d), 0);
+    rw_ptx_free(m);
   }
 }
 
@@ -483,6 +572,8 @@ int main(void) {
       cmocka_unit_test(transformed_modules_assemble_with_ptxas),
       cmocka_unit_test(prologue_decomposes_linear_index_and_traps_on_huge_grids),
       cmocka_unit_test(report_lists_added_and_refused_entries),
+      cmocka_unit_test(flush_instruments_loops_effects_and_barriers),
+      cmocka_unit_test(flush_refuses_counted_barriers_and_pipelines),
   };
   return cmocka_run_group_tests_name("rw-xform-apply", tests, NULL, NULL);
 }

@@ -603,7 +603,8 @@ static const char *short_name(const char *n, char *buf, size_t len) {
 
 int rwdiff_finish(int sanity_failures) {
   rwd_kernel_t *k;
-  unsigned nk = 0, pass = 0, fail = 0, untested = 0, vok = 0, vbad = 0, pre = 0, unavail = 0;
+  unsigned nk = 0, pass = 0, fail = 0, untested = 0, vok = 0, vbad = 0, pre = 0, gave = 0;
+  unsigned unavail = 0;
   unsigned over = 0, sdiff = 0;
   rwd_fatbin_t *fb;
 
@@ -623,6 +624,7 @@ int rwdiff_finish(int sanity_failures) {
     vok += k->variants_ok;
     vbad += k->variants_bad;
     pre += k->preemptions;
+    gave += k->given_up;
     over += k->over_budget;
     sdiff += k->scratch_diffs;
     if (k->tested == 0) {
@@ -639,10 +641,10 @@ int rwdiff_finish(int sanity_failures) {
       unavail++;
     if (rwd_cfg.mode == RWD_MODE_BENCH)
       continue;
-    printf("%-8s %s launches=%u tested=%u variants_ok=%u bad=%u preempted=%u nondet=%u "
-           "scratch_diffs=%u%s%s%s%s%s%s\n",
+    printf("%-8s %s launches=%u tested=%u variants_ok=%u bad=%u preempted=%u given_up=%u "
+           "nondet=%u scratch_diffs=%u%s%s%s%s%s%s\n",
            verdict, short_name(k->name, buf, sizeof(buf)), k->launches, k->tested, k->variants_ok,
-           k->variants_bad, k->preemptions, k->nondet, k->scratch_diffs,
+           k->variants_bad, k->preemptions, k->given_up, k->nondet, k->scratch_diffs,
            k->unavailable[0][0] ? " slice: " : "", k->unavailable[0],
            k->unavailable[1][0] ? " ptb: " : "", k->unavailable[1],
            k->first_bad[0] ? " first mismatch: " : "", k->first_bad);
@@ -655,8 +657,9 @@ int rwdiff_finish(int sanity_failures) {
            over, rwd_cfg.budget_s, (rwd_now_us() - rwd_cfg.start_us) / 1e6);
   printf("TOTAL kernels=%u pass=%u fail=%u untested=%u with-unavailable-variants=%u "
          "variant-runs-identical=%u variant-runs-different=%u scratch-only-differences=%u "
-         "preemptions=%u sanity-failures=%d over-budget-launches=%u elapsed_s=%.1f seed=%llu\n",
-         nk, pass, fail, untested, unavail, vok, vbad, sdiff, pre, sanity_failures, over,
+         "preemptions=%u blocks-given-up=%u sanity-failures=%d over-budget-launches=%u "
+         "elapsed_s=%.1f seed=%llu\n",
+         nk, pass, fail, untested, unavail, vok, vbad, sdiff, pre, gave, sanity_failures, over,
          (rwd_now_us() - rwd_cfg.start_us) / 1e6, (unsigned long long)rwd_cfg.seed);
   if (fail > 0 || sanity_failures > 0)
     return 1;

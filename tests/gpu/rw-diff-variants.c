@@ -15,6 +15,11 @@
  *              high-priority stream, then cleared and the kernel relaunched
  *              (randomly with or without statics from the resume point)
  *              until the control block says all blocks ran
+ *   flush S    NAME__tally_flush in slices of S = min(total, one wave)
+ *              blocks; in diff mode the give-up flag is raised at a random
+ *              moment during each of the first three slices, and every
+ *              slice is run again with tally_redo naming its control block
+ *              until no block gave up (rewrite/rw.h)
  * Bench mode times native, orig-ptx, slice (one wave per slice) and ptb
  * (min(total, one wave) workers, a fresh launch with statics, the batch
  * size bench() explains) as medians of
@@ -214,7 +219,7 @@ static size_t mask_differences(void) {
 /* ---- variants ---- */
 
 typedef struct variant_fns {
-  CUfunction orig, slice, ptb;
+  CUfunction orig, slice, ptb, flush;
   unsigned nparams;
 } variant_fns_t;
 
@@ -279,11 +284,17 @@ static void find_fns(rwd_kernel_t *k, variant_fns_t *v, size_t shmem) {
     else
       v->ptb = f;
   }
+  /* The FLUSH form is optional here (a refusal is not reported). */
+  if (reason_for(k, RW_XFORM_FLUSH) == NULL) {
+    snprintf(name, sizeof(name), "%s__tally_flush", k->name);
+    if (cuModuleGetFunction(&v->flush, k->fb->mod, name) != CUDA_SUCCESS)
+      v->flush = NULL;
+  }
   /* Kernels given more than the default 48 KiB of dynamic shared memory
    * had the attribute raised by the program on the native function. */
   if (shmem > 48 * 1024) {
-    CUfunction fs[3] = {v->orig, v->slice, v->ptb};
-    for (int i = 0; i < 3; i++)
+    CUfunction fs[4] = {v->orig, v->slice, v->ptb, v->flush};
+    for (int i = 0; i < 4; i++)
       if (fs[i])
         cuFuncSetAttribute(fs[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shmem);
   }
@@ -408,6 +419,76 @@ static CUresult run_ptb(rwd_kernel_t *k, CUfunction f, const rwd_launch_t *l,
   return CUDA_ERROR_LAUNCH_TIMEOUT;
 }
 
+/* FLUSH: slices of S blocks; the flag raised at a random moment during
+ * each of the first three slices (inject), each slice run again from its
+ * control block's list of given-up blocks until none gave up.  Two control
+ * blocks of 16 + 4 S bytes take turns (a redo reads one, writes the other). */
+static CUresult run_flush(rwd_kernel_t *k, CUfunction f, const rwd_launch_t *l,
+                          const variant_fns_t *v, uint64_t slice, int inject, double native_us,
+                          const char *vname) {
+  uint32_t gx = l->grid.x, gy = l->grid.y, gz = l->grid.z, n = 0;
+  uint64_t total = (uint64_t)gx * gy * gz, off = 0, none = 0, redo;
+  CUdeviceptr blk[2] = {0, 0}, cur;
+  size_t bytes = 16 + 4 * (size_t)slice;
+  void *kp[4096 + 6];
+  unsigned slices = 0;
+  CUresult r;
+
+  if ((r = cuMemAlloc(&blk[0], bytes)) != CUDA_SUCCESS ||
+      (r = cuMemAlloc(&blk[1], bytes)) != CUDA_SUCCESS)
+    goto out;
+  memcpy(kp, l->args, v->nparams * sizeof(void *));
+  kp[v->nparams] = &gx;
+  kp[v->nparams + 1] = &gy;
+  kp[v->nparams + 2] = &gz;
+  kp[v->nparams + 3] = &off;
+  kp[v->nparams + 4] = &cur;
+  kp[v->nparams + 5] = &redo;
+  for (off = 0; off < total; off += slice, slices++) {
+    uint64_t count = total - off < slice ? total - off : slice;
+    int which = 0;
+    redo = none;
+    for (unsigned round = 0;; round++) {
+      cur = blk[which];
+      if ((r = cuMemsetD8Async(cur, 0, 16, hs)) != CUDA_SUCCESS ||
+          (r = launch(f, (unsigned)(redo ? n : count), l, kp)) != CUDA_SUCCESS)
+        goto out;
+      if (inject && slices < 3 && round < 3 && rnd() % 4 != 0) {
+        double span = native_us > 20 ? native_us : 20, t0 = rwd_now_us();
+        double delay = (double)(rnd() % 1000) / 1000.0 * span * 1.2;
+        while (rwd_now_us() - t0 < delay)
+          ; /* busy-wait: a random moment while blocks run */
+        if ((r = cuMemcpyHtoDAsync(cur, one_pinned, 4, ps)) != CUDA_SUCCESS)
+          goto out;
+      }
+      rwd_watch("%s variant %s (offset %llu round %u)", k->name, vname, (unsigned long long)off,
+                round);
+      r = cuStreamSynchronize(hs);
+      if (r == CUDA_SUCCESS)
+        r = cuStreamSynchronize(ps);
+      rwd_unwatch();
+      if (r != CUDA_SUCCESS || (r = cuMemcpyDtoH(&n, cur + 4, 4)) != CUDA_SUCCESS)
+        goto out;
+      if (n == 0)
+        break;
+      if (n > count || round > 64) {
+        printf("FAIL     %s variant %s: %u blocks gave up of a launch of %llu (round %u)\n",
+               k->name, vname, n, (unsigned long long)count, round);
+        r = CUDA_ERROR_LAUNCH_FAILED;
+        goto out;
+      }
+      k->given_up += n;
+      redo = cur;
+      which ^= 1;
+    }
+  }
+out:
+  for (int i = 0; i < 2; i++)
+    if (blk[i])
+      cuMemFree(blk[i]);
+  return r;
+}
+
 /* The worker count a daemon launches: one wave, but no more workers than
  * the grid has blocks. */
 static unsigned workers_of(unsigned wave, uint64_t total) {
@@ -487,6 +568,12 @@ static void diff_variants(rwd_kernel_t *k, const rwd_launch_t *l, const variant_
       k->preemptions += pre;
       judge(k, vname, r);
     }
+  }
+  if (v->flush != NULL) {
+    uint64_t s = workers_of(wave_of(v->flush, l), total);
+    snprintf(vname, sizeof(vname), "flush S=%llu+give-up", (unsigned long long)s);
+    restore_or_die(k, 0, vname);
+    judge(k, vname, run_flush(k, v->flush, l, v, s, 1, native_us, vname));
   }
 }
 

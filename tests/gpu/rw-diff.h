@@ -82,6 +82,7 @@ typedef struct rwd_kernel {
   unsigned variants_ok;     /* variant runs identical to native */
   unsigned variants_bad;    /* variant runs that differed */
   unsigned preemptions;     /* PTB runs stopped by the flag and resumed */
+  unsigned given_up;        /* blocks of the FLUSH form that gave up and ran again */
   unsigned nondet;          /* launches whose two native runs differed */
   unsigned scratch_diffs;   /* variant runs that differed only in scratch allocations */
   unsigned over_budget;     /* launches run natively only because RW_DIFF_BUDGET ran out */
