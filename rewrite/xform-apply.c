@@ -471,32 +471,55 @@ static bool flush_meets(const rw__stmt_t *s) {
   return false;
 }
 
-/* Index of label name in f's body, or SIZE_MAX. */
-static size_t label_at(const rw__func_t *f, const char *name) {
-  for (size_t i = 0; i < f->body.n; i++)
-    if (f->body.v[i]->kind == RW__ST_LABEL && strcmp(f->body.v[i]->name, name) == 0)
-      return i;
-  return (size_t)-1;
+typedef struct label_pos {
+  const char *name;
+  size_t at;
+} label_pos_t;
+
+static int cmp_label(const void *a, const void *b) {
+  return strcmp(((const label_pos_t *)a)->name, ((const label_pos_t *)b)->name);
 }
 
-/* Whether the statement at index i of f's body may jump back to index <= i. */
-static bool flush_backward(const rw__func_t *f, size_t i) {
-  const rw__stmt_t *s = f->body.v[i];
-  if (s->kind != RW__ST_INSN)
-    return false;
-  if (strcmp(s->opcode, "brx") == 0)
-    return true; /* a table of targets: any may be earlier */
-  if (strcmp(s->opcode, "bra") != 0 || s->nops < 1 || s->ops[0].kind != RW__OP_SYM)
-    return false;
-  return label_at(f, s->ops[0].toks[0].text) <= i;
+/* back[i]: statement i of f's body may jump to a statement at index <= i
+ * (a bra to an earlier label, or brx.idx, whose table may name any).
+ * Labels are sorted once, so a body of n statements costs n log n. */
+static int flush_backward_map(const rw__func_t *f, bool **out) {
+  size_t n = f->body.n, nl = 0;
+  label_pos_t *ls = malloc((n ? n : 1) * sizeof(*ls));
+  bool *back = calloc(n ? n : 1, sizeof(*back));
+  if (ls == NULL || back == NULL) {
+    free(ls);
+    free(back);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (f->body.v[i]->kind == RW__ST_LABEL)
+      ls[nl++] = (label_pos_t){f->body.v[i]->name, i};
+  qsort(ls, nl, sizeof(*ls), cmp_label);
+  for (size_t i = 0; i < n; i++) {
+    const rw__stmt_t *s = f->body.v[i];
+    if (s->kind != RW__ST_INSN)
+      continue;
+    if (strcmp(s->opcode, "brx") == 0) {
+      back[i] = true;
+    } else if (strcmp(s->opcode, "bra") == 0 && s->nops >= 1 && s->ops[0].kind == RW__OP_SYM) {
+      label_pos_t key = {s->ops[0].toks[0].text, 0};
+      const label_pos_t *at = bsearch(&key, ls, nl, sizeof(*ls), cmp_label);
+      back[i] = at != NULL && at->at <= i;
+    }
+  }
+  free(ls);
+  *out = back;
+  return 0;
 }
 
-/* FLUSH rewrite of body statement i (s, after sreg substitution). */
-static int flush_stmt(rw_ptx_module_t *m, const rw__func_t *f, size_t i, rw__stmt_t *s,
-                      rw__stmt_vec_t *out, rw_diag_t *d) {
+/* FLUSH rewrite of body statement i (s, after sreg substitution; back:
+ * it may branch backward). */
+static int flush_stmt(rw_ptx_module_t *m, bool back, size_t i, rw__stmt_t *s, rw__stmt_vec_t *out,
+                      rw_diag_t *d) {
   rw__buf_t b = {0};
   int rc = 0;
-  if (flush_backward(f, i))
+  if (back)
     rw__buf_printf(&b,
                    "@%%tally_cm bra $tally_fp%zu;\n"
                    "add.u32 %%tally_fc, %%tally_fc, 1;\n"
@@ -529,7 +552,7 @@ static int flush_stmt(rw_ptx_module_t *m, const rw__func_t *f, size_t i, rw__stm
     return b.err;
   if (b.len && (rc = rw__parse_body_text(m, b.p, out, d)) < 0)
     goto out;
-  if (flush_backward(f, i) && s->kind == RW__ST_INSN && strcmp(s->opcode, "bra") == 0) {
+  if (back && strcmp(s->opcode, "bra") == 0) {
     /* the poll may have sent some threads away: not uniform any more */
     bool uni = false;
     for (size_t k = 0; k < s->nmods; k++)
@@ -583,6 +606,7 @@ int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, 
   rw__buf_t b = {0};
   rw__stmt_vec_t head = {0}, tail = {0};
   size_t fidx = 0;
+  bool *back = NULL;
   int rc;
 
   if ((unsigned)kind >= RW_XFORM_KIND_COUNT)
@@ -663,6 +687,8 @@ int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, 
       goto out;
   }
 
+  if (kind == RW_XFORM_FLUSH && (rc = flush_backward_map(f, &back)) < 0)
+    goto out;
   if ((rc = rw__module_track(m, &nf->body)) < 0)
     goto out;
   if ((rc = rw__vec_insert(&nf->body, 0, head.v, head.n)) < 0)
@@ -674,7 +700,7 @@ int rw_xform_apply(rw_ptx_module_t *m, const char *entry, rw_xform_kind_t kind, 
     if (kind == RW_XFORM_PTB)
       rc = ptb_stmt(m, s, &nf->body, d);
     else if (kind == RW_XFORM_FLUSH)
-      rc = flush_stmt(m, f, i, s, &nf->body, d);
+      rc = flush_stmt(m, back[i], i, s, &nf->body, d);
     else
       rc = rw__vec_push(&nf->body, s);
     if (rc < 0)
@@ -694,6 +720,7 @@ out:
     rw_diag_set(d, -ENOMEM, 0, 0, "out of memory");
   free(head.v);
   free(tail.v);
+  free(back);
   free(b.p);
   return rc;
 }
