@@ -2,7 +2,8 @@
  * deadlock-free -- __syncthreads after divergent returns, named barriers
  * with thread counts and bar.arrive producer/consumer pairs, barrier
  * reductions (bar.red.popc/and/or), barriers inside loops whose trip count
- * varies per block.  Every kernel writes a value per thread that depends on
+ * varies per block, and blocks long enough (about 200 us each) that only a
+ * block that gives up in the middle frees its SM sooner.  Every kernel writes a value per thread that depends on
  * the barrier having worked, so a lost or extra arrival changes the output.
  */
 #include "corpus.cuh"
@@ -172,4 +173,33 @@ CORPUS_CASE(barrier_red) {
   cudaFree(in);
   cudaFree(out);
   cudaFree(out2);
+}
+
+/* Long blocks: each spins about 200 us on %globaltimer and only then does
+ * every thread write.  Slicing and PTB stop a kernel only between blocks;
+ * the FLUSH form gives such a block up in the middle (rewrite/rw.h). */
+__global__ void long_blocks(int *out, unsigned long long ns) {
+  __shared__ unsigned long long t0;
+  unsigned long long now;
+  if (threadIdx.x == 0)
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  __syncthreads();
+  do
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now - t0 < ns);
+  int g = blockIdx.x * blockDim.x + threadIdx.x;
+  out[g] = g * 3 + 1;
+}
+
+CORPUS_CASE(long_blocks) {
+  int blocks = (int)corpus_size(8, 264), threads = 128;
+  int *out = corpus_device_zero<int>(blocks * threads);
+  long_blocks<<<blocks, threads>>>(out, 200000ull);
+  CORPUS_CUDA(cudaDeviceSynchronize());
+  std::vector<int> o = corpus_to_host(out, blocks * threads);
+  bool ok = true;
+  for (int g = 0; g < blocks * threads && ok; g++)
+    ok = o[g] == g * 3 + 1;
+  corpus_check(ok, "long_blocks");
+  cudaFree(out);
 }

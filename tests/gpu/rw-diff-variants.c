@@ -25,7 +25,8 @@
  * size bench() explains) as medians of
  * RW_BENCH_REPS runs with CUDA events, and
  * measures preemption latency: host time from issuing the flag copy to the
- * worker stream draining (cuStreamSynchronize returning).
+ * worker stream draining (cuStreamSynchronize returning); and the same for
+ * the FLUSH form's first slice (giveup_*: counted when a block gave up).
  *
  * A failed launch or sync leaves the context unusable, so it ends the
  * program with exit 1 after naming the kernel and variant.
@@ -719,15 +720,62 @@ static void bench(rwd_kernel_t *k, const rwd_launch_t *l, const variant_fns_t *v
     }
   }
   qsort(lat, nl, sizeof(lat[0]), cmp_double);
+  /* Give-up latency of the FLUSH form: its first slice (one wave), the flag
+   * raised 10-50% into the run, host time until the stream drained; counted
+   * when some block gave up. */
+  double glat[20];
+  unsigned ng = 0;
+  if (v->flush) {
+    uint64_t s = workers_of(wave_of(v->flush, l), total);
+    CUdeviceptr blk = 0;
+    uint32_t n = 0;
+    double slice_us = k->slice_us > 0 && total > s ? k->slice_us * (double)s / (double)total
+                                                   : k->native_us;
+    if (cuMemAlloc(&blk, 16 + 4 * (size_t)s) != CUDA_SUCCESS)
+      die(k, "give-up", "control block allocation failed");
+    for (unsigned i = 0; i < 20; i++) {
+      uint32_t gx = l->grid.x, gy = l->grid.y, gz = l->grid.z;
+      uint64_t off = 0, redo = 0;
+      void *kp[4096 + 6];
+      memcpy(kp, l->args, v->nparams * sizeof(void *));
+      kp[v->nparams] = &gx, kp[v->nparams + 1] = &gy, kp[v->nparams + 2] = &gz;
+      kp[v->nparams + 3] = &off, kp[v->nparams + 4] = &blk, kp[v->nparams + 5] = &redo;
+      restore_or_die(k, 0, "give-up");
+      if (cuMemsetD8(blk, 0, 16) != CUDA_SUCCESS)
+        die(k, "give-up", "control block write failed");
+      sync_or_die(k, "give-up");
+      double t_launch = rwd_now_us();
+      if (launch(v->flush, (unsigned)s, l, kp) != CUDA_SUCCESS)
+        die(k, "give-up", "launch failed");
+      double delay = (0.1 + 0.4 * (double)(rnd() % 1000) / 1000.0) * slice_us;
+      while (rwd_now_us() - t_launch < delay)
+        ;
+      double t0 = rwd_now_us();
+      cuMemcpyHtoDAsync(blk, one_pinned, 4, ps);
+      rwd_watch("%s give-up", k->name);
+      cuStreamSynchronize(hs);
+      double t1 = rwd_now_us();
+      rwd_unwatch();
+      sync_or_die(k, "give-up");
+      cuMemcpyDtoH(&n, blk + 4, sizeof(n));
+      if (n > 0)
+        glat[ng++] = t1 - t0;
+    }
+    cuMemFree(blk);
+  }
+  qsort(glat, ng, sizeof(glat[0]), cmp_double);
   printf("BENCH %s total=%llu wave=%u workers=%u batch=%u native_us=%.2f origptx_us=%.2f "
          "slice_us=%.2f "
          "ptb_us=%.2f "
-         "block_us=%.2f preempt_n=%u preempt_p50_us=%.1f preempt_max_us=%.1f\n",
+         "block_us=%.2f preempt_n=%u preempt_p50_us=%.1f preempt_max_us=%.1f giveup_n=%u "
+         "giveup_p50_us=%.1f giveup_max_us=%.1f\n",
          k->name, (unsigned long long)total, wave, workers, bench_batch, k->native_us,
          k->origptx_us, k->slice_us, k->ptb_us, k->block_us, nl, nl ? lat[nl / 2] : NAN,
-         nl ? lat[nl - 1] : NAN);
+         nl ? lat[nl - 1] : NAN, ng, ng ? glat[ng / 2] : NAN, ng ? glat[ng - 1] : NAN);
   for (unsigned i = 0; i < nl; i++)
     printf("PREEMPT %s block_us=%.2f latency_us=%.1f\n", k->name, k->block_us, lat[i]);
+  for (unsigned i = 0; i < ng; i++)
+    printf("GIVEUP %s block_us=%.2f latency_us=%.1f\n", k->name, k->block_us, glat[i]);
 }
 
 /* ---- entry ---- */
