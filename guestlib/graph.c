@@ -779,7 +779,11 @@ GUEST_EXPORT CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *e
   return r;
 }
 
-/* XLA updates a command buffer's nested one (a child graph node) in place. */
+/* XLA updates a command buffer's nested one (a child graph node) in place.
+ * Updates of an exec are posted, as launches are: the daemon applies them in
+ * order before any later launch of the exec, and an error is kept for the
+ * next syncpoint (XLA updates a score of nodes before every replay, and a
+ * round trip each cost it more than the replay). */
 GUEST_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphNode node,
                                                          CUgraph child) {
   call_graph_exec_child_req_t q = {.exec = H(e), .node = H(node), .graph = H(child)};
@@ -788,7 +792,8 @@ GUEST_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphN
     return r;
   if (!e || !node || !child)
     return CUDA_ERROR_INVALID_VALUE;
-  return guest__rpc(CALL_OP_GRAPH_EXEC_CHILD, 0, &q, NULL);
+  int rc = guest__post(CALL_OP_GRAPH_EXEC_CHILD, &q);
+  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
 }
 
 static CUresult exec_kernel(CUgraphExec e, CUgraphNode node, uint64_t h, const unsigned grid[3],
@@ -809,7 +814,8 @@ static CUresult exec_kernel(CUgraphExec e, CUgraphNode node, uint64_t h, const u
     q.shmem = k.shmem;
     q.argbytes = k.argbytes;
     q.args = k.args;
-    r = guest__rpc(CALL_OP_GRAPH_EXEC_KERNEL, 0, &q, NULL);
+    int rc = guest__post(CALL_OP_GRAPH_EXEC_KERNEL, &q);
+    r = rc ? guest__cu_error(rc) : CUDA_SUCCESS;
   }
   free(body);
   return r;

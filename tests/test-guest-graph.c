@@ -174,7 +174,8 @@ static void graph_open(CUstream *s, CUdeviceptr *a, CUgraph *g) {
   assert_int_equal(cuGraphCreate(g, 0), CUDA_SUCCESS);
 }
 
-/* An explicit graph: memset, then a kernel after it; its parameters changed. */
+/* An explicit graph: memset, then a kernel after it; its parameters changed
+ * (a posted update, whose error comes back at the next synchronisation). */
 static void explicit_graph_sequence(void **state) {
   CUstream s;
   CUdeviceptr a;
@@ -207,6 +208,13 @@ static void explicit_graph_sequence(void **state) {
   replay(e, s, a, got);
   assert_int_equal(got[11], 6);
   assert_int_equal(got[12], 2);
+  /* Updates are posted: one tallyd refuses (a node the tenant never had)
+   * returns at once, and its error comes back from the next synchronising
+   * call, once. */
+  assert_int_equal(cuGraphExecKernelNodeSetParams_v2(e, (CUgraphNode)(uintptr_t)0xdead0, &kp),
+                   CUDA_SUCCESS);
+  assert_int_not_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   /* The same graph updates cleanly. */
   assert_int_equal(cuGraphExecUpdate_v2(e, g, &ui), CUDA_SUCCESS);
   assert_int_equal(ui.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);

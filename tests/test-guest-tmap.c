@@ -9,7 +9,8 @@
  * 64 (a __grid_constant__ CUtensorMap after a pointer) reaches the kernel
  * intact through kernelParams, an extra buffer and cuLaunchKernelEx (the
  * recording device's tmap_copy kernel writes what it received); bad
- * arguments fail with a CUDA error and the tenant goes on.  The granularity
+ * arguments fail with a CUDA error and the tenant goes on; a repeated
+ * encode is answered from the guest's memo without a request.  The granularity
  * query with fabric and POSIX fd handle types succeeds, memory made with
  * them works and is still never exported.  Never GPU coverage.
  */
@@ -225,6 +226,43 @@ static void bad_arguments_fail_cleanly(void **state) {
   assert_int_equal(cuMemFree(buf), CUDA_SUCCESS);
 }
 
+/* A map encoded before comes from the guest's memo, byte for byte, without a
+ * request; any other argument asks again, and a refusal is not remembered. */
+static void repeats_need_no_request(void **state) {
+  CUtensorMap m1, m2, m3;
+  CUdeviceptr buf;
+  unsigned long n0;
+  (void)state;
+  assert_int_equal(cuMemAlloc(&buf, 4096), CUDA_SUCCESS);
+  n0 = ops(CALL_OP_TENSOR_MAP);
+  assert_int_equal(tiled(&m1, buf), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_TENSOR_MAP), n0 + 1);
+  memset(&m2, 0, sizeof(m2));
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(tiled(&m2, buf), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_TENSOR_MAP), n0 + 1);
+  assert_memory_equal(&m1, &m2, sizeof(m1));
+  /* Another address is another map. */
+  assert_int_equal(tiled(&m3, buf + 1024), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_TENSOR_MAP), n0 + 2);
+  assert_int_equal(u64_at(&m3, 16), buf + 1024);
+  assert_int_equal(tiled(&m2, buf), CUDA_SUCCESS);
+  assert_memory_equal(&m1, &m2, sizeof(m1));
+  /* A refusal (misaligned) is asked for each time. */
+  cuuint64_t dims[2] = {16, 16}, strides[1] = {64};
+  cuuint32_t box[2] = {8, 8}, es[2] = {1, 1};
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(cuTensorMapEncodeTiled(&m2, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
+                                            (void *)(uintptr_t)(buf + 8), dims, strides, box, es,
+                                            CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                            CU_TENSOR_MAP_SWIZZLE_NONE,
+                                            CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                     CUDA_ERROR_INVALID_VALUE);
+  assert_true(ops(CALL_OP_TENSOR_MAP) >= n0 + 4);
+  assert_int_equal(cuMemFree(buf), CUDA_SUCCESS);
+}
+
 /* XLA's device allocator: granularity with fabric + POSIX fd, then memory. */
 static void fabric_and_posix_fd_allocation(void **state) {
   CUmemAllocationProp p;
@@ -271,6 +309,7 @@ int main(void) {
       cmocka_unit_test(im2col_kinds),
       cmocka_unit_test(map_reaches_the_kernel_by_value),
       cmocka_unit_test(bad_arguments_fail_cleanly),
+      cmocka_unit_test(repeats_need_no_request),
       cmocka_unit_test(fabric_and_posix_fd_allocation),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
