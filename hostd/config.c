@@ -51,6 +51,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->threshold_us = -1;
   cfg->resume_idle_us = -1;
   cfg->be_depth = HOSTD_DEFAULT_BE_DEPTH;
+  cfg->be_alone = 1;
   cfg->unix_mode = HOSTD_DEFAULT_UNIX_MODE;
   cfg->max_tenants = HOSTD_DEFAULT_MAX_TENANTS;
   cfg->modcache_mem = HOSTD_DEFAULT_MODCACHE_MEM;
@@ -110,6 +111,10 @@ static void usage_scheduling(FILE *f) {
         "                       the threshold may be queued on the GPU (1..32; default\n"
         "                       %d; 0 = the policy library's, 1): an arriving latency-\n"
         "                       critical kernel still waits for at most one such block\n"
+        "  --be-alone 0|1       1 (default): a best-effort tenant that is the daemon's\n"
+        "                       only tenant launches straight to the GPU, as with\n"
+        "                       --policy none (nobody to protect; no profiles, no GPU\n"
+        "                       time counted meanwhile); 0: through the policy even then\n"
         "  --time-every N       a best-effort launch of a kernel whose profile has its\n"
         "                       samples is timed (two GPU events) 1 in N, at random\n"
         "                       (1..65536; 1 = every launch; default 0 = the policy's, 16)\n"
@@ -211,6 +216,7 @@ static const int_option_t *int_option(const char *name) {
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
       {"be-sms", offsetof(hostd_config_t, be_sms), 4096},
       {"be-depth", offsetof(hostd_config_t, be_depth), POL_MAX_BE_DEPTH},
+      {"be-alone", offsetof(hostd_config_t, be_alone), 1},
       {"time-every", offsetof(hostd_config_t, time_every), 65536},
       {"handshake-ms", offsetof(hostd_config_t, handshake_ms), 600000},
       {"max-halfopen", offsetof(hostd_config_t, halfopen_max), 1000000},

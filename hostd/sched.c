@@ -174,6 +174,7 @@ static struct {
   item_t *inbox, *inbox_tail;
   bool sleeping, stop;
   uint64_t be_queued; /* mu: IT_SUBMIT items queued, not yet issued or dropped */
+  _Atomic uint32_t nopen; /* tenants added and not yet closing (alone mode: one) */
   bool lc_news;     /* an LC event was published since this thread last looked (mu) */
   struct {
     uint64_t *ev; /* free events (mu): [0] untimed, [1] timed */
@@ -286,6 +287,7 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->turn_max_ns = __atomic_load_n(&S.st.turn_max_ns, __ATOMIC_ACQUIRE);
   out->lc_launches = __atomic_load_n(&S.st.lc_launches, __ATOMIC_ACQUIRE);
   out->lc_events = __atomic_load_n(&S.st.lc_events, __ATOMIC_ACQUIRE);
+  out->alone = __atomic_load_n(&S.st.alone, __ATOMIC_ACQUIRE);
 }
 
 /* ---- events: a pool shared by workers and the scheduler thread ---- */
@@ -478,6 +480,7 @@ hostd_sched_tenant_t *hostd__sched_tenant_new(uint32_t id, const char *name, int
     free(t);
     return NULL;
   }
+  atomic_fetch_add_explicit(&S.nopen, 1, memory_order_relaxed);
   return t;
 }
 
@@ -668,12 +671,46 @@ static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch
   return CUDA_SUCCESS;
 }
 
+/* ALONE MODE: a best-effort tenant that is the only tenant of the daemon
+ * launches on its own stream, as under --policy none: the policy protects
+ * a latency-critical tenant and shares best-effort time by weight, and with
+ * no other tenant there is nothing to protect or share, while every held
+ * launch would cost a hand-off to this thread and every fence a wait for
+ * it.  Launches queued before are fenced first (stream order); from the
+ * next queued launch on, invariant (c) orders the queue after these (the
+ * run is closed here).  What it gives up: a tenant that connects meanwhile
+ * may find the alone tenant's launches on the GPU, which the policy did not
+ * see (bounded by what the alone tenant had queued on the GPU then); their
+ * device time is not counted, and nothing is profiled.  Off with a trace
+ * (which must see every kernel) and when cfg->be_alone is false. */
+static bool alone(const hostd_sched_stream_t *ss) {
+  return S.cfg.be_alone && !S.trace && !ss->t->direct &&
+         atomic_load_explicit(&S.nopen, memory_order_relaxed) == 1;
+}
+
+static CUresult launch_alone(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
+  CUresult r;
+  if (ss->last_seq != ss->fenced_seq && (r = hostd__sched_fence(ss)) != CUDA_SUCCESS)
+    return r;
+  r = (l->graph || l->memset.count)
+          ? unit_launch(l->graph, &l->memset, ss->handle)
+          : hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, ss->handle, l->attrs, l->nattr,
+                              (void *)l->args, l->argbytes);
+  if (r == CUDA_SUCCESS) {
+    ss->run_open = false;
+    STAT_ADD(alone, 1);
+  }
+  return r;
+}
+
 CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
   size_t abytes = (size_t)l->nattr * sizeof(CUlaunchAttribute);
   item_t *it;
   CUresult r;
   if (ss->t->direct)
     return launch_direct(ss, l);
+  if (alone(ss))
+    return launch_alone(ss, l);
   /* No block to run: the driver refuses it at once, and policy/ has no
    * block range to issue (the fence would wait for it forever). */
   if (!l->grid[0] || !l->grid[1] || !l->grid[2] || !l->block[0] || !l->block[1] || !l->block[2])
@@ -799,6 +836,7 @@ void hostd__sched_tenant_close(hostd_sched_tenant_t *t) {
   item_t *it;
   if (!t)
     return;
+  atomic_fetch_sub_explicit(&S.nopen, 1, memory_order_relaxed);
   if (!(it = item_new(IT_CLOSE, NULL, 0))) {
     /* No memory for the message: wait for the queue to drain instead. */
     (void)hostd__sched_tenant_flush(t);
@@ -1744,10 +1782,12 @@ void hostd__sched_shutdown(void) {
              " dropped), %" PRIu64
              " fences that waited; %" PRIu64 " sliced and %" PRIu64 " PTB launches, %" PRIu64
              " preemptions, turnaround p50 %.1f us p99 %.1f us max %.1f us (%" PRIu64
-             " timed); %" PRIu64 " LC launches made directly, %" PRIu64 " LC events recorded",
+             " timed); %" PRIu64 " LC launches made directly, %" PRIu64 " LC events recorded, %" PRIu64
+             " launches of a best-effort tenant alone",
              S.st.submitted, S.st.held, S.st.timed, S.st.dropped, S.st.fences, S.st.sliced, S.st.ptb,
              S.st.preempts, (double)S.st.turn_p50_ns / 1e3, (double)S.st.turn_p99_ns / 1e3,
-             (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, S.st.lc_launches, S.st.lc_events);
+             (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, S.st.lc_launches, S.st.lc_events,
+             S.st.alone);
   fence_report();
   if (S.trace)
     fprintf(S.trace, "# preemption turnaround: n=%" PRIu64 " p50_ns=%" PRIu64 " p99_ns=%" PRIu64

@@ -51,6 +51,8 @@ typedef struct hostd_sched_config {
   uint32_t be_sms;     /* > 0: BE launches run in a partition of at least this many SMs
                           (a green context), leaving the rest to the LC tenant */
   hostd_var_config_t var; /* transformed variants (variants.h): forms offered, cache */
+  bool be_alone; /* a best-effort tenant alone on the daemon launches straight to the GPU
+                    (sched.c, ALONE MODE); false here, tallyd's --be-alone 1 by default */
 } hostd_sched_config_t;
 
 /* Fills *cfg: off, policy tally with policy/'s defaults. */
@@ -186,6 +188,7 @@ typedef struct hostd_sched_stats {
   uint64_t turn_p50_ns, turn_p99_ns, turn_max_ns; /* of those (1 us buckets) */
   uint64_t lc_launches; /* LC launches made straight on the tenant's stream */
   uint64_t lc_events;   /* events their workers recorded behind them (one per quiet point) */
+  uint64_t alone;       /* launches a best-effort tenant alone made on its own stream */
 } hostd_sched_stats_t;
 void hostd__sched_stats(hostd_sched_stats_t *out);
 /* Whether the scheduler runs (between init and shutdown, policy not none); any thread. */

@@ -1108,6 +1108,7 @@ static int sched_start(const hostd_config_t *cfg) {
     sc.pol.resume_idle_ns = (uint64_t)cfg->resume_idle_us * 1000u;
   if (cfg->be_depth > 0)
     sc.pol.be_depth = (uint32_t)cfg->be_depth;
+  sc.be_alone = cfg->be_alone != 0;
   if (cfg->time_every > 0)
     sc.pol.time_every = (uint32_t)cfg->time_every;
   sc.be_sms = cfg->be_sms > 0 ? (uint32_t)cfg->be_sms : 0;

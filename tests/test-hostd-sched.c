@@ -829,6 +829,73 @@ static void lc_close_before_any_record(void **state) {
   pair_close(&x);
 }
 
+/* ALONE MODE (be_alone): a BE tenant alone launches on its own stream (no
+ * queue); once another tenant is open its launches are held by the policy
+ * again, in stream order after the direct ones; when it is alone again its
+ * next launch first waits for the queued one to be issued.  The scheduler
+ * is restarted with be_alone for this test, and as before after it. */
+static void be_tenant_alone_launches_straight(void **state) {
+  hostd_sched_config_t cfg;
+  hostd_sched_stats_t st0, st;
+  hostd_sched_tenant_t *be, *lc;
+  hostd_sched_stream_t *bss, *lss;
+  uint64_t bs, ls, p;
+  CUresult r;
+  (void)state;
+  hostd__sched_shutdown();
+  hostd__sched_config_init(&cfg);
+  cfg.be_alone = true;
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+  assert_non_null(be = hostd__sched_tenant_new(90, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
+  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
+  hostd__sched_stats(&st0);
+  /* Alone: made at once on the tenant's stream, no item, no fence. */
+  assert_int_equal(launch_fill(bss, p, 7, 16), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(bs), CUDA_SUCCESS);
+  assert_int_equal(read_u32(p + 60, bs), 7);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.alone, st0.alone + 1);
+  assert_int_equal(st.submitted, st0.submitted);
+  assert_int_equal(st.fences, st0.fences);
+  /* An LC tenant comes and is active: the BE launch is held. */
+  assert_non_null(lc = hostd__sched_tenant_new(91, "lc", 0, 1));
+  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
+  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
+  assert_int_equal(launch_fill(lss, p, 1, 1), CUDA_SUCCESS);
+  hostd__sched_tenant_quiet(lc);
+  wait_stats(completed_at_least, st0.completed + 1);
+  assert_int_equal(launch_fill(bss, p, 8, 16), CUDA_SUCCESS);
+  wait_stats(submitted_at_least, st0.submitted + 2);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.issued, st0.issued);
+  assert_int_equal(st.alone, st0.alone + 1);
+  assert_int_equal(read_u32(p + 60, bs), 7);
+  /* The LC goes: alone again.  The next launch waits for the held one to
+   * be issued, and runs after it. */
+  hostd__sched_tenant_close(lc);
+  hostd__sched_tenant_free(lc);
+  assert_int_equal(launch_fill(bss, p + 4, 9, 15), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(bs), CUDA_SUCCESS);
+  assert_int_equal(read_u32(p, bs), 8);
+  assert_int_equal(read_u32(p + 4, bs), 9);
+  assert_int_equal(read_u32(p + 60, bs), 9);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.issued, st0.issued + 1);
+  assert_int_equal(st.alone, st0.alone + 2);
+  hostd__sched_tenant_close(be);
+  hostd__sched_tenant_free(be);
+  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
+  hostd__sched_shutdown();
+  hostd__sched_config_init(&cfg);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(held_launch_keeps_stream_order),
@@ -849,6 +916,7 @@ int main(void) {
       cmocka_unit_test(lc_busy_until_last_batch_completes),
       cmocka_unit_test(lc_close_and_free_while_busy),
       cmocka_unit_test(lc_close_before_any_record),
+      cmocka_unit_test(be_tenant_alone_launches_straight),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
