@@ -217,6 +217,11 @@ int guest__post(uint32_t op, const void *q) {
   if ((n = req_iov(op, CALL_ASYNC, q, hdr, fixed, iov)) < 0)
     return n;
   rc = wire_conn_post(conn, iov, n);
+  /* A host function is how XLA learns a step ended (it then waits on the
+   * host, making no call that would flush); a graph is a whole step of GPU
+   * work: neither waits in the batch (call.def, CALL_M_PROMPT). */
+  if (rc == 0 && (call_op_modes(op) & CALL_M_PROMPT))
+    rc = wire_conn_flush(conn);
   return rc ? channel_lost(rc) : 0;
 }
 

@@ -214,6 +214,7 @@ static void every_op_number_has_a_request_and_a_reply(void **state) {
   assert_int_equal(call_op_by(CALL_OP_HOSTFN_WAIT), CALL_BY_LOOP);
   assert_int_equal(call_op_by(CALL_OP_LAUNCH), CALL_BY_WORKER);
   assert_int_equal(call_op_modes(CALL_OP_LAUNCH), CALL_M_POST);
+  assert_int_equal(call_op_modes(CALL_OP_HOSTFN), CALL_M_POST | CALL_M_PROMPT);
 }
 
 /* The LAUNCH bytes as both sides have spoken them (the layout the table

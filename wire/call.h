@@ -99,6 +99,7 @@
 #define CALL_M_CALL      1u
 #define CALL_M_POST      2u
 #define CALL_M_SYNCPOINT 4u
+#define CALL_M_PROMPT    8u /* a post the guest sends at once, not batched (call.def) */
 #define CALL_BY_WORKER   0
 #define CALL_BY_LOOP     1
 
