@@ -19,7 +19,7 @@
 # "error" (any case) that the native stderr lacks; such lines are printed
 # with the diffs.  Every run's stdout and stderr are kept in the temporary
 # folder (FW-FEATURE.{native,shm,tcp}.{out,err}) and copied to
-# $TALLY_FW_LOGS when it is set.  Each run gets its own TorchInductor and
+# $TALLY_FW_LOGS when it is set, each case's as soon as it finished.  Each run gets its own TorchInductor and
 # Triton cache folder, so no run reuses another's compiled kernels.
 # A framework that does not import natively (absent, or failing at its own
 # import: e.g. a numba older than the installed numpy) is skipped, with the
@@ -111,9 +111,21 @@ wanted_() {
 module_() {
   case $1 in numba) echo numba.cuda ;; *) echo "$1" ;; esac
 }
+# keep_ OUT: copies a finished case's files to $TALLY_FW_LOGS at once, so a
+# suite stopped by a time limit still leaves the logs of the rows it ran
+keep_() {
+  [ -n "${TALLY_FW_LOGS:-}" ] || return 0
+  mkdir -p "$TALLY_FW_LOGS" && for f in "$1".*; do [ -f "$f" ] && cp "$f" "$TALLY_FW_LOGS/"; done
+  cp "$tmp/table" "$TALLY_FW_LOGS/" 2>/dev/null
+  return 0
+}
 case_() {
+  wanted_ "$1/$2" || return 0
+  case1_ "$@"
+  keep_ "$tmp/$1-$2"
+}
+case1_() {
   fw=$1 feat=$2 envv=$3; shift 3
-  wanted_ "$fw/$feat" || return 0
   out=$tmp/$fw-$feat
   if [ "$envv" = - ]; then envv=TALLY_FW_NONE=1; fi
   run_ native "$out.native" "$envv" "$@"
