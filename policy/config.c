@@ -71,6 +71,11 @@ void pol_config_init(pol_config_t *cfg) {
    * events per launch. 1 in 16 still sees a drift (drift_samples drifted
    * samples in a row) within about fifty launches of the kernel. */
   cfg->time_every = 16;
+  /* A FLUSH block sees the flag at its next poll (every 64th backward
+   * branch, POL_GPU_FLUSH_POLL_NS, assumed) once the flag is visible
+   * (POL_GPU_FLAG_NS, measured for PTB): 29.7 us, under the default
+   * threshold, so a FLUSH launch fits an empty budget. */
+  cfg->flush_giveup_ns = POL_GPU_FLAG_NS + POL_GPU_FLUSH_POLL_NS;
 }
 
 int pol_config_check(const pol_config_t *cfg, const char **why) {
@@ -83,6 +88,8 @@ int pol_config_check(const pol_config_t *cfg, const char **why) {
     bad = "resume idle time must be at most 1 s";
   else if (cfg->flag_latency_ns > 1000000000ull || cfg->launch_gap_ns > 1000000000ull)
     bad = "flag latency and launch gap must be at most 1 s";
+  else if (cfg->flush_giveup_ns > 1000000000ull)
+    bad = "FLUSH give-up time must be at most 1 s";
   else if (cfg->timeslice_ns < 1000 || cfg->timeslice_ns > 10000000000ull)
     bad = "time slice must be between 1 us and 10 s";
   else if (cfg->ts_switch_ns > cfg->timeslice_ns || cfg->ts_idle_ns > cfg->timeslice_ns)

@@ -21,6 +21,10 @@
 /* Preemption flag in device memory set by an async copy on a high-priority
  * stream: signal -> kernel done 27.7 us p50. */
 #define POL_GPU_FLAG_NS 27700
+/* A FLUSH block (rewrite/'s NAME__tally_flush) reads the flag every 64th
+ * backward branch: ASSUMED, not measured, 64 loop iterations of ~30 ns, so
+ * flag raised -> blocks given up is about POL_GPU_FLAG_NS plus this. */
+#define POL_GPU_FLUSH_POLL_NS 2000
 /* Cross-process time-slicing: ~2 ms slices; a kernel waiting behind another
  * process's kernel waited 0.19-2.3 ms. */
 #define POL_GPU_TIMESLICE_NS      2000000

@@ -10,12 +10,20 @@
  *  (b) sub->next is the first logical block not yet issued; a PTB launch that
  *      stops early returns its unfinished suffix by moving sub->next back,
  *      which is safe because nothing of that tenant is issued while one of
- *      its PTB launches is in flight (policies keep this rule, see
- *      pol__tenant_can_issue());
+ *      its PTB launches is in flight (pol__tenant_issuable() returns NULL
+ *      then);
  *  (c) be_budget_ns is the sum of the turnaround charged to BE launches in
  *      flight; it returns to 0 when none are;
  *  (d) be_deep_inflight counts the BE launches in flight issued as "deep"
  *      (POL__ISSUE_DEEP, tally.c's DEPTH rule); it is <= be_inflight.
+ *  (e) FLUSH: sub->redo counts blocks of sub that gave up and have not been
+ *      issued again; they are exactly the blocks listed by launch
+ *      sub->redo_of, because nothing of a tenant is issued while one of its
+ *      FLUSH launches is in flight (as for PTB, pol__tenant_issuable()) and
+ *      a pending redo is the first thing issued of its tenant
+ *      (pol__tenant_issuable() returns its submission, pol__issue_redo()
+ *      takes all of it).  sub->done + blocks in flight + sub->redo + (total -
+ *      next) == total.
  */
 #ifndef TALLY_POL_INT_H
 #define TALLY_POL_INT_H
@@ -29,6 +37,8 @@ typedef struct pol__sub {
   uint64_t next;      /* first logical block not issued */
   uint64_t done;      /* logical blocks completed */
   uint32_t inflight;  /* launches of this submission in flight */
+  uint64_t redo;      /* FLUSH: blocks that gave up, to run again (invariant e) */
+  uint64_t redo_of;   /* FLUSH: the launch whose control block lists them (redo > 0) */
   uint64_t submit_ns; /* when the tenant submitted it */
   struct pol__sub *fifo_next;
 } pol__sub_t;
@@ -41,11 +51,12 @@ typedef struct pol__tenant {
   uint32_t weight;
   pol__sub_t *head, *tail; /* submissions not yet complete, oldest first */
   uint32_t nsubs;
-  uint32_t inflight;      /* launches in flight */
-  uint32_t ptb_inflight;  /* PTB launches in flight */
-  double vtime;           /* weighted device time charged (fair share) */
-  bool idle;              /* BE: had nothing queued or in flight at the last pump */
-  uint64_t issued_blocks; /* logical blocks issued, for tests and stats */
+  uint32_t inflight;       /* launches in flight */
+  uint32_t ptb_inflight;   /* PTB launches in flight */
+  uint32_t flush_inflight; /* FLUSH launches (redos included) in flight */
+  double vtime;            /* weighted device time charged (fair share) */
+  bool idle;               /* BE: had nothing queued or in flight at the last pump */
+  uint64_t issued_blocks;  /* logical blocks issued, for tests and stats */
 } pol__tenant_t;
 
 typedef struct pol__launch {
@@ -61,7 +72,9 @@ typedef struct pol__launch {
   bool explore; /* launched while the kernel was unprofiled */
   bool deep;    /* queued under the DEPTH rule (tally.c): charged by its block time */
   bool preempt_raised;
-  uint32_t next_free; /* free list link (slot index + 1; 0 = end) */
+  uint64_t preempt_ns; /* when the PREEMPT action was queued (preempt_raised) */
+  bool redo;           /* FLUSH: a redo launch (pol_action_t.redo) */
+  uint32_t next_free;  /* free list link (slot index + 1; 0 = end) */
 } pol__launch_t;
 
 struct pol__ops {
@@ -94,8 +107,8 @@ struct pol_sched {
   uint64_t be_budget_ns;
   uint32_t be_inflight;
   uint32_t be_deep_inflight; /* of be_inflight, those issued deep (invariant d) */
-  uint32_t rr; /* round-robin cursor (paper, timeslice) */
-  uint64_t rng; /* xorshift64 state: which settled launches are timed (time_every) */
+  uint32_t rr;               /* round-robin cursor (paper, timeslice) */
+  uint64_t rng;              /* xorshift64 state: which settled launches are timed (time_every) */
   /* time-slicing (policy/ref-timeslice.c) */
   int ts_owner;             /* tenant index owning the GPU, -1 none yet */
   int ts_next;              /* tenant the GPU is being switched to, -1 none */
@@ -116,7 +129,9 @@ extern const struct pol__ops pol__ops_tgs;
 
 /* Blocks of k the GPU holds at once (caller's figure or the default). */
 uint64_t pol__resident(const pol_sched_t *s, const pol_kernel_t *k);
-/* First submission of t with unissued blocks, or NULL. */
+/* First submission of t with unissued blocks or a pending redo (stream
+ * order), or NULL; NULL too while a PTB or FLUSH launch of t is in flight
+ * (invariants b, e). */
 pol__sub_t *pol__tenant_issuable(pol__tenant_t *t);
 /* True if t has submissions not complete. */
 bool pol__tenant_busy(const pol__tenant_t *t);
@@ -128,7 +143,14 @@ int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t for
                uint32_t workers, int prio, uint64_t turn_ns, unsigned flags);
 /* Queues a PREEMPT action for l (once). */
 int pol__preempt(pol_sched_t *s, pol__launch_t *l);
-/* Issues every issuable submission of t in ORIGINAL form (or the rest of it, sliced). */
+/* Issues u's pending redo: one FLUSH launch of all u->redo blocks, charged
+ * turn_ns; 0 or -ENOMEM. */
+int pol__issue_redo(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int prio, uint64_t turn_ns,
+                    unsigned flags);
+/* Issues the rest of u whole: its pending redo if it has one, else the
+ * unissued blocks in ORIGINAL form (SLICED if cut before).  0 or -ENOMEM. */
+int pol__issue_rest(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int prio);
+/* Issues every issuable submission of t with pol__issue_rest. */
 int pol__issue_all(pol_sched_t *s, pol__tenant_t *t, int prio, uint32_t max_inflight);
 void pol__timer_at(pol_sched_t *s, uint64_t at_ns);
 void pol__key_of(const pol_kernel_t *k, pol_profile_key_t *key);

@@ -13,6 +13,26 @@
  * preemption flag of launch L".  A submitted kernel for which no action comes
  * is being held.  The policy never blocks and never reads a clock.
  *
+ * The FLUSH form (rewrite/'s NAME__tally_flush): the blocks of a FLUSH launch
+ * that are running, or not yet started, when its flag shows give up unless
+ * they already made their first global effect ("committed"; those run to
+ * their end).  Its COMPLETED event reports blocks_done finished and
+ * blocks_given_up given up, and for a FLUSH launch
+ *
+ *   blocks_done + blocks_given_up == block_count      (always)
+ *
+ * (any other event is refused with -EINVAL).  The given-up blocks are not a
+ * contiguous range: the policy keeps, per submission, how many must run
+ * again, and the submission's next launch is a "redo" (a LAUNCH in form
+ * FLUSH with redo set, block_count the number of blocks, block_begin 0,
+ * redo_of the launch whose control block lists them), issued before any
+ * other piece of it and before anything later of its tenant.  A redo is a
+ * FLUSH launch too: it may be preempted and give up blocks again.  A
+ * submission is complete only when every one of its blocks finished.  The
+ * policy learns how long a preempted FLUSH launch takes to drain from its
+ * dev_end_ns minus the now_ns at which the PREEMPT was queued, so a caller
+ * that offers POL_VAR_FLUSH reports dev_end_ns on its now_ns clock.
+ *
  * Every policy (ours and the reference ones) sits behind this one interface;
  * pol_kind_t picks one.  Profiles (measured per kernel configuration) persist
  * in a file whose byte layout is the table in policy/profile-file.c.
@@ -73,6 +93,9 @@ typedef struct pol_config {
   uint32_t time_every;       /* ours: a whole BE launch of a kernel with a settled profile asks
                                 for device times 1 in this many, at random (1: every launch);
                                 the others complete untimed (pol_action_t.timed) */
+  uint64_t flush_giveup_ns;  /* ours: flag raised -> the uncommitted blocks of a FLUSH launch
+                                have given up (flag latency + one poll interval): the least
+                                turnaround a FLUSH launch is charged (tally.c) */
 } pol_config_t;
 
 /* Fills *cfg with defaults (each default's reason is in config.c). */
@@ -96,12 +119,18 @@ typedef enum pol_class {
 #define POL_VAR_ORIGINAL (1u << 0)
 #define POL_VAR_SLICED   (1u << 1) /* a sub-range of blocks per launch */
 #define POL_VAR_PTB      (1u << 2) /* persistent workers that stop at a flag */
-#define POL_VAR_ALL      (POL_VAR_ORIGINAL | POL_VAR_SLICED | POL_VAR_PTB)
+#define POL_VAR_FLUSH    (1u << 3) /* a sub-range whose running blocks give up at a flag */
+/* The three forms tallyd's variant builder makes, and the default of a sim/
+ * trace line without a variants field.  FLUSH is left out: a caller offers it
+ * by naming POL_VAR_FLUSH, so workloads and tests written for the three
+ * forms keep their meaning. */
+#define POL_VAR_ALL (POL_VAR_ORIGINAL | POL_VAR_SLICED | POL_VAR_PTB)
 
 typedef enum pol_form {
   POL_FORM_ORIGINAL = 0,
   POL_FORM_SLICED = 1,
   POL_FORM_PTB = 2,
+  POL_FORM_FLUSH = 3, /* a block range (or a redo), stopped by the flag mid-block */
 } pol_form_t;
 
 /* Stream priorities: the LC tenant's stream is the high one (docs/decisions.md, D4). */
@@ -120,28 +149,33 @@ typedef struct pol_kernel {
 typedef enum pol_event_type {
   POL_EV_SUBMIT = 1,    /* tenant submitted kernel (submit_id, kernel) */
   POL_EV_STARTED = 2,   /* launch_id began on the device at dev_start_ns */
-  POL_EV_COMPLETED = 3, /* launch_id ended: dev_start_ns..dev_end_ns, blocks_done */
+  POL_EV_COMPLETED = 3, /* launch_id ended: dev_start_ns..dev_end_ns, blocks_done (and
+                           blocks_given_up, FLUSH) */
   POL_EV_TIMER = 4,     /* the time asked for by pol_sched_next_timer_ns() came */
 } pol_event_type_t;
 
 typedef struct pol_event {
   pol_event_type_t type;
-  uint64_t now_ns;       /* caller's clock when the event is delivered */
-  uint32_t tenant;       /* SUBMIT: submitting tenant */
-  uint64_t submit_id;    /* SUBMIT: caller's unique id of this kernel submission */
-  pol_kernel_t kernel;   /* SUBMIT */
-  uint64_t launch_id;    /* STARTED, COMPLETED: id from the LAUNCH action */
-  uint64_t dev_start_ns; /* STARTED, COMPLETED: device timestamp of the first block */
-  uint64_t dev_end_ns;   /* COMPLETED: device timestamp of the end */
-  uint64_t blocks_done;  /* COMPLETED: logical blocks finished (< count if a PTB launch stopped) */
-  bool untimed;          /* COMPLETED: no device times were taken (the LAUNCH action did not ask
-                            for them): dev_start_ns/dev_end_ns are host estimates, no profile
-                            sample is taken */
+  uint64_t now_ns;          /* caller's clock when the event is delivered */
+  uint32_t tenant;          /* SUBMIT: submitting tenant */
+  uint64_t submit_id;       /* SUBMIT: caller's unique id of this kernel submission */
+  pol_kernel_t kernel;      /* SUBMIT */
+  uint64_t launch_id;       /* STARTED, COMPLETED: id from the LAUNCH action */
+  uint64_t dev_start_ns;    /* STARTED, COMPLETED: device timestamp of the first block */
+  uint64_t dev_end_ns;      /* COMPLETED: device timestamp of the end */
+  uint64_t blocks_done;     /* COMPLETED: logical blocks finished (< count if a PTB launch stopped,
+                               or a FLUSH launch's blocks gave up) */
+  bool untimed;             /* COMPLETED: no device times were taken (the LAUNCH action did not ask
+                               for them): dev_start_ns/dev_end_ns are host estimates, no profile
+                               sample is taken */
+  uint64_t blocks_given_up; /* COMPLETED, FLUSH launch only: blocks that gave up and must run
+                               again; blocks_done + blocks_given_up == the launch's
+                               block_count.  0 for every other form */
 } pol_event_t;
 
 typedef enum pol_action_type {
   POL_ACT_LAUNCH = 1,  /* launch blocks [block_begin, +block_count) of submit_id */
-  POL_ACT_PREEMPT = 2, /* raise the preemption flag of launch_id (a PTB launch) */
+  POL_ACT_PREEMPT = 2, /* raise the preemption flag of launch_id (a PTB or FLUSH launch) */
 } pol_action_type_t;
 
 typedef struct pol_action {
@@ -157,6 +191,10 @@ typedef struct pol_action {
   bool timed;           /* LAUNCH: the policy wants this launch's device start and end (a
                            profile sample); a caller may skip timing the others and report
                            their completion with pol_event_t.untimed */
+  bool redo;            /* LAUNCH, FLUSH form: run again the block_count blocks that gave up
+                           in launch redo_of (block_begin is 0 and unused) */
+  uint64_t redo_of;     /* LAUNCH with redo: the completed FLUSH launch (or redo) whose
+                           control block lists exactly these blocks; 0 otherwise */
 } pol_action_t;
 
 /* ---------------------------------------------------------------- scheduler */
@@ -203,14 +241,18 @@ typedef struct pol_stats {
   uint64_t explore_launches;  /* launches of unprofiled kernels */
   uint64_t reprofiles;        /* profiles reset for drift */
   uint64_t fallback_launches; /* no form met the threshold; least-turnaround form used */
+  uint64_t redo_launches;     /* FLUSH redo launches (pol_action_t.redo) */
+  uint64_t blocks_given_up;   /* blocks FLUSH launches reported given up */
 } pol_stats_t;
 void pol_sched_stats(const pol_sched_t *s, pol_stats_t *out);
 
 /* ---------------------------------------------------------------- profiles */
 
 /* A profile is keyed by (kernel_id, grid, block, shmem).  It holds the
- * measured time per wave of blocks in the plain forms (original, sliced) and
- * per logical block in the PTB form, from completion timestamps only. */
+ * measured time per wave of blocks in the plain forms (original, sliced, and
+ * FLUSH launches that ran to their end), per logical block in the PTB form,
+ * and how long preempted FLUSH launches took to drain, from completion
+ * timestamps only. */
 typedef struct pol_profile_key {
   uint64_t kernel_id;
   uint32_t grid[3];
@@ -224,7 +266,10 @@ typedef struct pol_profile {
   uint32_t wave_samples; /* samples behind wave_ns */
   uint64_t ptb_block_ns; /* estimated time per logical block per PTB worker; 0 unknown */
   uint32_t ptb_samples;
-  uint32_t drifted; /* consecutive drifted samples */
+  uint32_t drifted;             /* consecutive drifted samples */
+  uint64_t flush_drain_ns;      /* FLUSH: flag raised -> launch ended, a decaying maximum over
+                                   preempted launches (profile.c); 0 unknown */
+  uint32_t flush_drain_samples; /* preemptions behind flush_drain_ns */
 } pol_profile_t;
 
 int pol_profiles_new(pol_profiles_t **out);
@@ -243,7 +288,7 @@ int pol_profiles_put(pol_profiles_t *p, const pol_profile_t *rec);
 int pol_profiles_encode(const pol_profiles_t *p, uint8_t *buf, size_t cap, size_t *len);
 int pol_profiles_decode(pol_profiles_t *p, const uint8_t *buf, size_t len, const char **why);
 /* File wrappers: save writes path.tmp then renames (a crash keeps the old
- * file).  load: -ENOENT if absent, -EPROTO if corrupt, -EFBIG past 64 MiB. */
+ * file).  load: -ENOENT if absent, -EPROTO if corrupt, -EFBIG past 80 MiB. */
 int pol_profiles_save(const pol_profiles_t *p, const char *path);
 int pol_profiles_load(pol_profiles_t *p, const char *path, const char **why);
 

@@ -9,14 +9,15 @@
  *
  *   OFFSET  SIZE   FIELD
  *        0     8   magic "TALLYPRF"
- *        8     4   version, 1
+ *        8     4   version: 2 (written), 1 (still read)
  *       12     4   record count N (at most POL__FILE_MAX_RECORDS)
- *       16     4   record size R, 64 in version 1
+ *       16     4   record size R: 80 in version 2, 64 in version 1
  *       20     4   reserved, 0
  *       24   N*R   records, below
  *   24+N*R     8   FNV-1a 64 of bytes [0, 24+N*R)
  *
- * Record (R = 64 bytes):
+ * Record (R = 80 bytes; version 1's are the first 64, the FLUSH figures
+ * then read as 0, unknown):
  *        0     8   kernel id
  *        8    12   grid x, y, z (each >= 1)
  *       20    12   block x, y, z (each >= 1, product <= 1024)
@@ -26,7 +27,11 @@
  *       48     8   ptb_block_ns
  *       56     4   ptb samples
  *       60     4   drifted count (< 1000)
- * tests/test-pol-profile.c checks the code against this table.
+ *       64     8   flush_drain_ns                      (version 2)
+ *       72     4   flush drain samples                 (version 2)
+ *       76     4   reserved, 0                         (version 2)
+ * tests/test-pol-profile.c checks the code against this table, and reads a
+ * version 1 file.
  */
 #include "policy/pol.h"
 #include "policy/pol-int.h"
@@ -41,10 +46,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define POL__FILE_HDR 24
-#define POL__FILE_REC 64
-#define POL__FILE_SUM 8
-/* 1 Mi records (64 MiB) is far more kernel shapes than any workload has; it
+#define POL__FILE_HDR     24
+#define POL__FILE_VERSION 2
+#define POL__FILE_REC     80 /* version 2 */
+#define POL__FILE_REC_V1  64
+#define POL__FILE_SUM     8
+/* 1 Mi records (80 MiB) is far more kernel shapes than any workload has; it
  * bounds what a corrupt count can make us allocate. */
 #define POL__FILE_MAX_RECORDS (1u << 20)
 #define POL__FILE_MAX_BYTES   (POL__FILE_HDR + (size_t)POL__FILE_MAX_RECORDS * POL__FILE_REC + 8)
@@ -69,7 +76,7 @@ int pol_profiles_encode(const pol_profiles_t *p, uint8_t *buf, size_t cap, size_
   if (cap < need)
     return -ENOSPC;
   memcpy(buf, magic, 8);
-  wire_le_wr32(buf + 8, 1);
+  wire_le_wr32(buf + 8, POL__FILE_VERSION);
   wire_le_wr32(buf + 12, (uint32_t)n);
   wire_le_wr32(buf + 16, POL__FILE_REC);
   wire_le_wr32(buf + 20, 0);
@@ -88,13 +95,18 @@ int pol_profiles_encode(const pol_profiles_t *p, uint8_t *buf, size_t cap, size_
     wire_le_wr64(r + 48, e->ptb_block_ns);
     wire_le_wr32(r + 56, e->ptb_samples);
     wire_le_wr32(r + 60, e->drifted);
+    wire_le_wr64(r + 64, e->flush_drain_ns);
+    wire_le_wr32(r + 72, e->flush_drain_samples);
+    wire_le_wr32(r + 76, 0);
     r += POL__FILE_REC;
   }
   wire_le_wr64(r, fnv1a(buf, (size_t)(r - buf)));
   return 0;
 }
 
-static int decode_record(const uint8_t *r, pol_profile_t *e, const char **why) {
+/* Decodes one record of rec_size bytes (POL__FILE_REC or, version 1,
+ * POL__FILE_REC_V1). */
+static int decode_record(const uint8_t *r, size_t rec_size, pol_profile_t *e, const char **why) {
   uint64_t threads = 1;
   memset(e, 0, sizeof(*e));
   e->key.kernel_id = wire_le_rd64(r);
@@ -117,8 +129,17 @@ static int decode_record(const uint8_t *r, pol_profile_t *e, const char **why) {
   e->ptb_block_ns = wire_le_rd64(r + 48);
   e->ptb_samples = wire_le_rd32(r + 56);
   e->drifted = wire_le_rd32(r + 60);
+  if (rec_size >= POL__FILE_REC) {
+    e->flush_drain_ns = wire_le_rd64(r + 64);
+    e->flush_drain_samples = wire_le_rd32(r + 72);
+    if (wire_le_rd32(r + 76) != 0) {
+      *why = "record has a nonzero reserved field";
+      return -EPROTO;
+    }
+  }
   /* An estimate over an hour per wave is no GPU kernel we can schedule. */
-  if (e->wave_ns > 3600000000000ull || e->ptb_block_ns > 3600000000000ull) {
+  if (e->wave_ns > 3600000000000ull || e->ptb_block_ns > 3600000000000ull ||
+      e->flush_drain_ns > 3600000000000ull) {
     *why = "record has an estimate over one hour";
     return -EPROTO;
   }
@@ -143,12 +164,14 @@ int pol_profiles_decode(pol_profiles_t *p, const uint8_t *buf, size_t len, const
     *why = "bad magic (not a Tally profile file)";
     return -EPROTO;
   }
-  if (wire_le_rd32(buf + 8) != 1) {
+  uint32_t version = wire_le_rd32(buf + 8);
+  if (version != 1 && version != POL__FILE_VERSION) {
     *why = "unsupported version";
     return -EPROTO;
   }
+  size_t rec = version == 1 ? POL__FILE_REC_V1 : POL__FILE_REC;
   uint32_t n = wire_le_rd32(buf + 12);
-  if (wire_le_rd32(buf + 16) != POL__FILE_REC || wire_le_rd32(buf + 20) != 0) {
+  if (wire_le_rd32(buf + 16) != rec || wire_le_rd32(buf + 20) != 0) {
     *why = "bad record size or reserved field";
     return -EPROTO;
   }
@@ -157,11 +180,11 @@ int pol_profiles_decode(pol_profiles_t *p, const uint8_t *buf, size_t len, const
     return -EPROTO;
   }
   /* Length is checked against the count before anything is allocated. */
-  if (len != POL__FILE_HDR + (size_t)n * POL__FILE_REC + POL__FILE_SUM) {
+  if (len != POL__FILE_HDR + (size_t)n * rec + POL__FILE_SUM) {
     *why = "file length does not match its record count";
     return -EPROTO;
   }
-  size_t body = POL__FILE_HDR + (size_t)n * POL__FILE_REC;
+  size_t body = POL__FILE_HDR + (size_t)n * rec;
   if (wire_le_rd64(buf + body) != fnv1a(buf, body)) {
     *why = "checksum mismatch";
     return -EPROTO;
@@ -171,7 +194,7 @@ int pol_profiles_decode(pol_profiles_t *p, const uint8_t *buf, size_t len, const
     return rc;
   for (uint32_t i = 0; i < n; i++) {
     pol_profile_t e;
-    rc = decode_record(buf + POL__FILE_HDR + (size_t)i * POL__FILE_REC, &e, why);
+    rc = decode_record(buf + POL__FILE_HDR + (size_t)i * rec, rec, &e, why);
     if (rc < 0)
       goto out;
     if (pol_profiles_find(tmp, &e.key)) {

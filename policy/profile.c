@@ -1,17 +1,29 @@
 /* profile.c: the profile table and how a measurement updates it.
  *
  * A profile is keyed by (kernel id, grid, block, shared memory): the same
- * code with another launch shape is another profile.  It holds two figures,
- * both measured from device timestamps of completed launches (never by
- * synchronizing the device):
- *   wave_ns       time of one wave of blocks in the original or sliced form:
- *                 (end - start) / ceil(blocks / resident);
- *   ptb_block_ns  time a PTB worker spends per logical block:
- *                 (end - start) / ceil(blocks_done / workers).
- * The first min_samples samples are averaged; later ones enter an EWMA with
- * weight 1/8.  A sample more than drift_pct away from the estimate counts as
- * drifted; drift_samples drifted samples in a row reset the profile, so the
- * kernel is explored again under the unprofiled rule (policy/tally.c).
+ * code with another launch shape is another profile.  It holds three
+ * figures, all measured from device timestamps of completed launches (never
+ * by synchronizing the device):
+ *   wave_ns         time of one wave of blocks in the original or sliced
+ *                   form, or of a FLUSH launch (redo included) none of whose
+ *                   blocks gave up (the same blocks run, with a poll every
+ *                   64 backward branches): (end - start) / ceil(blocks /
+ *                   resident);
+ *   ptb_block_ns    time a PTB worker spends per logical block:
+ *                   (end - start) / ceil(blocks_done / workers);
+ *   flush_drain_ns  for FLUSH launches that were preempted: end minus when
+ *                   the policy raised the flag, what the LC waited for at
+ *                   most from this launch.  It jumps to a larger sample at
+ *                   once and moves 1/8 of the way to a smaller one, so a
+ *                   kernel whose blocks commit early (a store near their
+ *                   start, then a long run that can no longer give up) is
+ *                   charged what it really takes to drain (tally.c), and a
+ *                   single unlucky drain is forgotten over a few more.
+ * wave_ns and ptb_block_ns: the first min_samples samples are averaged; later
+ * ones enter an EWMA with weight 1/8.  A sample more than drift_pct away from
+ * the estimate counts as drifted; drift_samples drifted samples in a row
+ * reset the profile (all three figures), so the kernel is explored again
+ * under the unprofiled rule (policy/tally.c).
  *
  * The table is open addressing with linear probing, load factor <= 1/2.
  */
@@ -188,7 +200,23 @@ int pol__profile_sample(pol_sched_t *s, const pol__launch_t *l, const pol_event_
     memset(&rec, 0, sizeof(rec));
     rec.key = key;
   }
-  if (l->form == POL_FORM_PTB) {
+  if (l->form == POL_FORM_FLUSH) {
+    bool changed = false;
+    if (l->preempt_raised && ev->dev_end_ns >= l->preempt_ns) {
+      uint64_t drain = ev->dev_end_ns - l->preempt_ns;
+      if (drain >= rec.flush_drain_ns)
+        rec.flush_drain_ns = drain;
+      else
+        rec.flush_drain_ns -= (rec.flush_drain_ns - drain) / 8;
+      if (rec.flush_drain_samples < UINT32_MAX)
+        rec.flush_drain_samples++;
+      changed = true;
+    }
+    if (ev->blocks_given_up > 0 || ev->blocks_done == 0)
+      return changed ? pol_profiles_put(s->profiles, &rec) : 0; /* no wave time in it */
+    uint64_t waves = (ev->blocks_done + r - 1) / r;
+    drifted = fold(&s->cfg, &rec.wave_ns, &rec.wave_samples, dur / waves);
+  } else if (l->form == POL_FORM_PTB) {
     uint64_t w = l->workers ? l->workers : 1;
     if (ev->blocks_done == 0)
       return 0; /* preempted before any block: no information */
@@ -201,8 +229,8 @@ int pol__profile_sample(pol_sched_t *s, const pol__launch_t *l, const pol_event_
   if (drifted) {
     if (++rec.drifted >= s->cfg.drift_samples) {
       /* Re-profile: forget both figures; the kernel is unprofiled again. */
-      rec.wave_ns = rec.ptb_block_ns = 0;
-      rec.wave_samples = rec.ptb_samples = 0;
+      rec.wave_ns = rec.ptb_block_ns = rec.flush_drain_ns = 0;
+      rec.wave_samples = rec.ptb_samples = rec.flush_drain_samples = 0;
       rec.drifted = 0;
       s->stats.reprofiles++;
     }

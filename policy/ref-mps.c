@@ -6,7 +6,8 @@
  * launched before it.  MPS-PRIO ("MPS with client priority"): the same, but
  * the LC tenant's stream has the high priority, so its blocks dispatch ahead
  * of queued BE blocks (never ahead of resident ones: no preemption).
- * Nothing is held, nothing is reshaped, no profile is used.
+ * Nothing is held, nothing is reshaped (never PTB or FLUSH), no profile is
+ * used.
  */
 #include "policy/pol.h"
 #include "policy/pol-int.h"

@@ -8,7 +8,9 @@
  * tgs_interval_ns the controller looks at the worst LC queueing delay seen in
  * that interval (device start minus launch, from completion timestamps): above
  * tgs_delay_ns it halves the window, otherwise it adds one (AIMD).
- * This is our simplification of TGS's controller, not its code.
+ * This is our simplification of TGS's controller, not its code.  Kernels
+ * go in their original form only (the rest of one cut before, sliced):
+ * never PTB or FLUSH.
  */
 #include "policy/pol.h"
 #include "policy/pol-int.h"
@@ -51,8 +53,7 @@ static int pump(pol_sched_t *s) {
       continue;
     pol__sub_t *u;
     while (s->be_inflight < s->tgs_window && (u = pol__tenant_issuable(t)) != NULL) {
-      pol_form_t f = u->next == 0 ? POL_FORM_ORIGINAL : POL_FORM_SLICED;
-      rc = pol__issue(s, t, u, f, u->total - u->next, 0, POL_PRIO_LOW, 0, 0);
+      rc = pol__issue_rest(s, t, u, POL_PRIO_LOW);
       if (rc < 0)
         return rc;
     }

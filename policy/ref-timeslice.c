@@ -2,7 +2,7 @@
  * between processes that share a GPU without MPS).
  *
  * Model.  One tenant (context) owns the GPU; only its kernels are launched,
- * unchanged, at one priority.  Its slice boundaries free-run every
+ * unchanged (never PTB or FLUSH), at one priority.  Its slice boundaries free-run every
  * timeslice_ns from when it got the GPU: at a boundary nobody waits at, it
  * simply keeps the GPU.  A tenant that gets work while another owns the GPU
  * waits for (1) the owner's next boundary, or (2) the owner having had no

@@ -6,7 +6,7 @@
  * queue of actions, the profile samples taken from completion timestamps, and
  * the LC/BE counters the policies read.  After every event it calls the
  * policy's pump(), which decides what to launch now (policy/tally.c,
- * policy/ref-*.c).  Invariants (a)-(c) are listed in policy/pol-int.h.
+ * policy/ref-*.c).  Invariants (a)-(e) are listed in policy/pol-int.h.
  *
  * Events come from tallyd or sim/, trusted code that may be wrong:
  * unknown tenants, unknown launch ids and malformed kernels get -EINVAL and
@@ -150,6 +150,7 @@ int pol_sched_tenant_del(pol_sched_t *s, uint32_t tenant) {
       continue;
     }
     u->next = u->total; /* nothing more of it is issued */
+    u->redo = 0;
     pu = &u->fifo_next;
   }
   t->tail = NULL;
@@ -252,8 +253,10 @@ uint64_t pol__resident(const pol_sched_t *s, const pol_kernel_t *k) {
 }
 
 pol__sub_t *pol__tenant_issuable(pol__tenant_t *t) {
+  if (t->ptb_inflight > 0 || t->flush_inflight > 0)
+    return NULL; /* invariants (b), (e): what it returns may still change */
   for (pol__sub_t *u = t->head; u; u = u->fifo_next)
-    if (u->next < u->total)
+    if (u->redo > 0 || u->next < u->total)
       return u;
   return NULL;
 }
@@ -290,44 +293,59 @@ static bool wants_times(pol_sched_t *s, const pol__tenant_t *t, const pol__sub_t
   return s->rng % s->cfg.time_every == 0;
 }
 
-int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t form, uint64_t count,
-               uint32_t workers, int prio, uint64_t turn_ns, unsigned flags) {
+/* Queues one LAUNCH of blocks [begin, +count) of sub (a redo when redo_of is
+ * not 0: count given-up blocks, sub->next unchanged) and books it. */
+static int issue_launch(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t form,
+                        uint64_t count, uint32_t workers, int prio, uint64_t turn_ns,
+                        unsigned flags, uint64_t redo_of) {
   bool explore = (flags & POL__ISSUE_EXPLORE) != 0;
   bool deep = (flags & POL__ISSUE_DEEP) != 0 && t->cls == POL_CLASS_BE;
+  bool redo = redo_of != 0;
   pol__launch_t *l = launch_alloc(s);
   if (!l)
     return -ENOMEM;
   l->t = t;
   l->sub = sub;
   l->form = form;
-  l->begin = sub->next;
+  l->begin = redo ? 0 : sub->next;
   l->count = count;
   l->workers = workers;
   l->turn_ns = turn_ns;
   l->issue_ns = s->now_ns;
   l->explore = explore;
   l->deep = deep;
+  l->redo = redo;
   pol_action_t a = {.type = POL_ACT_LAUNCH,
                     .launch_id = launch_id_of(s, l),
                     .submit_id = sub->submit_id,
                     .tenant = t->id,
                     .stream_priority = prio,
                     .form = form,
-                    .block_begin = sub->next,
+                    .block_begin = l->begin,
                     .block_count = count,
                     .ptb_workers = form == POL_FORM_PTB ? workers : 0,
-                    .timed = wants_times(s, t, sub, form, explore)};
+                    .timed = wants_times(s, t, sub, form, explore),
+                    .redo = redo,
+                    .redo_of = redo_of};
   int rc = action_push(s, &a);
   if (rc < 0) {
     launch_release(s, l);
     return rc;
   }
-  sub->next += count;
+  if (redo) {
+    sub->redo = 0; /* invariant (e): all of it, at once */
+    sub->redo_of = 0;
+    s->stats.redo_launches++;
+  } else {
+    sub->next += count;
+  }
   sub->inflight++;
   t->inflight++;
   t->issued_blocks += count;
   if (form == POL_FORM_PTB)
     t->ptb_inflight++;
+  if (form == POL_FORM_FLUSH)
+    t->flush_inflight++;
   if (t->cls == POL_CLASS_LC) {
     s->lc_inflight++;
   } else {
@@ -342,6 +360,18 @@ int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t for
   return 0;
 }
 
+int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t form, uint64_t count,
+               uint32_t workers, int prio, uint64_t turn_ns, unsigned flags) {
+  return issue_launch(s, t, sub, form, count, workers, prio, turn_ns, flags, 0);
+}
+
+int pol__issue_redo(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, int prio, uint64_t turn_ns,
+                    unsigned flags) {
+  if (sub->redo == 0 || sub->redo_of == 0)
+    return -EINVAL; /* nothing gave up: a caller's bug, never a launch of 0 blocks */
+  return issue_launch(s, t, sub, POL_FORM_FLUSH, sub->redo, 0, prio, turn_ns, flags, sub->redo_of);
+}
+
 int pol__preempt(pol_sched_t *s, pol__launch_t *l) {
   if (l->preempt_raised)
     return 0;
@@ -353,16 +383,23 @@ int pol__preempt(pol_sched_t *s, pol__launch_t *l) {
   int rc = action_push(s, &a);
   if (rc == 0) {
     l->preempt_raised = true;
+    l->preempt_ns = s->now_ns;
     s->stats.preempts++;
   }
   return rc;
 }
 
+int pol__issue_rest(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int prio) {
+  if (u->redo > 0)
+    return pol__issue_redo(s, t, u, prio, 0, 0);
+  pol_form_t f = u->next == 0 ? POL_FORM_ORIGINAL : POL_FORM_SLICED;
+  return pol__issue(s, t, u, f, u->total - u->next, 0, prio, 0, 0);
+}
+
 int pol__issue_all(pol_sched_t *s, pol__tenant_t *t, int prio, uint32_t max_inflight) {
   pol__sub_t *u;
   while (t->inflight < max_inflight && (u = pol__tenant_issuable(t)) != NULL) {
-    pol_form_t f = u->next == 0 ? POL_FORM_ORIGINAL : POL_FORM_SLICED;
-    int rc = pol__issue(s, t, u, f, u->total - u->next, 0, prio, 0, 0);
+    int rc = pol__issue_rest(s, t, u, prio);
     if (rc < 0)
       return rc;
   }
@@ -409,9 +446,15 @@ static int on_completed(pol_sched_t *s, const pol_event_t *ev) {
   pol__launch_t *l = launch_lookup(s, ev->launch_id);
   if (!l || ev->blocks_done > l->count || ev->dev_end_ns < ev->dev_start_ns)
     return -EINVAL;
-  /* Only a PTB launch may stop early (it was preempted). */
-  if (l->form != POL_FORM_PTB && ev->blocks_done != l->count)
+  /* Only a PTB launch may stop early (it was preempted); a FLUSH launch
+   * accounts for every block, finished or given up (pol.h); no other form
+   * gives blocks up. */
+  if (l->form == POL_FORM_FLUSH) {
+    if (ev->blocks_given_up != l->count - ev->blocks_done)
+      return -EINVAL;
+  } else if (ev->blocks_given_up != 0 || (l->form != POL_FORM_PTB && ev->blocks_done != l->count)) {
     return -EINVAL;
+  }
   pol__tenant_t *t = l->t;
   pol__sub_t *u = l->sub;
   int rc = ev->untimed ? 0 : pol__profile_sample(s, l, ev);
@@ -420,8 +463,18 @@ static int on_completed(pol_sched_t *s, const pol_event_t *ev) {
   if (s->ops->on_completed)
     s->ops->on_completed(s, l, ev);
   u->done += ev->blocks_done;
-  if (ev->blocks_done < l->count)
+  if (l->form == POL_FORM_FLUSH) {
+    t->flush_inflight--;
+    s->stats.blocks_given_up += ev->blocks_given_up;
+    if (ev->blocks_given_up > 0 && !t->closing) {
+      /* Invariant (e): no redo was pending (it would have been issued
+       * before this launch), so these blocks are all there is to redo. */
+      u->redo = ev->blocks_given_up;
+      u->redo_of = ev->launch_id;
+    }
+  } else if (ev->blocks_done < l->count) {
     u->next = l->begin + ev->blocks_done; /* invariant (b): suffix returns */
+  }
   u->inflight--;
   t->inflight--;
   if (l->form == POL_FORM_PTB)

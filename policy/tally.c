@@ -3,17 +3,40 @@
  * The LC tenant's kernels are launched the moment they arrive, unchanged, on
  * the high-priority stream.  BE kernels are launched only while the LC
  * tenant is idle, in the form (original, sliced into launches of k blocks,
- * or PTB workers that stop at a flag) that maximizes their estimated
- * throughput subject to the TURNAROUND BUDGET:
+ * PTB workers that stop at a flag, or FLUSH: a block range whose running
+ * blocks give up at a flag) that maximizes their estimated throughput
+ * subject to the TURNAROUND BUDGET:
  *
  *   sum over BE launches in flight of their turnaround <= threshold,
  *
  * where the turnaround of a launch is how long it can keep the GPU from the
  * LC tenant once LC work arrives: the whole launch for the original and
  * sliced forms (ceil(blocks / resident) waves), the flag latency plus one
- * logical block for PTB (raised at once when LC work arrives).  Stream
- * priority means an LC kernel also waits for at most one resident BE block
- * before its own blocks dispatch; the budget bounds what follows.
+ * logical block for PTB, and for FLUSH the larger of flush_giveup_ns (flag
+ * latency plus one poll interval) and the drain its profile measured on
+ * earlier preemptions (flags are raised at once when LC work arrives).
+ * Stream priority means an LC kernel also waits for at most one resident BE
+ * block before its own blocks dispatch; the budget bounds what follows.
+ *
+ * FLUSH (ours).  A FLUSH launch is charged its flag turnaround whatever its
+ * length, so a kernel whose blocks are longer than the threshold (1 ms
+ * blocks) runs whole, one wave or many, while the LC is idle, and gives its
+ * SMs back within about the flag latency when the LC arrives: the blocks
+ * that had not committed give up and run again later.  Its cost is that
+ * re-run work: its estimated device time is the plain form's
+ * (ceil(blocks / resident) x wave_ns, measured on FLUSH launches like on
+ * sliced ones) plus half a wave, the expected loss of one preemption
+ * (blocks running when the flag comes are half done on average).  It is
+ * considered after the other forms and must beat them strictly, so a form
+ * that fits the budget and loses nothing on preemption wins a tie.  It is
+ * always a whole rest of the submission (a preemptible launch gains nothing
+ * from being cut).  REDO RULE: the blocks that gave up (pol.h) are the
+ * submission's next launch, a FLUSH redo of all of them, before any other
+ * piece of it and anything later of its tenant (sched.c keeps the tenant
+ * from issuing while a FLUSH launch is in flight, like PTB); the redo
+ * follows the same rules as a FLUSH launch (LC idle, budget, preempted when
+ * the LC arrives), and the unprofiled rule when its kernel has no wave time.
+ * Never while the LC is active under SHARING, never as a DEPTH launch.
  *
  * "Idle" (ours): no LC kernel pending or in flight, and none completed in the
  * last resume_idle_ns; a timer wakes the policy when the window ends.
@@ -21,14 +44,16 @@
  * UNPROFILED RULE (ours): a kernel whose profile is not known is launched
  * only when (1) the LC tenant is idle, (2) no other BE launch is in flight,
  * and (3) in its least-risk form: PTB if it has one (stopped by the flag
- * after one logical block), else a single wave of blocks (no BE block enters
- * after it, so an LC kernel waits at most one block), else, only for an
- * original-only kernel of several waves, the original (counted as a
- * fallback launch).  Why: with no measurement nothing bounds a launch's
- * length except its shape; these forms bound the LC tenant's wait to one
- * block of the kernel plus the flag latency, the least any launch can, and
- * (2) keeps the risk from adding to another launch's.  The measurement
- * itself comes from the completion timestamps.
+ * after one logical block), else FLUSH if it has it (the rest of the
+ * submission, stopped by the flag within the give-up time, however long its
+ * blocks), else a single wave of blocks (no BE block enters after it, so an
+ * LC kernel waits at most one block), else, only for an original-only
+ * kernel of several waves, the original (counted as a fallback launch).
+ * Why: with no measurement nothing bounds a launch's length except its
+ * shape; these forms bound the LC tenant's wait to one block of the kernel
+ * plus the flag latency (FLUSH: the flag latency alone), the least any
+ * launch can, and (2) keeps the risk from adding to another launch's.  The
+ * measurement itself comes from the completion timestamps.
  *
  * SHARING (ours, off by default): with share_block_ns > 0, BE kernels whose
  * profile says a block takes at most share_block_ns keep running while the
@@ -96,6 +121,15 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
 }
 
+/* Turnaround charged to a FLUSH launch of the kernel profiled by pr (NULL:
+ * unknown): the give-up time, or the drain measured if longer. */
+static uint64_t flush_turn(const pol_sched_t *s, const pol_profile_t *pr) {
+  uint64_t t = s->cfg.flush_giveup_ns;
+  if (pr && pr->flush_drain_samples > 0 && pr->flush_drain_ns > t)
+    t = pr->flush_drain_ns;
+  return t;
+}
+
 static bool lc_active(const pol_sched_t *s) {
   if (s->lc < 0)
     return false;
@@ -120,6 +154,9 @@ static void explore_form(const pol_sched_t *s, const pol__sub_t *u, const pol_pr
     c->form = POL_FORM_PTB;
     c->count = left;
     c->workers = (uint32_t)(left < r ? left : r);
+  } else if (u->k.variants & POL_VAR_FLUSH) {
+    c->form = POL_FORM_FLUSH; /* reached only without a wave time (try_issue) */
+    c->count = left;
   } else if (u->k.variants & POL_VAR_SLICED) {
     c->form = POL_FORM_SLICED;
     c->count = left < r ? left : r;
@@ -135,9 +172,9 @@ static void explore_form(const pol_sched_t *s, const pol__sub_t *u, const pol_pr
 
 /* Picks the best known form under the budget left; false if none fits.
  * With nothing else in flight and nothing fitting, picks the least-turnaround
- * form (fallback). */
+ * form (fallback).  no_flag: neither PTB nor FLUSH (the forms a flag stops). */
 static bool plan(const pol_sched_t *s, const pol__sub_t *u, const pol_profile_t *pr,
-                 uint64_t budget_left, bool alone, bool no_ptb, bool deep, choice_t *best) {
+                 uint64_t budget_left, bool alone, bool no_flag, bool deep, choice_t *best) {
   uint64_t r = pol__resident(s, &u->k), left = u->total - u->next;
   bool wave_known = pr && pr->wave_samples >= s->cfg.min_samples && pr->wave_ns > 0;
   bool ptb_known = pr && pr->ptb_samples >= s->cfg.min_samples && pr->ptb_block_ns > 0;
@@ -185,13 +222,22 @@ static bool plan(const pol_sched_t *s, const pol__sub_t *u, const pol_profile_t 
       }
     }
   }
-  if (ptb_known && (u->k.variants & POL_VAR_PTB) && !no_ptb) {
+  if (ptb_known && (u->k.variants & POL_VAR_PTB) && !no_flag) {
     memset(&c, 0, sizeof(c));
     c.form = POL_FORM_PTB;
     c.count = left;
     c.workers = (uint32_t)(left < r ? left : r);
     c.dur_ns = ceil_div(left, c.workers) * pr->ptb_block_ns;
     c.turn_ns = s->cfg.flag_latency_ns + pr->ptb_block_ns;
+    CONSIDER();
+  }
+  if (wave_known && (u->k.variants & POL_VAR_FLUSH) && !no_flag) {
+    /* Last, so it must beat the others strictly (FLUSH, above). */
+    memset(&c, 0, sizeof(c));
+    c.form = POL_FORM_FLUSH;
+    c.count = left;
+    c.dur_ns = ceil_div(left, r) * pr->wave_ns + pr->wave_ns / 2;
+    c.turn_ns = flush_turn(s, pr);
     CONSIDER();
   }
 #undef CONSIDER
@@ -213,6 +259,43 @@ static bool deep_ok(const pol_sched_t *s, const pol_profile_t *pr, bool shadow) 
          s->be_inflight < s->cfg.be_depth;
 }
 
+/* Issues u's pending redo (REDO RULE above); 1 if issued, 0 if t must
+ * wait, <0 error.  It waits, as a FLUSH launch would, while the LC is
+ * active, while deep launches are in flight, and for the budget unless
+ * nothing else is in flight; without a wave time it is an exploration. */
+static int try_redo(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, const pol_profile_t *pr,
+                    bool shadow) {
+  bool paper = s->kind == POL_KIND_PAPER;
+  bool wave_known = pr && pr->wave_samples >= s->cfg.min_samples && pr->wave_ns > 0;
+  uint64_t turn, dur;
+  unsigned flags = 0;
+  if (shadow || s->be_deep_inflight > 0)
+    return 0;
+  if (wave_known) {
+    turn = flush_turn(s, pr);
+    dur = ceil_div(u->redo, pol__resident(s, &u->k)) * pr->wave_ns;
+    uint64_t budget =
+        paper
+            ? s->cfg.threshold_ns
+            : (s->be_budget_ns >= s->cfg.threshold_ns ? 0 : s->cfg.threshold_ns - s->be_budget_ns);
+    bool alone = paper ? t->inflight == 0 : s->be_inflight == 0;
+    if (turn > budget && !alone)
+      return 0;
+    if (turn > budget)
+      s->stats.fallback_launches++;
+  } else {
+    if (!paper && s->be_inflight > 0)
+      return 0; /* unprofiled rule (2) */
+    turn = dur = s->cfg.threshold_ns;
+    flags = POL__ISSUE_EXPLORE;
+  }
+  int rc = pol__issue_redo(s, t, u, POL_PRIO_LOW, turn, flags);
+  if (rc < 0)
+    return rc;
+  t->vtime += (double)dur / (double)t->weight;
+  return 1;
+}
+
 /* Issues at most one launch for t; 1 if issued, 0 if t must wait, <0 error.
  * shadow: the LC is active and only sharing (see above) may go. */
 static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
@@ -220,10 +303,12 @@ static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
   pol_profile_key_t key;
   choice_t c;
   bool paper = s->kind == POL_KIND_PAPER;
-  if (!u || t->ptb_inflight > 0 || (paper && t->inflight > 0))
+  if (!u || t->ptb_inflight > 0 || t->flush_inflight > 0 || (paper && t->inflight > 0))
     return 0;
   pol__key_of(&u->k, &key);
   const pol_profile_t *pr = pol_profiles_find(s->profiles, &key);
+  if (u->redo > 0)
+    return try_redo(s, t, u, pr, shadow);
   bool wave_known = pr && pr->wave_samples >= s->cfg.min_samples;
   bool ptb_known = pr && pr->ptb_samples >= s->cfg.min_samples;
   bool need_explore = !wave_known && !(ptb_known && (u->k.variants & POL_VAR_PTB));
@@ -231,8 +316,8 @@ static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
    * compare it; that launch is preemptible, so it is as safe as any. */
   if (!need_explore && (u->k.variants & POL_VAR_PTB) && !ptb_known)
     need_explore = true;
-  /* Slices and originals are compared only once the wave time is known. */
-  if (!need_explore && !wave_known && (u->k.variants & (POL_VAR_SLICED)))
+  /* Slices, originals and FLUSH are compared only once the wave time is known. */
+  if (!need_explore && !wave_known && (u->k.variants & (POL_VAR_SLICED | POL_VAR_FLUSH)))
     need_explore = true;
   if (shadow && (need_explore || !wave_known || pr->wave_ns > s->cfg.share_block_ns))
     return 0; /* unprofiled rule (1); long blocks wait for the LC to go idle */
@@ -245,10 +330,10 @@ static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
     explore_form(s, u, pr, &c);
   } else if (deep) {
     /* Each deep launch's block fits the threshold, so the max of them does;
-     * PTB (its own flag rule) only when nothing else is in flight. */
+     * PTB and FLUSH (their own flag rule) only when nothing else is in flight. */
     if (!plan(s, u, pr, s->cfg.threshold_ns, false, s->be_inflight > 0, true, &c))
       return 0;
-    deep = c.form != POL_FORM_PTB;
+    deep = c.form != POL_FORM_PTB && c.form != POL_FORM_FLUSH;
   } else {
     uint64_t budget =
         paper
@@ -268,15 +353,17 @@ static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
   return 1;
 }
 
-/* Estimated device time of the rest of u in its original form (the
- * threshold when unprofiled): what the fair share charges. */
+/* Estimated device time of what pol__issue_rest issues of u next (its redo,
+ * else the rest in its original form; the threshold when unprofiled): what
+ * the fair share charges. */
 static uint64_t est_ns(const pol_sched_t *s, const pol__sub_t *u) {
   pol_profile_key_t key;
   pol__key_of(&u->k, &key);
   const pol_profile_t *pr = pol_profiles_find(s->profiles, &key);
   if (!pr || pr->wave_samples < s->cfg.min_samples || pr->wave_ns == 0)
     return s->cfg.threshold_ns;
-  return ceil_div(u->total - u->next, pol__resident(s, &u->k)) * pr->wave_ns;
+  uint64_t blocks = u->redo > 0 ? u->redo : u->total - u->next;
+  return ceil_div(blocks, pol__resident(s, &u->k)) * pr->wave_ns;
 }
 
 /* With no latency-critical tenant and one BE tenant with work, there is
@@ -284,7 +371,8 @@ static uint64_t est_ns(const pol_sched_t *s, const pol__sub_t *u) {
  * whole, like on an unscheduled GPU, but at most POL_NO_LC_INFLIGHT
  * launches are in flight, so an LC tenant that joins waits for a bounded
  * amount of queued BE work, not for everything a framework queued.  With
- * several BE tenants the budgeted path below runs, so weights hold. */
+ * several BE tenants the budgeted path below runs, so weights hold.  A redo
+ * left by FLUSH launches of a time with an LC goes first, as a redo. */
 static int pump_no_lc(pol_sched_t *s) {
   while (s->be_inflight < POL_NO_LC_INFLIGHT) {
     pol__tenant_t *pick = NULL;
@@ -299,8 +387,7 @@ static int pump_no_lc(pol_sched_t *s) {
       return 0;
     u = pol__tenant_issuable(pick);
     uint64_t dur = est_ns(s, u);
-    pol_form_t f = u->next == 0 ? POL_FORM_ORIGINAL : POL_FORM_SLICED;
-    int rc = pol__issue(s, pick, u, f, u->total - u->next, 0, POL_PRIO_LOW, 0, 0);
+    int rc = pol__issue_rest(s, pick, u, POL_PRIO_LOW);
     if (rc < 0)
       return rc;
     pick->vtime += (double)dur / (double)pick->weight;
@@ -329,7 +416,8 @@ static int pump(pol_sched_t *s) {
     if (pol__tenant_busy(lc) && s->be_inflight > 0) {
       for (uint32_t i = 0; i < s->nslots; i++) {
         pol__launch_t *l = &s->launches[i];
-        if (l->in_use && l->form == POL_FORM_PTB && l->t->cls == POL_CLASS_BE) {
+        if (l->in_use && (l->form == POL_FORM_PTB || l->form == POL_FORM_FLUSH) &&
+            l->t->cls == POL_CLASS_BE) {
           rc = pol__preempt(s, l);
           if (rc < 0)
             return rc;
@@ -376,8 +464,8 @@ static int pump(pol_sched_t *s) {
     } else {
       for (uint32_t i = 0; i < s->ntenants; i++) {
         pol__tenant_t *t = &s->tenants[i];
-        if (t->cls != POL_CLASS_BE || !pol__tenant_issuable(t) || t->ptb_inflight > 0)
-          continue;
+        if (t->cls != POL_CLASS_BE || !pol__tenant_issuable(t))
+          continue; /* nothing, or a PTB or FLUSH launch in flight */
         if (!pick || t->vtime < pick->vtime)
           pick = t;
       }

@@ -227,6 +227,10 @@ int sim_compare_units(const sim_compare_config_t *c, const char *label, const si
     r.lc_tput = lc_alone_n ? (double)l->requests / (double)lc_alone_n : 0;
     r.be_tput = res.t[1].work_ns / be_alone;
     r.sys_tput = r.lc_tput + r.be_tput;
+    r.flush_given_up = res.flush_given_up;
+    r.redo_launches = res.pol.redo_launches;
+    double spent = res.flush_wasted_ns + res.t[1].work_ns;
+    r.flush_lost_frac = spent > 0 ? res.flush_wasted_ns / spent : 0;
     r.lat_ns = res.t[0].lat_ns;
     r.nlat = res.t[0].nlat;
     res.t[0].lat_ns = NULL;

@@ -11,8 +11,10 @@
  *
  * Policy glue.  Every submit becomes POL_EV_SUBMIT at the submit time; every
  * launch's end reaches the policy notify_ns + sched_ns later as POL_EV_COMPLETED with
- * device timestamps; the policy's timer becomes POL_EV_TIMER.  Actions are
- * applied at once: LAUNCH creates a launch (gpu.c), PREEMPT raises a flag.
+ * device timestamps (and, for FLUSH launches, the blocks that gave up); the
+ * policy's timer becomes POL_EV_TIMER.  Actions are applied at once: LAUNCH
+ * creates a launch (gpu.c; a redo runs given-up blocks again), PREEMPT
+ * raises a flag.
  *
  * The run measures BE work in [0, duration) and keeps simulating (BE still
  * running) until every LC request that arrived before `duration` is done,
@@ -271,7 +273,8 @@ static int on_pol_done(sim__ctx_t *c, uint32_t li) {
                     .launch_id = l->pol_id,
                     .dev_start_ns = l->first_ns,
                     .dev_end_ns = l->end_ns,
-                    .blocks_done = l->done};
+                    .blocks_done = l->done,
+                    .blocks_given_up = l->given_up};
   sim__gpu_release(c, li);
   return pol_feed(c, &ev);
 }

@@ -18,6 +18,17 @@
  *    each) and exit when none is left or the preemption flag is visible
  *    (flag_ns after it was raised) at the end of a logical block.  Workers
  *    not yet dispatched when the flag shows exit without running.
+ *  - FLUSH launches are sliced launches (flush_overhead_ppm more per block)
+ *    whose blocks give up at a flag: flag_ns + flush_poll_ns after it was
+ *    raised, every running block that has not committed (a block commits
+ *    flush_commit_ppm millionths into its run: its first global effect;
+ *    1000000, the default, is a block that writes only at its end) frees its
+ *    SM at once and counts as given up, with the time it ran counted as
+ *    wasted; committed blocks run to their end; blocks not yet dispatched
+ *    give up without running.  The completion says how many finished and
+ *    how many gave up; a redo launch (pol_action_t.redo) runs that many of
+ *    the submission's given-up blocks again (all blocks of a kernel are
+ *    alike here, so which ones does not matter).
  * What it does not model: interference between co-resident blocks (memory
  * bandwidth, caches), clocks, and the driver's context switches.
  */
@@ -60,6 +71,14 @@ void sim_gpu_config_init(sim_gpu_config_t *c) {
    * (~3%).  tallyd's profiles measure the real figures. */
   c->slice_overhead_ppm = 10000;
   c->ptb_overhead_ppm = 30000;
+  /* ASSUMPTIONS, not measured here: a FLUSH block recomputes its index like
+   * a sliced one and polls the flag every 64th backward branch (~2% in
+   * all); it sees the flag at its next poll, POL_GPU_FLUSH_POLL_NS (the
+   * figure policy/'s give-up time uses); and it commits at its end (writes
+   * only its result; tally-sim --flush-commit sets another fraction). */
+  c->flush_overhead_ppm = 20000;
+  c->flush_poll_ns = POL_GPU_FLUSH_POLL_NS;
+  c->flush_commit_ppm = 1000000;
 }
 
 int sim_gpu_config_check(const sim_gpu_config_t *c, const char **why) {
@@ -69,11 +88,14 @@ int sim_gpu_config_check(const sim_gpu_config_t *c, const char **why) {
   else if (c->sm_threads < 32 || c->sm_regs < 256 || c->sm_blocks < 1)
     bad = "SM limits too small";
   else if (c->launch_ns > 1000000000ull || c->notify_ns > 1000000000ull ||
-           c->sched_ns > 1000000000ull ||
-           c->kernel_gap_ns > 1000000000ull || c->flag_ns > 1000000000ull)
+           c->sched_ns > 1000000000ull || c->kernel_gap_ns > 1000000000ull ||
+           c->flag_ns > 1000000000ull || c->flush_poll_ns > 1000000000ull)
     bad = "latencies must be at most 1 s";
-  else if (c->slice_overhead_ppm > 10000000 || c->ptb_overhead_ppm > 10000000)
+  else if (c->slice_overhead_ppm > 10000000 || c->ptb_overhead_ppm > 10000000 ||
+           c->flush_overhead_ppm > 10000000)
     bad = "overheads must be at most 10x";
+  else if (c->flush_commit_ppm > 1000000)
+    bad = "FLUSH commit point must be a fraction of a block (at most 1)";
   if (bad) {
     if (why)
       *why = bad;
@@ -139,6 +161,7 @@ static int group_alloc(sim__ctx_t *c, uint32_t *out) {
 }
 
 static void group_release(sim__ctx_t *c, uint32_t gi) {
+  c->groups[gi].live = false;
   SIM__POOL_PUT(c->groups, c->group_free, next_free, gi);
 }
 
@@ -172,6 +195,9 @@ static int add_blocks(sim__ctx_t *c, uint32_t li, uint32_t s, uint32_t n) {
     }
     c->groups[gi].launch = li;
     c->groups[gi].head = c->groups[gi].tail = 0;
+    c->groups[gi].start_ns = c->now;
+    c->groups[gi].live = true;
+    c->groups[gi].dead = false;
     rc = sim__push(c, c->now + l->block_ns, SIM__EV_GROUP_DONE, gi);
     if (rc < 0) {
       group_release(c, gi);
@@ -248,6 +274,8 @@ static int complete_if_done(sim__ctx_t *c, uint32_t li) {
   l->end_ns = c->now;
   if (l->first_ns == UINT64_MAX)
     l->first_ns = c->now;
+  c->subs[l->sub].redo_pending += l->given_up; /* a redo launch takes them */
+  c->res->flush_given_up += l->given_up;
   sim__tenant_t *t = &c->tenants[l->tenant];
   /* Pop the stream; its next launch may start after the inter-kernel gap. */
   t->stream_head = l->stream_next;
@@ -294,6 +322,14 @@ static int dispatch_sm(sim__ctx_t *c, uint32_t s) {
       if (n > logical_left)
         n = (uint32_t)logical_left;
       l->logical_next += n;
+    } else if (l->form == POL_FORM_FLUSH && l->flag_ns <= c->now) {
+      l->given_up += left; /* they start, poll and give up: nothing runs */
+      l->dispatched = l->units;
+      removed = true;
+      int rc = complete_if_done(c, li);
+      if (rc < 0)
+        return rc;
+      continue;
     }
     sm->threads -= n * l->threads;
     sm->regs -= n * l->regs;
@@ -340,10 +376,17 @@ int sim__gpu_launch(sim__ctx_t *c, const pol_action_t *a) {
   uint32_t si = (uint32_t)(a->submit_id & 0xffffffffu);
   if (si >= c->nsubs || !c->subs[si].in_use || a->tenant >= c->res->ntenants)
     return -EINVAL;
-  const sim__sub_t *u = &c->subs[si];
+  sim__sub_t *u = &c->subs[si];
   const sim_kernel_t *k = u->k;
-  if (a->block_count == 0 || a->block_begin + a->block_count > u->total)
+  if (a->redo) {
+    /* Only a FLUSH redo, of blocks the submission gave up (pol.h). */
+    if (a->form != POL_FORM_FLUSH || a->block_count == 0 || a->block_count > u->redo_pending ||
+        a->block_begin != 0)
+      return -EINVAL;
+  } else if (a->block_count == 0 || a->block_begin + a->block_count > u->total ||
+             (unsigned)a->form > POL_FORM_FLUSH) {
     return -EINVAL;
+  }
   int rc = launch_alloc(c, &li);
   if (rc < 0)
     return rc;
@@ -361,6 +404,9 @@ int sim__gpu_launch(sim__ctx_t *c, const pol_action_t *a) {
   l->begin = a->block_begin;
   l->count = a->block_count;
   l->units = l->count;
+  l->redo = a->redo;
+  if (a->redo)
+    u->redo_pending -= a->block_count;
   uint64_t ppm = 0;
   if (a->form == POL_FORM_PTB) {
     uint64_t w = a->ptb_workers ? a->ptb_workers : 1;
@@ -368,6 +414,8 @@ int sim__gpu_launch(sim__ctx_t *c, const pol_action_t *a) {
     ppm = c->g->ptb_overhead_ppm;
   } else if (a->form == POL_FORM_SLICED) {
     ppm = c->g->slice_overhead_ppm;
+  } else if (a->form == POL_FORM_FLUSH) {
+    ppm = c->g->flush_overhead_ppm;
   }
   l->nominal_ns = k->block_ns;
   l->block_ns = k->block_ns + (k->block_ns * ppm) / 1000000;
@@ -394,11 +442,13 @@ int sim__gpu_preempt(sim__ctx_t *c, uint64_t pol_id) {
     sim__launch_t *l = &c->launches[i];
     if (!l->in_use || l->pol_id != pol_id)
       continue;
-    if (l->form != POL_FORM_PTB)
+    if (l->form != POL_FORM_PTB && l->form != POL_FORM_FLUSH)
       return -EINVAL;
     if (l->complete || l->flag_ns != UINT64_MAX)
       return 0;
     l->flag_ns = c->now + c->g->flag_ns;
+    if (l->form == POL_FORM_FLUSH)
+      l->flag_ns += c->g->flush_poll_ns; /* its blocks see it at their next poll */
     return sim__push(c, l->flag_ns, SIM__EV_FLAG, i);
   }
   return -EINVAL;
@@ -412,18 +462,71 @@ int sim__gpu_on_eligible(sim__ctx_t *c, uint32_t li) {
     l->dispatched = l->units; /* flagged before it began: nothing runs */
     return complete_if_done(c, li);
   }
+  if (l->form == POL_FORM_FLUSH && l->flag_ns <= c->now) {
+    l->given_up += l->units; /* every block gives up at its first poll */
+    l->dispatched = l->units;
+    return complete_if_done(c, li);
+  }
   int rc = active_insert(c, li);
   if (rc < 0)
     return rc;
   return dispatch_all(c);
 }
 
+/* FLUSH: the flag shows: running groups that have not committed give up
+ * (their SMs free at once), blocks not dispatched give up without running,
+ * committed groups run on.  The freed SMs dispatch only after every group
+ * was looked at (dispatch may grow the group pool). */
+static int flush_give_up(sim__ctx_t *c, uint32_t li) {
+  sim__launch_t *l = &c->launches[li];
+  uint64_t commit_ns = (l->block_ns * c->g->flush_commit_ppm) / 1000000;
+  bool freed = false;
+  if (l->dispatched < l->units) {
+    l->given_up += l->units - l->dispatched;
+    l->dispatched = l->units;
+    active_remove(c, li);
+  }
+  for (uint32_t gi = 0; gi < c->ngroups; gi++) {
+    sim__group_t *g = &c->groups[gi];
+    if (!g->live || g->dead || g->launch != li || g->start_ns + commit_ns <= c->now)
+      continue;
+    for (uint32_t si = g->head; si;) {
+      sim__slot_t sl = c->slots[si - 1];
+      sim__sm_t *sm = &c->sms[sl.sm];
+      slot_release(c, si - 1);
+      si = sl.next;
+      sm->threads += sl.n * l->threads;
+      sm->regs += sl.n * l->regs;
+      sm->shmem += sl.n * l->shmem;
+      sm->blocks += sl.n;
+      l->given_up += sl.n;
+      if (c->now <= c->cfg->duration_ns) /* measured as BE work is: in [0, duration] */
+        c->res->flush_wasted_ns += (double)sl.n * (double)(c->now - g->start_ns);
+    }
+    g->head = g->tail = 0;
+    g->dead = true; /* its completion event will only release it */
+    if (l->open_group == gi + 1)
+      l->open_group = 0;
+    l->resident--;
+    freed = true;
+  }
+  if (freed) {
+    int rc = dispatch_all(c);
+    if (rc < 0)
+      return rc;
+  }
+  return complete_if_done(c, li);
+}
+
 int sim__gpu_on_flag(sim__ctx_t *c, uint32_t li) {
   sim__launch_t *l = &c->launches[li];
   /* The launch may have ended and its slot gone to another launch since
    * the flag was raised: only the launch whose flag shows now qualifies. */
-  if (!l->in_use || l->form != POL_FORM_PTB || l->flag_ns != c->now || l->complete || !l->eligible)
+  if (!l->in_use || (l->form != POL_FORM_PTB && l->form != POL_FORM_FLUSH) ||
+      l->flag_ns != c->now || l->complete || !l->eligible)
     return 0;
+  if (l->form == POL_FORM_FLUSH)
+    return flush_give_up(c, li);
   if (l->dispatched < l->units) {
     l->dispatched = l->units; /* workers not yet running see the flag first */
     active_remove(c, li);
@@ -435,6 +538,10 @@ int sim__gpu_on_group_done(sim__ctx_t *c, uint32_t gi) {
   uint32_t li = c->groups[gi].launch;
   uint32_t si = c->groups[gi].head;
   int rc = 0;
+  if (c->groups[gi].dead) {
+    group_release(c, gi); /* gave up (flush_give_up): counted and freed then */
+    return 0;
+  }
   /* Slot by slot, as if each SM's blocks ended one after the other at this
    * instant: count them, keep PTB workers that still have work, free the
    * rest and let that SM dispatch at once. */

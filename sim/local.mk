@@ -15,7 +15,8 @@ sim_tally_sim_LDADD = $(SIM_LIBS)
 simtracesdir = $(pkgdatadir)/traces
 dist_simtraces_DATA = sim/traces/bert-b1-infer.ktr sim/traces/bert-b1-eager.ktr \
 	sim/traces/bert-b8-graph.ktr sim/traces/resnet50-b8-graph.ktr \
-	sim/traces/resnet50-b1-infer.ktr sim/traces/gpt2-train.ktr sim/traces/resnet50-train.ktr
+	sim/traces/resnet50-b1-infer.ktr sim/traces/gpt2-train.ktr sim/traces/resnet50-train.ktr \
+	sim/traces/cuda-c-lc.ktr sim/traces/cuda-c-be.ktr
 EXTRA_DIST += sim/README.md sim/traces/README.md sim/traces/gen-synthetic.py
 # tally-pairs: arrivals, statistics and report of the measured pair benchmark
 # (scripts/bench-pairs); sim/pairs.h.

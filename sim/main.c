@@ -74,6 +74,16 @@ static void usage(FILE *f) {
           "  --be-original-only    offer the BE's kernels in their original form only\n"
           "                        (SASS-only kernels, or tallyd --variants off; not\n"
           "                        with --run-trace, whose lines say their forms)\n"
+          "  --be-flush            also offer the FLUSH form (blocks that give up at the\n"
+          "                        flag) for every BE kernel that offers the sliced form\n"
+          "                        (has PTX); not with --run-trace\n"
+          "  --be-no-flush         never offer the BE's kernels in the FLUSH form (the\n"
+          "                        three forms tallyd builds); not with --run-trace\n"
+          "  --flush-commit F      a FLUSH block commits (can no longer give up) after\n"
+          "                        this fraction of its run, 0..1 (default 1: blocks\n"
+          "                        write only at their end)\n"
+          "  --flush-giveup-us X   ours: the least turnaround a FLUSH launch is charged\n"
+          "                        (default 29.7: flag latency + one poll interval)\n"
           "  --sched-delay-us X    a completion reaches the policy X us after the host\n"
           "                        sees it (a daemon's event polling; default 0: the\n"
           "                        9.3 us launch+sync round trip is the whole gap\n"
@@ -190,7 +200,7 @@ int main(int argc, char **argv) {
   const char *lc_path = NULL, *be_path = NULL, *azure = NULL, *plot = NULL;
   const char *dir = getenv("TALLY_SIM_TRACES");
   whole_opts_t wo = {0};
-  bool csv = false, quiet = false, be_original_only = false;
+  bool csv = false, quiet = false, be_original_only = false, be_flush = false, be_no_flush = false;
   char *azure_text = NULL;
   sim_row_t *rows = NULL;
   size_t nrows = 0;
@@ -225,7 +235,11 @@ int main(int argc, char **argv) {
     O_LAUNCH_FROM_TRACE,
     O_BE_DEPTH,
     O_BE_ORIG,
-    O_SCHED_DELAY
+    O_SCHED_DELAY,
+    O_BE_FLUSH,
+    O_BE_NO_FLUSH,
+    O_FLUSH_COMMIT,
+    O_FLUSH_GIVEUP
   };
   static const struct option opts[] = {{"lc", required_argument, 0, O_LC},
                                        {"be", required_argument, 0, O_BE},
@@ -257,6 +271,10 @@ int main(int argc, char **argv) {
                                        {"be-depth", required_argument, 0, O_BE_DEPTH},
                                        {"be-original-only", no_argument, 0, O_BE_ORIG},
                                        {"sched-delay-us", required_argument, 0, O_SCHED_DELAY},
+                                       {"be-flush", no_argument, 0, O_BE_FLUSH},
+                                       {"be-no-flush", no_argument, 0, O_BE_NO_FLUSH},
+                                       {"flush-commit", required_argument, 0, O_FLUSH_COMMIT},
+                                       {"flush-giveup-us", required_argument, 0, O_FLUSH_GIVEUP},
                                        {0, 0, 0, 0}};
   sim_compare_config_init(&cc);
   if (!dir)
@@ -316,6 +334,7 @@ int main(int argc, char **argv) {
     case O_TS_SWITCH:
     case O_TS_IDLE:
     case O_SCHED_DELAY:
+    case O_FLUSH_GIVEUP:
       d = strtod(optarg, &end);
       if (*end || !(d >= 0 && d <= 1e6)) {
         fprintf(stderr, "tally-sim: bad microseconds '%s'\n", optarg);
@@ -333,6 +352,8 @@ int main(int argc, char **argv) {
         cc.pol.ts_switch_ns = (uint64_t)(d * 1000);
       else if (o == O_SCHED_DELAY)
         cc.gpu.sched_ns = (uint64_t)(d * 1000);
+      else if (o == O_FLUSH_GIVEUP)
+        cc.pol.flush_giveup_ns = (uint64_t)(d * 1000);
       else
         cc.pol.ts_idle_ns = (uint64_t)(d * 1000);
       break;
@@ -345,6 +366,20 @@ int main(int argc, char **argv) {
       break;
     case O_BE_ORIG:
       be_original_only = true;
+      break;
+    case O_BE_FLUSH:
+      be_flush = true;
+      break;
+    case O_BE_NO_FLUSH:
+      be_no_flush = true;
+      break;
+    case O_FLUSH_COMMIT:
+      d = strtod(optarg, &end);
+      if (*end || !*optarg || !(d >= 0 && d <= 1)) {
+        fprintf(stderr, "tally-sim: --flush-commit must be a fraction 0..1\n");
+        return 2;
+      }
+      cc.gpu.flush_commit_ppm = (uint32_t)(d * 1000000 + 0.5);
       break;
     case O_SMS:
       cc.gpu.sm_count = (uint32_t)strtoul(optarg, &end, 10);
@@ -394,7 +429,8 @@ int main(int argc, char **argv) {
     }
   }
   if (optind < argc || (!lc_path) != (!be_path) ||
-      (wo.trace && (lc_path || azure || be_original_only)) ||
+      (wo.trace && (lc_path || azure || be_original_only || be_flush || be_no_flush)) ||
+      (be_flush && be_no_flush) ||
       (!wo.trace && (wo.lc_csv || wo.be_csv || wo.arrivals || wo.launch_from_trace))) {
     usage(stderr);
     return 2;
@@ -443,9 +479,14 @@ int main(int argc, char **argv) {
       status = 1;
       break;
     }
-    if (be_original_only)
-      for (size_t j = 0; j < be.n; j++)
+    for (size_t j = 0; j < be.n; j++) {
+      if (be_flush && (be.k[j].variants & POL_VAR_SLICED))
+        be.k[j].variants |= POL_VAR_FLUSH;
+      if (be_no_flush)
+        be.k[j].variants &= ~POL_VAR_FLUSH;
+      if (be_original_only)
         be.k[j].variants = POL_VAR_ORIGINAL;
+    }
     int rc = sim_compare_pair(&cc, &lc, &be, &rows, &nrows, &why);
     if (rc < 0) {
       fprintf(stderr, "\ntally-sim: %s/%s: %s (%s)\n", lc.name, be.name, why ? why : "failed",

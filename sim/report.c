@@ -9,6 +9,7 @@
 #include "sim/sim.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,17 @@ void sim_report_table(FILE *f, const sim_row_t *rows, size_t n) {
               r->lc_tput, r->sys_tput);
     }
     last = r->pair;
+  }
+  /* FLUSH launches' give-ups, for the rows that had any (none: no lines). */
+  for (size_t i = 0; i < n; i++) {
+    const sim_row_t *r = &rows[i];
+    if (r->flush_given_up == 0)
+      continue;
+    fprintf(f,
+            "FLUSH %s %s: %" PRIu64 " blocks gave up, %" PRIu64
+            " redo launches; %.1f%% of the BE's block time was lost\n",
+            r->pair, row_policy(r), r->flush_given_up, r->redo_launches,
+            r->flush_lost_frac * 100.0);
   }
 }
 

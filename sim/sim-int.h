@@ -40,6 +40,10 @@ typedef struct sim__slot {
 typedef struct sim__group {
   uint32_t launch;
   uint32_t head, tail; /* slots (index + 1; 0 = none) */
+  uint64_t start_ns;   /* when its blocks began */
+  bool live;           /* allocated (its completion event is pending) */
+  bool dead;           /* FLUSH: its blocks gave up; its SMs are free, its launch may be
+                          gone, and its completion event only releases it */
   uint32_t next_free;
 } sim__group_t;
 
@@ -56,6 +60,8 @@ typedef struct sim__launch {
   uint64_t dispatched;   /* units dispatched (or cancelled) */
   uint64_t logical_next; /* PTB: next logical block to hand out (relative) */
   uint64_t done;         /* logical blocks finished */
+  uint64_t given_up;     /* FLUSH: blocks that gave up (done + given_up == count at the end) */
+  bool redo;             /* FLUSH: runs blocks an earlier launch gave up */
   uint32_t resident;     /* groups resident now */
   uint32_t open_group;   /* group created at open_ns (index + 1), joinable */
   uint64_t open_ns;
@@ -77,6 +83,7 @@ typedef struct sim__sub {
   uint32_t tenant;
   const sim_kernel_t *k; /* the kernel (in the tenant's trace of this iteration) */
   uint64_t total, done;
+  uint64_t redo_pending; /* FLUSH: blocks given up and not yet launched again */
   uint32_t gen;
   uint32_t next_free;
 } sim__sub_t;

@@ -50,6 +50,10 @@ typedef struct sim_gpu_config {
   uint64_t flag_ns;            /* preemption flag raised -> workers see it */
   uint32_t slice_overhead_ppm; /* extra time per block in the sliced form */
   uint32_t ptb_overhead_ppm;   /* extra time per logical block in the PTB form */
+  uint32_t flush_overhead_ppm; /* extra time per block in the FLUSH form */
+  uint64_t flush_poll_ns;      /* FLUSH: flag visible -> running blocks have polled it */
+  uint32_t flush_commit_ppm;   /* FLUSH: a block commits (can no longer give up) this far
+                                  into its run, in millionths (1000000: at its end) */
 } sim_gpu_config_t;
 
 /* H200 defaults (reasons in gpu.c). */
@@ -287,6 +291,10 @@ typedef struct sim_result {
   uint64_t events;          /* events processed */
   uint64_t end_ns;          /* simulated time at the end */
   uint64_t max_be_block_ns; /* longest BE block (with form overhead) that ever ran */
+  uint64_t flush_given_up;  /* blocks of FLUSH launches that gave up (run again later) */
+  double flush_wasted_ns;   /* block time those that gave up in [0, duration] had run,
+                               summed over blocks (the work lost to preemption; compare
+                               with the BE's work_ns) */
   pol_stats_t pol;
 } sim_result_t;
 
@@ -317,6 +325,9 @@ typedef struct sim_row {
    * the measured baselines of docs/h200.md report. */
   double exec_p50_ms, exec_p99_ms, alone_exec_p99_ms;
   double exec_p99_overhead_pct; /* vs the LC alone */
+  uint64_t flush_given_up;      /* FLUSH blocks that gave up (sim_result_t) */
+  uint64_t redo_launches;       /* redo launches that ran them again */
+  double flush_lost_frac;       /* of the BE's block time, the part lost by them */
   uint64_t *lat_ns;             /* owned, for CDF plots */
   size_t nlat;
 } sim_row_t;

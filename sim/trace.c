@@ -18,7 +18,8 @@
  *   shmem       0..2^24              shared memory bytes per block
  *   block_ns    1..10^12             one block's duration alone on the GPU
  *   gap_ns      0..10^12, optional   host time since the previous submit
- *   variants    [osp]+ or -, opt.    o original, s sliced, p PTB (default osp)
+ *   variants    [ospf]+ or -, opt.   o original, s sliced, p PTB, f FLUSH (running
+ *                                    blocks give up at a flag); default osp
  *
  *   bert-b1 0x1f00a3 36,1,1 256,1,1 128 32768 8000 0 o
  *
@@ -152,8 +153,10 @@ static int parse_line(tok_t *f, int nf, size_t line, sim_kernel_t *k, char *err,
           k->variants |= POL_VAR_SLICED;
         else if (ch == 'p')
           k->variants |= POL_VAR_PTB;
+        else if (ch == 'f')
+          k->variants |= POL_VAR_FLUSH;
         else
-          return sim__line_err(err, errlen, line, "bad variants (letters o, s, p, or -)");
+          return sim__line_err(err, errlen, line, "bad variants (letters o, s, p, f, or -)");
       }
     }
   }
@@ -269,7 +272,7 @@ uint64_t sim_kernel_blocks(const sim_kernel_t *k) {
 int sim_trace_write(const sim_trace_t *t, FILE *f) {
   for (size_t i = 0; i < t->n; i++) {
     const sim_kernel_t *k = &t->k[i];
-    char v[4];
+    char v[5];
     int n = 0;
     if (k->variants & POL_VAR_ORIGINAL)
       v[n++] = 'o';
@@ -277,6 +280,8 @@ int sim_trace_write(const sim_trace_t *t, FILE *f) {
       v[n++] = 's';
     if (k->variants & POL_VAR_PTB)
       v[n++] = 'p';
+    if (k->variants & POL_VAR_FLUSH)
+      v[n++] = 'f';
     v[n] = '\0';
     if (fprintf(f, "%s 0x%" PRIx64 " %u,%u,%u %u,%u,%u %u %u %" PRIu64 " %" PRIu64 " %s\n", t->name,
                 k->kernel_id, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],

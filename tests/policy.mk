@@ -1,10 +1,13 @@
 # tests/policy.mk: unit tests of policy/.
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom \
-	tests/test-pol-file tests/test-pol-depth
+	tests/test-pol-file tests/test-pol-depth tests/test-pol-flush
 TESTS += tests/test-pol-config tests/test-pol-sched tests/test-pol-profile tests/test-pol-oom \
-	tests/test-pol-file tests/test-pol-depth
+	tests/test-pol-file tests/test-pol-depth tests/test-pol-flush
 endif
+tests_test_pol_flush_SOURCES = tests/test-pol-flush.c tests/pol-harness.h
+tests_test_pol_flush_CFLAGS = $(TEST_CFLAGS)
+tests_test_pol_flush_LDADD = $(POLICY_LIBS) $(TEST_LIBS)
 tests_test_pol_depth_SOURCES = tests/test-pol-depth.c tests/pol-harness.h
 tests_test_pol_depth_CFLAGS = $(TEST_CFLAGS)
 tests_test_pol_depth_LDADD = $(POLICY_LIBS) $(TEST_LIBS)

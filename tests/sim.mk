@@ -1,7 +1,7 @@
 # tests/sim.mk: unit tests of sim/ (and of policy/ decisions in simulation).
 SIM_TESTS = tests/test-sim-rng tests/test-sim-trace tests/test-sim-decisions \
 	tests/test-sim-determinism tests/test-sim-trace-replay tests/test-sim-oom \
-	tests/test-sim-runtrace
+	tests/test-sim-runtrace tests/test-sim-flush
 if HAVE_CMOCKA
 check_PROGRAMS += $(SIM_TESTS)
 TESTS += $(SIM_TESTS)
@@ -26,6 +26,9 @@ tests_test_sim_oom_LDADD = $(SIM_LIBS) $(TEST_LIBS)
 tests_test_sim_decisions_SOURCES = tests/test-sim-decisions.c
 tests_test_sim_decisions_CFLAGS = $(TEST_CFLAGS)
 tests_test_sim_decisions_LDADD = $(SIM_LIBS) $(TEST_LIBS)
+tests_test_sim_flush_SOURCES = tests/test-sim-flush.c
+tests_test_sim_flush_CFLAGS = $(TEST_CFLAGS)
+tests_test_sim_flush_LDADD = $(SIM_LIBS) $(TEST_LIBS)
 tests_test_sim_determinism_SOURCES = tests/test-sim-determinism.c
 tests_test_sim_determinism_CFLAGS = $(TEST_CFLAGS)
 tests_test_sim_determinism_LDADD = $(SIM_LIBS) $(TEST_LIBS)

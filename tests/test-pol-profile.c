@@ -1,8 +1,9 @@
 /* test-pol-profile.c: the profile table and its file format.
  *
  * Checks the encoder against the offset table in policy/profile-file.c byte
- * by byte, round trips through memory and through a file, and feeds the
- * decoder every kind of damage it must refuse without changing the table.
+ * by byte, round trips through memory and through a file, reads a file of
+ * the previous version (1), and feeds the decoder every kind of damage it
+ * must refuse without changing the table.
  */
 #include "policy/pol.h"
 #include "wire/wire-le.h"
@@ -34,6 +35,8 @@ static pol_profile_t rec(uint64_t id) {
   r.ptb_block_ns = 777;
   r.ptb_samples = 2;
   r.drifted = 1;
+  r.flush_drain_ns = 4242;
+  r.flush_drain_samples = 5;
   return r;
 }
 
@@ -53,7 +56,7 @@ static void encode_follows_offset_table(void **state) {
   uint8_t buf[256];
   size_t len;
   assert_int_equal(pol_profiles_encode(p, buf, sizeof(buf), &len), 0);
-  assert_int_equal(len, 24 + 64 + 8);
+  assert_int_equal(len, 24 + 80 + 8);
   assert_memory_equal(buf, "TALLYPRF", 8);
   /* every field against the offset table at the top of profile-file.c:
    * {offset from the file start, width in bytes, value} */
@@ -61,11 +64,11 @@ static void encode_follows_offset_table(void **state) {
     size_t off, width;
     uint64_t want;
   } fields[] = {
-      {8, 4, 1},         {12, 4, 1},        {16, 4, 64},       {20, 4, 0},  /* header */
+      {8, 4, 2},         {12, 4, 1},        {16, 4, 80},       {20, 4, 0},  /* header */
       {24 + 0, 8, 1},    {24 + 8, 4, 101},  {24 + 12, 4, 2},   {24 + 16, 4, 1},
       {24 + 20, 4, 128}, {24 + 24, 4, 2},   {24 + 28, 4, 1},   {24 + 32, 4, 4096},
       {24 + 36, 8, 12346}, {24 + 44, 4, 3}, {24 + 48, 8, 777}, {24 + 56, 4, 2},
-      {24 + 60, 4, 1},
+      {24 + 60, 4, 1},   {24 + 64, 8, 4242}, {24 + 72, 4, 5},  {24 + 76, 4, 0},
   };
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
     uint64_t got = fields[i].width == 8 ? wire_le_rd64(buf + fields[i].off)
@@ -81,7 +84,7 @@ static void encode_reports_needed_size(void **state) {
   uint8_t small[10];
   size_t len = 0;
   assert_int_equal(pol_profiles_encode(p, small, sizeof(small), &len), -ENOSPC);
-  assert_int_equal(len, 24 + 3 * 64 + 8);
+  assert_int_equal(len, 24 + 3 * 80 + 8);
   pol_profiles_free(p);
 }
 
@@ -89,8 +92,9 @@ static void decode_round_trips_every_record(void **state) {
   (void)state;
   pol_profiles_t *p = table_of(50), *q;
   size_t len;
-  uint8_t *buf = malloc(24 + 50 * 64 + 8);
-  assert_int_equal(pol_profiles_encode(p, buf, 24 + 50 * 64 + 8, &len), 0);
+  uint8_t *buf = malloc(24 + 50 * 80 + 8);
+  assert_non_null(buf);
+  assert_int_equal(pol_profiles_encode(p, buf, 24 + 50 * 80 + 8, &len), 0);
   assert_int_equal(pol_profiles_new(&q), 0);
   assert_int_equal(pol_profiles_decode(q, buf, len, NULL), 0);
   assert_int_equal(pol_profiles_count(q), 50);
@@ -130,7 +134,7 @@ static void reseal(uint8_t *buf, size_t len) {
 static void decode_rejects_damage(void **state) {
   (void)state;
   pol_profiles_t *p = table_of(2);
-  uint8_t buf[24 + 2 * 64 + 8], bad[sizeof(buf) + 64];
+  uint8_t buf[24 + 2 * 80 + 8], bad[sizeof(buf) + 80];
   size_t len;
   assert_int_equal(pol_profiles_encode(p, buf, sizeof(buf), &len), 0);
   expect_refused(buf, 10, "shorter");
@@ -138,10 +142,13 @@ static void decode_rejects_damage(void **state) {
   bad[0] = 'X';
   expect_refused(bad, len, "magic");
   memcpy(bad, buf, len);
-  bad[8] = 2;
+  bad[8] = 3;
   expect_refused(bad, len, "version");
   memcpy(bad, buf, len);
-  bad[16] = 65;
+  bad[16] = 81;
+  expect_refused(bad, len, "record size");
+  memcpy(bad, buf, len);
+  bad[16] = 64; /* version 1's record size in a version 2 file */
   expect_refused(bad, len, "record size");
   memcpy(bad, buf, len);
   bad[12] = 3; /* count says 3, bytes hold 2 */
@@ -163,13 +170,77 @@ static void decode_rejects_damage(void **state) {
   reseal(bad, len);
   expect_refused(bad, len, "1024");
   memcpy(bad, buf, len);
-  memcpy(bad + 24 + 64, bad + 24, 64); /* the same key twice */
+  memcpy(bad + 24 + 80, bad + 24, 80); /* the same key twice */
   reseal(bad, len);
   expect_refused(bad, len, "duplicate");
   memcpy(bad, buf, len);
   bad[24 + 63] = 0x7f; /* drift count */
   reseal(bad, len);
   expect_refused(bad, len, "drift");
+  memcpy(bad, buf, len);
+  bad[24 + 76] = 1; /* the record's reserved word */
+  reseal(bad, len);
+  expect_refused(bad, len, "reserved");
+  memcpy(bad, buf, len);
+  bad[24 + 71] = 0x7f; /* flush_drain_ns of years */
+  reseal(bad, len);
+  expect_refused(bad, len, "hour");
+  pol_profiles_free(p);
+}
+
+/* A version 1 file (64-byte records, written before the FLUSH figures
+ * existed), laid out by hand from the table: read, the FLUSH figures 0. */
+static void decode_reads_version_1(void **state) {
+  (void)state;
+  uint8_t buf[24 + 64 + 8];
+  pol_profile_t r = rec(9);
+  memset(buf, 0, sizeof(buf));
+  memcpy(buf, "TALLYPRF", 8);
+  wire_le_wr32(buf + 8, 1);
+  wire_le_wr32(buf + 12, 1);
+  wire_le_wr32(buf + 16, 64);
+  uint8_t *q = buf + 24;
+  wire_le_wr64(q, r.key.kernel_id);
+  for (int i = 0; i < 3; i++) {
+    wire_le_wr32(q + 8 + 4 * i, r.key.grid[i]);
+    wire_le_wr32(q + 20 + 4 * i, r.key.block[i]);
+  }
+  wire_le_wr32(q + 32, r.key.shmem_bytes);
+  wire_le_wr64(q + 36, r.wave_ns);
+  wire_le_wr32(q + 44, r.wave_samples);
+  wire_le_wr64(q + 48, r.ptb_block_ns);
+  wire_le_wr32(q + 56, r.ptb_samples);
+  wire_le_wr32(q + 60, r.drifted);
+  reseal(buf, sizeof(buf));
+  pol_profiles_t *p;
+  assert_int_equal(pol_profiles_new(&p), 0);
+  assert_int_equal(pol_profiles_decode(p, buf, sizeof(buf), NULL), 0);
+  assert_int_equal(pol_profiles_count(p), 1);
+  const pol_profile_t *g = pol_profiles_find(p, &r.key);
+  assert_non_null(g);
+  assert_int_equal(g->wave_ns, r.wave_ns);
+  assert_int_equal(g->wave_samples, r.wave_samples);
+  assert_int_equal(g->ptb_block_ns, r.ptb_block_ns);
+  assert_int_equal(g->ptb_samples, r.ptb_samples);
+  assert_int_equal(g->drifted, r.drifted);
+  assert_int_equal(g->flush_drain_ns, 0);
+  assert_int_equal(g->flush_drain_samples, 0);
+  /* Version 1 with version 2's record size is refused, the table kept. */
+  uint8_t bad[24 + 80 + 8];
+  memset(bad, 0, sizeof(bad));
+  memcpy(bad, buf, 24 + 64);
+  wire_le_wr32(bad + 16, 80);
+  reseal(bad, sizeof(bad));
+  const char *why = NULL;
+  assert_int_equal(pol_profiles_decode(p, bad, sizeof(bad), &why), -EPROTO);
+  assert_non_null(strstr(why, "record size"));
+  assert_int_equal(pol_profiles_find(p, &r.key)->wave_ns, r.wave_ns);
+  /* Saved again, it is written as version 2 with the FLUSH figures. */
+  size_t len;
+  uint8_t out[24 + 80 + 8];
+  assert_int_equal(pol_profiles_encode(p, out, sizeof(out), &len), 0);
+  assert_int_equal(len, sizeof(out));
+  assert_int_equal(wire_le_rd32(out + 8), 2);
   pol_profiles_free(p);
 }
 
@@ -218,6 +289,7 @@ static void table_grows_and_replaces(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(encode_follows_offset_table),
+      cmocka_unit_test(decode_reads_version_1),
       cmocka_unit_test(encode_reports_needed_size),
       cmocka_unit_test(decode_round_trips_every_record),
       cmocka_unit_test(decode_rejects_damage),

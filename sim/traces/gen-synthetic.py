@@ -199,6 +199,23 @@ def resnet_train():
     t.mem("sgd", 25.6e6 * 12)
     t.write("ResNet-50 training step, batch 64")
 
+def cuda_pair():
+    # The CUDA C pair of the measured benchmark (tests/bench/pairs/pair-lc.cu,
+    # pair-be.cu): blocks of 256 threads that spin on %globaltimer, so their
+    # durations are exact (no jitter); one full wave is 8 blocks per SM.
+    # LC: each request is 8 kernels of 25 us over the whole GPU, launched
+    # back to back; BE: back-to-back kernels of one wave of 1 ms blocks,
+    # built with PTX, so the rewrite offers every form (osp, and f: FLUSH).
+    grid = 8 * SMS
+    for (name, kid, n, ns, var, what) in [
+            ("cuda-c-lc", 0x2001, 8, 25000, "o",
+             "the CUDA C pair's LC request: 8 kernels of 25 us blocks over the whole GPU"),
+            ("cuda-c-be", 0x2000, 1, 1000000, "ospf",
+             "the CUDA C pair's BE step: one kernel of one wave of 1 ms blocks, with PTX")]:
+        t = Trace(name, 1)
+        t.rows = [(kid, grid, 256, 32, 0, ns, 0, var)] * n
+        t.write(what)
+
 bert_infer("bert-b1-infer", 0, "BERT-base batch-1 inference, CUDA-graph style (no host gaps)")
 bert_infer("bert-b1-eager", 8000,
            "BERT-base batch-1 inference, eager: 8 us of host time per launch")
@@ -208,3 +225,4 @@ bert_infer("bert-b8-graph", 0,
 resnet_infer(8)
 gpt2_train()
 resnet_train()
+cuda_pair()
