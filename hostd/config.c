@@ -47,7 +47,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->lc_poll_cpu = -1;
   cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
   strcpy(cfg->policy, "tally");
-  strcpy(cfg->variants, "all");
+  strcpy(cfg->variants, "slice+ptb");
   cfg->threshold_us = -1;
   cfg->resume_idle_us = -1;
   cfg->be_depth = HOSTD_DEFAULT_BE_DEPTH;
@@ -118,8 +118,10 @@ static void usage_scheduling(FILE *f) {
         "  --time-every N       a best-effort launch of a kernel whose profile has its\n"
         "                       samples is timed (two GPU events) 1 in N, at random\n"
         "                       (1..65536; 1 = every launch; default 0 = the policy's, 16)\n"
-        "  --variants V         forms of best-effort PTX kernels the policy may use: all\n"
-        "                       (sliced and PTB, default), slice, ptb, or off\n"
+        "  --variants V         forms of best-effort PTX kernels the policy may use:\n"
+        "                       slice+ptb (default), all (also FLUSH: running blocks\n"
+        "                       give up at the flag and run again), slice, ptb, flush,\n"
+        "                       or off\n"
         "  --be-sms N           best-effort kernels run in a partition (green context)\n"
         "                       of at least N SMs, the rest stays free for the\n"
         "                       latency-critical tenant (default 0: the whole GPU;\n"
@@ -383,7 +385,7 @@ static int parse_variants(hostd_config_t *cfg, const char *v, const char *flag, 
   unsigned forms;
   (void)cfg;
   if (hostd__var_parse(v, &forms) != 0)
-    return bad(err, "%s: '%s': expected all, slice, ptb or off\n", flag, v);
+    return bad(err, "%s: '%s': expected all, slice, ptb, flush, slice+ptb or off\n", flag, v);
   return 0;
 }
 

@@ -703,7 +703,7 @@ static CUresult exec_hello(exec_t *x, const call_hello_req_t *q) {
                                           qs && qs->weight ? qs->weight : 1);
     if (x->t->sched && qs) {
       hostd__sched_tenant_count_gpu(x->t->sched, &qs->gpu_ns);
-      hostd__sched_tenant_count_forms(x->t->sched, &qs->sliced, &qs->ptb);
+      hostd__sched_tenant_count_forms(x->t->sched, &qs->sliced, &qs->ptb, &qs->flush);
       __atomic_store_n(&qs->scheduled, 1, __ATOMIC_RELEASE);
     }
   }

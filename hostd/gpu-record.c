@@ -1250,7 +1250,14 @@ static rec_kernel_t *kernel_of(uint64_t f) {
  * block log after a preemption and a resumed launch says whether hostd
  * resumed exactly where the kernel stopped.  With hostd_record_ptb_hold on,
  * a PTB launch runs its static indices and then holds its stream (as a
- * long kernel would) until its flag is raised or the hold is lifted. */
+ * long kernel would) until its flag is raised or the hold is lifted.
+ * A NAME__tally_flush launch runs block b as original index offset + b, or
+ * with tally_redo the b-th index its redo list names; with the hold on, its
+ * first half of blocks finish at once (they committed) and it holds its
+ * stream: a raised flag makes the other blocks give up (their indices
+ * listed in its control block, n counted, as rewrite/README.md lays out),
+ * lifting the hold lets them finish.  A flag raised before it starts makes
+ * every block give up. */
 static uint64_t block_log[BLOCK_LOG_MAX];
 static size_t n_block_log;
 static bool ptb_hold;
@@ -1318,16 +1325,57 @@ static void ptb_dynamic(const rec_op_t *o) {
   }
 }
 
-/* A held PTB launch of st goes on when its flag is up or the hold is lifted. */
+/* FLUSH launch o's blocks from first on: finished (logged), or given up
+ * when its flag is up (listed in its control block).  A redo's indices
+ * come from the list its tally_redo names. */
+static void flush_blocks(const rec_op_t *o, uint64_t first) {
+  const rec_kernel_t *k = kernel_of_locked(o->a);
+  uint32_t n = k ? k->nparams : 0, flag = 0, given = 0, nprev = 0;
+  uint64_t off, redo, count = o->grid[0];
+  uint8_t *cb, *prev = NULL;
+  if (n < 6 || !(cb = find(param(k, o->bytes, o->n, n - 2), 16)))
+    return;
+  off = param(k, o->bytes, o->n, n - 3);
+  redo = param(k, o->bytes, o->n, n - 1);
+  if (redo && (prev = find(redo, 16)) != NULL)
+    memcpy(&nprev, prev + 4, 4);
+  memcpy(&flag, cb, 4);
+  memcpy(&given, cb + 4, 4);
+  for (uint64_t b = first; b < count; b++) {
+    uint32_t idx = (uint32_t)(off + b);
+    if (prev && (b >= nprev || !find(redo + 16 + 4 * b, 4)))
+      break;
+    if (prev)
+      memcpy(&idx, find(redo + 16 + 4 * b, 4), 4);
+    if (!flag) {
+      log_block(idx);
+      continue;
+    }
+    uint8_t *slot = find(param(k, o->bytes, o->n, n - 2) + 16 + 4ull * given, 4);
+    if (!slot)
+      break;
+    memcpy(slot, &idx, 4);
+    given++;
+  }
+  memcpy(cb + 4, &given, 4);
+}
+
+/* A held launch of st (PTB, or FLUSH) goes on when its flag is up or the
+ * hold is lifted. */
 static bool ptb_go(rec_stream_t *st) {
   const rec_kernel_t *k = kernel_of_locked(st->ptb->a);
   uint32_t n = k ? k->nparams : 0, flag = 0;
-  uint8_t *cb = n >= 7 ? find(param(k, st->ptb->bytes, st->ptb->n, n - 4), 16) : NULL;
+  bool flush = k && has_suffix(k->name, "__tally_flush");
+  uint8_t *cb = flush ? (n >= 6 ? find(param(k, st->ptb->bytes, st->ptb->n, n - 2), 16) : NULL)
+                      : n >= 7 ? find(param(k, st->ptb->bytes, st->ptb->n, n - 4), 16) : NULL;
   if (cb)
-    memcpy(&flag, cb + 8, 4);
+    memcpy(&flag, cb + (flush ? 0 : 8), 4);
   if (cb && !flag && ptb_hold)
     return false;
-  ptb_dynamic(st->ptb);
+  if (flush)
+    flush_blocks(st->ptb, st->ptb->grid[0] / 2);
+  else
+    ptb_dynamic(st->ptb);
   free(st->ptb->bytes);
   free(st->ptb);
   st->ptb = NULL;
@@ -1384,6 +1432,24 @@ static bool launch_effect(rec_stream_t *st, rec_op_t *o) {
       if (off + b < total)
         log_block(off + b);
     return false;
+  } else if (has_suffix(k->name, "__tally_flush") && n >= 6) {
+    if (!(ptb_hold && st)) {
+      flush_blocks(o, 0);
+      return false;
+    }
+    /* the first half commit and finish; the rest wait for the flag or the hold */
+    uint8_t *cb = find(param(k, a, o->n, n - 2), 16);
+    uint32_t flag = 0;
+    if (cb)
+      memcpy(&flag, cb, 4);
+    if (flag) {
+      flush_blocks(o, 0);
+      return false;
+    }
+    rec_op_t half = *o;
+    half.grid[0] = o->grid[0] / 2;
+    flush_blocks(&half, 0);
+    return true;
   } else if (has_suffix(k->name, "__tally_ptb") && n >= 7) {
     uint64_t total = param_blocks(k, a, o->n, n - 7);
     uint64_t first = param(k, a, o->n, n - 3), ns = param(k, a, o->n, n - 2);
@@ -1435,6 +1501,8 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
   } else {
     if (st && st->ptb == NULL && has_suffix(k->name, "__tally_ptb") && ptb_hold)
       ptb_dynamic(&o); /* no memory to hold it: it runs through */
+    else if (st && st->ptb == NULL && has_suffix(k->name, "__tally_flush") && ptb_hold)
+      flush_blocks(&o, o.grid[0] / 2);
     free(o.bytes);
   }
   pthread_mutex_unlock(&lock);

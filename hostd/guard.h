@@ -37,7 +37,8 @@ typedef struct hostd_quota {
   uint32_t weight;  /* --tenant-weight for it (1..1000) */
   int scheduled;    /* the scheduler counts its GPU time into gpu_ns (atomic) */
   uint64_t gpu_ns;  /* device time of its kernels (atomic; sched.c adds) */
-  uint64_t sliced, ptb; /* its launches of sliced / PTB variants (atomics; sched.c adds) */
+  uint64_t sliced, ptb, flush; /* its launches of sliced / PTB / FLUSH variants (atomics;
+                                 sched.c adds) */
 } hostd_quota_t;
 
 /* Limits for a tenant from the configuration: the rule naming it, else its
@@ -124,13 +125,14 @@ typedef struct hostd_row {
   int64_t gpu_ns;    /* -1: not measured */
   uint32_t weight;   /* the scheduler's weight of the tenant; 0: not scheduled */
   int64_t p50_us, p99_us; /* latency-critical request latency over the last minute, -1: none */
-  uint64_t sliced, ptb;   /* launches of its kernels' sliced / PTB variants */
+  uint64_t sliced, ptb, flush; /* launches of its kernels' sliced / PTB / FLUSH variants */
 } hostd_row_t;
 
 /* The scheduler's daemon-wide counters (sched.h), for the view. */
 typedef struct hostd_view_sched {
   int on;                    /* 0: --policy none (the rest is 0) */
-  uint64_t sliced, ptb;      /* variant launches */
+  uint64_t sliced, ptb, flush; /* variant launches */
+  uint64_t given_up;         /* blocks of FLUSH launches that gave up (and ran again) */
   uint64_t preempts;         /* preemption flags raised */
   uint64_t turnarounds;      /* of those, timed (flag write -> the launch's end) */
   uint64_t turn_p50_ns, turn_p99_ns; /* of the timed ones */

@@ -59,6 +59,9 @@ static void sched_line(FILE *f, const hostd_view_sched_t *s) {
   if (s->turnarounds)
     fprintf(f, ", turnaround p50 %.1f us p99 %.1f us (%llu timed)", (double)s->turn_p50_ns / 1e3,
             (double)s->turn_p99_ns / 1e3, (unsigned long long)s->turnarounds);
+  if (s->flush)
+    fprintf(f, "; %llu FLUSH launches, %llu blocks given up", (unsigned long long)s->flush,
+            (unsigned long long)s->given_up);
   fputc('\n', f);
 }
 
@@ -118,10 +121,15 @@ static void sched_series(FILE *f, const hostd_view_sched_t *s) {
   if (!s->on)
     return;
   header(f, "tally_sched_variant_launches_total", "counter",
-         "Launches of sliced and PTB variants of best-effort PTX kernels.");
+         "Launches of sliced, PTB and FLUSH variants of best-effort PTX kernels.");
   fprintf(f, "tally_sched_variant_launches_total{form=\"sliced\"} %llu\n",
           (unsigned long long)s->sliced);
   fprintf(f, "tally_sched_variant_launches_total{form=\"ptb\"} %llu\n", (unsigned long long)s->ptb);
+  fprintf(f, "tally_sched_variant_launches_total{form=\"flush\"} %llu\n",
+          (unsigned long long)s->flush);
+  header(f, "tally_sched_blocks_given_up_total", "counter",
+         "Blocks of FLUSH launches that gave up at the flag (each ran again).");
+  fprintf(f, "tally_sched_blocks_given_up_total %llu\n", (unsigned long long)s->given_up);
   header(f, "tally_sched_preemptions_total", "counter",
          "PTB launches whose preemption flag was raised.");
   fprintf(f, "tally_sched_preemptions_total %llu\n", (unsigned long long)s->preempts);
@@ -167,7 +175,7 @@ static void scheduled_series(FILE *f, const hostd_view_t *v) {
               label(name, sizeof(name), r->name), r->id, class_name(r->prio), r->weight);
   }
   header(f, "tally_tenant_variant_launches_total", "counter",
-         "Launches of a tenant's kernels as sliced or PTB variants.");
+         "Launches of a tenant's kernels as sliced, PTB or FLUSH variants.");
   for (size_t i = 0; i < v->n; i++) {
     char name[300];
     const hostd_row_t *r = &v->rows[i];
@@ -179,6 +187,9 @@ static void scheduled_series(FILE *f, const hostd_view_t *v) {
             name, r->id, (unsigned long long)r->sliced);
     fprintf(f, "tally_tenant_variant_launches_total{tenant=\"%s\",id=\"%u\",form=\"ptb\"} %llu\n",
             name, r->id, (unsigned long long)r->ptb);
+    fprintf(f,
+            "tally_tenant_variant_launches_total{tenant=\"%s\",id=\"%u\",form=\"flush\"} %llu\n",
+            name, r->id, (unsigned long long)r->flush);
   }
 }
 

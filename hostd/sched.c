@@ -68,6 +68,14 @@
 #define EV_POOL_MAX 4096 /* events of each kind kept for reuse; more are destroyed */
 #define CTL_SLOTS   1024 /* PTB control blocks: PTB launches in flight at once */
 #define CTL_HOST    32   /* host bytes per slot: 16 staged for the write, 8 read back */
+/* FLUSH control blocks (rewrite/README.md: flag, n, reserved, then the
+ * indices of the blocks that gave up): FL_SLOTS of FL_BLOCKS entries, and
+ * one more that is never raised (a FLUSH launch with no slot of its own
+ * runs whole with it).  A launch of more blocks than FL_BLOCKS uses it too. */
+#define FL_SLOTS    32
+#define FL_BLOCKS   16384u
+#define FL_STRIDE   (16u + 4u * FL_BLOCKS)
+#define FL_QUIET    FL_SLOTS
 #define TURN_BUCKETS 4096 /* turnaround histogram: 1 us buckets, then one overflow */
 
 typedef enum item_kind { IT_SUBMIT, IT_DIRECT, IT_CLOSE } item_kind_t;
@@ -93,6 +101,9 @@ typedef struct item {
   const hostd_var_kernel_t *vk;
   uint64_t total;  /* logical blocks */
   bool ptb_live;   /* a PTB launch of it is in flight: its flight frees it */
+  uint32_t flush_live; /* its FLUSH launches in flight, and its list of given-up blocks
+                          kept for the redo (at most one: policy/ issues one at a time) */
+  bool ranges_done;    /* every block range of it was issued; FLUSH redos may remain */
   bool orphan;     /* its tenant closed meanwhile: dropped when that launch ends */
   uint64_t pass;   /* the scheduler pass that received it (S.pass) */
   bool issued_any; /* a piece of it was issued */
@@ -139,7 +150,8 @@ struct hostd_sched_tenant {
   bool closing;
   uint64_t last_submit_ns;
   uint64_t *gpu_ns;  /* device time counted here (hostd__sched_tenant_count_gpu), or NULL */
-  uint64_t *n_sliced, *n_ptb; /* its variant launches (hostd__sched_tenant_count_forms), or NULL */
+  uint64_t *n_sliced, *n_ptb, *n_flush; /* its variant launches (hostd__sched_tenant_count_forms),
+                                          or NULL */
   uint64_t last_end_ns; /* its previous completion seen */
 };
 
@@ -160,6 +172,8 @@ typedef struct flight {
   int slot;              /* PTB: control block, -1 none */
   uint64_t ev_flag;      /* PTB preempted: timed event after the flag write */
   bool held, graph;      /* the trace's held= and graph= */
+  int fslot;             /* FLUSH: its control block (FL_QUIET: none that can be raised) */
+  int fredo;             /* FLUSH redo: the control block whose list it reruns, -1 none */
   struct flight *next;
 } flight_t;
 
@@ -193,6 +207,13 @@ static struct {
   bool ctl_tried;
   int ctl_free[CTL_SLOTS], nctl_free;
   uint64_t hi_stream; /* highest priority: preemption flags */
+  /* FLUSH (scheduler thread): control blocks, their read-backs, their lists */
+  uint64_t fl_dev;    /* (FL_SLOTS + 1) x FL_STRIDE bytes of device memory */
+  uint8_t *fl_host;   /* FL_SLOTS x CTL_HOST bytes, registered: 16 staged zeros, 8 read back */
+  bool fl_tried;
+  int fl_free[FL_SLOTS], nfl_free;
+  uint64_t fl_list_of[FL_SLOTS]; /* the launch whose given-up list a slot keeps, 0: none */
+  item_t *fl_item[FL_SLOTS];     /* and its submission */
   uint32_t turn_hist[TURN_BUCKETS + 1];
   uint64_t turn_max_ns;
   u64map_t resident; /* scheduler thread: XXH3(kernel, block, shmem) -> blocks + 1 */
@@ -288,6 +309,10 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->lc_launches = __atomic_load_n(&S.st.lc_launches, __ATOMIC_ACQUIRE);
   out->lc_events = __atomic_load_n(&S.st.lc_events, __ATOMIC_ACQUIRE);
   out->alone = __atomic_load_n(&S.st.alone, __ATOMIC_ACQUIRE);
+  out->flush = __atomic_load_n(&S.st.flush, __ATOMIC_ACQUIRE);
+  out->redos = __atomic_load_n(&S.st.redos, __ATOMIC_ACQUIRE);
+  out->given_up = __atomic_load_n(&S.st.given_up, __ATOMIC_ACQUIRE);
+  out->fl_inuse = __atomic_load_n(&S.st.fl_inuse, __ATOMIC_ACQUIRE);
 }
 
 /* ---- events: a pool shared by workers and the scheduler thread ---- */
@@ -489,10 +514,12 @@ void hostd__sched_tenant_count_gpu(hostd_sched_tenant_t *t, uint64_t *gpu_ns) {
     t->gpu_ns = gpu_ns; /* before its first launch: the scheduler thread reads it after */
 }
 
-void hostd__sched_tenant_count_forms(hostd_sched_tenant_t *t, uint64_t *sliced, uint64_t *ptb) {
+void hostd__sched_tenant_count_forms(hostd_sched_tenant_t *t, uint64_t *sliced, uint64_t *ptb,
+                                     uint64_t *flush) {
   if (t) { /* before its first launch, as count_gpu */
     t->n_sliced = sliced;
     t->n_ptb = ptb;
+    t->n_flush = flush;
   }
 }
 
@@ -620,15 +647,17 @@ static void variants_of(item_t *it, const hostd_sched_launch_t *l) {
   if (l->nattr != 0 || it->total == 0 || it->total > INT32_MAX ||
       !(vk = hostd__var_get(l->kernel_id, &forms)))
     return;
-  for (int form = 0; form < 2; form++)
+  for (int form = 0; form < VAR_FORMS; form++)
     if (vk->fn[form].f && (l->argbytes > vk->fn[form].first_extra ||
                            vk->fn[form].args_end > CALL_LAUNCH_ARGS_MAX + 64))
       forms = 0;
   /* The sliced variant also resumes a preempted PTB launch (--variants ptb too). */
-  if (forms && !variant_fits(&vk->fn[VAR_FORM_SLICE], l))
-    forms = 0;
-  if ((forms & (1u << VAR_FORM_PTB)) && !variant_fits(&vk->fn[VAR_FORM_PTB], l))
-    forms &= ~(1u << VAR_FORM_PTB);
+  if ((forms & ((1u << VAR_FORM_SLICE) | (1u << VAR_FORM_PTB))) &&
+      !variant_fits(&vk->fn[VAR_FORM_SLICE], l))
+    forms &= ~((1u << VAR_FORM_SLICE) | (1u << VAR_FORM_PTB));
+  for (int form = VAR_FORM_PTB; form < VAR_FORMS; form++)
+    if ((forms & (1u << form)) && !variant_fits(&vk->fn[form], l))
+      forms &= ~(1u << form);
   if (!forms) {
     hostd__var_put(vk);
     return;
@@ -638,6 +667,8 @@ static void variants_of(item_t *it, const hostd_sched_launch_t *l) {
     it->k.variants |= POL_VAR_SLICED;
   if (forms & (1u << VAR_FORM_PTB))
     it->k.variants |= POL_VAR_PTB;
+  if (forms & (1u << VAR_FORM_FLUSH))
+    it->k.variants |= POL_VAR_FLUSH;
 }
 
 /* A submission that runs as one unit (hostd_sched_launch_t): a graph
@@ -1029,6 +1060,7 @@ typedef struct issued {
   uint64_t ev_start, ev_end;
   pol_form_t form;
   int slot;
+  int fslot, fredo; /* FLUSH: plan_t's */
 } issued_t;
 
 static flight_t *flight_add(item_t *it, const pol_action_t *a, const issued_t *is,
@@ -1065,6 +1097,8 @@ static flight_t *flight_add(item_t *it, const pol_action_t *a, const issued_t *i
   f->begin = a->block_begin;
   f->count = a->block_count;
   f->slot = is->slot;
+  f->fslot = is->fslot;
+  f->fredo = is->fredo;
   if (is->form != POL_FORM_ORIGINAL && it->vk) {
     f->vk = it->vk;
     hostd__var_hold(f->vk);
@@ -1072,6 +1106,9 @@ static flight_t *flight_add(item_t *it, const pol_action_t *a, const issued_t *i
   if (is->form == POL_FORM_PTB) {
     f->it = it;
     it->ptb_live = true;
+  } else if (is->form == POL_FORM_FLUSH) {
+    f->it = it;
+    it->flush_live++;
   }
   f->next = S.flights;
   S.flights = f;
@@ -1199,6 +1236,80 @@ static uint64_t ctl_read(int slot) {
   return v;
 }
 
+/* ---- FLUSH control blocks: a pool owned by this thread ----
+ *
+ * A FLUSH launch takes a slot for its control block; when it ends with
+ * blocks given up, the slot keeps their list (fl_list_of) until the redo
+ * launch that reads it ends.  policy/ runs one FLUSH launch of a tenant at
+ * a time, so a tenant holds at most two slots (a list and its redo's); a
+ * launch that is not a redo takes a slot only while half the pool is free,
+ * which keeps a slot for every redo.  FL_QUIET is never raised. */
+
+static bool fl_ready(void) {
+  if (S.fl_tried)
+    return S.fl_dev != 0;
+  S.fl_tried = true;
+  S.fl_host = aligned_alloc(64, (size_t)FL_SLOTS * CTL_HOST);
+  if (!S.fl_host)
+    return false;
+  memset(S.fl_host, 0, (size_t)FL_SLOTS * CTL_HOST);
+  if (hostd__gpu.host_register(S.fl_host, (size_t)FL_SLOTS * CTL_HOST) != CUDA_SUCCESS ||
+      hostd__gpu.mem_alloc(&S.fl_dev, (uint64_t)(FL_SLOTS + 1) * FL_STRIDE) != CUDA_SUCCESS ||
+      hostd__gpu.memset(S.fl_dev + (uint64_t)FL_QUIET * FL_STRIDE, 0, 4, 4, 0) != CUDA_SUCCESS ||
+      hostd__gpu.stream_sync(0) != CUDA_SUCCESS) {
+    hostd__log(HOSTD_LOG_WARN, "scheduler: no memory for FLUSH control blocks; FLUSH launches "
+                               "run whole");
+    if (S.fl_dev)
+      (void)hostd__gpu.mem_free(S.fl_dev);
+    (void)hostd__gpu.host_unregister(S.fl_host);
+    free(S.fl_host);
+    S.fl_host = NULL;
+    S.fl_dev = 0;
+    return false;
+  }
+  for (int i = 0; i < FL_SLOTS; i++)
+    S.fl_free[i] = FL_SLOTS - 1 - i;
+  S.nfl_free = FL_SLOTS;
+  return true;
+}
+
+static uint64_t fl_devaddr(int slot) {
+  return S.fl_dev + (uint64_t)slot * FL_STRIDE;
+}
+
+static int fl_get(bool redo) {
+  if (!fl_ready() || S.nfl_free == 0 || (!redo && S.nfl_free <= FL_SLOTS / 2))
+    return -1;
+  STAT_ADD(fl_inuse, 1);
+  return S.fl_free[--S.nfl_free];
+}
+
+static void fl_put(int slot) {
+  if (slot < 0 || slot >= FL_SLOTS)
+    return; /* none, or FL_QUIET */
+  S.fl_list_of[slot] = 0;
+  S.fl_item[slot] = NULL;
+  S.fl_free[S.nfl_free++] = slot;
+  __atomic_fetch_sub(&S.st.fl_inuse, 1, __ATOMIC_RELEASE);
+}
+
+/* The slot keeping launch id's list of given-up blocks, or -1. */
+static int fl_list(uint64_t id) {
+  for (int i = 0; id && i < FL_SLOTS; i++)
+    if (S.fl_list_of[i] == id)
+      return i;
+  return -1;
+}
+
+/* Blocks that gave up in the launch that used slot, as its read-back left it. */
+static uint32_t fl_given_up(int slot) {
+  uint32_t n;
+  if (slot < 0 || slot >= FL_SLOTS)
+    return 0;
+  memcpy(&n, S.fl_host + (size_t)slot * CTL_HOST + 16 + 4, 4);
+  return n;
+}
+
 static void put_arg(uint8_t *buf, const hostd_var_fn_t *fn, int i, uint64_t v) {
   memcpy(buf + fn->off[i], &v, fn->size[i] < 8 ? fn->size[i] : 8); /* little-endian */
 }
@@ -1225,6 +1336,7 @@ typedef struct plan {
   uint32_t argbytes;
   pol_form_t form;
   int slot;
+  int fslot, fredo; /* FLUSH: its control block (FL_QUIET: unstoppable), the list it reruns */
 } plan_t;
 
 static CUresult plan_slice(item_t *it, const pol_action_t *a, uint8_t *args, plan_t *p) {
@@ -1274,12 +1386,73 @@ static CUresult plan_ptb(item_t *it, const pol_action_t *a, uint8_t *args, plan_
   return r == CUDA_SUCCESS ? open_shmem(fn, it->k.shmem_bytes) : r;
 }
 
+/* A FLUSH launch of blocks [begin, +count), or a redo of the blocks launch
+ * a->redo_of gave up: its control block cleared on the launch stream first
+ * (flag, n); without a slot of its own it runs with FL_QUIET, whole.  A redo
+ * whose list is not here, or beyond a control block, cannot run: an error. */
+static CUresult plan_flush(item_t *it, const pol_action_t *a, uint8_t *args, plan_t *p) {
+  hostd_var_fn_t *fn = it->vk ? (hostd_var_fn_t *)&it->vk->fn[VAR_FORM_FLUSH] : NULL;
+  uint64_t zero[2] = {0, 0};
+  uint8_t *stage;
+  CUresult r = CUDA_SUCCESS;
+  if (!fn || !fn->f || a->block_count == 0 || a->block_count > INT32_MAX)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  if (a->redo && ((p->fredo = fl_list(a->redo_of)) < 0 || a->block_count > FL_BLOCKS)) {
+    hostd__log(HOSTD_LOG_ERROR, "scheduler: a redo of launch %" PRIu64 " whose list is not kept",
+               a->redo_of);
+    p->fredo = -1;
+    return CUDA_ERROR_LAUNCH_FAILED;
+  }
+  if (a->redo) { /* the list now belongs to this launch: freed when it ends */
+    S.fl_list_of[p->fredo] = 0;
+    S.fl_item[p->fredo] = NULL;
+    it->flush_live--;
+  }
+  p->fslot = a->block_count <= FL_BLOCKS ? fl_get(a->redo) : -1;
+  if (p->fslot < 0 && (a->redo || !fl_ready())) {
+    if (a->redo)
+      hostd__log(HOSTD_LOG_ERROR, "scheduler: no FLUSH control block for a redo");
+    return a->redo ? CUDA_ERROR_LAUNCH_FAILED : CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (p->fslot < 0) {
+    p->fslot = FL_QUIET;
+  } else {
+    stage = S.fl_host + (size_t)p->fslot * CTL_HOST;
+    memcpy(stage, zero, 16);
+    r = hostd__gpu.htod(fl_devaddr(p->fslot), stage, 16, it->ss->lstream, 1);
+  }
+  memset(args + it->argbytes, 0, fn->args_end - it->argbytes);
+  put_arg(args, fn, VAR_FLUSH_GX, it->k.grid[0]);
+  put_arg(args, fn, VAR_FLUSH_GY, it->k.grid[1]);
+  put_arg(args, fn, VAR_FLUSH_GZ, it->k.grid[2]);
+  put_arg(args, fn, VAR_FLUSH_OFFSET, a->redo ? 0 : a->block_begin);
+  put_arg(args, fn, VAR_FLUSH_CTL, fl_devaddr(p->fslot));
+  put_arg(args, fn, VAR_FLUSH_REDO, a->redo ? fl_devaddr(p->fredo) : 0);
+  p->f = fn->f;
+  p->grid[0] = (uint32_t)a->block_count;
+  p->grid[1] = p->grid[2] = 1;
+  p->argbytes = fn->args_end;
+  p->form = POL_FORM_FLUSH;
+  return r == CUDA_SUCCESS ? open_shmem(fn, it->k.shmem_bytes) : r;
+}
+
 static CUresult plan_launch(item_t *it, const pol_action_t *a, uint8_t *args, plan_t *p) {
   memset(p, 0, sizeof(*p));
-  p->slot = -1;
+  p->slot = p->fslot = p->fredo = -1;
   memcpy(args, it->args, it->argbytes);
   if (a->form == POL_FORM_PTB)
     return plan_ptb(it, a, args, p);
+  if (a->form == POL_FORM_FLUSH) {
+    CUresult r = plan_flush(it, a, args, p);
+    if (r != CUDA_ERROR_NOT_SUPPORTED || a->redo)
+      return r;
+    /* No control blocks at all: the same blocks, sliced (or whole). */
+    memset(p, 0, sizeof(*p));
+    p->slot = p->fslot = p->fredo = -1;
+    memcpy(args, it->args, it->argbytes);
+    if (!(a->block_begin == 0 && a->block_count == it->total))
+      return plan_slice(it, a, args, p);
+  }
   if (a->form == POL_FORM_SLICED && !(a->block_begin == 0 && a->block_count == it->total))
     return plan_slice(it, a, args, p);
   /* The whole grid: the original (a "slice" of everything is the same). */
@@ -1291,7 +1464,8 @@ static CUresult plan_launch(item_t *it, const pol_action_t *a, uint8_t *args, pl
 }
 
 /* The submission leaves the queue once its last block was issued in a form
- * that cannot stop early: fences and flushes waiting for it go on. */
+ * that cannot stop early and no FLUSH launch of it may leave blocks to run
+ * again: fences and flushes waiting for it go on. */
 static void item_done(item_t *it) {
   fifo_unlink(it);
   settle(it);
@@ -1303,7 +1477,7 @@ static void item_done(item_t *it) {
 static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   hostd_sched_stream_t *ss = it->ss;
   uint64_t argbuf[(CALL_LAUNCH_ARGS_MAX + 64) / 8];
-  issued_t is = {.slot = -1};
+  issued_t is = {.slot = -1, .fslot = -1, .fredo = -1};
   plan_t p;
   CUresult r = CUDA_SUCCESS;
   if (it->run_event) {
@@ -1330,11 +1504,21 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   if (r == CUDA_SUCCESS && p.form == POL_FORM_PTB) /* where it stopped, for the policy */
     r = hostd__gpu.dtoh_async(S.ctl_host + (size_t)p.slot * CTL_HOST + 16, ctl_dev(p.slot), 8,
                               ss->lstream);
+  if (r == CUDA_SUCCESS && p.form == POL_FORM_FLUSH && p.fslot < FL_SLOTS) /* flag and n */
+    r = hostd__gpu.dtoh_async(S.fl_host + (size_t)p.fslot * CTL_HOST + 16, fl_devaddr(p.fslot),
+                              8, ss->lstream);
   if (r != CUDA_SUCCESS) {
     set_error(it->t, r);
     ctl_put(p.slot);
     p.slot = -1;
-    p.form = POL_FORM_ORIGINAL; /* nothing to wait for: complete it */
+    if (p.form == POL_FORM_FLUSH) { /* complete it with nothing given up */
+      fl_put(p.fslot);
+      p.fslot = FL_QUIET;
+    } else { /* nothing was launched: nothing to wait for, complete it */
+      fl_put(p.fredo);
+      p.fredo = -1;
+      p.form = POL_FORM_ORIGINAL;
+    }
   }
   if (is.ev_end && hostd__gpu.event_record(is.ev_end, ss->lstream, 0) != CUDA_SUCCESS) {
     ev_done(ss->part, is.ev_end, is.ev_start != 0);
@@ -1344,10 +1528,12 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     ev_done(ss->part, is.ev_start, true);
     is.ev_start = 0;
   }
-  if (p.form == POL_FORM_PTB && !is.ev_end) /* no way to see it end: wait for it here */
-    (void)hostd__gpu.stream_sync(ss->lstream);
+  if ((p.form == POL_FORM_PTB || p.form == POL_FORM_FLUSH) && !is.ev_end)
+    (void)hostd__gpu.stream_sync(ss->lstream); /* no way to see it end: wait for it here */
   is.form = p.form;
   is.slot = p.slot;
+  is.fslot = p.fslot;
+  is.fredo = p.fredo;
   if (is.ev_start)
     STAT_ADD(timed, 1);
   STAT_ADD(issued, 1); /* before settle: a fence it releases may read it */
@@ -1359,9 +1545,17 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     STAT_ADD(ptb, 1);
     if (it->t->n_ptb)
       __atomic_fetch_add(it->t->n_ptb, 1, __ATOMIC_RELAXED);
+  } else if (p.form == POL_FORM_FLUSH) {
+    STAT_ADD(flush, 1);
+    if (it->t->n_flush)
+      __atomic_fetch_add(it->t->n_flush, 1, __ATOMIC_RELAXED);
+    if (a->redo)
+      STAT_ADD(redos, 1);
   }
+  if (p.form != POL_FORM_PTB && !a->redo && a->block_begin + a->block_count >= it->total)
+    it->ranges_done = true; /* a PTB launch may stop early: ptb_item_end says */
   flight_add(it, a, &is, now, ss->part);
-  if (p.form != POL_FORM_PTB && a->block_begin + a->block_count >= it->total)
+  if (p.form != POL_FORM_PTB && it->ranges_done && !it->flush_live && !it->ptb_live)
     item_done(it);
 }
 
@@ -1371,15 +1565,17 @@ static void preempt(uint64_t launch_id) {
   flight_t *f = S.flights;
   while (f && f->launch_id != launch_id)
     f = f->next;
-  if (!f || f->slot < 0 || f->ev_flag)
-    return; /* not a PTB launch in flight (it may have just ended) */
+  if (!f || (f->slot < 0 && (f->fslot < 0 || f->fslot >= FL_SLOTS)) || f->ev_flag)
+    return; /* not a PTB or FLUSH launch that can stop (it may have just ended) */
   if (!S.hi_stream &&
       hostd__gpu.stream_new(&S.hi_stream, CU_STREAM_NON_BLOCKING,
                             hostd__snapshot.prio_greatest) != CUDA_SUCCESS) {
     S.hi_stream = 0;
     return;
   }
-  if (hostd__gpu.memset(ctl_dev(f->slot) + 8, 1, 4, 1, S.hi_stream) != CUDA_SUCCESS)
+  /* PTB's flag is word 2 of its block; FLUSH's word 0 (rewrite/README.md). */
+  if (hostd__gpu.memset(f->slot >= 0 ? ctl_dev(f->slot) + 8 : fl_devaddr(f->fslot), 1, 4, 1,
+                        S.hi_stream) != CUDA_SUCCESS)
     return;
   STAT_ADD(preempts, 1);
   if (ev_get(&f->ev_flag, true) != CUDA_SUCCESS ||
@@ -1441,7 +1637,7 @@ static void turn_add(uint64_t ns) {
 }
 
 static void trace_write(const flight_t *f, uint64_t start, uint64_t end) {
-  static const char *const forms[] = {"original", "sliced", "ptb"};
+  static const char *const forms[] = {"original", "sliced", "ptb", "flush"};
   const pol_kernel_t *k = &f->k;
   uint64_t blocks = (uint64_t)k->grid[0] * k->grid[1] * k->grid[2];
   uint64_t waves = (blocks + S.cfg.pol.default_resident - 1) / S.cfg.pol.default_resident;
@@ -1470,12 +1666,10 @@ static void close_done(hostd_sched_tenant_t *t) {
 
 /* A PTB launch ended: the blocks it finished (word 0 as it left it), its
  * preemption turnaround (flag write -> end), its control block back. */
-static uint64_t ptb_end(flight_t *f, CUresult r) {
-  uint64_t word0 = ctl_read(f->slot), done;
+/* A preempted launch ended: its turnaround (flag write -> end) counted
+ * and traced, its flag event returned. */
+static void preempt_end(flight_t *f, CUresult r, uint64_t done) {
   float ms = -1;
-  done = r != CUDA_SUCCESS ? f->count : word0 > f->begin ? word0 - f->begin : 0;
-  if (done > f->count)
-    done = f->count;
   if (f->ev_flag > 1 && r == CUDA_SUCCESS &&
       hostd__gpu.event_time(&ms, f->ev_flag, f->ev_end) == CUDA_SUCCESS && ms >= 0)
     turn_add((uint64_t)((double)ms * 1e6));
@@ -1485,8 +1679,34 @@ static uint64_t ptb_end(flight_t *f, CUresult r) {
             ms >= 0 ? (int64_t)((double)ms * 1e6) : (int64_t)-1);
   if (f->ev_flag > 1)
     ev_done(false, f->ev_flag, true);
+}
+
+static uint64_t ptb_end(flight_t *f, CUresult r) {
+  uint64_t word0 = ctl_read(f->slot), done;
+  done = r != CUDA_SUCCESS ? f->count : word0 > f->begin ? word0 - f->begin : 0;
+  if (done > f->count)
+    done = f->count;
+  preempt_end(f, r, done);
   ctl_put(f->slot);
   return done;
+}
+
+/* A FLUSH launch ended: the blocks that gave up (n as its read-back left
+ * it; none when it failed: its error is the tenant's), the list it reran
+ * returned, its own slot kept as the list of its redo when n > 0. */
+static uint64_t flush_end(flight_t *f, CUresult r) {
+  uint64_t n = r == CUDA_SUCCESS ? fl_given_up(f->fslot) : 0;
+  if (n > f->count)
+    n = f->count;
+  preempt_end(f, r, f->count - n);
+  fl_put(f->fredo);
+  if (n > 0 && f->it && !f->it->orphan && f->fslot < FL_SLOTS) {
+    S.fl_list_of[f->fslot] = f->launch_id;
+    S.fl_item[f->fslot] = f->it;
+  } else
+    fl_put(f->fslot);
+  STAT_ADD(given_up, n);
+  return n;
 }
 
 /* The submission of a PTB launch that ended: whole, it leaves the queue;
@@ -1494,9 +1714,24 @@ static uint64_t ptb_end(flight_t *f, CUresult r) {
 static void ptb_item_end(flight_t *f, uint64_t done) {
   item_t *it = f->it;
   it->ptb_live = false;
-  if (it->orphan)
+  if (done == f->count)
+    it->ranges_done = true;
+  if (it->orphan && !it->flush_live)
     drop(it);
-  else if (done == f->count)
+  else if (!it->orphan && it->ranges_done && !it->flush_live)
+    item_done(it);
+}
+
+/* The submission of a FLUSH launch that ended with n blocks given up: they
+ * stay for the redo (its list counts as live); whole, it leaves the queue. */
+static void flush_item_end(flight_t *f, uint64_t n) {
+  item_t *it = f->it;
+  it->flush_live--;
+  if (n > 0 && !it->orphan)
+    it->flush_live++;
+  if (it->orphan && !it->flush_live && !it->ptb_live)
+    drop(it);
+  else if (!it->orphan && it->ranges_done && !it->flush_live && !it->ptb_live)
     item_done(it);
 }
 
@@ -1527,13 +1762,20 @@ static int flight_poll(flight_t *f, uint64_t now) {
                        __ATOMIC_RELAXED);
   }
   f->t->last_end_ns = now;
-  ev.blocks_done = f->slot >= 0 ? ptb_end(f, r) : f->count;
+  if (f->form == POL_FORM_FLUSH) {
+    ev.blocks_given_up = flush_end(f, r);
+    ev.blocks_done = f->count - ev.blocks_given_up;
+  } else {
+    ev.blocks_done = f->slot >= 0 ? ptb_end(f, r) : f->count;
+  }
   if (S.trace)
     trace_write(f, ev.dev_start_ns, ev.dev_end_ns);
   ev_done(f->part, f->ev_start, true);
   ev_done(f->part, f->ev_end, f->ev_start != 0);
   feed(&ev);
-  if (f->it)
+  if (f->it && f->form == POL_FORM_FLUSH)
+    flush_item_end(f, ev.blocks_given_up);
+  else if (f->it)
     ptb_item_end(f, ev.blocks_done);
   hostd__var_put(f->vk);
   f->t->inflight--;
@@ -1564,7 +1806,12 @@ static void on_close(item_t *it) {
   while (t->head) {
     item_t *q = t->head;
     t->head = q->next;
-    if (q->ptb_live)
+    for (int i = 0; i < FL_SLOTS; i++) /* a list kept for a redo that will not come */
+      if (S.fl_list_of[i] && q->flush_live > 0 && S.fl_item[i] == q) {
+        fl_put(i);
+        q->flush_live--;
+      }
+    if (q->ptb_live || q->flush_live)
       q->orphan = true;
     else
       drop(q);
@@ -1736,6 +1983,18 @@ static void ptb_pool_free(void) {
   S.ctl_host = NULL;
   S.ctl_tried = false;
   S.nctl_free = 0;
+  if (S.fl_dev)
+    (void)hostd__gpu.mem_free(S.fl_dev);
+  if (S.fl_host) {
+    (void)hostd__gpu.host_unregister(S.fl_host);
+    free(S.fl_host);
+  }
+  S.fl_dev = 0;
+  S.fl_host = NULL;
+  S.fl_tried = false;
+  S.nfl_free = 0;
+  memset(S.fl_list_of, 0, sizeof(S.fl_list_of));
+  memset(S.fl_item, 0, sizeof(S.fl_item));
 }
 
 /* The exit line on fences that blocked a worker: how many, how long, and
@@ -1783,11 +2042,12 @@ void hostd__sched_shutdown(void) {
              " fences that waited; %" PRIu64 " sliced and %" PRIu64 " PTB launches, %" PRIu64
              " preemptions, turnaround p50 %.1f us p99 %.1f us max %.1f us (%" PRIu64
              " timed); %" PRIu64 " LC launches made directly, %" PRIu64 " LC events recorded, %" PRIu64
-             " launches of a best-effort tenant alone",
+             " launches of a best-effort tenant alone; %" PRIu64 " FLUSH launches (%" PRIu64
+             " redos), %" PRIu64 " blocks given up",
              S.st.submitted, S.st.held, S.st.timed, S.st.dropped, S.st.fences, S.st.sliced, S.st.ptb,
              S.st.preempts, (double)S.st.turn_p50_ns / 1e3, (double)S.st.turn_p99_ns / 1e3,
              (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, S.st.lc_launches, S.st.lc_events,
-             S.st.alone);
+             S.st.alone, S.st.flush, S.st.redos, S.st.given_up);
   fence_report();
   if (S.trace)
     fprintf(S.trace, "# preemption turnaround: n=%" PRIu64 " p50_ns=%" PRIu64 " p99_ns=%" PRIu64

@@ -90,10 +90,12 @@ void hostd__sched_tenant_free(hostd_sched_tenant_t *t);
  * completion seen (an upper bound, to the scheduler's polling).  The
  * counter must outlive the tenant's hostd__sched_tenant_close.  NULL ok. */
 void hostd__sched_tenant_count_gpu(hostd_sched_tenant_t *t, uint64_t *gpu_ns);
-/* The same for the tenant's launches of a variant: one is added to *sliced
- * or *ptb (atomically) per launch of a __tally_slice or __tally_ptb
- * variant.  The counters must outlive the tenant's close.  NULL ok. */
-void hostd__sched_tenant_count_forms(hostd_sched_tenant_t *t, uint64_t *sliced, uint64_t *ptb);
+/* The same for the tenant's launches of a variant: one is added to *sliced,
+ * *ptb or *flush (atomically) per launch of a __tally_slice, __tally_ptb or
+ * __tally_flush variant.  The counters must outlive the tenant's close.
+ * NULL ok. */
+void hostd__sched_tenant_count_forms(hostd_sched_tenant_t *t, uint64_t *sliced, uint64_t *ptb,
+                                     uint64_t *flush);
 /* The first error an issued launch of the tenant returned, cleared (a
  * CUresult, CUDA_SUCCESS when none): a deferred error for the next
  * synchronising call. */
@@ -189,6 +191,10 @@ typedef struct hostd_sched_stats {
   uint64_t lc_launches; /* LC launches made straight on the tenant's stream */
   uint64_t lc_events;   /* events their workers recorded behind them (one per quiet point) */
   uint64_t alone;       /* launches a best-effort tenant alone made on its own stream */
+  uint64_t flush;       /* launches of a __tally_flush variant (redos included) */
+  uint64_t redos;       /* of those, redos of blocks that gave up */
+  uint64_t given_up;    /* blocks of FLUSH launches that gave up (and ran again) */
+  uint64_t fl_inuse;    /* FLUSH control blocks in use (launches in flight, lists kept) */
 } hostd_sched_stats_t;
 void hostd__sched_stats(hostd_sched_stats_t *out);
 /* Whether the scheduler runs (between init and shutdown, policy not none); any thread. */

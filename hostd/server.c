@@ -1116,7 +1116,7 @@ static int sched_start(const hostd_config_t *cfg) {
     sc.pol.default_resident = (uint32_t)a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
   snprintf(sc.trace, sizeof(sc.trace), "%s", cfg->trace);
   /* Variants: PTX for this device's arch, compiled images cached per arch. */
-  if (hostd__var_parse(cfg->variants[0] ? cfg->variants : "all", &sc.var.forms) != 0)
+  if (hostd__var_parse(cfg->variants[0] ? cfg->variants : "slice+ptb", &sc.var.forms) != 0)
     return -EINVAL;
   sc.var.arch = (unsigned)(a[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
                            a[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR]);
@@ -1211,6 +1211,7 @@ static void row_fill(hostd_row_t *r, worker_t *w) {
   r->weight = r->gpu_ns >= 0 ? w->quota.weight : 0;
   r->sliced = __atomic_load_n(&w->quota.sliced, __ATOMIC_RELAXED);
   r->ptb = __atomic_load_n(&w->quota.ptb, __ATOMIC_RELAXED);
+  r->flush = __atomic_load_n(&w->quota.flush, __ATOMIC_RELAXED);
   hostd__lat_quantiles(w->lat, now_ns(), &r->p50_us, &r->p99_us);
 }
 
@@ -1224,6 +1225,8 @@ static void view_sched(hostd_view_sched_t *vs) {
   vs->on = 1;
   vs->sliced = st.sliced;
   vs->ptb = st.ptb;
+  vs->flush = st.flush;
+  vs->given_up = st.given_up;
   vs->preempts = st.preempts;
   vs->turnarounds = st.turnarounds;
   vs->turn_p50_ns = st.turn_p50_ns;

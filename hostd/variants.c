@@ -158,6 +158,8 @@ const hostd_var_kernel_t *hostd__var_get(uint64_t kernel_id, unsigned *forms) {
       if (k->fn[VAR_FORM_PTB].f) /* a preempted PTB launch resumes sliced */
         *forms |= 1u << VAR_FORM_PTB;
     }
+    if (k->fn[VAR_FORM_FLUSH].f) /* runs any range, and its own redo */
+      *forms |= 1u << VAR_FORM_FLUSH;
     *forms &= V.cfg.forms;
   }
   pthread_mutex_unlock(&V.mu);
@@ -206,9 +208,18 @@ static bool has_module_vars(const char *ptx) {
   return false;
 }
 
-/* The forms tallyd builds and launches (rewrite/'s FLUSH form, blocks that
- * give up, is not launched by the scheduler yet). */
-#define VAR_XFORMS (RW_XFORM_MASK(RW_XFORM_SLICE) | RW_XFORM_MASK(RW_XFORM_PTB))
+/* The rewrite/ transforms of VAR_FORM_* form i, and those the builder asks
+ * for: slice and PTB always (the sliced form resumes a preempted PTB
+ * launch and --variants filters what is offered), FLUSH when configured
+ * (it costs a JIT of its own). */
+static const int var_xform[VAR_FORMS] = {RW_XFORM_SLICE, RW_XFORM_PTB, RW_XFORM_FLUSH};
+
+static unsigned var_xforms(void) {
+  unsigned m = RW_XFORM_MASK(RW_XFORM_SLICE) | RW_XFORM_MASK(RW_XFORM_PTB);
+  if (V.cfg.forms & (1u << VAR_FORM_FLUSH))
+    m |= RW_XFORM_MASK(RW_XFORM_FLUSH);
+  return m;
+}
 
 static void log_refusals(uint64_t cid, const rw_xform_report_t *rep, unsigned *accepted) {
   *accepted = 0;
@@ -230,7 +241,8 @@ static void log_refusals(uint64_t cid, const rw_xform_report_t *rep, unsigned *a
       pthread_mutex_unlock(&V.mu);
       if (first)
         hostd__log(HOSTD_LOG_INFO, "variants: kernel %.200s has no %s form: %s (%.160s)", e->name,
-                   kind == RW_XFORM_SLICE ? "sliced" : "PTB", rw_refusal_name(e->why[kind]),
+                   kind == RW_XFORM_SLICE ? "sliced" : kind == RW_XFORM_PTB ? "PTB" : "FLUSH",
+                   rw_refusal_name(e->why[kind]),
                    e->reason[kind]);
     }
     *accepted += any;
@@ -262,7 +274,7 @@ static int compile_image(void *arg, const void *src, size_t len, void **image, s
     return c->why = -ENOENT;
   }
   memset(&rep, 0, sizeof(rep));
-  rc = rw_transform_ptx(ptx, plen, VAR_XFORMS, &out, &olen, &rep);
+  rc = rw_transform_ptx(ptx, plen, var_xforms(), &out, &olen, &rep);
   free(ptx);
   if (rc == 0)
     log_refusals(c->cid, &rep, &accepted);
@@ -292,15 +304,15 @@ typedef struct collect {
   bool oom;
 } collect_t;
 
-/* A variant function of the loaded module: NAME__tally_slice or
- * NAME__tally_ptb, keyed by NAME's kernel id. */
+/* A variant function of the loaded module: NAME__tally_slice,
+ * NAME__tally_ptb or NAME__tally_flush, keyed by NAME's kernel id. */
 static int collect_fn(void *arg, const hostd_func_info_t *f) {
   collect_t *c = arg;
-  static const uint32_t nextra[2] = {VAR_SLICE_NEXTRA, VAR_PTB_NEXTRA};
+  static const uint32_t nextra[VAR_FORMS] = {VAR_SLICE_NEXTRA, VAR_PTB_NEXTRA, VAR_FLUSH_NEXTRA};
   char base[CALL_FUNC_NAME_MAX];
   size_t n = strlen(f->name);
-  for (int form = 0; form < 2; form++) {
-    const char *suf = rw_xform_suffix(form == VAR_FORM_SLICE ? RW_XFORM_SLICE : RW_XFORM_PTB);
+  for (int form = 0; form < VAR_FORMS; form++) {
+    const char *suf = rw_xform_suffix(var_xform[form]);
     size_t m = strlen(suf);
     hostd_var_kernel_t *k = NULL;
     hostd_var_fn_t *fn;
@@ -394,7 +406,7 @@ static void build(rw_cache_t *cache, var_set_t *s) {
     rc = -ENOENT;
   } else if (cache) {
     char tag[200];
-    snprintf(tag, sizeof(tag), "tally-variants-1 %s", V.cfg.tag);
+    snprintf(tag, sizeof(tag), "tally-variants-2 x%u %s", var_xforms(), V.cfg.tag);
     rc = rw_cache_get(cache, src, len, tag, compile_image, &c, &image, &ilen, &hit);
   } else {
     rc = compile_image(&c, src, len, &image, &ilen);

@@ -3,11 +3,12 @@
  * When a tenant whose launches the scheduler holds loads a module, the
  * module's content id is handed to one builder thread per daemon.  Off the
  * request path it extracts the image's PTX, runs rewrite/ (slice and PTB
- * transforms), JIT-compiles the result (hostd__gpu.jit), caches the
+ * transforms, and FLUSH when configured), JIT-compiles the result (hostd__gpu.jit), caches the
  * compiled image in the state folder (rw_cache, keyed by the module image,
  * so a restart pays a file read) and loads it in the shared context.  From
  * then on a launch of one of the module's kernels (looked up by kernel id,
- * sched.h) can be launched sliced or as persistent thread blocks.  Until
+ * sched.h) can be launched sliced, as persistent thread blocks, or as
+ * blocks that give up at a flag (FLUSH).  Until
  * then, and for kernels rewrite/ refused (logged once, with the reason),
  * only the original exists.
  *
@@ -40,8 +41,19 @@ enum {
   VAR_PTB_BATCH,
   VAR_PTB_NEXTRA
 };
+enum {
+  VAR_FLUSH_GX,
+  VAR_FLUSH_GY,
+  VAR_FLUSH_GZ,
+  VAR_FLUSH_OFFSET,
+  VAR_FLUSH_CTL,
+  VAR_FLUSH_REDO,
+  VAR_FLUSH_NEXTRA
+};
 #define VAR_FORM_SLICE 0
 #define VAR_FORM_PTB   1
+#define VAR_FORM_FLUSH 2
+#define VAR_FORMS      3
 
 /* One variant function: its handle and where its appended parameters go.
  * The parameters before them are the original kernel's, at the same
@@ -60,7 +72,7 @@ typedef struct hostd_var_fn {
 
 typedef struct hostd_var_kernel {
   uint64_t kernel_id;
-  hostd_var_fn_t fn[2]; /* VAR_FORM_SLICE, VAR_FORM_PTB */
+  hostd_var_fn_t fn[VAR_FORMS]; /* by VAR_FORM_* */
   struct hostd_var_set *set;
 } hostd_var_kernel_t;
 
@@ -71,13 +83,25 @@ typedef struct hostd_var_config {
   unsigned arch;        /* SM number whose PTX to take (90) */
 } hostd_var_config_t;
 
-/* Parses --variants: "all" (slice and PTB), "slice", "ptb", "off".
- * Sets *forms; 0 or -EINVAL.  Inline: config.c links without variants.c. */
+/* Parses --variants: "all" (slice, PTB and FLUSH), "slice", "ptb" (with
+ * the sliced form, which resumes it), "flush", "slice+ptb", "off".  Sets
+ * *forms (bits VAR_FORM_*); 0 or -EINVAL.  Inline: config.c links without
+ * variants.c. */
 static inline int hostd__var_parse(const char *s, unsigned *forms) {
-  static const char *const names[] = {"off", "slice", "ptb", "all"};
-  for (unsigned i = 0; i < 4; i++)
-    if (strcmp(s, names[i]) == 0) {
-      *forms = i; /* bit VAR_FORM_SLICE (0) and bit VAR_FORM_PTB (1) */
+  static const struct {
+    const char *name;
+    unsigned forms;
+  } names[] = {
+      {"off", 0},
+      {"slice", 1u << VAR_FORM_SLICE},
+      {"ptb", 1u << VAR_FORM_PTB},
+      {"flush", 1u << VAR_FORM_FLUSH},
+      {"slice+ptb", (1u << VAR_FORM_SLICE) | (1u << VAR_FORM_PTB)},
+      {"all", (1u << VAR_FORMS) - 1},
+  };
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strcmp(s, names[i].name) == 0) {
+      *forms = names[i].forms;
       return 0;
     }
   return -EINVAL;

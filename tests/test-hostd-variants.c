@@ -179,7 +179,7 @@ static void sliced_grid_in(const uint32_t grid[3], uint64_t min_slices, uint64_t
   hostd__var_wait_idle();
   assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1)); /* idle: BE goes, explored */
   assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
-  hostd__sched_tenant_count_forms(be, &n_sliced, &n_ptb);
+  hostd__sched_tenant_count_forms(be, &n_sliced, &n_ptb, NULL);
   assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
   assert_non_null(ss = hostd__sched_stream_new(be, s, &r));
   hostd__sched_stats(&s0);
@@ -291,6 +291,128 @@ static void preempted_ptb_resumes_the_remaining_blocks(void **st) {
   hostd__sched_tenant_close(be);
   hostd__sched_tenant_close(lc);
   hostd__sched_tenant_free(be);
+  hostd__sched_tenant_free(lc);
+  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
+  hostd__var_module_unref(cid);
+  hostd__sched_shutdown();
+}
+
+static int no_flush_slots(void) {
+  hostd_sched_stats_t s;
+  hostd__sched_stats(&s);
+  return s.fl_inuse == 0;
+}
+static int flush_in_flight(void) {
+  hostd_sched_stats_t s;
+  hostd__sched_stats(&s);
+  return s.flush >= 1;
+}
+
+/* With only the FLUSH form offered, a BE kernel runs as one FLUSH launch of
+ * its whole grid; the LC tenant's launch raises its flag: the blocks that
+ * had committed (the first half, on the recording device) finish, the rest
+ * give up and are listed, and the redo launch runs exactly those, once. */
+static void preempted_flush_reruns_the_blocks_that_gave_up(void **st) {
+  hostd_sched_tenant_t *lc, *be;
+  hostd_sched_stream_t *lss, *bss;
+  hostd_sched_stats_t s1;
+  const uint32_t g[3] = {16, 2, 2};
+  uint64_t ls, bs;
+  CUresult r;
+  (void)st;
+  start(1u << VAR_FORM_FLUSH, 4);
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1));
+  assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
+  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
+  (void)hostd_record_blocks(NULL, 0);
+  hostd_record_ptb_hold(true);
+  assert_int_equal(launch_ok(bss, g), CUDA_SUCCESS);
+  wait_until(flush_in_flight); /* blocks 0..31 committed and finished; 32..63 running */
+  const uint32_t one[3] = {1, 1, 1};
+  assert_int_equal(launch_ok(lss, one), CUDA_SUCCESS); /* the LC arrives: preempt */
+  hostd__sched_tenant_quiet(lc);
+  wait_until(preempted);
+  hostd_record_ptb_hold(false);
+  vclock += 10000000; /* the LC stays idle: the redo goes */
+  assert_int_equal(hostd__sched_fence(bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(bs), CUDA_SUCCESS);
+  wait_until(no_flush_slots); /* the redo's end seen: the list and its block returned */
+  hostd__sched_stats(&s1);
+  assert_int_equal(s1.flush, 2);
+  assert_int_equal(s1.redos, 1);
+  assert_int_equal(s1.given_up, 32);
+  assert_int_equal(s1.fl_inuse, 0);
+  {
+    static uint64_t log[256];
+    size_t n = hostd_record_blocks(log, 256);
+    /* BE 0..31, the LC's own block 0, then BE 32..63 exactly once (the redo) */
+    assert_int_equal(n, 65);
+    for (uint64_t i = 0; i < 32; i++)
+      assert_int_equal(log[i], i);
+    assert_int_equal(log[32], 0);
+    for (uint64_t i = 32; i < 64; i++)
+      assert_int_equal(log[i + 1], i);
+  }
+  hostd__sched_tenant_close(be);
+  hostd__sched_tenant_close(lc);
+  hostd__sched_tenant_free(be);
+  hostd__sched_tenant_free(lc);
+  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
+  hostd__var_module_unref(cid);
+  hostd__sched_shutdown();
+}
+
+/* A tenant closed after its FLUSH launch gave up blocks, before the redo
+ * (the LC is still active): the list is returned, the submission dropped,
+ * and every control block is free again. */
+static void close_before_redo_frees_the_list(void **st) {
+  hostd_sched_tenant_t *lc, *be;
+  hostd_sched_stream_t *lss, *bss;
+  hostd_sched_stats_t s1;
+  const uint32_t g[3] = {64, 1, 1};
+  uint64_t ls, bs;
+  CUresult r;
+  (void)st;
+  start(1u << VAR_FORM_FLUSH, 4);
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1));
+  assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
+  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
+  hostd_record_ptb_hold(true);
+  assert_int_equal(launch_ok(bss, g), CUDA_SUCCESS);
+  wait_until(flush_in_flight);
+  const uint32_t one[3] = {1, 1, 1};
+  assert_int_equal(launch_ok(lss, one), CUDA_SUCCESS);
+  hostd__sched_tenant_quiet(lc);
+  wait_until(preempted);
+  hostd_record_ptb_hold(false);
+  assert_int_equal(hostd__gpu.stream_sync(bs), CUDA_SUCCESS);
+  for (int i = 0; i < 5000; i++) { /* the give-up seen: its list is kept */
+    hostd__sched_stats(&s1);
+    if (s1.given_up == 32)
+      break;
+    usleep(1000);
+  }
+  assert_int_equal(s1.given_up, 32);
+  assert_int_equal(s1.fl_inuse, 1);
+  hostd__sched_tenant_close(be); /* the clock stands: the LC is active, no redo yet */
+  hostd__sched_stats(&s1);
+  assert_int_equal(s1.redos, 0);
+  assert_int_equal(s1.fl_inuse, 0);
+  assert_true(s1.dropped >= 1);
+  hostd__sched_tenant_free(be);
+  hostd__sched_tenant_close(lc);
   hostd__sched_tenant_free(lc);
   assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
@@ -572,6 +694,8 @@ int main(void) {
       cmocka_unit_test(slices_follow_the_occupancy),
       cmocka_unit_test(slices_cover_a_3d_grid_once_in_order),
       cmocka_unit_test(preempted_ptb_resumes_the_remaining_blocks),
+      cmocka_unit_test(preempted_flush_reruns_the_blocks_that_gave_up),
+      cmocka_unit_test(close_before_redo_frees_the_list),
       cmocka_unit_test(close_mid_ptb_frees_control_blocks_and_variants),
       cmocka_unit_test(modules_without_variants_keep_originals),
       cmocka_unit_test(reset_forgets_variants_without_the_gpu_and_later_loads_rebuild),

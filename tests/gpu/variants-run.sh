@@ -5,14 +5,15 @@
 # usage: tests/gpu/variants-run [ROUNDS]     (make check-gpu runs it; TALLY_BUILDDIR as e2e-run)
 #
 # var-tenant (tests/gpu/var-tenant.cu, a PTX-only image) runs natively once ("be ROUNDS"), then
-# through one tallyd --policy tally per --variants mode: off (control), slice, ptb, all.  In each
+# through one tallyd --policy tally per --variants mode: off (control), slice, ptb, flush, all.  In each
 # tallyd run the best-effort tenant runs next to a latency-critical var-tenant ("lc") that keeps
 # the GPU busy in bursts, so the policy holds, slices and preempts the best-effort kernels.
 # Checks, per mode:
 #   - the BE tenant's stdout equals the native run's byte for byte, both tenants exit 0;
 #   - the variants were really used, from tallyd's exit line ("N sliced and M PTB launches,
-#     P preemptions, turnaround ..."): off: none; slice: sliced > 0, PTB = 0; ptb: PTB > 0 and
-#     preemptions > 0; all: sliced + PTB > 0;
+#     P preemptions, turnaround ...; F FLUSH launches (R redos), G blocks given up"): off:
+#     none; slice: sliced > 0, PTB = 0; ptb: PTB > 0 and preemptions > 0; flush: FLUSH > 0,
+#     sliced = PTB = 0 (the given-up blocks and redos are printed); all: sliced + PTB + FLUSH > 0;
 #   - tallyctl metrics showed the tenant's variant launches while it ran (tally_tenant_variant_
 #     launches_total) and the daemon's series (tally_sched_preemptions_total).
 # Prints one PASS/FAIL line per check, the turnaround line of the ptb run, and a total; exit 0
@@ -70,7 +71,7 @@ else
   exit 1
 fi
 
-for mode in off slice ptb all; do
+for mode in off slice ptb flush all; do
   # --be-depth 1: one BE launch in flight, so the policy cuts the BE kernels it issues while
   # the LC bursts; at the default depth it issues short-block kernels whole while the LC is
   # idle (their blocks already fit the budget) and uses no variant at all.
@@ -109,6 +110,8 @@ for mode in off slice ptb all; do
   sliced=$(num_before 'sliced and' "$line")
   ptb=$(num_before 'PTB launches' "$line")
   pre=$(num_before 'preemptions' "$line")
+  flush=$(num_before 'FLUSH launches' "$line")
+  flush=${flush:-0}
   if [ $berc -eq 0 ] && cmp -s "$LOGS/native.out" "$LOGS/$mode.out"; then
     ok "$mode: best-effort output identical to native"
   else
@@ -131,16 +134,17 @@ for mode in off slice ptb all; do
     off) want=$([ "$sliced" -eq 0 ] && [ "$ptb" -eq 0 ] && echo y) ;;
     slice) want=$([ "$sliced" -gt 0 ] && [ "$ptb" -eq 0 ] && echo y) ;;
     ptb) want=$([ "$ptb" -gt 0 ] && [ "$pre" -gt 0 ] && echo y) ;;
-    all) want=$([ $((sliced + ptb)) -gt 0 ] && echo y) ;;
+    flush) want=$([ "$flush" -gt 0 ] && [ $((sliced + ptb)) -eq 0 ] && echo y) ;;
+    all) want=$([ $((sliced + ptb + flush)) -gt 0 ] && echo y) ;;
   esac
   if [ "$want" = y ]; then
-    ok "$mode: forms used as configured (sliced $sliced, PTB $ptb, preemptions $pre)"
+    ok "$mode: forms used as configured (sliced $sliced, PTB $ptb, FLUSH $flush, preemptions $pre)"
   else
-    bad "$mode: forms used as configured (sliced $sliced, PTB $ptb, preemptions $pre)" \
+    bad "$mode: forms used as configured (sliced $sliced, PTB $ptb, FLUSH $flush, preemptions $pre)" \
       "$LOGS/$mode.tallyd.log"
   fi
   if [ "$mode" != off ]; then
-    re='^tally_tenant_variant_launches_total\{tenant="be",id="[0-9]+",form="(sliced|ptb)"\} [1-9]'
+    re='^tally_tenant_variant_launches_total\{tenant="be",id="[0-9]+",form="(sliced|ptb|flush)"\} [1-9]'
     if grep -Eq "$re" <<<"$metrics"; then
       ok "$mode: tallyctl metrics shows the tenant's variant launches"
     else
