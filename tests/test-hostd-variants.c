@@ -240,62 +240,90 @@ static int ptb_in_flight(void) {
   return s.ptb >= 1;
 }
 
+/* An LC and a BE tenant of the scheduler, a stream each (the LC's at high
+ * priority): what the preemption tests start from. */
+typedef struct vpair {
+  hostd_sched_tenant_t *lc, *be;
+  hostd_sched_stream_t *lss, *bss;
+  uint64_t ls, bs;
+} vpair_t;
+
+static void vpair_open(vpair_t *p) {
+  CUresult r;
+  assert_non_null(p->lc = hostd__sched_tenant_new(1, "lc", 0, 1));
+  assert_non_null(p->be = hostd__sched_tenant_new(2, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&p->ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_new(&p->bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_non_null(p->lss = hostd__sched_stream_new(p->lc, p->ls, &r));
+  assert_non_null(p->bss = hostd__sched_stream_new(p->be, p->bs, &r));
+}
+
+/* Closes both tenants (be NULL: closed by the test), the streams, the
+ * module reference and the scheduler. */
+static void vpair_close(vpair_t *p) {
+  if (p->be)
+    hostd__sched_tenant_close(p->be);
+  hostd__sched_tenant_close(p->lc);
+  hostd__sched_tenant_free(p->be);
+  hostd__sched_tenant_free(p->lc);
+  assert_int_equal(hostd__gpu.stream_del(p->ls), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_del(p->bs), CUDA_SUCCESS);
+  hostd__var_module_unref(cid);
+  hostd__sched_shutdown();
+}
+
+/* The preemption tests' start: the scheduler offering forms, an LC and a
+ * BE tenant (x), the BE kernel launched with the recording device's hold on
+ * and seen in flight (pred), then the LC's launch, which raises its flag. */
+static void preempt_mid_launch(vpair_t *x, unsigned forms, const uint32_t g[3],
+                               int (*pred)(void)) {
+  const uint32_t one[3] = {1, 1, 1};
+  start(forms, 4);
+  hostd__var_module_ref(cid);
+  hostd__var_wait_idle();
+  vpair_open(x);
+  (void)hostd_record_blocks(NULL, 0);
+  hostd_record_ptb_hold(true);
+  assert_int_equal(launch_ok(x->bss, g), CUDA_SUCCESS);
+  wait_until(pred);
+  hostd__record_memset_prio = 0;
+  assert_int_equal(launch_ok(x->lss, one), CUDA_SUCCESS); /* the LC arrives: preempt */
+  hostd__sched_tenant_quiet(x->lc); /* its worker's quiet point: the event its end is seen by */
+  wait_until(preempted);
+  hostd_record_ptb_hold(false);
+}
+
+/* The block log is BE 0..k-1, the LC's own block 0, then BE k..63 once. */
+static void assert_log_split_at(uint64_t k) {
+  static uint64_t log[256];
+  size_t n = hostd_record_blocks(log, 256);
+  assert_int_equal(n, 65);
+  for (uint64_t i = 0; i < k; i++)
+    assert_int_equal(log[i], i);
+  assert_int_equal(log[k], 0);
+  for (uint64_t i = k; i < 64; i++)
+    assert_int_equal(log[i + 1], i);
+}
+
 /* A PTB launch is preempted when the LC tenant launches: the flag is
  * written on the high-priority stream, the launch stops after its static
  * blocks, and the resumed launch runs exactly the rest. */
 static void preempted_ptb_resumes_the_remaining_blocks(void **st) {
-  hostd_sched_tenant_t *lc, *be;
-  hostd_sched_stream_t *lss, *bss;
-  hostd_sched_stats_t s1;
   const uint32_t g[3] = {16, 2, 2};
-  uint64_t ls, bs;
-  CUresult r;
+  hostd_sched_stats_t s1;
+  vpair_t x;
   (void)st;
-  start(3, 4);
-  hostd__var_module_ref(cid);
-  hostd__var_wait_idle();
-  assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1));
-  assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
-  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
-  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
-  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
-  (void)hostd_record_blocks(NULL, 0);
-  hostd_record_ptb_hold(true);
-  assert_int_equal(launch_ok(bss, g), CUDA_SUCCESS);
-  wait_until(ptb_in_flight); /* 4 workers ran their static blocks 0..3, then hold */
-  hostd__record_memset_prio = 0;
-  const uint32_t one[3] = {1, 1, 1};
-  assert_int_equal(launch_ok(lss, one), CUDA_SUCCESS); /* the LC arrives: preempt */
-  hostd__sched_tenant_quiet(lc); /* its worker's quiet point: the event its end is seen by */
-  wait_until(preempted);
+  /* 4 workers run their static blocks 0..3, then hold */
+  preempt_mid_launch(&x, 3, g, ptb_in_flight);
   assert_int_equal(hostd__record_memset_prio, hostd__snapshot.prio_greatest);
-  hostd_record_ptb_hold(false);
   vclock += 10000000; /* the LC stays idle: the rest goes */
-  assert_int_equal(hostd__sched_fence(bss), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_sync(bs), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
   hostd__sched_stats(&s1);
   assert_true(s1.ptb + s1.sliced >= 2);
   assert_int_equal(s1.ctl_inuse, 0);
-  {
-    static uint64_t log[256];
-    size_t n = hostd_record_blocks(log, 256);
-    /* BE 0..3 (static), the LC's own block 0, then BE 4..63 exactly once */
-    assert_int_equal(n, 65);
-    for (uint64_t i = 0; i < 4; i++)
-      assert_int_equal(log[i], i);
-    assert_int_equal(log[4], 0);
-    for (uint64_t i = 4; i < 64; i++)
-      assert_int_equal(log[i + 1], i);
-  }
-  hostd__sched_tenant_close(be);
-  hostd__sched_tenant_close(lc);
-  hostd__sched_tenant_free(be);
-  hostd__sched_tenant_free(lc);
-  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
-  hostd__var_module_unref(cid);
-  hostd__sched_shutdown();
+  assert_log_split_at(4);
+  vpair_close(&x);
 }
 
 static int no_flush_slots(void) {
@@ -314,90 +342,36 @@ static int flush_in_flight(void) {
  * had committed (the first half, on the recording device) finish, the rest
  * give up and are listed, and the redo launch runs exactly those, once. */
 static void preempted_flush_reruns_the_blocks_that_gave_up(void **st) {
-  hostd_sched_tenant_t *lc, *be;
-  hostd_sched_stream_t *lss, *bss;
-  hostd_sched_stats_t s1;
   const uint32_t g[3] = {16, 2, 2};
-  uint64_t ls, bs;
-  CUresult r;
+  hostd_sched_stats_t s1;
+  vpair_t x;
   (void)st;
-  start(1u << VAR_FORM_FLUSH, 4);
-  hostd__var_module_ref(cid);
-  hostd__var_wait_idle();
-  assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1));
-  assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
-  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
-  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
-  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
-  (void)hostd_record_blocks(NULL, 0);
-  hostd_record_ptb_hold(true);
-  assert_int_equal(launch_ok(bss, g), CUDA_SUCCESS);
-  wait_until(flush_in_flight); /* blocks 0..31 committed and finished; 32..63 running */
-  const uint32_t one[3] = {1, 1, 1};
-  assert_int_equal(launch_ok(lss, one), CUDA_SUCCESS); /* the LC arrives: preempt */
-  hostd__sched_tenant_quiet(lc);
-  wait_until(preempted);
-  hostd_record_ptb_hold(false);
+  /* blocks 0..31 committed and finished; 32..63 running */
+  preempt_mid_launch(&x, 1u << VAR_FORM_FLUSH, g, flush_in_flight);
+  assert_int_equal(hostd__record_memset_prio, hostd__snapshot.prio_greatest);
   vclock += 10000000; /* the LC stays idle: the redo goes */
-  assert_int_equal(hostd__sched_fence(bss), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_sync(bs), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
   wait_until(no_flush_slots); /* the redo's end seen: the list and its block returned */
   hostd__sched_stats(&s1);
   assert_int_equal(s1.flush, 2);
   assert_int_equal(s1.redos, 1);
   assert_int_equal(s1.given_up, 32);
   assert_int_equal(s1.fl_inuse, 0);
-  {
-    static uint64_t log[256];
-    size_t n = hostd_record_blocks(log, 256);
-    /* BE 0..31, the LC's own block 0, then BE 32..63 exactly once (the redo) */
-    assert_int_equal(n, 65);
-    for (uint64_t i = 0; i < 32; i++)
-      assert_int_equal(log[i], i);
-    assert_int_equal(log[32], 0);
-    for (uint64_t i = 32; i < 64; i++)
-      assert_int_equal(log[i + 1], i);
-  }
-  hostd__sched_tenant_close(be);
-  hostd__sched_tenant_close(lc);
-  hostd__sched_tenant_free(be);
-  hostd__sched_tenant_free(lc);
-  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
-  hostd__var_module_unref(cid);
-  hostd__sched_shutdown();
+  assert_log_split_at(32);
+  vpair_close(&x);
 }
 
 /* A tenant closed after its FLUSH launch gave up blocks, before the redo
  * (the LC is still active): the list is returned, the submission dropped,
  * and every control block is free again. */
 static void close_before_redo_frees_the_list(void **st) {
-  hostd_sched_tenant_t *lc, *be;
-  hostd_sched_stream_t *lss, *bss;
-  hostd_sched_stats_t s1;
   const uint32_t g[3] = {64, 1, 1};
-  uint64_t ls, bs;
-  CUresult r;
+  hostd_sched_stats_t s1;
+  vpair_t x;
   (void)st;
-  start(1u << VAR_FORM_FLUSH, 4);
-  hostd__var_module_ref(cid);
-  hostd__var_wait_idle();
-  assert_non_null(lc = hostd__sched_tenant_new(1, "lc", 0, 1));
-  assert_non_null(be = hostd__sched_tenant_new(2, "be", 1, 1));
-  assert_int_equal(hostd__gpu.stream_new(&ls, CU_STREAM_NON_BLOCKING, -5), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_new(&bs, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
-  assert_non_null(lss = hostd__sched_stream_new(lc, ls, &r));
-  assert_non_null(bss = hostd__sched_stream_new(be, bs, &r));
-  hostd_record_ptb_hold(true);
-  assert_int_equal(launch_ok(bss, g), CUDA_SUCCESS);
-  wait_until(flush_in_flight);
-  const uint32_t one[3] = {1, 1, 1};
-  assert_int_equal(launch_ok(lss, one), CUDA_SUCCESS);
-  hostd__sched_tenant_quiet(lc);
-  wait_until(preempted);
-  hostd_record_ptb_hold(false);
-  assert_int_equal(hostd__gpu.stream_sync(bs), CUDA_SUCCESS);
+  preempt_mid_launch(&x, 1u << VAR_FORM_FLUSH, g, flush_in_flight);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
   for (int i = 0; i < 5000; i++) { /* the give-up seen: its list is kept */
     hostd__sched_stats(&s1);
     if (s1.given_up == 32)
@@ -406,18 +380,14 @@ static void close_before_redo_frees_the_list(void **st) {
   }
   assert_int_equal(s1.given_up, 32);
   assert_int_equal(s1.fl_inuse, 1);
-  hostd__sched_tenant_close(be); /* the clock stands: the LC is active, no redo yet */
+  hostd__sched_tenant_close(x.be); /* the clock stands: the LC is active, no redo yet */
   hostd__sched_stats(&s1);
   assert_int_equal(s1.redos, 0);
   assert_int_equal(s1.fl_inuse, 0);
   assert_true(s1.dropped >= 1);
-  hostd__sched_tenant_free(be);
-  hostd__sched_tenant_close(lc);
-  hostd__sched_tenant_free(lc);
-  assert_int_equal(hostd__gpu.stream_del(ls), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.stream_del(bs), CUDA_SUCCESS);
-  hostd__var_module_unref(cid);
-  hostd__sched_shutdown();
+  hostd__sched_tenant_free(x.be);
+  x.be = NULL;
+  vpair_close(&x);
 }
 
 static void *closer(void *arg) {

@@ -78,14 +78,27 @@ static void profile_long(fx_t *f, uint64_t *sid) {
   assert_int_equal(p->wave_samples, 2);
 }
 
+/* A policy tally at time 1000 with LONG_ID profiled. */
+static void fx_profiled(fx_t *f, uint64_t *sid) {
+  fx_init(f, POL_KIND_TALLY, NULL);
+  f->now = 1000;
+  profile_long(f, sid);
+}
+
+/* Submits LONG_ID as sid; the policy launches it in FLUSH form at once. */
+static pol_action_t submit_long(fx_t *f, uint64_t sid) {
+  submit(f, BE, sid, kern(LONG_ID, GRID, OSF));
+  assert_true(f->n >= 1);
+  assert_int_equal(f->a[0].form, POL_FORM_FLUSH);
+  return f->a[0];
+}
+
 static void flush_is_chosen_for_long_blocks_while_lc_idle(void **state) {
   (void)state;
   fx_t f;
   uint64_t sid = 1;
   pol_stats_t st;
-  fx_init(&f, POL_KIND_TALLY, NULL);
-  f.now = 1000;
-  profile_long(&f, &sid);
+  fx_profiled(&f, &sid);
   pol_sched_stats(f.s, &st);
   uint64_t explored = st.explore_launches;
   submit(&f, BE, sid++, kern(LONG_ID, GRID, OSF));
@@ -166,12 +179,8 @@ static void inflight_flush_is_preempted_when_lc_arrives(void **state) {
   (void)state;
   fx_t f;
   uint64_t sid = 1;
-  fx_init(&f, POL_KIND_TALLY, NULL);
-  f.now = 1000;
-  profile_long(&f, &sid);
-  submit(&f, BE, sid++, kern(LONG_ID, GRID, OSF));
-  pol_action_t fl = f.a[0];
-  assert_int_equal(fl.form, POL_FORM_FLUSH);
+  fx_profiled(&f, &sid);
+  pol_action_t fl = submit_long(&f, sid++);
   f.now += 300000;
   submit(&f, LC, 100, kern(7, 64, POL_VAR_ORIGINAL));
   assert_int_equal(f.n, 2);
@@ -199,9 +208,7 @@ static void given_up_blocks_are_redone_before_the_next_kernel(void **state) {
   fx_t f;
   uint64_t sid = 1;
   pol_stats_t st;
-  fx_init(&f, POL_KIND_TALLY, NULL);
-  f.now = 1000;
-  profile_long(&f, &sid);
+  fx_profiled(&f, &sid);
   uint64_t first = sid++, second = sid++;
   submit(&f, BE, first, kern(LONG_ID, GRID, OSF));
   pol_action_t fl = f.a[0];
@@ -274,12 +281,8 @@ static void malformed_completions_are_refused(void **state) {
   (void)state;
   fx_t f;
   uint64_t sid = 1;
-  fx_init(&f, POL_KIND_TALLY, NULL);
-  f.now = 1000;
-  profile_long(&f, &sid);
-  submit(&f, BE, sid++, kern(LONG_ID, GRID, OSF));
-  pol_action_t fl = f.a[0];
-  assert_int_equal(fl.form, POL_FORM_FLUSH);
+  fx_profiled(&f, &sid);
+  pol_action_t fl = submit_long(&f, sid++);
   f.now += 100000;
   /* FLUSH: done + given up must be the launch's count, no more, no less. */
   assert_int_equal(complete_flush(&f, &fl, 1000, 10, 10), -EINVAL);
@@ -329,9 +332,7 @@ static void measured_slow_drain_is_charged(void **state) {
   fx_t f;
   uint64_t sid = 1;
   pol_stats_t st;
-  fx_init(&f, POL_KIND_TALLY, NULL);
-  f.now = 1000;
-  profile_long(&f, &sid);
+  fx_profiled(&f, &sid);
   submit(&f, BE, sid++, kern(LONG_ID, GRID, OSF));
   pol_action_t fl = f.a[0];
   f.now += 600000;
