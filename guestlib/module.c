@@ -524,9 +524,20 @@ GUEST_EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attr, int value,
   return cuFuncSetAttribute((CUfunction)k, attr, value);
 }
 
+/* A function's own preference goes to tallyd (its modules are the
+ * tenant's own there), posted; the context-wide one stays here (ctx.c). */
 GUEST_EXPORT CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache cfg) {
-  (void)cfg; /* a preference; one tenant's must not change the shared context */
-  return guest__func_find((uint64_t)(uintptr_t)f) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  call_func_cache_req_t q = {.func = (uint64_t)(uintptr_t)f, .config = (uint32_t)cfg};
+  CUresult r = guest__ready();
+  int rc;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!guest__func_find(q.func))
+    return CUDA_ERROR_INVALID_HANDLE;
+  if ((unsigned)cfg > CU_FUNC_CACHE_PREFER_EQUAL)
+    return CUDA_ERROR_INVALID_VALUE;
+  rc = guest__post(CALL_OP_FUNC_CACHE, &q);
+  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
 }
 
 GUEST_EXPORT CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache cfg, CUdevice dev) {

@@ -549,6 +549,15 @@ static CUresult exec_func_set_attr(exec_t *x, const call_func_set_attr_req_t *q)
   return hostd__gpu.func_set_attr(q->func, kind, q->attr, q->value);
 }
 
+static CUresult exec_func_cache(exec_t *x, const call_func_cache_req_t *q) {
+  int kind = func_kind(x->t, q->func);
+  if (kind < 0)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (q->config > CU_FUNC_CACHE_PREFER_EQUAL)
+    return CUDA_ERROR_INVALID_VALUE;
+  return hostd__gpu.func_cache(q->func, kind, (int)q->config);
+}
+
 /* ---- launches ---- */
 
 /* An event attribute names a handle: it must be the tenant's own. */

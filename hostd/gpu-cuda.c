@@ -68,12 +68,14 @@
   X(cuFuncGetParamInfo)                                                                            \
   X(cuFuncLoad)                                                                                    \
   X(cuFuncSetAttribute)                                                                            \
+  X(cuFuncSetCacheConfig)                                                                          \
   X(cuInit)                                                                                        \
   X(cuKernelGetAttribute)                                                                          \
   X(cuKernelGetFunction)                                                                           \
   X(cuKernelGetName)                                                                               \
   X(cuKernelGetParamInfo)                                                                          \
   X(cuKernelSetAttribute)                                                                          \
+  X(cuKernelSetCacheConfig)                                                                        \
   X(cuLaunchHostFunc)                                                                              \
   X(cuLaunchKernel)                                                                                \
   X(cuLaunchKernelEx)                                                                              \
@@ -542,6 +544,11 @@ static CUresult cuda_func_set_attr(uint64_t f, int kind, int attr, int v) {
   if ((r = func_load(f, kind)) != CUDA_SUCCESS)
     return r;
   return func_set_attr_once(f, kind, attr, v);
+}
+
+static CUresult cuda_func_cache(uint64_t f, int kind, int config) {
+  return kind == 0 ? D.cuFuncSetCacheConfig((CUfunction)(uintptr_t)f, (CUfunc_cache)config)
+                   : D.cuKernelSetCacheConfig((CUkernel)(uintptr_t)f, (CUfunc_cache)config, device);
 }
 
 /* A library's CUkernel is asked through its function in the current context. */
@@ -1274,6 +1281,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .launch = cuda_launch,
     .func_attr = cuda_func_attr,
     .func_set_attr = cuda_func_set_attr,
+    .func_cache = cuda_func_cache,
     .occupancy = cuda_occupancy,
     .gate_new = cuda_gate_new,
     .gate_del = cuda_gate_del,

@@ -105,6 +105,7 @@ typedef struct rec_kernel {
   uint32_t nparams, off[RECORD_MAX_PARAMS], size[RECORD_MAX_PARAMS];
   bool loaded;                    /* a query loaded it (lazy loading) */
   int32_t attr[CALL_FUNC_ATTRS]; /* cuFuncGetAttribute values, set by Set */
+  int cache;                      /* cuFuncSetCacheConfig's preference (0: none) */
 } rec_kernel_t;
 
 /* The attributes the driver answers only for loaded functions (cuda.h,
@@ -1689,6 +1690,28 @@ static CUresult rec_func_set_attr(uint64_t f, int kind, int attr, int v) {
   return func_attr_io(f, attr, NULL, v);
 }
 
+/* The preference is recorded per function (hostd_record_func_cache). */
+static CUresult rec_func_cache(uint64_t f, int kind, int config) {
+  LIVE(f);
+  (void)kind;
+  if (config < CU_FUNC_CACHE_PREFER_NONE || config > CU_FUNC_CACHE_PREFER_EQUAL)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  rec_kernel_t *k = (rec_kernel_t *)kernel_of_locked(f);
+  if (k)
+    k->cache = config;
+  pthread_mutex_unlock(&lock);
+  return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+int hostd_record_func_cache(uint64_t f) {
+  pthread_mutex_lock(&lock);
+  const rec_kernel_t *k = kernel_of_locked(f);
+  int c = k ? k->cache : -1;
+  pthread_mutex_unlock(&lock);
+  return c;
+}
+
 /* Deterministic answers: 1 active cluster, a potential cluster size of 8
  * (the portable maximum), hostd__record_blocks_per_sm blocks per SM (0 by
  * default: the device models no occupancy); the config's cluster
@@ -2834,6 +2857,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .launch = rec_launch,
     .func_attr = rec_func_attr,
     .func_set_attr = rec_func_set_attr,
+    .func_cache = rec_func_cache,
     .occupancy = rec_occupancy,
     .gate_new = rec_gate_new,
     .gate_del = rec_gate_del,

@@ -119,6 +119,8 @@ typedef struct hostd_gpu_ops {
   /* Loads a lazily loaded function first when the attribute needs it. */
   CUresult (*func_attr)(uint64_t f, int kind, int attr, int *v);
   CUresult (*func_set_attr)(uint64_t f, int kind, int attr, int v);
+  /* cuFuncSetCacheConfig (kind 0) / cuKernelSetCacheConfig (kind 1). */
+  CUresult (*func_cache)(uint64_t f, int kind, int config);
   /* which 0: cuOccupancyMaxActiveClusters, 1: cuOccupancyMaxPotentialClusterSize
    * of f under cfg (tenant.c passes hStream NULL and only the two cluster attributes);
    * HOSTD_OCC_BLOCKS_PER_SM: cuOccupancyMaxActiveBlocksPerMultiprocessor for

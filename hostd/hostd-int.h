@@ -210,6 +210,8 @@ void hostd_record_inject(int r);
 /* The original linear block indices kernels ran since the last call, in
  * order (at most cap copied to out; the count of all is returned). */
 size_t hostd_record_blocks(uint64_t *out, size_t cap);
+/* The cache preference last set for function f (CUfunc_cache), -1 unknown f. */
+int hostd_record_func_cache(uint64_t f);
 /* On: PTB launches hold their stream after their static indices until their
  * flag is raised; off: held ones finish (gpu-record.c). */
 void hostd_record_ptb_hold(bool on);

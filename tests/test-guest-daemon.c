@@ -499,6 +499,17 @@ static void function_attributes_local_and_remote(void **state) {
                    CUDA_SUCCESS);
   assert_int_equal(v, 100000);
   assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 1);
+  /* The function's cache preference reaches the driver (posted: seen after
+   * the next synchronising call); a value outside CUfunc_cache is refused here. */
+  assert_int_equal(cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_SHARED), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_func_cache((uint64_t)(uintptr_t)f), CU_FUNC_CACHE_PREFER_SHARED);
+  assert_int_equal(cuKernelSetCacheConfig((CUkernel)f, CU_FUNC_CACHE_PREFER_L1, 0), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_func_cache((uint64_t)(uintptr_t)f), CU_FUNC_CACHE_PREFER_L1);
+  assert_int_equal(cuFuncSetCacheConfig(f, (CUfunc_cache)7), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuFuncSetCacheConfig((CUfunction)(uintptr_t)0x1234, CU_FUNC_CACHE_PREFER_L1),
+                   CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
   /* A new load of the same image reports what the host now knows. */
   assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
