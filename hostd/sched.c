@@ -1644,12 +1644,12 @@ static void trace_write(const flight_t *f, uint64_t start, uint64_t end) {
   uint64_t block_ns = waves ? (end - start) / waves : 0;
   fprintf(S.trace,
           "%s 0x%016" PRIx64 " %u,%u,%u %u,%u,%u 0 %u %" PRIu64 " %" PRIu64
-          " o%s%s # class=%s form=%s blocks=%" PRIu64 "+%" PRIu64 " held=%d graph=%d"
+          " o%s%s%s # class=%s form=%s blocks=%" PRIu64 "+%" PRIu64 " held=%d graph=%d"
           " submit=%" PRIu64 " issue=%" PRIu64 " start=%" PRIu64 " end=%" PRIu64 "\n",
           f->t->name, k->kernel_id, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
           k->block[2], k->shmem_bytes, block_ns ? block_ns : 1, f->gap_ns,
           (k->variants & POL_VAR_SLICED) ? "s" : "", (k->variants & POL_VAR_PTB) ? "p" : "",
-          f->t->cls == 0 ? "lc" : "be", forms[f->form], f->begin, f->count, f->held, f->graph,
+          (k->variants & POL_VAR_FLUSH) ? "f" : "", f->t->cls == 0 ? "lc" : "be", forms[f->form], f->begin, f->count, f->held, f->graph,
           f->submit_ns,
           f->issue_ns, start, end);
 }
