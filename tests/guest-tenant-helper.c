@@ -66,13 +66,22 @@
 #include <cuda.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
+/* Set once "ready" was printed: a host function may run as soon as it is
+ * enqueued (tallyd gets it at once, as the driver would run it), so
+ * die_now waits for the line to be out first. */
+static atomic_bool said_ready;
+
 static void die_now(void *data) {
   (void)data;
+  while (!atomic_load(&said_ready))
+    usleep(1000);
   raise(SIGKILL);
 }
 
@@ -390,6 +399,7 @@ int main(int argc, char **argv) {
       return 7;
     printf("ready\n");
     fflush(stdout);
+    atomic_store(&said_ready, true);
     (void)cuStreamSynchronize(s);
     return 8; /* not reached: the host function killed us */
   }
