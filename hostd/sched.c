@@ -713,7 +713,8 @@ static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch
  * may find the alone tenant's launches on the GPU, which the policy did not
  * see (bounded by what the alone tenant had queued on the GPU then); their
  * device time is not counted, and nothing is profiled.  Off with a trace
- * (which must see every kernel) and when cfg->be_alone is false. */
+ * (which must see every kernel) and when cfg->be_alone is false
+ * (docs/decisions.md, D10). */
 static bool alone(const hostd_sched_stream_t *ss) {
   return S.cfg.be_alone && !S.trace && !ss->t->direct &&
          atomic_load_explicit(&S.nopen, memory_order_relaxed) == 1;
