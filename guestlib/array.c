@@ -247,8 +247,7 @@ static CUresult array_copy(const side_t *src, const side_t *dst, uint64_t w, uin
   req_side(&q, src, false);
   req_side(&q, dst, true);
   if (async) {
-    int rc = guest__post(CALL_OP_ARRAY_COPY, &q);
-    return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+    return guest__post_cu(CALL_OP_ARRAY_COPY, &q);
   }
   /* Its reply may carry bytes (a tail), so guest__rpc cannot take it. */
   CUresult res = CUDA_SUCCESS;

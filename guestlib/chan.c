@@ -225,6 +225,11 @@ int guest__post(uint32_t op, const void *q) {
   return rc ? channel_lost(rc) : 0;
 }
 
+CUresult guest__post_cu(uint32_t op, const void *q) {
+  int rc = guest__post(op, q);
+  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+}
+
 int guest__call(uint32_t op, uint32_t flags, const void *q, CUresult *rc_out, void *out,
                 size_t out_cap, size_t *out_len, void **out_alloc) {
   uint8_t hdr[CALL_HDR_LEN], fixed[CALL_REQ_FIXED_MAX], rep[CALL_REPLY_HDR_LEN];

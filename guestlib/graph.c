@@ -697,13 +697,11 @@ GUEST_EXPORT CUresult cuGraphInstantiate(CUgraphExec *pe, CUgraph g, CUgraphNode
 static CUresult graph_launch(CUgraphExec e, CUstream s, int ptds, uint32_t upload) {
   call_graph_launch_req_t q = {.exec = H(e), .stream = guest__stream(s, ptds), .upload = upload};
   CUresult r = guest__ready();
-  int rc;
   if (r != CUDA_SUCCESS)
     return r;
   if (!e)
     return CUDA_ERROR_INVALID_VALUE;
-  rc = guest__post(CALL_OP_GRAPH_LAUNCH, &q);
-  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  return guest__post_cu(CALL_OP_GRAPH_LAUNCH, &q);
 }
 
 /* Upload (flag CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) goes as a separate post. */
@@ -792,8 +790,7 @@ GUEST_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphN
     return r;
   if (!e || !node || !child)
     return CUDA_ERROR_INVALID_VALUE;
-  int rc = guest__post(CALL_OP_GRAPH_EXEC_CHILD, &q);
-  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  return guest__post_cu(CALL_OP_GRAPH_EXEC_CHILD, &q);
 }
 
 static CUresult exec_kernel(CUgraphExec e, CUgraphNode node, uint64_t h, const unsigned grid[3],
@@ -814,8 +811,7 @@ static CUresult exec_kernel(CUgraphExec e, CUgraphNode node, uint64_t h, const u
     q.shmem = k.shmem;
     q.argbytes = k.argbytes;
     q.args = k.args;
-    int rc = guest__post(CALL_OP_GRAPH_EXEC_KERNEL, &q);
-    r = rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+    r = guest__post_cu(CALL_OP_GRAPH_EXEC_KERNEL, &q);
   }
   free(body);
   return r;

@@ -107,6 +107,8 @@ int guest__blob_offer(const void *data, size_t len, uint64_t *id);
  * Queues q as a post (CALL_ASYNC).  Returns 0, or a negative status if the
  * channel is lost (or -EINVAL / -EMSGSIZE: q does not encode).  No lock held. */
 int guest__post(uint32_t op, const void *q);
+/* guest__post as the CUresult a posting driver entry point returns. */
+CUresult guest__post_cu(uint32_t op, const void *q);
 /* Sends q as a call (after the pending batch) and reads its reply.  *rc
  * gets the CUresult; the result bytes are copied into out (out_cap bytes; a
  * longer reply is an error) or, when out_alloc is not NULL, returned

@@ -268,8 +268,7 @@ static bool pinned_copy(uint64_t dev, const void *host, size_t n, uint64_t s, in
                                .dir = (uint32_t)dir,
                                .async = (uint32_t)async};
   if (async) {
-    int rc = guest__post(CALL_OP_PINNED_COPY, &q);
-    *r = rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+    *r = guest__post_cu(CALL_OP_PINNED_COPY, &q);
   } else {
     *r = guest__rpc(CALL_OP_PINNED_COPY, CALL_SYNCPOINT, &q, NULL);
   }
@@ -309,8 +308,7 @@ static CUresult htod_sent(uint64_t dst, const void *src, size_t n, uint64_t s, i
   const uint8_t *p = src;
   if (async && n <= GUEST_BATCH_FLUSH / 2) {
     call_htod_req_t q = {.dst = dst, .stream = s, .async = 1, .bytes = {src, n}};
-    int rc = guest__post(CALL_OP_HTOD, &q);
-    return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+    return guest__post_cu(CALL_OP_HTOD, &q);
   }
   do {
     size_t len = n > CALL_CHUNK ? CALL_CHUNK : n;
@@ -399,8 +397,7 @@ static CUresult dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async
   if (host_only(dst, n))
     return dtoh((void *)(uintptr_t)dst, src, n, s, async);
   if (async) {
-    int rc = guest__post(CALL_OP_DTOD, &q);
-    return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+    return guest__post_cu(CALL_OP_DTOD, &q);
   }
   return guest__rpc(CALL_OP_DTOD, CALL_SYNCPOINT, &q, NULL);
 }
@@ -560,8 +557,7 @@ static CUresult memset_any(uint64_t p, uint32_t value, uint32_t elem, size_t cou
     return CUDA_SUCCESS;
   }
   if (async) {
-    int rc = guest__post(CALL_OP_MEMSET, &q);
-    return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+    return guest__post_cu(CALL_OP_MEMSET, &q);
   }
   return guest__rpc(CALL_OP_MEMSET, 0, &q, NULL);
 }

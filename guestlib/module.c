@@ -529,15 +529,13 @@ GUEST_EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attr, int value,
 GUEST_EXPORT CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache cfg) {
   call_func_cache_req_t q = {.func = (uint64_t)(uintptr_t)f, .config = (uint32_t)cfg};
   CUresult r = guest__ready();
-  int rc;
   if (r != CUDA_SUCCESS)
     return r;
   if (!guest__func_find(q.func))
     return CUDA_ERROR_INVALID_HANDLE;
   if ((unsigned)cfg > CU_FUNC_CACHE_PREFER_EQUAL)
     return CUDA_ERROR_INVALID_VALUE;
-  rc = guest__post(CALL_OP_FUNC_CACHE, &q);
-  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  return guest__post_cu(CALL_OP_FUNC_CACHE, &q);
 }
 
 GUEST_EXPORT CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache cfg, CUdevice dev) {

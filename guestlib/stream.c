@@ -244,13 +244,11 @@ static CUresult event_record(CUevent e, CUstream s, unsigned flags, int ptds) {
   call_event_record_req_t q = {
       .event = (uint64_t)(uintptr_t)e, .stream = guest__stream(s, ptds), .flags = flags};
   CUresult r = guest__ready();
-  int rc;
   if (r != CUDA_SUCCESS)
     return r;
   if (!e)
     return CUDA_ERROR_INVALID_HANDLE;
-  rc = guest__post(CALL_OP_EVENT_RECORD, &q);
-  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  return guest__post_cu(CALL_OP_EVENT_RECORD, &q);
 }
 
 GUEST_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
@@ -304,13 +302,11 @@ static CUresult stream_wait(CUstream s, CUevent e, unsigned flags, int ptds) {
   call_stream_wait_req_t q = {
       .stream = guest__stream(s, ptds), .event = (uint64_t)(uintptr_t)e, .flags = flags};
   CUresult r = guest__ready();
-  int rc;
   if (r != CUDA_SUCCESS)
     return r;
   if (!e)
     return CUDA_ERROR_INVALID_HANDLE;
-  rc = guest__post(CALL_OP_STREAM_WAIT, &q);
-  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  return guest__post_cu(CALL_OP_STREAM_WAIT, &q);
 }
 
 GUEST_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int f) {

@@ -344,13 +344,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, u
 static CUresult free_async(CUdeviceptr p, uint64_t s) {
   call_mem_free_async_req_t q = {.ptr = p, .stream = s};
   CUresult r = guest__ready();
-  int rc;
   if (r != CUDA_SUCCESS)
     return r;
   if (guest__mem_del(p, GUEST_MEM_DEVICE, NULL) != 0)
     return CUDA_ERROR_INVALID_VALUE;
-  rc = guest__post(CALL_OP_MEM_FREE_ASYNC, &q);
-  return rc ? guest__cu_error(rc) : CUDA_SUCCESS;
+  return guest__post_cu(CALL_OP_MEM_FREE_ASYNC, &q);
 }
 
 GUEST_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) {
