@@ -209,7 +209,8 @@ static struct {
   uint64_t hi_stream; /* highest priority: preemption flags */
   /* FLUSH (scheduler thread): control blocks, their read-backs, their lists */
   uint64_t fl_dev;    /* (FL_SLOTS + 1) x FL_STRIDE bytes of device memory */
-  uint8_t *fl_host;   /* FL_SLOTS x CTL_HOST bytes, registered: 16 staged zeros, 8 read back */
+  uint8_t *fl_host;   /* (FL_SLOTS + 1) x CTL_HOST bytes, registered: 16 staged zeros, 8 read
+                         back (FL_QUIET: the zeros only) */
   bool fl_tried;
   int fl_free[FL_SLOTS], nfl_free;
   uint64_t fl_list_of[FL_SLOTS]; /* the launch whose given-up list a slot keeps, 0: none */
@@ -678,16 +679,21 @@ static CUresult unit_launch(uint64_t graph, const hostd_sched_memset_t *m, uint6
                : hostd__gpu.memset(m->dst, m->value, m->elem, m->count, s);
 }
 
+/* Launch l as the tenant asked, on stream s (the tenant's own). */
+static CUresult launch_on(const hostd_sched_launch_t *l, uint64_t s) {
+  return (l->graph || l->memset.count)
+             ? unit_launch(l->graph, &l->memset, s)
+             : hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, s, l->attrs, l->nattr,
+                                 (void *)l->args, l->argbytes);
+}
+
 /* The LC fast path: launch now, then tell the scheduler only when it does
  * not follow this stream already (invariant (d)): the first launch of a
  * burst queues the stream's item and wakes the scheduler, the others cost
  * two atomic operations.  No event: the worker records at quiet points. */
 static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
   item_t *it = ss->lc_item;
-  CUresult r = (l->graph || l->memset.count)
-                   ? unit_launch(l->graph, &l->memset, ss->handle)
-                   : hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, ss->handle, l->attrs,
-                                       l->nattr, (void *)l->args, l->argbytes);
+  CUresult r = launch_on(l, ss->handle);
   if (r != CUDA_SUCCESS)
     return r;
   STAT_ADD(lc_launches, 1);
@@ -724,11 +730,7 @@ static CUresult launch_alone(hostd_sched_stream_t *ss, const hostd_sched_launch_
   CUresult r;
   if (ss->last_seq != ss->fenced_seq && (r = hostd__sched_fence(ss)) != CUDA_SUCCESS)
     return r;
-  r = (l->graph || l->memset.count)
-          ? unit_launch(l->graph, &l->memset, ss->handle)
-          : hostd__gpu.launch(l->f, l->grid, l->block, l->shmem, ss->handle, l->attrs, l->nattr,
-                              (void *)l->args, l->argbytes);
-  if (r == CUDA_SUCCESS) {
+  if ((r = launch_on(l, ss->handle)) == CUDA_SUCCESS) {
     ss->run_open = false;
     STAT_ADD(alone, 1);
   }
@@ -1188,24 +1190,45 @@ static void issue_direct(item_t *it, const pol_action_t *a, uint64_t now) {
 
 /* ---- PTB control blocks: a pool owned by this thread ---- */
 
+/* A control-block pool's memory: hbytes of zeroed, registered (pinned) host
+ * memory and dbytes of device memory.  0; -ENOMEM without host memory;
+ * -EIO when registration or the device allocation failed (nothing kept). */
+static int pinned_new(uint8_t **host, size_t hbytes, uint64_t *dev, uint64_t dbytes) {
+  *dev = 0;
+  if (!(*host = aligned_alloc(64, hbytes)))
+    return -ENOMEM;
+  memset(*host, 0, hbytes);
+  if (hostd__gpu.host_register(*host, hbytes) == CUDA_SUCCESS &&
+      hostd__gpu.mem_alloc(dev, dbytes) == CUDA_SUCCESS)
+    return 0;
+  (void)hostd__gpu.host_unregister(*host);
+  free(*host);
+  *host = NULL;
+  *dev = 0;
+  return -EIO;
+}
+
+static void pinned_free(uint8_t **host, uint64_t *dev) {
+  if (*dev)
+    (void)hostd__gpu.mem_free(*dev);
+  if (*host) {
+    (void)hostd__gpu.host_unregister(*host);
+    free(*host);
+  }
+  *host = NULL;
+  *dev = 0;
+}
+
 /* Made at the first PTB launch; false when there is no memory for it. */
 static bool ctl_ready(void) {
   if (S.ctl_tried)
     return S.ctl_dev != 0;
   S.ctl_tried = true;
-  S.ctl_host = aligned_alloc(64, (size_t)CTL_SLOTS * CTL_HOST);
-  if (!S.ctl_host)
-    return false;
-  memset(S.ctl_host, 0, (size_t)CTL_SLOTS * CTL_HOST);
-  if (hostd__gpu.host_register(S.ctl_host, (size_t)CTL_SLOTS * CTL_HOST) != CUDA_SUCCESS ||
-      hostd__gpu.mem_alloc(&S.ctl_dev, (uint64_t)CTL_SLOTS * 16) != CUDA_SUCCESS) {
+  int rc = pinned_new(&S.ctl_host, (size_t)CTL_SLOTS * CTL_HOST, &S.ctl_dev, (uint64_t)CTL_SLOTS * 16);
+  if (rc == -EIO)
     hostd__log(HOSTD_LOG_WARN, "scheduler: no memory for PTB control blocks; launches are sliced");
-    (void)hostd__gpu.host_unregister(S.ctl_host);
-    free(S.ctl_host);
-    S.ctl_host = NULL;
-    S.ctl_dev = 0;
+  if (rc < 0)
     return false;
-  }
   for (int i = 0; i < CTL_SLOTS; i++)
     S.ctl_free[i] = CTL_SLOTS - 1 - i;
   S.nctl_free = CTL_SLOTS;
@@ -1250,24 +1273,13 @@ static bool fl_ready(void) {
   if (S.fl_tried)
     return S.fl_dev != 0;
   S.fl_tried = true;
-  S.fl_host = aligned_alloc(64, (size_t)FL_SLOTS * CTL_HOST);
-  if (!S.fl_host)
-    return false;
-  memset(S.fl_host, 0, (size_t)FL_SLOTS * CTL_HOST);
-  if (hostd__gpu.host_register(S.fl_host, (size_t)FL_SLOTS * CTL_HOST) != CUDA_SUCCESS ||
-      hostd__gpu.mem_alloc(&S.fl_dev, (uint64_t)(FL_SLOTS + 1) * FL_STRIDE) != CUDA_SUCCESS ||
-      hostd__gpu.memset(S.fl_dev + (uint64_t)FL_QUIET * FL_STRIDE, 0, 4, 4, 0) != CUDA_SUCCESS ||
-      hostd__gpu.stream_sync(0) != CUDA_SUCCESS) {
+  int rc = pinned_new(&S.fl_host, (size_t)(FL_SLOTS + 1) * CTL_HOST, &S.fl_dev,
+                      (uint64_t)(FL_SLOTS + 1) * FL_STRIDE);
+  if (rc == -EIO)
     hostd__log(HOSTD_LOG_WARN, "scheduler: no memory for FLUSH control blocks; FLUSH launches "
                                "run whole");
-    if (S.fl_dev)
-      (void)hostd__gpu.mem_free(S.fl_dev);
-    (void)hostd__gpu.host_unregister(S.fl_host);
-    free(S.fl_host);
-    S.fl_host = NULL;
-    S.fl_dev = 0;
+  if (rc < 0)
     return false;
-  }
   for (int i = 0; i < FL_SLOTS; i++)
     S.fl_free[i] = FL_SLOTS - 1 - i;
   S.nfl_free = FL_SLOTS;
@@ -1415,13 +1427,11 @@ static CUresult plan_flush(item_t *it, const pol_action_t *a, uint8_t *args, pla
       hostd__log(HOSTD_LOG_ERROR, "scheduler: no FLUSH control block for a redo");
     return a->redo ? CUDA_ERROR_LAUNCH_FAILED : CUDA_ERROR_NOT_SUPPORTED;
   }
-  if (p->fslot < 0) {
-    p->fslot = FL_QUIET;
-  } else {
-    stage = S.fl_host + (size_t)p->fslot * CTL_HOST;
-    memcpy(stage, zero, 16);
-    r = hostd__gpu.htod(fl_devaddr(p->fslot), stage, 16, it->ss->lstream, 1);
-  }
+  if (p->fslot < 0)
+    p->fslot = FL_QUIET; /* cleared like any slot: its flag stays 0 */
+  stage = S.fl_host + (size_t)p->fslot * CTL_HOST;
+  memcpy(stage, zero, 16);
+  r = hostd__gpu.htod(fl_devaddr(p->fslot), stage, 16, it->ss->lstream, 1);
   memset(args + it->argbytes, 0, fn->args_end - it->argbytes);
   put_arg(args, fn, VAR_FLUSH_GX, it->k.grid[0]);
   put_arg(args, fn, VAR_FLUSH_GY, it->k.grid[1]);
@@ -1437,10 +1447,15 @@ static CUresult plan_flush(item_t *it, const pol_action_t *a, uint8_t *args, pla
   return r == CUDA_SUCCESS ? open_shmem(fn, it->k.shmem_bytes) : r;
 }
 
-static CUresult plan_launch(item_t *it, const pol_action_t *a, uint8_t *args, plan_t *p) {
+/* An empty plan, and args the tenant's own argument buffer. */
+static void plan_init(const item_t *it, uint8_t *args, plan_t *p) {
   memset(p, 0, sizeof(*p));
   p->slot = p->fslot = p->fredo = -1;
   memcpy(args, it->args, it->argbytes);
+}
+
+static CUresult plan_launch(item_t *it, const pol_action_t *a, uint8_t *args, plan_t *p) {
+  plan_init(it, args, p);
   if (a->form == POL_FORM_PTB)
     return plan_ptb(it, a, args, p);
   if (a->form == POL_FORM_FLUSH) {
@@ -1448,9 +1463,7 @@ static CUresult plan_launch(item_t *it, const pol_action_t *a, uint8_t *args, pl
     if (r != CUDA_ERROR_NOT_SUPPORTED || a->redo)
       return r;
     /* No control blocks at all: the same blocks, sliced (or whole). */
-    memset(p, 0, sizeof(*p));
-    p->slot = p->fslot = p->fredo = -1;
-    memcpy(args, it->args, it->argbytes);
+    plan_init(it, args, p);
     if (!(a->block_begin == 0 && a->block_count == it->total))
       return plan_slice(it, a, args, p);
   }
@@ -1974,24 +1987,11 @@ fail_pol:
 static void ptb_pool_free(void) {
   if (S.hi_stream)
     (void)hostd__gpu.stream_del(S.hi_stream);
-  if (S.ctl_dev)
-    (void)hostd__gpu.mem_free(S.ctl_dev);
-  if (S.ctl_host) {
-    (void)hostd__gpu.host_unregister(S.ctl_host);
-    free(S.ctl_host);
-  }
-  S.hi_stream = S.ctl_dev = 0;
-  S.ctl_host = NULL;
+  S.hi_stream = 0;
+  pinned_free(&S.ctl_host, &S.ctl_dev);
   S.ctl_tried = false;
   S.nctl_free = 0;
-  if (S.fl_dev)
-    (void)hostd__gpu.mem_free(S.fl_dev);
-  if (S.fl_host) {
-    (void)hostd__gpu.host_unregister(S.fl_host);
-    free(S.fl_host);
-  }
-  S.fl_dev = 0;
-  S.fl_host = NULL;
+  pinned_free(&S.fl_host, &S.fl_dev);
   S.fl_tried = false;
   S.nfl_free = 0;
   memset(S.fl_list_of, 0, sizeof(S.fl_list_of));
