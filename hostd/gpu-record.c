@@ -1332,9 +1332,9 @@ static void ptb_dynamic(const rec_op_t *o) {
 static void flush_blocks(const rec_op_t *o, uint64_t first) {
   const rec_kernel_t *k = kernel_of_locked(o->a);
   uint32_t n = k ? k->nparams : 0, flag = 0, given = 0, nprev = 0;
-  uint64_t off, redo, count = o->grid[0];
-  uint8_t *cb, *prev = NULL;
-  if (n < 6 || !(cb = find(param(k, o->bytes, o->n, n - 2), 16)))
+  uint64_t ctl, off, redo, count = o->grid[0];
+  uint8_t *cb, *prev = NULL, *at;
+  if (n < 6 || !(cb = find(ctl = param(k, o->bytes, o->n, n - 2), 16)))
     return;
   off = param(k, o->bytes, o->n, n - 3);
   redo = param(k, o->bytes, o->n, n - 1);
@@ -1344,36 +1344,44 @@ static void flush_blocks(const rec_op_t *o, uint64_t first) {
   memcpy(&given, cb + 4, 4);
   for (uint64_t b = first; b < count; b++) {
     uint32_t idx = (uint32_t)(off + b);
-    if (prev && (b >= nprev || !find(redo + 16 + 4 * b, 4)))
+    if (prev && (b >= nprev || !(at = find(redo + 16 + 4 * b, 4))))
       break;
     if (prev)
-      memcpy(&idx, find(redo + 16 + 4 * b, 4), 4);
+      memcpy(&idx, at, 4);
     if (!flag) {
       log_block(idx);
       continue;
     }
-    uint8_t *slot = find(param(k, o->bytes, o->n, n - 2) + 16 + 4ull * given, 4);
-    if (!slot)
+    if (!(at = find(ctl + 16 + 4ull * given, 4)))
       break;
-    memcpy(slot, &idx, 4);
+    memcpy(at, &idx, 4);
     given++;
   }
   memcpy(cb + 4, &given, 4);
+}
+
+/* Whether the flag of launch o (PTB: word 2 of its control block; FLUSH:
+ * word 0) is raised; *has: whether o has a control block at all. */
+static bool flag_up(const rec_op_t *o, bool *has) {
+  const rec_kernel_t *k = kernel_of_locked(o->a);
+  uint32_t n = k ? k->nparams : 0, flag = 0;
+  bool flush = k && has_suffix(k->name, "__tally_flush");
+  uint8_t *cb = n >= (flush ? 6u : 7u) ? find(param(k, o->bytes, o->n, flush ? n - 2 : n - 4), 16)
+                                       : NULL;
+  if (cb)
+    memcpy(&flag, cb + (flush ? 0 : 8), 4);
+  *has = cb != NULL;
+  return flag != 0;
 }
 
 /* A held launch of st (PTB, or FLUSH) goes on when its flag is up or the
  * hold is lifted. */
 static bool ptb_go(rec_stream_t *st) {
   const rec_kernel_t *k = kernel_of_locked(st->ptb->a);
-  uint32_t n = k ? k->nparams : 0, flag = 0;
-  bool flush = k && has_suffix(k->name, "__tally_flush");
-  uint8_t *cb = flush ? (n >= 6 ? find(param(k, st->ptb->bytes, st->ptb->n, n - 2), 16) : NULL)
-                      : n >= 7 ? find(param(k, st->ptb->bytes, st->ptb->n, n - 4), 16) : NULL;
-  if (cb)
-    memcpy(&flag, cb + (flush ? 0 : 8), 4);
-  if (cb && !flag && ptb_hold)
+  bool has, up = flag_up(st->ptb, &has);
+  if (has && !up && ptb_hold)
     return false;
-  if (flush)
+  if (k && has_suffix(k->name, "__tally_flush"))
     flush_blocks(st->ptb, st->ptb->grid[0] / 2);
   else
     ptb_dynamic(st->ptb);
@@ -1434,19 +1442,12 @@ static bool launch_effect(rec_stream_t *st, rec_op_t *o) {
         log_block(off + b);
     return false;
   } else if (has_suffix(k->name, "__tally_flush") && n >= 6) {
-    if (!(ptb_hold && st)) {
+    bool has;
+    if (!(ptb_hold && st) || flag_up(o, &has)) { /* runs through (or gives up) at once */
       flush_blocks(o, 0);
       return false;
     }
     /* the first half commit and finish; the rest wait for the flag or the hold */
-    uint8_t *cb = find(param(k, a, o->n, n - 2), 16);
-    uint32_t flag = 0;
-    if (cb)
-      memcpy(&flag, cb, 4);
-    if (flag) {
-      flush_blocks(o, 0);
-      return false;
-    }
     rec_op_t half = *o;
     half.grid[0] = o->grid[0] / 2;
     flush_blocks(&half, 0);
@@ -1697,7 +1698,7 @@ static CUresult rec_func_cache(uint64_t f, int kind, int config) {
   if (config < CU_FUNC_CACHE_PREFER_NONE || config > CU_FUNC_CACHE_PREFER_EQUAL)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  rec_kernel_t *k = (rec_kernel_t *)kernel_of_locked(f);
+  rec_kernel_t *k = kernel_of_locked(f);
   if (k)
     k->cache = config;
   pthread_mutex_unlock(&lock);
