@@ -1194,6 +1194,7 @@ static void issue_direct(item_t *it, const pol_action_t *a, uint64_t now) {
  * memory and dbytes of device memory.  0; -ENOMEM without host memory;
  * -EIO when registration or the device allocation failed (nothing kept). */
 static int pinned_new(uint8_t **host, size_t hbytes, uint64_t *dev, uint64_t dbytes) {
+  hbytes = (hbytes + 63) & ~(size_t)63; /* aligned_alloc: a multiple of the alignment */
   *dev = 0;
   if (!(*host = aligned_alloc(64, hbytes)))
     return -ENOMEM;
