@@ -44,6 +44,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->spin_us = -1;
   cfg->worker_spin_us = -1;
   cfg->lc_poll = -1;
+  cfg->hostfn_wake_us = -1;
   cfg->lc_poll_cpu = -1;
   cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
   strcpy(cfg->policy, "tally");
@@ -81,6 +82,10 @@ static void usage_serving(FILE *f) {
           "                       wire's auto, 50 with 4 or more CPUs online, else never)\n"
           "  --worker-spin-us N   a tenant's worker polls its queue N us before sleeping\n"
           "                       (default: 20 with 4 or more CPUs online, else 0)\n"
+          "  --hostfn-wake-us N   when one of a tenant's host functions is reached (how\n"
+          "                       frameworks learn a step ended), its worker is woken\n"
+          "                       and polls N us for the requests that follow (default:\n"
+          "                       200 with 4 or more CPUs online, else 0 = never)\n"
           "  --lc-poll MODE       yes: while the latency-critical tenant is connected, the\n"
           "                       loop polls its ring or socket and its worker its queue\n"
           "                       without ever sleeping (two cores busy); no: they spin\n"
@@ -213,6 +218,7 @@ static const int_option_t *int_option(const char *name) {
   static const int_option_t opts[] = {
       {"spin-us", offsetof(hostd_config_t, spin_us), 10000},
       {"worker-spin-us", offsetof(hostd_config_t, worker_spin_us), 10000},
+      {"hostfn-wake-us", offsetof(hostd_config_t, hostfn_wake_us), 10000},
       {"restart-grace-ms", offsetof(hostd_config_t, restart_grace_ms), 60000},
       {"threshold-us", offsetof(hostd_config_t, threshold_us), 1000000},
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},

@@ -125,6 +125,11 @@ struct wire_tenant;
 /* One per tenant; takes a reference on wt.  NULL when out of memory. */
 hostd_hostfn_t *hostd__hostfn_new(struct wire_tenant *wt);
 void hostd__hostfn_unref(hostd_hostfn_t *h); /* NULL ok */
+/* Called (on a driver thread, under the object's lock: it must not block or
+ * call back into hostfn) each time one of the tenant's host functions is
+ * reached; hostd__hostfn_set_cue sets or (fn NULL) clears it.  NULL h ok. */
+typedef void (*hostd_hostfn_cue_fn)(void *arg);
+void hostd__hostfn_set_cue(hostd_hostfn_t *h, hostd_hostfn_cue_fn fn, void *arg);
 /* Loop thread, on_msg: a HOSTFN post arrived (counted until its gate opens). */
 void hostd__hostfn_note_post(hostd_hostfn_t *h);
 /* True while host functions are posted and not finished (NULL: false). */

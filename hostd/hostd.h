@@ -55,6 +55,9 @@ typedef struct hostd_config {
                            (wire's loop and its worker, docs/lc-path.md): 1 yes,
                            0 no, -1 auto (yes with 4 or more CPUs online) */
   int lc_poll_cpu;      /* pin the latency-critical worker to this CPU (-1 = no pin) */
+  int hostfn_wake_us;   /* after a tenant's host function is reached, its (sleeping)
+                           worker polls this long for the requests that follow;
+                           0 = never, -1 = auto (server.c) */
   char hops[4096];      /* --hops FILE: hand-off times of every request ("" = off) */
   int restart_grace_ms; /* after a GPU fault, how long live tenants may stay before
                            they are closed and tallyd re-executes itself */
@@ -160,6 +163,9 @@ int hostd_server_tcp_port(const hostd_server_t *s);
 /* Counters for tests: module images received, synchronous requests answered. */
 unsigned long hostd_server_blob_puts(const hostd_server_t *s);
 unsigned long hostd_server_calls(const hostd_server_t *s);
+/* Workers woken ahead because a host function of their tenant was reached
+ * (--hostfn-wake-us), for tests. */
+unsigned long hostd_server_hostfn_wakes(const hostd_server_t *s);
 /* Payload bytes of every request received (copies through shared pinned
  * memory add none of their data). */
 unsigned long hostd_server_rx_bytes(const hostd_server_t *s);

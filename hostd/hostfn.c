@@ -25,6 +25,14 @@
  * (worker) -> REACHED (driver thread) -> HANDED (loop thread, given to the
  * guest) -> FREE (done, or the tenant closed).
  *
+ * The cue: a reached host function is how a framework learns that its work
+ * is done (XLA ends each step with one), and its next requests usually
+ * follow within tens of microseconds.  reached() calls the cue the server
+ * set (hostd__hostfn_set_cue) so the tenant's worker, asleep while the GPU
+ * ran, is woken now and polls for them instead of paying a wake-up after
+ * they arrive.  The cue is called under mu and cleared under mu before the
+ * worker goes, so it never runs on a freed worker.
+ *
  * Tenant death: hostd__hostfn_close (loop thread, on_close) opens every gate
  * of a reached function at once, and one reached later is opened as soon as
  * it is reached, so no stream stays blocked and the worker's cleanup
@@ -77,6 +85,8 @@ struct hostd_hostfn {
   uint32_t fifo[HOSTFN_SLOTS]; /* reached slots in reach order (ring) */
   uint32_t fifo_head, fifo_len;
   int inflight; /* atomic: see the lock story */
+  hostd_hostfn_cue_fn cue; /* under mu: called when a function is reached, or NULL */
+  void *cue_arg;
   hostd_quota_t *quota; /* the worker's (charged slots give back here), under mu; NULL once gone */
   hostfn_slot_t slot[HOSTFN_SLOTS];
 };
@@ -155,6 +165,8 @@ static void reached(void *arg) {
 
   pthread_mutex_lock(&h->mu);
   gate = h->gate; /* read under mu: a recovery may drop it */
+  if (h->cue && !h->closed)
+    h->cue(h->cue_arg);
   if (h->closed) {
     value = slot_finish(h, i);
     open = true;
@@ -175,6 +187,15 @@ static void reached(void *arg) {
   if (reply)
     answer(h, id, CUDA_SUCCESS, seq);
   hostd__hostfn_unref(h); /* the reference taken by hostd__hostfn_enqueue */
+}
+
+void hostd__hostfn_set_cue(hostd_hostfn_t *h, hostd_hostfn_cue_fn fn, void *arg) {
+  if (!h)
+    return;
+  pthread_mutex_lock(&h->mu);
+  h->cue = fn;
+  h->cue_arg = arg;
+  pthread_mutex_unlock(&h->mu);
 }
 
 void hostd__hostfn_note_post(hostd_hostfn_t *h) {

@@ -112,6 +112,8 @@ typedef struct worker {
   uint64_t queued;         /* requests queued, not yet executed */
   hostd_lat_t *lat;        /* latency-critical only: its requests (latency.c) */
   bool poll;               /* latency-critical under --lc-poll: never sleeps on cv */
+  uint64_t wake_until;     /* atomic: poll the queue until then (monotonic ns) instead of
+                              sleeping; set by a reached host function (hostfn_cue) */
   hostd_hops_t *hops;      /* --hops: this tenant's hand-off times (worker), or NULL */
   /* Free small messages (MSG_SMALL): the worker puts them at pool_head, the
    * loop thread takes them at pool_tail; each index is written by one side
@@ -141,6 +143,8 @@ struct hostd_server {
   unsigned long rx_bytes;  /* payload bytes of every request (tests count them) */
   uint64_t spin_ns;        /* a worker polls its queue this long before sleeping (worker_spin_us) */
   bool lc_poll;            /* --lc-poll resolved: the LC worker polls without end */
+  uint64_t hostfn_wake_ns; /* --hostfn-wake-us resolved (0 = no cue) */
+  unsigned long hostfn_wakes; /* cues given to sleeping or busy workers (tests count them) */
   /* Restart after a GPU fault (loop thread, except as noted). */
   uv_async_t restart_async; /* a fault was raised or the last tenant left */
   uv_timer_t grace_timer;   /* --restart-grace-ms, then the drain bound */
@@ -243,8 +247,18 @@ static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
     (void)poll_head(w, s->spin_ns);
   }
   pthread_mutex_lock(&w->mu);
-  while (!w->head && !w->closed)
+  while (!w->head && !w->closed) {
+    /* A host function of the tenant was reached (hostfn_cue): its next
+     * requests are on their way; poll for them rather than sleep. */
+    uint64_t until = __atomic_exchange_n(&w->wake_until, 0, __ATOMIC_ACQ_REL), now = now_ns();
+    if (until > now) {
+      pthread_mutex_unlock(&w->mu);
+      (void)poll_head(w, until - now);
+      pthread_mutex_lock(&w->mu);
+      continue;
+    }
     pthread_cond_wait(&w->cv, &w->mu);
+  }
   batch = w->head;
   w->head = w->tail = NULL;
   if (w->hf && t)
@@ -432,6 +446,7 @@ static void *worker_main(void *arg) {
   hostd__tenant_free(t);
   hostd__modcache_unpin();
   hostd__quota_self = NULL;
+  hostd__hostfn_set_cue(w->hf, NULL, NULL); /* a late driver callback must not touch w */
   hostd__hostfn_unref(w->hf); /* on_close has run: nothing reaches it from the loop now */
   hostd__hops_free(w->hops);
   wire_buf_close(&reply);
@@ -566,10 +581,27 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   return 0;
 }
 
+/* hostfn.c's cue (a driver thread, under the host-function lock): one of
+ * the tenant's host functions was reached, which is how frameworks learn
+ * their work is done; the requests that follow come after the guest's own
+ * wake-up and callback, so the worker is woken now, in parallel with that,
+ * and polls --hostfn-wake-us for them (next_batch).  The signal is sent
+ * without the worker's mutex: when it is lost to a worker about to sleep,
+ * only the head start is lost, as the request still wakes it. */
+static void hostfn_cue(void *arg) {
+  worker_t *w = arg;
+  hostd_server_t *s = w->srv;
+  __atomic_store_n(&w->wake_until, now_ns() + s->hostfn_wake_ns, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&s->hostfn_wakes, 1, __ATOMIC_RELAXED);
+  pthread_cond_signal(&w->cv);
+}
+
 /* The tenant's host-function state, made at first use.  Loop thread. */
 static hostd_hostfn_t *hostfn_of(worker_t *w) {
   if (!w->hf) {
     hostd_hostfn_t *h = hostd__hostfn_new(w->wt);
+    if (h && !w->poll && w->srv->hostfn_wake_ns) /* a polling worker is awake anyway */
+      hostd__hostfn_set_cue(h, hostfn_cue, w);
     pthread_mutex_lock(&w->mu);
     w->hf = h;
     pthread_mutex_unlock(&w->mu);
@@ -951,6 +983,18 @@ static int worker_spin_us(const hostd_config_t *cfg) {
   return sysconf(_SC_NPROCESSORS_ONLN) >= WORKER_SPIN_MIN_CPUS ? WORKER_SPIN_AUTO_US : 0;
 }
 
+/* --hostfn-wake-us resolved: the worker's poll after one of its tenant's
+ * host functions was reached.  It covers the guest's own wake-up, its
+ * callback and the requests it then makes (a JAX step's next batch came
+ * 30-60 us after its host function on the H200), and costs at most that
+ * long of a core per host function; auto as the spins above. */
+#define HOSTFN_WAKE_AUTO_US 200
+static int hostfn_wake_us(const hostd_config_t *cfg) {
+  if (cfg->hostfn_wake_us >= 0)
+    return cfg->hostfn_wake_us;
+  return sysconf(_SC_NPROCESSORS_ONLN) >= WORKER_SPIN_MIN_CPUS ? HOSTFN_WAKE_AUTO_US : 0;
+}
+
 /* --lc-poll resolved: auto is on where a core can be given to it (as the
  * spins above: 4 or more CPUs online). */
 static bool lc_poll(const hostd_config_t *cfg) {
@@ -1061,6 +1105,7 @@ static int start_loop(hostd_server_t *s, const hostd_config_t *cfg, bool handle_
   s->async_open = true;
   s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
   s->lc_poll = lc_poll(cfg);
+  s->hostfn_wake_ns = (uint64_t)hostfn_wake_us(cfg) * 1000u;
   hostd__hops_setup(cfg->hops);
   if ((rc = wire_opts(s, cfg, &opts)) == 0 &&
       (rc = wire_server_new(&s->ws, &s->loop, &opts, &server_cb, s)) != 0)
@@ -1286,6 +1331,10 @@ unsigned long hostd_server_blob_puts(const hostd_server_t *s) {
 
 unsigned long hostd_server_calls(const hostd_server_t *s) {
   return __atomic_load_n(&s->calls, __ATOMIC_RELAXED);
+}
+
+unsigned long hostd_server_hostfn_wakes(const hostd_server_t *s) {
+  return __atomic_load_n(&s->hostfn_wakes, __ATOMIC_RELAXED);
 }
 
 unsigned long hostd_server_rx_bytes(const hostd_server_t *s) {

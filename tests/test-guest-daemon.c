@@ -1096,6 +1096,7 @@ static void host_fn(void *data) {
 static void host_function_runs_after_earlier_work(void **state) {
   CUdeviceptr p;
   int three = 3;
+  unsigned long wakes = hostd_server_hostfn_wakes(srv);
   (void)state;
   assert_int_equal(cuMemAlloc(&p, 64), CUDA_SUCCESS);
   assert_int_equal(cuMemsetD8Async(p, 1, 64, NULL), CUDA_SUCCESS);
@@ -1103,6 +1104,9 @@ static void host_function_runs_after_earlier_work(void **state) {
   /* Stream-ordered (test-guest-async.c has the details): done by the sync. */
   assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
   assert_int_equal(host_fn_calls, 3);
+  /* Reaching it woke this (best-effort, sleeping) tenant's worker ahead of
+   * the requests that follow it (--hostfn-wake-us, set by the harness). */
+  assert_int_equal(hostd_server_hostfn_wakes(srv) - wakes, 1);
   assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
 }
 

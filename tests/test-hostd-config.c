@@ -60,6 +60,27 @@ static void worker_spin_defaults_to_auto_and_is_bounded(void **state) {
   fclose(devnull);
 }
 
+static void hostfn_wake_defaults_to_auto_and_is_bounded(void **state) {
+  hostd_config_t c;
+  char *ok[] = {"tallyd", "--hostfn-wake-us", "300", NULL};
+  char *off[] = {"tallyd", "--hostfn-wake-us", "0", NULL};
+  char *huge[] = {"tallyd", "--hostfn-wake-us", "10001", NULL};
+  char *neg[] = {"tallyd", "--hostfn-wake-us", "-5", NULL};
+  FILE *devnull = fopen("/dev/null", "w");
+  (void)state;
+  assert_non_null(devnull);
+  hostd_config_init(&c);
+  assert_int_equal(c.hostfn_wake_us, -1); /* auto: server.c decides by CPUs online */
+  assert_int_equal(hostd_config_parse_args(&c, 3, ok, devnull), 0);
+  assert_int_equal(c.hostfn_wake_us, 300);
+  assert_int_equal(hostd_config_parse_args(&c, 3, off, devnull), 0);
+  assert_int_equal(c.hostfn_wake_us, 0);
+  assert_int_equal(hostd_config_parse_args(&c, 3, huge, devnull), -EINVAL);
+  assert_int_equal(hostd_config_parse_args(&c, 3, neg, devnull), -EINVAL);
+  assert_int_equal(c.hostfn_wake_us, 0);
+  fclose(devnull);
+}
+
 static void lc_poll_options_parse_and_are_bounded(void **state) {
   hostd_config_t c;
   char *yes[] = {"tallyd", "--lc-poll", "yes", "--lc-poll-cpu", "3", "--hops", "/tmp/h", NULL};
@@ -286,6 +307,7 @@ int main(void) {
       cmocka_unit_test(config_rejects_unknown_flag_and_missing_value),
       cmocka_unit_test(config_refuses_overlong_path),
       cmocka_unit_test(worker_spin_defaults_to_auto_and_is_bounded),
+      cmocka_unit_test(hostfn_wake_defaults_to_auto_and_is_bounded),
       cmocka_unit_test(lc_poll_options_parse_and_are_bounded),
       cmocka_unit_test(config_file_sets_options_and_flags_win),
       cmocka_unit_test(config_file_errors_name_the_line),
