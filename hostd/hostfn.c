@@ -28,10 +28,11 @@
  * The cue: a reached host function is how a framework learns that its work
  * is done (XLA ends each step with one), and its next requests usually
  * follow within tens of microseconds.  reached() calls the cue the server
- * set (hostd__hostfn_set_cue) so the tenant's worker, asleep while the GPU
- * ran, is woken now and polls for them instead of paying a wake-up after
- * they arrive.  The cue is called under mu and cleared under mu before the
- * worker goes, so it never runs on a freed worker.
+ * set (hostd__hostfn_set_cue), after the guest's answer, so the tenant's
+ * worker, asleep while the GPU ran, wakes while the guest does and polls
+ * for them instead of paying a wake-up after they arrive.  The cue is
+ * called under mu and cleared under mu before the worker goes, so it never
+ * runs on a freed worker.
  *
  * Tenant death: hostd__hostfn_close (loop thread, on_close) opens every gate
  * of a reached function at once, and one reached later is opened as soon as
@@ -165,8 +166,6 @@ static void reached(void *arg) {
 
   pthread_mutex_lock(&h->mu);
   gate = h->gate; /* read under mu: a recovery may drop it */
-  if (h->cue && !h->closed)
-    h->cue(h->cue_arg);
   if (h->closed) {
     value = slot_finish(h, i);
     open = true;
@@ -186,6 +185,12 @@ static void reached(void *arg) {
     hostd__gpu.gate_open(gate, (uint32_t)i, value);
   if (reply)
     answer(h, id, CUDA_SUCCESS, seq);
+  /* The cue after the answer: the guest, whose wake-up is on the path, is
+   * told first; the worker's wake-up overlaps with it. */
+  pthread_mutex_lock(&h->mu);
+  if (h->cue && !h->closed)
+    h->cue(h->cue_arg);
+  pthread_mutex_unlock(&h->mu);
   hostd__hostfn_unref(h); /* the reference taken by hostd__hostfn_enqueue */
 }
 
