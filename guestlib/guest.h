@@ -187,6 +187,8 @@ typedef struct guest_func {
   uint32_t *size;                /* nparams sizes */
   uint32_t attr_valid;           /* bit a: attr[a] is known (wire/call.def) */
   int32_t attr[CALL_FUNC_ATTRS]; /* cuFuncGetAttribute by number, updated by Set */
+  uint32_t cache;                /* the function's cache preference as last set here
+                                    (CU_FUNC_CACHE_PREFER_NONE, the driver's, at load) */
   char *name;
 } guest_func_t;
 /* Records the functions of a MODULE_LOAD reply (FUNC records, decoded by
@@ -199,6 +201,12 @@ void guest__module_del(uint64_t h);
  * guest__func_find_mut is for cuFuncSetAttribute (lock held by the table). */
 const guest_func_t *guest__func_find(uint64_t handle);
 void guest__func_set_attr(uint64_t handle, int attr, int32_t value);
+/* True when attribute attr (or, with attr GUEST_FUNC_CACHE, the cache
+ * preference) of handle is known to be value already: setting it again is
+ * a no-op natively, so it costs no request. */
+#define GUEST_FUNC_CACHE (-1)
+bool guest__func_is(uint64_t handle, int attr, int32_t value);
+void guest__func_set_cache(uint64_t handle, uint32_t cfg);
 const guest_func_t *guest__func_by_name(uint64_t module, const char *name);
 /* Writes up to cap handles of module's functions to out (may be NULL);
  * returns how many the module has. */

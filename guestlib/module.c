@@ -512,6 +512,10 @@ GUEST_EXPORT CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attr
     return r;
   if (!guest__func_find(h))
     return CUDA_ERROR_INVALID_HANDLE;
+  /* Libraries set the same attribute before every launch (a kernel's
+   * dynamic shared memory): a value the function already has is a no-op. */
+  if (guest__func_is(h, (int)attr, value))
+    return CUDA_SUCCESS;
   r = guest__rpc(CALL_OP_FUNC_SET_ATTR, 0, &q, NULL);
   if (r == CUDA_SUCCESS)
     guest__func_set_attr(h, attr, value);
@@ -525,7 +529,8 @@ GUEST_EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attr, int value,
 }
 
 /* A function's own preference goes to tallyd (its modules are the
- * tenant's own there), posted; the context-wide one stays here (ctx.c). */
+ * tenant's own there), posted, unless the function has it already; the
+ * context-wide one stays here (ctx.c). */
 GUEST_EXPORT CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache cfg) {
   call_func_cache_req_t q = {.func = (uint64_t)(uintptr_t)f, .config = (uint32_t)cfg};
   CUresult r = guest__ready();
@@ -535,7 +540,12 @@ GUEST_EXPORT CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache cfg) {
     return CUDA_ERROR_INVALID_HANDLE;
   if ((unsigned)cfg > CU_FUNC_CACHE_PREFER_EQUAL)
     return CUDA_ERROR_INVALID_VALUE;
-  return guest__post_cu(CALL_OP_FUNC_CACHE, &q);
+  if (guest__func_is(q.func, GUEST_FUNC_CACHE, (int32_t)cfg))
+    return CUDA_SUCCESS; /* what it has: no request */
+  r = guest__post_cu(CALL_OP_FUNC_CACHE, &q);
+  if (r == CUDA_SUCCESS)
+    guest__func_set_cache(q.func, (uint32_t)cfg);
+  return r;
 }
 
 GUEST_EXPORT CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache cfg, CUdevice dev) {

@@ -295,6 +295,27 @@ void guest__func_set_attr(uint64_t handle, int attr, int32_t value) {
   pthread_mutex_unlock(&func_lock);
 }
 
+bool guest__func_is(uint64_t handle, int attr, int32_t value) {
+  const guest_func_t *f;
+  bool same = false;
+  pthread_mutex_lock(&func_lock);
+  f = lookup(handle);
+  if (f && attr == GUEST_FUNC_CACHE)
+    same = f->cache == (uint32_t)value;
+  else if (f && attr >= 0 && attr < CALL_FUNC_ATTRS)
+    same = (f->attr_valid & (1u << attr)) && f->attr[attr] == value;
+  pthread_mutex_unlock(&func_lock);
+  return same;
+}
+
+void guest__func_set_cache(uint64_t handle, uint32_t cfg) {
+  guest_func_t *f;
+  pthread_mutex_lock(&func_lock);
+  if ((f = lookup(handle)))
+    f->cache = cfg;
+  pthread_mutex_unlock(&func_lock);
+}
+
 const guest_func_t *guest__func_by_name(uint64_t module, const char *name) {
   const guest_func_t *f = NULL;
   pthread_mutex_lock(&func_lock);

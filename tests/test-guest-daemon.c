@@ -499,6 +499,15 @@ static void function_attributes_local_and_remote(void **state) {
                    CUDA_SUCCESS);
   assert_int_equal(v, 100000);
   assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 1);
+  /* The same value again (libraries set it before every launch): no request. */
+  asked = ops(CALL_OP_FUNC_SET_ATTR);
+  assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100000),
+                   CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_FUNC_SET_ATTR), asked);
+  assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 50000),
+                   CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_FUNC_SET_ATTR), asked + 1);
+  asked = ops(CALL_OP_FUNC_ATTR);
   /* The function's cache preference reaches the driver (posted: seen after
    * the next synchronising call); a value outside CUfunc_cache is refused here. */
   assert_int_equal(cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_SHARED), CUDA_SUCCESS);
@@ -507,6 +516,11 @@ static void function_attributes_local_and_remote(void **state) {
   assert_int_equal(cuKernelSetCacheConfig((CUkernel)f, CU_FUNC_CACHE_PREFER_L1, 0), CUDA_SUCCESS);
   assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   assert_int_equal(hostd_record_func_cache((uint64_t)(uintptr_t)f), CU_FUNC_CACHE_PREFER_L1);
+  /* A preference the function has already is not sent again. */
+  asked = ops(CALL_OP_FUNC_CACHE);
+  assert_int_equal(cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_L1), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_FUNC_CACHE), asked);
   assert_int_equal(cuFuncSetCacheConfig(f, (CUfunc_cache)7), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuFuncSetCacheConfig((CUfunction)(uintptr_t)0x1234, CU_FUNC_CACHE_PREFER_L1),
                    CUDA_ERROR_INVALID_HANDLE);
