@@ -69,7 +69,20 @@ run() {
     grep -q '^| `_Z4softPf (00000a02)` | 1 | 1.00 |$' "$o" || return 1
   # a trace without kernels says so
   echo '# tallyd kernel trace (tally-sim format), policy tally' >"$tmp/empty.ktr"
-  python3 "$S/scripts/bench-pairs" --mechanisms "$tmp/empty.ktr" | grep -q '^No kernel lines'
+  python3 "$S/scripts/bench-pairs" --mechanisms "$tmp/empty.ktr" | grep -q '^No kernel lines' ||
+    return 1
+  # a FLUSH launch and its redo (the blocks that gave up) are one submission
+  {
+    echo '# kernel 0x0000000000000b01 _Z5spinPf'
+    echo 'be 0x0000000000000b01 132,1,1 128,1,1 0 0 1 0 opf # class=be form=flush blocks=0+132 held=0 graph=0 submit=1000 issue=1001 start=1002 end=501002'
+    echo '# preempt tenant=be launch=1 blocks_done=100/132 turnaround_ns=9000'
+    echo 'be 0x0000000000000b01 132,1,1 128,1,1 0 0 1 0 opf # class=be form=flush blocks=0+132 held=1 graph=0 submit=1000 issue=600000 start=600001 end=1100001'
+    echo 'be 0x0000000000000b01 132,1,1 128,1,1 0 0 1 0 opf # class=be form=original blocks=0+132 held=0 graph=0 submit=2000000 issue=2000001 start=2000002 end=2500002'
+  } >"$tmp/flush.ktr"
+  python3 "$S/scripts/bench-pairs" --mechanisms "$tmp/flush.ktr" >"$tmp/flush.out" || return 1
+  cat "$tmp/flush.out"
+  grep -q '^\*\*BE\*\* (`be`): 2 launches (whole, issued at once 1, FLUSH 1); 1.5 ms of GPU time: whole, issued at once 33%, FLUSH 67%\.$' "$tmp/flush.out" &&
+    grep -q '^| `_Z5spinPf (00000b01)` | 2 | 1.5 | 1 | 1 | 1 |$' "$tmp/flush.out"
 }
-if run >"$tmp/log" 2>&1; then echo "ok 1 - mechanisms per kernel, BE busy share and the slow LC launches' waits from a handmade tallyd trace"; else
-  echo "not ok 1 - mechanisms per kernel, BE busy share and the slow LC launches' waits from a handmade tallyd trace"; sed 's/^/# /' "$tmp/log"; fi
+if run >"$tmp/log" 2>&1; then echo "ok 1 - mechanisms per kernel (FLUSH and its redos included), BE busy share and the slow LC launches' waits from a handmade tallyd trace"; else
+  echo "not ok 1 - mechanisms per kernel (FLUSH and its redos included), BE busy share and the slow LC launches' waits from a handmade tallyd trace"; sed 's/^/# /' "$tmp/log"; fi
