@@ -44,7 +44,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->spin_us = -1;
   cfg->worker_spin_us = -1;
   cfg->lc_poll = -1;
-  cfg->hostfn_wake_us = -1;
+  cfg->hostfn_wake_us = 0;
   cfg->lc_poll_cpu = -1;
   cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
   strcpy(cfg->policy, "tally");
@@ -84,8 +84,8 @@ static void usage_serving(FILE *f) {
           "                       (default: 20 with 4 or more CPUs online, else 0)\n"
           "  --hostfn-wake-us N   when one of a tenant's host functions is reached (how\n"
           "                       frameworks learn a step ended), its worker is woken\n"
-          "                       and polls N us for the requests that follow (default:\n"
-          "                       200 with 4 or more CPUs online, else 0 = never)\n"
+          "                       and polls N us for the requests that follow (default\n"
+          "                       0 = never: on the H200 a JAX step did not get faster)\n"
           "  --lc-poll MODE       yes: while the latency-critical tenant is connected, the\n"
           "                       loop polls its ring or socket and its worker its queue\n"
           "                       without ever sleeping (two cores busy); no: they spin\n"

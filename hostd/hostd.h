@@ -57,7 +57,7 @@ typedef struct hostd_config {
   int lc_poll_cpu;      /* pin the latency-critical worker to this CPU (-1 = no pin) */
   int hostfn_wake_us;   /* after a tenant's host function is reached, its (sleeping)
                            worker polls this long for the requests that follow;
-                           0 = never, -1 = auto (server.c) */
+                           0 = never (the default) */
   char hops[4096];      /* --hops FILE: hand-off times of every request ("" = off) */
   int restart_grace_ms; /* after a GPU fault, how long live tenants may stay before
                            they are closed and tallyd re-executes itself */

@@ -61,7 +61,7 @@ static int gd_start(const char *name, int restart_grace_ms) {
       return -1;
   }
   cfg.log_level = HOSTD_LOG_WARN;
-  cfg.hostfn_wake_us = 200; /* on whatever the CPU count (auto is off below 4) */
+  cfg.hostfn_wake_us = 200; /* on (off by default) */
   if (restart_grace_ms >= 0)
     cfg.restart_grace_ms = restart_grace_ms;
   if (hostd_server_new(&srv, &cfg, false) != 0)

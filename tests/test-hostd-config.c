@@ -70,7 +70,7 @@ static void hostfn_wake_defaults_to_auto_and_is_bounded(void **state) {
   (void)state;
   assert_non_null(devnull);
   hostd_config_init(&c);
-  assert_int_equal(c.hostfn_wake_us, -1); /* auto: server.c decides by CPUs online */
+  assert_int_equal(c.hostfn_wake_us, 0); /* off unless asked */
   assert_int_equal(hostd_config_parse_args(&c, 3, ok, devnull), 0);
   assert_int_equal(c.hostfn_wake_us, 300);
   assert_int_equal(hostd_config_parse_args(&c, 3, off, devnull), 0);
