@@ -176,13 +176,14 @@ static uint64_t now_ns(void) {
  * dozen nanoseconds; this one spins a little first. */
 static void worker_mutex_init(pthread_mutex_t *mu) {
   pthread_mutexattr_t a;
-  if (pthread_mutexattr_init(&a) == 0 &&
-      pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP) == 0 &&
-      pthread_mutex_init(mu, &a) == 0) {
+  bool adaptive = false;
+  if (pthread_mutexattr_init(&a) == 0) {
+    adaptive = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP) == 0 &&
+               pthread_mutex_init(mu, &a) == 0;
     pthread_mutexattr_destroy(&a);
-    return;
   }
-  pthread_mutex_init(mu, NULL); /* cannot fail on glibc; a plain mutex works too */
+  if (!adaptive)
+    pthread_mutex_init(mu, NULL); /* cannot fail on glibc; a plain mutex works too */
 }
 
 /* The loop thread's side of the pool: a free small message, or NULL. */
