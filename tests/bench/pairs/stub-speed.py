@@ -23,4 +23,4 @@ with open(sys.argv[1], "w") as f:
         d = base * (2 if i % 10 == 9 else 1)
         f.write(f"{i},0,{t + i * 10**7},{t + i * 10**7 + int(d)}\n")
 print("stub-speed:", host or "native", "split", os.environ.get("TALLY_GEMM_SPLIT", "default"),
-      "for", sys.argv[2], "s")
+      "for", sys.argv[2], "s", "hops", os.path.basename(os.environ.get("TALLY_HOPS", "none")))

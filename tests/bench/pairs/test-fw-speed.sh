@@ -9,9 +9,9 @@
 # GPU coverage.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..3"
+echo "1..4"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2 3; do echo "ok $i # SKIP python3 not found"; done
+  for i in 1 2 3 4; do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-fw-speed-XXXXXX)
@@ -49,6 +49,22 @@ nosplit_run() {
     grep -q 'stub-speed: unix:.* split default ' "$d/raw/round-2/gpt2-train/shm/out.txt"
 }
 check "+nosplit twins, --against and --no-native: the interposer's cost split against whole" nosplit_run
+
+hops_run() {
+  d=$tmp/hops
+  fs --stub --workloads bert-graph --transports shm --rounds 2 --seconds 1 --hops --out "$d" ||
+    return 1
+  cat "$d/hops.md"
+  # tallyd and each tallyd run record (the stub makes no call, so nothing joins); native does not
+  grep -q 'hops bert-graph-shm-r1.hops' "$d/raw/round-1/bert-graph/shm/out.txt" &&
+    grep -q 'hops bert-graph-shm-r2.hops' "$d/raw/round-2/bert-graph/shm/out.txt" &&
+    grep -q 'hops none' "$d/raw/round-1/bert-graph/native/out.txt" && [ -d "$d/hops" ] &&
+    grep -q '^## bert-graph, shm, round 1$' "$d/hops.md" &&
+    grep -q '^## bert-graph, shm, round 2$' "$d/hops.md" && ! grep -q 'native' "$d/hops.md" &&
+    [ "$(grep -c 'No request of this run was recorded on both sides' "$d/hops.md")" = 2 ] &&
+    grep -q '^| bert-graph | shm | 2 of 2 |' "$d/speed.md"
+}
+check "--hops: tallyd and each run through it record their hand-offs, hops.md per run" hops_run
 
 bad_args() {
   ! fs --stub --workloads nope --out "$tmp/b1" 2>"$tmp/b1.err" &&
