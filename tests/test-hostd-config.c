@@ -60,7 +60,7 @@ static void worker_spin_defaults_to_auto_and_is_bounded(void **state) {
   fclose(devnull);
 }
 
-static void hostfn_wake_defaults_to_auto_and_is_bounded(void **state) {
+static void hostfn_wake_defaults_to_off_and_is_bounded(void **state) {
   hostd_config_t c;
   char *ok[] = {"tallyd", "--hostfn-wake-us", "300", NULL};
   char *off[] = {"tallyd", "--hostfn-wake-us", "0", NULL};
@@ -307,7 +307,7 @@ int main(void) {
       cmocka_unit_test(config_rejects_unknown_flag_and_missing_value),
       cmocka_unit_test(config_refuses_overlong_path),
       cmocka_unit_test(worker_spin_defaults_to_auto_and_is_bounded),
-      cmocka_unit_test(hostfn_wake_defaults_to_auto_and_is_bounded),
+      cmocka_unit_test(hostfn_wake_defaults_to_off_and_is_bounded),
       cmocka_unit_test(lc_poll_options_parse_and_are_bounded),
       cmocka_unit_test(config_file_sets_options_and_flags_win),
       cmocka_unit_test(config_file_errors_name_the_line),
