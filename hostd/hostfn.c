@@ -160,12 +160,13 @@ static void reached(void *arg) {
   hostd_hostfn_t *h = s->hf;
   int i = (int)(s - h->slot);
   uint64_t id = 0, seq = 0;
-  bool reply = false, open = false;
+  bool reply = false, open = false, cued;
   uint32_t value = 0;
   void *gate;
 
   pthread_mutex_lock(&h->mu);
   gate = h->gate; /* read under mu: a recovery may drop it */
+  cued = h->cue && !h->closed;
   if (h->closed) {
     value = slot_finish(h, i);
     open = true;
@@ -186,11 +187,15 @@ static void reached(void *arg) {
   if (reply)
     answer(h, id, CUDA_SUCCESS, seq);
   /* The cue after the answer: the guest, whose wake-up is on the path, is
-   * told first; the worker's wake-up overlaps with it. */
-  pthread_mutex_lock(&h->mu);
-  if (h->cue && !h->closed)
-    h->cue(h->cue_arg);
-  pthread_mutex_unlock(&h->mu);
+   * told first; the worker's wake-up overlaps with it.  Checked again under
+   * mu (the worker may have gone meanwhile); no second lock round without
+   * a cue (--hostfn-wake-us off, the default). */
+  if (cued) {
+    pthread_mutex_lock(&h->mu);
+    if (h->cue && !h->closed)
+      h->cue(h->cue_arg);
+    pthread_mutex_unlock(&h->mu);
+  }
   hostd__hostfn_unref(h); /* the reference taken by hostd__hostfn_enqueue */
 }
 
