@@ -15,8 +15,9 @@
  * resource), and frameworks encode the same maps again and again: XLA
  * re-encodes about twenty per training step of the same buffers.  So the
  * maps the driver encoded successfully are remembered here, by the whole
- * request (TMAP_MEMO entries, direct-mapped by its content id): a repeat is a
- * copy, not a round trip.  Errors are not remembered (asked again).
+ * request (TMAP_SETS x TMAP_WAYS entries, the set chosen by its content id):
+ * a repeat is a copy, not a round trip.  Errors are not remembered (asked
+ * again).
  *
  * Checked here only what must be to read the caller's arrays (the map and
  * array pointers, the rank bounding them); tallyd and its driver check the
@@ -56,37 +57,63 @@ static CUresult tmap_common(call_tensor_map_req_t *q, uint32_t kind, CUtensorMap
   return CUDA_SUCCESS;
 }
 
-#define TMAP_MEMO 256 /* remembered maps (about 100 KiB) */
+#define TMAP_SETS 128 /* remembered maps: TMAP_SETS x TMAP_WAYS (about 320 KiB) */
+#define TMAP_WAYS 8
 
-/* Invariant: a used entry's map is what the driver returned for its request. */
+/* Set-associative, least recently used way replaced: a direct-mapped memo of
+ * 256 maps lost one map per XLA step to a collision (two of a step's maps on
+ * one slot evict each other every step, a round trip each time).
+ * Invariant: a used entry's map is what the driver returned for its request. */
 static struct {
   pthread_mutex_t mu;
+  uint64_t tick; /* last use, for the replacement */
   struct {
-    bool used;
+    uint64_t used; /* 0: free; else the tick of its last use */
     call_tensor_map_req_t q; /* every byte set: tmap_common zeroes the request first */
     uint8_t map[CALL_TMAP_BYTES];
-  } e[TMAP_MEMO];
+  } e[TMAP_SETS][TMAP_WAYS];
 } memo = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* The map remembered for q into m; false if none. */
+static bool memo_get(size_t set, const call_tensor_map_req_t *q, CUtensorMap *m) {
+  bool hit = false;
+  pthread_mutex_lock(&memo.mu);
+  for (unsigned w = 0; w < TMAP_WAYS && !hit; w++)
+    if (memo.e[set][w].used && memcmp(&memo.e[set][w].q, q, sizeof(*q)) == 0) {
+      memcpy(m, memo.e[set][w].map, sizeof(*m));
+      memo.e[set][w].used = ++memo.tick;
+      hit = true;
+    }
+  pthread_mutex_unlock(&memo.mu);
+  return hit;
+}
+
+/* Remembers q's map in the set's free or least recently used way. */
+static void memo_put(size_t set, const call_tensor_map_req_t *q, const uint8_t *map) {
+  unsigned v = 0;
+  pthread_mutex_lock(&memo.mu);
+  for (unsigned w = 1; w < TMAP_WAYS; w++)
+    if (memo.e[set][w].used < memo.e[set][v].used)
+      v = w;
+  memo.e[set][v].used = ++memo.tick;
+  memcpy(&memo.e[set][v].q, q, sizeof(*q));
+  memcpy(memo.e[set][v].map, map, CALL_TMAP_BYTES);
+  pthread_mutex_unlock(&memo.mu);
+}
 
 static CUresult tmap_ask(CUtensorMap *m, const call_tensor_map_req_t *q) {
   call_tensor_map_rep_t a;
   CUresult r;
-  size_t i = (size_t)(wire_content_id(q, sizeof(*q)) % TMAP_MEMO);
-  pthread_mutex_lock(&memo.mu);
-  if (memo.e[i].used && memcmp(&memo.e[i].q, q, sizeof(*q)) == 0) {
-    memcpy(m, memo.e[i].map, sizeof(*m));
-    pthread_mutex_unlock(&memo.mu);
+  size_t set = (size_t)(wire_content_id(q, sizeof(*q)) % TMAP_SETS);
+  if (memo_get(set, q, m))
     return CUDA_SUCCESS;
-  }
-  pthread_mutex_unlock(&memo.mu);
+  if (guest__debug())
+    guest__log("tensor map: kind %u rank %u address 0x%llx dims[0] %llu not remembered; asking",
+               q->kind, q->rank, (unsigned long long)q->addr, (unsigned long long)q->dims[0]);
   if ((r = guest__rpc(CALL_OP_TENSOR_MAP, 0, q, &a)) != CUDA_SUCCESS)
     return r;
   memcpy(m, a.map, sizeof(*m));
-  pthread_mutex_lock(&memo.mu);
-  memo.e[i].used = true;
-  memcpy(&memo.e[i].q, q, sizeof(*q));
-  memcpy(memo.e[i].map, a.map, sizeof(a.map));
-  pthread_mutex_unlock(&memo.mu);
+  memo_put(set, q, a.map);
   return CUDA_SUCCESS;
 }
 

@@ -263,6 +263,31 @@ static void repeats_need_no_request(void **state) {
   assert_int_equal(cuMemFree(buf), CUDA_SUCCESS);
 }
 
+/* A working set of maps far larger than a step's all stay remembered: two
+ * hundred maps encoded, then asked again in the same and in reverse order,
+ * make no request (a direct-mapped memo of 256 loses some to collisions). */
+static void many_maps_stay_remembered(void **state) {
+  enum { N = 200 };
+  CUtensorMap m, first;
+  CUdeviceptr buf;
+  unsigned long n0;
+  (void)state;
+  assert_int_equal(cuMemAlloc(&buf, N * 256), CUDA_SUCCESS);
+  n0 = ops(CALL_OP_TENSOR_MAP);
+  for (int i = 0; i < N; i++)
+    assert_int_equal(tiled(i ? &m : &first, buf + (CUdeviceptr)i * 256), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_TENSOR_MAP), n0 + N);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(tiled(&m, buf + (CUdeviceptr)i * 256), CUDA_SUCCESS);
+    assert_int_equal(u64_at(&m, 16), buf + (CUdeviceptr)i * 256);
+  }
+  for (int i = N - 1; i >= 0; i--)
+    assert_int_equal(tiled(&m, buf + (CUdeviceptr)i * 256), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_TENSOR_MAP), n0 + N);
+  assert_memory_equal(&m, &first, sizeof(m));
+  assert_int_equal(cuMemFree(buf), CUDA_SUCCESS);
+}
+
 /* XLA's device allocator: granularity with fabric + POSIX fd, then memory. */
 static void fabric_and_posix_fd_allocation(void **state) {
   CUmemAllocationProp p;
@@ -310,6 +335,7 @@ int main(void) {
       cmocka_unit_test(map_reaches_the_kernel_by_value),
       cmocka_unit_test(bad_arguments_fail_cleanly),
       cmocka_unit_test(repeats_need_no_request),
+      cmocka_unit_test(many_maps_stay_remembered),
       cmocka_unit_test(fabric_and_posix_fd_allocation),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
