@@ -94,6 +94,19 @@ static void lc_opts(wire_conn_opts_t *o) {
   o->busy_poll_us = 50;
 }
 
+/* A best-effort tenant's reply waits spin TALLY_BE_SPIN_US (default 1000 us
+ * with 4 or more CPUs online, else the transport's rule) before they block:
+ * a framework that ends each step with a host function (XLA) waits for it in
+ * such a wait, and a thread woken from sleep there cost a JAX jit step about
+ * 85 us on the H200 (docs/lc-path.md, "A tenant at work").  The spin is the
+ * tenant's own CPU and only while it waits for an answer. */
+#define BE_SPIN_DEFAULT_US 1000
+static void be_opts(wire_conn_opts_t *o) {
+  bool big = sysconf(_SC_NPROCESSORS_ONLN) >= LC_MIN_CPUS;
+  long spin = guest__env_long("TALLY_BE_SPIN_US", big ? BE_SPIN_DEFAULT_US : -1, LC_SPIN_MAX_US);
+  o->spin_us = spin < 0 ? 0 : spin == 0 ? -1 : (int32_t)spin; /* wire: 0 auto, < 0 never */
+}
+
 /* TALLY_HOPS: the calls' hand-off times reach the file when the process
  * exits (nothing else closes the channel). */
 static void hops_at_exit(void) {
@@ -120,6 +133,8 @@ int guest__chan_open(const char *url, const char *name, int latency_critical, co
     limit = CONNECT_NO_WAIT_MS;
   if (latency_critical)
     lc_opts(&o);
+  else
+    be_opts(&o);
 
   memset(&hello, 0, sizeof(hello));
   hello.tenant = name;

@@ -981,23 +981,44 @@ int hostd_server_listen_fds(const hostd_server_t *s, int *unix_fd, int *tcp_fd) 
 }
 
 /* How long a worker polls its queue before sleeping on its condition
- * variable.  A tenant's next request usually follows the previous reply
- * within a few microseconds (launch, then synchronise), and a condvar
- * wakeup costs a futex syscall plus a scheduler hop on both sides; 20 us
- * covers that gap while bounding the CPU burnt per idle transition to
- * 20 us.  Only with 4 or more CPUs online: on fewer, the spinning worker
- * competes with the guest and the loop thread for the cores it waits on
- * (wire-bench measured shm polling 6x slower on a loaded 2-CPU host).
- * --worker-spin-us overrides; --spin-us alone keeps its old meaning for
- * the worker too. */
-#define WORKER_SPIN_AUTO_US  20
+ * variable, and the loop its rings and sockets after traffic: a tenant at
+ * work (docs/lc-path.md, "A tenant at work").  A framework's next requests
+ * follow its previous ones within a GPU step: XLA dispatches a jit step,
+ * waits for the step's host function, then dispatches the next, so a
+ * worker that slept meanwhile paid a futex wake-up (15-40 us on the H200
+ * host) before the next step could reach the GPU.  1000 us covers steps of
+ * up to a millisecond; a tenant quiet for that long costs nothing.  The
+ * cost: a tenant making a request at least every millisecond keeps its
+ * worker's core busy, and the loop's core stays busy while any tenant made
+ * traffic in the last millisecond.  Only with 4 or more CPUs online: on
+ * fewer, a spinning thread competes with the guest and the other threads
+ * for the cores they wait on (wire-bench measured shm polling 6x slower on
+ * a loaded 2-CPU host).  --worker-spin-us and --spin-us override;
+ * --spin-us alone keeps its old meaning for the worker too; without
+ * --spin-us, TALLY_WIRE_SPIN_US in tallyd's environment still sets the
+ * loop's (wire's rule). */
+#define ACTIVE_SPIN_US       1000
 #define WORKER_SPIN_MIN_CPUS 4
+static bool spin_host(void) {
+  return sysconf(_SC_NPROCESSORS_ONLN) >= WORKER_SPIN_MIN_CPUS;
+}
+
 static int worker_spin_us(const hostd_config_t *cfg) {
   if (cfg->worker_spin_us >= 0)
     return cfg->worker_spin_us;
   if (cfg->spin_us > 0)
     return cfg->spin_us;
-  return sysconf(_SC_NPROCESSORS_ONLN) >= WORKER_SPIN_MIN_CPUS ? WORKER_SPIN_AUTO_US : 0;
+  return spin_host() ? ACTIVE_SPIN_US : 0;
+}
+
+/* The loop's spin in wire's terms (0 = wire's rule, < 0 = never). */
+static int32_t loop_spin_us(const hostd_config_t *cfg) {
+  const char *e = getenv("TALLY_WIRE_SPIN_US");
+  if (cfg->spin_us == 0)
+    return -1;
+  if (cfg->spin_us > 0)
+    return cfg->spin_us;
+  return (e && *e) || !spin_host() ? 0 : ACTIVE_SPIN_US;
 }
 
 /* --lc-poll resolved: auto is on where a core can be given to it (as the
@@ -1005,7 +1026,7 @@ static int worker_spin_us(const hostd_config_t *cfg) {
 static bool lc_poll(const hostd_config_t *cfg) {
   if (cfg->lc_poll >= 0)
     return cfg->lc_poll != 0;
-  return sysconf(_SC_NPROCESSORS_ONLN) >= WORKER_SPIN_MIN_CPUS;
+  return spin_host();
 }
 
 /* What must hold before tallyd listens (hostd.h: config checks): a token
@@ -1066,8 +1087,7 @@ static int wire_opts(hostd_server_t *s, const hostd_config_t *cfg, wire_server_o
   o->unix_path = cfg->unix_path[0] ? cfg->unix_path : NULL;
   o->tcp_addr = cfg->tcp_addr[0] ? cfg->tcp_addr : NULL;
   o->token = s->token[0] ? s->token : NULL;
-  /* wire: 0 = auto, < 0 = never; ours: -1 = auto, 0 = never. */
-  o->shm_spin_us = cfg->spin_us < 0 ? 0 : cfg->spin_us == 0 ? -1 : cfg->spin_us;
+  o->shm_spin_us = loop_spin_us(cfg);
   o->tcp_spin_us = o->shm_spin_us;
   o->handshake_ms = (uint32_t)cfg->handshake_ms;
   o->halfopen_max = (uint32_t)cfg->halfopen_max;
