@@ -1029,6 +1029,27 @@ static bool lc_poll(const hostd_config_t *cfg) {
   return spin_host();
 }
 
+/* The CPU tallyd may spend polling, as resolved (docs/lc-path.md): an
+ * operator sees what a busy or an idle tenant costs without reading the
+ * rules. */
+static void log_spins(const hostd_server_t *s, const hostd_config_t *cfg) {
+  int32_t loop = loop_spin_us(cfg);
+  const char *e = getenv("TALLY_WIRE_SPIN_US");
+  char l[96];
+  if (loop > 0)
+    snprintf(l, sizeof(l), "%d us", (int)loop);
+  else if (loop == 0 && e && *e) /* wire reads it (at most 1000) */
+    snprintf(l, sizeof(l), "TALLY_WIRE_SPIN_US=%.16s us", e);
+  else
+    snprintf(l, sizeof(l), "never");
+  hostd__log(HOSTD_LOG_INFO,
+             "polling: the loop after traffic %s; a worker after its tenant's last request %d us; "
+             "a latency-critical tenant's loop and worker %s (%ld CPUs online)",
+             l, (int)(s->spin_ns / 1000u),
+             s->lc_poll ? "without end while it is connected" : "the same",
+             sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 /* What must hold before tallyd listens (hostd.h: config checks): a token
  * where one is needed, a private state folder, the socket's folder.  The
  * reasons go to the log.  0 or a negative errno. */
@@ -1250,6 +1271,7 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   hostd__log(HOSTD_LOG_INFO, "serving %s (%s backend) on%s%s%s%s (port %d)", hostd__snapshot.name,
              hostd__gpu.name, cfg->unix_path[0] ? " unix:" : "", cfg->unix_path,
              cfg->tcp_addr[0] ? " tcp:" : "", cfg->tcp_addr, wire_server_tcp_port(s->ws));
+  log_spins(s, cfg);
   *out = s;
   return 0;
 fail_loop:

@@ -8,11 +8,13 @@
 #   2. --log-level info: no such line
 #   3. --log-level debug: a memset outside the tenant's memory is named with
 #      its address and size and the tenant's range below it
+#   4. the start-up line says how long the loop and a worker poll, as given
+#      or as resolved by default (none on a host of fewer than 4 CPUs)
 # Prints TAP.  Tenants are guest-tenant-helper under tally-run; "fault"
 # launches the recording device's faulting kernel, so its synchronisation
 # is answered with an error.
 B=${TALLY_BUILDDIR:-.}
-echo "1..3"
+echo "1..4"
 tmp=$(mktemp -d /tmp/tally-log-XXXXXX)
 daemon=
 cleanup() {
@@ -63,3 +65,22 @@ debug_names_stray_ranges() {
 }
 check "--log-level debug names a memset outside the tenant's memory and the range below it" \
   debug_names_stray_ranges
+polling_is_named() {
+  start_daemon --spin-us 200 --worker-spin-us 300 --lc-poll no ||
+    { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
+  stop_daemon
+  grep -q "polling: the loop after traffic 200 us; a worker after its tenant's last request 300 us; a latency-critical tenant's loop and worker the same" \
+    "$tmp/daemon.log" || { echo "flags not named:"; cat "$tmp/daemon.log"; return 1; }
+  start_daemon || { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
+  stop_daemon
+  if [ "$(getconf _NPROCESSORS_ONLN)" -ge 4 ]; then
+    want="the loop after traffic 1000 us; a worker after its tenant's last request 1000 us; a latency-critical tenant's loop and worker without end"
+  else
+    want="the loop after traffic never; a worker after its tenant's last request 0 us; a latency-critical tenant's loop and worker the same"
+  fi
+  [ -n "${TALLY_WIRE_SPIN_US:-}" ] && want="a worker after its tenant's last request"
+  grep -q "polling: .*$want" "$tmp/daemon.log" ||
+    { echo "defaults not named ($want):"; cat "$tmp/daemon.log"; return 1; }
+}
+check "the start-up line names the loop's and a worker's polling, given or by default" \
+  polling_is_named
