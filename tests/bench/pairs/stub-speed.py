@@ -6,7 +6,8 @@ Writes 100 requests `req,arrival_ns,start_ns,end_ns` whose times depend on
 where it runs (TALLY_HOST: none 1.0 ms, unix: 1.1 ms, tcp: 1.2 ms; every
 tenth twice as long; with TALLY_GEMM_SPLIT=0 all of them 1.1 times shorter),
 so the harness's ratios are known: 1.100 and 1.200, and 1.100 for a run
-against its +nosplit twin.
+against its +nosplit twin.  It prints where it ran, the split setting, the
+class tally-run gave it (TALLY_PRIORITY) and its hops file.
 """
 import os
 import sys
@@ -23,4 +24,5 @@ with open(sys.argv[1], "w") as f:
         d = base * (2 if i % 10 == 9 else 1)
         f.write(f"{i},0,{t + i * 10**7},{t + i * 10**7 + int(d)}\n")
 print("stub-speed:", host or "native", "split", os.environ.get("TALLY_GEMM_SPLIT", "default"),
-      "for", sys.argv[2], "s", "hops", os.path.basename(os.environ.get("TALLY_HOPS", "none")))
+      "for", sys.argv[2], "s", "hops", os.path.basename(os.environ.get("TALLY_HOPS", "none")),
+      "class", os.environ.get("TALLY_PRIORITY", "none"))

@@ -9,9 +9,9 @@
 # GPU coverage.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..4"
+echo "1..5"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2 3 4; do echo "ok $i # SKIP python3 not found"; done
+  for i in 1 2 3 4 5; do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-fw-speed-XXXXXX)
@@ -50,6 +50,20 @@ nosplit_run() {
 }
 check "+nosplit twins, --against and --no-native: the interposer's cost split against whole" nosplit_run
 
+class_run() {
+  d=$tmp/cls
+  fs --stub --workloads bert-graph,gpt2-train --transports shm,shm+be,tcp+nosplit+lc \
+    --no-native --against shm --rounds 1 --seconds 1 --out "$d" || return 1
+  cat "$d/speed.md"
+  grep -q 'class latency-critical' "$d/raw/round-1/bert-graph/shm/out.txt" &&
+    grep -q 'class best-effort' "$d/raw/round-1/bert-graph/shm+be/out.txt" &&
+    grep -q 'class best-effort' "$d/raw/round-1/gpt2-train/shm/out.txt" &&
+    grep -q 'tcp://.* split 0 .* class latency-critical' \
+      "$d/raw/round-1/gpt2-train/tcp+nosplit+lc/out.txt" &&
+    grep -q '^| bert-graph | shm+be | 1 of 1 | 1.100 | 2.200 | 1.000 (1.000-1.000) |' "$d/speed.md"
+}
+check "+lc and +be run a workload's tenant in the other class, beside its own" class_run
+
 hops_run() {
   d=$tmp/hops
   fs --stub --workloads bert-graph --transports shm --rounds 2 --seconds 1 --hops --out "$d" ||
@@ -70,6 +84,10 @@ bad_args() {
   ! fs --stub --workloads nope --out "$tmp/b1" 2>"$tmp/b1.err" &&
     grep -q 'unknown workload or transport nope' "$tmp/b1.err" && [ ! -d "$tmp/b1" ] &&
     ! fs --stub --rounds 0 --out "$tmp/b2" 2>/dev/null && [ ! -d "$tmp/b2" ] &&
+    ! fs --stub --transports shm+lc+be --out "$tmp/b4" 2>"$tmp/b4.err" &&
+    grep -q 'unknown workload or transport shm+lc+be' "$tmp/b4.err" && [ ! -d "$tmp/b4" ] &&
+    ! fs --stub --transports shm+nosplit+nosplit,udp --out "$tmp/b5" 2>/dev/null &&
+    [ ! -d "$tmp/b5" ] &&
     ! fs --stub --no-native --out "$tmp/b3" 2>"$tmp/b3.err" &&
     grep -q -- '--against native: not among the runs' "$tmp/b3.err" && [ ! -d "$tmp/b3" ] &&
     fs --help | grep -q -- '--transports' && fs --version | grep -q '^fw-speed (tally) '
