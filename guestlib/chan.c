@@ -84,11 +84,21 @@ static long connect_wait_ms(void) {
 #define LC_SPIN_DEFAULT_US 2000
 #define LC_SPIN_MAX_US     1000000
 #define LC_MIN_CPUS        4
+static bool big_host(void) {
+  return sysconf(_SC_NPROCESSORS_ONLN) >= LC_MIN_CPUS;
+}
+
+/* A reply spin in wire's terms (0 = the transport's rule, < 0 = never) from
+ * the environment's NAME (us, 0 = never), else dflt_us on a host of 4 or
+ * more CPUs, else the transport's rule. */
+static int32_t reply_spin(const char *name, long dflt_us) {
+  long spin = guest__env_long(name, big_host() ? dflt_us : -1, LC_SPIN_MAX_US);
+  return spin < 0 ? 0 : spin == 0 ? -1 : (int32_t)spin;
+}
+
 static void lc_opts(wire_conn_opts_t *o) {
-  bool big = sysconf(_SC_NPROCESSORS_ONLN) >= LC_MIN_CPUS;
-  long spin = guest__env_long("TALLY_LC_SPIN_US", big ? LC_SPIN_DEFAULT_US : -1, LC_SPIN_MAX_US);
-  o->spin_us = spin < 0 ? 0 : spin == 0 ? -1 : (int32_t)spin; /* wire: 0 auto, < 0 never */
-  long now = guest__env_long("TALLY_LC_POST_NOW", big ? 2 : 0, 2);
+  o->spin_us = reply_spin("TALLY_LC_SPIN_US", LC_SPIN_DEFAULT_US);
+  long now = guest__env_long("TALLY_LC_POST_NOW", big_host() ? 2 : 0, 2);
   o->post_now = now >= 1;
   o->post_after_reply = now >= 2;
   o->busy_poll_us = 50;
@@ -102,9 +112,7 @@ static void lc_opts(wire_conn_opts_t *o) {
  * tenant's own CPU and only while it waits for an answer. */
 #define BE_SPIN_DEFAULT_US 1000
 static void be_opts(wire_conn_opts_t *o) {
-  bool big = sysconf(_SC_NPROCESSORS_ONLN) >= LC_MIN_CPUS;
-  long spin = guest__env_long("TALLY_BE_SPIN_US", big ? BE_SPIN_DEFAULT_US : -1, LC_SPIN_MAX_US);
-  o->spin_us = spin < 0 ? 0 : spin == 0 ? -1 : (int32_t)spin; /* wire: 0 auto, < 0 never */
+  o->spin_us = reply_spin("TALLY_BE_SPIN_US", BE_SPIN_DEFAULT_US);
 }
 
 /* TALLY_HOPS: the calls' hand-off times reach the file when the process
