@@ -254,10 +254,18 @@ GUEST_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUm
   return get_global(dptr, bytes, (uint64_t)(uintptr_t)mod, MODULE_KIND_MODULE, name);
 }
 
+/* Lazy unless the application's environment says CUDA_MODULE_LOADING=EAGER,
+ * as the driver answers.  cudart asks at start: told eager, it loads every
+ * fatbin it registered (445 libraries for `import torch` on the H200, each a
+ * MODULE_LOAD round trip and a library load in tallyd: seconds per tenant);
+ * told lazy, it loads a fatbin when one of its kernels or variables is
+ * first used, and the daemon's driver loads the kernels themselves lazily
+ * in any case (docs/decisions.md, D15). */
 GUEST_EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) {
+  const char *v = getenv("CUDA_MODULE_LOADING");
   if (!mode)
     return CUDA_ERROR_INVALID_VALUE;
-  *mode = CU_MODULE_EAGER_LOADING;
+  *mode = v && strcmp(v, "EAGER") == 0 ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
   return CUDA_SUCCESS;
 }
 

@@ -33,11 +33,34 @@ static void unversioned_name_loads_the_guest(void **state) {
   dlclose(h);
 }
 
+/* cudart asks at start and loads every registered fatbin when told eager:
+ * the guest answers lazy, as the driver does, unless the application's
+ * environment asks for eager loading. */
+static void loading_mode_follows_the_environment(void **state) {
+  CUresult (*f)(CUmoduleLoadingMode *) =
+      (CUresult(*)(CUmoduleLoadingMode *))dlsym(lib, "cuModuleGetLoadingMode");
+  CUmoduleLoadingMode m = (CUmoduleLoadingMode)0;
+  (void)state;
+  assert_non_null(f);
+  unsetenv("CUDA_MODULE_LOADING");
+  assert_int_equal(f(&m), CUDA_SUCCESS);
+  assert_int_equal(m, CU_MODULE_LAZY_LOADING);
+  setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  assert_int_equal(f(&m), CUDA_SUCCESS);
+  assert_int_equal(m, CU_MODULE_EAGER_LOADING);
+  setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+  assert_int_equal(f(&m), CUDA_SUCCESS);
+  assert_int_equal(m, CU_MODULE_LAZY_LOADING);
+  unsetenv("CUDA_MODULE_LOADING");
+  assert_int_equal(f(NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(driver_version_is_13_0),
       cmocka_unit_test(internal_symbols_are_hidden),
       cmocka_unit_test(unversioned_name_loads_the_guest),
+      cmocka_unit_test(loading_mode_follows_the_environment),
   };
   return cmocka_run_group_tests_name("guest-entry", tests, gdl_load, gdl_unload);
 }
