@@ -256,11 +256,11 @@ GUEST_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUm
 
 /* Lazy unless the application's environment says CUDA_MODULE_LOADING=EAGER,
  * as the driver answers.  cudart asks at start: told eager, it loads every
- * fatbin it registered (445 libraries for `import torch` on the H200, each a
- * MODULE_LOAD round trip and a library load in tallyd: seconds per tenant);
- * told lazy, it loads a fatbin when one of its kernels or variables is
- * first used, and the daemon's driver loads the kernels themselves lazily
- * in any case (docs/decisions.md, D15). */
+ * fatbin it registered (445 libraries at PyTorch's first CUDA call, each a
+ * MODULE_LOAD round trip and a library load in tallyd: about 4.8 s of the
+ * tenant's start on the H200); told lazy, it loads a fatbin when one of its
+ * kernels or variables is first used (2 loads there).  docs/decisions.md,
+ * D11. */
 GUEST_EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) {
   const char *v = getenv("CUDA_MODULE_LOADING");
   if (!mode)
