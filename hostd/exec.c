@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct exec {
   hostd_tenant_t *t;
@@ -398,7 +399,8 @@ static int func_rec(void *arg, const hostd_func_info_t *f) {
 /* Writes the MODULE_LOAD / LIBRARY_MODULE reply of module h (its handle,
  * its functions) and registers every function handle as the tenant's.  On
  * failure the caller forgets the functions registered so far. */
-static CUresult describe_functions(exec_t *x, uint64_t h, int kind, uint64_t content_id) {
+static CUresult describe_functions(exec_t *x, uint64_t h, int kind, uint64_t content_id,
+                                   uint32_t *nfunc) {
   funcs_ctx_t c = {x, h, content_id, 0, false, {NULL, 0, 0, 0}};
   call_module_load_rep_t rep;
   call_view_t tails[CALL_TAILS_MAX];
@@ -417,13 +419,25 @@ static CUresult describe_functions(exec_t *x, uint64_t h, int kind, uint64_t con
   memset(&rep, 0, sizeof(rep));
   rep.module = h;
   rep.nfunc = c.n;
+  if (nfunc)
+    *nfunc = c.n;
   rep.funcs = (call_view_t){x->out->data + at + CALL_MODULE_LOAD_REP_FIXED,
                             x->out->len - at - CALL_MODULE_LOAD_REP_FIXED};
   return call_module_load_rep_encode(&rep, x->out->data + at, tails) < 0 ? CUDA_ERROR_OUT_OF_MEMORY
                                                                          : CUDA_SUCCESS;
 }
 
+/* Microseconds of CLOCK_MONOTONIC, for the debug log's timings. */
+static uint64_t mono_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static CUresult exec_module_load(exec_t *x, const call_module_load_req_t *q) {
+  bool timed = hostd__log_level >= HOSTD_LOG_DEBUG;
+  uint64_t t0 = timed ? mono_us() : 0, t1 = 0;
+  uint32_t nfunc = 0;
   const void *img;
   uint64_t h = 0;
   size_t len;
@@ -439,12 +453,21 @@ static CUresult exec_module_load(exec_t *x, const call_module_load_req_t *q) {
   r = hostd__gpu.module_load(&h, (int)q->kind, img, len);
   if (r != CUDA_SUCCESS)
     return r;
+  if (timed)
+    t1 = mono_us();
   if (u64map_put(&x->t->modules, h, q->kind) != 0) {
     (void)hostd__gpu.module_unload(h, (int)q->kind);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  r = u64map_put(&x->t->modids, h, q->id) != 0 ? CUDA_ERROR_OUT_OF_MEMORY
-                                                : describe_functions(x, h, (int)q->kind, q->id);
+  r = u64map_put(&x->t->modids, h, q->id) != 0
+          ? CUDA_ERROR_OUT_OF_MEMORY
+          : describe_functions(x, h, (int)q->kind, q->id, &nfunc);
+  if (timed) /* where a tenant's module loads spend their time */
+    hostd__log(HOSTD_LOG_DEBUG,
+               "tenant %u: %s %016llx (%zu bytes): %u functions; loaded in %llu us, described in "
+               "%llu us",
+               x->t->id, q->kind == KIND_LIBRARY ? "library" : "module", (unsigned long long)q->id,
+               len, nfunc, (unsigned long long)(t1 - t0), (unsigned long long)(mono_us() - t1));
   if (r != CUDA_SUCCESS) {
     hostd__module_forget(x->t, h);
     u64map_del(&x->t->modules, h);
@@ -506,7 +529,7 @@ static CUresult exec_library_module(exec_t *x, const call_library_module_req_t *
     return CUDA_ERROR_INVALID_HANDLE;
   (void)u64map_get(&t->modids, q->library, &cid);
   if (u64map_get(&t->views, q->library, &mod))
-    return describe_functions(x, mod, KIND_MODULE, cid); /* asked before: the same view */
+    return describe_functions(x, mod, KIND_MODULE, cid, NULL); /* asked before: the same view */
   r = hostd__gpu.library_module(q->library, &mod);
   if (r != CUDA_SUCCESS)
     return r;
@@ -514,7 +537,7 @@ static CUresult exec_library_module(exec_t *x, const call_library_module_req_t *
     u64map_del(&t->views, q->library);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  r = describe_functions(x, mod, KIND_MODULE, cid);
+  r = describe_functions(x, mod, KIND_MODULE, cid, NULL);
   if (r != CUDA_SUCCESS) {
     hostd__module_forget(t, mod);
     u64map_del(&t->modules, mod);

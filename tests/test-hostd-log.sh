@@ -10,11 +10,13 @@
 #      its address and size and the tenant's range below it
 #   4. the start-up line says how long the loop and a worker poll, as given
 #      or as resolved by default (none on a host of fewer than 4 CPUs)
+#   5. --log-level debug: each module load is named with its size, its
+#      function count and how long the load and the description took
 # Prints TAP.  Tenants are guest-tenant-helper under tally-run; "fault"
 # launches the recording device's faulting kernel, so its synchronisation
 # is answered with an error.
 B=${TALLY_BUILDDIR:-.}
-echo "1..4"
+echo "1..5"
 tmp=$(mktemp -d /tmp/tally-log-XXXXXX)
 daemon=
 cleanup() {
@@ -84,3 +86,10 @@ polling_is_named() {
 }
 check "the start-up line names the loop's and a worker's polling, given or by default" \
   polling_is_named
+module_loads_are_timed() {
+  run_fault debug || return 1
+  grep -Eq "tenant [0-9]+: module [0-9a-f]{16} \(23 bytes\): 1 functions; loaded in [0-9]+ us, described in [0-9]+ us" \
+    "$tmp/daemon.log" || { echo "no module load line:"; cat "$tmp/daemon.log"; return 1; }
+}
+check "--log-level debug times each module load (load, description, function count)" \
+  module_loads_are_timed
