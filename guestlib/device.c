@@ -82,9 +82,13 @@ GUEST_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
   return r;
 }
 
+/* Attributes run from 1 to CU_DEVICE_ATTRIBUTE_MAX - 1; the driver refuses
+ * the rest with CUDA_ERROR_INVALID_VALUE (the H200's driver did, for 148 to
+ * 159), though the snapshot has room beyond them. */
+_Static_assert(CU_DEVICE_ATTRIBUTE_MAX <= CALL_ATTR_MAX, "snapshot attributes (wire/call.h)");
 GUEST_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
   const call_snapshot_t *d = dev_of(dev);
-  if (!pi || (int)attrib < 0 || (int)attrib >= CALL_ATTR_MAX)
+  if (!pi || (int)attrib < 1 || (int)attrib >= CU_DEVICE_ATTRIBUTE_MAX)
     return CUDA_ERROR_INVALID_VALUE;
   if (!d)
     return guest__g.inited ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;

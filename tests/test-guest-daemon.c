@@ -79,6 +79,22 @@ static void init_gives_the_daemons_device_snapshot(void **state) {
   assert_int_equal(cuInit(0), CUDA_SUCCESS); /* a second cuInit is a no-op */
 }
 
+/* Attribute numbers outside 1..CU_DEVICE_ATTRIBUTE_MAX - 1 are refused, as
+ * the driver refuses them, though the snapshot has room beyond. */
+static void unknown_device_attributes_are_refused(void **state) {
+  int v = 7;
+  (void)state;
+  assert_int_equal(cuDeviceGetAttribute(&v, (CUdevice_attribute)0, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuDeviceGetAttribute(&v, (CUdevice_attribute)(CALL_ATTR_MAX - 1), 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuDeviceGetAttribute(&v, (CUdevice_attribute)-1, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(v, 7);
+  assert_int_equal(
+      cuDeviceGetAttribute(&v, (CUdevice_attribute)(CU_DEVICE_ATTRIBUTE_MAX - 1), 0),
+      CUDA_SUCCESS);
+}
+
 static void local_queries_never_cross_the_wire(void **state) {
   unsigned long before = ops_total();
   CUcontext c;
@@ -1178,6 +1194,7 @@ static void sticky_fault_loses_every_tenant_and_asks_new_ones_to_retry(void **st
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(init_gives_the_daemons_device_snapshot),
+      cmocka_unit_test(unknown_device_attributes_are_refused),
       cmocka_unit_test(local_queries_never_cross_the_wire),
       cmocka_unit_test(copies_move_bytes_through_the_daemon),
       cmocka_unit_test(large_copy_is_chunked_and_intact),
