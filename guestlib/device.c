@@ -175,6 +175,32 @@ GUEST_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice pee
 
 /* ---- occupancy ---- */
 
+/* f's record with the attributes occupancy reads.  A function may come
+ * without some (a library's kernels are described without attributes, a
+ * lazily loaded module function lacks those that need its load): each
+ * missing one is asked once through cuFuncGetAttribute (FUNC_ATTR; tallyd
+ * loads the function) and kept.  NULL with *r set when f is unknown or an
+ * answer failed. */
+static const guest_func_t *occupancy_func(CUfunction f, CUresult *r) {
+  static const CUfunction_attribute need[] = {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                              CU_FUNC_ATTRIBUTE_NUM_REGS,
+                                              CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES};
+  uint64_t h = (uint64_t)(uintptr_t)f;
+  const guest_func_t *fn = guest__func_find(h);
+  *r = CUDA_ERROR_INVALID_HANDLE;
+  if (!fn)
+    return NULL;
+  for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+    int v;
+    if (fn->attr_valid & (1u << need[i]))
+      continue;
+    if ((*r = cuFuncGetAttribute(&v, need[i], f)) != CUDA_SUCCESS)
+      return NULL;
+  }
+  *r = CUDA_SUCCESS;
+  return fn;
+}
+
 static int occupancy(const guest_func_t *f, int device, int block, size_t dyn_smem) {
   const call_snapshot_t *d = dev_of(device);
   int warp, warps, by_threads, by_blocks, by_regs, by_smem, n;
@@ -209,12 +235,13 @@ GUEST_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *
                                                                            int block,
                                                                            size_t dyn_smem,
                                                                            unsigned int flags) {
-  const guest_func_t *fn = guest__func_find((uint64_t)(uintptr_t)f);
+  const guest_func_t *fn;
+  CUresult r;
   (void)flags;
   if (!num || block <= 0)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!fn)
-    return CUDA_ERROR_INVALID_HANDLE;
+  if (!(fn = occupancy_func(f, &r)))
+    return r;
   if (block > fn->attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK]) {
     *num = 0;
     return CUDA_SUCCESS;
@@ -233,14 +260,17 @@ GUEST_EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *min_grid, i
                                                                 CUoccupancyB2DSize smem_of_block,
                                                                 size_t dyn_smem, int limit,
                                                                 unsigned int flags) {
-  const guest_func_t *fn = guest__func_find((uint64_t)(uintptr_t)f);
+  const guest_func_t *fn;
   const call_snapshot_t *d = dev_of(guest__cur_device());
   int best_block = 0, best_active = -1, max_block;
+  CUresult r;
   (void)flags;
   if (!min_grid || !block_out)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!fn || !d)
+  if (!d)
     return CUDA_ERROR_INVALID_HANDLE;
+  if (!(fn = occupancy_func(f, &r)))
+    return r;
   max_block = fn->attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
   if (limit > 0 && limit < max_block)
     max_block = limit;
@@ -268,13 +298,16 @@ GUEST_EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block
 
 GUEST_EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *out, CUfunction f,
                                                               int nblocks, int block) {
-  const guest_func_t *fn = guest__func_find((uint64_t)(uintptr_t)f);
+  const guest_func_t *fn;
   const call_snapshot_t *d = dev_of(guest__cur_device());
   long per;
+  CUresult r;
   if (!out || nblocks <= 0 || block <= 0)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!fn || !d)
+  if (!d)
     return CUDA_ERROR_INVALID_HANDLE;
+  if (!(fn = occupancy_func(f, &r)))
+    return r;
   per = d->attr[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR] / nblocks - 1024 -
         fn->attr[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
   if (per > d->attr[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN])

@@ -407,7 +407,7 @@ static CUresult cuda_module_unload(uint64_t h, int kind) {
 }
 
 /* Describes one function or kernel and hands it to cb. */
-static CUresult describe(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
+static CUresult describe(uint64_t h, int kind, bool attrs, hostd_func_cb cb, void *arg) {
   hostd_func_info_t fi;
   uint32_t off[CALL_MAX_PARAMS], size[CALL_MAX_PARAMS];
   const char *name = NULL;
@@ -430,7 +430,7 @@ static CUresult describe(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
     size[i] = (uint32_t)s;
     fi.nparams = i + 1;
   }
-  for (int a = 0; a < CALL_FUNC_ATTRS; a++) {
+  for (int a = 0; attrs && a < CALL_FUNC_ATTRS; a++) {
     int v = 0;
     CUresult ra =
         kind == 0
@@ -446,7 +446,8 @@ static CUresult describe(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
   return cb(arg, &fi) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
-static CUresult cuda_module_functions(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
+static CUresult cuda_module_functions(uint64_t h, int kind, bool attrs, hostd_func_cb cb,
+                                      void *arg) {
   unsigned int n = 0;
   void **list;
   CUresult r;
@@ -461,7 +462,7 @@ static CUresult cuda_module_functions(uint64_t h, int kind, hostd_func_cb cb, vo
   r = kind == 0 ? D.cuModuleEnumerateFunctions((CUfunction *)list, n, (CUmodule)(uintptr_t)h)
                 : D.cuLibraryEnumerateKernels((CUkernel *)list, n, (CUlibrary)(uintptr_t)h);
   for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++)
-    r = describe((uint64_t)(uintptr_t)list[i], kind, cb, arg);
+    r = describe((uint64_t)(uintptr_t)list[i], kind, attrs, cb, arg);
   free(list);
   return r;
 }

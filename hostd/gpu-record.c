@@ -1182,7 +1182,8 @@ static CUresult rec_library_module(uint64_t lib, uint64_t *mod) {
   return CUDA_SUCCESS;
 }
 
-static CUresult rec_module_functions(uint64_t h, int kind, hostd_func_cb cb, void *arg) {
+static CUresult rec_module_functions(uint64_t h, int kind, bool attrs, hostd_func_cb cb,
+                                     void *arg) {
   LIVE(h);
   rec_module_t *m = module_of(h);
   (void)kind;
@@ -1197,7 +1198,7 @@ static CUresult rec_module_functions(uint64_t h, int kind, hostd_func_cb cb, voi
     fi.off = m->k[i].off;
     fi.size = m->k[i].size;
     pthread_mutex_lock(&lock);
-    for (int a = 0; a < CALL_FUNC_ATTRS; a++)
+    for (int a = 0; attrs && a < CALL_FUNC_ATTRS; a++)
       if (m->k[i].loaded || !needs_load(a)) {
         fi.attr[a] = m->k[i].attr[a];
         fi.attr_valid |= 1u << a;

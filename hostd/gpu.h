@@ -18,6 +18,7 @@
 #define TALLY_HOSTD_GPU_H
 
 #include <cuda.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -108,8 +109,9 @@ typedef struct hostd_gpu_ops {
   CUresult (*module_load)(uint64_t *h, int kind, const void *image, size_t len);
   CUresult (*module_unload)(uint64_t h, int kind);
   /* Calls cb for every function; a non-zero cb return stops and is returned
-   * as CUDA_ERROR_OUT_OF_MEMORY. */
-  CUresult (*module_functions)(uint64_t h, int kind, hostd_func_cb cb, void *arg);
+   * as CUDA_ERROR_OUT_OF_MEMORY.  With attrs false no attribute is asked
+   * (attr_valid 0): asking a library kernel's attributes loads it. */
+  CUresult (*module_functions)(uint64_t h, int kind, bool attrs, hostd_func_cb cb, void *arg);
   CUresult (*module_global)(uint64_t h, int kind, const char *name, uint64_t *p, uint64_t *size);
   /* The module view of a library (cuLibraryGetModule); owned by the library. */
   CUresult (*library_module)(uint64_t lib, uint64_t *mod);

@@ -358,7 +358,7 @@ static int publish(var_set_t *s, const void *image, size_t len, uint64_t gen) {
   uint64_t mod = 0;
   CUresult r = hostd__gpu.module_load(&mod, 0, image, len);
   if (r == CUDA_SUCCESS)
-    r = hostd__gpu.module_functions(mod, 0, collect_fn, &c);
+    r = hostd__gpu.module_functions(mod, 0, false, collect_fn, &c);
   if (r != CUDA_SUCCESS || c.nk == 0) {
     hostd__log(HOSTD_LOG_WARN, "variants: module %016" PRIx64 ": the compiled variants %s (%d)",
                s->cid, r == CUDA_SUCCESS ? "hold no variant function" : "do not load", (int)r);

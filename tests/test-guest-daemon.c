@@ -478,6 +478,58 @@ static void library_kernels_and_module_view(void **state) {
   assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
 }
 
+/* A library's kernels come without attributes (describing them would load
+ * them); a module's function without those that need its load.  Occupancy
+ * asks for the three it reads, once each, and then answers locally; the
+ * recording device's kernels: 32 registers, 1024 threads, no static shared
+ * memory, so 256-thread blocks fit 8 to an SM (2048 threads, 65536 regs). */
+static void occupancy_asks_for_the_attributes_it_lacks(void **state) {
+  CUlibrary lib;
+  CUkernel k;
+  CUmodule m;
+  CUfunction f;
+  int n = -1, v = -1, grid = 0, block = 0;
+  unsigned long asked;
+  (void)state;
+  assert_int_equal(cuLibraryLoadData(&lib, module_text, NULL, NULL, 0, NULL, NULL, 0),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLibraryGetKernel(&k, lib, "pair"), CUDA_SUCCESS);
+  asked = ops(CALL_OP_FUNC_ATTR);
+  assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, (CUfunction)k, 256, 0),
+                   CUDA_SUCCESS);
+  assert_int_equal(n, 8);
+  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 3);
+  assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, (CUfunction)k, 256, 0),
+                   CUDA_SUCCESS);
+  assert_int_equal(n, 8);
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, (CUfunction)k),
+                   CUDA_SUCCESS);
+  assert_int_equal(v, 32);
+  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 3); /* all kept */
+  /* Another attribute of the library kernel: one request. */
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_BINARY_VERSION, (CUfunction)k),
+                   CUDA_SUCCESS);
+  assert_int_equal(v, 90);
+  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 4);
+  assert_int_equal(cuLibraryUnload(lib), CUDA_SUCCESS);
+
+  /* A module's function lacks only its thread limit before its load. */
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "pair"), CUDA_SUCCESS);
+  asked = ops(CALL_OP_FUNC_ATTR);
+  assert_int_equal(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 0), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 1);
+  assert_true(block >= 32 && block <= 1024);
+  assert_int_equal(grid % 132, 0); /* whole waves of the 132 SMs */
+  assert_true(grid > 0);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  /* An unknown function is refused before anything is asked. */
+  asked = ops(CALL_OP_FUNC_ATTR);
+  assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, (CUfunction)0xf00d0, 256, 0),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked);
+}
+
 static void function_attributes_local_and_remote(void **state) {
   CUmodule m;
   CUfunction f;
@@ -1212,6 +1264,7 @@ int main(void) {
       cmocka_unit_test(module_globals_are_copyable_by_their_tenant),
       cmocka_unit_test(library_kernels_and_module_view),
       cmocka_unit_test(function_attributes_local_and_remote),
+      cmocka_unit_test(occupancy_asks_for_the_attributes_it_lacks),
       cmocka_unit_test(cluster_occupancy_crosses_the_wire_once),
       cmocka_unit_test(context_table_object_and_value_come_from_the_daemon),
       cmocka_unit_test(tally_table_gives_budget_and_class),
