@@ -412,7 +412,7 @@ static CUresult describe_functions(exec_t *x, uint64_t h, int kind, uint64_t con
   x->out->len += CALL_MODULE_LOAD_REP_FIXED; /* filled below */
   /* A library's kernels are described without their attributes, which the
    * guest asks (FUNC_ATTR) when it needs them.  With them, describing took
-   * 60-130 us a kernel on the H200 (0.3 s for a GPT-2 tenant's 4883; a
+   * 60-140 us a kernel on the H200 (0.3 s for a GPT-2 tenant's 4883; a
    * name and a parameter layout are a few driver calls), consistent with
    * cuKernelGetAttribute, which names a device, loading each kernel: the
    * work lazy loading exists to avoid.  A module's functions answer what
