@@ -74,7 +74,7 @@ static int setup(void **state) {
   if (hostd__sched_parse_policy(&cfg, "tally") != 0 || hostd__sched_init(&cfg) != 0)
     return -1;
   if (hostd__gpu.module_load(&mod, 0, img, sizeof(img) - 1) != CUDA_SUCCESS ||
-      hostd__gpu.module_functions(mod, 0, first_func, &fill) != CUDA_SUCCESS)
+      hostd__gpu.module_functions(mod, 0, false, first_func, &fill) != CUDA_SUCCESS)
     return -1;
   return 0;
 }

@@ -77,7 +77,7 @@ static int setup(void **st) {
   cid = XXH3_64bits(ptx, sizeof(ptx) - 1);
   if (hostd__modcache_put(cid, ptx, sizeof(ptx) - 1) != 0 ||
       hostd__gpu.module_load(&mod, 0, ptx, sizeof(ptx) - 1) != CUDA_SUCCESS ||
-      hostd__gpu.module_functions(mod, 0, ok_func, &ok_f) != CUDA_SUCCESS || !ok_f)
+      hostd__gpu.module_functions(mod, 0, false, ok_func, &ok_f) != CUDA_SUCCESS || !ok_f)
     return -1;
   hostd__sched_set_clock(vnow);
   return 0;
