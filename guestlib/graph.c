@@ -576,6 +576,38 @@ GUEST_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *pn, CUgraph g, const CUgrap
   return add_generic(pn, g, deps, n, p);
 }
 
+/* The graph as tallyd's driver prints it (GRAPH_DOT), written to path here:
+ * the application's file is on the application's host.  A file that cannot
+ * be written is CUDA_ERROR_OPERATING_SYSTEM, as the driver answers. */
+GUEST_EXPORT CUresult cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned int flags) {
+  call_graph_dot_req_t q = {.graph = H(g), .flags = flags};
+  call_graph_dot_rep_t a;
+  void *rep = NULL;
+  size_t len = 0;
+  CUresult rc = guest__ready();
+  FILE *f;
+  int err;
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (!path || !g)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((err = guest__call(CALL_OP_GRAPH_DOT, 0, &q, &rc, NULL, 0, &len, &rep)) != 0)
+    return guest__cu_error(err);
+  if (rc == CUDA_SUCCESS && call_graph_dot_rep_decode(rep, len, &a, NULL) != 0)
+    rc = CUDA_ERROR_UNKNOWN;
+  if (rc == CUDA_SUCCESS) {
+    if (!(f = fopen(path, "w"))) {
+      rc = CUDA_ERROR_OPERATING_SYSTEM;
+    } else {
+      size_t wrote = a.text.len ? fwrite(a.text.p, 1, a.text.len, f) : 0;
+      if (fclose(f) != 0 || wrote != a.text.len)
+        rc = CUDA_ERROR_OPERATING_SYSTEM;
+    }
+  }
+  free(rep);
+  return rc;
+}
+
 /* One GRAPH_NODES page of list which (CALL_GNODES_*, of g or of node):
  * *total, and up to cap nodes from first into out. */
 static CUresult nodes_page(uint32_t which, CUgraph g, CUgraphNode node, uint32_t first,

@@ -311,6 +311,28 @@ CUresult hostd__exec_graph_nodes(hostd_tenant_t *t, wire_buf_t *out,
   return r;
 }
 
+/* cuGraphDebugDotPrint: the text, at most one reply's worth. */
+CUresult hostd__exec_graph_dot(hostd_tenant_t *t, wire_buf_t *out, const call_graph_dot_req_t *q) {
+  call_graph_dot_rep_t rep;
+  char *text = NULL;
+  size_t len = 0;
+  CUresult r;
+  if (!u64map_get(&t->graphs, q->graph, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = hostd__gpu.graph_dot(q->graph, q->flags, &text, &len)) != CUDA_SUCCESS)
+    return r;
+  if (len > CALL_MAX_LEN - 8) {
+    hostd__log(HOSTD_LOG_INFO, "tenant %u: graph %#llx in DOT is %zu bytes, over a reply's %u",
+               t->id, (unsigned long long)q->graph, len, (unsigned)(CALL_MAX_LEN - 8));
+    free(text);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  rep.text = (call_view_t){(const uint8_t *)text, len};
+  r = call_graph_dot_rep_put(&rep, out) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+  free(text);
+  return r;
+}
+
 /* ---- instantiated graphs ---- */
 
 CUresult hostd__exec_graph_instantiate(hostd_tenant_t *t, wire_buf_t *out,

@@ -28,8 +28,10 @@
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Every driver function this backend calls, resolved at init through the
  * driver's own cuGetProcAddress (so each gets the CUDA 13.0 version of its
@@ -143,6 +145,7 @@
   X(cuStreamGetCaptureInfo)                                                                        \
   X(cuThreadExchangeStreamCaptureMode)                                                             \
   X(cuGraphCreate)                                                                                 \
+  X(cuGraphDebugDotPrint)                                                                          \
   X(cuGraphDestroy)                                                                                \
   X(cuGraphAddEmptyNode)                                                                           \
   X(cuGraphAddKernelNode)                                                                          \
@@ -1129,6 +1132,41 @@ static CUresult cuda_graph_nodes(uint64_t g, uint32_t which, uint64_t node, uint
   return r;
 }
 
+/* The driver writes DOT only to a path: a private temporary file, read
+ * back and removed.  CUDA_ERROR_OPERATING_SYSTEM when the file cannot be
+ * made or read. */
+static CUresult cuda_graph_dot(uint64_t g, uint32_t flags, char **text, size_t *len) {
+  const char *dir = getenv("TMPDIR");
+  char path[4096];
+  CUresult r = CUDA_ERROR_OPERATING_SYSTEM;
+  FILE *f = NULL;
+  long n;
+  int fd;
+  *text = NULL;
+  *len = 0;
+  snprintf(path, sizeof(path), "%s/tallyd-graph-XXXXXX", dir && *dir ? dir : "/tmp");
+  if ((fd = mkstemp(path)) < 0)
+    return r;
+  close(fd);
+  if ((r = D.cuGraphDebugDotPrint(G(g), path, flags)) == CUDA_SUCCESS) {
+    r = CUDA_ERROR_OPERATING_SYSTEM;
+    if ((f = fopen(path, "rb")) && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+        fseek(f, 0, SEEK_SET) == 0 && (*text = malloc(n ? (size_t)n : 1)) &&
+        fread(*text, 1, (size_t)n, f) == (size_t)n) {
+      *len = (size_t)n;
+      r = CUDA_SUCCESS;
+    }
+  }
+  if (f)
+    fclose(f);
+  unlink(path);
+  if (r != CUDA_SUCCESS) {
+    free(*text);
+    *text = NULL;
+  }
+  return r;
+}
+
 /* ---- CUDA arrays, texture and surface objects ---- */
 
 #define A(a) ((CUarray)(uintptr_t)(a))
@@ -1324,6 +1362,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_update = cuda_graph_exec_update,
     .graph_exec_kernel = cuda_graph_exec_kernel,
     .graph_nodes = cuda_graph_nodes,
+    .graph_dot = cuda_graph_dot,
     .array_new = cuda_array_new,
     .array_del = cuda_array_del,
     .array_copy = cuda_array_copy,

@@ -2568,6 +2568,40 @@ static CUresult rec_graph_nodes(uint64_t h, uint32_t which, uint64_t node, uint6
   return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A DOT text of g's nodes and edges (not the driver's layout: enough for a
+ * caller to see the shape); flags are ignored. */
+static CUresult rec_graph_dot(uint64_t h, uint32_t flags, char **text, size_t *len) {
+  LIVE(h);
+  rec_graph_t *g;
+  char *buf = NULL;
+  size_t cap = 0;
+  FILE *f;
+  (void)flags;
+  *text = NULL;
+  *len = 0;
+  if (!(f = open_memstream(&buf, &cap)))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&lock);
+  if ((g = rec_find(graphs, h))) {
+    fprintf(f, "digraph \"tally-record %#llx\" {\n", (unsigned long long)h);
+    for (rec_gnode_t *n = g->head; n; n = n->next) {
+      fprintf(f, "  n%#llx [label=\"kind %d\"];\n", (unsigned long long)n->h, (int)n->op.kind);
+      for (size_t k = 0; k < n->ndeps; k++)
+        fprintf(f, "  n%#llx -> n%#llx;\n", (unsigned long long)n->deps[k],
+                (unsigned long long)n->h);
+    }
+    fprintf(f, "}\n");
+  }
+  pthread_mutex_unlock(&lock);
+  if (fclose(f) != 0 || !g) {
+    free(buf);
+    return g ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+  }
+  *text = buf;
+  *len = cap;
+  return CUDA_SUCCESS;
+}
+
 /* ---- CUDA arrays, texture and surface objects ----
  * An array is host memory of width x height x depth elements (rows of
  * width * element bytes; height and depth 0 count as 1); a texture or
@@ -2901,6 +2935,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_update = rec_graph_exec_update,
     .graph_exec_kernel = rec_graph_exec_kernel,
     .graph_nodes = rec_graph_nodes,
+    .graph_dot = rec_graph_dot,
     .array_new = rec_array_new,
     .array_del = rec_array_del,
     .array_copy = rec_array_copy,

@@ -222,6 +222,9 @@ typedef struct hostd_gpu_ops {
    * dependencies or dependents; *total all of them, up to cap into nodes. */
   CUresult (*graph_nodes)(uint64_t g, uint32_t which, uint64_t node, uint64_t *nodes, size_t cap,
                           size_t *total);
+  /* graph_dot: cuGraphDebugDotPrint of g with flags, the text in *text
+   * (malloc'd, *len bytes, the caller frees). */
+  CUresult (*graph_dot)(uint64_t g, uint32_t flags, char **text, size_t *len);
   /* ---- CUDA arrays, texture and surface objects (hostd/exec-array.c) ----
    * array_new: cuArray3DCreate; array_copy: cuMemcpy3DAsync of a box of
    * width bytes x height x depth on s, then a wait for s unless async (a

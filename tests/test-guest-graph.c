@@ -7,7 +7,8 @@
  * memsets captured, end, instantiate, replays) and of an explicit graph
  * (memset and kernel nodes with a dependency, kernel parameters changed in
  * the exec, an update), a capture into a graph the application made
- * (cuStreamBeginCaptureToGraph), checking that the capture status costs no request
+ * (cuStreamBeginCaptureToGraph), a graph printed in DOT (cuGraphDebugDotPrint),
+ * checking that the capture status costs no request
  * while nothing captures, that a replay is one request, and that replayed
  * memory equals what the same work did eagerly.  Never GPU coverage.
  */
@@ -15,7 +16,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -232,6 +236,47 @@ static void explicit_graph_sequence(void **state) {
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* cuGraphDebugDotPrint: tallyd's driver prints the graph and the guest
+ * writes the text to the caller's path (the recording device's DOT names
+ * every node and edge); a bad path or graph is refused as the driver does. */
+static void graph_printed_as_dot(void **state) {
+  CUstream s;
+  CUdeviceptr a;
+  CUgraph g;
+  CUgraphNode ms, ms2;
+  CUDA_MEMSET_NODE_PARAMS mp;
+  char path[] = "/tmp/tally-dot-XXXXXX", text[4096];
+  FILE *f;
+  size_t n;
+  int fd;
+  (void)state;
+  graph_open(&s, &a, &g);
+  memset(&mp, 0, sizeof(mp));
+  mp.dst = a, mp.value = 2, mp.elementSize = 4, mp.width = N, mp.height = 1;
+  assert_int_equal(cuGraphAddMemsetNode(&ms, g, NULL, 0, &mp, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddMemsetNode(&ms2, g, &ms, 1, &mp, NULL), CUDA_SUCCESS);
+  fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(cuGraphDebugDotPrint(g, path, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE), CUDA_SUCCESS);
+  f = fopen(path, "r");
+  assert_non_null(f);
+  n = fread(text, 1, sizeof(text) - 1, f);
+  fclose(f);
+  text[n] = 0;
+  assert_non_null(strstr(text, "digraph"));
+  assert_non_null(strstr(text, "->")); /* the memsets' edge */
+  assert_int_equal(cuGraphDebugDotPrint(g, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphDebugDotPrint((CUgraph)(uintptr_t)0xdead0, path, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphDebugDotPrint(g, "/nonexistent-dir/graph.dot", 0),
+                   CUDA_ERROR_OPERATING_SYSTEM);
+  unlink(path);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* XLA's command buffers capture into a graph of their own: a memset node,
  * then a kernel captured after it with a programmatic edge (kept as a full
  * dependency); edge data that cannot be folded is refused.  The graph's
@@ -370,6 +415,7 @@ int main(void) {
       cmocka_unit_test(sync_during_capture_invalidates),
       cmocka_unit_test(explicit_graph_sequence),
       cmocka_unit_test(capture_to_graph),
+      cmocka_unit_test(graph_printed_as_dot),
       cmocka_unit_test(generic_node_api),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
