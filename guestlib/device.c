@@ -177,9 +177,9 @@ GUEST_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice pee
 
 /* f's record with the attributes occupancy reads.  A function may come
  * without some (a library's kernels are described without attributes, a
- * lazily loaded module function lacks those that need its load): each
- * missing one is asked once through cuFuncGetAttribute (FUNC_ATTR; tallyd
- * loads the function) and kept.  NULL with *r set when f is unknown or an
+ * lazily loaded module function lacks those that need its load): asked
+ * through cuFuncGetAttribute, whose first miss brings every attribute in
+ * one request (FUNC_ATTRS; tallyd loads the function), all kept.  NULL with *r set when f is unknown or an
  * answer failed. */
 static const guest_func_t *occupancy_func(CUfunction f, CUresult *r) {
   static const CUfunction_attribute need[] = {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,

@@ -201,6 +201,8 @@ void guest__module_del(uint64_t h);
  * guest__func_find_mut is for cuFuncSetAttribute (lock held by the table). */
 const guest_func_t *guest__func_find(uint64_t handle);
 void guest__func_set_attr(uint64_t handle, int attr, int32_t value);
+/* The attributes of valid (bit a: attr[a]) that handle does not know yet. */
+void guest__func_learn_attrs(uint64_t handle, uint32_t valid, const int32_t *attr);
 /* True when attribute attr (or, with attr GUEST_FUNC_CACHE, the cache
  * preference) of handle is known to be value already: setting it again is
  * a no-op natively, so it costs no request. */

@@ -424,8 +424,23 @@ GUEST_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfu
     *v = fn->attr[attr];
     return CUDA_SUCCESS;
   }
-  /* Unknown until the host loads the function (or an attribute newer than
-   * this protocol): one round trip, and the answer is kept. */
+  /* Unknown until the host loads the function (a library's kernels come
+   * with none): one round trip brings every attribute, all kept. */
+  if (attr >= 0 && attr < CALL_FUNC_ATTRS) {
+    call_func_attrs_req_t qa = {.func = h};
+    call_func_attrs_rep_t all;
+    memset(&all, 0, sizeof(all));
+    r = guest__rpc(CALL_OP_FUNC_ATTRS, 0, &qa, &all);
+    if (r != CUDA_SUCCESS)
+      return r;
+    guest__func_learn_attrs(h, all.valid, all.attr);
+    if (all.valid & (1u << attr)) {
+      *v = all.attr[attr];
+      return CUDA_SUCCESS;
+    }
+  }
+  /* The driver refused this one in the batch (its own error follows), or
+   * an attribute newer than this protocol: asked alone, and kept. */
   r = guest__rpc(CALL_OP_FUNC_ATTR, 0, &q, &out);
   if (r == CUDA_SUCCESS) {
     *v = out.value;

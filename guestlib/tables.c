@@ -295,6 +295,18 @@ void guest__func_set_attr(uint64_t handle, int attr, int32_t value) {
   pthread_mutex_unlock(&func_lock);
 }
 
+void guest__func_learn_attrs(uint64_t handle, uint32_t valid, const int32_t *attr) {
+  guest_func_t *f;
+  pthread_mutex_lock(&func_lock);
+  if ((f = lookup(handle)))
+    for (int a = 0; a < CALL_FUNC_ATTRS; a++)
+      if ((valid & (1u << a)) && !(f->attr_valid & (1u << a))) {
+        f->attr[a] = attr[a];
+        f->attr_valid |= 1u << a;
+      }
+  pthread_mutex_unlock(&func_lock);
+}
+
 bool guest__func_is(uint64_t handle, int attr, int32_t value) {
   const guest_func_t *f;
   bool same = false;

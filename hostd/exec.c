@@ -411,7 +411,7 @@ static CUresult describe_functions(exec_t *x, uint64_t h, int kind, uint64_t con
     return CUDA_ERROR_OUT_OF_MEMORY;
   x->out->len += CALL_MODULE_LOAD_REP_FIXED; /* filled below */
   /* A library's kernels are described without their attributes, which the
-   * guest asks (FUNC_ATTR) when it needs them.  With them, describing took
+   * guest asks (FUNC_ATTRS) when it needs them.  With them, describing took
    * 60-140 us a kernel on the H200 (0.3 s for a GPT-2 tenant's 4883; a
    * name and a parameter layout are a few driver calls), consistent with
    * cuKernelGetAttribute, which names a device, loading each kernel: the
@@ -570,6 +570,31 @@ static CUresult exec_func_attr(exec_t *x, const call_func_attr_req_t *q) {
   r = hostd__gpu.func_attr(q->func, kind, q->attr, &v);
   PUT_REPLY(func_attr, x, .value = v);
   return r;
+}
+
+/* All attributes at once: the first one a function cannot answer unloaded
+ * loads it (gpu.h), the rest are then a driver call each.  An error only
+ * when none was answered (the first one's). */
+static CUresult exec_func_attrs(exec_t *x, const call_func_attrs_req_t *q) {
+  int kind = func_kind(x->t, q->func);
+  call_func_attrs_rep_t rep;
+  CUresult first = CUDA_SUCCESS;
+  if (kind < 0)
+    return CUDA_ERROR_INVALID_HANDLE;
+  memset(&rep, 0, sizeof(rep));
+  for (int a = 0; a < CALL_FUNC_ATTRS; a++) {
+    int v = 0;
+    CUresult r = hostd__gpu.func_attr(q->func, kind, a, &v);
+    if (r == CUDA_SUCCESS) {
+      rep.attr[a] = v;
+      rep.valid |= 1u << a;
+    } else if (first == CUDA_SUCCESS) {
+      first = r;
+    }
+  }
+  if (!rep.valid)
+    return first;
+  return call_func_attrs_rep_put(&rep, x->out) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
 static CUresult exec_func_set_attr(exec_t *x, const call_func_set_attr_req_t *q) {

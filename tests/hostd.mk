@@ -53,7 +53,7 @@ tests_test_hostd_config_LDADD = hostd/libtallyhostd.a $(POLICY_LIBS) $(TEST_LIBS
 tests_test_hostd_exec_SOURCES = tests/test-hostd-exec.c tests/fuzz/fuzz-hostd-exec.c \
 	tests/hostd-call-harness.h
 tests_test_hostd_exec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHOSTD_FUZZ_NO_ENTRY
-tests_test_hostd_exec_CFLAGS = $(TEST_CFLAGS)
+tests_test_hostd_exec_CFLAGS = $(TEST_CFLAGS) $(XXHASH_CFLAGS)
 tests_test_hostd_exec_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 # Restart after a GPU fault: tallyd-record re-executes itself (shell TAP);
 # its tenants are tests/guest-tenant-helper (guestlib.mk), linked against the

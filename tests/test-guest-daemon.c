@@ -53,6 +53,11 @@ static int teardown(void **state) {
   return gd_stop();
 }
 
+/* Attribute requests of either form (one attribute, or all at once). */
+static unsigned long attr_asks(void) {
+  return ops(CALL_OP_FUNC_ATTR) + ops(CALL_OP_FUNC_ATTRS);
+}
+
 static unsigned long ops_total(void) {
   unsigned long n = 0;
   for (int i = 0; i < CALL_OP_COUNT; i++)
@@ -480,7 +485,8 @@ static void library_kernels_and_module_view(void **state) {
 
 /* A library's kernels come without attributes (describing them would load
  * them); a module's function without those that need its load.  Occupancy
- * asks for the three it reads, once each, and then answers locally; the
+ * asks for what it lacks (one FUNC_ATTRS brings them all) and then answers
+ * locally; the
  * recording device's kernels: 32 registers, 1024 threads, no static shared
  * memory, so 256-thread blocks fit 8 to an SM (2048 threads, 65536 regs). */
 static void occupancy_asks_for_the_attributes_it_lacks(void **state) {
@@ -494,52 +500,51 @@ static void occupancy_asks_for_the_attributes_it_lacks(void **state) {
   assert_int_equal(cuLibraryLoadData(&lib, module_text, NULL, NULL, 0, NULL, NULL, 0),
                    CUDA_SUCCESS);
   assert_int_equal(cuLibraryGetKernel(&k, lib, "pair"), CUDA_SUCCESS);
-  asked = ops(CALL_OP_FUNC_ATTR);
+  asked = attr_asks();
   assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, (CUfunction)k, 256, 0),
                    CUDA_SUCCESS);
   assert_int_equal(n, 8);
-  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 3);
+  assert_int_equal(attr_asks(), asked + 1); /* one FUNC_ATTRS brought them all */
   assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, (CUfunction)k, 256, 0),
                    CUDA_SUCCESS);
   assert_int_equal(n, 8);
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, (CUfunction)k),
                    CUDA_SUCCESS);
   assert_int_equal(v, 32);
-  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 3); /* all kept */
-  /* Another attribute of the library kernel: one request. */
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_BINARY_VERSION, (CUfunction)k),
                    CUDA_SUCCESS);
   assert_int_equal(v, 90);
-  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 4);
+  assert_int_equal(attr_asks(), asked + 1); /* all kept */
   assert_int_equal(cuLibraryUnload(lib), CUDA_SUCCESS);
 
   /* A module's function lacks only its thread limit before its load. */
   assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
   assert_int_equal(cuModuleGetFunction(&f, m, "pair"), CUDA_SUCCESS);
-  asked = ops(CALL_OP_FUNC_ATTR);
+  asked = attr_asks();
   assert_int_equal(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 0), CUDA_SUCCESS);
-  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 1);
+  assert_int_equal(attr_asks(), asked + 1);
   assert_true(block >= 32 && block <= 1024);
   assert_int_equal(grid % 132, 0); /* whole waves of the 132 SMs */
   assert_true(grid > 0);
   assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
   /* An unknown function is refused before anything is asked. */
-  asked = ops(CALL_OP_FUNC_ATTR);
+  asked = attr_asks();
   assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, (CUfunction)0xf00d0, 256, 0),
                    CUDA_ERROR_INVALID_HANDLE);
-  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked);
+  assert_int_equal(attr_asks(), asked);
 }
 
 static void function_attributes_local_and_remote(void **state) {
   CUmodule m;
   CUfunction f;
   int v = -1;
-  unsigned long asked;
+  unsigned long asked, asked_all;
   (void)state;
   assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
   assert_int_equal(cuModuleGetFunction(&f, m, "pair"), CUDA_SUCCESS);
   /* Known at load: answered locally, every CU_FUNC_ATTRIBUTE_* up to 15. */
-  asked = ops(CALL_OP_FUNC_ATTR);
+  asked = attr_asks();
+  asked_all = ops(CALL_OP_FUNC_ATTRS);
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_SUCCESS);
   assert_int_equal(v, 32);
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, f),
@@ -549,16 +554,19 @@ static void function_attributes_local_and_remote(void **state) {
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET, f),
                    CUDA_SUCCESS);
   assert_int_equal(v, 0);
-  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked);
-  /* Needs the (lazily loaded) function: one round trip loads it, then kept. */
+  assert_int_equal(attr_asks(), asked);
+  /* Needs the (lazily loaded) function: one round trip loads it and brings
+   * every attribute, all kept. */
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f),
                    CUDA_SUCCESS);
   assert_int_equal(v, 1024);
-  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 1);
+  assert_int_equal(ops(CALL_OP_FUNC_ATTRS), asked_all + 1);
+  assert_int_equal(attr_asks(), asked + 1);
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f),
                    CUDA_SUCCESS);
   assert_int_equal(v, 1024);
-  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 1);
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, f), CUDA_SUCCESS);
+  assert_int_equal(attr_asks(), asked + 1);
   /* Set forwards and updates the local copy. */
   assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100000),
                    CUDA_SUCCESS);
@@ -566,7 +574,7 @@ static void function_attributes_local_and_remote(void **state) {
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f),
                    CUDA_SUCCESS);
   assert_int_equal(v, 100000);
-  assert_int_equal(ops(CALL_OP_FUNC_ATTR), asked + 1);
+  assert_int_equal(attr_asks(), asked + 1);
   /* The same value again (libraries set it before every launch): no request. */
   asked = ops(CALL_OP_FUNC_SET_ATTR);
   assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100000),

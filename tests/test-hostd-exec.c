@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
@@ -122,6 +123,38 @@ static void unknown_module_id_asks_for_the_bytes(void **state) {
   call_module_load_req_t q = {.id = 0x2211}; /* an id nobody offered, kind 0, no bytes */
   (void)state;
   assert_int_equal(call(t, CALL_OP_MODULE_LOAD, 0, &q, &reply), CUDA_ERROR_FILE_NOT_FOUND);
+  hostd__tenant_free(t);
+  wire_buf_close(&reply);
+}
+
+/* FUNC_ATTRS: a library's kernels are described without attributes; one
+ * request then answers all sixteen (the recording device's kernel: 32
+ * registers, 1024 threads); a handle the tenant does not own is refused. */
+static void function_attributes_all_at_once(void **state) {
+  static const char img[] = "TALLYREC\nkernel pair 4,8\n";
+  wire_buf_t reply = {0};
+  hostd_tenant_t *t = tenant_after_hello(&reply);
+  call_module_load_req_t q = {.kind = 1, .id = XXH3_64bits(img, sizeof(img))};
+  call_module_load_rep_t lr;
+  call_func_t fr;
+  call_func_attrs_req_t aq;
+  call_func_attrs_rep_t ar;
+  size_t used = 0;
+  (void)state;
+  assert_int_equal(hostd__modcache_put(q.id, img, sizeof(img)), 0);
+  assert_int_equal(call(t, CALL_OP_MODULE_LOAD, 0, &q, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MODULE_LOAD, &lr), 0);
+  assert_int_equal(lr.nfunc, 1);
+  assert_int_equal(call_func_decode(lr.funcs.p, lr.funcs.len, &fr, &used, NULL), 0);
+  assert_int_equal(fr.valid, 0); /* a library's kernel: no attribute at load */
+  aq.func = fr.handle;
+  assert_int_equal(call(t, CALL_OP_FUNC_ATTRS, 0, &aq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_FUNC_ATTRS, &ar), 0);
+  assert_int_equal(ar.valid, (1u << CALL_FUNC_ATTRS) - 1);
+  assert_int_equal(ar.attr[CU_FUNC_ATTRIBUTE_NUM_REGS], 32);
+  assert_int_equal(ar.attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK], 1024);
+  aq.func = fr.handle + 0x1000;
+  assert_int_equal(call(t, CALL_OP_FUNC_ATTRS, 0, &aq, &reply), CUDA_ERROR_INVALID_HANDLE);
   hostd__tenant_free(t);
   wire_buf_close(&reply);
 }
@@ -335,6 +368,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(requests_before_hello_are_refused),
       cmocka_unit_test(unknown_module_id_asks_for_the_bytes),
+      cmocka_unit_test(function_attributes_all_at_once),
       cmocka_unit_test(freeing_a_tenant_frees_its_memory),
       cmocka_unit_test(async_error_is_kept_for_the_next_syncpoint),
       cmocka_unit_test(truncated_requests_are_protocol_errors_with_a_reason),
