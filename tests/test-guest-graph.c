@@ -178,6 +178,15 @@ static void graph_open(CUstream *s, CUdeviceptr *a, CUgraph *g) {
   assert_int_equal(cuGraphCreate(g, 0), CUDA_SUCCESS);
 }
 
+/* A node of g that sets the N words at a to 2, after deps. */
+static void add_memset2(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                        CUdeviceptr a) {
+  CUDA_MEMSET_NODE_PARAMS mp;
+  memset(&mp, 0, sizeof(mp));
+  mp.dst = a, mp.value = 2, mp.elementSize = 4, mp.width = N, mp.height = 1;
+  assert_int_equal(cuGraphAddMemsetNode(node, g, deps, ndeps, &mp, NULL), CUDA_SUCCESS);
+}
+
 /* An explicit graph: memset, then a kernel after it; its parameters changed
  * (a posted update, whose error comes back at the next synchronisation). */
 static void explicit_graph_sequence(void **state) {
@@ -189,14 +198,11 @@ static void explicit_graph_sequence(void **state) {
   uint32_t v = 5, got[N];
   uint64_t n = 8;
   void *params[] = {&a, &v, &n};
-  CUDA_MEMSET_NODE_PARAMS mp;
   CUDA_KERNEL_NODE_PARAMS kp;
   CUgraphExecUpdateResultInfo ui;
   (void)state;
   graph_open(&s, &a, &g);
-  memset(&mp, 0, sizeof(mp));
-  mp.dst = a, mp.value = 2, mp.elementSize = 4, mp.width = N, mp.height = 1;
-  assert_int_equal(cuGraphAddMemsetNode(&ms, g, NULL, 0, &mp, NULL), CUDA_SUCCESS);
+  add_memset2(&ms, g, NULL, 0, a);
   memset(&kp, 0, sizeof(kp));
   kp.func = fill, kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
   kp.blockDimX = 32, kp.blockDimY = kp.blockDimZ = 1;
@@ -244,17 +250,14 @@ static void graph_printed_as_dot(void **state) {
   CUdeviceptr a;
   CUgraph g;
   CUgraphNode ms, ms2;
-  CUDA_MEMSET_NODE_PARAMS mp;
   char path[] = "/tmp/tally-dot-XXXXXX", text[4096];
   FILE *f;
   size_t n;
   int fd;
   (void)state;
   graph_open(&s, &a, &g);
-  memset(&mp, 0, sizeof(mp));
-  mp.dst = a, mp.value = 2, mp.elementSize = 4, mp.width = N, mp.height = 1;
-  assert_int_equal(cuGraphAddMemsetNode(&ms, g, NULL, 0, &mp, NULL), CUDA_SUCCESS);
-  assert_int_equal(cuGraphAddMemsetNode(&ms2, g, &ms, 1, &mp, NULL), CUDA_SUCCESS);
+  add_memset2(&ms, g, NULL, 0, a);
+  add_memset2(&ms2, g, &ms, 1, a);
   fd = mkstemp(path);
   assert_true(fd >= 0);
   close(fd);
