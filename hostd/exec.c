@@ -415,8 +415,9 @@ static CUresult describe_functions(exec_t *x, uint64_t h, int kind, uint64_t con
    * 60-140 us a kernel on the H200 (0.3 s for a GPT-2 tenant's 4883; a
    * name and a parameter layout are a few driver calls), consistent with
    * cuKernelGetAttribute, which names a device, loading each kernel: the
-   * work lazy loading exists to avoid.  A module's functions answer what
-   * they can unloaded (CUDA_ERROR_FUNCTION_NOT_LOADED otherwise). */
+   * work lazy loading exists to avoid (docs/decisions.md, D12).  A module's
+   * functions answer what they can unloaded (CUDA_ERROR_FUNCTION_NOT_LOADED
+   * otherwise). */
   r = hostd__gpu.module_functions(h, kind, kind == KIND_MODULE, func_rec, &c);
   wire_buf_close(&c.params);
   if (r == CUDA_SUCCESS && (c.oom || x->out->err))
