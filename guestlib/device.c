@@ -179,8 +179,8 @@ GUEST_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice pee
  * without some (a library's kernels are described without attributes, a
  * lazily loaded module function lacks those that need its load): asked
  * through cuFuncGetAttribute, whose first miss brings every attribute in
- * one request (FUNC_ATTRS; tallyd loads the function), all kept.  NULL with *r set when f is unknown or an
- * answer failed. */
+ * one request (FUNC_ATTRS; tallyd loads the function), all kept.  NULL
+ * with *r set when f is unknown or an answer failed. */
 static const guest_func_t *occupancy_func(CUfunction f, CUresult *r) {
   static const CUfunction_attribute need[] = {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                               CU_FUNC_ATTRIBUTE_NUM_REGS,

@@ -409,6 +409,14 @@ static CUresult cuda_module_unload(uint64_t h, int kind) {
                    : D.cuLibraryUnload((CUlibrary)(uintptr_t)h);
 }
 
+/* Attribute attr of a function (kind 0) or a library's kernel, as the
+ * driver answers it now (a lazily loaded function may not be able to). */
+static CUresult func_attr_once(uint64_t f, int kind, int attr, int *v) {
+  return kind == 0 ? D.cuFuncGetAttribute(v, (CUfunction_attribute)attr, (CUfunction)(uintptr_t)f)
+                   : D.cuKernelGetAttribute(v, (CUfunction_attribute)attr, (CUkernel)(uintptr_t)f,
+                                            device);
+}
+
 /* Describes one function or kernel and hands it to cb. */
 static CUresult describe(uint64_t h, int kind, bool attrs, hostd_func_cb cb, void *arg) {
   hostd_func_info_t fi;
@@ -435,11 +443,7 @@ static CUresult describe(uint64_t h, int kind, bool attrs, hostd_func_cb cb, voi
   }
   for (int a = 0; attrs && a < CALL_FUNC_ATTRS; a++) {
     int v = 0;
-    CUresult ra =
-        kind == 0
-            ? D.cuFuncGetAttribute(&v, (CUfunction_attribute)a, (CUfunction)(uintptr_t)h)
-            : D.cuKernelGetAttribute(&v, (CUfunction_attribute)a, (CUkernel)(uintptr_t)h, device);
-    if (ra == CUDA_SUCCESS) {
+    if (func_attr_once(h, kind, a, &v) == CUDA_SUCCESS) {
       fi.attr[a] = v;
       fi.attr_valid |= 1u << a;
     }
@@ -507,12 +511,6 @@ static CUresult cuda_launch(uint64_t f, const uint32_t grid[3], const uint32_t b
   c.attrs = (CUlaunchAttribute *)attrs;
   c.numAttrs = nattr;
   return D.cuLaunchKernelEx(&c, (CUfunction)(uintptr_t)f, NULL, argbytes ? extra : NULL);
-}
-
-static CUresult func_attr_once(uint64_t f, int kind, int attr, int *v) {
-  return kind == 0 ? D.cuFuncGetAttribute(v, (CUfunction_attribute)attr, (CUfunction)(uintptr_t)f)
-                   : D.cuKernelGetAttribute(v, (CUfunction_attribute)attr, (CUkernel)(uintptr_t)f,
-                                            device);
 }
 
 /* Loads a lazily loaded function (a kernel through its function in the
