@@ -186,6 +186,7 @@ typedef struct guest_func {
   uint32_t *off;                 /* nparams offsets */
   uint32_t *size;                /* nparams sizes */
   uint32_t attr_valid;           /* bit a: attr[a] is known (wire/call.def) */
+  bool attrs_asked;              /* FUNC_ATTRS was answered (or failed) once */
   int32_t attr[CALL_FUNC_ATTRS]; /* cuFuncGetAttribute by number, updated by Set */
   uint32_t cache;                /* the function's cache preference as last set here
                                     (CU_FUNC_CACHE_PREFER_NONE, the driver's, at load) */
@@ -201,7 +202,8 @@ void guest__module_del(uint64_t h);
  * guest__func_find_mut is for cuFuncSetAttribute (lock held by the table). */
 const guest_func_t *guest__func_find(uint64_t handle);
 void guest__func_set_attr(uint64_t handle, int attr, int32_t value);
-/* The attributes of valid (bit a: attr[a]) that handle does not know yet. */
+/* The attributes of valid (bit a: attr[a]) that handle does not know yet;
+ * marks the function as asked (valid 0 when the request failed). */
 void guest__func_learn_attrs(uint64_t handle, uint32_t valid, const int32_t *attr);
 /* True when attribute attr (or, with attr GUEST_FUNC_CACHE, the cache
  * preference) of handle is known to be value already: setting it again is

@@ -410,6 +410,17 @@ GUEST_EXPORT CUresult cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, si
   return param_info((uint64_t)(uintptr_t)k, i, off, size);
 }
 
+/* Every attribute of function h in one request (FUNC_ATTRS), kept by the
+ * function's record, which is marked as asked either way. */
+static CUresult func_ask_attrs(uint64_t h, call_func_attrs_rep_t *all) {
+  call_func_attrs_req_t q = {.func = h};
+  CUresult r;
+  memset(all, 0, sizeof(*all));
+  r = guest__rpc(CALL_OP_FUNC_ATTRS, 0, &q, all);
+  guest__func_learn_attrs(h, r == CUDA_SUCCESS ? all->valid : 0, all->attr);
+  return r;
+}
+
 GUEST_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfunction f) {
   const guest_func_t *fn = guest__func_find((uint64_t)(uintptr_t)f);
   uint64_t h = (uint64_t)(uintptr_t)f;
@@ -427,13 +438,9 @@ GUEST_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfu
   /* Unknown until the host loads the function (a library's kernels come
    * with none): one round trip brings every attribute, all kept. */
   if (attr >= 0 && attr < CALL_FUNC_ATTRS) {
-    call_func_attrs_req_t qa = {.func = h};
     call_func_attrs_rep_t all;
-    memset(&all, 0, sizeof(all));
-    r = guest__rpc(CALL_OP_FUNC_ATTRS, 0, &qa, &all);
-    if (r != CUDA_SUCCESS)
+    if ((r = func_ask_attrs(h, &all)) != CUDA_SUCCESS)
       return r;
-    guest__func_learn_attrs(h, all.valid, all.attr);
     if (all.valid & (1u << attr)) {
       *v = all.attr[attr];
       return CUDA_SUCCESS;
@@ -620,6 +627,21 @@ static bool launch_shape_ok(const guest_func_t *f, const unsigned grid[3], const
   return true;
 }
 
+/* launch_shape_ok needs the function's thread limit and, for a launch with
+ * dynamic shared memory, its limit of that.  A library's kernels come
+ * without attributes (docs/decisions.md D12): the first launch that lacks
+ * one asks for all of them, once per function, so a launch the driver would
+ * refuse fails at the call, as natively, not at the next synchronisation.
+ * A failed request leaves the checks to the driver. */
+static void launch_limits_known(const guest_func_t *f, unsigned shmem) {
+  uint32_t need = 1u << CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK;
+  call_func_attrs_rep_t all;
+  if (shmem)
+    need |= 1u << CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+  if ((f->attr_valid & need) != need && !f->attrs_asked)
+    (void)func_ask_attrs(f->handle, &all);
+}
+
 /* A kernel's parameter buffer as LAUNCH and graph kernel nodes carry it
  * (wire/call.def): an extra buffer as it is; kernelParams packed into
  * small (cap bytes) or, when larger, a malloc'd *body the caller frees.
@@ -716,6 +738,7 @@ static CUresult launch(uint64_t h, const unsigned grid[3], const unsigned block[
     return r;
   if (!f)
     return CUDA_ERROR_INVALID_HANDLE;
+  launch_limits_known(f, shmem);
   if (nattr > CALL_LAUNCH_ATTRS_MAX || (params && extra) || !launch_shape_ok(f, grid, block, shmem))
     return CUDA_ERROR_INVALID_VALUE;
   /* No mirror while a capture is open: the launch might be captured, and the

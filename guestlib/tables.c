@@ -298,12 +298,14 @@ void guest__func_set_attr(uint64_t handle, int attr, int32_t value) {
 void guest__func_learn_attrs(uint64_t handle, uint32_t valid, const int32_t *attr) {
   guest_func_t *f;
   pthread_mutex_lock(&func_lock);
-  if ((f = lookup(handle)))
+  if ((f = lookup(handle))) {
+    f->attrs_asked = true;
     for (int a = 0; a < CALL_FUNC_ATTRS; a++)
       if ((valid & (1u << a)) && !(f->attr_valid & (1u << a))) {
         f->attr[a] = attr[a];
         f->attr_valid |= 1u << a;
       }
+  }
   pthread_mutex_unlock(&func_lock);
 }
 

@@ -411,13 +411,11 @@ static CUresult describe_functions(exec_t *x, uint64_t h, int kind, uint64_t con
     return CUDA_ERROR_OUT_OF_MEMORY;
   x->out->len += CALL_MODULE_LOAD_REP_FIXED; /* filled below */
   /* A library's kernels are described without their attributes, which the
-   * guest asks (FUNC_ATTRS) when it needs them.  With them, describing took
-   * 60-140 us a kernel on the H200 (0.3 s for a GPT-2 tenant's 4883; a
-   * name and a parameter layout are a few driver calls), consistent with
-   * cuKernelGetAttribute, which names a device, loading each kernel: the
-   * work lazy loading exists to avoid (docs/decisions.md, D12).  A module's
-   * functions answer what they can unloaded (CUDA_ERROR_FUNCTION_NOT_LOADED
-   * otherwise). */
+   * guest asks (FUNC_ATTRS) when it needs them: sixteen driver calls a
+   * kernel, about 9 us on the H200, for every kernel of every library a
+   * tenant loads, nearly all never launched (docs/decisions.md, D12).  A
+   * module's functions answer what they can unloaded
+   * (CUDA_ERROR_FUNCTION_NOT_LOADED otherwise). */
   r = hostd__gpu.module_functions(h, kind, kind == KIND_MODULE, func_rec, &c);
   wire_buf_close(&c.params);
   if (r == CUDA_SUCCESS && (c.oom || x->out->err))

@@ -205,9 +205,11 @@ static void launches_are_fire_and_forget(void **state) {
     assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
   }
   assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
-  /* 100 launches executed, one synchronous request answered: the sync. */
+  /* 100 launches executed, two synchronous requests answered: the limits
+   * the first launch is checked against (a module's function lacks its
+   * thread limit before its load; asked once) and the sync. */
   assert_int_equal(ops(CALL_OP_LAUNCH) - launches, 100);
-  assert_int_equal(hostd_server_calls(srv) - calls, 1);
+  assert_int_equal(hostd_server_calls(srv) - calls, 2);
   assert_int_equal(cuMemcpyDtoH(out, p, sizeof(out)), CUDA_SUCCESS);
   for (int i = 0; i < 64; i++)
     assert_int_equal(out[i], 99); /* the last launch wins: order was kept */
@@ -532,6 +534,47 @@ static void occupancy_asks_for_the_attributes_it_lacks(void **state) {
   assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, (CUfunction)0xf00d0, 256, 0),
                    CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(attr_asks(), asked);
+}
+
+/* Natively a launch beyond the function's limits fails at the call.  A
+ * library's kernels come without attributes, so the first launch asks for
+ * them (one FUNC_ATTRS, kept) and checks against them; on the old guest the
+ * 1 MiB launch was posted and its error came back at the next
+ * synchronisation instead. */
+static void library_kernel_launch_is_checked_at_the_call(void **state) {
+  CUlibrary lib;
+  CUkernel k;
+  CUdeviceptr p;
+  uint32_t v = 7, out[4] = {0};
+  uint64_t cnt = 4;
+  void *args[] = {&p, &v, &cnt};
+  unsigned long asked;
+  (void)state;
+  assert_int_equal(cuLibraryLoadData(&lib, module_text, NULL, NULL, 0, NULL, NULL, 0),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLibraryGetKernel(&k, lib, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&p, sizeof(out)), CUDA_SUCCESS);
+  asked = attr_asks();
+  assert_int_equal(cuLaunchKernel((CUfunction)k, 1, 1, 1, 4, 1, 1, 1u << 20, NULL, args, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(attr_asks(), asked + 1);
+  assert_int_equal(cuLaunchKernel((CUfunction)k, 1, 1, 1, 4, 1, 1, 65536, NULL, args, NULL),
+                   CUDA_ERROR_INVALID_VALUE); /* above the 48 KiB default */
+  assert_int_equal(cuLaunchKernel((CUfunction)k, 1, 1, 1, 4, 1, 1, 0, NULL, args, NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(out, p, sizeof(out)), CUDA_SUCCESS);
+  assert_int_equal(out[3], 7);
+  assert_int_equal(attr_asks(), asked + 1); /* kept: asked once */
+  /* Raised by the application, the limit it set is the one checked. */
+  assert_int_equal(cuFuncSetAttribute((CUfunction)k, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      65536),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel((CUfunction)k, 1, 1, 1, 4, 1, 1, 65536, NULL, args, NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(attr_asks(), asked + 1);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+  assert_int_equal(cuLibraryUnload(lib), CUDA_SUCCESS);
 }
 
 static void function_attributes_local_and_remote(void **state) {
@@ -1273,6 +1316,7 @@ int main(void) {
       cmocka_unit_test(library_kernels_and_module_view),
       cmocka_unit_test(function_attributes_local_and_remote),
       cmocka_unit_test(occupancy_asks_for_the_attributes_it_lacks),
+      cmocka_unit_test(library_kernel_launch_is_checked_at_the_call),
       cmocka_unit_test(cluster_occupancy_crosses_the_wire_once),
       cmocka_unit_test(context_table_object_and_value_come_from_the_daemon),
       cmocka_unit_test(tally_table_gives_budget_and_class),
