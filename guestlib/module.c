@@ -632,13 +632,17 @@ static bool launch_shape_ok(const guest_func_t *f, const unsigned grid[3], const
  * without attributes (docs/decisions.md D12): the first launch that lacks
  * one asks for all of them, once per function, so a launch the driver would
  * refuse fails at the call, as natively, not at the next synchronisation.
- * A failed request leaves the checks to the driver. */
+ * A failed request leaves the checks to the driver.  Not while a capture is
+ * open: the answer may need tallyd to load the function, which a capture in
+ * the global mode may not allow (the driver's own lazy load at the launch
+ * it may); tallyd's driver then checks the launch, and its error comes back
+ * at the next synchronising call. */
 static void launch_limits_known(const guest_func_t *f, unsigned shmem) {
   uint32_t need = 1u << CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK;
   call_func_attrs_rep_t all;
   if (shmem)
     need |= 1u << CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-  if ((f->attr_valid & need) != need && !f->attrs_asked)
+  if ((f->attr_valid & need) != need && !f->attrs_asked && !guest__capture_open())
     (void)func_ask_attrs(f->handle, &all);
 }
 

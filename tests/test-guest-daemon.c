@@ -573,6 +573,27 @@ static void library_kernel_launch_is_checked_at_the_call(void **state) {
                    CUDA_SUCCESS);
   assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   assert_int_equal(attr_asks(), asked + 1);
+  /* While a capture is open nothing is asked (tallyd might have to load the
+   * function inside the capture): the first launch of "pair" is captured
+   * unchecked, as a posted launch. */
+  {
+    CUkernel k2;
+    CUstream s;
+    CUgraph g = NULL;
+    uint32_t a = 1;
+    uint64_t b = 2;
+    void *args2[] = {&a, &b};
+    assert_int_equal(cuLibraryGetKernel(&k2, lib, "pair"), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(cuLaunchKernel((CUfunction)k2, 1, 1, 1, 32, 1, 1, 0, s, args2, NULL),
+                     CUDA_SUCCESS);
+    assert_int_equal(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    assert_non_null(g);
+    assert_int_equal(attr_asks(), asked + 1);
+    assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  }
   assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
   assert_int_equal(cuLibraryUnload(lib), CUDA_SUCCESS);
 }
