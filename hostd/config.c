@@ -116,6 +116,11 @@ static void usage_scheduling(FILE *f) {
         "                       the threshold may be queued on the GPU (1..32; default\n"
         "                       %d; 0 = the policy library's, 1): an arriving latency-\n"
         "                       critical kernel still waits for at most one such block\n"
+        "  --share-block-us N   tally: best-effort kernels whose measured blocks take at\n"
+        "                       most N us keep running while the latency-critical tenant\n"
+        "                       is active, each of its kernels then waiting for at most\n"
+        "                       one such block (at most the threshold; default 0: off,\n"
+        "                       all best-effort work is held while it is active)\n"
         "  --be-alone 0|1       1 (default): a best-effort tenant that is the daemon's\n"
         "                       only tenant launches straight to the GPU, as with\n"
         "                       --policy none (nobody to protect; no profiles, no GPU\n"
@@ -224,6 +229,7 @@ static const int_option_t *int_option(const char *name) {
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
       {"be-sms", offsetof(hostd_config_t, be_sms), 4096},
       {"be-depth", offsetof(hostd_config_t, be_depth), POL_MAX_BE_DEPTH},
+      {"share-block-us", offsetof(hostd_config_t, share_block_us), 1000000},
       {"be-alone", offsetof(hostd_config_t, be_alone), 1},
       {"time-every", offsetof(hostd_config_t, time_every), 65536},
       {"handshake-ms", offsetof(hostd_config_t, handshake_ms), 600000},

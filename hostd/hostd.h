@@ -69,6 +69,8 @@ typedef struct hostd_config {
   int threshold_us;     /* --threshold-us: LC turnaround budget for BE work (-1 = policy's) */
   int resume_idle_us;   /* --resume-idle-us: LC idle this long before BE resumes (-1 = policy's) */
   int be_depth;         /* --be-depth: BE launches queued while the LC is idle (0 = policy's) */
+  int share_block_us;   /* --share-block-us: BE kernels whose measured blocks take at most this
+                           keep running while the LC is active (0 = off, the policy's) */
   int be_alone;         /* --be-alone: 1 (default), a BE tenant alone launches straight to the
                            GPU; 0, through the policy even then */
   int time_every;       /* --time-every: 1 in N profiled BE launches timed (0 = policy's) */

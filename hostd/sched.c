@@ -1971,7 +1971,19 @@ int hostd__sched_init(const hostd_sched_config_t *cfg) {
   if ((rc = -pthread_create(&S.th, NULL, sched_main, NULL)) < 0)
     goto fail_trace;
   __atomic_store_n(&S.on, true, __ATOMIC_RELEASE);
-  hostd__log(HOSTD_LOG_INFO, "scheduler: policy %s", pol_kind_name(cfg->kind));
+  /* Ours: what the operator set, or the policy's defaults, in one line. */
+  if (cfg->kind == POL_KIND_TALLY) {
+    char shared[48] = "none";
+    if (cfg->pol.share_block_ns)
+      snprintf(shared, sizeof(shared), "blocks up to %.1f us", cfg->pol.share_block_ns / 1e3);
+    hostd__log(HOSTD_LOG_INFO,
+               "scheduler: policy tally (threshold %.1f us, resume after %.1f us idle, depth %u; "
+               "best-effort work kept running while the LC is active: %s)",
+               cfg->pol.threshold_ns / 1e3, cfg->pol.resume_idle_ns / 1e3, cfg->pol.be_depth,
+               shared);
+  } else {
+    hostd__log(HOSTD_LOG_INFO, "scheduler: policy %s", pol_kind_name(cfg->kind));
+  }
   return 0;
 fail_trace:
   if (S.trace)

@@ -1203,6 +1203,8 @@ static int sched_start(const hostd_config_t *cfg) {
     sc.pol.resume_idle_ns = (uint64_t)cfg->resume_idle_us * 1000u;
   if (cfg->be_depth > 0)
     sc.pol.be_depth = (uint32_t)cfg->be_depth;
+  if (cfg->share_block_us > 0)
+    sc.pol.share_block_ns = (uint64_t)cfg->share_block_us * 1000u;
   sc.be_alone = cfg->be_alone != 0;
   if (cfg->time_every > 0)
     sc.pol.time_every = (uint32_t)cfg->time_every;

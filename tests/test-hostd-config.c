@@ -243,6 +243,13 @@ static void be_depth_flag_and_file_key_parse_and_are_bounded(void **state) {
                                    HOSTD_DEFAULT_BE_DEPTH, "4", bad, "8");
 }
 
+static void share_block_flag_and_file_key_parse_and_are_bounded(void **state) {
+  static const char *const bad[2] = {"1000001", "-1"};
+  (void)state;
+  int_option_parses_and_is_bounded("share-block-us", offsetof(hostd_config_t, share_block_us),
+                                   0 /* off */, "20", bad, "10");
+}
+
 static void time_every_flag_and_file_key_parse_and_are_bounded(void **state) {
   static const char *const bad[2] = {"65537", "-1"};
   (void)state;
@@ -314,6 +321,7 @@ int main(void) {
       cmocka_unit_test(gpus_takes_one_ordinal_and_says_what_to_do_with_more),
       cmocka_unit_test(spin_defaults_to_auto),
       cmocka_unit_test(be_depth_flag_and_file_key_parse_and_are_bounded),
+      cmocka_unit_test(share_block_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(time_every_flag_and_file_key_parse_and_are_bounded),
   };
   return cmocka_run_group_tests_name("hostd-config", tests, NULL, NULL);

@@ -12,11 +12,14 @@
 #      or as resolved by default (none on a host of fewer than 4 CPUs)
 #   5. --log-level debug: each module load is named with its size, its
 #      function count and how long the load and the description took
+#   6. the start-up line names policy tally's settings, given or by default,
+#      and a shared block time above the threshold stops tallyd with the
+#      policy's reason
 # Prints TAP.  Tenants are guest-tenant-helper under tally-run; "fault"
 # launches the recording device's faulting kernel, so its synchronisation
 # is answered with an error.
 B=${TALLY_BUILDDIR:-.}
-echo "1..5"
+echo "1..6"
 tmp=$(mktemp -d /tmp/tally-log-XXXXXX)
 daemon=
 cleanup() {
@@ -93,3 +96,22 @@ module_loads_are_timed() {
 }
 check "--log-level debug times each module load (load, description, function count)" \
   module_loads_are_timed
+scheduler_settings_are_named() {
+  start_daemon --threshold-us 40 --be-depth 4 --share-block-us 20 ||
+    { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
+  stop_daemon
+  grep -q "scheduler: policy tally (threshold 40.0 us, resume after 50.0 us idle, depth 4; best-effort work kept running while the LC is active: blocks up to 20.0 us)" \
+    "$tmp/daemon.log" || { echo "settings not named:"; cat "$tmp/daemon.log"; return 1; }
+  start_daemon || { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
+  stop_daemon
+  grep -q "scheduler: policy tally (threshold 31.6 us, resume after 50.0 us idle, depth 8; best-effort work kept running while the LC is active: none)" \
+    "$tmp/daemon.log" || { echo "defaults not named:"; cat "$tmp/daemon.log"; return 1; }
+  if timeout 10 "$B/hostd/tallyd-record" --listen-unix "$tmp/bad.sock" --state-dir "$tmp/bad-state" \
+    --share-block-us 40 >"$tmp/bad.log" 2>&1; then
+    echo "tallyd started with a shared block time above the threshold"; return 1
+  fi
+  grep -q "shared block time must not exceed the threshold" "$tmp/bad.log" ||
+    { echo "no reason given:"; cat "$tmp/bad.log"; return 1; }
+}
+check "the start-up line names policy tally's settings; a shared block above the threshold is refused" \
+  scheduler_settings_are_named

@@ -297,15 +297,16 @@ mode_options() {
   [ -n "${TALLY_ASAN_PRELOAD:-}" ] &&
     echo "be_env = LD_PRELOAD=$TALLY_ASAN_PRELOAD ASAN_OPTIONS=detect_leaks=0" >>"$tmp/pairs/p.pair"
   bp --pair-dir "$tmp/pairs" --pairs opts \
-    --modes alone,tallyd:none,tallyd:tally+split+depth=2,tallyd:tally+scheduled+nosplit+variants=all \
+    --modes alone,tallyd:none,tallyd:tally+split+depth=2+share=20,tallyd:tally+scheduled+nosplit+variants=all \
     --duration 0.3 --no-plots --out "$d" 2>&1 || return 1
-  for m in tallyd:none tallyd:tally+depth=2+split tallyd:tally+nosplit+scheduled+variants=all; do
+  for m in tallyd:none tallyd:tally+depth=2+share=20+split tallyd:tally+nosplit+scheduled+variants=all; do
     [ "$(status "$d" opts $m)" = ok ] || { echo "$m: $(status "$d" opts $m)"; return 1; }
   done
-  r=$d/raw/opts/tallyd-tally+depth=2+split
+  r=$d/raw/opts/tallyd-tally+depth=2+share=20+split
   # the options reach tallyd (its command line is kept) and the BE's environment only
   grep -q -- '--policy tally .*--be-depth 2' "$r/tallyd.cmd" &&
-    ! grep -q -- '--be-depth' "$d/raw/opts/tallyd-none/tallyd.cmd" &&
+    grep -q -- '--share-block-us 20' "$r/tallyd.cmd" &&
+    ! grep -q -- '--be-depth\|--share-block-us' "$d/raw/opts/tallyd-none/tallyd.cmd" &&
     grep -q 'TALLY_GEMM_SPLIT=1' "$r/be.err" && grep -q 'TALLY_GEMM_SPLIT=unset' "$r/lc.err" &&
     grep -q 'TALLY_GEMM_SPLIT=unset' "$d/raw/opts/tallyd-none/be.err" &&
     grep -q 'TALLY_GEMM_SPLIT=0' "$d/raw/opts/tallyd-tally+nosplit+scheduled+variants=all/be.err" &&
@@ -316,9 +317,11 @@ mode_options() {
   ! bp --stub --pairs cuda-ptx --modes tallyd:tally+depth=99 --out "$tmp/bad" 2>"$tmp/bad.err" &&
     grep -q 'unknown option +depth=99' "$tmp/bad.err" && [ ! -d "$tmp/bad" ] &&
     ! bp --stub --pairs cuda-ptx --modes tallyd:tally+variants=most --out "$tmp/bad" 2>"$tmp/bad.err" &&
-    grep -q 'unknown option +variants=most' "$tmp/bad.err" && [ ! -d "$tmp/bad" ]
+    grep -q 'unknown option +variants=most' "$tmp/bad.err" && [ ! -d "$tmp/bad" ] &&
+    ! bp --stub --pairs cuda-ptx --modes tallyd:tally+share=0 --out "$tmp/bad" 2>"$tmp/bad.err" &&
+    grep -q 'unknown option +share=0' "$tmp/bad.err" && [ ! -d "$tmp/bad" ]
 }
-check "mode options: +split gives the BE TALLY_GEMM_SPLIT=1, +nosplit 0, +depth=N tallyd --be-depth N, +scheduled tallyd --be-alone 0, +variants=V tallyd --variants V, side by side with the plain mode" mode_options
+check "mode options: +split gives the BE TALLY_GEMM_SPLIT=1, +nosplit 0, +depth=N tallyd --be-depth N, +share=N tallyd --share-block-us N, +scheduled tallyd --be-alone 0, +variants=V tallyd --variants V, side by side with the plain mode" mode_options
 
 rounds() {
   d=$tmp/rounds
