@@ -70,22 +70,25 @@ debug_names_stray_ranges() {
 }
 check "--log-level debug names a memset outside the tenant's memory and the range below it" \
   debug_names_stray_ranges
+# startup_says PATTERN ARGS...: tallyd-record, started with ARGS and stopped,
+# logged a line matching PATTERN (a grep basic regular expression)
+startup_says() {
+  want=$1
+  shift
+  start_daemon "$@" || { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
+  stop_daemon
+  grep -q "$want" "$tmp/daemon.log" || { echo "not in the log: $want"; cat "$tmp/daemon.log"; return 1; }
+}
 polling_is_named() {
-  start_daemon --spin-us 200 --worker-spin-us 300 --lc-poll no ||
-    { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
-  stop_daemon
-  grep -q "polling: the loop after traffic 200 us; a worker after its tenant's last request 300 us; a latency-critical tenant's loop and worker the same" \
-    "$tmp/daemon.log" || { echo "flags not named:"; cat "$tmp/daemon.log"; return 1; }
-  start_daemon || { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
-  stop_daemon
+  startup_says "polling: the loop after traffic 200 us; a worker after its tenant's last request 300 us; a latency-critical tenant's loop and worker the same" \
+    --spin-us 200 --worker-spin-us 300 --lc-poll no || return 1
   if [ "$(getconf _NPROCESSORS_ONLN)" -ge 4 ]; then
     want="the loop after traffic 1000 us; a worker after its tenant's last request 1000 us; a latency-critical tenant's loop and worker without end"
   else
     want="the loop after traffic never; a worker after its tenant's last request 0 us; a latency-critical tenant's loop and worker the same"
   fi
   [ -n "${TALLY_WIRE_SPIN_US:-}" ] && want="a worker after its tenant's last request"
-  grep -q "polling: .*$want" "$tmp/daemon.log" ||
-    { echo "defaults not named ($want):"; cat "$tmp/daemon.log"; return 1; }
+  startup_says "polling: .*$want"
 }
 check "the start-up line names the loop's and a worker's polling, given or by default" \
   polling_is_named
@@ -97,15 +100,10 @@ module_loads_are_timed() {
 check "--log-level debug times each module load (load, description, function count)" \
   module_loads_are_timed
 scheduler_settings_are_named() {
-  start_daemon --threshold-us 40 --be-depth 4 --share-block-us 20 ||
-    { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
-  stop_daemon
-  grep -q "scheduler: policy tally (threshold 40.0 us, resume after 50.0 us idle, depth 4; best-effort work kept running while the LC is active: blocks up to 20.0 us)" \
-    "$tmp/daemon.log" || { echo "settings not named:"; cat "$tmp/daemon.log"; return 1; }
-  start_daemon || { echo "tallyd-record did not start"; cat "$tmp/daemon.log"; return 1; }
-  stop_daemon
-  grep -q "scheduler: policy tally (threshold 31.6 us, resume after 50.0 us idle, depth 8; best-effort work kept running while the LC is active: none)" \
-    "$tmp/daemon.log" || { echo "defaults not named:"; cat "$tmp/daemon.log"; return 1; }
+  startup_says "scheduler: policy tally (threshold 40.0 us, resume after 50.0 us idle, depth 4; best-effort work kept running while the LC is active: blocks up to 20.0 us)" \
+    --threshold-us 40 --be-depth 4 --share-block-us 20 || return 1
+  startup_says "scheduler: policy tally (threshold 31.6 us, resume after 50.0 us idle, depth 8; best-effort work kept running while the LC is active: none)" ||
+    return 1
   if timeout 10 "$B/hostd/tallyd-record" --listen-unix "$tmp/bad.sock" --state-dir "$tmp/bad-state" \
     --share-block-us 40 >"$tmp/bad.log" 2>&1; then
     echo "tallyd started with a shared block time above the threshold"; return 1
