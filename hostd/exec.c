@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct exec {
   hostd_tenant_t *t;
@@ -433,16 +432,9 @@ static CUresult describe_functions(exec_t *x, uint64_t h, int kind, uint64_t con
                                                                          : CUDA_SUCCESS;
 }
 
-/* Microseconds of CLOCK_MONOTONIC, for the debug log's timings. */
-static uint64_t mono_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static CUresult exec_module_load(exec_t *x, const call_module_load_req_t *q) {
   bool timed = hostd__log_level >= HOSTD_LOG_DEBUG;
-  uint64_t t0 = timed ? mono_us() : 0, t1 = 0;
+  uint64_t t0 = timed ? hostd__mono_ns() : 0, t1 = 0;
   uint32_t nfunc = 0;
   const void *img;
   uint64_t h = 0;
@@ -460,7 +452,7 @@ static CUresult exec_module_load(exec_t *x, const call_module_load_req_t *q) {
   if (r != CUDA_SUCCESS)
     return r;
   if (timed)
-    t1 = mono_us();
+    t1 = hostd__mono_ns();
   if (u64map_put(&x->t->modules, h, q->kind) != 0) {
     (void)hostd__gpu.module_unload(h, (int)q->kind);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -473,7 +465,8 @@ static CUresult exec_module_load(exec_t *x, const call_module_load_req_t *q) {
                "tenant %u: %s %016llx (%zu bytes): %u functions; loaded in %llu us, described in "
                "%llu us",
                x->t->id, q->kind == KIND_LIBRARY ? "library" : "module", (unsigned long long)q->id,
-               len, nfunc, (unsigned long long)(t1 - t0), (unsigned long long)(mono_us() - t1));
+               len, nfunc, (unsigned long long)((t1 - t0) / 1000u),
+               (unsigned long long)((hostd__mono_ns() - t1) / 1000u));
   if (r != CUDA_SUCCESS) {
     hostd__module_forget(x->t, h);
     u64map_del(&x->t->modules, h);

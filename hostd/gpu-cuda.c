@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* Every driver function this backend calls, resolved at init through the
@@ -418,7 +417,6 @@ static CUresult func_attr_once(uint64_t f, int kind, int attr, int *v) {
                                             device);
 }
 
-/* Describes one function or kernel and hands it to cb. */
 /* Where describing a module's functions spends its time, kept only under
  * --log-level debug (the module-load line says the whole; this says which
  * driver queries: names, parameter layouts or attributes). */
@@ -427,12 +425,11 @@ typedef struct {
 } describe_cost_t;
 
 static uint64_t describe_clock(const describe_cost_t *c) {
-  struct timespec ts;
-  if (!c || clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-    return 0;
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return c ? hostd__mono_ns() : 0;
 }
 
+/* Describes one function or kernel and hands it to cb (adding its query
+ * times to *cost when cost is not NULL). */
 static CUresult describe(uint64_t h, int kind, bool attrs, hostd_func_cb cb, void *arg,
                          describe_cost_t *cost) {
   hostd_func_info_t fi;

@@ -15,9 +15,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "hostd/hostd.h"
 #include "wire/call.h"
+
+/* ---- time ---- */
+/* Nanoseconds of CLOCK_MONOTONIC: the daemon's one clock for intervals
+ * (hand-off times, fences, debug timings). */
+static inline uint64_t hostd__mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- logging (log.c): level from the configuration; stderr ---- */
 extern hostd_log_level_t hostd__log_level;

@@ -228,15 +228,10 @@ static struct {
 /* Counters are read by any thread (hostd__sched_stats). */
 #define STAT_ADD(field, n) __atomic_fetch_add(&S.st.field, (n), __ATOMIC_RELEASE)
 
-static uint64_t clock_mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-static uint64_t (*now_fn)(void) = clock_mono;
+static uint64_t (*now_fn)(void) = hostd__mono_ns;
 
 void hostd__sched_set_clock(uint64_t (*f)(void)) {
-  now_fn = f ? f : clock_mono;
+  now_fn = f ? f : hostd__mono_ns;
 }
 
 void hostd__sched_config_init(hostd_sched_config_t *cfg) {
@@ -800,13 +795,13 @@ CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {
   /* Invariant (b): wait until the scheduler issued the last launch. */
   pthread_mutex_lock(&S.mu);
   if (!seq_ge(ss->issued_seq, ss->last_seq)) {
-    uint64_t t0 = clock_mono();
+    uint64_t t0 = hostd__mono_ns();
     ss->waiting = true;
     while (!seq_ge(ss->issued_seq, ss->last_seq))
       pthread_cond_wait(&S.done, &S.mu);
     ss->waiting = false;
     STAT_ADD(fences_blocked, 1);
-    STAT_ADD(fence_block_ns, clock_mono() - t0);
+    STAT_ADD(fence_block_ns, hostd__mono_ns() - t0);
     __atomic_fetch_add(&S.fence_by_op[hostd__cur_op <= CALL_OP_COUNT ? hostd__cur_op
                                                                       : CALL_OP_COUNT],
                        1, __ATOMIC_RELAXED);

@@ -163,12 +163,6 @@ struct hostd_server {
 
 /* ---- worker thread ---- */
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A worker's queue lock, taken by the loop thread once per message and by
  * the worker once per batch.  Adaptive: when the worker is awake (polling
  * or cued) the two meet on it at message rate, and a default mutex would
@@ -229,7 +223,7 @@ static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const wire_bu
   if (!reply || reply->len < CALL_REPLY_HDR_LEN)
     return;
   call_reply_hdr_read(reply->data, &h);
-  hostd__lat_answered(w->lat, op, h.result, now_ns());
+  hostd__lat_answered(w->lat, op, h.result, hostd__mono_ns());
 }
 
 /* Waits for the worker's next requests and takes them all (one lock round
@@ -238,9 +232,9 @@ static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const wire_bu
 /* Polls w's queue for up to ns: true when a request is there, false when
  * the time passed or the tenant closed first. */
 static bool poll_head(const worker_t *w, uint64_t ns) {
-  uint64_t end = now_ns() + ns;
+  uint64_t end = hostd__mono_ns() + ns;
   while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE))
-    if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) || now_ns() >= end)
+    if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) || hostd__mono_ns() >= end)
       return false;
   return true;
 }
@@ -267,7 +261,7 @@ static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
   while (!w->head && !w->closed) {
     /* A host function of the tenant was reached (hostfn_cue): its next
      * requests are on their way; poll for them rather than sleep. */
-    uint64_t until = __atomic_exchange_n(&w->wake_until, 0, __ATOMIC_ACQ_REL), now = now_ns();
+    uint64_t until = __atomic_exchange_n(&w->wake_until, 0, __ATOMIC_ACQ_REL), now = hostd__mono_ns();
     if (until > now) {
       pthread_mutex_unlock(&w->mu);
       (void)poll_head(w, until - now);
@@ -364,9 +358,9 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
     op = h.op;
     /* A post must say ASYNC and a call must not: the guest's framing. */
     if (h.len == m->len - CALL_HDR_LEN && ((h.flags & CALL_ASYNC) != 0) == (m->kind == WIRE_MSG_POST)) {
-      hop.t[2] = w->hops ? now_ns() : 0;
+      hop.t[2] = w->hops ? hostd__mono_ns() : 0;
       rc = hostd__tenant_exec(t, op, h.flags, m->data + CALL_HDR_LEN, h.len, reply, &why);
-      hop.t[3] = w->hops ? now_ns() : 0;
+      hop.t[3] = w->hops ? hostd__mono_ns() : 0;
     } else
       why = "request header does not match its wire message";
     if (rc == 0 && op == CALL_OP_LAUNCH)
@@ -388,7 +382,7 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
     }
     if (e != 0)
       hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply dropped (%s)", w->id, wire_strerror(e));
-    hop.t[4] = w->hops ? now_ns() : 0;
+    hop.t[4] = w->hops ? hostd__mono_ns() : 0;
   } else if (rc != 0) {
     hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
                rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
@@ -456,7 +450,7 @@ static void *worker_main(void *arg) {
       msg_free(w, m);
       continue;
     }
-    worker_exec(w, t, m, &reply, w->hops ? now_ns() : 0);
+    worker_exec(w, t, m, &reply, w->hops ? hostd__mono_ns() : 0);
     msg_free(w, m);
   }
   /* The tenant is gone: free everything it owned on the GPU. */
@@ -608,7 +602,7 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
 static void hostfn_cue(void *arg) {
   worker_t *w = arg;
   hostd_server_t *s = w->srv;
-  __atomic_store_n(&w->wake_until, now_ns() + s->hostfn_wake_ns, __ATOMIC_RELEASE);
+  __atomic_store_n(&w->wake_until, hostd__mono_ns() + s->hostfn_wake_ns, __ATOMIC_RELEASE);
   __atomic_fetch_add(&s->hostfn_wakes, 1, __ATOMIC_RELAXED);
   pthread_cond_signal(&w->cv);
 }
@@ -688,7 +682,7 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
   /* When the loop read it: the stamp of the read or drain that brought it
    * (a batch's posts and the call behind them share one), so the time this
    * loop spends on the messages before it counts toward the worker's hop. */
-  q->at_ns = w->hops || w->lat ? (m->rx_ns ? m->rx_ns : now_ns()) : 0;
+  q->at_ns = w->hops || w->lat ? (m->rx_ns ? m->rx_ns : hostd__mono_ns()) : 0;
   q->kind = m->kind;
   q->id = m->id;
   q->len = m->len;
@@ -1310,7 +1304,7 @@ static void row_fill(hostd_row_t *r, worker_t *w) {
   r->sliced = __atomic_load_n(&w->quota.sliced, __ATOMIC_RELAXED);
   r->ptb = __atomic_load_n(&w->quota.ptb, __ATOMIC_RELAXED);
   r->flush = __atomic_load_n(&w->quota.flush, __ATOMIC_RELAXED);
-  hostd__lat_quantiles(w->lat, now_ns(), &r->p50_us, &r->p99_us);
+  hostd__lat_quantiles(w->lat, hostd__mono_ns(), &r->p50_us, &r->p99_us);
 }
 
 /* The scheduler's daemon-wide counters (zero under --policy none). */
