@@ -9,7 +9,7 @@
 # the table ends in an "others" row.  Checks the counts, GPU times, shares
 # and the rows' order.  Prints TAP.
 S=${TALLY_SRCDIR:-..}
-echo "1..1"
+echo "1..2"
 if ! command -v python3 >/dev/null 2>&1; then echo "ok 1 # SKIP python3 not found"; exit 0; fi
 tmp=$(mktemp -d /tmp/tally-mechanisms-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -86,3 +86,30 @@ run() {
 }
 if run >"$tmp/log" 2>&1; then echo "ok 1 - mechanisms per kernel (FLUSH and its redos included), BE busy share and the slow LC launches' waits from a handmade tallyd trace"; else
   echo "not ok 1 - mechanisms per kernel (FLUSH and its redos included), BE busy share and the slow LC launches' waits from a handmade tallyd trace"; sed 's/^/# /' "$tmp/log"; fi
+
+# The BE's window, 10 ms: held 0-1 ms during an LC request, issued 1-2, held
+# 2-2.5 with the LC idle, issued 2.5-4, nothing 4-4.5, issued 4.5-5.2, held
+# 5.2-6.1 (to 6.0 inside the second request), issued 6.1-10.
+window() {
+  w=$tmp/window.ktr
+  b=' 1,1,1 32,1,1 0 0 1 0 o # class=be form=original blocks=0+1 held=1 graph=0'
+  {
+    echo '# tallyd kernel trace (tally-sim format), policy tally'
+    echo 'lc 0x0000000000000c01 1,1,1 32,1,1 0 0 1 0 o # class=lc submit=0 issue=100 start=900000 end=900000'
+    echo 'lc 0x0000000000000c01 1,1,1 32,1,1 0 0 1 0 o # class=lc submit=5000000 issue=5000000 start=6000000 end=6000000'
+    echo "be 0x0000000000000a01$b submit=0 issue=1000000 start=1000000 end=2000000"
+    echo "be 0x0000000000000a01$b submit=2000000 issue=2500000 start=2500000 end=4000000"
+    echo "be 0x0000000000000a01$b submit=4500000 issue=4500000 start=4500000 end=5200000"
+    echo "be 0x0000000000000a01$b submit=5000000 issue=6100000 start=6100000 end=10000000"
+  } >"$w"
+  printf 'req,arrival_ns,start_ns,end_ns\n0,0,0,1000000\n1,5000000,5000000,6000000\n' >"$tmp/lc.csv"
+  python3 "$S/scripts/bench-pairs" --mechanisms "$w" --lc-csv "$tmp/lc.csv" >"$tmp/w.out" || return 1
+  cat "$tmp/w.out"
+  grep -q "^Where the BE's window went (0.01 s from its first submission to its last launch's end; the LC counted as busy during its requests, from its CSV): BE work issued and not yet seen done 71%; held in tallyd with no BE work issued, while an LC request was served 18%, while none was 6% (2 gaps, p50 500.0 us, p99 500.0 us); nothing of the BE's in tallyd 5% " "$tmp/w.out" || return 1
+  # without the CSV, the LC's launches stand for its requests
+  python3 "$S/scripts/bench-pairs" --mechanisms "$w" >"$tmp/w2.out" || return 1
+  cat "$tmp/w2.out"
+  grep -q "the LC counted as busy during its launches in the trace, issue to completion seen): BE work issued and not yet seen done 71%; held in tallyd with no BE work issued, while an LC request was served 17%, while none was 7% " "$tmp/w2.out"
+}
+if window >"$tmp/log" 2>&1; then echo "ok 2 - the BE's window split into issued, held (LC serving or not) and nothing of the BE's, with and without the LC's CSV"; else
+  echo "not ok 2 - the BE's window split into issued, held (LC serving or not) and nothing of the BE's, with and without the LC's CSV"; sed 's/^/# /' "$tmp/log"; fi
