@@ -8,6 +8,7 @@
 #
 #   make check-gpu        e2e: every program natively, then through tallyd over shm and TCP
 #   make forward-bench    benchmark table: native vs tally-shm vs tally-tcp
+#   tests/bench/launch-ways   (built by make gpu-programs) a launch's host cost, each way
 #   make gpu-e2e          both of the above, in that order
 #
 # Runtime-API programs are built twice: nvcc's default static cudart (-static) and
@@ -26,7 +27,7 @@ GPU_RT_PROGS = $(foreach n,$(GPU_RT_NAMES),tests/gpu/$(n)-static tests/gpu/$(n)-
 GPU_DRV_PROGS = tests/gpu/drv-context tests/gpu/drv-module
 GPU_IMAGES = tests/gpu/drv-kernels.ptx tests/gpu/drv-kernels.cubin tests/gpu/drv-kernels.fatbin
 GPU_E2E_PROGS = $(GPU_RT_PROGS) $(GPU_DRV_PROGS) $(GPU_IMAGES) tests/gpu/tenant-static
-GPU_BENCH_PROGS = tests/bench/forward-bench-bin
+GPU_BENCH_PROGS = tests/bench/forward-bench-bin tests/bench/launch-ways
 
 GPU_TESTS += tests/gpu/e2e-run
 CLEANFILES += $(GPU_E2E_PROGS) $(GPU_BENCH_PROGS) tests/gpu/e2e-run tests/bench/forward-bench \
@@ -38,7 +39,7 @@ EXTRA_DIST += tests/gpu/README.md tests/gpu/e2e-common.h tests/gpu/e2e-run.sh te
 	tests/gpu/e2e_util.py tests/gpu/numba-kernels.py tests/gpu/cupy-ops.py \
 	tests/gpu/driver-trace/README.md tests/gpu/driver-trace/passshim.c \
 	tests/gpu/driver-trace/trace.sh \
-	tests/bench/forward-bench.cu tests/bench/forward-bench.sh
+	tests/bench/forward-bench.cu tests/bench/forward-bench.sh tests/bench/launch-ways.cu
 
 GPU_COMMON_DEPS = $(srcdir)/tests/gpu/e2e-common.h
 
@@ -68,6 +69,11 @@ tests/gpu/drv-kernels.fatbin: $(srcdir)/tests/gpu/drv-kernels.cu
 tests/bench/forward-bench-bin: $(srcdir)/tests/bench/forward-bench.cu
 	@$(MKDIR_P) $(@D)
 	$(AM_V_GEN)$(NVCC) $(GPU_NVCC_OPTS) -cudart static -o $@ $<
+
+# launch-ways calls the driver API itself: the stub libcuda at link time, the driver's at run time.
+tests/bench/launch-ways: $(srcdir)/tests/bench/launch-ways.cu
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(NVCC) $(GPU_NVCC_OPTS) -cudart static -o $@ $< -L$(CUDA_LIBDIR)/stubs -lcuda
 
 # The scripts learn where the sources and the build tree are when they are generated.
 # ([@] keeps config.status from substituting the pattern itself.)

@@ -1,0 +1,264 @@
+/* launch-ways: what a kernel launch costs the host, launched each way tallyd or an
+ * application may launch it, in one plain process (no Tally).
+ *
+ * forward-bench's 1000-kernel chain is bound by the thread that launches: a chain_step
+ * kernel runs in far less time than a launch call takes, so the chain's time is about
+ * 1000 launch calls.  Through tallyd those calls are made by the tenant's worker thread,
+ * with cuLaunchKernel and the arguments in one buffer (CU_LAUNCH_PARAM_BUFFER_POINTER),
+ * on a stream of the tenant class's priority, while other tallyd threads poll, and after
+ * a hand-off from the thread that read the request.  This program times the same chain
+ * with each of those differences alone, so that a gap between tallyd's chain and the
+ * native one can be put on one of them, or on the host's own variation (each variant runs
+ * twice, in two passes, to show it).
+ *
+ * Variants (each: 30 chains of 1000 dependent launches after one warm-up chain, median):
+ *   <<<>>>                    cudart's launch, the application's way
+ *   cuLaunchKernel params     the driver API with a kernelParams array
+ *   cuLaunchKernel extra      the driver API with one argument buffer (tallyd's way)
+ *   cuLaunchKernelEx extra    the same through a launch config (tallyd's way with attributes)
+ *   ... on streams of default, highest and lowest priority
+ *   + N spinners              while N other threads spin (a sched_yield every 1024 turns,
+ *                             as tallyd's polling threads do), N = 1, 2, 4, ... up to ARG
+ *   handoff thread            the launches made by a second thread that polls a counter
+ *                             the first one raises (the loop thread -> worker hand-off)
+ * Prints per variant: chain_ms (1000 launches then a stream sync, median) and enqueue_us
+ * (the launch calls alone per launch, median; for the hand-off, until the second thread
+ * made them all).
+ *
+ * usage: launch-ways [MAX_SPINNERS]   (default 4; needs a GPU)
+ */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CK(x)                                                                                      \
+  do {                                                                                             \
+    cudaError_t e_ = (x);                                                                          \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "launch-ways: %s: %s\n", #x, cudaGetErrorString(e_));                        \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+#define CD(x)                                                                                      \
+  do {                                                                                             \
+    CUresult e_ = (x);                                                                             \
+    if (e_ != CUDA_SUCCESS) {                                                                      \
+      fprintf(stderr, "launch-ways: %s: error %d\n", #x, (int)e_);                                 \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+enum { CHAIN_LEN = 1000, REPS = 30 };
+enum { VIA_CUDART, VIA_PARAMS, VIA_EXTRA, VIA_EX_EXTRA };
+
+/* forward-bench's chain step: each launch depends on the previous one's result. */
+__global__ void chain_step(uint32_t *p) {
+  p[threadIdx.x] = p[threadIdx.x] * 3u + 1u + threadIdx.x;
+}
+
+static CUfunction step_fn;
+static uint32_t *dbuf;
+
+static double now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  return v[n / 2];
+}
+
+static void launch_one(CUstream st, int via) {
+  uint64_t arg = (uint64_t)(uintptr_t)dbuf;
+  size_t argbytes = sizeof(arg);
+  void *params[] = {&dbuf};
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &arg, CU_LAUNCH_PARAM_BUFFER_SIZE, &argbytes,
+                   CU_LAUNCH_PARAM_END};
+  CUlaunchConfig c;
+
+  switch (via) {
+  case VIA_CUDART:
+    chain_step<<<1, 32, 0, (cudaStream_t)st>>>(dbuf);
+    return;
+  case VIA_PARAMS:
+    CD(cuLaunchKernel(step_fn, 1, 1, 1, 32, 1, 1, 0, st, params, NULL));
+    return;
+  case VIA_EXTRA:
+    CD(cuLaunchKernel(step_fn, 1, 1, 1, 32, 1, 1, 0, st, NULL, extra));
+    return;
+  default:
+    memset(&c, 0, sizeof(c));
+    c.gridDimX = c.gridDimY = c.gridDimZ = 1;
+    c.blockDimX = 32, c.blockDimY = c.blockDimZ = 1;
+    c.hStream = st;
+    CD(cuLaunchKernelEx(&c, step_fn, NULL, extra));
+  }
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* ---------------------------------------------------------------- spinners */
+
+static int spin_stop;
+
+static void *spinner(void *arg) {
+  unsigned long turns = 0;
+  (void)arg;
+  while (!__atomic_load_n(&spin_stop, __ATOMIC_RELAXED))
+    if ((++turns & 1023) == 0)
+      sched_yield();
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- hand-off */
+
+/* The first thread raises `posted` once per launch; the launcher makes that many
+ * launches and publishes how many it made in `made`. */
+static long posted, made;
+static int launcher_stop;
+static CUstream launcher_stream;
+static int launcher_via;
+
+static void *launcher(void *arg) {
+  CUcontext ctx;
+  long seen = 0;
+  unsigned turns = 0;
+  (void)arg;
+  CD(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CD(cuCtxSetCurrent(ctx));
+  while (!__atomic_load_n(&launcher_stop, __ATOMIC_ACQUIRE)) {
+    long p = __atomic_load_n(&posted, __ATOMIC_ACQUIRE);
+    if (p == seen) {
+      if ((++turns & 1023) == 0)
+        sched_yield();
+      cpu_relax();
+      continue;
+    }
+    for (; seen < p; seen++)
+      launch_one(launcher_stream, launcher_via);
+    __atomic_store_n(&made, seen, __ATOMIC_RELEASE);
+  }
+  CD(cuDevicePrimaryCtxRelease(0));
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- one variant */
+
+static void run(const char *name, CUstream st, int via, int handoff) {
+  double chain[REPS], enq[REPS];
+  pthread_t th;
+  long base = 0;
+
+  if (handoff) {
+    launcher_stream = st, launcher_via = via;
+    __atomic_store_n(&posted, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&made, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&launcher_stop, 0, __ATOMIC_SEQ_CST);
+    if (pthread_create(&th, NULL, launcher, NULL) != 0) {
+      fprintf(stderr, "launch-ways: pthread_create failed\n");
+      exit(1);
+    }
+  }
+  for (int r = -1; r < REPS; r++) { /* one untimed warm-up chain */
+    double t0, t1;
+    CK(cudaMemsetAsync(dbuf, 0, 32 * sizeof(uint32_t), (cudaStream_t)st));
+    CK(cudaStreamSynchronize((cudaStream_t)st));
+    t0 = now_ns();
+    if (!handoff) {
+      for (int i = 0; i < CHAIN_LEN; i++)
+        launch_one(st, via);
+    } else {
+      for (int i = 0; i < CHAIN_LEN; i++)
+        __atomic_fetch_add(&posted, 1, __ATOMIC_RELEASE);
+      base += CHAIN_LEN;
+      while (__atomic_load_n(&made, __ATOMIC_ACQUIRE) < base)
+        cpu_relax();
+    }
+    t1 = now_ns();
+    CK(cudaStreamSynchronize((cudaStream_t)st));
+    if (r >= 0) {
+      chain[r] = now_ns() - t0;
+      enq[r] = (t1 - t0) / CHAIN_LEN;
+    }
+  }
+  if (handoff) {
+    __atomic_store_n(&launcher_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+  }
+  CK(cudaGetLastError());
+  printf("%-40s chain_ms %.3f  enqueue_us %.3f\n", name, median(chain, REPS) / 1e6,
+         median(enq, REPS) / 1e3);
+  fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+  static const char *via_name[] = {"<<<>>>", "cuLaunchKernel params", "cuLaunchKernel extra",
+                                   "cuLaunchKernelEx extra"};
+  int max_spin = argc > 1 ? atoi(argv[1]) : 4;
+  cudaStream_t s_def, s_hi, s_lo;
+  int lo, hi;
+  char name[96];
+
+  if (argc > 2 || max_spin < 0 || max_spin > 64) {
+    fprintf(stderr, "usage: launch-ways [MAX_SPINNERS (0..64, default 4)]\n");
+    return 2;
+  }
+  CK(cudaSetDevice(0));
+  CK(cudaFree(0));
+  CK(cudaMalloc(&dbuf, 32 * sizeof(uint32_t)));
+  CK(cudaGetFuncBySymbol((cudaFunction_t *)&step_fn, (const void *)chain_step));
+  CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  CK(cudaStreamCreateWithFlags(&s_def, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithPriority(&s_hi, cudaStreamNonBlocking, hi));
+  CK(cudaStreamCreateWithPriority(&s_lo, cudaStreamNonBlocking, lo));
+  printf("stream priorities: lowest %d, highest %d\n", lo, hi);
+  for (int pass = 0; pass < 2; pass++) {
+    printf("-- pass %d\n", pass);
+    for (int v = VIA_CUDART; v <= VIA_EX_EXTRA; v++) {
+      snprintf(name, sizeof(name), "%s default-prio", via_name[v]);
+      run(name, (CUstream)s_def, v, 0);
+    }
+    for (int v = VIA_CUDART; v <= VIA_EX_EXTRA; v++) {
+      snprintf(name, sizeof(name), "%s high-prio", via_name[v]);
+      run(name, (CUstream)s_hi, v, 0);
+    }
+    run("cuLaunchKernel extra low-prio", (CUstream)s_lo, VIA_EXTRA, 0);
+    for (int n = 1; n <= max_spin; n *= 2) {
+      pthread_t t[64];
+      int started = 0;
+      __atomic_store_n(&spin_stop, 0, __ATOMIC_SEQ_CST);
+      for (; started < n; started++)
+        if (pthread_create(&t[started], NULL, spinner, NULL) != 0)
+          break;
+      snprintf(name, sizeof(name), "extra high-prio + %d spinners", started);
+      run(name, (CUstream)s_hi, VIA_EXTRA, 0);
+      snprintf(name, sizeof(name), "<<<>>> default + %d spinners", started);
+      run(name, (CUstream)s_def, VIA_CUDART, 0);
+      __atomic_store_n(&spin_stop, 1, __ATOMIC_SEQ_CST);
+      for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    }
+    run("handoff thread, extra high-prio", (CUstream)s_hi, VIA_EXTRA, 1);
+    run("handoff thread, params high-prio", (CUstream)s_hi, VIA_PARAMS, 1);
+    run("handoff thread, <<<>>> default", (CUstream)s_def, VIA_CUDART, 1);
+  }
+  CK(cudaFree(dbuf));
+  return 0;
+}
