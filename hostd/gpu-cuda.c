@@ -71,6 +71,7 @@
   X(cuFuncLoad)                                                                                    \
   X(cuFuncSetAttribute)                                                                            \
   X(cuFuncSetCacheConfig)                                                                          \
+  X(cuGetErrorName)                                                                                \
   X(cuInit)                                                                                        \
   X(cuKernelGetAttribute)                                                                          \
   X(cuKernelGetFunction)                                                                           \
@@ -519,6 +520,11 @@ static CUresult cuda_library_module(uint64_t lib, uint64_t *mod) {
   CUresult r = D.cuLibraryGetModule(&m, (CUlibrary)(uintptr_t)lib);
   *mod = (uint64_t)(uintptr_t)m;
   return r;
+}
+
+static const char *cuda_error_name(CUresult r) {
+  const char *name = NULL;
+  return D.cuGetErrorName(r, &name) == CUDA_SUCCESS ? name : NULL;
 }
 
 static CUresult cuda_launch(uint64_t f, const uint32_t grid[3], const uint32_t block[3],
@@ -1320,6 +1326,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .name = "cuda",
     .init = cuda_init,
     .shutdown = cuda_shutdown,
+    .error_name = cuda_error_name,
     .thread_enter = cuda_thread_enter,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,

@@ -2862,10 +2862,34 @@ size_t hostd_record_live_objects(void) {
   return n;
 }
 
+/* The names of the results this device returns most (the CUDA backend asks
+ * the driver for any). */
+static const char *rec_error_name(CUresult r) {
+  switch (r) {
+#define NAME(e)                                                                                    \
+  case e:                                                                                          \
+    return #e
+    NAME(CUDA_SUCCESS);
+    NAME(CUDA_ERROR_INVALID_VALUE);
+    NAME(CUDA_ERROR_OUT_OF_MEMORY);
+    NAME(CUDA_ERROR_INVALID_CONTEXT);
+    NAME(CUDA_ERROR_INVALID_HANDLE);
+    NAME(CUDA_ERROR_NOT_FOUND);
+    NAME(CUDA_ERROR_NOT_READY);
+    NAME(CUDA_ERROR_ILLEGAL_ADDRESS);
+    NAME(CUDA_ERROR_LAUNCH_FAILED);
+    NAME(CUDA_ERROR_NOT_SUPPORTED);
+#undef NAME
+  default:
+    return NULL;
+  }
+}
+
 const hostd_gpu_ops_t hostd__gpu = {
     .name = "record",
     .init = rec_init,
     .shutdown = rec_shutdown,
+    .error_name = rec_error_name,
     .thread_enter = rec_thread_enter,
     .mem_alloc = rec_mem_alloc,
     .mem_free = rec_mem_free,

@@ -87,6 +87,8 @@ typedef struct hostd_gpu_ops {
   /* Initialises the backend for device ordinal `device`; fills the snapshot. */
   CUresult (*init)(int device, call_snapshot_t *snap);
   void (*shutdown)(void);
+  /* The driver's name of a result (CUDA_ERROR_...), or NULL where it has none. */
+  const char *(*error_name)(CUresult r);
   CUresult (*thread_enter)(void);
   CUresult (*mem_alloc)(uint64_t *p, uint64_t size);
   CUresult (*mem_free)(uint64_t p);

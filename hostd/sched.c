@@ -734,15 +734,18 @@ static CUresult launch_alone(hostd_sched_stream_t *ss, const hostd_sched_launch_
 
 CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
   size_t abytes = (size_t)l->nattr * sizeof(CUlaunchAttribute);
+  pol_kernel_t k;
   item_t *it;
   CUresult r;
   if (ss->t->direct)
     return launch_direct(ss, l);
   if (alone(ss))
     return launch_alone(ss, l);
-  /* No block to run: the driver refuses it at once, and policy/ has no
-   * block range to issue (the fence would wait for it forever). */
-  if (!l->grid[0] || !l->grid[1] || !l->grid[2] || !l->block[0] || !l->block[1] || !l->block[2])
+  /* A shape the policy refuses (no block to run, more than 1024 threads a
+   * block): the driver refuses it at once, and a submission policy/ refused
+   * would never be issued, so the tenant hears it here. */
+  kernel_of(l, &k);
+  if (pol_kernel_check(&k) != 0)
     return CUDA_ERROR_INVALID_VALUE;
   if (!(it = item_new(IT_SUBMIT, ss, abytes + l->argbytes)))
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -756,7 +759,7 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
     }
     ss->run_open = true;
   }
-  kernel_of(l, &it->k);
+  it->k = k;
   if (l->graph || l->memset.count)
     it->total = 1; /* one unit, in its original form */
   else
@@ -935,20 +938,41 @@ static void fifo_push(hostd_sched_tenant_t *t, item_t *it) {
   t->tail = it;
 }
 
-static void set_error(hostd_sched_tenant_t *t, CUresult r) {
-  hostd__log(HOSTD_LOG_DEBUG, "tenant %" PRIu32 ": a launch the scheduler issued failed: %d", t->id,
-             (int)r);
+/* A launch the scheduler made for tenant t failed, at the call or seen when
+ * it ended (when): the tenant's next synchronising call returns r.  The
+ * tenant's first such failure is a warning that names what was launched
+ * (k, when known) and where, so that a kernel the driver refuses (on the
+ * best-effort partition, say) is named without --log-level debug; later
+ * ones are debug lines. */
+static void set_error(hostd_sched_tenant_t *t, CUresult r, const pol_kernel_t *k, bool part,
+                      const char *when) {
+  const char *name = hostd__gpu.error_name(r);
+  char what[160] = "a launch";
+  bool first;
   pthread_mutex_lock(&S.mu);
-  if (t->err == CUDA_SUCCESS)
+  first = t->err == CUDA_SUCCESS;
+  if (first)
     t->err = r;
   pthread_mutex_unlock(&S.mu);
+  if (k && k->kernel_id)
+    snprintf(what, sizeof(what),
+             "a launch of kernel %016" PRIx64 " (grid %" PRIu32 ",%" PRIu32 ",%" PRIu32
+             ", block %" PRIu32 ",%" PRIu32 ",%" PRIu32 ", %" PRIu32 " bytes of shared memory)",
+             k->kernel_id, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+             k->block[2], k->shmem_bytes);
+  hostd__log(first ? HOSTD_LOG_WARN : HOSTD_LOG_DEBUG,
+             "tenant %" PRIu32 ": %s%s failed %s: %s (%d); its next synchronising call returns "
+             "it",
+             t->id, what, part ? " on the best-effort partition" : "", when,
+             name ? name : "CUresult", (int)r);
 }
 
-static void feed(const pol_event_t *ev) {
+static int feed(const pol_event_t *ev) {
   int rc = pol_sched_event(S.pol, ev);
   if (rc < 0)
     hostd__log(HOSTD_LOG_WARN, "scheduler: policy refused event %d: %s", (int)ev->type,
                strerror(-rc));
+  return rc;
 }
 
 /* Tenants the scheduler thread has seen an item from, by policy id. */
@@ -1009,6 +1033,24 @@ static uint32_t resident_of(const item_t *it) {
   return (uint32_t)v;
 }
 
+static void item_done(item_t *it);
+
+/* A submission the policy refused as malformed (it keeps nothing of it;
+ * hostd__sched_launch checks shapes first, so this is a safety net): never
+ * issued, it completes with an error for the tenant, and the launch stream
+ * still waits for the run's past (invariant (c)) for the launches after it. */
+static void refused(item_t *it) {
+  hostd_sched_stream_t *ss = it->ss;
+  if (it->run_event) {
+    (void)hostd__gpu.stream_wait(ss->lstream, it->run_event, 0);
+    ev_put(it->run_event, false);
+    it->run_event = 0;
+  }
+  set_error(it->t, CUDA_ERROR_INVALID_VALUE, it->graph || it->memset.count ? NULL : &it->k,
+            ss->part, "before it was issued (the policy refused it)");
+  item_done(it);
+}
+
 static void on_submit(item_t *it, uint64_t now) {
   hostd_sched_tenant_t *t = it->t;
   pol_event_t ev = {.type = POL_EV_SUBMIT, .now_ns = now, .tenant = t->id};
@@ -1027,7 +1069,8 @@ static void on_submit(item_t *it, uint64_t now) {
   STAT_ADD(submitted, 1);
   if (it->kind == IT_SUBMIT)
     STAT_ADD(held, 1);
-  feed(&ev);
+  if (feed(&ev) == -EINVAL && it->kind == IT_SUBMIT)
+    refused(it);
 }
 
 /* Finds submission id of t (the FIFO's head in practice); unlink: take it off. */
@@ -1518,7 +1561,7 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     r = hostd__gpu.dtoh_async(S.fl_host + (size_t)p.fslot * CTL_HOST + 16, fl_devaddr(p.fslot),
                               8, ss->lstream);
   if (r != CUDA_SUCCESS) {
-    set_error(it->t, r);
+    set_error(it->t, r, it->graph || it->memset.count ? NULL : &it->k, ss->part, "at the call");
     ctl_put(p.slot);
     p.slot = -1;
     if (p.form == POL_FORM_FLUSH) { /* complete it with nothing given up */
@@ -1757,7 +1800,7 @@ static int flight_poll(flight_t *f, uint64_t now) {
     return 0;
   }
   if (r != CUDA_SUCCESS)
-    set_error(f->t, r);
+    set_error(f->t, r, f->lc || f->graph ? NULL : &f->k, f->part, "when it ran");
   if (r == CUDA_SUCCESS && f->ev_start) {
     float ms = 0;
     if (hostd__gpu.event_time(&ms, f->ev_start, f->ev_end) == CUDA_SUCCESS && ms > 0)

@@ -218,6 +218,12 @@ int pol_sched_tenant_add(pol_sched_t *s, uint32_t tenant, pol_class_t cls, uint3
  * have.  0, -EINVAL (unknown tenant), -ENOMEM (from the policy's pump). */
 int pol_sched_tenant_del(pol_sched_t *s, uint32_t tenant);
 
+/* Whether the policy accepts k's shape in a submission: 0, or -EINVAL for
+ * a grid or block dimension of 0, more than 1024 threads a block, or more
+ * than 2^40 blocks.  A caller that checks before it queues a launch can
+ * answer the tenant at once instead of learning it from pol_sched_event. */
+int pol_kernel_check(const pol_kernel_t *k);
+
 /* Feeds one event.  Events must come in non-decreasing now_ns.  0, -EINVAL
  * (unknown tenant or launch, malformed kernel), -ENOMEM.  Amortized work per
  * call: O(tenants + launches in flight). */

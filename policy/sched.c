@@ -406,24 +406,28 @@ int pol__issue_all(pol_sched_t *s, pol__tenant_t *t, int prio, uint32_t max_infl
   return 0;
 }
 
-static bool kernel_valid(const pol_kernel_t *k, uint64_t *blocks) {
+/* The logical block count of a valid shape (pol_kernel_check), else 0. */
+static uint64_t kernel_blocks(const pol_kernel_t *k) {
   uint64_t g = 1, b = 1;
   for (int i = 0; i < 3; i++) {
     if (k->grid[i] == 0 || k->block[i] == 0)
-      return false;
+      return 0;
     g *= k->grid[i];
     b *= k->block[i];
     if (g > POL__MAX_BLOCKS || b > 1024) /* CUDA: at most 1024 threads per block */
-      return false;
+      return 0;
   }
-  *blocks = g;
-  return true;
+  return g;
+}
+
+int pol_kernel_check(const pol_kernel_t *k) {
+  return k && kernel_blocks(k) ? 0 : -EINVAL;
 }
 
 static int on_submit(pol_sched_t *s, const pol_event_t *ev) {
-  uint64_t blocks;
+  uint64_t blocks = kernel_blocks(&ev->kernel);
   pol__tenant_t *t = tenant_find(s, ev->tenant);
-  if (!t || !kernel_valid(&ev->kernel, &blocks))
+  if (!t || !blocks)
     return -EINVAL;
   pol__sub_t *u = calloc(1, sizeof(*u));
   if (!u)

@@ -570,6 +570,65 @@ static void slurp(const char *path, char *buf, size_t cap) {
   fclose(f);
 }
 
+/* A launch whose shape the policy refuses (2048 threads a block) is
+ * answered at the call: queued, it would never be issued and the stream's
+ * fence would wait for it forever.  Launches the scheduler issues and the
+ * device refuses (a function it does not know): the tenant's flush returns
+ * the error, and tallyd's log has one warning for the tenant that names the
+ * kernel, its shape and the driver's result; the second failure is a debug
+ * line, not a second warning. */
+static void refused_launches_are_answered_and_named_once(void **state) {
+  hostd_sched_tenant_t *t = hostd__sched_tenant_new(77, "be", 1, 1);
+  uint8_t args[24] = {0};
+  hostd_sched_launch_t l = {.f = fill, .kernel_id = 0x4242, .grid = {2, 1, 1},
+                            .block = {2048, 1, 1}, .args = args, .argbytes = sizeof(args)};
+  hostd_log_level_t level = hostd__log_level;
+  char path[] = "/tmp/tally-sched-log-XXXXXX", buf[4096];
+  const char *want = "tallyd warn: tenant 77: a launch of kernel 0000000000004242 (grid 2,1,1, "
+                     "block 64,1,1, 0 bytes of shared memory) failed at the call: "
+                     "CUDA_ERROR_INVALID_HANDLE (400); its next synchronising call returns it";
+  hostd_sched_stats_t st0, st;
+  hostd_sched_stream_t *ss;
+  uint64_t s;
+  int fd, saved;
+  CUresult r;
+  (void)state;
+  assert_non_null(t);
+  assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_non_null(ss = hostd__sched_stream_new(t, s, &r));
+  hostd__sched_stats(&st0);
+  assert_int_equal(hostd__sched_launch(ss, &l), CUDA_ERROR_INVALID_VALUE);
+  l.block[0] = 1025;
+  assert_int_equal(hostd__sched_launch(ss, &l), CUDA_ERROR_INVALID_VALUE);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.submitted, st0.submitted); /* nothing queued */
+  assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
+  l.block[0] = 64;
+  l.f = fill + 0x10000; /* no such function */
+  assert_true((fd = mkstemp(path)) >= 0);
+  fflush(stderr);
+  assert_true((saved = dup(2)) >= 0);
+  assert_true(dup2(fd, 2) >= 0);
+  hostd__log_level = HOSTD_LOG_INFO;
+  assert_int_equal(hostd__sched_launch(ss, &l), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_launch(ss, &l), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
+  r = hostd__sched_tenant_flush(t);
+  fflush(stderr);
+  assert_true(dup2(saved, 2) >= 0);
+  close(saved);
+  hostd__log_level = level;
+  slurp(path, buf, sizeof(buf));
+  close(fd);
+  unlink(path);
+  assert_int_equal(r, CUDA_ERROR_INVALID_HANDLE);
+  assert_non_null(strstr(buf, want));
+  assert_null(strstr(strstr(buf, want) + strlen(want), "tenant 77:")); /* one for two */
+  hostd__sched_tenant_close(t);
+  hostd__sched_tenant_free(t);
+  assert_int_equal(hostd__gpu.stream_del(s), CUDA_SUCCESS);
+}
+
 /* --trace: an LC launch (direct: held=0), a BE launch the policy holds
  * while the LC is active (held=1), one it issues at once when the LC is
  * idle (held=0); each kernel named once, the name cleaned. */
@@ -917,6 +976,7 @@ int main(void) {
       cmocka_unit_test(lc_close_and_free_while_busy),
       cmocka_unit_test(lc_close_before_any_record),
       cmocka_unit_test(be_tenant_alone_launches_straight),
+      cmocka_unit_test(refused_launches_are_answered_and_named_once),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -566,9 +566,17 @@ static void bad_events_are_rejected(void **state) {
   ev.tenant = BE;
   ev.kernel.grid[1] = 0;
   assert_int_equal(pol_sched_event(f.s, &ev), -EINVAL); /* zero grid */
+  assert_int_equal(pol_kernel_check(&ev.kernel), -EINVAL); /* what a caller checks first */
   ev.kernel.grid[1] = 1;
+  assert_int_equal(pol_kernel_check(&ev.kernel), 0);
   ev.kernel.block[0] = 2048;
   assert_int_equal(pol_sched_event(f.s, &ev), -EINVAL); /* > 1024 threads */
+  assert_int_equal(pol_kernel_check(&ev.kernel), -EINVAL);
+  ev.kernel.block[0] = 1;
+  ev.kernel.grid[0] = 1u << 31, ev.kernel.grid[1] = 1u << 10; /* 2^41 blocks */
+  assert_int_equal(pol_kernel_check(&ev.kernel), -EINVAL);
+  assert_int_equal(pol_sched_event(f.s, &ev), -EINVAL);
+  assert_int_equal(pol_kernel_check(NULL), -EINVAL);
   pol_event_t c = {.type = POL_EV_COMPLETED, .launch_id = 12345};
   assert_int_equal(pol_sched_event(f.s, &c), -EINVAL);                      /* unknown launch */
   assert_int_equal(pol_sched_tenant_add(f.s, 5, POL_CLASS_LC, 1), -EINVAL); /* 2nd LC */
