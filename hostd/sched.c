@@ -938,22 +938,28 @@ static void fifo_push(hostd_sched_tenant_t *t, item_t *it) {
   t->tail = it;
 }
 
+/* What a queued unit is, in words. */
+static const char *unit_of(uint64_t graph, uint64_t memset_count) {
+  return graph ? "a CUDA graph launch" : memset_count ? "a memset" : "a launch";
+}
+
 /* A launch the scheduler made for tenant t failed, at the call or seen when
  * it ended (when): the tenant's next synchronising call returns r.  The
  * tenant's first such failure is a warning that names what was launched
- * (k, when known) and where, so that a kernel the driver refuses (on the
+ * (unit, and k for a kernel when known) and where, so that a kernel the driver refuses (on the
  * best-effort partition, say) is named without --log-level debug; later
  * ones are debug lines. */
-static void set_error(hostd_sched_tenant_t *t, CUresult r, const pol_kernel_t *k, bool part,
-                      const char *when) {
+static void set_error(hostd_sched_tenant_t *t, CUresult r, const char *unit,
+                      const pol_kernel_t *k, bool part, const char *when) {
   const char *name = hostd__gpu.error_name(r);
-  char what[160] = "a launch";
+  char what[160];
   bool first;
   pthread_mutex_lock(&S.mu);
   first = t->err == CUDA_SUCCESS;
   if (first)
     t->err = r;
   pthread_mutex_unlock(&S.mu);
+  snprintf(what, sizeof(what), "%s", unit);
   if (k && k->kernel_id)
     snprintf(what, sizeof(what),
              "a launch of kernel %016" PRIx64 " (grid %" PRIu32 ",%" PRIu32 ",%" PRIu32
@@ -1046,8 +1052,9 @@ static void refused(item_t *it) {
     ev_put(it->run_event, false);
     it->run_event = 0;
   }
-  set_error(it->t, CUDA_ERROR_INVALID_VALUE, it->graph || it->memset.count ? NULL : &it->k,
-            ss->part, "before it was issued (the policy refused it)");
+  set_error(it->t, CUDA_ERROR_INVALID_VALUE, unit_of(it->graph, it->memset.count),
+            it->graph || it->memset.count ? NULL : &it->k, ss->part,
+            "before it was issued (the policy refused it)");
   item_done(it);
 }
 
@@ -1561,7 +1568,8 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     r = hostd__gpu.dtoh_async(S.fl_host + (size_t)p.fslot * CTL_HOST + 16, fl_devaddr(p.fslot),
                               8, ss->lstream);
   if (r != CUDA_SUCCESS) {
-    set_error(it->t, r, it->graph || it->memset.count ? NULL : &it->k, ss->part, "at the call");
+    set_error(it->t, r, unit_of(it->graph, it->memset.count),
+              it->graph || it->memset.count ? NULL : &it->k, ss->part, "at the call");
     ctl_put(p.slot);
     p.slot = -1;
     if (p.form == POL_FORM_FLUSH) { /* complete it with nothing given up */
@@ -1800,7 +1808,8 @@ static int flight_poll(flight_t *f, uint64_t now) {
     return 0;
   }
   if (r != CUDA_SUCCESS)
-    set_error(f->t, r, f->lc || f->graph ? NULL : &f->k, f->part, "when it ran");
+    set_error(f->t, r, f->lc ? "a latency-critical launch" : unit_of(f->graph, 0),
+              f->lc || f->graph ? NULL : &f->k, f->part, "when it ran");
   if (r == CUDA_SUCCESS && f->ev_start) {
     float ms = 0;
     if (hostd__gpu.event_time(&ms, f->ev_start, f->ev_end) == CUDA_SUCCESS && ms > 0)
