@@ -71,7 +71,6 @@
   X(cuFuncLoad)                                                                                    \
   X(cuFuncSetAttribute)                                                                            \
   X(cuFuncSetCacheConfig)                                                                          \
-  X(cuGetErrorName)                                                                                \
   X(cuInit)                                                                                        \
   X(cuKernelGetAttribute)                                                                          \
   X(cuKernelGetFunction)                                                                           \
@@ -180,6 +179,7 @@ static struct {
   CUDA_FNS(X)
 #undef X
   CUresult (*cuGetExportTable)(const void **table, const CUuuid *id);
+  CUresult (*cuGetErrorName)(CUresult error, const char **name); /* optional: NULL */
 } D; /* written once by load_driver, before any tenant */
 
 static CUresult load_driver(void) {
@@ -203,6 +203,10 @@ static CUresult load_driver(void) {
   }
   CUDA_FNS(X)
 #undef X
+  /* Only for log lines: a driver without it still serves. */
+  if (gpa("cuGetErrorName", (void **)&D.cuGetErrorName, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,
+          &st) != CUDA_SUCCESS)
+    D.cuGetErrorName = NULL;
   return CUDA_SUCCESS;
 }
 
@@ -524,7 +528,7 @@ static CUresult cuda_library_module(uint64_t lib, uint64_t *mod) {
 
 static const char *cuda_error_name(CUresult r) {
   const char *name = NULL;
-  return D.cuGetErrorName(r, &name) == CUDA_SUCCESS ? name : NULL;
+  return D.cuGetErrorName && D.cuGetErrorName(r, &name) == CUDA_SUCCESS ? name : NULL;
 }
 
 static CUresult cuda_launch(uint64_t f, const uint32_t grid[3], const uint32_t block[3],
