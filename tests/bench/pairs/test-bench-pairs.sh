@@ -9,7 +9,8 @@
 # manifest, report, summary, plots, simulator table; MPS started and stopped
 # once per MPS step with the client priorities; tenants through tally-run
 # with their classes), failed and unsupported steps reported while the run
-# goes on (timeouts, a BE never ready, MPS refusing to start or its probe
+# goes on (timeouts, a BE never ready, a BE that dies (its row names the
+# exception's line), MPS refusing to start or its probe
 # client failing), and Ctrl-C
 # stopping MPS and the tenants; the start handshake (the LC and the BE of a
 # paired step start together and no request arrives before both are ready;
@@ -19,7 +20,7 @@
 # are not run as tenants here).  Every wait is bounded.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..15"
+echo "1..16"
 if ! command -v python3 >/dev/null 2>&1; then
   for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo "ok $i # SKIP python3 not found"; done
   exit 0
@@ -137,6 +138,31 @@ failures() {
     grep -q '^| never | tallyd:none |.*| failed: BE not ready' "$d/report.md"
 }
 check "a hung LC times out, unsupported and never-ready steps are reported, the run goes on" failures
+
+# A BE that becomes ready and then dies as a PyTorch tenant does on a CUDA
+# error: the row names the exception's line, not the hint printed after it.
+crash() {
+  d=$tmp/crash
+  cat >"$tmp/bin/crash-be.sh" <<'EOT'
+#!/bin/sh
+while [ $# -gt 0 ]; do case $1 in --ready) : >"$2"; shift 2 ;; *) shift ;; esac; done
+sleep 0.2
+echo 'Traceback (most recent call last):' >&2
+echo 'torch.AcceleratorError: CUDA error: invalid argument' >&2
+echo 'CUDA kernel errors might be asynchronously reported at some other API call' >&2
+echo 'Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.' >&2
+exit 1
+EOT
+  chmod +x "$tmp/bin/crash-be.sh"
+  sed -e 's/^name = hang/name = crash/' -e 's/ --hang --when CUDA_MPS_PIPE_DIRECTORY//' \
+    -e "s|^be = .*|be = $tmp/bin/crash-be.sh --out {out} --ready {ready}|" \
+    "$tmp/pairs/t.pair" >"$tmp/pairs/c.pair"
+  bp --pair-dir "$tmp/pairs" --pairs crash --modes alone,tallyd:none \
+    --duration 0.3 --step-timeout 5 --no-plots --out "$d" 2>&1 || return 1
+  status "$d" crash tallyd:none |
+    grep -q '^failed: BE exit 1: torch.AcceleratorError: CUDA error: invalid argument$'
+}
+check "a BE that dies on a CUDA error: its row names the exception's line, not the hint after it" crash
 
 mps_refused() {
   d=$tmp/refused
