@@ -946,9 +946,9 @@ static const char *unit_of(uint64_t graph, uint64_t memset_count) {
 /* A launch the scheduler made for tenant t failed, at the call or seen when
  * it ended (when): the tenant's next synchronising call returns r.  The
  * tenant's first such failure is a warning that names what was launched
- * (unit, and k for a kernel when known) and where, so that a kernel the driver refuses (on the
- * best-effort partition, say) is named without --log-level debug; later
- * ones are debug lines. */
+ * (unit; k for a kernel, when known) and where, so that a kernel the driver
+ * refuses (on the best-effort partition, say) is named without --log-level
+ * debug; later ones are debug lines. */
 static void set_error(hostd_sched_tenant_t *t, CUresult r, const char *unit,
                       const pol_kernel_t *k, bool part, const char *when) {
   const char *name = hostd__gpu.error_name(r);
