@@ -39,7 +39,8 @@ EXTRA_DIST += tests/gpu/README.md tests/gpu/e2e-common.h tests/gpu/e2e-run.sh te
 	tests/gpu/e2e_util.py tests/gpu/numba-kernels.py tests/gpu/cupy-ops.py \
 	tests/gpu/driver-trace/README.md tests/gpu/driver-trace/passshim.c \
 	tests/gpu/driver-trace/trace.sh \
-	tests/bench/forward-bench.cu tests/bench/forward-bench.sh tests/bench/launch-ways.cu
+	tests/bench/forward-bench.cu tests/bench/forward-bench.sh tests/bench/launch-ways.cu \
+	tests/bench/forward-bench-table.awk tests/bench/test-forward-bench-table.sh
 
 GPU_COMMON_DEPS = $(srcdir)/tests/gpu/e2e-common.h
 
@@ -103,6 +104,8 @@ tests/gpu/test-e2e-runner: $(srcdir)/tests/gpu/test-e2e-runner.sh tests/gpu/e2e-
 if HAVE_CMOCKA
 TESTS += tests/gpu/test-e2e-runner
 endif
+# forward-bench's table from made-up figures (no GPU).
+TESTS += tests/bench/test-forward-bench-table.sh
 
 # N framework tenants in a row through one tallyd (make tenant-churn).
 tests/gpu/tenant-churn: $(srcdir)/tests/gpu/tenant-churn.sh $(srcdir)/tests/gpu/tallyd-lib.sh Makefile
