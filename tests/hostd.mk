@@ -82,14 +82,21 @@ tests/test-hostd-restart-gpu: $(srcdir)/tests/test-hostd-restart-gpu.sh hostd/ta
 	  $(srcdir)/tests/test-hostd-restart-gpu.sh > $@ && chmod +x $@
 # libFuzzer target for the request decoder (configure --enable-fuzzing CC=clang).
 if FUZZING
-FUZZ_TARGETS += tests/fuzz/fuzz-hostd-exec
-noinst_PROGRAMS += tests/fuzz/fuzz-hostd-exec
+FUZZ_TARGETS += tests/fuzz/fuzz-hostd-exec tests/fuzz/fuzz-hostd-sched
+noinst_PROGRAMS += tests/fuzz/fuzz-hostd-exec tests/fuzz/fuzz-hostd-sched
 endif
 tests_fuzz_fuzz_hostd_exec_SOURCES = tests/fuzz/fuzz-hostd-exec.c
 tests_fuzz_fuzz_hostd_exec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_fuzz_fuzz_hostd_exec_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_hostd_exec_LDFLAGS = -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_hostd_exec_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS)
+# The scheduler's API driven by scripts of launches, memsets, fences, flushes and tenants
+# coming and going (tests/fuzz/fuzz-hostd-sched.c).
+tests_fuzz_fuzz_hostd_sched_SOURCES = tests/fuzz/fuzz-hostd-sched.c
+tests_fuzz_fuzz_hostd_sched_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_fuzz_fuzz_hostd_sched_CFLAGS = $(tests_fuzz_fuzz_hostd_exec_CFLAGS)
+tests_fuzz_fuzz_hostd_sched_LDFLAGS = $(tests_fuzz_fuzz_hostd_exec_LDFLAGS)
+tests_fuzz_fuzz_hostd_sched_LDADD = $(tests_fuzz_fuzz_hostd_exec_LDADD)
 # What tallyd adds per launch and per synchronisation (recording device, shm):
 # cd BUILDDIR && tests/bench/hostd-bench [N [M]]  (TALLYD_ARGS: extra daemon flags).
 noinst_PROGRAMS += tests/bench/hostd-bench
