@@ -769,15 +769,30 @@ static CUgreenCtx part;
 static CUcontext part_ctx;
 static uint32_t part_sms;
 
-static CUresult part_make(uint32_t sms) {
-  CUdevResource all, got, rest;
-  CUdevResourceDesc desc;
+/* One group of at least sms SMs from all, split with flags. */
+static CUresult part_split(CUdevResource *got, CUdevResource *all, unsigned flags, uint32_t sms) {
+  CUdevResource rest;
   unsigned n = 1;
+  CUresult r = D.cuDevSmResourceSplitByCount(got, &n, all, &rest, flags, sms);
+  return r == CUDA_SUCCESS && n != 1 ? CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION : r;
+}
+
+/* The group is asked to host the largest clusters the device allows
+ * (compute capability 9.0 and later; Hopper's library GEMMs launch
+ * clusters, which a group made without it refused on the H200); where that
+ * split is refused, the default one.  A launch it still cannot host runs on
+ * the whole GPU (hostd/sched.c, issue_whole). */
+static CUresult part_make(uint32_t sms) {
+  CUdevResource all, got;
+  CUdevResourceDesc desc;
+  bool clusters = true;
   CUresult r = D.cuDeviceGetDevResource(device, &all, CU_DEV_RESOURCE_TYPE_SM);
-  if (r == CUDA_SUCCESS)
-    r = D.cuDevSmResourceSplitByCount(&got, &n, &all, &rest, 0, sms);
-  if (r == CUDA_SUCCESS && n != 1)
-    r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+  if (r == CUDA_SUCCESS &&
+      part_split(&got, &all, CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE, sms) !=
+          CUDA_SUCCESS) {
+    clusters = false;
+    r = part_split(&got, &all, 0, sms);
+  }
   if (r == CUDA_SUCCESS)
     r = D.cuDevResourceGenerateDesc(&desc, &got, 1);
   if (r == CUDA_SUCCESS)
@@ -790,8 +805,8 @@ static CUresult part_make(uint32_t sms) {
     return r;
   }
   part_sms = got.sm.smCount;
-  hostd__log(HOSTD_LOG_INFO, "best-effort partition: a green context of %u of %u SMs", part_sms,
-             all.sm.smCount);
+  hostd__log(HOSTD_LOG_INFO, "best-effort partition: a green context of %u of %u SMs%s", part_sms,
+             all.sm.smCount, clusters ? ", grouped for the largest clusters" : "");
   return CUDA_SUCCESS;
 }
 

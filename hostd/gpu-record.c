@@ -178,6 +178,7 @@ typedef struct rec_stream {
   uint32_t slot, value;
   rec_op_t *head, *tail;
   int prio;
+  bool part;     /* made by part_stream_new: hostd__record_part_cluster_max applies */
   rec_op_t *ptb; /* a held PTB launch: the stream waits until its flag is raised */
   struct rec_graph *cap; /* the capture it takes part in, or NULL */
   uint64_t cap_deps[CAP_DEPS]; /* its current dependencies (nodes) in that capture */
@@ -1469,6 +1470,24 @@ static bool launch_effect(rec_stream_t *st, rec_op_t *o) {
   return false;
 }
 
+uint32_t hostd__record_part_cluster_max;
+
+/* A launch on a partition stream whose cluster (a launch attribute) has
+ * more blocks than hostd__record_part_cluster_max (0: no limit) is refused
+ * as the driver refuses a cluster the partition's SMs cannot co-schedule. */
+static bool part_refuses_cluster(const rec_stream_t *st, const CUlaunchAttribute *attrs,
+                                 uint32_t nattr) {
+  if (!st || !st->part || !hostd__record_part_cluster_max)
+    return false;
+  for (uint32_t i = 0; i < nattr; i++)
+    if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION &&
+        (uint64_t)attrs[i].value.clusterDim.x * attrs[i].value.clusterDim.y *
+                attrs[i].value.clusterDim.z >
+            hostd__record_part_cluster_max)
+      return true;
+  return false;
+}
+
 static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t block[3],
                            uint32_t shmem, uint64_t s, const CUlaunchAttribute *attrs,
                            uint32_t nattr, void *args, size_t argbytes) {
@@ -1476,7 +1495,7 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
   const rec_kernel_t *k = kernel_of(f);
   rec_op_t o = {.kind = OP_LAUNCH, .a = f, .n = argbytes, .grid = {grid[0], grid[1], grid[2]}};
   rec_stream_t *st;
-  (void)shmem, (void)attrs, (void)nattr;
+  (void)shmem;
   count(HOSTD_RECORD_LAUNCH);
   if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
@@ -1485,6 +1504,10 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   st = stream_find(s);
+  if (part_refuses_cluster(st, attrs, nattr)) {
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  }
   if ((o.bytes = malloc(argbytes ? argbytes : 1)) == NULL) {
     pthread_mutex_unlock(&lock);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1629,10 +1652,17 @@ uint32_t hostd__record_part_sms;
 
 static CUresult rec_part_stream_new(uint64_t *s, int prio, uint32_t sms, uint32_t *got) {
   CUresult r = rec_stream_new(s, CU_STREAM_NON_BLOCKING, prio);
-  if (r == CUDA_SUCCESS)
-    *got = hostd__record_part_sms = (sms + 7) / 8 * 8;
+  rec_stream_t *st;
+  if (r != CUDA_SUCCESS)
+    return r;
+  *got = hostd__record_part_sms = (sms + 7) / 8 * 8;
+  pthread_mutex_lock(&lock);
+  if ((st = stream_find(*s)) != NULL)
+    st->part = true;
+  pthread_mutex_unlock(&lock);
   return r;
 }
+
 
 static CUresult rec_part_event_new(uint64_t *e, unsigned flags) {
   return rec_event_new(e, flags);

@@ -214,6 +214,9 @@ uint64_t hostd_record_live_bytes(void);
 size_t hostd_record_live_objects(void);
 extern int hostd__record_last_prio; /* priority of the last stream created */
 extern uint32_t hostd__record_part_sms; /* SMs of the best-effort partition (0: none made) */
+/* Tests: a launch on a partition stream with a cluster of more blocks than
+ * this is refused, CUDA_ERROR_INVALID_CLUSTER_SIZE (0: none is). */
+extern uint32_t hostd__record_part_cluster_max;
 extern int hostd__record_blocks_per_sm; /* occupancy answer (0, the default: unknown) */
 /* Host ranges registered (host_register minus host_unregister). */
 extern _Atomic long hostd__record_registered;

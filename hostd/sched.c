@@ -115,6 +115,7 @@ struct hostd_sched_stream {
   uint64_t handle;  /* the tenant stream */
   uint64_t lstream; /* the launch stream (scheduler's) */
   bool part;        /* lstream is in the best-effort partition (its own events) */
+  uint64_t wstream; /* part: a whole-GPU stream for what the partition cannot host, or 0 */
   struct hostd_sched_stream *next; /* tenant's list (mu) */
   /* worker side */
   uint32_t last_seq, fenced_seq;
@@ -153,6 +154,7 @@ struct hostd_sched_tenant {
   uint64_t *n_sliced, *n_ptb, *n_flush; /* its variant launches (hostd__sched_tenant_count_forms),
                                           or NULL */
   uint64_t last_end_ns; /* its previous completion seen */
+  bool whole_noted;     /* scheduler: a launch of it ran on the whole GPU, and was logged */
 };
 
 typedef struct flight {
@@ -189,6 +191,7 @@ static struct {
   bool sleeping, stop;
   uint64_t be_queued; /* mu: IT_SUBMIT items queued, not yet issued or dropped */
   _Atomic uint32_t nopen; /* tenants added and not yet closing (alone mode: one) */
+  _Atomic uint32_t part_sms; /* SMs of the best-effort partition, once made */
   bool lc_news;     /* an LC event was published since this thread last looked (mu) */
   struct {
     uint64_t *ev; /* free events (mu): [0] untimed, [1] timed */
@@ -309,6 +312,7 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->redos = __atomic_load_n(&S.st.redos, __ATOMIC_ACQUIRE);
   out->given_up = __atomic_load_n(&S.st.given_up, __ATOMIC_ACQUIRE);
   out->fl_inuse = __atomic_load_n(&S.st.fl_inuse, __ATOMIC_ACQUIRE);
+  out->whole = __atomic_load_n(&S.st.whole, __ATOMIC_ACQUIRE);
 }
 
 /* ---- events: a pool shared by workers and the scheduler thread ---- */
@@ -532,6 +536,8 @@ hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t 
   if (t->cls == 1 && S.cfg.be_sms > 0) {
     uint32_t got = 0;
     ss->part = hostd__gpu.part_stream_new(&ss->lstream, 0, S.cfg.be_sms, &got) == CUDA_SUCCESS;
+    if (ss->part)
+      S.part_sms = got;
   }
   if (t->direct && !(ss->lc_item = calloc(1, sizeof(item_t)))) {
     free(ss);
@@ -585,6 +591,10 @@ void hostd__sched_stream_free(hostd_sched_stream_t *ss) {
   }
   (void)hostd__gpu.stream_sync(ss->lstream);
   (void)hostd__gpu.stream_del(ss->lstream);
+  if (ss->wstream) { /* its work is behind the launch stream's end */
+    (void)hostd__gpu.stream_sync(ss->wstream);
+    (void)hostd__gpu.stream_del(ss->wstream);
+  }
   free(ss->lc_item);
   free(ss);
 }
@@ -943,6 +953,19 @@ static const char *unit_of(uint64_t graph, uint64_t memset_count) {
   return graph ? "a CUDA graph launch" : memset_count ? "a memset" : "a launch";
 }
 
+/* What was launched, for a log line: a kernel's id and shape when k names
+ * one, else unit ("a memset", "a graph"). */
+static void describe(char *what, size_t n, const char *unit, const pol_kernel_t *k) {
+  if (k && k->kernel_id)
+    snprintf(what, n,
+             "a launch of kernel %016" PRIx64 " (grid %" PRIu32 ",%" PRIu32 ",%" PRIu32
+             ", block %" PRIu32 ",%" PRIu32 ",%" PRIu32 ", %" PRIu32 " bytes of shared memory)",
+             k->kernel_id, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+             k->block[2], k->shmem_bytes);
+  else
+    snprintf(what, n, "%s", unit);
+}
+
 /* A launch the scheduler made for tenant t failed, at the call or seen when
  * it ended (when): the tenant's next synchronising call returns r.  The
  * tenant's first such failure is a warning that names what was launched
@@ -959,13 +982,7 @@ static void set_error(hostd_sched_tenant_t *t, CUresult r, const char *unit,
   if (first)
     t->err = r;
   pthread_mutex_unlock(&S.mu);
-  snprintf(what, sizeof(what), "%s", unit);
-  if (k && k->kernel_id)
-    snprintf(what, sizeof(what),
-             "a launch of kernel %016" PRIx64 " (grid %" PRIu32 ",%" PRIu32 ",%" PRIu32
-             ", block %" PRIu32 ",%" PRIu32 ",%" PRIu32 ", %" PRIu32 " bytes of shared memory)",
-             k->kernel_id, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
-             k->block[2], k->shmem_bytes);
+  describe(what, sizeof(what), unit, k);
   hostd__log(first ? HOSTD_LOG_WARN : HOSTD_LOG_DEBUG,
              "tenant %" PRIu32 ": %s%s failed %s: %s (%d); its next synchronising call returns "
              "it",
@@ -1533,6 +1550,71 @@ static void item_done(item_t *it) {
   free(it);
 }
 
+/* A queued item's unit as planned, on stream s. */
+static CUresult issue_unit(const item_t *it, const plan_t *p, void *args, uint64_t s) {
+  return (it->graph || it->memset.count)
+             ? unit_launch(it->graph, &it->memset, s)
+             : hostd__gpu.launch(p->f, p->grid, it->k.block, it->k.shmem_bytes, s, it->attrs,
+                                 it->nattr, args, p->argbytes);
+}
+
+/* The results with which the driver refuses, at the call, a launch that the
+ * best-effort partition cannot host while the whole GPU could: a
+ * thread-block cluster its SMs cannot co-schedule (Hopper's library GEMMs
+ * launch clusters), a cooperative grid larger than it holds at once. */
+static bool part_refuses(CUresult r) {
+  return r == CUDA_ERROR_INVALID_CLUSTER_SIZE || r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+}
+
+/* Such a launch runs on the whole GPU instead: on a stream of the launch
+ * stream's priority outside the partition, after everything issued on the
+ * launch stream so far and before anything issued on it later (an event
+ * each way; a wait takes the event's state at the call, so both go back at
+ * once).  The policy's view does not change: the launch's timing events
+ * stay on the launch stream around it.  The tenant's first such launch is
+ * logged. */
+static CUresult issue_whole(item_t *it, const plan_t *p, void *args) {
+  hostd_sched_stream_t *ss = it->ss;
+  uint64_t before = 0, after = 0;
+  CUresult r = CUDA_SUCCESS;
+  bool made = false;
+  char what[160];
+  if (!ss->wstream)
+    r = hostd__gpu.stream_new(&ss->wstream, CU_STREAM_NON_BLOCKING, 0);
+  if (r == CUDA_SUCCESS)
+    r = hostd__gpu.part_event_new(&before, CU_EVENT_DISABLE_TIMING);
+  if (r == CUDA_SUCCESS)
+    r = hostd__gpu.event_record(before, ss->lstream, 0);
+  if (r == CUDA_SUCCESS)
+    r = hostd__gpu.stream_wait(ss->wstream, before, 0);
+  if (r == CUDA_SUCCESS)
+    made = (r = issue_unit(it, p, args, ss->wstream)) == CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS)
+    r = ev_get(&after, false);
+  if (r == CUDA_SUCCESS)
+    r = hostd__gpu.event_record(after, ss->wstream, 0);
+  if (r == CUDA_SUCCESS)
+    r = hostd__gpu.stream_wait(ss->lstream, after, 0);
+  if (made && r != CUDA_SUCCESS) /* launched, but its end cannot be ordered: wait for it */
+    r = hostd__gpu.stream_sync(ss->wstream);
+  if (before)
+    (void)hostd__gpu.event_del(before);
+  ev_put(after, false);
+  if (!made)
+    return r;
+  STAT_ADD(whole, 1);
+  if (!it->t->whole_noted) {
+    it->t->whole_noted = true;
+    describe(what, sizeof(what), unit_of(it->graph, it->memset.count),
+             it->graph || it->memset.count ? NULL : &it->k);
+    hostd__log(HOSTD_LOG_INFO,
+               "tenant %" PRIu32 ": %s cannot run on the best-effort partition of %" PRIu32
+               " SMs: it runs on the whole GPU (so does any launch of it like that)",
+               it->t->id, what, S.part_sms);
+  }
+  return r;
+}
+
 /* A queued launch the policy released: on the launch stream, timed. */
 static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   hostd_sched_stream_t *ss = it->ss;
@@ -1557,10 +1639,9 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     (void)ev_for(ss, &is.ev_end, false); /* none: the flight counts as done when polled */
   }
   if (r == CUDA_SUCCESS)
-    r = (it->graph || it->memset.count)
-            ? unit_launch(it->graph, &it->memset, ss->lstream)
-            : hostd__gpu.launch(p.f, p.grid, it->k.block, it->k.shmem_bytes, ss->lstream,
-                                it->attrs, it->nattr, argbuf, p.argbytes);
+    r = issue_unit(it, &p, argbuf, ss->lstream);
+  if (ss->part && part_refuses(r))
+    r = issue_whole(it, &p, argbuf);
   if (r == CUDA_SUCCESS && p.form == POL_FORM_PTB) /* where it stopped, for the policy */
     r = hostd__gpu.dtoh_async(S.ctl_host + (size_t)p.slot * CTL_HOST + 16, ctl_dev(p.slot), 8,
                               ss->lstream);

@@ -195,6 +195,8 @@ typedef struct hostd_sched_stats {
   uint64_t redos;       /* of those, redos of blocks that gave up */
   uint64_t given_up;    /* blocks of FLUSH launches that gave up (and ran again) */
   uint64_t fl_inuse;    /* FLUSH control blocks in use (launches in flight, lists kept) */
+  uint64_t whole;       /* BE launches the partition (--be-sms) could not host, run on the
+                           whole GPU instead */
 } hostd_sched_stats_t;
 void hostd__sched_stats(hostd_sched_stats_t *out);
 /* Whether the scheduler runs (between init and shutdown, policy not none); any thread. */

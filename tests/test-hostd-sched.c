@@ -629,6 +629,82 @@ static void refused_launches_are_answered_and_named_once(void **state) {
   assert_int_equal(hostd__gpu.stream_del(s), CUDA_SUCCESS);
 }
 
+/* A launch the partition refuses (a cluster its SMs cannot co-schedule)
+ * runs on the whole GPU in the launch stream's order, is no error for the
+ * tenant, and is logged once. */
+static void launches_the_partition_refuses_run_whole(void **state) {
+  hostd_sched_config_t cfg;
+  hostd_sched_tenant_t *t;
+  hostd_sched_stream_t *ss;
+  hostd_sched_stats_t st0, st;
+  hostd_log_level_t level = hostd__log_level;
+  CUlaunchAttribute cl = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+  uint8_t args[24];
+  hostd_sched_launch_t l = {.f = fill, .kernel_id = 0x77, .grid = {2, 1, 1}, .block = {32, 1, 1},
+                            .args = args, .argbytes = sizeof(args), .attrs = &cl, .nattr = 1};
+  char path[] = "/tmp/tally-sched-log-XXXXXX", buf[4096];
+  const char *want = "tenant 9: a launch of kernel 0000000000000077 (grid 2,1,1, block 32,1,1, 0 "
+                     "bytes of shared memory) cannot run on the best-effort partition of 24 SMs: "
+                     "it runs on the whole GPU";
+  uint64_t s, p, n = 8;
+  uint32_t eight = 8;
+  int fd, saved;
+  CUresult r;
+  (void)state;
+  hostd__sched_shutdown();
+  hostd__sched_config_init(&cfg);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  cfg.be_sms = 20;
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+  hostd__record_part_cluster_max = 1;
+  assert_non_null(t = hostd__sched_tenant_new(9, "be", 1, 1));
+  assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
+  assert_non_null(ss = hostd__sched_stream_new(t, s, &r));
+  hostd__sched_stats(&st0);
+  memcpy(args, &p, 8);
+  memcpy(args + 8, &eight, 4);
+  memset(args + 12, 0, 4);
+  memcpy(args + 16, &n, 8);
+  cl.value.clusterDim.x = 2;
+  cl.value.clusterDim.y = cl.value.clusterDim.z = 1;
+  assert_true((fd = mkstemp(path)) >= 0);
+  fflush(stderr);
+  assert_true((saved = dup(2)) >= 0);
+  assert_true(dup2(fd, 2) >= 0);
+  hostd__log_level = HOSTD_LOG_INFO;
+  assert_int_equal(launch_fill(ss, p, 7, 16), CUDA_SUCCESS); /* all 16 words */
+  assert_int_equal(hostd__sched_launch(ss, &l), CUDA_SUCCESS); /* the first 8, whole GPU */
+  assert_int_equal(hostd__sched_launch(ss, &l), CUDA_SUCCESS); /* again: logged once */
+  assert_int_equal(launch_fill(ss, p, 9, 4), CUDA_SUCCESS);    /* the first 4 */
+  assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
+  r = hostd__sched_tenant_flush(t);
+  fflush(stderr);
+  assert_true(dup2(saved, 2) >= 0);
+  close(saved);
+  hostd__log_level = level;
+  slurp(path, buf, sizeof(buf));
+  close(fd);
+  unlink(path);
+  hostd__record_part_cluster_max = 0;
+  assert_int_equal(r, CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(s), CUDA_SUCCESS);
+  assert_int_equal(read_u32(p, s), 9);
+  assert_int_equal(read_u32(p + 12, s), 9);
+  assert_int_equal(read_u32(p + 16, s), 8);
+  assert_int_equal(read_u32(p + 28, s), 8);
+  assert_int_equal(read_u32(p + 32, s), 7);
+  assert_int_equal(read_u32(p + 60, s), 7);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.whole, st0.whole + 2);
+  assert_non_null(strstr(buf, want));
+  assert_null(strstr(strstr(buf, want) + strlen(want), "tenant 9:"));
+  hostd__sched_tenant_close(t);
+  hostd__sched_tenant_free(t);
+  assert_int_equal(hostd__gpu.stream_del(s), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
+}
+
 /* --trace: an LC launch (direct: held=0), a BE launch the policy holds
  * while the LC is active (held=1), one it issues at once when the LC is
  * idle (held=0); each kernel named once, the name cleaned. */
@@ -977,6 +1053,7 @@ int main(void) {
       cmocka_unit_test(lc_close_before_any_record),
       cmocka_unit_test(be_tenant_alone_launches_straight),
       cmocka_unit_test(refused_launches_are_answered_and_named_once),
+      cmocka_unit_test(launches_the_partition_refuses_run_whole),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
