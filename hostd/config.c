@@ -135,9 +135,9 @@ static void usage_scheduling(FILE *f) {
         "  --be-sms N           best-effort kernels run in a partition (green context)\n"
         "                       of at least N SMs, the rest stays free for the\n"
         "                       latency-critical tenant (default 0: the whole GPU;\n"
-        "                       Hopper splits in multiples of 8); a PyTorch training\n"
-        "                       tenant failed under it on the H200: CUDA C tenants\n"
-        "                       only for now (docs/scheduler.md)\n"
+        "                       Hopper splits in multiples of 8); a launch the\n"
+        "                       partition cannot host (a cluster it cannot\n"
+        "                       co-schedule) runs on the whole GPU (docs/scheduler.md)\n"
         "  --trace FILE         write every kernel (tenant, kernel, grid, block, shared\n"
         "                       memory, submit/issue/start/end times) to FILE in\n"
         "                       tally-sim's trace format\n",
