@@ -39,7 +39,8 @@ PAIR_FILES = tests/bench/pairs/bert-b1-eager+gpt2-train.pair \
 	tests/bench/pairs/resnet50-b8-eager+resnet50-train.pair \
 	tests/bench/pairs/resnet50-b8-graph+resnet50-train.pair
 PAIR_SMOKE_TESTS = tests/bench/pairs/test-bench-pairs.sh tests/bench/pairs/test-sim-vs-measured.sh \
-	tests/bench/pairs/test-mechanisms.sh tests/bench/pairs/test-fw-speed.sh
+	tests/bench/pairs/test-mechanisms.sh tests/bench/pairs/test-fw-speed.sh \
+	tests/bench/pairs/test-graph-replay.sh
 TESTS += $(PAIR_SMOKE_TESTS)
 EXTRA_DIST += $(PAIR_SMOKE_TESTS) scripts/bench-pairs tests/bench/README.md \
 	tests/bench/pairs/pair-lc.cu tests/bench/pairs/pair-be.cu tests/bench/pairs/pair-common.h \
@@ -47,4 +48,5 @@ EXTRA_DIST += $(PAIR_SMOKE_TESTS) scripts/bench-pairs tests/bench/README.md \
 	tests/bench/pairs/plot.py tests/bench/pairs/stub-lc.sh tests/bench/pairs/stub-be.sh \
 	tests/bench/pairs/fake-mps-control.sh tests/bench/sim-depth \
 	scripts/fw-speed tests/bench/pairs/jax_step.py tests/bench/pairs/stub-speed.py \
+	tests/bench/pairs/graph_replay.py \
 	$(PAIR_FILES)
