@@ -133,6 +133,8 @@ typedef struct hostd_view_sched {
   int on;                    /* 0: --policy none (the rest is 0) */
   uint64_t sliced, ptb, flush; /* variant launches */
   uint64_t given_up;         /* blocks of FLUSH launches that gave up (and ran again) */
+  uint64_t whole;            /* best-effort launches the partition could not host, run on the
+                                whole GPU */
   uint64_t preempts;         /* preemption flags raised */
   uint64_t turnarounds;      /* of those, timed (flag write -> the launch's end) */
   uint64_t turn_p50_ns, turn_p99_ns; /* of the timed ones */

@@ -62,6 +62,9 @@ static void sched_line(FILE *f, const hostd_view_sched_t *s) {
   if (s->flush)
     fprintf(f, "; %llu FLUSH launches, %llu blocks given up", (unsigned long long)s->flush,
             (unsigned long long)s->given_up);
+  if (s->whole)
+    fprintf(f, "; %llu best-effort launches ran on the whole GPU (the partition cannot host "
+               "them)", (unsigned long long)s->whole);
   fputc('\n', f);
 }
 
@@ -130,6 +133,10 @@ static void sched_series(FILE *f, const hostd_view_sched_t *s) {
   header(f, "tally_sched_blocks_given_up_total", "counter",
          "Blocks of FLUSH launches that gave up at the flag (each ran again).");
   fprintf(f, "tally_sched_blocks_given_up_total %llu\n", (unsigned long long)s->given_up);
+  header(f, "tally_sched_whole_gpu_launches_total", "counter",
+         "Best-effort launches the --be-sms partition could not host (a cluster it cannot "
+         "co-schedule, a cooperative grid too large for it), run on the whole GPU instead.");
+  fprintf(f, "tally_sched_whole_gpu_launches_total %llu\n", (unsigned long long)s->whole);
   header(f, "tally_sched_preemptions_total", "counter",
          "PTB launches whose preemption flag was raised.");
   fprintf(f, "tally_sched_preemptions_total %llu\n", (unsigned long long)s->preempts);

@@ -1319,6 +1319,7 @@ static void view_sched(hostd_view_sched_t *vs) {
   vs->ptb = st.ptb;
   vs->flush = st.flush;
   vs->given_up = st.given_up;
+  vs->whole = st.whole;
   vs->preempts = st.preempts;
   vs->turnarounds = st.turnarounds;
   vs->turn_p50_ns = st.turn_p50_ns;
