@@ -93,6 +93,7 @@ tests_fuzz_fuzz_hostd_exec_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(
 # The scheduler's API driven by scripts of launches, memsets, fences, flushes and tenants
 # coming and going (tests/fuzz/fuzz-hostd-sched.c).
 tests_fuzz_fuzz_hostd_sched_SOURCES = tests/fuzz/fuzz-hostd-sched.c
+EXTRA_DIST += tests/fuzz/corpus/hostd-sched
 tests_fuzz_fuzz_hostd_sched_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_fuzz_fuzz_hostd_sched_CFLAGS = $(tests_fuzz_fuzz_hostd_exec_CFLAGS)
 tests_fuzz_fuzz_hostd_sched_LDFLAGS = $(tests_fuzz_fuzz_hostd_exec_LDFLAGS)

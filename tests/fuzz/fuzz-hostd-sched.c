@@ -4,8 +4,9 @@
  * (the guest's own checks are not a trust boundary), so this drives the
  * scheduler's API with arbitrary shapes and orders: one latency-critical and
  * two best-effort tenants, two streams each, the recording GPU backend, policy
- * tally, every best-effort launch through the policy.  The input is a script
- * of 12-byte records:
+ * tally, every best-effort launch through the policy and on a partition of
+ * the GPU (--be-sms) that hosts clusters of at most 2 blocks.  The input is a
+ * script of 12-byte records:
  *
  *   OFF SIZE FIELD
  *   0   1    op % 6: 0 launch, 1 memset, 2 fence the stream, 3 flush the tenant,
@@ -20,7 +21,9 @@
  *   3   1    grid y - 1 and z - 1: bits 0 and 1; bit 7, for a best-effort tenant: a
  *            grid of 2^31-1 x 65535 x 65535 instead (more blocks than the policy counts:
  *            refused at the call)
- *   4   4    unused
+ *   4   1    % 4: the blocks of a thread-block cluster (a launch attribute; 0: none);
+ *            a best-effort launch of a cluster of 3 runs on the whole GPU instead
+ *   5   3    unused
  *   8   3    block x, y, z: u8 each, 0 allowed (more than 1024 threads: refused)
  *   11  1    the fill value; the count of 32-bit words filled is value % 17
  *
@@ -89,6 +92,8 @@ static void setup(fz_tenant_t *z) {
   hostd__log_level = HOSTD_LOG_ERROR;
   hostd__sched_config_init(&cfg);
   cfg.be_alone = false;
+  cfg.be_sms = 16;
+  hostd__record_part_cluster_max = 2;
   if (hostd__sched_parse_policy(&cfg, "tally") != 0 || hostd__sched_init(&cfg) != 0)
     abort();
   if (hostd__gpu.module_load(&mod, 0, img, sizeof(img) - 1) != CUDA_SUCCESS ||
@@ -109,6 +114,7 @@ static void one(fz_tenant_t *z, const uint8_t *p) {
   uint8_t args[24] = {0};
   uint32_t value = p[11];
   uint64_t count = value % 17;
+  CUlaunchAttribute cl = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
   hostd_sched_launch_t l = {.f = fill, .kernel_id = 0x51, .args = args, .argbytes = sizeof(args)};
   pol_kernel_t k = {0};
   CUresult r;
@@ -125,6 +131,12 @@ static void one(fz_tenant_t *z, const uint8_t *p) {
     for (int i = 0; i < 3; i++) {
       l.block[i] = p[8 + i];
       k.grid[i] = l.grid[i], k.block[i] = l.block[i];
+    }
+    if (p[4] % 4) {
+      cl.value.clusterDim.x = p[4] % 4;
+      cl.value.clusterDim.y = cl.value.clusterDim.z = 1;
+      l.attrs = &cl;
+      l.nattr = 1;
     }
     memcpy(args, &w->buf[s], 8);
     memcpy(args + 8, &value, 4);
