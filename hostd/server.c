@@ -215,15 +215,14 @@ static void msg_free(worker_t *w, msg_t *m) {
 
 /* The latency-critical tenant's request of op was executed; reply: its
  * answer when it was a call, else NULL (latency.c says what a request is). */
-static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const wire_buf_t *reply) {
-  call_reply_hdr_t h;
+/* After the request's reply went out (its clock read is not on the way to
+ * the guest): h is the reply's header, NULL for a post. */
+static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const call_reply_hdr_t *h) {
   if (!w->lat)
     return;
   hostd__lat_request(w->lat, op, m->at_ns);
-  if (!reply || reply->len < CALL_REPLY_HDR_LEN)
-    return;
-  call_reply_hdr_read(reply->data, &h);
-  hostd__lat_answered(w->lat, op, h.result, hostd__mono_ns());
+  if (h)
+    hostd__lat_answered(w->lat, op, h->result, hostd__mono_ns());
 }
 
 /* Waits for the worker's next requests and takes them all (one lock round
@@ -351,6 +350,8 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
   uint32_t op = 0;
   int rc = -EPROTO;
   hostd_hop_t hop = {m->id, 0, m->kind == WIRE_MSG_CALL, {m->at_ns, taken, 0, 0, 0}};
+  call_reply_hdr_t rh;
+  bool answered = false; /* rh holds the reply's header */
 
   if (m->len >= CALL_HDR_LEN) {
     call_hdr_t h;
@@ -365,14 +366,15 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
       why = "request header does not match its wire message";
     if (rc == 0 && op == CALL_OP_LAUNCH)
       __atomic_fetch_add(&w->kernels, 1, __ATOMIC_RELAXED);
-    if (rc == 0)
-      note_latency(w, m, op, m->kind == WIRE_MSG_CALL ? reply : NULL);
   } else {
     why = "request shorter than its header";
   }
   if (rc == 0 && m->kind == WIRE_MSG_CALL) {
     int e;
-    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
+    if (w->lat && reply->len >= CALL_REPLY_HDR_LEN) {
+      call_reply_hdr_read(reply->data, &rh);
+      answered = true;
+    }
     if (reply->cap <= REPLY_KEEP) { /* sent from our buffer, kept for the next */
       e = wire_tenant_reply_mt_copy(w->wt, m->id, reply->data, reply->len);
       wire_buf_reset(reply);
@@ -383,11 +385,14 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
     if (e != 0)
       hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply dropped (%s)", w->id, wire_strerror(e));
     hop.t[4] = w->hops ? hostd__mono_ns() : 0;
+    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED); /* a shared line: after the reply */
   } else if (rc != 0) {
     hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
                rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
     ask_close(w, why);
   }
+  if (rc == 0)
+    note_latency(w, m, op, answered ? &rh : NULL);
   hostd__tenant_replied(t); /* after the reply: what need not delay it */
   if (w->hops) {
     hop.op = op;
