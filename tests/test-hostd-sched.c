@@ -648,6 +648,7 @@ static void launches_the_partition_refuses_run_whole(void **state) {
                      "it runs on the whole GPU";
   uint64_t s, p, n = 8;
   uint32_t eight = 8;
+  unsigned long streams, dels;
   int fd, saved;
   CUresult r;
   (void)state;
@@ -662,6 +663,7 @@ static void launches_the_partition_refuses_run_whole(void **state) {
   assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
   assert_non_null(ss = hostd__sched_stream_new(t, s, &r));
   hostd__sched_stats(&st0);
+  streams = hostd_record_count(HOSTD_RECORD_STREAM);
   memcpy(args, &p, 8);
   memcpy(args + 8, &eight, 4);
   memset(args + 12, 0, 4);
@@ -699,8 +701,12 @@ static void launches_the_partition_refuses_run_whole(void **state) {
   assert_int_equal(st.whole, st0.whole + 2);
   assert_non_null(strstr(buf, want));
   assert_null(strstr(strstr(buf, want) + strlen(want), "tenant 9:"));
+  /* The whole-GPU stream was made once and goes with the tenant's stream. */
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_STREAM), streams + 1);
+  dels = hostd_record_count(HOSTD_RECORD_STREAM_DEL);
   hostd__sched_tenant_close(t);
   hostd__sched_tenant_free(t);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_STREAM_DEL), dels + 2);
   assert_int_equal(hostd__gpu.stream_del(s), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
 }
