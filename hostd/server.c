@@ -213,10 +213,9 @@ static void msg_free(worker_t *w, msg_t *m) {
     free(m);
 }
 
-/* The latency-critical tenant's request of op was executed; reply: its
- * answer when it was a call, else NULL (latency.c says what a request is). */
-/* After the request's reply went out (its clock read is not on the way to
- * the guest): h is the reply's header, NULL for a post. */
+/* The latency-critical tenant's request of op was executed and, for a call,
+ * its reply went out (so this clock read is not on the guest's way): h is
+ * the reply's header, NULL for a post (latency.c says what a request is). */
 static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const call_reply_hdr_t *h) {
   if (!w->lat)
     return;
