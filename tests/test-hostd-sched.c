@@ -359,26 +359,34 @@ static void second_lc_tenant_is_refused(void **state) {
   hostd__sched_tenant_free(a);
 }
 
-/* With --be-sms, a BE tenant's launch stream is in the partition (the
- * recording device rounds to 8 SMs, as Hopper does), and order still holds. */
-static void be_launches_run_in_the_partition(void **state) {
+/* The scheduler restarted with --be-sms 20, and BE tenant 9 with a stream s
+ * (scheduled as *ss) and 64 bytes of device memory p. */
+static hostd_sched_tenant_t *partition_tenant(uint64_t *s, uint64_t *p, hostd_sched_stream_t **ss) {
   hostd_sched_config_t cfg;
   hostd_sched_tenant_t *t;
-  hostd_sched_stream_t *ss;
-  uint64_t s, p;
-  uint32_t nine = 9;
   CUresult r;
-  (void)state;
   hostd__sched_shutdown();
   hostd__sched_config_init(&cfg);
   assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
   cfg.be_sms = 20;
   assert_int_equal(hostd__sched_init(&cfg), 0);
-  hostd__record_part_sms = 0;
   assert_non_null(t = hostd__sched_tenant_new(9, "be", 1, 1));
-  assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
-  assert_non_null(ss = hostd__sched_stream_new(t, s, &r));
+  assert_int_equal(hostd__gpu.stream_new(s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.mem_alloc(p, 64), CUDA_SUCCESS);
+  assert_non_null(*ss = hostd__sched_stream_new(t, *s, &r));
+  return t;
+}
+
+/* With --be-sms, a BE tenant's launch stream is in the partition (the
+ * recording device rounds to 8 SMs, as Hopper does), and order still holds. */
+static void be_launches_run_in_the_partition(void **state) {
+  hostd_sched_tenant_t *t;
+  hostd_sched_stream_t *ss;
+  uint64_t s, p;
+  uint32_t nine = 9;
+  (void)state;
+  hostd__record_part_sms = 0;
+  t = partition_tenant(&s, &p, &ss);
   assert_int_equal(hostd__record_part_sms, 24);
   assert_int_equal(launch_fill(ss, p, 7, 16), CUDA_SUCCESS);
   assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
@@ -577,20 +585,47 @@ static void slurp(const char *path, char *buf, size_t cap) {
  * the error, and tallyd's log has one warning for the tenant that names the
  * kernel, its shape and the driver's result; the second failure is a debug
  * line, not a second warning. */
+/* Tallyd's log lines at INFO and above, from log_begin to log_end, into
+ * buf (stderr is a temporary file meanwhile). */
+typedef struct log_cap {
+  char path[32];
+  int fd, saved;
+  hostd_log_level_t level;
+} log_cap_t;
+
+static void log_begin(log_cap_t *c) {
+  snprintf(c->path, sizeof(c->path), "/tmp/tally-sched-log-XXXXXX");
+  assert_true((c->fd = mkstemp(c->path)) >= 0);
+  fflush(stderr);
+  assert_true((c->saved = dup(2)) >= 0);
+  assert_true(dup2(c->fd, 2) >= 0);
+  c->level = hostd__log_level;
+  hostd__log_level = HOSTD_LOG_INFO;
+}
+
+static void log_end(log_cap_t *c, char *buf, size_t cap) {
+  fflush(stderr);
+  assert_true(dup2(c->saved, 2) >= 0);
+  close(c->saved);
+  hostd__log_level = c->level;
+  slurp(c->path, buf, cap);
+  close(c->fd);
+  unlink(c->path);
+}
+
 static void refused_launches_are_answered_and_named_once(void **state) {
   hostd_sched_tenant_t *t = hostd__sched_tenant_new(77, "be", 1, 1);
   uint8_t args[24] = {0};
   hostd_sched_launch_t l = {.f = fill, .kernel_id = 0x4242, .grid = {2, 1, 1},
                             .block = {2048, 1, 1}, .args = args, .argbytes = sizeof(args)};
-  hostd_log_level_t level = hostd__log_level;
-  char path[] = "/tmp/tally-sched-log-XXXXXX", buf[4096];
+  log_cap_t cap;
+  char buf[4096];
   const char *want = "tallyd warn: tenant 77: a launch of kernel 0000000000004242 (grid 2,1,1, "
                      "block 64,1,1, 0 bytes of shared memory) failed at the call: "
                      "CUDA_ERROR_INVALID_HANDLE (400); its next synchronising call returns it";
   hostd_sched_stats_t st0, st;
   hostd_sched_stream_t *ss;
   uint64_t s;
-  int fd, saved;
   CUresult r;
   (void)state;
   assert_non_null(t);
@@ -605,22 +640,12 @@ static void refused_launches_are_answered_and_named_once(void **state) {
   assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
   l.block[0] = 64;
   l.f = fill + 0x10000; /* no such function */
-  assert_true((fd = mkstemp(path)) >= 0);
-  fflush(stderr);
-  assert_true((saved = dup(2)) >= 0);
-  assert_true(dup2(fd, 2) >= 0);
-  hostd__log_level = HOSTD_LOG_INFO;
+  log_begin(&cap);
   assert_int_equal(hostd__sched_launch(ss, &l), CUDA_SUCCESS);
   assert_int_equal(hostd__sched_launch(ss, &l), CUDA_SUCCESS);
   assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
   r = hostd__sched_tenant_flush(t);
-  fflush(stderr);
-  assert_true(dup2(saved, 2) >= 0);
-  close(saved);
-  hostd__log_level = level;
-  slurp(path, buf, sizeof(buf));
-  close(fd);
-  unlink(path);
+  log_end(&cap, buf, sizeof(buf));
   assert_int_equal(r, CUDA_ERROR_INVALID_HANDLE);
   assert_non_null(strstr(buf, want));
   assert_null(strstr(strstr(buf, want) + strlen(want), "tenant 77:")); /* one for two */
@@ -633,35 +658,25 @@ static void refused_launches_are_answered_and_named_once(void **state) {
  * runs on the whole GPU in the launch stream's order, is no error for the
  * tenant, and is logged once. */
 static void launches_the_partition_refuses_run_whole(void **state) {
-  hostd_sched_config_t cfg;
   hostd_sched_tenant_t *t;
   hostd_sched_stream_t *ss;
   hostd_sched_stats_t st0, st;
-  hostd_log_level_t level = hostd__log_level;
+  log_cap_t cap;
   CUlaunchAttribute cl = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
   uint8_t args[24];
   hostd_sched_launch_t l = {.f = fill, .kernel_id = 0x77, .grid = {2, 1, 1}, .block = {32, 1, 1},
                             .args = args, .argbytes = sizeof(args), .attrs = &cl, .nattr = 1};
-  char path[] = "/tmp/tally-sched-log-XXXXXX", buf[4096];
+  char buf[4096];
   const char *want = "tenant 9: a launch of kernel 0000000000000077 (grid 2,1,1, block 32,1,1, 0 "
                      "bytes of shared memory) cannot run on the best-effort partition of 24 SMs: "
                      "it runs on the whole GPU";
   uint64_t s, p, n = 8;
   uint32_t eight = 8;
   unsigned long streams, dels;
-  int fd, saved;
   CUresult r;
   (void)state;
-  hostd__sched_shutdown();
-  hostd__sched_config_init(&cfg);
-  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
-  cfg.be_sms = 20;
-  assert_int_equal(hostd__sched_init(&cfg), 0);
   hostd__record_part_cluster_max = 1;
-  assert_non_null(t = hostd__sched_tenant_new(9, "be", 1, 1));
-  assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.mem_alloc(&p, 64), CUDA_SUCCESS);
-  assert_non_null(ss = hostd__sched_stream_new(t, s, &r));
+  t = partition_tenant(&s, &p, &ss);
   hostd__sched_stats(&st0);
   streams = hostd_record_count(HOSTD_RECORD_STREAM);
   memcpy(args, &p, 8);
@@ -670,24 +685,14 @@ static void launches_the_partition_refuses_run_whole(void **state) {
   memcpy(args + 16, &n, 8);
   cl.value.clusterDim.x = 2;
   cl.value.clusterDim.y = cl.value.clusterDim.z = 1;
-  assert_true((fd = mkstemp(path)) >= 0);
-  fflush(stderr);
-  assert_true((saved = dup(2)) >= 0);
-  assert_true(dup2(fd, 2) >= 0);
-  hostd__log_level = HOSTD_LOG_INFO;
+  log_begin(&cap);
   assert_int_equal(launch_fill(ss, p, 7, 16), CUDA_SUCCESS); /* all 16 words */
   assert_int_equal(hostd__sched_launch(ss, &l), CUDA_SUCCESS); /* the first 8, whole GPU */
   assert_int_equal(hostd__sched_launch(ss, &l), CUDA_SUCCESS); /* again: logged once */
   assert_int_equal(launch_fill(ss, p, 9, 4), CUDA_SUCCESS);    /* the first 4 */
   assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
   r = hostd__sched_tenant_flush(t);
-  fflush(stderr);
-  assert_true(dup2(saved, 2) >= 0);
-  close(saved);
-  hostd__log_level = level;
-  slurp(path, buf, sizeof(buf));
-  close(fd);
-  unlink(path);
+  log_end(&cap, buf, sizeof(buf));
   hostd__record_part_cluster_max = 0;
   assert_int_equal(r, CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.stream_sync(s), CUDA_SUCCESS);
