@@ -53,6 +53,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->resume_idle_us = -1;
   cfg->be_depth = HOSTD_DEFAULT_BE_DEPTH;
   cfg->be_alone = 1;
+  cfg->be_sms_hold = 1;
   cfg->unix_mode = HOSTD_DEFAULT_UNIX_MODE;
   cfg->max_tenants = HOSTD_DEFAULT_MAX_TENANTS;
   cfg->modcache_mem = HOSTD_DEFAULT_MODCACHE_MEM;
@@ -138,6 +139,11 @@ static void usage_scheduling(FILE *f) {
         "                       Hopper splits in multiples of 8); a launch the\n"
         "                       partition cannot host (a cluster it cannot\n"
         "                       co-schedule) runs on the whole GPU (docs/scheduler.md)\n"
+        "  --be-sms-hold 0|1    with --be-sms, policy tally: 1 (default), best-effort\n"
+        "                       launches are still held while the latency-critical\n"
+        "                       tenant is active; 0, they are not: the SMs left out of\n"
+        "                       the partition are what protects it (tallyd stops at\n"
+        "                       start if the partition cannot be made)\n"
         "  --trace FILE         write every kernel (tenant, kernel, grid, block, shared\n"
         "                       memory, submit/issue/start/end times) to FILE in\n"
         "                       tally-sim's trace format\n",
@@ -230,6 +236,7 @@ static const int_option_t *int_option(const char *name) {
       {"threshold-us", offsetof(hostd_config_t, threshold_us), 1000000},
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
       {"be-sms", offsetof(hostd_config_t, be_sms), 4096},
+      {"be-sms-hold", offsetof(hostd_config_t, be_sms_hold), 1},
       {"be-depth", offsetof(hostd_config_t, be_depth), POL_MAX_BE_DEPTH},
       {"share-block-us", offsetof(hostd_config_t, share_block_us), 1000000},
       {"be-alone", offsetof(hostd_config_t, be_alone), 1},

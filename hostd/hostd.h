@@ -75,6 +75,8 @@ typedef struct hostd_config {
                            GPU; 0, through the policy even then */
   int time_every;       /* --time-every: 1 in N profiled BE launches timed (0 = policy's) */
   int be_sms;           /* --be-sms: BE kernels run on a partition of this many SMs (0 = all) */
+  int be_sms_hold;      /* --be-sms-hold: 1 (default), BE launches in the partition are still
+                           held while the LC is active; 0, the partition alone protects the LC */
   char variants[16];    /* --variants: all, slice, ptb, off (forms of PTX kernels offered) */
   int show_help;        /* --help was given */
   int show_version;     /* --version was given */

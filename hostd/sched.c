@@ -244,6 +244,41 @@ void hostd__sched_config_init(hostd_sched_config_t *cfg) {
   cfg->var.forms = (1u << VAR_FORM_SLICE) | (1u << VAR_FORM_PTB);
   cfg->var.arch = 90;
   snprintf(cfg->var.tag, sizeof(cfg->var.tag), "sm_90");
+  cfg->be_sms_hold = true;
+}
+
+/* --be-sms-hold 0: the policy stops holding BE work for the LC, so the
+ * partition must exist; it is made here (once per process), not at the
+ * first BE stream, and its size kept for the log lines.  0 or -EINVAL. */
+static int partition_for_policy(const hostd_sched_config_t *cfg, pol_config_t *pc) {
+  uint64_t probe = 0;
+  uint32_t got = 0;
+  CUresult r;
+  if (cfg->be_sms_hold)
+    return 0;
+  if (cfg->be_sms == 0) {
+    hostd__log(HOSTD_LOG_ERROR, "--be-sms-hold 0 needs --be-sms N (the partition that protects "
+                                "the latency-critical tenant instead of holding)");
+    return -EINVAL;
+  }
+  if (cfg->kind != POL_KIND_TALLY) {
+    hostd__log(HOSTD_LOG_WARN, "--be-sms-hold 0 is for policy tally; policy %s ignores it",
+               pol_kind_name(cfg->kind));
+    return 0;
+  }
+  if ((r = hostd__gpu.thread_enter()) != CUDA_SUCCESS ||
+      (r = hostd__gpu.part_stream_new(&probe, 0, cfg->be_sms, &got)) != CUDA_SUCCESS) {
+    hostd__log(HOSTD_LOG_ERROR,
+               "--be-sms-hold 0: the best-effort partition of %u SMs cannot be made (CUresult "
+               "%d), and without it nothing would protect the latency-critical tenant; run "
+               "without --be-sms-hold 0, or with another --be-sms",
+               cfg->be_sms, (int)r);
+    return -EINVAL;
+  }
+  (void)hostd__gpu.stream_del(probe);
+  S.part_sms = got;
+  pc->be_partitioned = true;
+  return 0;
 }
 
 int hostd__sched_parse_policy(hostd_sched_config_t *cfg, const char *name) {
@@ -535,9 +570,15 @@ hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t 
    * a BE one lives in the best-effort partition when there is one. */
   if (t->cls == 1 && S.cfg.be_sms > 0) {
     uint32_t got = 0;
-    ss->part = hostd__gpu.part_stream_new(&ss->lstream, 0, S.cfg.be_sms, &got) == CUDA_SUCCESS;
-    if (ss->part)
+    CUresult pr = hostd__gpu.part_stream_new(&ss->lstream, 0, S.cfg.be_sms, &got);
+    ss->part = pr == CUDA_SUCCESS;
+    if (ss->part) {
       S.part_sms = got;
+    } else if (S.cfg.pol.be_partitioned) { /* unheld work must not leave the partition */
+      free(ss);
+      *r = pr;
+      return NULL;
+    }
   }
   if (t->direct && !(ss->lc_item = calloc(1, sizeof(item_t)))) {
     free(ss);
@@ -2071,7 +2112,9 @@ int hostd__sched_init(const hostd_sched_config_t *cfg) {
     hostd__log(HOSTD_LOG_ERROR, "scheduler: bad policy configuration: %s", why);
     return -EINVAL;
   }
-  if ((rc = pol_sched_new(cfg->kind, &cfg->pol, &S.pol)) < 0)
+  if ((rc = partition_for_policy(cfg, &S.cfg.pol)) < 0)
+    return rc;
+  if ((rc = pol_sched_new(cfg->kind, &S.cfg.pol, &S.pol)) < 0)
     return rc;
   if ((rc = hostd__var_init(&cfg->var)) < 0) {
     pol_sched_free(S.pol);
@@ -2101,8 +2144,11 @@ int hostd__sched_init(const hostd_sched_config_t *cfg) {
   __atomic_store_n(&S.on, true, __ATOMIC_RELEASE);
   /* Ours: what the operator set, or the policy's defaults, in one line. */
   if (cfg->kind == POL_KIND_TALLY) {
-    char shared[48] = "none";
-    if (cfg->pol.share_block_ns)
+    char shared[80] = "none";
+    if (S.cfg.pol.be_partitioned)
+      snprintf(shared, sizeof(shared), "all of it, in a partition of %u SMs (--be-sms-hold 0)",
+               (unsigned)S.part_sms);
+    else if (cfg->pol.share_block_ns)
       snprintf(shared, sizeof(shared), "blocks up to %.1f us", cfg->pol.share_block_ns / 1e3);
     hostd__log(HOSTD_LOG_INFO,
                "scheduler: policy tally (threshold %.1f us, resume after %.1f us idle, depth %u; "

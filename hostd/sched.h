@@ -50,6 +50,9 @@ typedef struct hostd_sched_config {
   char profiles[4096]; /* file the profiles persist in ("" = none) */
   uint32_t be_sms;     /* > 0: BE launches run in a partition of at least this many SMs
                           (a green context), leaving the rest to the LC tenant */
+  bool be_sms_hold;    /* with be_sms, policy tally: BE launches are still held while the LC
+                          is active (true, the default); false: pol.be_partitioned, and
+                          hostd__sched_init fails when the partition cannot be made */
   hostd_var_config_t var; /* transformed variants (variants.h): forms offered, cache */
   bool be_alone; /* a best-effort tenant alone on the daemon launches straight to the GPU
                     (sched.c, ALONE MODE); false here, tallyd's --be-alone 1 by default */

@@ -96,6 +96,9 @@ typedef struct pol_config {
   uint64_t flush_giveup_ns;  /* ours: flag raised -> the uncommitted blocks of a FLUSH launch
                                 have given up (flag latency + one poll interval): the least
                                 turnaround a FLUSH launch is charged (tally.c) */
+  bool be_partitioned;       /* ours (policy tally): BE launches run on SMs the LC tenant does
+                                not share (a partition the caller made), so they are not held
+                                while the LC is active (tally.c, PARTITION) */
 } pol_config_t;
 
 /* Fills *cfg with defaults (each default's reason is in config.c). */

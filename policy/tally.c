@@ -95,6 +95,18 @@
  * the tenant with the least weighted device time charged goes first, and
  * if its next launch does not fit, nobody jumps ahead of it.
  *
+ * PARTITION (ours, off by default: be_partitioned).  When the caller runs
+ * every BE launch on SMs the LC tenant does not share (tallyd --be-sms with
+ * --be-sms-hold 0: a green context), the SMs left out protect the LC and
+ * holding BE work back would only idle the partition: BE launches go as they
+ * come, whole, while the LC is active or idle, at most POL_NO_LC_INFLIGHT in
+ * flight, BE tenants by weight (the rule for a GPU with no LC tenant).  What
+ * the LC may still wait for: a kernel of its that needs more blocks than the
+ * free SMs hold at once finds the partition's SMs busy until their BE blocks
+ * end (stream priority: no further BE block dispatches ahead of its blocks
+ * there).  So the LC's bound is its own: how much of the GPU its kernels
+ * need.  The turnaround budget, the forms and the idle window are not used.
+ *
  * PAPER (our reading of arXiv 2410.07381, not its code): the same forms and
  * threshold, but BE resumes as soon as no LC kernel is in flight (no idle
  * window), the threshold applies to each launch alone (one launch in flight
@@ -413,6 +425,8 @@ static int pump(pol_sched_t *s) {
     rc = pol__issue_all(s, lc, POL_PRIO_HIGH, UINT32_MAX);
     if (rc < 0)
       return rc;
+    if (s->kind == POL_KIND_TALLY && s->cfg.be_partitioned)
+      return pump_no_lc(s); /* PARTITION: the LC's SMs are its own */
     if (pol__tenant_busy(lc) && s->be_inflight > 0) {
       for (uint32_t i = 0; i < s->nslots; i++) {
         pol__launch_t *l = &s->launches[i];

@@ -257,6 +257,13 @@ static void time_every_flag_and_file_key_parse_and_are_bounded(void **state) {
                                    0 /* the policy's */, "1", bad, "64");
 }
 
+static void be_sms_hold_flag_and_file_key_parse_and_are_bounded(void **state) {
+  static const char *const bad[2] = {"2", "-1"};
+  (void)state;
+  int_option_parses_and_is_bounded("be-sms-hold", offsetof(hostd_config_t, be_sms_hold),
+                                   1 /* held */, "0", bad, "0");
+}
+
 static void config_file_errors_name_the_line(void **state) {
   static const struct {
     const char *text, *expect;
@@ -323,6 +330,7 @@ int main(void) {
       cmocka_unit_test(be_depth_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(share_block_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(time_every_flag_and_file_key_parse_and_are_bounded),
+      cmocka_unit_test(be_sms_hold_flag_and_file_key_parse_and_are_bounded),
   };
   return cmocka_run_group_tests_name("hostd-config", tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
  * processed something by polling its counters (bounded: a liveness check,
  * not a timing one).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -716,6 +717,39 @@ static void launches_the_partition_refuses_run_whole(void **state) {
   assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
 }
 
+/* --be-sms-hold 0: the partition is made at start and the policy does not
+ * hold the BE for the LC (a BE launch goes while the LC is active); without
+ * --be-sms the option is refused. */
+static void be_sms_hold_0_runs_be_beside_an_active_lc(void **state) {
+  hostd_sched_config_t cfg;
+  hostd_sched_stats_t st0;
+  pair_t x;
+  (void)state;
+  hostd__sched_shutdown();
+  hostd__sched_config_init(&cfg);
+  assert_true(cfg.be_sms_hold);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  cfg.be_sms_hold = false;
+  assert_int_equal(hostd__sched_init(&cfg), -EINVAL); /* no --be-sms */
+  cfg.be_sms = 20;
+  hostd__record_part_sms = 0;
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+  assert_int_equal(hostd__record_part_sms, 24); /* made at start */
+  pair_open(&x, 30);
+  hostd__sched_stats(&st0);
+  lc_ran_once(&x, &st0); /* the LC is active until the resume time passes */
+  assert_int_equal(launch_fill(x.bss, x.p + 32, 5, 1), CUDA_SUCCESS);
+  wait_stats(issued_at_least, st0.issued + 1); /* not held: the clock never moved */
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
+  assert_int_equal(read_u32(x.p + 32, x.bs), 5);
+  pair_close(&x);
+  hostd__sched_shutdown();
+  hostd__sched_config_init(&cfg);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+}
+
 /* --trace: an LC launch (direct: held=0), a BE launch the policy holds
  * while the LC is active (held=1), one it issues at once when the LC is
  * idle (held=0); each kernel named once, the name cleaned. */
@@ -1065,6 +1099,7 @@ int main(void) {
       cmocka_unit_test(be_tenant_alone_launches_straight),
       cmocka_unit_test(refused_launches_are_answered_and_named_once),
       cmocka_unit_test(launches_the_partition_refuses_run_whole),
+      cmocka_unit_test(be_sms_hold_0_runs_be_beside_an_active_lc),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

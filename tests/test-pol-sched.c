@@ -557,6 +557,50 @@ static void without_lc_be_goes_at_once_up_to_a_bound(void **state) {
   pol_sched_free(f.s);
 }
 
+/* PARTITION: with the BE on SMs the LC does not share, BE launches go while
+ * the LC is busy, whole, even unprofiled and of long blocks, up to the
+ * bound, and a running PTB launch is not preempted for the LC. */
+static void partitioned_be_is_not_held_while_lc_active(void **state) {
+  fx_t f;
+  pol_config_t c;
+  size_t launched = 0;
+  (void)state;
+  pol_config_init(&c);
+  c.be_partitioned = true;
+  fx_init(&f, POL_KIND_TALLY, &c);
+  f.now = 1000;
+  submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].tenant, LC);
+  for (uint64_t i = 0; i < POL_NO_LC_INFLIGHT + 2; i++) {
+    f.now += 1000;
+    submit(&f, BE, 10 + i, kern(100 + i, 50000, POL_VAR_ALL));
+    for (size_t j = 0; j < f.n; j++) {
+      assert_int_equal(f.a[j].type, POL_ACT_LAUNCH);
+      assert_int_equal(f.a[j].tenant, BE);
+      assert_int_equal(f.a[j].form, POL_FORM_ORIGINAL);
+      assert_int_equal(f.a[j].block_count, 50000);
+      assert_int_equal(f.a[j].stream_priority, POL_PRIO_LOW);
+      launched++;
+    }
+  }
+  assert_int_equal(launched, POL_NO_LC_INFLIGHT); /* the LC is busy all along */
+  f.now += 1000;
+  submit(&f, LC, 2, kern(7, 64, POL_VAR_ORIGINAL)); /* no preemption, LC at once */
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].type, POL_ACT_LAUNCH);
+  assert_int_equal(f.a[0].tenant, LC);
+  pol_sched_free(f.s);
+  /* The same submissions without the partition: held while the LC is busy. */
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
+  f.n = 0;
+  submit(&f, BE, 10, kern(100, 50000, POL_VAR_ALL));
+  assert_int_equal(f.n, 0);
+  pol_sched_free(f.s);
+}
+
 static void bad_events_are_rejected(void **state) {
   (void)state;
   fx_t f;
@@ -609,6 +653,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lc_kernel_is_launched_at_once_at_high_priority),
       cmocka_unit_test(be_is_held_while_lc_active_and_resumes_after_idle_window),
+      cmocka_unit_test(partitioned_be_is_not_held_while_lc_active),
       cmocka_unit_test(unprofiled_kernel_is_explored_preemptible_and_alone),
       cmocka_unit_test(unprofiled_kernel_without_ptb_goes_as_one_wave),
       cmocka_unit_test(unprofiled_kernel_is_never_launched_while_lc_active),
