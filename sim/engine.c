@@ -248,6 +248,9 @@ static int host_step(sim__ctx_t *c, uint32_t ti) {
     ev.kernel.shmem_bytes = k->shmem_bytes;
     ev.kernel.variants = k->variants;
     ev.kernel.resident_blocks = (uint32_t)sim_gpu_resident(c->g, k);
+    if (c->g->be_sms && t->spec->cls == POL_CLASS_BE) /* the partition's share */
+      ev.kernel.resident_blocks =
+          (uint32_t)(ev.kernel.resident_blocks / c->g->sm_count * c->g->be_sms);
     rc = pol_feed(c, &ev);
     if (rc < 0)
       return rc;

@@ -29,6 +29,10 @@
  *    how many gave up; a redo launch (pol_action_t.redo) runs that many of
  *    the submission's given-up blocks again (all blocks of a kernel are
  *    alike here, so which ones does not matter).
+ *  - A partition (be_sms > 0, tallyd --be-sms): low-priority launches
+ *    dispatch only on the last be_sms SMs, high-priority ones on any; the
+ *    residency the policy is told for a BE kernel is that of the partition.
+ *    Green contexts split SMs by count, so which SMs does not matter here.
  * What it does not model: interference between co-resident blocks (memory
  * bandwidth, caches), clocks, and the driver's context switches.
  */
@@ -96,6 +100,8 @@ int sim_gpu_config_check(const sim_gpu_config_t *c, const char **why) {
     bad = "overheads must be at most 10x";
   else if (c->flush_commit_ppm > 1000000)
     bad = "FLUSH commit point must be a fraction of a block (at most 1)";
+  else if (c->be_sms >= c->sm_count)
+    bad = "the BE partition must leave SMs out (fewer SMs than the GPU has)";
   if (bad) {
     if (why)
       *why = bad;
@@ -304,6 +310,8 @@ static int dispatch_sm(sim__ctx_t *c, uint32_t s) {
     uint64_t left = l->units - l->dispatched;
     if (left == 0)
       continue;
+    if (c->g->be_sms && l->prio == POL_PRIO_LOW && s < c->g->sm_count - c->g->be_sms)
+      continue; /* outside the BE partition */
     uint32_t n = fit(sm, l->threads, l->regs, l->shmem);
     if (n == 0)
       continue;

@@ -93,6 +93,11 @@ static void usage(FILE *f) {
           "  --ts-idle-us X        time-slicing: owner idle this long ends its slice\n"
           "                        (default 50)\n"
           "  --sms N               SMs (default " SIM_STR(POL_GPU_SM_COUNT) ")\n"
+          "  --be-sms N            BE launches run on N of the SMs only (a partition, as\n"
+          "                        tallyd --be-sms; default 0: all of them)\n"
+          "  --be-sms-hold 0|1     with --be-sms, ours: 1 (default) BE work is still held\n"
+          "                        while the LC is active; 0, it is not (tallyd\n"
+          "                        --be-sms-hold 0)\n"
           "  --profiles FILE       ours: load profiles before, save after\n"
           "  --csv                 CSV on stdout instead of the table\n"
           "  --plot FILE.png       write latency CDFs and the trade-off (needs gnuplot)\n"
@@ -201,6 +206,7 @@ int main(int argc, char **argv) {
   const char *dir = getenv("TALLY_SIM_TRACES");
   whole_opts_t wo = {0};
   bool csv = false, quiet = false, be_original_only = false, be_flush = false, be_no_flush = false;
+  bool be_sms_hold = true;
   char *azure_text = NULL;
   sim_row_t *rows = NULL;
   size_t nrows = 0;
@@ -239,7 +245,9 @@ int main(int argc, char **argv) {
     O_BE_FLUSH,
     O_BE_NO_FLUSH,
     O_FLUSH_COMMIT,
-    O_FLUSH_GIVEUP
+    O_FLUSH_GIVEUP,
+    O_BE_SMS,
+    O_BE_SMS_HOLD
   };
   static const struct option opts[] = {{"lc", required_argument, 0, O_LC},
                                        {"be", required_argument, 0, O_BE},
@@ -257,6 +265,8 @@ int main(int argc, char **argv) {
                                        {"ts-switch-us", required_argument, 0, O_TS_SWITCH},
                                        {"ts-idle-us", required_argument, 0, O_TS_IDLE},
                                        {"sms", required_argument, 0, O_SMS},
+                                       {"be-sms", required_argument, 0, O_BE_SMS},
+                                       {"be-sms-hold", required_argument, 0, O_BE_SMS_HOLD},
                                        {"profiles", required_argument, 0, O_PROFILES},
                                        {"csv", no_argument, 0, O_CSV},
                                        {"plot", required_argument, 0, O_PLOT},
@@ -389,6 +399,20 @@ int main(int argc, char **argv) {
         return 2;
       }
       break;
+    case O_BE_SMS:
+      cc.gpu.be_sms = (uint32_t)strtoul(optarg, &end, 10);
+      if (*end || !*optarg) {
+        fprintf(stderr, "tally-sim: bad --be-sms\n");
+        return 2;
+      }
+      break;
+    case O_BE_SMS_HOLD:
+      if (strcmp(optarg, "0") != 0 && strcmp(optarg, "1") != 0) {
+        fprintf(stderr, "tally-sim: --be-sms-hold takes 0 or 1\n");
+        return 2;
+      }
+      be_sms_hold = optarg[0] == '1';
+      break;
     case O_PROFILES:
       cc.profile_path = optarg;
       break;
@@ -435,6 +459,11 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  if (!be_sms_hold && !cc.gpu.be_sms) {
+    fprintf(stderr, "tally-sim: --be-sms-hold 0 needs --be-sms N\n");
+    return 2;
+  }
+  cc.pol.be_partitioned = !be_sms_hold;
   const char *why = NULL;
   if (sim_gpu_config_check(&cc.gpu, &why) < 0 || pol_config_check(&cc.pol, &why) < 0) {
     fprintf(stderr, "tally-sim: %s\n", why);

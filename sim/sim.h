@@ -54,6 +54,9 @@ typedef struct sim_gpu_config {
   uint64_t flush_poll_ns;      /* FLUSH: flag visible -> running blocks have polled it */
   uint32_t flush_commit_ppm;   /* FLUSH: a block commits (can no longer give up) this far
                                   into its run, in millionths (1000000: at its end) */
+  uint32_t be_sms;             /* > 0: low-priority (BE) launches dispatch only on the last
+                                  be_sms SMs, a partition (tallyd --be-sms); high-priority ones
+                                  on any SM; 0: no partition */
 } sim_gpu_config_t;
 
 /* H200 defaults (reasons in gpu.c). */

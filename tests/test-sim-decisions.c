@@ -161,6 +161,45 @@ static void be_progresses_whenever_lc_idle(void **state) {
   sim_trace_close(&bt);
 }
 
+/* A partition (tallyd --be-sms 96 --be-sms-hold 0): BE work runs on 96 SMs
+ * while the LC is active, so over the same arrivals it does more than when
+ * held for the LC; the LC's kernels (at most 96 blocks of at most 256
+ * threads) fit on the 36 SMs left out, so none of them waits for BE. */
+static void partitioned_be_runs_beside_the_lc_which_never_waits(void **state) {
+  sim_trace_t lc, bt;
+  sim_arrivals_t arr;
+  sim_rng_t r;
+  sim_run_config_t rc;
+  sim_result_t held, part;
+  const char *why = NULL;
+  (void)state;
+  load(lc_text, &lc);
+  load(be_text, &bt);
+  sim_rng_init(&r, 1);
+  assert_int_equal(sim_arrivals_poisson(&arr, &r, 2000, 200000000), 0);
+  base_config(&rc, POL_KIND_TALLY, 200000000);
+  rc.ntenants = 2;
+  rc.tenants[0] =
+      (sim_tenant_spec_t){.trace = &lc, .cls = POL_CLASS_LC, .weight = 1, .arrivals = &arr};
+  rc.tenants[1] = (sim_tenant_spec_t){.trace = &bt, .cls = POL_CLASS_BE, .weight = 1};
+  assert_int_equal(sim_run(&rc, &held, &why), 0);
+  rc.gpu.be_sms = 96;
+  rc.pol.be_partitioned = true;
+  if (sim_run(&rc, &part, &why) != 0)
+    fail_msg("sim_run: %s", why);
+  assert_true(part.t[0].nwaits > 1000);
+  assert_int_equal(part.t[0].max_wait_ns, 0);
+  assert_true(held.t[0].max_wait_ns > 0); /* without it the LC did wait */
+  assert_true(part.t[1].work_ns > held.t[1].work_ns);
+  rc.gpu.be_sms = 132; /* no SM left out: refused */
+  assert_int_not_equal(sim_run(&rc, &part, &why), 0);
+  sim_result_close(&held);
+  sim_result_close(&part);
+  sim_arrivals_close(&arr);
+  sim_trace_close(&lc);
+  sim_trace_close(&bt);
+}
+
 /* Time-slicing end to end: a BE tenant keeps the GPU busy with 50 us
  * kernels; LC requests (one 100 us wave) arrive at random.  Each request's
  * execution waits the residual of BE's free-running 2 ms slice plus the
@@ -321,6 +360,7 @@ int main(void) {
       cmocka_unit_test(mps_breaks_the_bound_so_the_check_has_teeth),
       cmocka_unit_test(unprofiled_kernels_never_break_the_bound),
       cmocka_unit_test(be_progresses_whenever_lc_idle),
+      cmocka_unit_test(partitioned_be_runs_beside_the_lc_which_never_waits),
       cmocka_unit_test(be_tenants_share_by_weight),
       cmocka_unit_test(timeslice_request_waits_at_most_one_slice_plus_switch),
       cmocka_unit_test(late_flag_does_not_cancel_a_reused_launch),
