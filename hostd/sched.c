@@ -1601,8 +1601,8 @@ static CUresult issue_unit(const item_t *it, const plan_t *p, void *args, uint64
 
 /* The results with which the driver refuses, at the call, a launch that the
  * best-effort partition cannot host while the whole GPU could: a
- * thread-block cluster its SMs cannot co-schedule (Hopper's library GEMMs
- * launch clusters), a cooperative grid larger than it holds at once. */
+ * thread-block cluster its SMs cannot co-schedule (libraries' Hopper
+ * kernels launch clusters), a cooperative grid larger than it holds at once. */
 static bool part_refuses(CUresult r) {
   return r == CUDA_ERROR_INVALID_CLUSTER_SIZE || r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
 }
