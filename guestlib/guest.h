@@ -94,6 +94,15 @@ int guest__chan_open(const char *url, const char *name, int latency_critical, co
 void guest__chan_close(void);
 /* True on a shared-memory connection (pinned memory can then be shared). */
 bool guest__chan_shm(void);
+/* size bytes (a whole number of pages) of a memfd mapped here and shared
+ * with tallyd, which maps and registers it (tag = this address); NULL when
+ * sharing is not possible (TCP, no memfd, the daemon refused). */
+void *guest__shared_alloc(size_t size);
+/* cuStreamSynchronize's fast path for a latency-critical tenant over shared
+ * memory (syncword.c): true when the GPU answered it (the stream's work is
+ * done, nothing kept to report), false when the caller must make the real
+ * call. */
+bool guest__sync_word(uint64_t stream);
 /* The word tallyd last published to this tenant (CALL_NOTE_* in wire/call.h)
  * into *word: 0 when it said one, -EOPNOTSUPP when the daemon publishes
  * none, -ENOTCONN before the connection or after it was lost. */

@@ -3,7 +3,7 @@
 tallylib_PROGRAMS += guestlib/libcuda.so.1
 guestlib_libcuda_so_1_SOURCES = guestlib/guest.h \
 	guestlib/entry.c guestlib/chan.c guestlib/device.c guestlib/ctx.c guestlib/tables.c \
-	guestlib/mem.c guestlib/stream.c guestlib/module.c guestlib/proc.c guestlib/export.c \
+	guestlib/mem.c guestlib/stream.c guestlib/syncword.c guestlib/module.c guestlib/proc.c guestlib/export.c \
 	guestlib/stubs.c guestlib/hostfn.c guestlib/vmm.c guestlib/graph.c guestlib/array.c \
 	guestlib/tmap.c guestlib/trace.c guestlib/mirror.c
 guestlib_libcuda_so_1_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)

@@ -120,7 +120,7 @@ GUEST_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, C
 
 /* A memfd of size bytes mapped here and shared with tallyd; NULL when
  * sharing is not possible (TCP, no memfd, the daemon refused). */
-static void *shared_alloc(size_t size) {
+void *guest__shared_alloc(size_t size) {
   void *p;
   int fd, rc;
   if (!guest__chan_shm())
@@ -158,7 +158,7 @@ GUEST_EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
   if (!pp || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
   size = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
-  p = shared_alloc(size);
+  p = guest__shared_alloc(size);
   if (p)
     shared = GUEST_HOST_SHARED;
   else

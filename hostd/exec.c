@@ -199,6 +199,40 @@ static CUresult exec_pinned_copy(exec_t *x, const call_pinned_copy_req_t *q) {
                   : hostd__gpu.dtoh(pin->addr + q->off, q->dev, q->len, ts->handle);
 }
 
+/* STREAM_MARK: the guest's completion word (call.def).  The stream is
+ * fenced as for a query (its held launches issued; the legacy stream's
+ * order entered, as its synchronisation does), then the GPU writes value
+ * behind its work.  The word is written at once, with bit 63 set, when the
+ * guest must make the real synchronising call instead: the tenant has a
+ * kept error to report (it stays kept), the stream is capturing (where a
+ * synchronisation is an error, as natively), or the allocation could not
+ * be registered (the device cannot write it).  A bad tag, offset or value
+ * is the post's own error, kept like any post's. */
+static CUresult exec_stream_mark(exec_t *x, const call_stream_mark_req_t *q) {
+  const pinned_t *pin;
+  tstream_t *ts;
+  uint64_t v, *word;
+  CUresult r;
+  if (!u64map_get(&x->t->pinned, q->tag, &v) || q->value >> 63)
+    return CUDA_ERROR_INVALID_VALUE;
+  pin = (const pinned_t *)(uintptr_t)v;
+  if (q->off % 8 || q->off > pin->size || pin->size - q->off < 8)
+    return CUDA_ERROR_INVALID_VALUE;
+  word = (uint64_t *)(void *)(pin->addr + q->off);
+  if (!(ts = hostd__stream_of(x->t, q->stream, &r)))
+    return r;
+  if (x->t->deferred == CUDA_SUCCESS && x->t->sched)
+    x->t->deferred = hostd__sched_take_error(x->t->sched); /* a held launch's failure */
+  if (x->t->deferred != CUDA_SUCCESS || !pin->registered || hostd__stream_capturing(x->t, ts)) {
+    __atomic_store_n(word, q->value | 1ull << 63, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+  }
+  if ((r = hostd__sched_fence(ts->ss)) != CUDA_SUCCESS ||
+      (ts == x->t->legacy && (r = hostd__stream_enter(x->t, ts)) != CUDA_SUCCESS))
+    return r;
+  return hostd__gpu.stream_write64(ts->handle, word, q->value);
+}
+
 static CUresult exec_pinned_free(exec_t *x, const call_pinned_free_req_t *q) {
   uint64_t v;
   if (!u64map_get(&x->t->pinned, q->tag, &v))

@@ -119,6 +119,7 @@
   X(cuStreamSynchronize)                                                                           \
   X(cuStreamWaitEvent)                                                                             \
   X(cuStreamWaitValue32)                                                                           \
+  X(cuStreamWriteValue64)                                                                          \
   X(cuMemGetAllocationGranularity)                                                                 \
   X(cuMemCreate)                                                                                   \
   X(cuMemRelease)                                                                                  \
@@ -825,6 +826,12 @@ static CUresult cuda_part_stream_new(uint64_t *s, int prio, uint32_t sms, uint32
   return r;
 }
 
+static CUresult cuda_stream_write64(uint64_t s, void *host, uint64_t value) {
+  CUdeviceptr d = 0;
+  CUresult r = D.cuMemHostGetDevicePointer(&d, host, 0);
+  return r != CUDA_SUCCESS ? r : D.cuStreamWriteValue64((CUstream)(uintptr_t)s, d, value, 0);
+}
+
 static CUresult cuda_part_event_new(uint64_t *e, unsigned flags) {
   CUevent ev = NULL;
   CUcontext prev;
@@ -1383,6 +1390,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .host_register = cuda_host_register,
     .host_unregister = cuda_host_unregister,
     .part_stream_new = cuda_part_stream_new,
+    .stream_write64 = cuda_stream_write64,
     .part_event_new = cuda_part_event_new,
     .mem_granularity = cuda_mem_granularity,
     .mem_create = cuda_mem_create,

@@ -147,7 +147,8 @@ enum {
   OP_HOSTFN,
   OP_NOP,
   OP_EVWAIT, /* wait until an event's queued records have run */
-  OP_CHILD   /* a graph's child graph (replayed in place) */
+  OP_CHILD,  /* a graph's child graph (replayed in place) */
+  OP_WRITE64 /* stream_write64: b into the 8 host bytes at dst */
 };
 
 typedef struct rec_op {
@@ -662,6 +663,9 @@ static void exec_op(rec_stream_t *st, rec_op_t *o) {
     moved = true;
     break;
   }
+  case OP_WRITE64:
+    __atomic_store_n((uint64_t *)o->dst, o->b, __ATOMIC_RELEASE);
+    break;
 
   default:
     break;
@@ -803,6 +807,24 @@ static CUresult rec_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t s) {
     memcpy(dst, p, n);
   pthread_mutex_unlock(&lock);
   return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The GPU's write of a completion word: in stream order, into registered
+ * host memory (aligned), as cuStreamWriteValue64; not into a capture. */
+static CUresult rec_stream_write64(uint64_t s, void *host, uint64_t value) {
+  LIVE(s);
+  uint8_t *p;
+  rec_op_t o = {.kind = OP_WRITE64, .b = value, .dst = host};
+  pthread_mutex_lock(&lock);
+  p = find((uint64_t)(uintptr_t)host, 8);
+  if (!p || (uintptr_t)host % 8 != 0 || capturing(s)) {
+    pthread_mutex_unlock(&lock);
+    return p ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!defer(s, &o))
+    __atomic_store_n((uint64_t *)host, value, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
 }
 
 static CUresult rec_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int async) {
@@ -2957,6 +2979,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .host_register = rec_host_register,
     .host_unregister = rec_host_unregister,
     .part_stream_new = rec_part_stream_new,
+    .stream_write64 = rec_stream_write64,
     .part_event_new = rec_part_event_new,
     .mem_granularity = rec_mem_granularity,
     .mem_create = rec_mem_create,

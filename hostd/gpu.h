@@ -159,6 +159,10 @@ typedef struct hostd_gpu_ops {
    * recorded on such a stream come from part_event_new (an event and the
    * stream it is recorded on must share a context). */
   CUresult (*part_stream_new)(uint64_t *s, int prio, uint32_t sms, uint32_t *got);
+  /* Stream-ordered write of value into the 8 bytes at host, host memory
+   * registered with host_register (cuStreamWriteValue64 at its device
+   * address): the guest's completion word (exec.c, STREAM_MARK). */
+  CUresult (*stream_write64)(uint64_t s, void *host, uint64_t value);
   CUresult (*part_event_new)(uint64_t *e, unsigned flags);
   /* ---- virtual memory management (hostd/exec-vmm.c) ----
    * cuMemGetAllocationGranularity, cuMemCreate, cuMemRelease,

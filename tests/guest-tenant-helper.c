@@ -51,6 +51,14 @@
  *               synchronise and print "sync N ran M"; then 8 more counting
  *               ones and "again N ran M" (tallyd's --tenant-hostfns 8: the
  *               first sync says out of memory and 7 ran, the second 0 and 15)
+ *   sync-word   (latency-critical, TALLY_LC_SYNC_WORD=1 set here) on a
+ *               stream held 30 ms by a host function, launch fill_u32 then
+ *               cuStreamSynchronize: print "held H value V" (H 1 when the
+ *               synchronisation returned after the host function, V the
+ *               kernel's word); 20 rounds of launch + sync reading back each
+ *               value: "rounds BAD"; a launch on a stream only tallyd
+ *               refuses, then a synchronisation: "error E" (its CUresult)
+ *               and "after A" (the next synchronisation's)
  *   order       cross-thread stream order: 64 rounds on the NULL stream, each
  *               a short-lived thread enqueuing value 2r+1 into one word (a
  *               launch of fill_u32 on even rounds, an async copy from
@@ -156,6 +164,52 @@ static int hostfn_quota(void) {
       return 12;
   r = cuStreamSynchronize(s);
   printf("again %d ran %d\n", (int)r, __atomic_load_n(&counted, __ATOMIC_RELAXED));
+  return 0;
+}
+
+static int held_done;
+static void hold_30ms(void *arg) {
+  struct timespec ts = {0, 30000000};
+  (void)arg;
+  nanosleep(&ts, NULL);
+  __atomic_store_n(&held_done, 1, __ATOMIC_RELEASE);
+}
+
+/* sync-word (see the usage above). */
+static int sync_word(void) {
+  static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+  CUmodule m;
+  CUfunction f;
+  CUstream st;
+  CUdeviceptr p;
+  unsigned v = 7, got = 0;
+  unsigned long long n = 4;
+  void *args[] = {&p, &v, &n};
+  int bad = 0, held;
+  CUresult e, a;
+  setenv("TALLY_LC_SYNC_WORD", "1", 1);
+  setenv("TALLY_LC_SPIN_US", "1000000", 1); /* the word, not the fallback, answers */
+  if (cuModuleLoadData(&m, img) || cuModuleGetFunction(&f, m, "fill_u32") ||
+      cuMemAlloc(&p, 4096) || cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) ||
+      cuLaunchHostFunc(st, hold_30ms, NULL) ||
+      cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, st, args, NULL) || cuStreamSynchronize(st))
+    return 15;
+  held = __atomic_load_n(&held_done, __ATOMIC_ACQUIRE);
+  if (cuMemcpyDtoH(&got, p, sizeof(got)))
+    return 15;
+  printf("held %d value %u\n", held, got);
+  for (v = 100; v < 120; v++)
+    if (cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, st, args, NULL) || cuStreamSynchronize(st) ||
+        cuMemcpyDtoH(&got, p, sizeof(got)) || got != v)
+      bad++;
+  printf("rounds %d\n", bad);
+  /* A stream only tallyd can refuse: the launch is a post, its error kept
+   * for the next synchronisation, which the word cannot answer. */
+  e = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, (CUstream)0xdead0, args, NULL);
+  if (e == CUDA_SUCCESS)
+    e = cuStreamSynchronize(st);
+  a = cuStreamSynchronize(st);
+  printf("error %d after %d\n", (int)e, (int)a);
   return 0;
 }
 
@@ -417,6 +471,8 @@ int main(int argc, char **argv) {
     return lc_requests();
   if (strcmp(argv[1], "hostfn-quota") == 0)
     return hostfn_quota();
+  if (strcmp(argv[1], "sync-word") == 0)
+    return sync_word();
   if (strcmp(argv[1], "order") == 0)
     return order();
   if (strcmp(argv[1], "copy-loop") == 0) {

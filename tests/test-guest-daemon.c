@@ -996,6 +996,33 @@ static void latency_critical_tenant_gets_the_greatest_priority(void **state) {
   assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
 }
 
+/* TALLY_LC_SYNC_WORD=1: a latency-critical tenant's stream synchronisations
+ * over shared memory are STREAM_MARK posts answered by the device's write of
+ * a shared word, and return only once the stream's work ran (behind a host
+ * function holding the stream 30 ms); a kept error makes the real call,
+ * which returns it, once. */
+static void sync_word_answers_stream_synchronisations(void **state) {
+  pid_t pid;
+  char l1[64] = {0}, l2[64] = {0}, l3[64] = {0};
+  unsigned long marks = hostd__op_count[CALL_OP_STREAM_MARK];
+  unsigned long syncs = hostd__op_count[CALL_OP_STREAM_SYNC];
+  FILE *f;
+  (void)state;
+  f = helper("sync-word", &pid, NULL, "TALLY_PRIORITY=latency-critical");
+  assert_non_null(f);
+  if (!fgets(l1, sizeof(l1), f) || !fgets(l2, sizeof(l2), f) || !fgets(l3, sizeof(l3), f))
+    fail_msg("the helper said '%s' '%s' '%s' (exit %d)", l1, l2, l3, wait_exit(pid));
+  fclose(f);
+  assert_int_equal(wait_exit(pid), 0);
+  assert_string_equal(l1, "held 1 value 7\n");
+  assert_string_equal(l2, "rounds 0\n");
+  assert_string_equal(l3, "error 400 after 0\n"); /* CUDA_ERROR_INVALID_HANDLE, then clean */
+  /* 1 + 20 + 2 answered by the word or the marked fallback, one real call */
+  assert_true(hostd__op_count[CALL_OP_STREAM_MARK] - marks >= 23);
+  assert_int_equal(hostd__op_count[CALL_OP_STREAM_SYNC] - syncs, 1);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+}
+
 /* Runs the helper's ACTION over shared memory, then over TCP; each run must
  * print exactly its line (want_shm, want_tcp) and exit 0. */
 static void helper_says_both_ways(const char *action, const char *want_shm, const char *want_tcp) {
@@ -1346,6 +1373,7 @@ int main(void) {
       cmocka_unit_test(tally_table_says_whether_a_latency_critical_tenant_is_connected),
       cmocka_unit_test(dead_tenant_is_cleaned_up),
       cmocka_unit_test(latency_critical_tenant_gets_the_greatest_priority),
+      cmocka_unit_test(sync_word_answers_stream_synchronisations),
       cmocka_unit_test(posts_of_joined_threads_run_in_call_order),
       cmocka_unit_test(pinned_memory_as_device_address_over_shm_and_tcp),
       cmocka_unit_test(kernel_pointer_to_unreachable_host_memory_is_mirrored),
