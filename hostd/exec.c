@@ -205,8 +205,8 @@ static CUresult exec_pinned_copy(exec_t *x, const call_pinned_copy_req_t *q) {
  * behind its work.  The word is written at once, with bit 63 set, when the
  * guest must make the real synchronising call instead: the tenant has a
  * kept error to report (it stays kept), the stream is capturing (where a
- * synchronisation is an error, as natively), or the allocation could not
- * be registered (the device cannot write it).  A bad tag, offset or value
+ * synchronisation is an error, as natively), the allocation could not be
+ * registered, or the driver refuses the write.  A bad tag, offset or value
  * is the post's own error, kept like any post's. */
 static CUresult exec_stream_mark(exec_t *x, const call_stream_mark_req_t *q) {
   const pinned_t *pin;
@@ -230,7 +230,15 @@ static CUresult exec_stream_mark(exec_t *x, const call_stream_mark_req_t *q) {
   if ((r = hostd__sched_fence(ts->ss)) != CUDA_SUCCESS ||
       (ts == x->t->legacy && (r = hostd__stream_enter(x->t, ts)) != CUDA_SUCCESS))
     return r;
-  return hostd__gpu.stream_write64(ts->handle, word, q->value);
+  if ((r = hostd__gpu.stream_write64(ts->handle, word, q->value)) != CUDA_SUCCESS) {
+    /* Not the application's error: its synchronisation goes the usual way. */
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      hostd__log(HOSTD_LOG_INFO, "tenant %u: the GPU cannot write a completion word (CUresult "
+                 "%d); its synchronisations are calls", x->t->id, (int)r);
+    __atomic_store_n(word, q->value | 1ull << 63, __ATOMIC_RELEASE);
+  }
+  return CUDA_SUCCESS;
 }
 
 static CUresult exec_pinned_free(exec_t *x, const call_pinned_free_req_t *q) {
