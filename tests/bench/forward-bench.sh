@@ -18,8 +18,11 @@
 # run; the idle rows are the CPU the guest and tallyd burn per second while the tenant idles.
 # TALLYD_ARGS adds daemon flags (e.g. '--lc-poll no' to see the fallback).
 #
-# usage: forward-bench [-r ROUNDS] [-t shm|tcp|both] [--null-stream] [--scale F] [--hops]
+# usage: forward-bench [-r ROUNDS] [-t shm|tcp|both] [--sync-word] [--null-stream] [--scale F]
+#                      [--hops]
 #   -r  rounds (default 3)   -t  Tally transports (default both)
+#   --sync-word  also a column "word": shared memory with TALLY_LC_SYNC_WORD=1 (the stream
+#            synchronisation answered by a word the GPU writes, docs/lc-path.md)
 #   --null-stream, --scale F  passed to forward-bench-bin (see forward-bench.cu)
 #   --hops   record hand-off times (tallyd --hops, TALLY_HOPS) and print where the open-loop
 #            requests' and the launch + sync row's time goes, per transport
@@ -37,6 +40,7 @@ for d in ${TALLY_SRCDIR:+"$TALLY_SRCDIR"} "@abs_top_srcdir@" "$TALLY_BUILDDIR"{,
 rounds=3
 transports="shm tcp"
 hops=0
+word=0
 scale=1
 binargs=()
 orig_args="$*"
@@ -45,6 +49,7 @@ while [ $# -gt 0 ]; do
     -r) rounds=$2; shift ;;
     -t) case $2 in both) transports="shm tcp" ;; shm | tcp) transports=$2 ;;
           *) echo "forward-bench: -t takes shm, tcp or both" >&2; exit 2 ;; esac; shift ;;
+    --sync-word) word=1 ;;
     --null-stream) binargs+=(--null-stream) ;;
     --scale) binargs+=(--scale "$2"); scale=$2; shift ;;
     --hops) hops=1 ;;
@@ -53,6 +58,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+[ $word = 1 ] && transports="$transports word"
 B=$TL_BUILDDIR
 BIN=$B/tests/bench/forward-bench-bin
 if ! tl_have_gpu; then
@@ -90,8 +96,11 @@ for r in $(seq 1 "$rounds"); do
     # One name per run, so that hops-report can tell the runs apart.
     hopsfile=
     [ $hops = 1 ] && [ "$cfg" != native ] && hopsfile=$LOGS/hops.$cfg.$r
+    via=$cfg syncword=
+    [ "$cfg" = word ] && via=shm syncword=1
     FB_TALLYD_PID=$([ "$cfg" != native ] && echo "$TL_PID") TALLY_HOPS=$hopsfile \
-      tl_run "$cfg" 300 latency-critical "fb-$cfg-$r" -- "$BIN" "${binargs[@]}" \
+      TALLY_LC_SYNC_WORD=$syncword \
+      tl_run "$via" 300 latency-critical "fb-$cfg-$r" -- "$BIN" "${binargs[@]}" \
       >"$out" 2>"$LOGS/$cfg.$r.err"
     rc=$?
     if [ $rc = 0 ] && [ "$cfg" != native ]; then
