@@ -19,7 +19,7 @@
 # launches the recording device's faulting kernel, so its synchronisation
 # is answered with an error.
 B=${TALLY_BUILDDIR:-.}
-echo "1..6"
+echo "1..7"
 tmp=$(mktemp -d /tmp/tally-log-XXXXXX)
 daemon=
 cleanup() {
@@ -113,3 +113,15 @@ scheduler_settings_are_named() {
 }
 check "the start-up line names policy tally's settings; a shared block above the threshold is refused" \
   scheduler_settings_are_named
+partition_instead_of_holding() {
+  startup_says "best-effort work kept running while the LC is active: all of it, in a partition of 16 SMs (--be-sms-hold 0)" \
+    --be-sms 16 --be-sms-hold 0 || return 1
+  if timeout 10 "$B/hostd/tallyd-record" --listen-unix "$tmp/bad2.sock" --state-dir "$tmp/bad2-state" \
+    --be-sms-hold 0 >"$tmp/bad2.log" 2>&1; then
+    echo "tallyd started with --be-sms-hold 0 and no partition"; return 1
+  fi
+  grep -q -- "--be-sms-hold 0 needs --be-sms N" "$tmp/bad2.log" ||
+    { echo "no reason given:"; cat "$tmp/bad2.log"; return 1; }
+}
+check "--be-sms-hold 0 says so at start; without --be-sms it is refused with the reason" \
+  partition_instead_of_holding
