@@ -191,10 +191,10 @@ static void partitioned_be_runs_beside_the_lc_which_never_waits(void **state) {
   assert_int_equal(part.t[0].max_wait_ns, 0);
   assert_true(held.t[0].max_wait_ns > 0); /* without it the LC did wait */
   assert_true(part.t[1].work_ns > held.t[1].work_ns);
-  rc.gpu.be_sms = 132; /* no SM left out: refused */
-  assert_int_not_equal(sim_run(&rc, &part, &why), 0);
   sim_result_close(&held);
   sim_result_close(&part);
+  rc.gpu.be_sms = 132; /* no SM left out: refused before anything is allocated */
+  assert_int_not_equal(sim_run(&rc, &part, &why), 0);
   sim_arrivals_close(&arr);
   sim_trace_close(&lc);
   sim_trace_close(&bt);
