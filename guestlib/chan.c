@@ -96,8 +96,12 @@ static int32_t reply_spin(const char *name, long dflt_us) {
   return spin < 0 ? 0 : spin == 0 ? -1 : (int32_t)spin;
 }
 
+int32_t guest__lc_spin_us(void) {
+  return reply_spin("TALLY_LC_SPIN_US", LC_SPIN_DEFAULT_US);
+}
+
 static void lc_opts(wire_conn_opts_t *o) {
-  o->spin_us = reply_spin("TALLY_LC_SPIN_US", LC_SPIN_DEFAULT_US);
+  o->spin_us = guest__lc_spin_us();
   long now = guest__env_long("TALLY_LC_POST_NOW", big_host() ? 2 : 0, 2);
   o->post_now = now >= 1;
   o->post_after_reply = now >= 2;

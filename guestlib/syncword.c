@@ -13,7 +13,8 @@
  * does not come within the reply spin (TALLY_LC_SPIN_US: a long kernel, a
  * fault that stopped the stream), the caller makes the real call, which
  * waits and returns what it returns natively.  Off by default: not yet
- * measured on a GPU.
+ * measured on a GPU; off too where the tenant's replies do not spin (fewer
+ * than 4 CPUs and no TALLY_LC_SPIN_US, or TALLY_LC_SPIN_US=0).
  *
  * Words: SLOTS of 8 bytes, one per synchronisation in flight, chosen by a
  * counter whose value is also the one written, so a slot's earlier value
@@ -38,9 +39,9 @@ static uint64_t spin_ns;         /* how long a wait spins on its word */
 static _Atomic uint64_t counter; /* the last value handed out */
 
 static void setup(void) {
-  long spin_us = guest__env_long("TALLY_LC_SPIN_US", 2000, 1000000);
+  int32_t spin_us = guest__lc_spin_us();
   if (guest__env_long("TALLY_LC_SYNC_WORD", 0, 1) != 1 || guest__g.priority != 0 ||
-      !guest__chan_shm() || spin_us == 0)
+      !guest__chan_shm() || spin_us <= 0)
     return;
   spin_ns = (uint64_t)spin_us * 1000u;
   words = guest__shared_alloc(PAGE);

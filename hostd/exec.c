@@ -176,6 +176,17 @@ static CUresult exec_memset(exec_t *x, const call_memset_req_t *q) {
   return hostd__gpu.memset(q->dst, q->value, q->elem, q->count, ts->handle);
 }
 
+/* The tenant's shared pinned allocation tag when [off, off + len) lies in
+ * it, else NULL (another tenant's tag, or a range past its end). */
+static const pinned_t *pinned_range(const exec_t *x, uint64_t tag, uint64_t off, uint64_t len) {
+  const pinned_t *pin;
+  uint64_t v;
+  if (!u64map_get(&x->t->pinned, tag, &v))
+    return NULL;
+  pin = (const pinned_t *)(uintptr_t)v;
+  return off > pin->size || len > pin->size - off ? NULL : pin;
+}
+
 /* PINNED_COPY: between the tenant's device memory and its shared pinned
  * allocation `tag`, from the daemon's mapping of it: real DMA on the
  * tenant's stream when registered.  A range outside either side is
@@ -183,12 +194,8 @@ static CUresult exec_memset(exec_t *x, const call_memset_req_t *q) {
 static CUresult exec_pinned_copy(exec_t *x, const call_pinned_copy_req_t *q) {
   const pinned_t *pin;
   tstream_t *ts;
-  uint64_t v;
   CUresult r;
-  if (q->dir > 1 || !u64map_get(&x->t->pinned, q->tag, &v))
-    return CUDA_ERROR_INVALID_VALUE; /* not this tenant's */
-  pin = (const pinned_t *)(uintptr_t)v;
-  if (q->off > pin->size || q->len > pin->size - q->off ||
+  if (q->dir > 1 || !(pin = pinned_range(x, q->tag, q->off, q->len)) ||
       !dev_ok(x, "PINNED_COPY dev", q->dev, q->len))
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__stream_lookup_enter(x->t, q->stream, &ts)) != CUDA_SUCCESS)
@@ -211,33 +218,31 @@ static CUresult exec_pinned_copy(exec_t *x, const call_pinned_copy_req_t *q) {
 static CUresult exec_stream_mark(exec_t *x, const call_stream_mark_req_t *q) {
   const pinned_t *pin;
   tstream_t *ts;
-  uint64_t v, *word;
+  uint64_t *word;
+  bool now;
   CUresult r;
-  if (!u64map_get(&x->t->pinned, q->tag, &v) || q->value >> 63)
-    return CUDA_ERROR_INVALID_VALUE;
-  pin = (const pinned_t *)(uintptr_t)v;
-  if (q->off % 8 || q->off > pin->size || pin->size - q->off < 8)
+  if (q->value >> 63 || q->off % 8 || !(pin = pinned_range(x, q->tag, q->off, 8)))
     return CUDA_ERROR_INVALID_VALUE;
   word = (uint64_t *)(void *)(pin->addr + q->off);
   if (!(ts = hostd__stream_of(x->t, q->stream, &r)))
     return r;
-  if (x->t->deferred == CUDA_SUCCESS && x->t->sched)
-    x->t->deferred = hostd__sched_take_error(x->t->sched); /* a held launch's failure */
-  if (x->t->deferred != CUDA_SUCCESS || !pin->registered || hostd__stream_capturing(x->t, ts)) {
-    __atomic_store_n(word, q->value | 1ull << 63, __ATOMIC_RELEASE);
-    return CUDA_SUCCESS;
+  now = hostd__tenant_kept_error(x->t) != CUDA_SUCCESS || !pin->registered ||
+        hostd__stream_capturing(x->t, ts);
+  if (!now) {
+    if ((r = hostd__sched_fence(ts->ss)) != CUDA_SUCCESS ||
+        (ts == x->t->legacy && (r = hostd__stream_enter(x->t, ts)) != CUDA_SUCCESS))
+      return r;
+    if ((r = hostd__gpu.stream_write64(ts->handle, word, q->value)) != CUDA_SUCCESS) {
+      /* Not the application's error: its synchronisation goes the usual way. */
+      static int logged;
+      if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+        hostd__log(HOSTD_LOG_INFO, "tenant %u: the GPU cannot write a completion word (CUresult "
+                   "%d); its synchronisations are calls", x->t->id, (int)r);
+      now = true;
+    }
   }
-  if ((r = hostd__sched_fence(ts->ss)) != CUDA_SUCCESS ||
-      (ts == x->t->legacy && (r = hostd__stream_enter(x->t, ts)) != CUDA_SUCCESS))
-    return r;
-  if ((r = hostd__gpu.stream_write64(ts->handle, word, q->value)) != CUDA_SUCCESS) {
-    /* Not the application's error: its synchronisation goes the usual way. */
-    static int logged;
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      hostd__log(HOSTD_LOG_INFO, "tenant %u: the GPU cannot write a completion word (CUresult "
-                 "%d); its synchronisations are calls", x->t->id, (int)r);
+  if (now)
     __atomic_store_n(word, q->value | 1ull << 63, __ATOMIC_RELEASE);
-  }
   return CUDA_SUCCESS;
 }
 

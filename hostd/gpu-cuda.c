@@ -216,6 +216,7 @@ _Static_assert(CALL_FUNC_ATTRS <= CU_FUNC_ATTRIBUTE_MAX, "CALL_FUNC_ATTRS past c
 
 static CUcontext ctx;   /* the primary context; written once by init */
 static CUdevice device; /* the served device */
+static bool host_ptr_direct; /* registered host memory has the CPU's address on the device */
 
 /* cuBLAS asks the driver's private context table (21318c60) for an object
  * of the context (slot 51: ctx, 0, &obj) and then a value for it (slot 39:
@@ -268,6 +269,7 @@ static CUresult cuda_init(int ordinal, call_snapshot_t *snap) {
     if (D.cuDeviceGetAttribute(&v, (CUdevice_attribute)a, device) == CUDA_SUCCESS)
       snap->attr[a] = v;
   }
+  host_ptr_direct = snap->attr[CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM] == 1;
   if ((r = D.cuCtxGetStreamPriorityRange(&least, &greatest)) != CUDA_SUCCESS)
     return r;
   snap->prio_least = least;
@@ -826,9 +828,12 @@ static CUresult cuda_part_stream_new(uint64_t *s, int prio, uint32_t sms, uint32
   return r;
 }
 
+/* Once per synchronisation of a tenant that uses it: where the device
+ * reaches registered host memory at the CPU's address (host_ptr_direct,
+ * read at init) no lookup is made. */
 static CUresult cuda_stream_write64(uint64_t s, void *host, uint64_t value) {
-  CUdeviceptr d = 0;
-  CUresult r = D.cuMemHostGetDevicePointer(&d, host, 0);
+  CUdeviceptr d = (CUdeviceptr)(uintptr_t)host;
+  CUresult r = host_ptr_direct ? CUDA_SUCCESS : D.cuMemHostGetDevicePointer(&d, host, 0);
   return r != CUDA_SUCCESS ? r : D.cuStreamWriteValue64((CUstream)(uintptr_t)s, d, value, 0);
 }
 

@@ -99,6 +99,10 @@ struct hostd_tenant {
 /* Stream ss was synchronised: its scheduler notice is given after the
  * reply (hostd__tenant_replied), or at once when another stream's is pending. */
 void hostd__tenant_synced(hostd_tenant_t *t, hostd_sched_stream_t *ss);
+/* The error t's next syncpoint returns: a failed post's, else a held
+ * launch's failure (taken from the scheduler and kept); CUDA_SUCCESS when
+ * there is none.  Worker thread. */
+CUresult hostd__tenant_kept_error(hostd_tenant_t *t);
 
 /* ---- ranges (tenant.c) ---- */
 /* Index of the first range whose base is above p. */

@@ -602,6 +602,12 @@ static const char *ctx_error(CUresult r) {
 
 /* ---- requests ---- */
 
+CUresult hostd__tenant_kept_error(hostd_tenant_t *t) {
+  if (t->deferred == CUDA_SUCCESS && t->sched)
+    t->deferred = hostd__sched_take_error(t->sched); /* a held launch's failure */
+  return t->deferred;
+}
+
 /* Keeps a post's error for the next syncpoint, or writes the reply header
  * (a kept error replaces a success of a syncpoint; no results with an error). */
 static int finish_reply(hostd_tenant_t *t, uint32_t op, uint32_t flags, CUresult r,
@@ -619,9 +625,7 @@ static int finish_reply(hostd_tenant_t *t, uint32_t op, uint32_t flags, CUresult
     return reply->err;
   if (r != CUDA_SUCCESS)
     reply->len = CALL_REPLY_HDR_LEN;
-  if ((flags & CALL_SYNCPOINT) && t->deferred == CUDA_SUCCESS && t->sched)
-    t->deferred = hostd__sched_take_error(t->sched); /* a held launch's failure */
-  if ((flags & CALL_SYNCPOINT) && t->deferred != CUDA_SUCCESS) {
+  if ((flags & CALL_SYNCPOINT) && hostd__tenant_kept_error(t) != CUDA_SUCCESS) {
     if (r == CUDA_SUCCESS) {
       r = t->deferred;
       reply->len = CALL_REPLY_HDR_LEN;
