@@ -1,20 +1,20 @@
 /* syncword.c: a latency-critical tenant's stream synchronisation answered by
  * the GPU itself (docs/lc-path.md, "A synchronisation the GPU answers").
  *
- * With TALLY_LC_SYNC_WORD=1, over shared memory, cuStreamSynchronize posts
- * STREAM_MARK (wire/call.def): tallyd has the GPU write a fresh value into a
- * word of a pinned page this process shares with it, behind everything the
- * stream was given, and the caller spins on the word instead of waiting for
- * a reply.  The request's trip to tallyd overlaps the stream's work, and the
+ * For a latency-critical tenant over shared memory (TALLY_LC_SYNC_WORD=0
+ * turns it off), cuStreamSynchronize posts STREAM_MARK (wire/call.def):
+ * tallyd has the GPU write a fresh value into a word of a pinned page this
+ * process shares with it, behind everything the stream was given, and the
+ * caller spins on the word instead of waiting for a reply.  The request's trip to tallyd overlaps the stream's work, and the
  * answer comes from the GPU's own write, as the driver's synchronisation
  * does natively, instead of tallyd's return from cuStreamSynchronize and its
  * reply.  Whenever the word cannot say "done and nothing to report" (tallyd
  * set bit 63: a kept error, a capturing stream, an unregistered page) or
  * does not come within the reply spin (TALLY_LC_SPIN_US: a long kernel, a
  * fault that stopped the stream), the caller makes the real call, which
- * waits and returns what it returns natively.  Off by default: not yet
- * measured on a GPU; off too where the tenant's replies do not spin (fewer
- * than 4 CPUs and no TALLY_LC_SPIN_US, or TALLY_LC_SPIN_US=0).
+ * waits and returns what it returns natively.  Off where the tenant's
+ * replies do not spin (fewer than 4 CPUs and no TALLY_LC_SPIN_US, or
+ * TALLY_LC_SPIN_US=0).
  *
  * Words: SLOTS of 8 bytes, one per synchronisation in flight, chosen by a
  * counter whose value is also the one written, so a slot's earlier value
@@ -40,7 +40,7 @@ static _Atomic uint64_t counter; /* the last value handed out */
 
 static void setup(void) {
   int32_t spin_us = guest__lc_spin_us();
-  if (guest__env_long("TALLY_LC_SYNC_WORD", 0, 1) != 1 || guest__g.priority != 0 ||
+  if (guest__env_long("TALLY_LC_SYNC_WORD", 1, 1) != 1 || guest__g.priority != 0 ||
       !guest__chan_shm() || spin_us <= 0)
     return;
   spin_ns = (uint64_t)spin_us * 1000u;

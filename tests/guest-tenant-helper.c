@@ -51,7 +51,8 @@
  *               synchronise and print "sync N ran M"; then 8 more counting
  *               ones and "again N ran M" (tallyd's --tenant-hostfns 8: the
  *               first sync says out of memory and 7 ran, the second 0 and 15)
- *   sync-word   (latency-critical, TALLY_LC_SYNC_WORD=1 set here) on a
+ *   sync-word   (latency-critical; sync-reply: the same with
+ *               TALLY_LC_SYNC_WORD=0, the word off) on a
  *               stream held 30 ms by a host function, launch fill_u32 then
  *               cuStreamSynchronize: print "held H value V" (H 1 when the
  *               synchronisation returned after the host function, V the
@@ -176,7 +177,7 @@ static void hold_30ms(void *arg) {
 }
 
 /* sync-word (see the usage above). */
-static int sync_word(void) {
+static int sync_word(int off) {
   static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
   CUmodule m;
   CUfunction f;
@@ -187,7 +188,8 @@ static int sync_word(void) {
   void *args[] = {&p, &v, &n};
   int bad = 0, held;
   CUresult e, a;
-  setenv("TALLY_LC_SYNC_WORD", "1", 1);
+  if (off)
+    setenv("TALLY_LC_SYNC_WORD", "0", 1);
   setenv("TALLY_LC_SPIN_US", "1000000", 1); /* the word, not the fallback, answers */
   if (cuModuleLoadData(&m, img) || cuModuleGetFunction(&f, m, "fill_u32") ||
       cuMemAlloc(&p, 4096) || cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) ||
@@ -471,8 +473,8 @@ int main(int argc, char **argv) {
     return lc_requests();
   if (strcmp(argv[1], "hostfn-quota") == 0)
     return hostfn_quota();
-  if (strcmp(argv[1], "sync-word") == 0)
-    return sync_word();
+  if (strcmp(argv[1], "sync-word") == 0 || strcmp(argv[1], "sync-reply") == 0)
+    return sync_word(strcmp(argv[1], "sync-reply") == 0);
   if (strcmp(argv[1], "order") == 0)
     return order();
   if (strcmp(argv[1], "copy-loop") == 0) {

@@ -996,19 +996,16 @@ static void latency_critical_tenant_gets_the_greatest_priority(void **state) {
   assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
 }
 
-/* TALLY_LC_SYNC_WORD=1: a latency-critical tenant's stream synchronisations
- * over shared memory are STREAM_MARK posts answered by the device's write of
- * a shared word, and return only once the stream's work ran (behind a host
- * function holding the stream 30 ms); a kept error makes the real call,
- * which returns it, once. */
-static void sync_word_answers_stream_synchronisations(void **state) {
+/* Runs the helper's sync-word (word off: sync-reply) as a latency-critical
+ * tenant over shared memory: every synchronisation returns after the
+ * stream's work and reads its value, and the kept error comes back once;
+ * *marks and *syncs get the STREAM_MARK and STREAM_SYNC requests it made. */
+static void sync_helper(const char *action, unsigned long *marks, unsigned long *syncs) {
   pid_t pid;
   char l1[64] = {0}, l2[64] = {0}, l3[64] = {0};
-  unsigned long marks = hostd__op_count[CALL_OP_STREAM_MARK];
-  unsigned long syncs = hostd__op_count[CALL_OP_STREAM_SYNC];
-  FILE *f;
-  (void)state;
-  f = helper("sync-word", &pid, NULL, "TALLY_PRIORITY=latency-critical");
+  unsigned long m0 = hostd__op_count[CALL_OP_STREAM_MARK];
+  unsigned long s0 = hostd__op_count[CALL_OP_STREAM_SYNC];
+  FILE *f = helper(action, &pid, NULL, "TALLY_PRIORITY=latency-critical");
   assert_non_null(f);
   if (!fgets(l1, sizeof(l1), f) || !fgets(l2, sizeof(l2), f) || !fgets(l3, sizeof(l3), f))
     fail_msg("the helper said '%s' '%s' '%s' (exit %d)", l1, l2, l3, wait_exit(pid));
@@ -1017,10 +1014,27 @@ static void sync_word_answers_stream_synchronisations(void **state) {
   assert_string_equal(l1, "held 1 value 7\n");
   assert_string_equal(l2, "rounds 0\n");
   assert_string_equal(l3, "error 400 after 0\n"); /* CUDA_ERROR_INVALID_HANDLE, then clean */
-  /* 1 + 20 + 2 answered by the word or the marked fallback, one real call */
-  assert_true(hostd__op_count[CALL_OP_STREAM_MARK] - marks >= 23);
-  assert_int_equal(hostd__op_count[CALL_OP_STREAM_SYNC] - syncs, 1);
   assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  *marks = hostd__op_count[CALL_OP_STREAM_MARK] - m0;
+  *syncs = hostd__op_count[CALL_OP_STREAM_SYNC] - s0;
+}
+
+/* By default a latency-critical tenant's stream synchronisations over
+ * shared memory are STREAM_MARK posts answered by the device's write of a
+ * shared word, and return only once the stream's work ran (behind a host
+ * function holding the stream 30 ms); a kept error makes the real call,
+ * which returns it, once.  TALLY_LC_SYNC_WORD=0: every one is the real
+ * call, with the same results. */
+static void sync_word_answers_stream_synchronisations(void **state) {
+  unsigned long marks, syncs;
+  (void)state;
+  sync_helper("sync-word", &marks, &syncs);
+  /* 1 + 20 + 2 answered by the word or the marked fallback, one real call */
+  assert_true(marks >= 23);
+  assert_int_equal(syncs, 1);
+  sync_helper("sync-reply", &marks, &syncs);
+  assert_int_equal(marks, 0);
+  assert_int_equal(syncs, 23);
 }
 
 /* Runs the helper's ACTION over shared memory, then over TCP; each run must

@@ -18,11 +18,12 @@
 # run; the idle rows are the CPU the guest and tallyd burn per second while the tenant idles.
 # TALLYD_ARGS adds daemon flags (e.g. '--lc-poll no' to see the fallback).
 #
-# usage: forward-bench [-r ROUNDS] [-t shm|tcp|both] [--sync-word] [--null-stream] [--scale F]
+# usage: forward-bench [-r ROUNDS] [-t shm|tcp|both] [--reply-sync] [--null-stream] [--scale F]
 #                      [--hops]
 #   -r  rounds (default 3)   -t  Tally transports (default both)
-#   --sync-word  also a column "word": shared memory with TALLY_LC_SYNC_WORD=1 (the stream
-#            synchronisation answered by a word the GPU writes, docs/lc-path.md)
+#   --reply-sync  also a column "reply": shared memory with TALLY_LC_SYNC_WORD=0 (the stream
+#            synchronisation answered by tallyd's reply instead of a word the GPU writes,
+#            docs/lc-path.md)
 #   --null-stream, --scale F  passed to forward-bench-bin (see forward-bench.cu)
 #   --hops   record hand-off times (tallyd --hops, TALLY_HOPS) and print where the open-loop
 #            requests' and the launch + sync row's time goes, per transport
@@ -40,7 +41,7 @@ for d in ${TALLY_SRCDIR:+"$TALLY_SRCDIR"} "@abs_top_srcdir@" "$TALLY_BUILDDIR"{,
 rounds=3
 transports="shm tcp"
 hops=0
-word=0
+reply=0
 scale=1
 binargs=()
 orig_args="$*"
@@ -49,7 +50,7 @@ while [ $# -gt 0 ]; do
     -r) rounds=$2; shift ;;
     -t) case $2 in both) transports="shm tcp" ;; shm | tcp) transports=$2 ;;
           *) echo "forward-bench: -t takes shm, tcp or both" >&2; exit 2 ;; esac; shift ;;
-    --sync-word) word=1 ;;
+    --reply-sync) reply=1 ;;
     --null-stream) binargs+=(--null-stream) ;;
     --scale) binargs+=(--scale "$2"); scale=$2; shift ;;
     --hops) hops=1 ;;
@@ -58,7 +59,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-[ $word = 1 ] && transports="$transports word"
+[ $reply = 1 ] && transports="$transports reply"
 B=$TL_BUILDDIR
 BIN=$B/tests/bench/forward-bench-bin
 if ! tl_have_gpu; then
@@ -97,7 +98,7 @@ for r in $(seq 1 "$rounds"); do
     hopsfile=
     [ $hops = 1 ] && [ "$cfg" != native ] && hopsfile=$LOGS/hops.$cfg.$r
     via=$cfg syncword=
-    [ "$cfg" = word ] && via=shm syncword=1
+    [ "$cfg" = reply ] && via=shm syncword=0
     FB_TALLYD_PID=$([ "$cfg" != native ] && echo "$TL_PID") TALLY_HOPS=$hopsfile \
       TALLY_LC_SYNC_WORD=$syncword \
       tl_run "$via" 300 latency-critical "fb-$cfg-$r" -- "$BIN" "${binargs[@]}" \
