@@ -90,6 +90,7 @@ typedef struct item {
   uint64_t run_event; /* SUBMIT: event on the tenant stream to wait for (0: none) */
   uint64_t submit_id; /* given by the scheduler thread */
   uint64_t submit_ns;
+  uint64_t lc_first;  /* LC stream's item: lc_made of the launch that queued it */
   pol_kernel_t k;
   uint64_t f;
   uint64_t graph; /* a graph exec launched as one unit (hostd_sched_launch_t) */
@@ -169,6 +170,7 @@ typedef struct flight {
   const hostd_var_kernel_t *vk; /* a reference while a variant runs */
   hostd_sched_stream_t *lc; /* an LC stream followed (invariant (d)), or NULL */
   uint64_t lc_seen;         /* its launches ev_end follows */
+  uint64_t lc_first;        /* the first launch it follows (lc_made's count) */
   bool lc_has;              /* ev_end is a publication taken and not yet seen complete */
   item_t *it;            /* PTB: the submission, which stays queued until it is whole */
   int slot;              /* PTB: control block, -1 none */
@@ -739,14 +741,16 @@ static CUresult launch_on(const hostd_sched_launch_t *l, uint64_t s) {
  * two atomic operations.  No event: the worker records at quiet points. */
 static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
   item_t *it = ss->lc_item;
+  uint64_t n;
   CUresult r = launch_on(l, ss->handle);
   if (r != CUDA_SUCCESS)
     return r;
   STAT_ADD(lc_launches, 1);
   ss->t->lc_moved = true;
-  atomic_fetch_add_explicit(&ss->lc_made, 1, memory_order_release);
+  n = atomic_fetch_add_explicit(&ss->lc_made, 1, memory_order_release) + 1;
   if (atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel))
     return CUDA_SUCCESS;
+  it->lc_first = n;
   kernel_of(l, &it->k);
   it->submit_id = 0;
   it->submit_ns = now_fn();
@@ -1285,9 +1289,10 @@ static void issue_direct(item_t *it, const pol_action_t *a, uint64_t now) {
   issued_t is = {.form = POL_FORM_ORIGINAL, .slot = -1};
   flight_t *f;
   settle(it);
-  if ((f = flight_add(it, a, &is, now, false)))
+  if ((f = flight_add(it, a, &is, now, false))) {
     f->lc = it->ss;
-  else /* no memory: nothing follows the stream */
+    f->lc_first = it->lc_first;
+  } else /* no memory: nothing follows the stream */
     lc_end(it->ss);
 }
 
@@ -1819,22 +1824,30 @@ static void turn_add(uint64_t ns) {
   STAT_ADD(turnarounds, 1);
 }
 
+/* One line per flight.  An LC flight follows a burst of its stream's
+ * launches (invariant (d)): its line names the burst's first kernel and
+ * says how many launches the burst held (launches=, at least 1: a tenant
+ * that closed before any publication leaves the count unknown). */
 static void trace_write(const flight_t *f, uint64_t start, uint64_t end) {
   static const char *const forms[] = {"original", "sliced", "ptb", "flush"};
   const pol_kernel_t *k = &f->k;
   uint64_t blocks = (uint64_t)k->grid[0] * k->grid[1] * k->grid[2];
   uint64_t waves = (blocks + S.cfg.pol.default_resident - 1) / S.cfg.pol.default_resident;
   uint64_t block_ns = waves ? (end - start) / waves : 0;
+  uint64_t burst = f->lc && f->lc_seen >= f->lc_first ? f->lc_seen - f->lc_first + 1 : 1;
+  char lc[32] = "";
+  if (f->lc)
+    snprintf(lc, sizeof(lc), " launches=%" PRIu64, burst);
   fprintf(S.trace,
           "%s 0x%016" PRIx64 " %u,%u,%u %u,%u,%u 0 %u %" PRIu64 " %" PRIu64
           " o%s%s%s # class=%s form=%s blocks=%" PRIu64 "+%" PRIu64 " held=%d graph=%d"
-          " submit=%" PRIu64 " issue=%" PRIu64 " start=%" PRIu64 " end=%" PRIu64 "\n",
+          " submit=%" PRIu64 " issue=%" PRIu64 " start=%" PRIu64 " end=%" PRIu64 "%s\n",
           f->t->name, k->kernel_id, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
           k->block[2], k->shmem_bytes, block_ns ? block_ns : 1, f->gap_ns,
           (k->variants & POL_VAR_SLICED) ? "s" : "", (k->variants & POL_VAR_PTB) ? "p" : "",
           (k->variants & POL_VAR_FLUSH) ? "f" : "", f->t->cls == 0 ? "lc" : "be", forms[f->form], f->begin, f->count, f->held, f->graph,
           f->submit_ns,
-          f->issue_ns, start, end);
+          f->issue_ns, start, end, lc);
 }
 
 static void close_done(hostd_sched_tenant_t *t) {

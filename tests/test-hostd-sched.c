@@ -750,9 +750,10 @@ static void be_sms_hold_0_runs_be_beside_an_active_lc(void **state) {
   assert_int_equal(hostd__sched_init(&cfg), 0);
 }
 
-/* --trace: an LC launch (direct: held=0), a BE launch the policy holds
- * while the LC is active (held=1), one it issues at once when the LC is
- * idle (held=0); each kernel named once, the name cleaned. */
+/* --trace: a burst of three LC launches (direct: held=0), one line that
+ * names its first kernel and counts them (launches=3), a BE launch the
+ * policy holds while the LC is active (held=1), one it issues at once when
+ * the LC is idle (held=0); each kernel named once, the name cleaned. */
 static void trace_says_held_and_names_kernels(void **state) {
   hostd_sched_config_t cfg;
   hostd_sched_stats_t st0;
@@ -774,7 +775,9 @@ static void trace_says_held_and_names_kernels(void **state) {
   hostd__sched_trace_kernel(43, "bad name\n# injected");
   pair_open(&x, 20);
   hostd__sched_stats(&st0);
-  lc_ran_once(&x, &st0);
+  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
+  assert_int_equal(launch_fill(x.lss, x.p, 1, 1), CUDA_SUCCESS);
+  lc_ran_once(&x, &st0); /* the third, then the quiet point: one flight */
   assert_int_equal(launch_fill(x.bss, x.p + 32, 2, 1), CUDA_SUCCESS); /* held */
   wait_stats(submitted_at_least, st0.submitted + 2);
   vclock += pc.resume_idle_ns + 1000;
@@ -795,6 +798,8 @@ static void trace_says_held_and_names_kernels(void **state) {
   const char *be2 = strstr(be1 + 1, "\nbe 0x000000000000002a ");
   assert_non_null(be2);
   assert_non_null(strstr(lc, "class=lc form=original blocks=0+1 held=0 graph=0 submit="));
+  assert_non_null(strstr(lc, " launches=3\n"));
+  assert_null(strstr(lc + 1, "\nlc ")); /* the burst is one line */
   assert_non_null(strstr(be1, "class=be form=original blocks=0+1 held=1 graph=0 submit="));
   assert_non_null(strstr(be2, "class=be form=original blocks=0+1 held=0 graph=0 submit="));
   hostd__sched_config_init(&cfg);

@@ -2,7 +2,8 @@
 # test-mechanisms.sh: bench-pairs' "Mechanisms per kernel (tallyd)" tables
 # (bench-pairs --mechanisms TRACE) on a handmade trace in the form tallyd
 # --trace writes: named kernels (`# kernel` lines), an LC tenant whose
-# launches are untimed, one of them a CUDA graph; a BE tenant with a sliced
+# launches are untimed and traced a line per burst (one of three launches),
+# one of them a CUDA graph; a BE tenant with a sliced
 # submission (two pieces), a PTB submission preempted once and finished
 # sliced, a launch held then issued whole, one issued at once, a line of an
 # older tallyd without held=, a graph launch, and 12 more kernels so that
@@ -20,9 +21,8 @@ k=' 264,1,1 128,1,1 0 0 1 0 osp # class=be'
   echo '# kernel 0x0000000000000a01 _Z4gemmPf'
   echo '# kernel 0x0000000000000a02 _Z4softPf'
   echo '# kernel 0x0000000000000c01 _Z6lc_mlpPf'
-  for s in 100 300; do
-    echo "lc 0x0000000000000c01 1,1,1 32,1,1 0 0 1 0 o # class=lc form=original blocks=0+1 held=0 graph=0 submit=$s issue=$((s + 1)) start=$((s + 50)) end=$((s + 50))"
-  done
+  echo "lc 0x0000000000000c01 1,1,1 32,1,1 0 0 1 0 o # class=lc form=original blocks=0+1 held=0 graph=0 submit=100 issue=101 start=150 end=150"
+  echo "lc 0x0000000000000c01 1,1,1 32,1,1 0 0 1 0 o # class=lc form=original blocks=0+1 held=0 graph=0 submit=300 issue=301 start=350 end=350 launches=3"
   echo 'lc 0x0000000000000c02 1,1,1 32,1,1 0 0 1 0 o # class=lc form=original blocks=0+1 held=0 graph=1 submit=500 issue=501 start=600 end=600'
   # issued while _Z4softPf runs (10.0002 to 12.0002 ms): the slowest LC launch
   echo 'lc 0x0000000000000c03 1,1,1 32,1,1 0 0 1 0 o # class=lc form=original blocks=0+1 held=0 graph=0 submit=11000000 issue=11000001 start=11500000 end=11500000'
@@ -47,9 +47,10 @@ run() {
   python3 "$S/scripts/bench-pairs" --mechanisms "$t" >"$tmp/out" || return 1
   cat "$tmp/out"
   o=$tmp/out
-  # LC: untimed, 3 whole at once + 1 graph; its table is LC first
-  grep -q '^\*\*LC\*\* (`lc`): 4 launches (whole, issued at once 3, CUDA graph 1); no GPU time recorded' "$o" &&
-    grep -q '^| `_Z6lc_mlpPf (00000c01)` | 2 | - | 2 |  |  |$' "$o" &&
+  # LC: untimed, 4 bursts (one of 3 launches): 5 whole at once + 1 graph;
+  # its table is LC first
+  grep -q '^\*\*LC\*\* (`lc`): 6 launches (whole, issued at once 5, CUDA graph 1); no GPU time recorded (tallyd does not time this class.s launches); traced in 4 bursts, each under its first kernel\.$' "$o" &&
+    grep -q '^| `_Z6lc_mlpPf (00000c01)` | 4 | - | 4 |  |  |$' "$o" &&
     grep -q '^| `CUDA graph 0x0000000000000c02` | 1 | - |  | 1 |  |$' "$o" &&
     [ "$(grep -n '^\*\*LC' "$o" | cut -d: -f1)" -lt "$(grep -n '^\*\*BE' "$o" | cut -d: -f1)" ] || return 1
   # BE: 18 submissions, 17.2 ms; shares of GPU time per form
@@ -65,7 +66,7 @@ run() {
   # the BE's busy share (17.2 ms of 41.098 ms, no overlap) and the slowest LC
   # launch (1 of 4) issued while _Z4softPf had 1.00 ms left
   grep -q '^BE on the GPU: busy 42% of the 0.04 s .* (20 timed pieces); submit to issue p50 ' "$o" &&
-    grep -q '^The slowest 1 of 4 LC launches (issue to completion seen, 0.50 ms or more) .*; 0 found no BE kernel running\.$' "$o" &&
+    grep -q '^The slowest 1 of 4 LC bursts (a trace line each: its first launch.s issue to completion seen, 0.50 ms or more) .*; 0 found no BE kernel running\.$' "$o" &&
     grep -q '^| `_Z4softPf (00000a02)` | 1 | 1.00 |$' "$o" || return 1
   # a trace without kernels says so
   echo '# tallyd kernel trace (tally-sim format), policy tally' >"$tmp/empty.ktr"
