@@ -1,14 +1,19 @@
-/* ctx.c: contexts as the tenant sees them, kept entirely in the guest.
+/* ctx.c: contexts as the tenant sees them, kept in the guest.
  *
  * tallyd runs every tenant in the one primary context of each GPU
  * (docs/decisions.md, D4), so a tenant's contexts are bookkeeping: which device the
  * calling thread works on, the push/pop stack, primary-context retain
- * counts and flags, limits.  None of these calls crosses the wire.  A context
- * handle points at a guest_ctx below; primary contexts are static, created
- * ones are allocated by cuCtxCreate and freed by cuCtxDestroy.
+ * counts and flags, limits.  None of these calls crosses the wire, except
+ * three limits.  A context handle points at a guest_ctx below; primary
+ * contexts are static, created ones are allocated by cuCtxCreate and freed
+ * by cuCtxDestroy.
  *
- * Not offered: limits and cache configuration change nothing on the GPU
- * (they would change it for every tenant); they are stored and read back.
+ * Limits: the per-thread stack, the printf FIFO and the malloc heap sizes
+ * are the shared context's, set and read in tallyd (CTX_LIMIT,
+ * wire/call.def; a set there only grows the value, hostd/exec.c, "the
+ * context's limits"), because kernels fail without them.  The other limits
+ * and the cache configuration would change the context for every tenant;
+ * they are stored here and read back, and change nothing on the GPU.
  */
 #include "guestlib/guest.h"
 
@@ -30,7 +35,10 @@ typedef struct guest_ctx {
 static guest_ctx_t primaries[CALL_MAX_DEVICES];
 static int primary_refs[CALL_MAX_DEVICES];
 static uint64_t next_ctx_id = 1;
-static size_t limits[CU_LIMIT_MAX]; /* stored, see the top comment */
+/* What this process last set for each limit (0: nothing, the default is
+ * answered); the answer to cuCtxGetLimit for the limits kept here.  Relaxed
+ * atomics, one word each: the last set wins, as on the driver. */
+static size_t limits[CU_LIMIT_MAX];
 
 /* The calling thread's context stack; [depth-1] is current. */
 static __thread guest_ctx_t *stack[CTX_STACK_MAX];
@@ -358,12 +366,54 @@ GUEST_EXPORT CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
   return CUDA_SUCCESS;
 }
 
+/* Whether limit is the shared context's, set and read in tallyd (top comment). */
+static bool limit_in_tallyd(CUlimit limit) {
+  return limit == CU_LIMIT_STACK_SIZE || limit == CU_LIMIT_PRINTF_FIFO_SIZE ||
+         limit == CU_LIMIT_MALLOC_HEAP_SIZE;
+}
+
+/* The context's value of each limit in tallyd, as its last reply to this
+ * process said (0: not asked yet).  A framework may read a limit often, so
+ * only the first read of each asks tallyd; a set refreshes it.  A growth by
+ * another tenant afterwards is not seen here: the kernels have at least the
+ * value answered. */
+static uint64_t ctx_limits[CU_LIMIT_MALLOC_HEAP_SIZE + 1];
+
+/* For the limits in tallyd, the context's value: what a native process
+ * reads too, which may be more than it asked, as the driver rounds a value
+ * up and grows the stack for a kernel that needs more (cuda.h,
+ * cuCtxSetLimit).  Through tallyd it may also be more because another
+ * tenant grew it: that larger value is what this tenant's kernels run with,
+ * so it is the true answer (the recorded one would understate a stack its
+ * kernels already have).  With TALLY_LOG=debug such an answer is logged,
+ * once per limit, for whoever compares a run with a native one. */
 GUEST_EXPORT CUresult cuCtxGetLimit(size_t *value, CUlimit limit) {
   if (!value || (int)limit < 0 || limit >= CU_LIMIT_MAX)
     return CUDA_ERROR_INVALID_VALUE;
   if (!guest__g.inited)
     return CUDA_ERROR_NOT_INITIALIZED;
-  if (limits[limit] == 0) {
+  if (limit_in_tallyd(limit)) {
+    static int logged[CU_LIMIT_MALLOC_HEAP_SIZE + 1]; /* atomic */
+    call_ctx_limit_req_t q = {.limit = (uint32_t)limit, .set = 0};
+    call_ctx_limit_rep_t a = {0};
+    size_t asked = __atomic_load_n(&limits[limit], __ATOMIC_RELAXED);
+    CUresult r;
+    if ((a.value = __atomic_load_n(&ctx_limits[limit], __ATOMIC_RELAXED)) != 0) {
+      *value = (size_t)a.value;
+      return CUDA_SUCCESS;
+    }
+    if ((r = guest__rpc(CALL_OP_CTX_LIMIT, 0, &q, &a)) != CUDA_SUCCESS)
+      return r;
+    __atomic_store_n(&ctx_limits[limit], a.value, __ATOMIC_RELAXED);
+    if (asked && a.value > asked && guest__debug() &&
+        !__atomic_exchange_n(&logged[limit], 1, __ATOMIC_RELAXED))
+      guest__log("cuCtxGetLimit(%d): the shared context has %llu, this process set %zu (tallyd "
+                 "grows a limit and never shrinks it; another tenant or the driver grew it)",
+                 (int)limit, (unsigned long long)a.value, asked);
+    *value = (size_t)a.value;
+    return CUDA_SUCCESS;
+  }
+  if (__atomic_load_n(&limits[limit], __ATOMIC_RELAXED) == 0) {
     /* CUDA's defaults on Hopper: 1 KiB stack, 1 MiB printf FIFO, 8 MiB heap. */
     static const size_t defaults[CU_LIMIT_MAX] = {
         [CU_LIMIT_STACK_SIZE] = 1024,
@@ -375,17 +425,30 @@ GUEST_EXPORT CUresult cuCtxGetLimit(size_t *value, CUlimit limit) {
     };
     *value = defaults[limit];
   } else {
-    *value = limits[limit];
+    *value = __atomic_load_n(&limits[limit], __ATOMIC_RELAXED);
   }
   return CUDA_SUCCESS;
 }
 
+/* For the limits in tallyd, one round trip whose result is returned as is:
+ * a value above tallyd's bound, or a heap (printf FIFO) size after a kernel
+ * that uses malloc (printf) ran in the shared context, is
+ * CUDA_ERROR_INVALID_VALUE.  The value is recorded only when it was
+ * accepted. */
 GUEST_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
   if ((int)limit < 0 || limit >= CU_LIMIT_MAX)
     return CUDA_ERROR_INVALID_VALUE;
   if (!guest__g.inited)
     return CUDA_ERROR_NOT_INITIALIZED;
-  limits[limit] = value;
+  if (limit_in_tallyd(limit)) {
+    call_ctx_limit_req_t q = {.limit = (uint32_t)limit, .set = 1, .value = value};
+    call_ctx_limit_rep_t a = {0};
+    CUresult r = guest__rpc(CALL_OP_CTX_LIMIT, 0, &q, &a);
+    if (r != CUDA_SUCCESS)
+      return r;
+    __atomic_store_n(&ctx_limits[limit], a.value, __ATOMIC_RELAXED);
+  }
+  __atomic_store_n(&limits[limit], value, __ATOMIC_RELAXED);
   return CUDA_SUCCESS;
 }
 

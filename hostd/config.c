@@ -62,6 +62,8 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->tenant_streams = HOSTD_DEFAULT_TENANT_STREAMS;
   cfg->tenant_events = HOSTD_DEFAULT_TENANT_EVENTS;
   cfg->tenant_hostfns = HOSTD_DEFAULT_TENANT_HOSTFNS;
+  cfg->max_stack_bytes = HOSTD_DEFAULT_MAX_STACK_BYTES;
+  cfg->max_heap_bytes = HOSTD_DEFAULT_MAX_HEAP_BYTES;
 }
 
 /* tallyd --help, in three parts (serving, scheduling, admission and quotas). */
@@ -181,6 +183,10 @@ static void usage_guard(FILE *f) {
           "  --modcache-mem SIZE  module images kept in memory, least recently used go\n"
           "                       first (default 256M)\n"
           "  --modcache-disk SIZE the same in STATE_DIR/modules (default 4G)\n"
+          "  --max-stack-bytes SIZE  the most a tenant may grow the shared context's\n"
+          "                       per-thread stack to (cuCtxSetLimit; default 64K: the\n"
+          "                       driver backs it for every thread the GPU can hold)\n"
+          "  --max-heap-bytes SIZE   the same for the device malloc heap (default 1G)\n"
           "\nOperator's view:\n"
           "  --control-socket PATH  for tallyctl (default: the --listen-unix path + %s;\n"
           "                       none = off); mode and group as --unix-mode/--unix-group\n"
@@ -266,6 +272,8 @@ static const size_option_t *size_option(const char *name) {
       {"tenant-streams", offsetof(hostd_config_t, tenant_streams)},
       {"tenant-events", offsetof(hostd_config_t, tenant_events)},
       {"tenant-hostfns", offsetof(hostd_config_t, tenant_hostfns)},
+      {"max-stack-bytes", offsetof(hostd_config_t, max_stack_bytes)},
+      {"max-heap-bytes", offsetof(hostd_config_t, max_heap_bytes)},
   };
   for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
     if (strcmp(name, opts[i].name) == 0)

@@ -326,6 +326,96 @@ static CUresult exec_ctx_sync(exec_t *x, const call_ctx_sync_req_t *q) {
   return hostd__streams_sync_all(x->t, true);
 }
 
+/* ---- the context's limits ----
+ * CTX_LIMIT (call.def): cuCtxSetLimit / cuCtxGetLimit.  Every tenant runs
+ * in the one context (docs/decisions.md, D4), so a limit is the context's,
+ * for every tenant's kernels.  The rules:
+ *   (a) Only CU_LIMIT_STACK_SIZE, CU_LIMIT_PRINTF_FIFO_SIZE and
+ *       CU_LIMIT_MALLOC_HEAP_SIZE are applied: without them a recursive
+ *       kernel overflows its stack, device mallocs fail and printf output
+ *       is lost, and a larger value changes nothing for a kernel that does
+ *       not use it.  The others (L2 fetch granularity, persisting L2 cache
+ *       size, the device runtime's depth and pending launches) would change
+ *       every tenant's work, or reserve device memory for one tenant's device
+ *       launches; they stay as they were, kept and answered by the guest
+ *       (guestlib/ctx.c), and are refused here like a limit past cuda.h's.
+ *   (b) A set only ever grows the context's value: one at or below it
+ *       succeeds without a driver call, since another tenant may rely on
+ *       the larger value.  The reply is the context's value after the call.
+ *   (c) A stack or heap size above its bound (--max-stack-bytes,
+ *       --max-heap-bytes; 0: none) is refused with CUDA_ERROR_INVALID_VALUE
+ *       and one log line per tenant.  Checked before (b), so whether a
+ *       request is refused never depends on what other tenants asked.  The
+ *       printf FIFO has no bound of its own: what the driver cannot back it
+ *       refuses.
+ *   (d) The driver's error is returned as is: CUDA_ERROR_INVALID_VALUE for
+ *       a heap (printf FIFO) size set after a kernel that uses malloc
+ *       (printf) was launched, by this tenant or any other (cuda.h,
+ *       cuCtxSetLimit).  A stack size set waits for the work on the GPU,
+ *       every tenant's (cuda.h again): rare, as values only grow.
+ * Lock story: limit_lock serialises reading and growing a value, so two
+ * tenants that grow one at once cannot shrink it (the smaller set landing
+ * last).  limit_bound is written by hostd__limit_bounds before any tenant
+ * and only read afterwards. */
+static pthread_mutex_t limit_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t limit_bound[CU_LIMIT_MALLOC_HEAP_SIZE + 1] = {
+    [CU_LIMIT_STACK_SIZE] = HOSTD_DEFAULT_MAX_STACK_BYTES,
+    [CU_LIMIT_MALLOC_HEAP_SIZE] = HOSTD_DEFAULT_MAX_HEAP_BYTES,
+};
+
+void hostd__limit_bounds(uint64_t stack_max, uint64_t heap_max) {
+  limit_bound[CU_LIMIT_STACK_SIZE] = stack_max;
+  limit_bound[CU_LIMIT_MALLOC_HEAP_SIZE] = heap_max;
+}
+
+/* cuda.h's name of an applied limit (rule (a)), NULL for any other. */
+static const char *limit_name(uint32_t limit) {
+  switch (limit) {
+  case CU_LIMIT_STACK_SIZE:
+    return "CU_LIMIT_STACK_SIZE";
+  case CU_LIMIT_PRINTF_FIFO_SIZE:
+    return "CU_LIMIT_PRINTF_FIFO_SIZE";
+  case CU_LIMIT_MALLOC_HEAP_SIZE:
+    return "CU_LIMIT_MALLOC_HEAP_SIZE";
+  default:
+    return NULL;
+  }
+}
+
+static CUresult exec_ctx_limit(exec_t *x, const call_ctx_limit_req_t *q) {
+  const char *name = limit_name(q->limit);
+  uint64_t bound, was = 0, now = 0;
+  CUresult r;
+  if (!name || q->set > 1)
+    return CUDA_ERROR_INVALID_VALUE;
+  bound = q->limit == CU_LIMIT_PRINTF_FIFO_SIZE ? 0 : limit_bound[q->limit];
+  if (q->set && bound && q->value > bound) {
+    if (!x->t->limit_logged) {
+      x->t->limit_logged = true;
+      hostd__log(HOSTD_LOG_INFO,
+                 "tenant %u: cuCtxSetLimit(%s, %llu) refused: above --max-%s-bytes %llu (logged "
+                 "once per tenant)",
+                 x->t->id, name, (unsigned long long)q->value,
+                 q->limit == CU_LIMIT_STACK_SIZE ? "stack" : "heap", (unsigned long long)bound);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&limit_lock);
+  r = hostd__gpu.ctx_limit_get((int)q->limit, &was);
+  now = was;
+  if (r == CUDA_SUCCESS && q->set && q->value > was &&
+      (r = hostd__gpu.ctx_limit_set((int)q->limit, q->value)) == CUDA_SUCCESS)
+    r = hostd__gpu.ctx_limit_get((int)q->limit, &now);
+  pthread_mutex_unlock(&limit_lock);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (now != was) /* every tenant's kernels see it from now on */
+    hostd__log(HOSTD_LOG_INFO, "tenant %u grew the context's %s from %llu to %llu", x->t->id, name,
+               (unsigned long long)was, (unsigned long long)now);
+  PUT_REPLY(ctx_limit, x, .value = now);
+  return CUDA_SUCCESS;
+}
+
 /* An op between an event and a stream: the event must be the tenant's, the
  * stream is looked up and entered. */
 static CUresult event_and_stream(exec_t *x, uint64_t event, uint64_t stream, tstream_t **ts) {

@@ -42,7 +42,9 @@
  * every version (cuda.h maps only the C name to the flags form), so the
  * flags form is listed by its own name. */
 #define CUDA_FNS(X)                                                                                \
+  X(cuCtxGetLimit)                                                                                 \
   X(cuCtxGetStreamPriorityRange)                                                                   \
+  X(cuCtxSetLimit)                                                                                 \
   X(cuCtxSetCurrent)                                                                               \
   X(cuCtxFromGreenCtx)                                                                             \
   X(cuCtxPopCurrent)                                                                               \
@@ -606,6 +608,18 @@ static CUresult cuda_occupancy(uint64_t f, int kind, int which, const CUlaunchCo
         v, fn, (int)(cfg->blockDimX * cfg->blockDimY * cfg->blockDimZ), cfg->sharedMemBytes);
   return which == 0 ? D.cuOccupancyMaxActiveClusters(v, fn, cfg)
                     : D.cuOccupancyMaxPotentialClusterSize(v, fn, cfg);
+}
+
+/* The worker's current context is the shared one (thread_enter). */
+static CUresult cuda_ctx_limit_get(int limit, uint64_t *v) {
+  size_t n = 0;
+  CUresult r = D.cuCtxGetLimit(&n, (CUlimit)limit);
+  *v = n;
+  return r;
+}
+
+static CUresult cuda_ctx_limit_set(int limit, uint64_t v) {
+  return D.cuCtxSetLimit((CUlimit)limit, (size_t)v);
 }
 
 /* ---- host-function gates ----
@@ -1387,6 +1401,8 @@ const hostd_gpu_ops_t hostd__gpu = {
     .func_set_attr = cuda_func_set_attr,
     .func_cache = cuda_func_cache,
     .occupancy = cuda_occupancy,
+    .ctx_limit_get = cuda_ctx_limit_get,
+    .ctx_limit_set = cuda_ctx_limit_set,
     .gate_new = cuda_gate_new,
     .gate_del = cuda_gate_del,
     .host_fn = cuda_host_fn,

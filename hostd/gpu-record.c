@@ -14,8 +14,11 @@
  * kernels, so cudart can initialise.  A few kernels do something: "fill_u32(ptr, u32 value, u64
  * count)" writes count values, "tex_copy(u64 tex, ptr out, u64 n)" copies the first n bytes a
  * texture object reads to out, "tmap_copy(ptr out, CUtensorMap map)" copies the 128 bytes
- * of its by-value tensor-map parameter to out, and "fault()" makes the next synchronisation fail
- * with CUDA_ERROR_ILLEGAL_ADDRESS (sticky, as a real fault is).  Everything else is only counted
+ * of its by-value tensor-map parameter to out, "fault()" makes the next synchronisation fail
+ * with CUDA_ERROR_ILLEGAL_ADDRESS (sticky, as a real fault is), and "uses_malloc" and
+ * "uses_printf" stand for kernels that call the device's malloc or printf: once one was
+ * launched, the context's heap (or printf FIFO) size can no longer be set, as on the driver
+ * (the context's limits, below).  Everything else is only counted
  * (hostd_record_count; event records also per stream, and by whether the stream's creating thread
  * made them: hostd_record_stream_records).  Functions load lazily, as with the driver's default
  * CUDA_MODULE_LOADING=LAZY: until a function attribute query loads one, the three attributes that
@@ -375,6 +378,8 @@ static uint8_t *find(uint64_t p, uint64_t n) {
   return NULL;
 }
 
+static void limits_reset(void); /* the context's limits (below) */
+
 static CUresult rec_init(int device, call_snapshot_t *snap) {
   static const uint8_t uuid[16] = {0x74, 0x61, 0x6c, 0x6c, 0x79, 0x2d, 0x72, 0x65,
                                    0x63, 0x6f, 0x72, 0x64, 0x00, 0x00, 0x00, 0x01};
@@ -413,6 +418,9 @@ static CUresult rec_init(int device, call_snapshot_t *snap) {
   snap->attr[CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY] = 1;
   snap->attr[CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT] = 512;
   snap->ident_s39 = HOSTD_RECORD_IDENT_S39;
+  pthread_mutex_lock(&lock);
+  limits_reset();
+  pthread_mutex_unlock(&lock);
   return CUDA_SUCCESS;
 }
 
@@ -1492,6 +1500,66 @@ static bool launch_effect(rec_stream_t *st, rec_op_t *o) {
   return false;
 }
 
+/* ---- the context's limits ----
+ * One value per CUlimit for the one context (device 0, the only one served),
+ * CUDA's defaults on Hopper until set (cuda.h; guestlib/ctx.c answers the
+ * same ones).  As on the driver (cuda.h, cuCtxSetLimit): once a kernel that
+ * uses the device's malloc ("uses_malloc") or printf ("uses_printf") was
+ * launched, a set of the heap (or printf FIFO) size answers
+ * CUDA_ERROR_INVALID_VALUE, and a limit past cuda.h's list is refused the
+ * same way.  Values are kept as given (the driver may round them).  Reset
+ * by init: a new context has the defaults again.  Lock held for all of it. */
+static const uint64_t limit_defaults[CU_LIMIT_MAX] = {
+    [CU_LIMIT_STACK_SIZE] = 1024,
+    [CU_LIMIT_PRINTF_FIFO_SIZE] = 1u << 20,
+    [CU_LIMIT_MALLOC_HEAP_SIZE] = 8u << 20,
+    [CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2,
+    [CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
+    [CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 128,
+};
+static uint64_t limits[CU_LIMIT_MAX];
+static bool heap_used, fifo_used; /* a uses_malloc / uses_printf kernel was launched */
+
+/* Lock held. */
+static void limits_reset(void) {
+  memcpy(limits, limit_defaults, sizeof(limits));
+  heap_used = fifo_used = false;
+}
+
+/* A launch of kernel k: does it fix the heap or the FIFO?  Lock held. */
+static void limits_note_launch(const rec_kernel_t *k) {
+  if (strcmp(k->name, "uses_malloc") == 0)
+    heap_used = true;
+  else if (strcmp(k->name, "uses_printf") == 0)
+    fifo_used = true;
+}
+
+static CUresult rec_ctx_limit_get(int limit, uint64_t *v) {
+  LIVE(0);
+  if (limit < 0 || limit >= CU_LIMIT_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  *v = limits[limit];
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+static CUresult rec_ctx_limit_set(int limit, uint64_t v) {
+  CUresult r = CUDA_SUCCESS;
+  LIVE(0);
+  count(HOSTD_RECORD_LIMIT);
+  if (limit < 0 || limit >= CU_LIMIT_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if ((limit == CU_LIMIT_MALLOC_HEAP_SIZE && heap_used) ||
+      (limit == CU_LIMIT_PRINTF_FIFO_SIZE && fifo_used))
+    r = CUDA_ERROR_INVALID_VALUE;
+  else
+    limits[limit] = v;
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
 uint32_t hostd__record_part_cluster_max;
 
 /* A launch on a partition stream whose cluster (a launch attribute) has
@@ -1540,6 +1608,7 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
     pthread_mutex_unlock(&lock);
     return r;
   }
+  limits_note_launch(k);
   if (busy(st) && defer(s, &o)) {
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
@@ -2971,6 +3040,8 @@ const hostd_gpu_ops_t hostd__gpu = {
     .func_set_attr = rec_func_set_attr,
     .func_cache = rec_func_cache,
     .occupancy = rec_occupancy,
+    .ctx_limit_get = rec_ctx_limit_get,
+    .ctx_limit_set = rec_ctx_limit_set,
     .gate_new = rec_gate_new,
     .gate_del = rec_gate_del,
     .host_fn = rec_host_fn,

@@ -131,6 +131,13 @@ typedef struct hostd_gpu_ops {
    * cfg's block size and sharedMemBytes (the scheduler's residency). */
 #define HOSTD_OCC_BLOCKS_PER_SM 2
   CUresult (*occupancy)(uint64_t f, int kind, int which, const CUlaunchConfig *cfg, int *v);
+  /* ---- the limits of the served context (exec.c, CTX_LIMIT) ----
+   * cuCtxGetLimit / cuCtxSetLimit of limit, a CUlimit.  The driver may round
+   * or clamp a value it is given (cuda.h, cuCtxSetLimit): exec.c asks again
+   * after a set.  A set of the heap or printf FIFO size after a kernel that
+   * uses malloc or printf was launched is CUDA_ERROR_INVALID_VALUE. */
+  CUresult (*ctx_limit_get)(int limit, uint64_t *v);
+  CUresult (*ctx_limit_set)(int limit, uint64_t v);
   /* ---- stream-ordered host functions (hostd/hostfn.c) ----
    * A gate is nslots u32 words that a stream can wait on and the host sets.
    * gate_new: worker thread; gate_del: gpu 0 when the memory died with the

@@ -60,6 +60,13 @@ extern __thread hostd_quota_t *hostd__quota_self;
 /* "4G", "512M", "64K", "1000": bytes in *out; 0 or -EINVAL. */
 int hostd__parse_size(const char *s, uint64_t *out);
 
+/* ---- bounds of the shared context's limits (exec.c, CTX_LIMIT) ---- */
+/* The most a tenant may grow the per-thread stack and the device malloc
+ * heap to (--max-stack-bytes, --max-heap-bytes; 0 = no bound).  Called by
+ * server.c before any tenant; until then the HOSTD_DEFAULT_MAX_* values
+ * apply (tenants driven without a server). */
+void hostd__limit_bounds(uint64_t stack_max, uint64_t heap_max);
+
 /* ---- the latency-critical tenant's request latency (latency.c) ---- */
 #define HOSTD_LAT_RING     4096 /* requests remembered */
 #define HOSTD_LAT_WINDOW_S 60   /* the window of the quantiles, seconds */

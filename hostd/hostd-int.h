@@ -202,6 +202,7 @@ typedef enum hostd_record_what {
   HOSTD_RECORD_GRAPH_LAUNCH, /* graph replays */
   HOSTD_RECORD_TMAP,         /* tensor maps encoded or readdressed (valid or not) */
   HOSTD_RECORD_LINK,         /* links of a tenant's inputs (gpu.link) */
+  HOSTD_RECORD_LIMIT,        /* context limits set (gpu.ctx_limit_set), refused or not */
   HOSTD_RECORD_NCOUNT
 } hostd_record_what_t;
 unsigned long hostd_record_count(hostd_record_what_t what);

@@ -30,6 +30,14 @@
 #define HOSTD_DEFAULT_TENANT_EVENTS  65536
 #define HOSTD_DEFAULT_TENANT_HOSTFNS 256
 #define HOSTD_MEM_RULES_MAX          32
+/* The most a tenant may grow the shared context's per-thread stack and
+ * device malloc heap to (cuCtxSetLimit; hostd/exec.c, "the context's
+ * limits").  The driver backs the stack for every thread the GPU can hold
+ * at once (132 SMs x 2048 threads on an H200): 64 KiB a thread comes to
+ * 16.5 GiB of device memory (arithmetic, not measured), taken from every
+ * tenant. */
+#define HOSTD_DEFAULT_MAX_STACK_BYTES ((uint64_t)64 << 10)
+#define HOSTD_DEFAULT_MAX_HEAP_BYTES  ((uint64_t)1 << 30)
 /* The control socket is the tenants' socket path with this suffix. */
 #define HOSTD_CONTROL_SUFFIX ".ctl"
 
@@ -92,6 +100,9 @@ typedef struct hostd_config {
   uint64_t modcache_mem, modcache_disk; /* module cache, all tenants */
   uint64_t tenant_upload;               /* module bytes one tenant may send */
   uint64_t tenant_streams, tenant_events, tenant_hostfns;
+  /* Bounds of what a tenant may grow the shared context's limits to:
+   * the per-thread stack and the device malloc heap, in bytes. */
+  uint64_t max_stack_bytes, max_heap_bytes;
   struct hostd_mem_rule {
     char who[80]; /* "" every tenant, "latency-critical", "best-effort", "name:NAME" */
     uint64_t bytes;

@@ -1259,6 +1259,7 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   hostd__ndev = 1;
   hostd__modcache_init(cfg->state_dir);
   hostd__modcache_limits(cfg->modcache_mem, cfg->modcache_disk);
+  hostd__limit_bounds(cfg->max_stack_bytes, cfg->max_heap_bytes);
   if ((rc = sched_start(cfg)) != 0) {
     hostd__modcache_close();
     hostd__gpu.shutdown();

@@ -92,6 +92,7 @@ struct hostd_tenant {
   CUresult deferred;           /* first error of a fire-and-forget request, until reported */
   CUresult lost;               /* context-corrupting error that took everything (recover) */
   bool ctx_err_logged;         /* a context-level error was logged (once per tenant) */
+  bool limit_logged;           /* a context limit over its bound was logged (once per tenant) */
   call_why_t why;              /* the last protocol error's reason (hostd__tenant_exec) */
   hostd_tenant_t *prev, *next; /* live list (reg_lock) */
 };

@@ -67,6 +67,10 @@
  *               enqueuing 2r+2 the same way and reading the word back:
  *               prints "order BAD of 64" (BAD: rounds that read 2r+1, the
  *               earlier value, as if the two were run in reverse)
+ *   limits      the shared context's malloc heap size (cuCtxGetLimit), a set of
+ *               it to 64 MiB, the heap size again and this process's L2 fetch
+ *               granularity: prints "heap H set S after A l2 L" (S the set's
+ *               CUresult; L the guest's own value, never another tenant's)
  * Linked against guestlib/libcuda.so.1, as an application would be.  Used by
  * test-guest-daemon and test-guest-async (tallyd in-process) and by
  * test-hostd-restart.sh (tallyd-record): the first allocation of a fresh
@@ -486,6 +490,16 @@ int main(int argc, char **argv) {
     while (cuMemcpyHtoD(p, buf, sizeof(buf)) == CUDA_SUCCESS)
       ;
     return 11;
+  }
+  if (strcmp(argv[1], "limits") == 0) {
+    size_t heap = 0, after = 0, l2 = 0;
+    CUresult g = cuCtxGetLimit(&heap, CU_LIMIT_MALLOC_HEAP_SIZE);
+    CUresult s = cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 64u << 20);
+    if (g != CUDA_SUCCESS || cuCtxGetLimit(&after, CU_LIMIT_MALLOC_HEAP_SIZE) != CUDA_SUCCESS ||
+        cuCtxGetLimit(&l2, CU_LIMIT_MAX_L2_FETCH_GRANULARITY) != CUDA_SUCCESS)
+      return 12;
+    printf("heap %zu set %d after %zu l2 %zu\n", heap, (int)s, after, l2);
+    return 0;
   }
   if (strcmp(argv[1], "stream") == 0) {
     CUstream s;

@@ -1283,6 +1283,89 @@ static void stream_ordered_allocation_round_trips(void **state) {
   assert_int_equal(hostd_record_live_bytes(), before);
 }
 
+/* The stack, printf FIFO and malloc heap sizes are the shared context's, in
+ * tallyd: a set grows the context's value and a get reads it back, also in
+ * another tenant, whose smaller set succeeds without shrinking it (and
+ * without a driver call); a heap size above --max-heap-bytes (1 GiB by
+ * default) and the driver's refusal (a heap size after a kernel that uses
+ * malloc was launched: the recording device's uses_malloc) come back as the
+ * tenant's error.  The L2 fetch granularity stays in each process, and
+ * the argument checks are made before anything is sent. */
+static void context_limits_are_the_shared_contexts_and_only_grow(void **state) {
+  static const char img[] = "TALLYREC\nkernel uses_malloc\nkernel uses_printf\n";
+  unsigned long sets = hostd_record_count(HOSTD_RECORD_LIMIT), asks;
+  size_t v = 0, heap = 0, after = 0, l2 = 0;
+  CUmodule m;
+  CUfunction fm, fp;
+  char line[128] = {0};
+  int set_r = -1;
+  pid_t pid;
+  FILE *other;
+  (void)state;
+  assert_int_equal(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
+  assert_int_equal(v, 8u << 20); /* CUDA's default on Hopper (the recording device's) */
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 256u << 20), CUDA_SUCCESS);
+  assert_int_equal(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
+  assert_int_equal(v, 256u << 20);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_LIMIT), sets + 1);
+  /* Smaller: accepted, the context keeps the larger value, the driver is not asked. */
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 16u << 20), CUDA_SUCCESS);
+  assert_int_equal(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
+  assert_int_equal(v, 256u << 20);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_LIMIT), sets + 1);
+  /* Another tenant reads the context's value; its smaller set shrinks nothing. */
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 64), CUDA_SUCCESS);
+  other = helper("limits", &pid, NULL, NULL);
+  assert_non_null(other);
+  assert_non_null(fgets(line, sizeof(line), other));
+  assert_int_equal(sscanf(line, "heap %zu set %d after %zu l2 %zu", &heap, &set_r, &after, &l2), 4);
+  assert_int_equal(heap, 256u << 20);
+  assert_int_equal(set_r, CUDA_SUCCESS);
+  assert_int_equal(after, 256u << 20);
+  assert_int_equal(l2, 128); /* its own, the default: this process's 64 stayed here */
+  fclose(other);
+  assert_int_equal(WEXITSTATUS(wait_exit(pid)), 0);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_LIMIT), sets + 1);
+  /* Above tallyd's bound: refused before the driver is asked. */
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, (size_t)2 << 30),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
+  assert_int_equal(v, 256u << 20);
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 65537), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 8192), CUDA_SUCCESS);
+  assert_int_equal(cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE), CUDA_SUCCESS);
+  assert_int_equal(v, 8192);
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 4u << 20), CUDA_SUCCESS);
+  assert_int_equal(cuCtxGetLimit(&v, CU_LIMIT_PRINTF_FIFO_SIZE), CUDA_SUCCESS);
+  assert_int_equal(v, 4u << 20);
+  /* After kernels that use malloc and printf: the driver's refusal, as is. */
+  assert_int_equal(cuModuleLoadData(&m, img), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&fm, m, "uses_malloc"), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&fp, m, "uses_printf"), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel(fm, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel(fp, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 512u << 20), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 8u << 20), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
+  assert_int_equal(v, 256u << 20);
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 128u << 20), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 16384), CUDA_SUCCESS); /* still grows */
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  /* Kept in the guest: no request.  Argument checks first, as before. */
+  asks = ops(CALL_OP_CTX_LIMIT);
+  assert_int_equal(cuCtxGetLimit(&v, CU_LIMIT_MAX_L2_FETCH_GRANULARITY), CUDA_SUCCESS);
+  assert_int_equal(v, 64);
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 1 << 20), CUDA_SUCCESS);
+  assert_int_equal(cuCtxGetLimit(&v, CU_LIMIT_PERSISTING_L2_CACHE_SIZE), CUDA_SUCCESS);
+  assert_int_equal(v, 1 << 20);
+  assert_int_equal(cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuCtxGetLimit(&v, CU_LIMIT_MAX), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuCtxGetLimit(&v, (CUlimit)-1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_MAX, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ops(CALL_OP_CTX_LIMIT), asks);
+}
+
 static int host_fn_calls;
 static void host_fn(void *data) {
   host_fn_calls += *(int *)data;
@@ -1398,6 +1481,7 @@ int main(void) {
       cmocka_unit_test(host_function_runs_after_earlier_work),
       cmocka_unit_test(each_thread_gets_its_own_default_stream),
       cmocka_unit_test(stream_ordered_allocation_round_trips),
+      cmocka_unit_test(context_limits_are_the_shared_contexts_and_only_grow),
       cmocka_unit_test(sticky_fault_loses_every_tenant_and_asks_new_ones_to_retry),
   };
   signal(SIGPIPE, SIG_IGN);

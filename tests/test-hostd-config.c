@@ -315,6 +315,55 @@ static void spin_defaults_to_auto(void **state) {
   assert_int_equal(c.spin_us, 0); /* never */
 }
 
+/* --max-stack-bytes and --max-heap-bytes: sizes (suffixes, 0 = no bound),
+ * defaults 64 KiB and 1 GiB, bad values refused naming the flag with the
+ * earlier value kept, the same keys in a config file, both in --help. */
+static void context_limit_bounds_parse_as_sizes(void **state) {
+  hostd_config_t c;
+  char msg[512], path[64], *help = NULL;
+  size_t help_len = 0;
+  FILE *h;
+  char *good[] = {"tallyd", "--max-stack-bytes", "128K", "--max-heap-bytes", "2G", NULL};
+  char *none[] = {"tallyd", "--max-stack-bytes", "0", "--max-heap-bytes", "0", NULL};
+  char *neg[] = {"tallyd", "--max-heap-bytes", "-5", NULL};
+  char *junk[] = {"tallyd", "--max-stack-bytes", "12Q", NULL};
+  char *missing[] = {"tallyd", "--max-heap-bytes", NULL};
+  (void)state;
+  hostd_config_init(&c);
+  assert_int_equal(c.max_stack_bytes, 65536);
+  assert_int_equal(c.max_heap_bytes, (uint64_t)1 << 30);
+  assert_int_equal(c.max_stack_bytes, HOSTD_DEFAULT_MAX_STACK_BYTES);
+  assert_int_equal(c.max_heap_bytes, HOSTD_DEFAULT_MAX_HEAP_BYTES);
+  assert_int_equal(parse_capture(&c, 5, good, msg, sizeof(msg)), 0);
+  assert_int_equal(c.max_stack_bytes, 128u << 10);
+  assert_int_equal(c.max_heap_bytes, (uint64_t)2 << 30);
+  assert_int_equal(parse_capture(&c, 3, neg, msg, sizeof(msg)), -EINVAL);
+  assert_non_null(strstr(msg, "--max-heap-bytes: expected a size"));
+  assert_int_equal(parse_capture(&c, 3, junk, msg, sizeof(msg)), -EINVAL);
+  assert_non_null(strstr(msg, "--max-stack-bytes: expected a size"));
+  assert_int_equal(parse_capture(&c, 2, missing, msg, sizeof(msg)), -EINVAL);
+  assert_non_null(strstr(msg, "--max-heap-bytes: missing value"));
+  assert_int_equal(c.max_stack_bytes, 128u << 10);
+  assert_int_equal(c.max_heap_bytes, (uint64_t)2 << 30);
+  assert_int_equal(parse_capture(&c, 5, none, msg, sizeof(msg)), 0);
+  assert_int_equal(c.max_stack_bytes, 0);
+  assert_int_equal(c.max_heap_bytes, 0);
+  strcpy(path, conf_file("max-stack-bytes = 32K\nmax-heap-bytes 512M\n"));
+  char *argv[] = {"tallyd", "--config", path, NULL};
+  hostd_config_init(&c);
+  assert_int_equal(parse_capture(&c, 3, argv, msg, sizeof(msg)), 0);
+  assert_int_equal(c.max_stack_bytes, 32u << 10);
+  assert_int_equal(c.max_heap_bytes, 512u << 20);
+  unlink(path);
+  h = open_memstream(&help, &help_len);
+  assert_non_null(h);
+  hostd_config_usage(h);
+  assert_int_equal(fclose(h), 0);
+  assert_non_null(strstr(help, "--max-stack-bytes SIZE"));
+  assert_non_null(strstr(help, "--max-heap-bytes SIZE"));
+  free(help);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(config_parses_every_flag),
@@ -331,6 +380,7 @@ int main(void) {
       cmocka_unit_test(share_block_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(time_every_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(be_sms_hold_flag_and_file_key_parse_and_are_bounded),
+      cmocka_unit_test(context_limit_bounds_parse_as_sizes),
   };
   return cmocka_run_group_tests_name("hostd-config", tests, NULL, NULL);
 }

@@ -26,6 +26,7 @@
 #include <xxhash.h>
 
 #include "hostd/gpu.h"
+#include "hostd/guard.h"
 #include "hostd/hostd-int.h"
 #include "tests/hostd-call-harness.h"
 
@@ -359,6 +360,121 @@ static void ordinary_errors_raise_no_fault(void **state) {
   wire_buf_close(&reply);
 }
 
+/* CTX_LIMIT (exec.c, "the context's limits"): a limit of tenant t; *value
+ * gets the context's value when it succeeded.  Never a protocol error. */
+static uint32_t ctx_limit(hostd_tenant_t *t, uint32_t limit, uint32_t set, uint64_t v,
+                          uint64_t *value, wire_buf_t *reply) {
+  call_ctx_limit_req_t q = {.limit = limit, .set = set, .value = v};
+  call_ctx_limit_rep_t a = {0};
+  uint32_t r = call(t, CALL_OP_CTX_LIMIT, 0, &q, reply);
+  if (r == CUDA_SUCCESS) {
+    assert_int_equal(hc_reply(reply, CALL_OP_CTX_LIMIT, &a), 0);
+    *value = a.value;
+  }
+  return r;
+}
+
+/* The three limits tallyd applies start at CUDA's defaults and only grow,
+ * for every tenant; a request at or below the value makes no driver call;
+ * the stack and heap stop at their bounds (0: none) before the driver is
+ * asked; the driver's refusal (a heap size after a kernel that uses malloc
+ * was launched) comes back as is; any other limit, a limit past cuda.h's
+ * list, a set other than 0 or 1 is CUDA_ERROR_INVALID_VALUE and the tenant
+ * stays; a posted CTX_LIMIT is a protocol error (it must be answered). */
+static void context_limits_grow_only_within_their_bounds(void **state) {
+  static const char img[] = "TALLYREC\nkernel uses_malloc\n";
+  wire_buf_t reply = {0}, r2 = {0};
+  hostd_tenant_t *t = tenant_after_hello(&reply), *u = tenant_after_hello(&r2);
+  call_module_load_req_t lq = {.id = XXH3_64bits(img, sizeof(img))};
+  call_module_load_rep_t lr;
+  call_func_t fr;
+  call_launch_req_t launch;
+  const char *why = NULL;
+  unsigned long sets = hostd_record_count(HOSTD_RECORD_LIMIT);
+  size_t used = 0;
+  uint64_t v = 0;
+  (void)state;
+  assert_int_equal(ctx_limit(t, CU_LIMIT_STACK_SIZE, 0, 0, &v, &reply), CUDA_SUCCESS);
+  assert_int_equal(v, 1024);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_PRINTF_FIFO_SIZE, 0, 0, &v, &reply), CUDA_SUCCESS);
+  assert_int_equal(v, 1u << 20);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_MALLOC_HEAP_SIZE, 0, 0, &v, &reply), CUDA_SUCCESS);
+  assert_int_equal(v, 8u << 20);
+  /* Grown by t: u sees it, and u's smaller request succeeds without the driver. */
+  assert_int_equal(ctx_limit(t, CU_LIMIT_MALLOC_HEAP_SIZE, 1, 256u << 20, &v, &reply),
+                   CUDA_SUCCESS);
+  assert_int_equal(v, 256u << 20);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_LIMIT), sets + 1);
+  assert_int_equal(ctx_limit(u, CU_LIMIT_MALLOC_HEAP_SIZE, 0, 0, &v, &r2), CUDA_SUCCESS);
+  assert_int_equal(v, 256u << 20);
+  assert_int_equal(ctx_limit(u, CU_LIMIT_MALLOC_HEAP_SIZE, 1, 64u << 20, &v, &r2), CUDA_SUCCESS);
+  assert_int_equal(v, 256u << 20);
+  assert_int_equal(ctx_limit(u, CU_LIMIT_MALLOC_HEAP_SIZE, 1, 256u << 20, &v, &r2), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_LIMIT), sets + 1);
+  /* Bounds: the default 1 GiB heap and 64 KiB stack, inclusive; 0 lifts one. */
+  assert_int_equal(ctx_limit(t, CU_LIMIT_MALLOC_HEAP_SIZE, 1, (1ull << 30) + 1, &v, &reply),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_MALLOC_HEAP_SIZE, 1, UINT64_MAX, &v, &reply),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_STACK_SIZE, 1, 65537, &v, &reply),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hostd_record_count(HOSTD_RECORD_LIMIT), sets + 1);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_STACK_SIZE, 1, 65536, &v, &reply), CUDA_SUCCESS);
+  assert_int_equal(v, 65536);
+  hostd__limit_bounds(HOSTD_DEFAULT_MAX_STACK_BYTES, 0);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_MALLOC_HEAP_SIZE, 1, 2ull << 30, &v, &reply),
+                   CUDA_SUCCESS);
+  assert_int_equal(v, 2ull << 30);
+  hostd__limit_bounds(HOSTD_DEFAULT_MAX_STACK_BYTES, HOSTD_DEFAULT_MAX_HEAP_BYTES);
+  /* Above the bound now, though no more than the context has: refused all the same. */
+  assert_int_equal(ctx_limit(t, CU_LIMIT_MALLOC_HEAP_SIZE, 1, 2ull << 30, &v, &reply),
+                   CUDA_ERROR_INVALID_VALUE);
+  /* The printf FIFO has no bound of its own. */
+  assert_int_equal(ctx_limit(t, CU_LIMIT_PRINTF_FIFO_SIZE, 1, 4ull << 30, &v, &reply),
+                   CUDA_SUCCESS);
+  assert_int_equal(v, 4ull << 30);
+  /* The driver's refusal once a kernel that uses malloc was launched. */
+  assert_int_equal(hostd__modcache_put(lq.id, img, sizeof(img)), 0);
+  assert_int_equal(call(t, CALL_OP_MODULE_LOAD, 0, &lq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MODULE_LOAD, &lr), 0);
+  assert_int_equal(call_func_decode(lr.funcs.p, lr.funcs.len, &fr, &used, NULL), 0);
+  memset(&launch, 0, sizeof(launch));
+  launch.func = fr.handle;
+  launch.grid[0] = launch.grid[1] = launch.grid[2] = 1;
+  launch.block[0] = launch.block[1] = launch.block[2] = 1;
+  assert_int_equal(hc_exec(t, CALL_OP_LAUNCH, CALL_ASYNC, &launch, &reply, NULL), 0);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_MALLOC_HEAP_SIZE, 1, 64u << 20, &v, &reply),
+                   CUDA_SUCCESS); /* at or below: no driver call, no refusal */
+  hostd__limit_bounds(HOSTD_DEFAULT_MAX_STACK_BYTES, 0);
+  assert_int_equal(ctx_limit(u, CU_LIMIT_MALLOC_HEAP_SIZE, 1, 3ull << 30, &v, &r2),
+                   CUDA_ERROR_INVALID_VALUE);
+  hostd__limit_bounds(HOSTD_DEFAULT_MAX_STACK_BYTES, HOSTD_DEFAULT_MAX_HEAP_BYTES);
+  assert_int_equal(ctx_limit(u, CU_LIMIT_MALLOC_HEAP_SIZE, 0, 0, &v, &r2), CUDA_SUCCESS);
+  assert_int_equal(v, 2ull << 30);
+  /* What tallyd does not apply, and what cuda.h does not list. */
+  assert_int_equal(ctx_limit(t, CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 1, 64, &v, &reply),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0, 0, &v, &reply),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_MAX, 0, 0, &v, &reply), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ctx_limit(t, UINT32_MAX, 1, 1, &v, &reply), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_STACK_SIZE, 2, 1, &v, &reply), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_STACK_SIZE, UINT32_MAX, 1, &v, &reply),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(ctx_limit(t, CU_LIMIT_STACK_SIZE, 0, 0, &v, &reply), CUDA_SUCCESS);
+  assert_int_equal(v, 65536);
+  {
+    call_ctx_limit_req_t q = {.limit = CU_LIMIT_STACK_SIZE, .set = 1, .value = 2048};
+    assert_int_equal(hc_exec(u, CALL_OP_CTX_LIMIT, CALL_ASYNC, &q, &r2, &why), -EPROTO);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "CTX_LIMIT"));
+  }
+  hostd__tenant_free(t);
+  hostd__tenant_free(u);
+  wire_buf_close(&reply);
+  wire_buf_close(&r2);
+}
+
 static int setup(void **state) {
   (void)state;
   return hc_daemon_setup();
@@ -376,6 +492,7 @@ int main(void) {
       cmocka_unit_test(ordinary_errors_raise_no_fault),
       cmocka_unit_test(recording_device_refuses_what_predates_a_restart),
       cmocka_unit_test(every_worker_thread_makes_the_context_current_first),
+      cmocka_unit_test(context_limits_grow_only_within_their_bounds),
       cmocka_unit_test(random_requests_never_crash_or_leak),
       cmocka_unit_test(every_op_encoded_by_the_table_passes_the_fuzz_body),
   };
