@@ -204,6 +204,7 @@ static struct {
   FILE *trace;
   pthread_mutex_t namemu; /* names_done: any worker (hostd__sched_trace_kernel) */
   u64map_t names_done;    /* kernel ids whose `# kernel` line the trace has */
+  u64map_t whole_ids;     /* scheduler thread: kernels the partition refused (issue_whole) */
   uint64_t pass;          /* scheduler thread: loop_once calls so far */
   hostd_sched_stats_t st;
   /* PTB (scheduler thread): control blocks, the flag stream, turnarounds */
@@ -1123,6 +1124,7 @@ static void refused(item_t *it) {
 static void on_submit(item_t *it, uint64_t now) {
   hostd_sched_tenant_t *t = it->t;
   pol_event_t ev = {.type = POL_EV_SUBMIT, .now_ns = now, .tenant = t->id};
+  uint64_t v;
   if (t->closing) {
     drop(it);
     return;
@@ -1134,6 +1136,9 @@ static void on_submit(item_t *it, uint64_t now) {
   it->pass = S.pass;
   ev.submit_id = it->submit_id;
   ev.kernel = it->k;
+  if (it->ss->part && !it->graph && !it->memset.count && it->k.kernel_id &&
+      u64map_get(&S.whole_ids, it->k.kernel_id, &v))
+    ev.kernel.variants |= POL_VAR_WHOLE_GPU; /* issue_whole: outside the partition */
   fifo_push(t, it);
   STAT_ADD(submitted, 1);
   if (it->kind == IT_SUBMIT)
@@ -1618,7 +1623,10 @@ static bool part_refuses(CUresult r) {
  * each way; a wait takes the event's state at the call, so both go back at
  * once).  The policy's view does not change: the launch's timing events
  * stay on the launch stream around it.  The tenant's first such launch is
- * logged. */
+ * logged, and the kernel is remembered: its later submissions tell the
+ * policy it runs outside the partition (POL_VAR_WHOLE_GPU), so with
+ * --be-sms-hold 0 they wait while the LC is active (policy/tally.c,
+ * PARTITION); this first one could not. */
 static CUresult issue_whole(item_t *it, const plan_t *p, void *args) {
   hostd_sched_stream_t *ss = it->ss;
   uint64_t before = 0, after = 0;
@@ -1649,6 +1657,8 @@ static CUresult issue_whole(item_t *it, const plan_t *p, void *args) {
   if (!made)
     return r;
   STAT_ADD(whole, 1);
+  if (!it->graph && !it->memset.count && it->k.kernel_id)
+    (void)u64map_put(&S.whole_ids, it->k.kernel_id, 1); /* no memory: not remembered */
   if (!it->t->whole_noted) {
     it->t->whole_noted = true;
     describe(what, sizeof(what), unit_of(it->graph, it->memset.count),
@@ -2262,6 +2272,7 @@ void hostd__sched_shutdown(void) {
   S.trace = NULL;
   u64map_close(&S.names_done);
   pthread_mutex_unlock(&S.namemu);
+  u64map_close(&S.whole_ids);
   for (int k = 0; k < 2; k++) {
     while (S.evpool[k].n > 0)
       (void)hostd__gpu.event_del(S.evpool[k].ev[--S.evpool[k].n]);

@@ -123,6 +123,10 @@ typedef enum pol_class {
 #define POL_VAR_SLICED   (1u << 1) /* a sub-range of blocks per launch */
 #define POL_VAR_PTB      (1u << 2) /* persistent workers that stop at a flag */
 #define POL_VAR_FLUSH    (1u << 3) /* a sub-range whose running blocks give up at a flag */
+/* Not a form: the caller runs this kernel on the whole GPU, outside the
+ * best-effort partition, which cannot host it (be_partitioned: held while
+ * the LC is active, tally.c, PARTITION). */
+#define POL_VAR_WHOLE_GPU (1u << 4)
 /* The three forms tallyd's variant builder makes, and the default of a sim/
  * trace line without a variants field.  FLUSH is left out: a caller offers it
  * by naming POL_VAR_FLUSH, so workloads and tests written for the three

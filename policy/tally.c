@@ -105,7 +105,11 @@
  * free SMs hold at once finds the partition's SMs busy until their BE blocks
  * end (stream priority: no further BE block dispatches ahead of its blocks
  * there).  So the LC's bound is its own: how much of the GPU its kernels
- * need.  The turnaround budget, the forms and the idle window are not used.
+ * need.  The turnaround budget and the forms are not used.  Except: a
+ * launch the caller must run outside the partition (POL_VAR_WHOLE_GPU: the
+ * partition cannot host it) shares the LC's SMs, so while the LC is active
+ * it waits, and its tenant's later launches with it (FIFO), until the idle
+ * window ends, as without a partition.
  *
  * PAPER (our reading of arXiv 2410.07381, not its code): the same forms and
  * threshold, but BE resumes as soon as no LC kernel is in flight (no idle
@@ -385,13 +389,14 @@ static uint64_t est_ns(const pol_sched_t *s, const pol__sub_t *u) {
  * amount of queued BE work, not for everything a framework queued.  With
  * several BE tenants the budgeted path below runs, so weights hold.  A redo
  * left by FLUSH launches of a time with an LC goes first, as a redo. */
-static int pump_no_lc(pol_sched_t *s) {
+static int pump_no_lc(pol_sched_t *s, bool hold_whole) {
   while (s->be_inflight < POL_NO_LC_INFLIGHT) {
     pol__tenant_t *pick = NULL;
     pol__sub_t *u;
     for (uint32_t i = 0; i < s->ntenants; i++) {
       pol__tenant_t *t = &s->tenants[i];
-      if (t->cls == POL_CLASS_BE && t->ptb_inflight == 0 && pol__tenant_issuable(t) &&
+      if (t->cls == POL_CLASS_BE && t->ptb_inflight == 0 && (u = pol__tenant_issuable(t)) &&
+          !(hold_whole && (u->k.variants & POL_VAR_WHOLE_GPU)) &&
           (!pick || t->vtime < pick->vtime))
         pick = t;
     }
@@ -418,15 +423,20 @@ static uint32_t busy_be(const pol_sched_t *s) {
 static int pump(pol_sched_t *s) {
   int rc;
   if (s->lc < 0 && busy_be(s) <= 1)
-    return pump_no_lc(s);
+    return pump_no_lc(s, false);
   /* LC first: every LC kernel goes out at once, unchanged, high priority. */
   if (s->lc >= 0) {
     pol__tenant_t *lc = &s->tenants[s->lc];
     rc = pol__issue_all(s, lc, POL_PRIO_HIGH, UINT32_MAX);
     if (rc < 0)
       return rc;
-    if (s->kind == POL_KIND_TALLY && s->cfg.be_partitioned)
-      return pump_no_lc(s); /* PARTITION: the LC's SMs are its own */
+    if (s->kind == POL_KIND_TALLY && s->cfg.be_partitioned) {
+      /* PARTITION: the LC's SMs are its own, but for what runs outside it */
+      bool hold = lc_active(s);
+      if (hold && !pol__tenant_busy(lc))
+        pol__timer_at(s, s->lc_last_done_ns + s->cfg.resume_idle_ns);
+      return pump_no_lc(s, hold);
+    }
     if (pol__tenant_busy(lc) && s->be_inflight > 0) {
       for (uint32_t i = 0; i < s->nslots; i++) {
         pol__launch_t *l = &s->launches[i];

@@ -717,14 +717,34 @@ static void launches_the_partition_refuses_run_whole(void **state) {
   assert_int_equal(hostd__gpu.mem_free(p), CUDA_SUCCESS);
 }
 
+/* A BE launch of kernel 0x78 with clusters of 2 (value into x->p + 48). */
+static CUresult launch_cluster(pair_t *x, uint32_t value) {
+  CUlaunchAttribute cl = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+  uint8_t args[24];
+  uint64_t p = x->p + 48, n = 1;
+  hostd_sched_launch_t l = {.f = fill, .kernel_id = 0x78, .grid = {2, 1, 1}, .block = {32, 1, 1},
+                            .args = args, .argbytes = sizeof(args), .attrs = &cl, .nattr = 1};
+  memcpy(args, &p, 8);
+  memcpy(args + 8, &value, 4);
+  memset(args + 12, 0, 4);
+  memcpy(args + 16, &n, 8);
+  cl.value.clusterDim.x = 2;
+  cl.value.clusterDim.y = cl.value.clusterDim.z = 1;
+  return hostd__sched_launch(x->bss, &l);
+}
+
 /* --be-sms-hold 0: the partition is made at start and the policy does not
  * hold the BE for the LC (a BE launch goes while the LC is active); without
- * --be-sms the option is refused. */
+ * --be-sms the option is refused.  A kernel the partition refused once runs
+ * on the whole GPU, so its next launch waits while the LC is active and
+ * goes when the LC's idle window has passed. */
 static void be_sms_hold_0_runs_be_beside_an_active_lc(void **state) {
   hostd_sched_config_t cfg;
-  hostd_sched_stats_t st0;
+  hostd_sched_stats_t st0, st1, st;
+  pol_config_t pc;
   pair_t x;
   (void)state;
+  pol_config_init(&pc);
   hostd__sched_shutdown();
   hostd__sched_config_init(&cfg);
   assert_true(cfg.be_sms_hold);
@@ -743,6 +763,25 @@ static void be_sms_hold_0_runs_be_beside_an_active_lc(void **state) {
   assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
   assert_int_equal(read_u32(x.p + 32, x.bs), 5);
+  hostd__record_part_cluster_max = 1;
+  hostd__sched_stats(&st0);
+  assert_int_equal(launch_cluster(&x, 6), CUDA_SUCCESS); /* not known yet: goes, whole GPU */
+  wait_stats(completed_at_least, st0.completed + 1);
+  hostd__sched_stats(&st1);
+  assert_int_equal(st1.whole, st0.whole + 1);
+  lc_ran_once(&x, &st1);
+  assert_int_equal(launch_cluster(&x, 7), CUDA_SUCCESS);
+  wait_stats(submitted_at_least, st1.submitted + 2);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.issued, st1.issued); /* held while the LC is active */
+  vclock += pc.resume_idle_ns + 1000;
+  wait_stats(issued_at_least, st1.issued + 1);
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
+  hostd__record_part_cluster_max = 0;
+  assert_int_equal(read_u32(x.p + 48, x.bs), 7);
+  hostd__sched_stats(&st);
+  assert_int_equal(st.whole, st0.whole + 2);
   pair_close(&x);
   hostd__sched_shutdown();
   hostd__sched_config_init(&cfg);

@@ -601,6 +601,41 @@ static void partitioned_be_is_not_held_while_lc_active(void **state) {
   pol_sched_free(f.s);
 }
 
+/* PARTITION: a launch the caller must run outside the partition
+ * (POL_VAR_WHOLE_GPU) waits while the LC is active, and its tenant's next
+ * launch behind it (FIFO); once the LC's idle window has passed (the timer
+ * the policy asked for) both go. */
+static void partitioned_be_holds_what_runs_outside_the_partition(void **state) {
+  fx_t f;
+  pol_config_t c;
+  pol_action_t lc;
+  uint64_t when;
+  (void)state;
+  pol_config_init(&c);
+  c.be_partitioned = true;
+  fx_init(&f, POL_KIND_TALLY, &c);
+  f.now = 1000;
+  submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 1);
+  lc = f.a[0];
+  submit(&f, BE, 10, kern(100, 500, POL_VAR_ORIGINAL | POL_VAR_WHOLE_GPU));
+  assert_int_equal(f.n, 0); /* the LC is busy */
+  submit(&f, BE, 11, kern(101, 500, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 0); /* behind it */
+  f.now += 20000;
+  complete(&f, &lc, 20000, 64);
+  assert_int_equal(f.n, 0); /* the LC is idle, within its window */
+  when = pol_sched_next_timer_ns(f.s);
+  assert_int_equal(when, f.now + c.resume_idle_ns);
+  f.now = when;
+  timer(&f);
+  assert_int_equal(f.n, 2);
+  assert_int_equal(f.a[0].submit_id, 10);
+  assert_int_equal(f.a[1].submit_id, 11);
+  assert_int_equal(f.a[0].form, POL_FORM_ORIGINAL);
+  pol_sched_free(f.s);
+}
+
 static void bad_events_are_rejected(void **state) {
   (void)state;
   fx_t f;
@@ -654,6 +689,7 @@ int main(void) {
       cmocka_unit_test(lc_kernel_is_launched_at_once_at_high_priority),
       cmocka_unit_test(be_is_held_while_lc_active_and_resumes_after_idle_window),
       cmocka_unit_test(partitioned_be_is_not_held_while_lc_active),
+      cmocka_unit_test(partitioned_be_holds_what_runs_outside_the_partition),
       cmocka_unit_test(unprofiled_kernel_is_explored_preemptible_and_alone),
       cmocka_unit_test(unprofiled_kernel_without_ptb_goes_as_one_wave),
       cmocka_unit_test(unprofiled_kernel_is_never_launched_while_lc_active),
