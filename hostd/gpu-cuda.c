@@ -24,6 +24,7 @@
  */
 #include "hostd/gpu.h"
 #include "hostd/hostd-int.h"
+#include "wire/u64map.h"
 
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -242,6 +243,9 @@ static int32_t ident_slot39(CUcontext c) {
   return (int32_t)(uint32_t)value;
 }
 
+static void params_init(void); /* arguments as an array, below */
+static void params_close(void);
+
 static CUresult cuda_init(int ordinal, call_snapshot_t *snap) {
   CUresult r;
   int least = 0, greatest = 0;
@@ -272,6 +276,7 @@ static CUresult cuda_init(int ordinal, call_snapshot_t *snap) {
       snap->attr[a] = v;
   }
   host_ptr_direct = snap->attr[CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM] == 1;
+  params_init();
   if ((r = D.cuCtxGetStreamPriorityRange(&least, &greatest)) != CUDA_SUCCESS)
     return r;
   snap->prio_least = least;
@@ -282,6 +287,7 @@ static CUresult cuda_init(int ordinal, call_snapshot_t *snap) {
 }
 
 static void cuda_shutdown(void) {
+  params_close();
   if (ctx)
     (void)D.cuDevicePrimaryCtxRelease(device);
   ctx = NULL;
@@ -536,17 +542,110 @@ static const char *cuda_error_name(CUresult r) {
   return D.cuGetErrorName && D.cuGetErrorName(r, &name) == CUDA_SUCCESS ? name : NULL;
 }
 
+/* ---- arguments as an array of pointers (TALLYD_LAUNCH_PARAMS=array) ----
+ * A launch's arguments reach tallyd as the packed image of the kernel's
+ * parameters the guest made, and cuda_launch hands the driver that buffer
+ * (CU_LAUNCH_PARAM_BUFFER_POINTER), where cudart gives it an array of
+ * pointers (kernelParams).  With TALLYD_LAUNCH_PARAMS=array in tallyd's
+ * environment it gives an array too, of pointers into the same buffer at
+ * the offsets cuFuncGetParamInfo reports (asked once per function, kept in
+ * params_map under params_lock): a diagnostic, to compare the two ways on
+ * the GPU.  A function the driver cannot describe, or whose parameters do
+ * not fit the buffer, keeps the buffer.  Graph kernel nodes made
+ * explicitly keep the buffer either way. */
+typedef struct param_offs {
+  uint32_t n;
+  uint32_t off[];
+} param_offs_t;
+
+static bool params_array; /* read at init, before any launch */
+static pthread_mutex_t params_lock = PTHREAD_MUTEX_INITIALIZER;
+static u64map_t params_map; /* CUfunction -> param_offs_t *, or 1: keep the buffer */
+
+static void params_init(void) {
+  const char *env = getenv("TALLYD_LAUNCH_PARAMS");
+  params_array = env && strcmp(env, "array") == 0;
+  if (params_array)
+    hostd__log(HOSTD_LOG_INFO, "launches pass their arguments as an array of pointers "
+                               "(TALLYD_LAUNCH_PARAMS=array)");
+}
+
+static void params_close(void) {
+  pthread_mutex_lock(&params_lock);
+  for (size_t i = 0; i < params_map.cap; i++)
+    if (params_map.keys[i] && params_map.vals[i] > 1)
+      free((void *)(uintptr_t)params_map.vals[i]);
+  u64map_close(&params_map);
+  pthread_mutex_unlock(&params_lock);
+}
+
+/* Parameter i of f, a function or a library's kernel launched as one. */
+static CUresult param_info(CUfunction f, bool kernel, uint32_t i, size_t *o, size_t *sz) {
+  return kernel ? D.cuKernelGetParamInfo((CUkernel)f, i, o, sz)
+                : D.cuFuncGetParamInfo(f, i, o, sz);
+}
+
+/* Function f's parameter offsets, described on first use; NULL: keep the buffer. */
+static const param_offs_t *params_of(CUfunction f, size_t argbytes) {
+  uint64_t v = 0;
+  param_offs_t *p = NULL;
+  uint32_t n = 0;
+  pthread_mutex_lock(&params_lock);
+  if (!u64map_get(&params_map, (uint64_t)(uintptr_t)f, &v)) {
+    size_t o = 0, sz = 0;
+    bool kernel = D.cuFuncGetParamInfo(f, 0, &o, &sz) != CUDA_SUCCESS;
+    while (n < CALL_MAX_PARAMS && param_info(f, kernel, n, &o, &sz) == CUDA_SUCCESS)
+      n++;
+    if (n > 0 && (p = malloc(sizeof(*p) + n * sizeof(p->off[0])))) {
+      p->n = n;
+      for (uint32_t i = 0; i < n; i++)
+        if (param_info(f, kernel, i, &o, &sz) != CUDA_SUCCESS || o + sz > argbytes ||
+            o > UINT32_MAX) {
+          free(p);
+          p = NULL;
+          break;
+        } else {
+          p->off[i] = (uint32_t)o;
+        }
+    }
+    v = p ? (uint64_t)(uintptr_t)p : 1;
+    if (u64map_put(&params_map, (uint64_t)(uintptr_t)f, v) != 0) { /* no memory: not kept */
+      free(p);
+      v = 1;
+    }
+    hostd__log(HOSTD_LOG_DEBUG, "launch arguments of function %p: %s (%u parameters)", (void *)f,
+               v > 1 ? "an array of pointers" : "the buffer", n);
+  }
+  pthread_mutex_unlock(&params_lock);
+  return v > 1 ? (const param_offs_t *)(uintptr_t)v : NULL;
+}
+
 static CUresult cuda_launch(uint64_t f, const uint32_t grid[3], const uint32_t block[3],
                             uint32_t shmem, uint64_t s, const CUlaunchAttribute *attrs,
                             uint32_t nattr, void *args, size_t argbytes) {
   void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &argbytes,
                    CU_LAUNCH_PARAM_END};
+  void **kp = NULL, *kpbuf[64];
+  const param_offs_t *po;
   CUlaunchConfig c;
+  CUresult r;
+  if (params_array && argbytes && (po = params_of((CUfunction)(uintptr_t)f, argbytes))) {
+    if (po->n > sizeof(kpbuf) / sizeof(kpbuf[0]) && !(kp = malloc(po->n * sizeof(*kp))))
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!kp)
+      kp = kpbuf;
+    for (uint32_t i = 0; i < po->n; i++)
+      kp[i] = (uint8_t *)args + po->off[i];
+  }
   /* Without attributes, the plain entry point: no launch config for the
    * driver to walk on the path every launch of a kernel chain takes. */
-  if (nattr == 0)
-    return D.cuLaunchKernel((CUfunction)(uintptr_t)f, grid[0], grid[1], grid[2], block[0], block[1],
-                            block[2], shmem, S(s), NULL, argbytes ? extra : NULL);
+  if (nattr == 0) {
+    r = D.cuLaunchKernel((CUfunction)(uintptr_t)f, grid[0], grid[1], grid[2], block[0], block[1],
+                         block[2], shmem, S(s), kp, kp || !argbytes ? NULL : extra);
+    if (kp != kpbuf)
+      free(kp);
+    return r;
+  }
   memset(&c, 0, sizeof(c));
   c.gridDimX = grid[0], c.gridDimY = grid[1], c.gridDimZ = grid[2];
   c.blockDimX = block[0], c.blockDimY = block[1], c.blockDimZ = block[2];
@@ -554,7 +653,10 @@ static CUresult cuda_launch(uint64_t f, const uint32_t grid[3], const uint32_t b
   c.hStream = S(s);
   c.attrs = (CUlaunchAttribute *)attrs;
   c.numAttrs = nattr;
-  return D.cuLaunchKernelEx(&c, (CUfunction)(uintptr_t)f, NULL, argbytes ? extra : NULL);
+  r = D.cuLaunchKernelEx(&c, (CUfunction)(uintptr_t)f, kp, kp || !argbytes ? NULL : extra);
+  if (kp != kpbuf)
+    free(kp);
+  return r;
 }
 
 /* Loads a lazily loaded function (a kernel through its function in the

@@ -8,9 +8,11 @@
 # for comparison, directly against the recording one).  This runs the real
 # backend's code (function enumeration, parameter layouts, launches through
 # CU_LAUNCH_PARAM_BUFFER_POINTER, streams, events, libraries) without a GPU;
-# it is CPU coverage of hostd, never GPU coverage.  Prints TAP.
+# it is CPU coverage of hostd, never GPU coverage.  Then the same with the
+# front tallyd passing launch arguments as an array of pointers
+# (TALLYD_LAUNCH_PARAMS=array).  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
-echo "1..3"
+echo "1..5"
 tmp=$(mktemp -d /tmp/tally-chain-XXXXXX)
 rec=
 front=
@@ -43,3 +45,14 @@ check "guest-chain against the recording daemon" direct
 check "guest-chain through tallyd's CUDA backend on our driver" chain
 stop() { kill -TERM "$front" && wait "$front"; rc=$?; front=; [ $rc -eq 0 ]; }
 check "front tallyd exits 0 on SIGTERM after cleaning up" stop
+LD_LIBRARY_PATH="$B/guestlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TALLY_HOST="unix:$tmp/rec.sock" TALLY_NAME=front-array \
+  TALLYD_LAUNCH_PARAMS=array "$B/hostd/tallyd" --listen-unix "$tmp/front.sock" --log-level debug \
+  2>"$tmp/front.log" &
+front=$!
+wait_serving "$tmp/front.log"
+array() {
+  grep -q "as an array of pointers (TALLYD_LAUNCH_PARAMS=array)" "$tmp/front.log" && chain &&
+    grep -q "launch arguments of function .*: an array of pointers" "$tmp/front.log"
+}
+check "guest-chain through tallyd's CUDA backend passing arguments as an array" array
+check "that tallyd exits 0 on SIGTERM" stop
