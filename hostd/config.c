@@ -146,6 +146,11 @@ static void usage_scheduling(FILE *f) {
         "                       tenant is active; 0, they are not: the SMs left out of\n"
         "                       the partition are what protects it (tallyd stops at\n"
         "                       start if the partition cannot be made)\n"
+        "  --be-sms-block-us N  with --be-sms-hold 0: best-effort kernels whose measured\n"
+        "                       blocks take longer than N us are still held while the\n"
+        "                       latency-critical tenant is active (a kernel of it that\n"
+        "                       needs the partition's SMs waits for such blocks; default\n"
+        "                       0: none is held)\n"
         "  --trace FILE         write every kernel (tenant, kernel, grid, block, shared\n"
         "                       memory, submit/issue/start/end times) to FILE in\n"
         "                       tally-sim's trace format\n",
@@ -243,6 +248,7 @@ static const int_option_t *int_option(const char *name) {
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
       {"be-sms", offsetof(hostd_config_t, be_sms), 4096},
       {"be-sms-hold", offsetof(hostd_config_t, be_sms_hold), 1},
+      {"be-sms-block-us", offsetof(hostd_config_t, be_sms_block_us), 1000000},
       {"be-depth", offsetof(hostd_config_t, be_depth), POL_MAX_BE_DEPTH},
       {"share-block-us", offsetof(hostd_config_t, share_block_us), 1000000},
       {"be-alone", offsetof(hostd_config_t, be_alone), 1},

@@ -85,6 +85,8 @@ typedef struct hostd_config {
   int be_sms;           /* --be-sms: BE kernels run on a partition of this many SMs (0 = all) */
   int be_sms_hold;      /* --be-sms-hold: 1 (default), BE launches in the partition are still
                            held while the LC is active; 0, the partition alone protects the LC */
+  int be_sms_block_us;  /* --be-sms-block-us: with --be-sms-hold 0, BE kernels whose measured
+                           blocks take longer are still held while the LC is active (0 = none) */
   char variants[16];    /* --variants: all, slice, ptb, off (forms of PTX kernels offered) */
   int show_help;        /* --help was given */
   int show_version;     /* --version was given */

@@ -257,6 +257,11 @@ static int partition_for_policy(const hostd_sched_config_t *cfg, pol_config_t *p
   uint64_t probe = 0;
   uint32_t got = 0;
   CUresult r;
+  if (cfg->be_sms_hold && pc->part_block_ns) {
+    hostd__log(HOSTD_LOG_ERROR, "--be-sms-block-us needs --be-sms-hold 0 (it says which "
+                                "best-effort kernels are still held beside the partition)");
+    return -EINVAL;
+  }
   if (cfg->be_sms_hold)
     return 0;
   if (cfg->be_sms == 0) {
@@ -2167,8 +2172,12 @@ int hostd__sched_init(const hostd_sched_config_t *cfg) {
   __atomic_store_n(&S.on, true, __ATOMIC_RELEASE);
   /* Ours: what the operator set, or the policy's defaults, in one line. */
   if (cfg->kind == POL_KIND_TALLY) {
-    char shared[80] = "none";
-    if (S.cfg.pol.be_partitioned)
+    char shared[96] = "none";
+    if (S.cfg.pol.be_partitioned && S.cfg.pol.part_block_ns)
+      snprintf(shared, sizeof(shared),
+               "blocks up to %.1f us, in a partition of %u SMs (--be-sms-hold 0)",
+               S.cfg.pol.part_block_ns / 1e3, (unsigned)S.part_sms);
+    else if (S.cfg.pol.be_partitioned)
       snprintf(shared, sizeof(shared), "all of it, in a partition of %u SMs (--be-sms-hold 0)",
                (unsigned)S.part_sms);
     else if (cfg->pol.share_block_ns)

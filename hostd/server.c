@@ -1208,6 +1208,8 @@ static int sched_start(const hostd_config_t *cfg) {
     sc.pol.time_every = (uint32_t)cfg->time_every;
   sc.be_sms = cfg->be_sms > 0 ? (uint32_t)cfg->be_sms : 0;
   sc.be_sms_hold = cfg->be_sms_hold != 0;
+  if (cfg->be_sms_block_us > 0)
+    sc.pol.part_block_ns = (uint64_t)cfg->be_sms_block_us * 1000u;
   if (a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] > 0)
     sc.pol.default_resident = (uint32_t)a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
   snprintf(sc.trace, sizeof(sc.trace), "%s", cfg->trace);

@@ -76,6 +76,9 @@ void pol_config_init(pol_config_t *cfg) {
    * (POL_GPU_FLAG_NS, measured for PTB): 29.7 us, under the default
    * threshold, so a FLUSH launch fits an empty budget. */
   cfg->flush_giveup_ns = POL_GPU_FLAG_NS + POL_GPU_FLUSH_POLL_NS;
+  /* Off: with a partition not held, every BE launch goes (as measured on
+   * the H200); a bound is the operator's choice until one is measured. */
+  cfg->part_block_ns = 0;
 }
 
 int pol_config_check(const pol_config_t *cfg, const char **why) {
@@ -110,6 +113,8 @@ int pol_config_check(const pol_config_t *cfg, const char **why) {
     bad = "BE depth must be between 1 and " POL__STR(POL_MAX_BE_DEPTH);
   else if (cfg->time_every < 1 || cfg->time_every > 65536)
     bad = "time-every must be between 1 and 65536";
+  else if (cfg->part_block_ns > 1000000000ull)
+    bad = "partition block bound must be at most 1 s";
   if (bad) {
     if (why)
       *why = bad;

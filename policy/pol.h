@@ -99,6 +99,9 @@ typedef struct pol_config {
   bool be_partitioned;       /* ours (policy tally): BE launches run on SMs the LC tenant does
                                 not share (a partition the caller made), so they are not held
                                 while the LC is active (tally.c, PARTITION) */
+  uint64_t part_block_ns;    /* ours, with be_partitioned: while the LC is active, a BE kernel
+                                whose profiled block (wave) time is longer waits, as without a
+                                partition (0: none waits; tally.c, PARTITION) */
 } pol_config_t;
 
 /* Fills *cfg with defaults (each default's reason is in config.c). */

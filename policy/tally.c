@@ -109,7 +109,10 @@
  * launch the caller must run outside the partition (POL_VAR_WHOLE_GPU: the
  * partition cannot host it) shares the LC's SMs, so while the LC is active
  * it waits, and its tenant's later launches with it (FIFO), until the idle
- * window ends, as without a partition.
+ * window ends, as without a partition.  So does, with part_block_ns > 0, a
+ * kernel whose profiled block (wave) time is longer than that: an LC kernel
+ * that needs the partition's SMs waits for the BE blocks running there, and
+ * this bounds those blocks (unprofiled kernels go, and are profiled).
  *
  * PAPER (our reading of arXiv 2410.07381, not its code): the same forms and
  * threshold, but BE resumes as soon as no LC kernel is in flight (no idle
@@ -389,14 +392,13 @@ static uint64_t est_ns(const pol_sched_t *s, const pol__sub_t *u) {
  * amount of queued BE work, not for everything a framework queued.  With
  * several BE tenants the budgeted path below runs, so weights hold.  A redo
  * left by FLUSH launches of a time with an LC goes first, as a redo. */
-static int pump_no_lc(pol_sched_t *s, bool hold_whole) {
+static int pump_no_lc(pol_sched_t *s) {
   while (s->be_inflight < POL_NO_LC_INFLIGHT) {
     pol__tenant_t *pick = NULL;
     pol__sub_t *u;
     for (uint32_t i = 0; i < s->ntenants; i++) {
       pol__tenant_t *t = &s->tenants[i];
-      if (t->cls == POL_CLASS_BE && t->ptb_inflight == 0 && (u = pol__tenant_issuable(t)) &&
-          !(hold_whole && (u->k.variants & POL_VAR_WHOLE_GPU)) &&
+      if (t->cls == POL_CLASS_BE && t->ptb_inflight == 0 && pol__tenant_issuable(t) &&
           (!pick || t->vtime < pick->vtime))
         pick = t;
     }
@@ -406,6 +408,78 @@ static int pump_no_lc(pol_sched_t *s, bool hold_whole) {
     uint64_t dur = est_ns(s, u);
     int rc = pol__issue_rest(s, pick, u, POL_PRIO_LOW);
     if (rc < 0)
+      return rc;
+    pick->vtime += (double)dur / (double)pick->weight;
+  }
+  return 0;
+}
+
+/* While the LC is busy, BE launches that can stop early (PTB, FLUSH) are
+ * told to. */
+static int preempt_be(pol_sched_t *s) {
+  for (uint32_t i = 0; i < s->nslots; i++) {
+    pol__launch_t *l = &s->launches[i];
+    if (l->in_use && (l->form == POL_FORM_PTB || l->form == POL_FORM_FLUSH) &&
+        l->t->cls == POL_CLASS_BE) {
+      int rc = pol__preempt(s, l);
+      if (rc < 0)
+        return rc;
+    }
+  }
+  return 0;
+}
+
+/* PARTITION: whether u's profiled block is longer than part_block_ns. */
+static bool long_block(const pol_sched_t *s, const pol__sub_t *u) {
+  pol_profile_key_t key;
+  const pol_profile_t *pr;
+  if (s->cfg.part_block_ns == 0)
+    return false;
+  pol__key_of(&u->k, &key);
+  pr = pol_profiles_find(s->profiles, &key);
+  return pr && pr->wave_samples >= s->cfg.min_samples && pr->wave_ns > s->cfg.part_block_ns;
+}
+
+/* PARTITION (above): BE launches as they come, at most POL_NO_LC_INFLIGHT in
+ * flight, the least weighted device time first; a tenant whose next launch
+ * runs outside the partition (POL_VAR_WHOLE_GPU) waits while the LC is
+ * active; one whose next launch has long blocks goes by the rules without a
+ * partition (try_issue: held while the LC is active, in a form that fits the
+ * budget, alone when it fits none, PTB and FLUSH preempted when the LC
+ * comes).  A tenant that waits keeps its later launches (FIFO). */
+static int pump_partitioned(pol_sched_t *s) {
+  bool on = lc_active(s), stuck[POL_MAX_TENANTS] = {false};
+  const pol__tenant_t *lc = s->lc >= 0 ? &s->tenants[s->lc] : NULL;
+  int rc;
+  if (lc && pol__tenant_busy(lc) && s->be_inflight > 0 && (rc = preempt_be(s)) < 0)
+    return rc;
+  if (on && lc && !pol__tenant_busy(lc))
+    pol__timer_at(s, s->lc_last_done_ns + s->cfg.resume_idle_ns);
+  while (s->be_inflight < POL_NO_LC_INFLIGHT) {
+    pol__tenant_t *pick = NULL;
+    pol__sub_t *u;
+    uint32_t pi = 0;
+    for (uint32_t i = 0; i < s->ntenants; i++) {
+      pol__tenant_t *t = &s->tenants[i];
+      if (t->cls == POL_CLASS_BE && !stuck[i] && t->ptb_inflight == 0 &&
+          pol__tenant_issuable(t) && (!pick || t->vtime < pick->vtime))
+        pick = t, pi = i;
+    }
+    if (!pick)
+      return 0;
+    u = pol__tenant_issuable(pick);
+    if (on && (u->k.variants & POL_VAR_WHOLE_GPU)) {
+      stuck[pi] = true;
+      continue;
+    }
+    if (long_block(s, u)) {
+      if ((rc = try_issue(s, pick, on)) < 0)
+        return rc;
+      stuck[pi] = rc == 0;
+      continue;
+    }
+    uint64_t dur = est_ns(s, u);
+    if ((rc = pol__issue_rest(s, pick, u, POL_PRIO_LOW)) < 0)
       return rc;
     pick->vtime += (double)dur / (double)pick->weight;
   }
@@ -423,31 +497,17 @@ static uint32_t busy_be(const pol_sched_t *s) {
 static int pump(pol_sched_t *s) {
   int rc;
   if (s->lc < 0 && busy_be(s) <= 1)
-    return pump_no_lc(s, false);
+    return pump_no_lc(s);
   /* LC first: every LC kernel goes out at once, unchanged, high priority. */
   if (s->lc >= 0) {
     pol__tenant_t *lc = &s->tenants[s->lc];
     rc = pol__issue_all(s, lc, POL_PRIO_HIGH, UINT32_MAX);
     if (rc < 0)
       return rc;
-    if (s->kind == POL_KIND_TALLY && s->cfg.be_partitioned) {
-      /* PARTITION: the LC's SMs are its own, but for what runs outside it */
-      bool hold = lc_active(s);
-      if (hold && !pol__tenant_busy(lc))
-        pol__timer_at(s, s->lc_last_done_ns + s->cfg.resume_idle_ns);
-      return pump_no_lc(s, hold);
-    }
-    if (pol__tenant_busy(lc) && s->be_inflight > 0) {
-      for (uint32_t i = 0; i < s->nslots; i++) {
-        pol__launch_t *l = &s->launches[i];
-        if (l->in_use && (l->form == POL_FORM_PTB || l->form == POL_FORM_FLUSH) &&
-            l->t->cls == POL_CLASS_BE) {
-          rc = pol__preempt(s, l);
-          if (rc < 0)
-            return rc;
-        }
-      }
-    }
+    if (s->kind == POL_KIND_TALLY && s->cfg.be_partitioned)
+      return pump_partitioned(s); /* the LC's SMs are its own */
+    if (pol__tenant_busy(lc) && s->be_inflight > 0 && (rc = preempt_be(s)) < 0)
+      return rc;
   }
   bool shadow = lc_active(s);
   if (shadow) {

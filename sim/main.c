@@ -98,6 +98,9 @@ static void usage(FILE *f) {
           "  --be-sms-hold 0|1     with --be-sms, ours: 1 (default) BE work is still held\n"
           "                        while the LC is active; 0, it is not (tallyd\n"
           "                        --be-sms-hold 0)\n"
+          "  --be-sms-block-us X   with --be-sms-hold 0, ours: BE kernels whose profiled\n"
+          "                        blocks take longer than X us are still held while the\n"
+          "                        LC is active (default 0: none)\n"
           "  --profiles FILE       ours: load profiles before, save after\n"
           "  --csv                 CSV on stdout instead of the table\n"
           "  --plot FILE.png       write latency CDFs and the trade-off (needs gnuplot)\n"
@@ -247,7 +250,8 @@ int main(int argc, char **argv) {
     O_FLUSH_COMMIT,
     O_FLUSH_GIVEUP,
     O_BE_SMS,
-    O_BE_SMS_HOLD
+    O_BE_SMS_HOLD,
+    O_BE_SMS_BLOCK
   };
   static const struct option opts[] = {{"lc", required_argument, 0, O_LC},
                                        {"be", required_argument, 0, O_BE},
@@ -267,6 +271,7 @@ int main(int argc, char **argv) {
                                        {"sms", required_argument, 0, O_SMS},
                                        {"be-sms", required_argument, 0, O_BE_SMS},
                                        {"be-sms-hold", required_argument, 0, O_BE_SMS_HOLD},
+                                       {"be-sms-block-us", required_argument, 0, O_BE_SMS_BLOCK},
                                        {"profiles", required_argument, 0, O_PROFILES},
                                        {"csv", no_argument, 0, O_CSV},
                                        {"plot", required_argument, 0, O_PLOT},
@@ -345,6 +350,7 @@ int main(int argc, char **argv) {
     case O_TS_IDLE:
     case O_SCHED_DELAY:
     case O_FLUSH_GIVEUP:
+    case O_BE_SMS_BLOCK:
       d = strtod(optarg, &end);
       if (*end || !(d >= 0 && d <= 1e6)) {
         fprintf(stderr, "tally-sim: bad microseconds '%s'\n", optarg);
@@ -364,6 +370,8 @@ int main(int argc, char **argv) {
         cc.gpu.sched_ns = (uint64_t)(d * 1000);
       else if (o == O_FLUSH_GIVEUP)
         cc.pol.flush_giveup_ns = (uint64_t)(d * 1000);
+      else if (o == O_BE_SMS_BLOCK)
+        cc.pol.part_block_ns = (uint64_t)(d * 1000);
       else
         cc.pol.ts_idle_ns = (uint64_t)(d * 1000);
       break;
@@ -461,6 +469,10 @@ int main(int argc, char **argv) {
   }
   if (!be_sms_hold && !cc.gpu.be_sms) {
     fprintf(stderr, "tally-sim: --be-sms-hold 0 needs --be-sms N\n");
+    return 2;
+  }
+  if (be_sms_hold && cc.pol.part_block_ns) {
+    fprintf(stderr, "tally-sim: --be-sms-block-us needs --be-sms-hold 0\n");
     return 2;
   }
   cc.pol.be_partitioned = !be_sms_hold;

@@ -122,6 +122,14 @@ partition_instead_of_holding() {
   fi
   grep -q -- "--be-sms-hold 0 needs --be-sms N" "$tmp/bad2.log" ||
     { echo "no reason given:"; cat "$tmp/bad2.log"; return 1; }
+  startup_says "best-effort work kept running while the LC is active: blocks up to 200.0 us, in a partition of 16 SMs (--be-sms-hold 0)" \
+    --be-sms 16 --be-sms-hold 0 --be-sms-block-us 200 || return 1
+  if timeout 10 "$B/hostd/tallyd-record" --listen-unix "$tmp/bad3.sock" --state-dir "$tmp/bad3-state" \
+    --be-sms 16 --be-sms-block-us 200 >"$tmp/bad3.log" 2>&1; then
+    echo "tallyd started with --be-sms-block-us and the partition held"; return 1
+  fi
+  grep -q -- "--be-sms-block-us needs --be-sms-hold 0" "$tmp/bad3.log" ||
+    { echo "no reason given:"; cat "$tmp/bad3.log"; return 1; }
 }
-check "--be-sms-hold 0 says so at start; without --be-sms it is refused with the reason" \
+check "--be-sms-hold 0 (and --be-sms-block-us) say so at start; without --be-sms (--be-sms-hold 0) they are refused with the reason" \
   partition_instead_of_holding

@@ -636,6 +636,70 @@ static void partitioned_be_holds_what_runs_outside_the_partition(void **state) {
   pol_sched_free(f.s);
 }
 
+/* PARTITION with part_block_ns: a BE kernel whose profiled block takes
+ * longer than the bound goes by the rules without a partition: while the LC
+ * is active it waits (and its tenant's later launches), and when the LC is
+ * idle its 1 ms blocks fit no budget, so it goes alone (a fallback launch)
+ * once the BE's other launches are done; one within the bound, or
+ * unprofiled, goes beside the LC. */
+static void partitioned_be_holds_long_blocks_while_lc_active(void **state) {
+  fx_t f;
+  pol_config_t c;
+  pol_action_t lc;
+  pol_action_t be[2];
+  uint64_t sid = 100, when;
+  (void)state;
+  pol_config_init(&c);
+  c.be_partitioned = true;
+  c.part_block_ns = 100000;
+  fx_init(&f, POL_KIND_TALLY, &c);
+  f.now = 1000;
+  profile_kernel(&f, 300, 132, POL_VAR_ORIGINAL, 1000000, &sid); /* 1 ms blocks */
+  profile_kernel(&f, 301, 132, POL_VAR_ORIGINAL, 50000, &sid);   /* 50 us blocks */
+  f.now += 1000000;
+  submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 1);
+  lc = f.a[0];
+  submit(&f, BE, 10, kern(301, 132, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 1); /* within the bound: beside the LC */
+  be[0] = f.a[0];
+  submit(&f, BE, 11, kern(302, 132, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 1); /* unprofiled: goes, and is profiled */
+  be[1] = f.a[0];
+  submit(&f, BE, 12, kern(300, 132, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 0); /* 1 ms blocks: waits */
+  submit(&f, BE, 13, kern(301, 132, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 0); /* behind it */
+  f.now += 20000;
+  complete(&f, &lc, 20000, 64);
+  assert_int_equal(f.n, 0);
+  when = pol_sched_next_timer_ns(f.s);
+  assert_int_equal(when, f.now + c.resume_idle_ns);
+  f.now = when;
+  timer(&f);
+  assert_int_equal(f.n, 0); /* idle, but 10 and 11 are in flight: 1 ms fits no budget */
+  f.now += 50000;
+  complete(&f, &be[0], 50000, 132);
+  assert_int_equal(f.n, 0);
+  complete(&f, &be[1], 50000, 132);
+  assert_int_equal(f.n, 2); /* alone now: the fallback, then the short one beside it */
+  assert_int_equal(f.a[0].submit_id, 12);
+  assert_int_equal(f.a[0].form, POL_FORM_ORIGINAL);
+  assert_int_equal(f.a[1].submit_id, 13);
+  pol_sched_free(f.s);
+  /* Without the bound every one of them goes beside the LC. */
+  c.part_block_ns = 0;
+  fx_init(&f, POL_KIND_TALLY, &c);
+  sid = 100;
+  f.now = 1000;
+  profile_kernel(&f, 300, 132, POL_VAR_ORIGINAL, 1000000, &sid);
+  f.now += 1000000;
+  submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
+  submit(&f, BE, 12, kern(300, 132, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 1);
+  pol_sched_free(f.s);
+}
+
 static void bad_events_are_rejected(void **state) {
   (void)state;
   fx_t f;
@@ -690,6 +754,7 @@ int main(void) {
       cmocka_unit_test(be_is_held_while_lc_active_and_resumes_after_idle_window),
       cmocka_unit_test(partitioned_be_is_not_held_while_lc_active),
       cmocka_unit_test(partitioned_be_holds_what_runs_outside_the_partition),
+      cmocka_unit_test(partitioned_be_holds_long_blocks_while_lc_active),
       cmocka_unit_test(unprofiled_kernel_is_explored_preemptible_and_alone),
       cmocka_unit_test(unprofiled_kernel_without_ptb_goes_as_one_wave),
       cmocka_unit_test(unprofiled_kernel_is_never_launched_while_lc_active),

@@ -200,6 +200,62 @@ static void partitioned_be_runs_beside_the_lc_which_never_waits(void **state) {
   sim_trace_close(&bt);
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The partition not held, with and without a block bound (tallyd
+ * --be-sms-block-us): the LC's four kernels each fill the GPU for 25 us,
+ * the BE's blocks take 1 ms (sliced, PTB and FLUSH offered).  Not held,
+ * every LC request finds the partition's SMs taken and runs on the SMs
+ * left out; with a bound of 100 us the 1 ms kernel goes by the rules
+ * without a partition (held while the LC is active, in a form the LC's
+ * arrival stops), so requests have the whole GPU: the LC's median
+ * execution is under two thirds of the other, and the BE still
+ * progresses. */
+static void partition_block_bound_holds_long_blocks_for_the_lc(void **state) {
+  static const char *lc_big = "lc 1 1056 256 32 0 25000 0 o\nlc 1 1056 256 32 0 25000 0 o\n"
+                              "lc 1 1056 256 32 0 25000 0 o\nlc 1 1056 256 32 0 25000 0 o\n";
+  static const char *be_long = "be 20 1056 256 32 0 1000000 0 ospf\n";
+  sim_trace_t lc, bt;
+  sim_arrivals_t arr;
+  sim_rng_t r;
+  sim_run_config_t rc;
+  sim_result_t res[2];
+  uint64_t med[2];
+  const char *why = NULL;
+  (void)state;
+  load(lc_big, &lc);
+  load(be_long, &bt);
+  sim_rng_init(&r, 1);
+  assert_int_equal(sim_arrivals_poisson(&arr, &r, 500, 400000000), 0);
+  for (int i = 0; i < 2; i++) {
+    base_config(&rc, POL_KIND_TALLY, 400000000);
+    rc.ntenants = 2;
+    rc.tenants[0] =
+        (sim_tenant_spec_t){.trace = &lc, .cls = POL_CLASS_LC, .weight = 1, .arrivals = &arr};
+    rc.tenants[1] = (sim_tenant_spec_t){.trace = &bt, .cls = POL_CLASS_BE, .weight = 1};
+    rc.gpu.be_sms = 96;
+    rc.pol.be_partitioned = true;
+    rc.pol.part_block_ns = i ? 100000 : 0;
+    if (sim_run(&rc, &res[i], &why) != 0)
+      fail_msg("sim_run: %s", why);
+    assert_true(res[i].t[0].nexec > 100);
+    assert_true(res[i].t[1].work_ns > 0);
+    qsort(res[i].t[0].exec_ns, res[i].t[0].nexec, sizeof(uint64_t), cmp_u64);
+    med[i] = res[i].t[0].exec_ns[res[i].t[0].nexec / 2];
+  }
+  print_message("LC execution p50: not held %llu ns, bound %llu ns\n", (unsigned long long)med[0],
+                (unsigned long long)med[1]);
+  assert_true(med[1] * 3 < med[0] * 2);
+  sim_result_close(&res[0]);
+  sim_result_close(&res[1]);
+  sim_arrivals_close(&arr);
+  sim_trace_close(&lc);
+  sim_trace_close(&bt);
+}
+
 /* Time-slicing end to end: a BE tenant keeps the GPU busy with 50 us
  * kernels; LC requests (one 100 us wave) arrive at random.  Each request's
  * execution waits the residual of BE's free-running 2 ms slice plus the
@@ -361,6 +417,7 @@ int main(void) {
       cmocka_unit_test(unprofiled_kernels_never_break_the_bound),
       cmocka_unit_test(be_progresses_whenever_lc_idle),
       cmocka_unit_test(partitioned_be_runs_beside_the_lc_which_never_waits),
+      cmocka_unit_test(partition_block_bound_holds_long_blocks_for_the_lc),
       cmocka_unit_test(be_tenants_share_by_weight),
       cmocka_unit_test(timeslice_request_waits_at_most_one_slice_plus_switch),
       cmocka_unit_test(late_flag_does_not_cancel_a_reused_launch),
