@@ -88,14 +88,19 @@ static int teardown(void **state) {
   return 0;
 }
 
-static CUresult launch_fill(hostd_sched_stream_t *ss, uint64_t p, uint32_t value, uint64_t n) {
-  uint8_t args[24];
-  hostd_sched_launch_t l = {.f = fill, .kernel_id = 42, .grid = {1, 1, 1}, .block = {32, 1, 1},
-                            .args = args, .argbytes = sizeof(args)};
+/* fill_u32's arguments: p, value (padded to 8), n. */
+static void fill_args(uint8_t args[24], uint64_t p, uint32_t value, uint64_t n) {
   memcpy(args, &p, 8);
   memcpy(args + 8, &value, 4);
   memset(args + 12, 0, 4);
   memcpy(args + 16, &n, 8);
+}
+
+static CUresult launch_fill(hostd_sched_stream_t *ss, uint64_t p, uint32_t value, uint64_t n) {
+  uint8_t args[24];
+  hostd_sched_launch_t l = {.f = fill, .kernel_id = 42, .grid = {1, 1, 1}, .block = {32, 1, 1},
+                            .args = args, .argbytes = sizeof(args)};
+  fill_args(args, p, value, n);
   return hostd__sched_launch(ss, &l);
 }
 
@@ -680,10 +685,7 @@ static void launches_the_partition_refuses_run_whole(void **state) {
   t = partition_tenant(&s, &p, &ss);
   hostd__sched_stats(&st0);
   streams = hostd_record_count(HOSTD_RECORD_STREAM);
-  memcpy(args, &p, 8);
-  memcpy(args + 8, &eight, 4);
-  memset(args + 12, 0, 4);
-  memcpy(args + 16, &n, 8);
+  fill_args(args, p, eight, n);
   cl.value.clusterDim.x = 2;
   cl.value.clusterDim.y = cl.value.clusterDim.z = 1;
   log_begin(&cap);
@@ -721,13 +723,9 @@ static void launches_the_partition_refuses_run_whole(void **state) {
 static CUresult launch_cluster(pair_t *x, uint32_t value) {
   CUlaunchAttribute cl = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
   uint8_t args[24];
-  uint64_t p = x->p + 48, n = 1;
   hostd_sched_launch_t l = {.f = fill, .kernel_id = 0x78, .grid = {2, 1, 1}, .block = {32, 1, 1},
                             .args = args, .argbytes = sizeof(args), .attrs = &cl, .nattr = 1};
-  memcpy(args, &p, 8);
-  memcpy(args + 8, &value, 4);
-  memset(args + 12, 0, 4);
-  memcpy(args + 16, &n, 8);
+  fill_args(args, x->p + 48, value, 1);
   cl.value.clusterDim.x = 2;
   cl.value.clusterDim.y = cl.value.clusterDim.z = 1;
   return hostd__sched_launch(x->bss, &l);
