@@ -5,8 +5,11 @@
  * scheduler's API with arbitrary shapes and orders: one latency-critical and
  * two best-effort tenants, two streams each, the recording GPU backend, policy
  * tally, every best-effort launch through the policy and on a partition of
- * the GPU (--be-sms) that hosts clusters of at most 2 blocks.  The input is a
- * script of 12-byte records:
+ * the GPU (--be-sms) that hosts clusters of at most 2 blocks, not held for
+ * the latency-critical tenant except kernels whose measured blocks take over
+ * 1 us (--be-sms-hold 0 --be-sms-block-us 1: both ways of the policy's
+ * PARTITION rule, and the held rules through the long ones) and kernels the
+ * partition refused.  The input is a script of 12-byte records:
  *
  *   OFF SIZE FIELD
  *   0   1    op % 6: 0 launch, 1 memset, 2 fence the stream, 3 flush the tenant,
@@ -93,6 +96,8 @@ static void setup(fz_tenant_t *z) {
   hostd__sched_config_init(&cfg);
   cfg.be_alone = false;
   cfg.be_sms = 16;
+  cfg.be_sms_hold = false;
+  cfg.pol.part_block_ns = 1000;
   hostd__record_part_cluster_max = 2;
   if (hostd__sched_parse_policy(&cfg, "tally") != 0 || hostd__sched_init(&cfg) != 0)
     abort();
