@@ -135,10 +135,11 @@ static void usage_scheduling(FILE *f) {
         "                       slice+ptb (default), all (also FLUSH: running blocks\n"
         "                       give up at the flag and run again), slice, ptb, flush,\n"
         "                       or off\n"
-        "  --be-sms N           best-effort kernels run in a partition (green context)\n"
-        "                       of at least N SMs, the rest stays free for the\n"
-        "                       latency-critical tenant (default 0: the whole GPU;\n"
-        "                       Hopper splits in multiples of 8); a launch the\n"
+        "  --be-sms N|P%%       best-effort kernels run in a partition (green context)\n"
+        "                       of at least N SMs (or P percent of the device's, e.g.\n"
+        "                       73%%), the rest stays free for the latency-critical\n"
+        "                       tenant (default 0: the whole GPU; Hopper splits in\n"
+        "                       multiples of 8); a launch the\n"
         "                       partition cannot host (a cluster it cannot\n"
         "                       co-schedule) runs on the whole GPU (docs/scheduler.md)\n"
         "  --be-sms-hold 0|1    with --be-sms, policy tally: 1 (default), best-effort\n"
@@ -246,7 +247,6 @@ static const int_option_t *int_option(const char *name) {
       {"restart-grace-ms", offsetof(hostd_config_t, restart_grace_ms), 60000},
       {"threshold-us", offsetof(hostd_config_t, threshold_us), 1000000},
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
-      {"be-sms", offsetof(hostd_config_t, be_sms), 4096},
       {"be-sms-hold", offsetof(hostd_config_t, be_sms_hold), 1},
       {"be-sms-block-us", offsetof(hostd_config_t, be_sms_block_us), 1000000},
       {"be-depth", offsetof(hostd_config_t, be_depth), POL_MAX_BE_DEPTH},
@@ -447,6 +447,19 @@ static int parse_lc_poll_cpu(hostd_config_t *cfg, const char *v, const char *fla
   return 0;
 }
 
+/* --be-sms N (SMs, 0..4096) or P% (of the device's, 1..99). */
+static int parse_be_sms(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+  char *end = NULL;
+  long n = strtol(v, &end, 10);
+  bool pct = end && end != v && end[0] == '%' && end[1] == '\0';
+  if (!end || end == v || (*end && !pct) || n < 0 || n > (pct ? 99 : 4096) || (pct && n == 0))
+    return bad(err, "%s: expected a count of SMs 0..4096 or a share 1%%..99%%, got '%s'\n", flag,
+               v);
+  cfg->be_sms = pct ? 0 : (int)n;
+  cfg->be_sms_pct = pct ? (int)n : 0;
+  return 0;
+}
+
 static int parse_log_level(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
   if (parse_level(v, &cfg->log_level) != 0)
     return bad(err, "%s: expected error, warn, info or debug, got '%s'\n", flag, v);
@@ -480,6 +493,7 @@ static const str_option_t *str_option(const char *name) {
       {"metrics-listen", NULL, STR_FIELD(metrics_addr)},
       {"lc-poll", parse_lc_poll, 0, 0},
       {"lc-poll-cpu", parse_lc_poll_cpu, 0, 0},
+      {"be-sms", parse_be_sms, 0, 0},
       {"log-level", parse_log_level, 0, 0},
   };
   for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)

@@ -83,6 +83,7 @@ typedef struct hostd_config {
                            GPU; 0, through the policy even then */
   int time_every;       /* --time-every: 1 in N profiled BE launches timed (0 = policy's) */
   int be_sms;           /* --be-sms: BE kernels run on a partition of this many SMs (0 = all) */
+  int be_sms_pct;       /* --be-sms P%: ... of P percent of the device's SMs (0 = be_sms says) */
   int be_sms_hold;      /* --be-sms-hold: 1 (default), BE launches in the partition are still
                            held while the LC is active; 0, the partition alone protects the LC */
   int be_sms_block_us;  /* --be-sms-block-us: with --be-sms-hold 0, BE kernels whose measured

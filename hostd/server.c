@@ -1207,6 +1207,9 @@ static int sched_start(const hostd_config_t *cfg) {
   if (cfg->time_every > 0)
     sc.pol.time_every = (uint32_t)cfg->time_every;
   sc.be_sms = cfg->be_sms > 0 ? (uint32_t)cfg->be_sms : 0;
+  if (cfg->be_sms_pct > 0) /* a share of the device's SMs, rounded up */
+    sc.be_sms = ((uint32_t)a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] * (uint32_t)cfg->be_sms_pct +
+                 99u) / 100u;
   sc.be_sms_hold = cfg->be_sms_hold != 0;
   if (cfg->be_sms_block_us > 0)
     sc.pol.part_block_ns = (uint64_t)cfg->be_sms_block_us * 1000u;

@@ -264,6 +264,41 @@ static void be_sms_hold_flag_and_file_key_parse_and_are_bounded(void **state) {
                                    1 /* held */, "0", bad, "0");
 }
 
+/* --be-sms takes a count of SMs or a share of the device's: the one given
+ * replaces the other; anything else is refused with the reason. */
+static void be_sms_takes_a_count_or_a_share(void **state) {
+  static const char *const bad[] = {"0%", "100%", "4097", "12x", "%", "-8", "50%%"};
+  hostd_config_t c;
+  char msg[512], path[64];
+  FILE *devnull = fopen("/dev/null", "w");
+  (void)state;
+  assert_non_null(devnull);
+  hostd_config_init(&c);
+  assert_int_equal(c.be_sms, 0);
+  assert_int_equal(c.be_sms_pct, 0);
+  char *count[] = {"tallyd", "--be-sms", "96", NULL};
+  assert_int_equal(hostd_config_parse_args(&c, 3, count, devnull), 0);
+  assert_int_equal(c.be_sms, 96);
+  assert_int_equal(c.be_sms_pct, 0);
+  char *share[] = {"tallyd", "--be-sms", "73%", NULL};
+  assert_int_equal(hostd_config_parse_args(&c, 3, share, devnull), 0);
+  assert_int_equal(c.be_sms, 0);
+  assert_int_equal(c.be_sms_pct, 73);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char *refused[] = {"tallyd", "--be-sms", (char *)bad[i], NULL};
+    assert_int_equal(parse_capture(&c, 3, refused, msg, sizeof(msg)), -EINVAL);
+    assert_non_null(strstr(msg, "--be-sms: expected a count of SMs 0..4096 or a share 1%..99%"));
+  }
+  assert_int_equal(c.be_sms_pct, 73); /* kept */
+  fclose(devnull);
+  strcpy(path, conf_file("be-sms = 50%\n"));
+  char *argv[] = {"tallyd", "--config", path, NULL};
+  hostd_config_init(&c);
+  assert_int_equal(parse_capture(&c, 3, argv, msg, sizeof(msg)), 0);
+  assert_int_equal(c.be_sms_pct, 50);
+  unlink(path);
+}
+
 static void be_sms_block_us_flag_and_file_key_parse_and_are_bounded(void **state) {
   static const char *const bad[2] = {"1000001", "-1"};
   (void)state;
@@ -388,6 +423,7 @@ int main(void) {
       cmocka_unit_test(time_every_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(be_sms_hold_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(be_sms_block_us_flag_and_file_key_parse_and_are_bounded),
+      cmocka_unit_test(be_sms_takes_a_count_or_a_share),
       cmocka_unit_test(context_limit_bounds_parse_as_sizes),
   };
   return cmocka_run_group_tests_name("hostd-config", tests, NULL, NULL);

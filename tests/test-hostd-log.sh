@@ -116,6 +116,8 @@ check "the start-up line names policy tally's settings; a shared block above the
 partition_instead_of_holding() {
   startup_says "best-effort work kept running while the LC is active: all of it, in a partition of 16 SMs (--be-sms-hold 0)" \
     --be-sms 16 --be-sms-hold 0 || return 1
+  startup_says "best-effort work kept running while the LC is active: all of it, in a partition of 16 SMs (--be-sms-hold 0)" \
+    --be-sms 12% --be-sms-hold 0 || return 1
   if timeout 10 "$B/hostd/tallyd-record" --listen-unix "$tmp/bad2.sock" --state-dir "$tmp/bad2-state" \
     --be-sms-hold 0 >"$tmp/bad2.log" 2>&1; then
     echo "tallyd started with --be-sms-hold 0 and no partition"; return 1
@@ -131,5 +133,5 @@ partition_instead_of_holding() {
   grep -q -- "--be-sms-block-us needs --be-sms-hold 0" "$tmp/bad3.log" ||
     { echo "no reason given:"; cat "$tmp/bad3.log"; return 1; }
 }
-check "--be-sms-hold 0 (and --be-sms-block-us) say so at start; without --be-sms (--be-sms-hold 0) they are refused with the reason" \
+check "--be-sms-hold 0 (and --be-sms-block-us) say so at start, --be-sms 12% of 132 SMs is 16; without --be-sms (--be-sms-hold 0) they are refused with the reason" \
   partition_instead_of_holding
