@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "hostd/hostd-int.h"
+#include "tests/spawn-env.h"
 
 static hostd_server_t *srv;
 static pthread_t srv_thread;
@@ -106,20 +107,25 @@ __attribute__((unused)) static FILE *helper(const char *action, pid_t *pid, int 
   int out[2], in[2];
   char path[4096];
   const char *b = getenv("TALLY_BUILDDIR");
+  char *argv[] = {path, (char *)action, NULL};
+  char **env;
   snprintf(path, sizeof(path), "%s/tests/guest-tenant-helper", b ? b : ".");
-  if (pipe(out) != 0 || pipe(in) != 0)
+  if ((env = spawn_env(&extra_env, 1)) == NULL)
     return NULL;
+  if (pipe(out) != 0 || pipe(in) != 0) {
+    free(env);
+    return NULL;
+  }
   *pid = fork();
-  if (*pid == 0) {
+  if (*pid == 0) { /* async-signal-safe calls only: tallyd's threads run on */
     dup2(out[1], 1);
     dup2(in[0], 0);
     close(out[0]);
     close(in[1]);
-    if (extra_env)
-      putenv((char *)extra_env);
-    execl(path, path, action, (char *)NULL);
+    execve(path, argv, env);
     _exit(127);
   }
+  free(env);
   close(out[1]);
   close(in[0]);
   if (to_child)

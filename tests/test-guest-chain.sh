@@ -32,27 +32,39 @@ wait_serving "$tmp/rec.log"
 LD_LIBRARY_PATH="$B/guestlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TALLY_HOST="unix:$tmp/rec.sock" TALLY_NAME=front-tallyd \
   "$B/hostd/tallyd" --listen-unix "$tmp/front.sock" --log-level info 2>"$tmp/front.log" &
 front=$!
-wait_serving "$tmp/front.log"
+flog=$tmp/front.log # the running front tallyd's log
+wait_serving "$flog"
 n=0
 check() {
   n=$((n + 1)); name=$1; shift
   if "$@" >"$tmp/out.$n" 2>&1; then echo "ok $n - $name"; else
-    echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n"; sed 's/^/# front: /' "$tmp/front.log" | tail -5; fi
+    echo "not ok $n - $name"; sed 's/^/# /' "$tmp/out.$n"; sed 's/^/# front: /' "$flog" | tail -5; fi
 }
-direct() { TALLY_HOST="unix:$tmp/rec.sock" "$B/tests/guest-chain" | grep -qx ok; }
-chain() { TALLY_HOST="unix:$tmp/front.sock" "$B/tests/guest-chain" | grep -qx ok; }
+# Each step is bounded, so a daemon that stops answering fails its step.
+direct() { TALLY_HOST="unix:$tmp/rec.sock" timeout 120 "$B/tests/guest-chain" | grep -qx ok; }
+chain() { TALLY_HOST="unix:$tmp/front.sock" timeout 120 "$B/tests/guest-chain" | grep -qx ok; }
 check "guest-chain against the recording daemon" direct
 check "guest-chain through tallyd's CUDA backend on our driver" chain
-stop() { kill -TERM "$front" && wait "$front"; rc=$?; front=; [ $rc -eq 0 ]; }
+stop() { # SIGTERM, then up to 60 s for the exit; its status must be 0
+  kill -TERM "$front" || return 1
+  i=0
+  while kill -0 "$front" 2>/dev/null && [ $i -lt 600 ]; do i=$((i + 1)); sleep 0.1; done
+  if kill -0 "$front" 2>/dev/null; then
+    echo "tallyd (pid $front) still running 60 s after SIGTERM"; kill -KILL "$front"; front=; return 1
+  fi
+  wait "$front"; rc=$?; front=; [ $rc -eq 0 ]
+}
 check "front tallyd exits 0 on SIGTERM after cleaning up" stop
 LD_LIBRARY_PATH="$B/guestlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TALLY_HOST="unix:$tmp/rec.sock" TALLY_NAME=front-array \
-  TALLYD_LAUNCH_PARAMS=array "$B/hostd/tallyd" --listen-unix "$tmp/front.sock" --log-level debug \
-  2>"$tmp/front.log" &
+  TALLYD_LAUNCH_PARAMS=array "$B/hostd/tallyd" --listen-unix "$tmp/front2.sock" --log-level debug \
+  2>"$tmp/front2.log" &
 front=$!
-wait_serving "$tmp/front.log"
+flog=$tmp/front2.log # a log and socket of its own: the first one's "serving" must not count
+wait_serving "$flog"
 array() {
-  grep -q "as an array of pointers (TALLYD_LAUNCH_PARAMS=array)" "$tmp/front.log" && chain &&
-    grep -q "launch arguments of function .*: an array of pointers" "$tmp/front.log"
+  grep -q "as an array of pointers (TALLYD_LAUNCH_PARAMS=array)" "$flog" &&
+    TALLY_HOST="unix:$tmp/front2.sock" timeout 120 "$B/tests/guest-chain" | grep -qx ok &&
+    grep -q "launch arguments of function .*: an array of pointers" "$flog"
 }
 check "guest-chain through tallyd's CUDA backend passing arguments as an array" array
 check "that tallyd exits 0 on SIGTERM" stop

@@ -14,6 +14,7 @@
  * tests/bench/hostd-flood.c for that).  KEEP=1 keeps the daemon's folder.
  */
 #include "tests/hostd-chaos.h"
+#include "tests/spawn-env.h"
 
 
 static chaos_daemon_t D;
@@ -315,24 +316,32 @@ static void tenant_cap_says_retry(void) {
 static pid_t helper(const char *action, const char *name, int *out, int *in_w) {
   int p[2] = {-1, -1}, in[2] = {-1, -1};
   pid_t pid;
-  if ((out && pipe(p) != 0) || pipe(in) != 0)
+  char bin[256], host[208], tname[200], prio[40];
+  snprintf(bin, sizeof(bin), "%s/tests/guest-tenant-helper", B);
+  snprintf(host, sizeof(host), "TALLY_HOST=unix:%s", D.sock);
+  snprintf(tname, sizeof(tname), "TALLY_NAME=%s", name);
+  snprintf(prio, sizeof(prio), "TALLY_PRIORITY=%s",
+           strncmp(name, "lc-", 3) == 0 ? "latency-critical" : "best-effort");
+  const char *vars[] = {host, tname, prio};
+  char *argv[] = {bin, (char *)action, NULL};
+  char **env = spawn_env(vars, 3);
+  if (!env)
     return -1;
-  if ((pid = fork()) == 0) {
-    char bin[256], host[200];
-    snprintf(bin, sizeof(bin), "%s/tests/guest-tenant-helper", B);
-    snprintf(host, sizeof(host), "unix:%s", D.sock);
-    setenv("TALLY_HOST", host, 1);
-    setenv("TALLY_NAME", name, 1);
-    setenv("TALLY_PRIORITY", strncmp(name, "lc-", 3) == 0 ? "latency-critical" : "best-effort", 1);
+  if ((out && pipe(p) != 0) || pipe(in) != 0) {
+    free(env);
+    return -1;
+  }
+  if ((pid = fork()) == 0) { /* async-signal-safe calls only, until the exec */
     int devnull = open("/dev/null", O_RDWR);
     if (out)
       dup2(p[1], 1);
     dup2(in[0], 0);
     close(in[1]); /* else stdin never ends: the child would hold its write end */
     dup2(devnull, 2);
-    execl(bin, bin, action, (char *)NULL);
+    execve(bin, argv, env);
     _exit(127);
   }
+  free(env);
   if (out) {
     close(p[1]);
     *out = p[0];
