@@ -11,4 +11,7 @@ include $(srcdir)/tests/blas.mk
 include $(srcdir)/tests/gpu.mk
 include $(srcdir)/tests/bench-pairs.mk
 EXTRA_DIST += tests/data/facts
-EXTRA_DIST += tests/fuzz-replay.h tests/tap.sh
+EXTRA_DIST += tests/fuzz-replay.h tests/tap.sh tests/spawn-env.h
+# The time bound every test program runs under (build-aux/test-watchdog.sh).
+TESTS += tests/test-watchdog.sh
+EXTRA_DIST += tests/test-watchdog.sh
