@@ -287,6 +287,35 @@ static CUresult cur_ctx(guest_ctx_t **out) {
   return CUDA_SUCCESS;
 }
 
+/* Peer access: no device tallyd serves may reach another's memory
+ * (cuDeviceCanAccessPeer answers 0), so enabling it is refused as the
+ * driver refuses a pair that cannot (CUDA_ERROR_INVALID_DEVICE), after the
+ * driver's own checks (a current context, a valid peer that is not the
+ * current one, flags 0), and disabling answers that it was never enabled.
+ * Frameworks ask cuDeviceCanAccessPeer first; these answer the ones that
+ * do not. */
+static CUresult peer_check(CUcontext peer) {
+  guest_ctx_t *c, *p;
+  CUresult r = cur_ctx(&c);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!(p = ctx_of(peer)) || p == c)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  CUresult r = peer_check(peer);
+  if (r != CUDA_SUCCESS)
+    return r;
+  return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_DEVICE;
+}
+
+GUEST_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peer) {
+  CUresult r = peer_check(peer);
+  return r != CUDA_SUCCESS ? r : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+}
+
 GUEST_EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
   guest_ctx_t *c;
   CUresult r;

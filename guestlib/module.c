@@ -18,9 +18,11 @@
  * kind, are linked by tallyd at cuLinkComplete (LINK, wire/call.def).
  */
 #include "guestlib/guest.h"
+#include "wire/u64map.h"
 #include "wire/wire-le.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -271,6 +273,32 @@ GUEST_EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) {
 
 /* ---- libraries (cuLibrary*, how cudart 12+ registers its fatbins) ---- */
 
+/* The loaded libraries' handles, so cuKernelGetLibrary tells a library's
+ * kernel from a module's function (both are rows of the function table
+ * whose module is their owner). */
+static pthread_mutex_t libs_lock = PTHREAD_MUTEX_INITIALIZER;
+static u64map_t libs;
+
+static void libs_note(uint64_t h, bool loaded) {
+  pthread_mutex_lock(&libs_lock);
+  if (loaded) {
+    if (u64map_put(&libs, h, 1) != 0) /* out of memory: only cuKernelGetLibrary misses it */
+      guest__log("cuLibraryLoadData: library %#llx not remembered (out of memory); "
+                 "cuKernelGetLibrary will not name it", (unsigned long long)h);
+  } else {
+    (void)u64map_del(&libs, h);
+  }
+  pthread_mutex_unlock(&libs_lock);
+}
+
+static bool is_library(uint64_t h) {
+  bool yes;
+  pthread_mutex_lock(&libs_lock);
+  yes = u64map_get(&libs, h, NULL);
+  pthread_mutex_unlock(&libs_lock);
+  return yes;
+}
+
 GUEST_EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jo,
                                         void **jv, unsigned int njo, CUlibraryOption *lo, void **lv,
                                         unsigned int nlo) {
@@ -280,13 +308,18 @@ GUEST_EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_
   if (!lib)
     return CUDA_ERROR_INVALID_VALUE;
   r = load_image(&h, code, MODULE_KIND_LIBRARY, __builtin_return_address(0));
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
+    libs_note(h, true);
     *lib = (CUlibrary)(uintptr_t)h;
+  }
   return r;
 }
 
 GUEST_EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
-  return unload((uint64_t)(uintptr_t)lib, MODULE_KIND_LIBRARY, __builtin_return_address(0));
+  CUresult r = unload((uint64_t)(uintptr_t)lib, MODULE_KIND_LIBRARY, __builtin_return_address(0));
+  if (r == CUDA_SUCCESS)
+    libs_note((uint64_t)(uintptr_t)lib, false);
+  return r;
 }
 
 GUEST_EXPORT CUresult cuLibraryGetKernel(CUkernel *pk, CUlibrary lib, const char *name) {
@@ -370,6 +403,19 @@ GUEST_EXPORT CUresult cuKernelGetFunction(CUfunction *pf, CUkernel k) {
   if (!guest__func_find((uint64_t)(uintptr_t)k))
     return CUDA_ERROR_INVALID_HANDLE;
   *pf = (CUfunction)k;
+  return CUDA_SUCCESS;
+}
+
+/* A kernel's library: the row of a kernel taken from a library (not of a
+ * function of its module view, nor of a module). */
+GUEST_EXPORT CUresult cuKernelGetLibrary(CUlibrary *lib, CUkernel k) {
+  const guest_func_t *f;
+  if (!lib)
+    return CUDA_ERROR_INVALID_VALUE;
+  f = guest__func_find((uint64_t)(uintptr_t)k);
+  if (!f || f->owner != f->module || !is_library(f->module))
+    return CUDA_ERROR_INVALID_HANDLE;
+  *lib = (CUlibrary)(uintptr_t)f->module;
   return CUDA_SUCCESS;
 }
 

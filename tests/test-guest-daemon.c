@@ -450,10 +450,10 @@ static void module_globals_are_copyable_by_their_tenant(void **state) {
 }
 
 static void library_kernels_and_module_view(void **state) {
-  CUlibrary lib;
+  CUlibrary lib, got = NULL;
   CUkernel k, ks[8];
-  CUmodule view;
-  CUfunction f;
+  CUmodule view, m;
+  CUfunction f, mf;
   CUdeviceptr p;
   unsigned n = 0;
   uint32_t v = 5, out[4];
@@ -469,6 +469,17 @@ static void library_kernels_and_module_view(void **state) {
   assert_int_equal(cuLibraryGetModule(&view, lib), CUDA_SUCCESS);
   assert_int_equal(cuModuleGetFunction(&f, view, "fill_u32"), CUDA_SUCCESS);
   assert_true((void *)f != (void *)k); /* the view has its own CUfunctions */
+  /* A kernel names its library; a function of the view or of a module is no kernel. */
+  assert_int_equal(cuKernelGetLibrary(&got, k), CUDA_SUCCESS);
+  assert_ptr_equal(got, lib);
+  assert_int_equal(cuKernelGetLibrary(&got, ks[n - 1]), CUDA_SUCCESS);
+  assert_ptr_equal(got, lib);
+  assert_int_equal(cuKernelGetLibrary(&got, (CUkernel)f), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&mf, m, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(cuKernelGetLibrary(&got, (CUkernel)mf), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  assert_int_equal(cuKernelGetLibrary(NULL, k), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuMemAlloc(&p, sizeof(out)), CUDA_SUCCESS);
   assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 4, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
   assert_int_equal(cuMemcpyDtoH(out, p, sizeof(out)), CUDA_SUCCESS);
@@ -482,7 +493,32 @@ static void library_kernels_and_module_view(void **state) {
   assert_int_equal(cuLibraryUnload(lib), CUDA_SUCCESS);
   assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 4, 1, 1, 0, NULL, args, NULL),
                    CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuKernelGetLibrary(&got, k), CUDA_ERROR_INVALID_HANDLE); /* unloaded */
   assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+}
+
+/* Peer access: no device can reach another's memory through tallyd
+ * (cuDeviceCanAccessPeer says 0), so enabling it answers as the driver does
+ * for such a pair, after its checks of the contexts and the flags; nothing
+ * crosses the wire. */
+static void peer_access_is_refused_as_for_devices_that_cannot(void **state) {
+  CUcontext cur, other;
+  CUdevice dev;
+  int can = -1;
+  (void)state;
+  assert_int_equal(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  assert_int_equal(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  assert_int_equal(cuDeviceCanAccessPeer(&can, dev, dev), CUDA_SUCCESS);
+  assert_int_equal(can, 0);
+  assert_int_equal(cuCtxCreate(&other, NULL, 0, dev), CUDA_SUCCESS); /* now current */
+  assert_int_equal(cuCtxEnablePeerAccess(cur, 0), CUDA_ERROR_INVALID_DEVICE);
+  assert_int_equal(cuCtxEnablePeerAccess(cur, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuCtxEnablePeerAccess(other, 0), CUDA_ERROR_INVALID_CONTEXT); /* itself */
+  assert_int_equal(cuCtxEnablePeerAccess(NULL, 0), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(cuCtxDisablePeerAccess(cur), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  assert_int_equal(cuCtxDisablePeerAccess(other), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(cuCtxDestroy(other), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetCurrent(cur), CUDA_SUCCESS);
 }
 
 /* A library's kernels come without attributes (describing them would load
@@ -1459,6 +1495,7 @@ int main(void) {
       cmocka_unit_test(huge_module_image_loads),
       cmocka_unit_test(module_globals_are_copyable_by_their_tenant),
       cmocka_unit_test(library_kernels_and_module_view),
+      cmocka_unit_test(peer_access_is_refused_as_for_devices_that_cannot),
       cmocka_unit_test(function_attributes_local_and_remote),
       cmocka_unit_test(occupancy_asks_for_the_attributes_it_lacks),
       cmocka_unit_test(library_kernel_launch_is_checked_at_the_call),
