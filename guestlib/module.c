@@ -406,14 +406,15 @@ GUEST_EXPORT CUresult cuKernelGetFunction(CUfunction *pf, CUkernel k) {
   return CUDA_SUCCESS;
 }
 
-/* A kernel's library: the row of a kernel taken from a library (not of a
- * function of its module view, nor of a module). */
+/* A kernel's library: a row whose module is a library (a function of a
+ * library's module view has the view as its module, one of a module the
+ * module). */
 GUEST_EXPORT CUresult cuKernelGetLibrary(CUlibrary *lib, CUkernel k) {
   const guest_func_t *f;
   if (!lib)
     return CUDA_ERROR_INVALID_VALUE;
   f = guest__func_find((uint64_t)(uintptr_t)k);
-  if (!f || f->owner != f->module || !is_library(f->module))
+  if (!f || !is_library(f->module))
     return CUDA_ERROR_INVALID_HANDLE;
   *lib = (CUlibrary)(uintptr_t)f->module;
   return CUDA_SUCCESS;

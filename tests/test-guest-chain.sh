@@ -32,7 +32,7 @@ wait_serving "$tmp/rec.log"
 LD_LIBRARY_PATH="$B/guestlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TALLY_HOST="unix:$tmp/rec.sock" TALLY_NAME=front-tallyd \
   "$B/hostd/tallyd" --listen-unix "$tmp/front.sock" --log-level info 2>"$tmp/front.log" &
 front=$!
-flog=$tmp/front.log # the running front tallyd's log
+flog=$tmp/front.log fsock=$tmp/front.sock # the running front tallyd's log and socket
 wait_serving "$flog"
 n=0
 check() {
@@ -42,7 +42,7 @@ check() {
 }
 # Each step is bounded, so a daemon that stops answering fails its step.
 direct() { TALLY_HOST="unix:$tmp/rec.sock" timeout 120 "$B/tests/guest-chain" | grep -qx ok; }
-chain() { TALLY_HOST="unix:$tmp/front.sock" timeout 120 "$B/tests/guest-chain" | grep -qx ok; }
+chain() { TALLY_HOST="unix:$fsock" timeout 120 "$B/tests/guest-chain" | grep -qx ok; }
 check "guest-chain against the recording daemon" direct
 check "guest-chain through tallyd's CUDA backend on our driver" chain
 stop() { # SIGTERM, then up to 60 s for the exit; its status must be 0
@@ -59,11 +59,10 @@ LD_LIBRARY_PATH="$B/guestlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TALLY_HOST="u
   TALLYD_LAUNCH_PARAMS=array "$B/hostd/tallyd" --listen-unix "$tmp/front2.sock" --log-level debug \
   2>"$tmp/front2.log" &
 front=$!
-flog=$tmp/front2.log # a log and socket of its own: the first one's "serving" must not count
+flog=$tmp/front2.log fsock=$tmp/front2.sock # its own: the first one's "serving" must not count
 wait_serving "$flog"
 array() {
-  grep -q "as an array of pointers (TALLYD_LAUNCH_PARAMS=array)" "$flog" &&
-    TALLY_HOST="unix:$tmp/front2.sock" timeout 120 "$B/tests/guest-chain" | grep -qx ok &&
+  grep -q "as an array of pointers (TALLYD_LAUNCH_PARAMS=array)" "$flog" && chain &&
     grep -q "launch arguments of function .*: an array of pointers" "$flog"
 }
 check "guest-chain through tallyd's CUDA backend passing arguments as an array" array
