@@ -65,10 +65,11 @@ static CUresult exec_mem_free(exec_t *x, const call_mem_free_req_t *q) {
   if (i == 0 || t->ranges[i - 1].base != q->ptr ||
       (t->ranges[i - 1].kind != RANGE_ALLOC && t->ranges[i - 1].kind != RANGE_ASYNC))
     return CUDA_ERROR_INVALID_VALUE;
-  /* Held launches may use it: they go out first, as launched work would. */
+  /* Held launches may use it: they go out first, as launched work would.
+   * The driver's free would wait for every tenant's work in flight. */
   if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
     return r;
-  r = hostd__gpu.mem_free(q->ptr);
+  r = hostd__free_ordered(t, q->ptr);
   if (r == CUDA_SUCCESS) {
     hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_MEM, t->ranges[i - 1].size);
     hostd__range_del_at(t, i - 1);

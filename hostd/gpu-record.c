@@ -151,7 +151,8 @@ enum {
   OP_NOP,
   OP_EVWAIT, /* wait until an event's queued records have run */
   OP_CHILD,  /* a graph's child graph (replayed in place) */
-  OP_WRITE64 /* stream_write64: b into the 8 host bytes at dst */
+  OP_WRITE64, /* stream_write64: b into the 8 host bytes at dst */
+  OP_FREE     /* mem_free_async: allocation a */
 };
 
 typedef struct rec_op {
@@ -536,22 +537,31 @@ static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
   return CUDA_SUCCESS;
 }
 
+/* A mapping is unmapped, never freed. */
+static bool freeable(uint64_t p) {
+  rec_link_t **slot = rec_slot(&allocs, p);
+  return slot && !((rec_alloc_t *)*slot)->phys;
+}
+
+static CUresult free_locked(uint64_t p) {
+  rec_link_t **slot = rec_slot(&allocs, p);
+  if (!freeable(p))
+    return CUDA_ERROR_INVALID_VALUE;
+  rec_alloc_t *a = rec_unlink(slot);
+  rec_span_t *sp = a->pool ? rec_find(pools, a->pool) : NULL;
+  if (sp) /* a stream-ordered allocation leaves its pool */
+    sp->size -= a->size < sp->size ? a->size : sp->size;
+  backing_free(a->bytes, a->size);
+  free(a);
+  return CUDA_SUCCESS;
+}
+
 static CUresult rec_mem_free(uint64_t p) {
   LIVE(p);
-  CUresult r = CUDA_ERROR_INVALID_VALUE;
-  rec_link_t **slot;
+  CUresult r;
   count(HOSTD_RECORD_FREE);
   pthread_mutex_lock(&lock);
-  /* a mapping is unmapped, never freed */
-  if ((slot = rec_slot(&allocs, p)) && !((rec_alloc_t *)*slot)->phys) {
-    rec_alloc_t *a = rec_unlink(slot);
-    rec_span_t *sp = a->pool ? rec_find(pools, a->pool) : NULL;
-    if (sp) /* a stream-ordered allocation leaves its pool */
-      sp->size -= a->size < sp->size ? a->size : sp->size;
-    backing_free(a->bytes, a->size);
-    free(a);
-    r = CUDA_SUCCESS;
-  }
+  r = free_locked(p);
   pthread_mutex_unlock(&lock);
   return r;
 }
@@ -673,6 +683,9 @@ static void exec_op(rec_stream_t *st, rec_op_t *o) {
   }
   case OP_WRITE64:
     __atomic_store_n((uint64_t *)o->dst, o->b, __ATOMIC_RELEASE);
+    break;
+  case OP_FREE:
+    (void)free_locked(o->a);
     break;
 
   default:
@@ -2092,9 +2105,20 @@ static CUresult rec_mem_alloc_async(uint64_t *p, uint64_t size, uint64_t pool, u
   return CUDA_SUCCESS;
 }
 
+/* Stream-ordered: behind the work queued on s (after a wait for an event,
+ * after that event's record), as the driver frees it when s reaches it. */
 static CUresult rec_mem_free_async(uint64_t p, uint64_t s) {
   LIVE(p, s);
-  return rec_mem_free(p);
+  rec_op_t o = {.kind = OP_FREE, .a = p};
+  CUresult r = CUDA_SUCCESS;
+  count(HOSTD_RECORD_FREE);
+  pthread_mutex_lock(&lock);
+  if (!freeable(p))
+    r = CUDA_ERROR_INVALID_VALUE;
+  else if (!defer(s, &o))
+    r = free_locked(p);
+  pthread_mutex_unlock(&lock);
+  return r;
 }
 
 

@@ -52,6 +52,7 @@ typedef struct tstream {
   uint64_t seen;        /* blocking stream: legacy epoch it has waited for;
                            legacy stream: unused */
   uint64_t legacy_seen; /* legacy's view of this stream's epoch */
+  uint64_t free_seen;   /* the epoch the tenant's free stream last waited for */
   hostd_sched_stream_t *ss; /* the scheduler's state, made at its first launch (sched.h) */
 } tstream_t;
 
@@ -61,6 +62,7 @@ struct hostd_tenant {
   bool hello;          /* hello done */
   int prio;            /* host stream priority of this tenant's class */
   tstream_t *legacy;   /* lazily created */
+  uint64_t free_stream; /* host stream of its frees (hostd__free_ordered); 0: not made yet */
   u64map_t ptds;    /* guest thread key (2 | N << 32) -> its default stream */
   u64map_t streams; /* handle -> tstream_t* */
   u64map_t events;  /* handle -> 1 */
@@ -137,6 +139,13 @@ CUresult hostd__stream_lookup_enter(hostd_tenant_t *t, uint64_t s, tstream_t **o
 /* Synchronises every stream of the tenant: legacy, per-thread, created.
  * stop: return the first error (CTX_SYNC); else sync all, ignore errors. */
 CUresult hostd__streams_sync_all(hostd_tenant_t *t, bool stop);
+/* Frees device memory p (cuMemAlloc'd or stream-ordered) once the work
+ * the tenant made so far on every stream of its own is done, without
+ * waiting on the host and without waiting for other tenants' work: a
+ * stream-ordered free on the tenant's free stream, behind an event on each
+ * of its streams that had work since the last free (docs/decisions.md,
+ * D16).  The caller flushed the tenant's held launches. */
+CUresult hostd__free_ordered(hostd_tenant_t *t, uint64_t p);
 
 /* ---- modules and pinned memory (tenant.c) ---- */
 /* Forgets module h's functions and globals (not the module entry). */

@@ -402,6 +402,36 @@ CUresult hostd__streams_sync_all(hostd_tenant_t *t, bool stop) {
   return r;
 }
 
+/* The tenant's free stream waits for what s holds now.  Capturing streams
+ * are left out: their work is recorded into a graph, not run, and an event
+ * recorded on one would join the capture. */
+static CUresult free_join(hostd_tenant_t *t, tstream_t *s) {
+  CUresult r;
+  if (s->free_seen == s->epoch || (t->captures.len && hostd__stream_capturing(t, s)))
+    return CUDA_SUCCESS;
+  if ((r = hostd__sched_fence(s->ss)) == CUDA_SUCCESS &&
+      (r = hostd__gpu.event_record(s->event, s->handle, 0)) == CUDA_SUCCESS &&
+      (r = hostd__gpu.stream_wait(t->free_stream, s->event, 0)) == CUDA_SUCCESS)
+    s->free_seen = s->epoch;
+  return r;
+}
+
+CUresult hostd__free_ordered(hostd_tenant_t *t, uint64_t p) {
+  CUresult r = CUDA_SUCCESS;
+  tstream_t *s;
+  size_t i = 0;
+  if (!t->free_stream &&
+      (r = hostd__gpu.stream_new(&t->free_stream, CU_STREAM_NON_BLOCKING, t->prio)) != CUDA_SUCCESS) {
+    t->free_stream = 0;
+    return r;
+  }
+  if (t->legacy)
+    r = free_join(t, t->legacy);
+  while (r == CUDA_SUCCESS && (s = stream_next(t, &i)))
+    r = free_join(t, s);
+  return r == CUDA_SUCCESS ? hostd__gpu.mem_free_async(p, t->free_stream) : r;
+}
+
 /* ---- teardown ---- */
 
 void hostd__module_forget(hostd_tenant_t *t, uint64_t h) {
@@ -434,9 +464,22 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
     if (t->events.keys[i])
       (void)hostd__gpu.event_del(t->events.keys[i]);
   hostd__array_release(t, gpu); /* textures may read linear memory: before it goes */
+  /* On the free stream (made now if need be) the frees wait for nothing of
+   * other tenants', as hostd__free_ordered's; the sync below waits for them
+   * and for the frees the tenant made earlier. */
+  if (gpu && !t->free_stream && t->nranges &&
+      hostd__gpu.stream_new(&t->free_stream, CU_STREAM_NON_BLOCKING, t->prio) != CUDA_SUCCESS)
+    t->free_stream = 0;
   for (size_t i = 0; gpu && i < t->nranges; i++)
-    if (t->ranges[i].kind == RANGE_ALLOC)
+    if (t->ranges[i].kind == RANGE_ALLOC &&
+        (!t->free_stream ||
+         hostd__gpu.mem_free_async(t->ranges[i].base, t->free_stream) != CUDA_SUCCESS))
       (void)hostd__gpu.mem_free(t->ranges[i].base);
+  if (gpu && t->free_stream) {
+    (void)hostd__gpu.stream_sync(t->free_stream);
+    (void)hostd__gpu.stream_del(t->free_stream);
+  }
+  t->free_stream = 0;
   hostd__graph_release(t, gpu);
   hostd__pool_release(t, gpu);
   hostd__vmm_release(t, gpu);

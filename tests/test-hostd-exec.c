@@ -174,6 +174,61 @@ static void freeing_a_tenant_frees_its_memory(void **state) {
   wire_buf_close(&reply);
 }
 
+static void reached_nothing(void *arg) {
+  (void)arg;
+}
+
+/* A new stream of t, held behind a closed gate (*g): the work queued on it
+ * waits until the test opens the gate, as work in flight on the GPU. */
+static uint64_t gated_stream(hostd_tenant_t *t, wire_buf_t *reply, void **g) {
+  call_stream_new_req_t q = {.flags = CU_STREAM_NON_BLOCKING};
+  call_stream_new_rep_t r;
+  assert_int_equal(call(t, CALL_OP_STREAM_NEW, 0, &q, reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(reply, CALL_OP_STREAM_NEW, &r), 0);
+  assert_int_equal(hostd__gpu.gate_new(g, 1), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.host_fn(r.stream, *g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
+  return r.stream;
+}
+
+/* MEM_FREE returns at once and the memory goes when the tenant's own
+ * streams reach the free: after its queued work, before other tenants' work
+ * in flight is done (the driver's cuMemFree waits for all of it). */
+static void a_free_waits_for_its_own_tenants_work_only(void **state) {
+  wire_buf_t reply = {0};
+  hostd_tenant_t *a = tenant_after_hello(&reply), *b = tenant_after_hello(&reply);
+  call_mem_alloc_req_t aq = {.size = 4096};
+  call_mem_alloc_rep_t ar;
+  void *ga, *gb;
+  uint64_t sb, live;
+  (void)state;
+  (void)gated_stream(a, &reply, &ga); /* the other tenant's work, in flight all along */
+  sb = gated_stream(b, &reply, &gb);
+  assert_int_equal(call(b, CALL_OP_MEM_ALLOC, 0, &aq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &ar), 0);
+  live = hostd_record_live_bytes();
+  call_memset_req_t mq = {.dst = ar.ptr, .value = 7, .elem = 4, .count = 1024, .stream = sb};
+  assert_int_equal(call(b, CALL_OP_MEMSET, 0, &mq, &reply), CUDA_SUCCESS);
+  call_mem_free_req_t fq = {.ptr = ar.ptr};
+  assert_int_equal(call(b, CALL_OP_MEM_FREE, CALL_SYNCPOINT, &fq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_live_bytes(), live); /* the memset still uses it */
+  assert_int_equal(call(b, CALL_OP_MEM_FREE, CALL_SYNCPOINT, &fq, &reply),
+                   CUDA_ERROR_INVALID_VALUE); /* the tenant's own: gone at once */
+  hostd__gpu.gate_open(gb, 0, 1);
+  assert_int_equal(hostd_record_live_bytes(), live - 4096); /* a's gate is still closed */
+  /* With nothing queued anywhere of its own, the next free is immediate. */
+  assert_int_equal(call(b, CALL_OP_MEM_ALLOC, 0, &aq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &ar), 0);
+  fq.ptr = ar.ptr;
+  assert_int_equal(call(b, CALL_OP_MEM_FREE, CALL_SYNCPOINT, &fq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_live_bytes(), live - 4096);
+  hostd__gpu.gate_open(ga, 0, 1);
+  hostd__tenant_free(a);
+  hostd__tenant_free(b);
+  hostd__gpu.gate_del(ga, 1);
+  hostd__gpu.gate_del(gb, 1);
+  wire_buf_close(&reply);
+}
+
 static void async_error_is_kept_for_the_next_syncpoint(void **state) {
   wire_buf_t reply = {0};
   hostd_tenant_t *t = tenant_after_hello(&reply);
@@ -486,6 +541,7 @@ int main(void) {
       cmocka_unit_test(unknown_module_id_asks_for_the_bytes),
       cmocka_unit_test(function_attributes_all_at_once),
       cmocka_unit_test(freeing_a_tenant_frees_its_memory),
+      cmocka_unit_test(a_free_waits_for_its_own_tenants_work_only),
       cmocka_unit_test(async_error_is_kept_for_the_next_syncpoint),
       cmocka_unit_test(truncated_requests_are_protocol_errors_with_a_reason),
       cmocka_unit_test(context_corrupting_error_loses_every_tenant_and_raises_one_fault),
