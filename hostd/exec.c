@@ -251,10 +251,13 @@ static CUresult exec_pinned_free(exec_t *x, const call_pinned_free_req_t *q) {
   uint64_t v;
   if (!u64map_get(&x->t->pinned, q->tag, &v))
     return CUDA_ERROR_INVALID_VALUE;
-  /* cuMemFreeHost: earlier copies of this tenant may still use it. */
+  pinned_t *p = (pinned_t *)(uintptr_t)v;
+  /* cuMemFreeHost: earlier copies of this tenant may still use it.  The
+   * unregistration would wait for every tenant's work: made elsewhere. */
   (void)hostd__streams_sync_all(x->t, false);
   u64map_del(&x->t->pinned, q->tag);
-  hostd__pinned_drop((pinned_t *)(uintptr_t)v, true);
+  hostd__release_host(p->addr, p->size, p->registered);
+  free(p);
   return CUDA_SUCCESS;
 }
 
@@ -622,12 +625,11 @@ static CUresult exec_module_unload(exec_t *x, const call_module_unload_req_t *q)
   CUresult r;
   if (!u64map_get(&t->modules, q->module, &kind) || kind != q->kind)
     return CUDA_ERROR_INVALID_HANDLE;
-  /* Held launches of its functions go out first (sched.h). */
+  /* Held launches of its functions go out first (sched.h).  The driver's
+   * unload may wait for every tenant's work: made elsewhere. */
   if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
     return r;
-  r = hostd__gpu.module_unload(q->module, (int)q->kind);
-  if (r != CUDA_SUCCESS)
-    return r;
+  hostd__release_module(q->module, (int)q->kind);
   hostd__module_forget(t, q->module);
   u64map_del(&t->modules, q->module);
   if (t->sched && u64map_get(&t->modids, q->module, &cid))
@@ -638,7 +640,7 @@ static CUresult exec_module_unload(exec_t *x, const call_module_unload_req_t *q)
     u64map_del(&t->modules, view);
     u64map_del(&t->views, q->module);
   }
-  return r;
+  return CUDA_SUCCESS;
 }
 
 static CUresult exec_module_global(exec_t *x, const call_module_global_req_t *q) {

@@ -163,6 +163,17 @@ void hostd__hostfn_drop_gate(hostd_hostfn_t *h, bool gpu);
 /* Gives tenant t its host-function state (worker, before the first request). */
 void hostd__tenant_set_hostfn(hostd_tenant_t *t, hostd_hostfn_t *h);
 
+/* ---- releases that wait for the whole context, off the workers (release.c) ----
+ * _start/_stop on the main thread (the server's create and free); the
+ * others on any thread.  Without the thread a release is made at once. */
+int hostd__release_start(void); /* 0 or -errno */
+void hostd__release_stop(void);  /* makes what is queued, then joins */
+void hostd__release_drain(void); /* returns when nothing is queued or running */
+/* Unregisters (when registered) and unmaps a tenant's shared pinned memory. */
+void hostd__release_host(void *addr, size_t size, bool registered);
+/* Unloads a module (kind 0) or library (kind 1) the tenant's tables forgot. */
+void hostd__release_module(uint64_t h, int kind);
+
 /* ---- pinned host memory shared by a guest as a memfd (tenant.c) ---- */
 /* Worker: records a mapping the loop thread made (on_fd) under the guest's
  * tag and registers it with the driver; on failure the mapping is unmapped.

@@ -8,7 +8,8 @@ hostd_libtallyhostd_a_SOURCES = hostd/hostd.h hostd/hostd-int.h hostd/tenant-int
 	hostd/config.c hostd/log.c hostd/modcache.c hostd/tenant.c hostd/exec.c hostd/server.c hostd/hops.c \
 	hostd/hostfn.c hostd/sched.c hostd/sched.h hostd/variants.c hostd/variants.h \
 	hostd/restart.c hostd/guard.h hostd/quota.c hostd/metrics.c hostd/ctl.c hostd/latency.c \
-	hostd/exec-vmm.c hostd/exec-pool.c hostd/exec-graph.c hostd/exec-array.c hostd/exec-tmap.c hostd/exec-link.c
+	hostd/exec-vmm.c hostd/exec-pool.c hostd/exec-graph.c hostd/exec-array.c hostd/exec-tmap.c hostd/exec-link.c \
+	hostd/release.c
 hostd_libtallyhostd_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 hostd_libtallyhostd_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(XXHASH_CFLAGS)
 hostd_libtallyhostd_cuda_a_SOURCES = hostd/gpu-cuda.c

@@ -1262,11 +1262,13 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
     goto fail_token;
   }
   hostd__ndev = 1;
+  (void)hostd__release_start(); /* without it releases wait on the workers (logged) */
   hostd__modcache_init(cfg->state_dir);
   hostd__modcache_limits(cfg->modcache_mem, cfg->modcache_disk);
   hostd__limit_bounds(cfg->max_stack_bytes, cfg->max_heap_bytes);
   if ((rc = sched_start(cfg)) != 0) {
     hostd__modcache_close();
+    hostd__release_stop();
     hostd__gpu.shutdown();
     goto fail_token;
   }
@@ -1286,6 +1288,7 @@ fail_loop:
   pthread_cond_destroy(&s->changed);
   hostd__sched_shutdown();
   hostd__modcache_close();
+  hostd__release_stop();
   hostd__gpu.shutdown();
 fail_token:
   free(s);
@@ -1445,6 +1448,7 @@ void hostd_server_free(hostd_server_t *s) {
   pthread_cond_destroy(&s->changed);
   hostd__sched_shutdown();
   hostd__modcache_close();
+  hostd__release_stop();
   hostd__gpu.shutdown();
   free(s);
 }
