@@ -256,6 +256,8 @@ static CUresult exec_pinned_free(exec_t *x, const call_pinned_free_req_t *q) {
    * unregistration would wait for every tenant's work: made elsewhere. */
   (void)hostd__streams_sync_all(x->t, false);
   u64map_del(&x->t->pinned, q->tag);
+  if ((uint64_t)(uintptr_t)p->addr == q->tag)
+    hostd__tenant_unpinned(x->t, q->tag, p->size);
   hostd__release_host(p->addr, p->size, p->registered);
   free(p);
   return CUDA_SUCCESS;

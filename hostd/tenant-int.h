@@ -70,6 +70,8 @@ struct hostd_tenant {
   u64map_t funcs;   /* handle -> module handle */
   u64map_t views;   /* library -> its module view (cuLibraryGetModule) */
   u64map_t pinned;  /* guest tag -> pinned_t*: memfd mappings (PINNED_COPY) */
+  u64map_t unpinned; /* guest tag -> size: mappings PINNED_FREE handed to the release
+                        thread that may not be unmapped yet (hostd__tenant_pinned_add) */
   u64map_t modids;  /* module or library handle -> content id (kernel ids) */
   u64map_t kids;    /* function handle -> stable kernel id (sched.h) */
   u64map_t vmh;     /* VMM physical handle -> vmm_phys_t* (exec-vmm.c) */
@@ -151,6 +153,9 @@ CUresult hostd__free_ordered(hostd_tenant_t *t, uint64_t p);
 /* Forgets module h's functions and globals (not the module entry). */
 void hostd__module_forget(hostd_tenant_t *t, uint64_t h);
 void hostd__pinned_drop(pinned_t *p, bool gpu);
+/* PINNED_FREE handed t's mapping at guest address tag to the release
+ * thread: remembered until a new mapping of t's may need its address. */
+void hostd__tenant_unpinned(hostd_tenant_t *t, uint64_t tag, size_t size);
 
 /* ---- virtual memory, pools, graphs, arrays, tensor maps (exec-vmm.c,
  * exec-pool.c, exec-graph.c, exec-array.c, exec-tmap.c) ----

@@ -82,6 +82,7 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   u64map_init(&t->ptds);
   u64map_init(&t->views);
   u64map_init(&t->pinned);
+  u64map_init(&t->unpinned);
   u64map_init(&t->modids);
   u64map_init(&t->kids);
   u64map_init(&t->vmh);
@@ -114,9 +115,61 @@ void hostd__tenant_set_hostfn(hostd_tenant_t *t, hostd_hostfn_t *h) {
   t->hf = h;
 }
 
+/* Whether [tag, tag + size) meets a mapping of t's that PINNED_FREE handed
+ * to the release thread (its `unpinned` table). */
+static bool unpinned_meets(const hostd_tenant_t *t, uint64_t tag, size_t size) {
+  for (size_t i = 0; i < t->unpinned.cap; i++) {
+    uint64_t k = t->unpinned.keys[i];
+    if (k && k < tag + size && tag < k + t->unpinned.vals[i])
+      return true;
+  }
+  return false;
+}
+
+/* addr was mapped elsewhere because the guest's address `tag` was taken
+ * here.  When what took it is a mapping of this tenant's that PINNED_FREE
+ * handed to the release thread (the guest's allocator gives the same
+ * address back at once), the releases queued so far are made, and the
+ * mapping moves to the guest's address, so the device reaches the memory
+ * there.  Returns where the mapping is now. */
+static void *pinned_move(hostd_tenant_t *t, void *addr, size_t size, uint64_t tag) {
+  void *want = (void *)(uintptr_t)tag, *r;
+  if (!unpinned_meets(t, tag, size))
+    return addr;
+  hostd__release_drain();
+  u64map_close(&t->unpinned); /* all of them are unmapped now */
+  u64map_init(&t->unpinned);
+  r = mmap(want, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (r == MAP_FAILED)
+    return addr;
+  if (r != want) { /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+    munmap(r, size);
+    return addr;
+  }
+  /* Replaces the reservation just made, nothing else. */
+  r = mremap(addr, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, want);
+  if (r == MAP_FAILED) {
+    munmap(want, size);
+    return addr;
+  }
+  return r;
+}
+
+void hostd__tenant_unpinned(hostd_tenant_t *t, uint64_t tag, size_t size) {
+  /* Bounded: past 64, the releases are waited for and all are forgotten. */
+  if (t->unpinned.len >= 64) {
+    hostd__release_drain();
+    u64map_close(&t->unpinned);
+    u64map_init(&t->unpinned);
+  }
+  (void)u64map_put(&t->unpinned, tag, size); /* no memory: only the move is lost */
+}
+
 int hostd__tenant_pinned_add(hostd_tenant_t *t, uint64_t tag, void *addr, size_t size) {
   pinned_t *p;
   CUresult r;
+  if ((uint64_t)(uintptr_t)addr != tag && tag != 0)
+    addr = pinned_move(t, addr, size, tag);
   if (tag == 0 || u64map_get(&t->pinned, tag, NULL)) {
     munmap(addr, size);
     return -EEXIST;
@@ -498,7 +551,7 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
   hostd__sched_tenant_free(t->sched);
   t->sched = NULL;
   u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
-                      &t->views,   &t->pinned, &t->modids, &t->kids,
+                      &t->views,   &t->pinned, &t->unpinned, &t->modids, &t->kids,
                       &t->vmh,     &t->vas,    &t->pools,  &t->graphs, &t->gnodes,
                       &t->gexecs,  &t->captures, &t->arrays, &t->texs};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
@@ -524,7 +577,7 @@ void hostd__tenant_free(hostd_tenant_t *t) {
   tenant_release(t, t->lost == CUDA_SUCCESS);
   pthread_rwlock_unlock(&ctx_lock);
   u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
-                      &t->views,   &t->pinned, &t->modids, &t->kids,
+                      &t->views,   &t->pinned, &t->unpinned, &t->modids, &t->kids,
                       &t->vmh,     &t->vas,    &t->pools,  &t->graphs, &t->gnodes,
                       &t->gexecs,  &t->captures, &t->arrays, &t->texs};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <xxhash.h>
@@ -28,6 +30,7 @@
 #include "hostd/gpu.h"
 #include "hostd/guard.h"
 #include "hostd/hostd-int.h"
+#include "hostd/tenant-int.h"
 #include "tests/hostd-call-harness.h"
 
 int hostd_fuzz_exec_one(const uint8_t *data, size_t size);
@@ -226,6 +229,35 @@ static void a_free_waits_for_its_own_tenants_work_only(void **state) {
   hostd__tenant_free(b);
   hostd__gpu.gate_del(ga, 1);
   hostd__gpu.gate_del(gb, 1);
+  wire_buf_close(&reply);
+}
+
+/* Pinned memory the guest gives back and takes again at the same address
+ * (its allocator does) while the release thread may still hold the old
+ * mapping there: the new one, mapped elsewhere for that reason, moves to
+ * the guest's address, registered, with its bytes. */
+static void pinned_memory_taken_again_keeps_the_guests_address(void **state) {
+  wire_buf_t reply = {0};
+  hostd_tenant_t *t = tenant_after_hello(&reply);
+  size_t n = 4 * (size_t)sysconf(_SC_PAGESIZE);
+  uint8_t *a = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  uint8_t *b = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  uint64_t tag = (uint64_t)(uintptr_t)a, v = 0;
+  call_pinned_free_req_t fq = {.tag = tag};
+  (void)state;
+  assert_true(a != MAP_FAILED && b != MAP_FAILED);
+  b[0] = 42;
+  assert_int_equal(hostd__release_start(), 0);
+  assert_int_equal(hostd__tenant_pinned_add(t, tag, a, n), 0);
+  assert_int_equal(call(t, CALL_OP_PINNED_FREE, 0, &fq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hostd__tenant_pinned_add(t, tag, b, n), 0);
+  assert_true(u64map_get(&t->pinned, tag, &v));
+  pinned_t *p = (pinned_t *)(uintptr_t)v;
+  assert_ptr_equal(p->addr, a);
+  assert_true(p->registered);
+  assert_int_equal(p->addr[0], 42);
+  hostd__tenant_free(t);
+  hostd__release_stop();
   wire_buf_close(&reply);
 }
 
@@ -542,6 +574,7 @@ int main(void) {
       cmocka_unit_test(function_attributes_all_at_once),
       cmocka_unit_test(freeing_a_tenant_frees_its_memory),
       cmocka_unit_test(a_free_waits_for_its_own_tenants_work_only),
+      cmocka_unit_test(pinned_memory_taken_again_keeps_the_guests_address),
       cmocka_unit_test(async_error_is_kept_for_the_next_syncpoint),
       cmocka_unit_test(truncated_requests_are_protocol_errors_with_a_reason),
       cmocka_unit_test(context_corrupting_error_loses_every_tenant_and_raises_one_fault),
