@@ -10,6 +10,7 @@
 #   make forward-bench    benchmark table: native vs tally-shm vs tally-tcp
 #   tests/bench/launch-ways   (built by make gpu-programs) a launch's host cost, each way
 #   make gpu-e2e          both of the above, in that order
+#   tests/bench/driver-waits  (built by make gpu-programs) which driver calls wait for others' work
 #
 # Runtime-API programs are built twice: nvcc's default static cudart (-static) and
 # -cudart shared (-shared).  Every image holds sm_90 SASS plus compute_90 PTX.
@@ -27,7 +28,7 @@ GPU_RT_PROGS = $(foreach n,$(GPU_RT_NAMES),tests/gpu/$(n)-static tests/gpu/$(n)-
 GPU_DRV_PROGS = tests/gpu/drv-context tests/gpu/drv-module
 GPU_IMAGES = tests/gpu/drv-kernels.ptx tests/gpu/drv-kernels.cubin tests/gpu/drv-kernels.fatbin
 GPU_E2E_PROGS = $(GPU_RT_PROGS) $(GPU_DRV_PROGS) $(GPU_IMAGES) tests/gpu/tenant-static
-GPU_BENCH_PROGS = tests/bench/forward-bench-bin tests/bench/launch-ways
+GPU_BENCH_PROGS = tests/bench/forward-bench-bin tests/bench/launch-ways tests/bench/driver-waits
 
 GPU_TESTS += tests/gpu/e2e-run
 CLEANFILES += $(GPU_E2E_PROGS) $(GPU_BENCH_PROGS) tests/gpu/e2e-run tests/bench/forward-bench \
@@ -40,6 +41,7 @@ EXTRA_DIST += tests/gpu/README.md tests/gpu/e2e-common.h tests/gpu/e2e-run.sh te
 	tests/gpu/driver-trace/README.md tests/gpu/driver-trace/passshim.c \
 	tests/gpu/driver-trace/trace.sh \
 	tests/bench/forward-bench.cu tests/bench/forward-bench.sh tests/bench/launch-ways.cu \
+	tests/bench/driver-waits.c \
 	tests/bench/forward-bench-table.awk tests/bench/test-forward-bench-table.sh
 
 GPU_COMMON_DEPS = $(srcdir)/tests/gpu/e2e-common.h
@@ -75,6 +77,11 @@ tests/bench/forward-bench-bin: $(srcdir)/tests/bench/forward-bench.cu
 tests/bench/launch-ways: $(srcdir)/tests/bench/launch-ways.cu
 	@$(MKDIR_P) $(@D)
 	$(AM_V_GEN)$(NVCC) $(GPU_NVCC_OPTS) -cudart static -o $@ $< -L$(CUDA_LIBDIR)/stubs -lcuda
+
+# driver-waits calls the driver API alone (C): the stub libcuda at link time.
+tests/bench/driver-waits: $(srcdir)/tests/bench/driver-waits.c
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(CC) $(GPU_CC_OPTS) -o $@ $< $(GPU_DRV_LINK)
 
 # The scripts learn where the sources and the build tree are when they are generated.
 # ([@] keeps config.status from substituting the pattern itself.)
