@@ -11,7 +11,10 @@
  *
  * NAME is the tenant's name with bytes outside [A-Za-z0-9._-] as '_', ID
  * wire's call id (0 for a post), OP the call.def op, KIND c (call) or p
- * (post), times in ns of CLOCK_MONOTONIC (T_REPLY 0 for a post).  The guest
+ * (post), times in ns of CLOCK_MONOTONIC (T_REPLY 0 for a post).  OP
+ * 4294967295 (PINNED_MAP, kind p) is no request: a shared pinned allocation
+ * the worker registered (T_READ: handed to it by the loop), which the
+ * tenant's next request waits behind.  The guest
  * writes its side (G lines, wire/guest.c, TALLY_HOPS) with the same clock,
  * and tests/bench/hops-report joins the two by NAME and ID.  Off (NULL
  * everywhere) unless --hops is given.

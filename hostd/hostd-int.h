@@ -122,6 +122,9 @@ typedef struct hostd_hop {
   bool call;
   uint64_t t[5];
 } hostd_hop_t;
+/* The op of a hop that is no request: a guest's shared pinned memory
+ * mapped and registered (hops.c's file format names it PINNED_MAP). */
+#define HOSTD_HOP_PINNED_MAP 0xffffffffu
 typedef struct hostd_hops hostd_hops_t;
 void hostd__hops_setup(const char *path); /* "" = off */
 hostd_hops_t *hostd__hops_new(const char *name); /* NULL when off or out of memory */

@@ -445,7 +445,15 @@ static void *worker_main(void *arg) {
     }
     if (m->kind == MSG_FD_MAP) {
       fd_map_t *f = (fd_map_t *)m->data;
+      /* In the hops as a post of its own op: the registration is no request,
+       * but the tenant's next request waits behind it. */
+      hostd_hop_t hop = {0, HOSTD_HOP_PINNED_MAP, false, {m->at_ns, 0, 0, 0, 0}};
+      hop.t[1] = hop.t[2] = w->hops ? hostd__mono_ns() : 0;
       int e = hostd__tenant_pinned_add(t, f->tag, f->addr, f->size); /* owns the mapping */
+      if (w->hops) {
+        hop.t[3] = hostd__mono_ns();
+        hostd__hops_add(w->hops, &hop);
+      }
       if (e)
         hostd__log(HOSTD_LOG_INFO, "tenant %u: shared pinned memory %#llx: %s", w->id,
                    (unsigned long long)f->tag, strerror(-e));
@@ -778,6 +786,7 @@ static int on_fd(wire_server_t *ws, wire_tenant_t *wt, uint64_t tag, int fd) {
   q->kind = MSG_FD_MAP;
   q->data = (uint8_t *)f;
   q->len = sizeof(*f);
+  q->at_ns = w->hops ? hostd__mono_ns() : 0;
   pthread_mutex_lock(&w->mu);
   if (w->tail)
     w->tail->next = q;

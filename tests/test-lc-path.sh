@@ -111,6 +111,21 @@ hops() {
   "$B/tests/bench/hops-report" --op MEM_ALLOC --skip-last 100000 "$tmp/hops" |
     grep -q "^hops: 0 calls joined" || { echo "--skip-last kept calls"; return 1; }
   "$B/tests/bench/hops-report" --op no_such_op "$tmp/hops" 2>/dev/null && return 1
+  # A tenant's pinned memory registered by its worker is in the hops as PINNED_MAP (no
+  # request), by op only: the post rows leave it out.
+  rm -f "$tmp/hops"
+  start_daemon --hops "$tmp/hops" || return 1
+  TALLY_HOPS=$tmp/hops helper "unix:$tmp/sock" latency-critical pinned-ops | grep -q "^pinned 0$" ||
+    { echo "pinned tenant failed"; return 1; }
+  stop_daemon
+  "$B/tests/bench/hops-report" --ops "$tmp/hops" >"$tmp/report" || { cat "$tmp/report"; return 1; }
+  grep -Eq "^\\| guest-tenant-helper \\| PINNED_MAP \\| post \\| 1 \\| [0-9.]+ \\| [0-9.]+ \\|\$" \
+    "$tmp/report" || { cat "$tmp/report"; echo "no PINNED_MAP row"; return 1; }
+  "$B/tests/bench/hops-report" --op pinned_map "$tmp/hops" | grep -q "(1 posts, daemon side)" ||
+    { echo "--op pinned_map did not keep the registration"; return 1; }
+  posts=$(awk '$1 == "D" && $5 == "p" && $4 != 4294967295' "$tmp/hops" | wc -l)
+  "$B/tests/bench/hops-report" "$tmp/hops" | grep -q "($posts posts, daemon side)" ||
+    { echo "the registration counted as a post (posts: $posts)"; return 1; }
   return 0
 }
 check "hand-off times are recorded on both sides and joined" hops

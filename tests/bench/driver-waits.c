@@ -13,6 +13,7 @@
  */
 #include <cuda.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 static int failed;
@@ -57,7 +58,7 @@ static void probe(const char *where, CUstream bg, unsigned blocks, unsigned long
   CUstream s2 = NULL;
   CUevent e = NULL;
   CUmodule m2 = NULL;
-  void *h = NULL, *args[] = {&ns};
+  void *h = NULL, *reg = NULL, *args[] = {&ns};
   double t0;
   printf("%s (kernel of %u blocks spinning %llu ms each):\n", where, blocks, ns / 1000000);
   CK(cuMemAlloc(&q, 4096));
@@ -76,6 +77,13 @@ static void probe(const char *where, CUstream bg, unsigned blocks, unsigned long
   TIMED("cuMemFree 1 MiB", CK(cuMemFree(big)));
   TIMED("cuMemHostAlloc 4 KiB", CK(cuMemHostAlloc(&h, 4096, 0)));
   TIMED("cuMemFreeHost 4 KiB", CK(cuMemFreeHost(h)));
+  if (posix_memalign(&reg, 65536, 65536) == 0) { /* what tallyd does with a guest's memfd */
+    TIMED("cuMemHostRegister 64 KiB", CK(cuMemHostRegister(reg, 65536,
+                                                            CU_MEMHOSTREGISTER_DEVICEMAP |
+                                                                CU_MEMHOSTREGISTER_PORTABLE)));
+    TIMED("cuMemHostUnregister 64 KiB", CK(cuMemHostUnregister(reg)));
+    free(reg);
+  }
   TIMED("cuStreamCreate", CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING)));
   TIMED("cuStreamDestroy", CK(cuStreamDestroy(s2)));
   TIMED("cuEventCreate", CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING)));

@@ -44,6 +44,16 @@ typedef struct vec {
   size_t n, cap;
 } vec_t;
 
+/* tallyd's hops file names one op that is no request (hostd/hops.c):
+ * a shared pinned allocation registered by the tenant's worker. */
+#define OP_PINNED_MAP 4294967295u
+
+static const char *op_name(uint32_t op) {
+  if (op == OP_PINNED_MAP)
+    return "PINNED_MAP";
+  return call_op_name(op) ? call_op_name(op) : "?";
+}
+
 static int push(vec_t *a, const rec_t *r) {
   if (a->n == a->cap) {
     size_t c = a->cap ? a->cap * 2 : 4096;
@@ -176,7 +186,7 @@ static void ops_table(vec_t *d, uint64_t *h) {
   printf("\n| tenant | op | call or post | count | handler p50 us | handler p99 us |\n"
          "|---|---|---|---:|---:|---:|\n");
   for (size_t r = 0; r < nr; r++) {
-    printf("| %s | %s | %s | %zu | ", rows[r].name, call_op_name(rows[r].op),
+    printf("| %s | %s | %s | %zu | ", rows[r].name, op_name(rows[r].op),
            rows[r].kind == 'c' ? "call" : "post", rows[r].n);
     if (rows[r].has_t)
       printf("%.2f | %.2f |\n", (double)rows[r].p50 / 1e3, (double)rows[r].p99 / 1e3);
@@ -195,7 +205,7 @@ static long op_arg(const char *a) {
   for (uint32_t o = 0; o < CALL_OP_COUNT; o++)
     if (call_op_name(o) && strcasecmp(call_op_name(o), a) == 0)
       return o;
-  return -1;
+  return strcasecmp(a, "PINNED_MAP") == 0 ? (long)OP_PINNED_MAP : -1;
 }
 
 #define USAGE "usage: hops-report [--last N] [--skip-last N] [--op OP] [--ops] FILE...\n"
@@ -269,7 +279,8 @@ int main(int argc, char **argv) {
     k[i] = 0;
   for (size_t j = 0; j < d.n; j++) {
     const rec_t *s = &d.v[j];
-    if (s->kind != 'p' || (op >= 0 && s->op != (unsigned)op))
+    if (s->kind != 'p' || (op >= 0 && s->op != (unsigned)op) ||
+        (op < 0 && s->op == OP_PINNED_MAP)) /* no post: only when asked for */
       continue;
     posts++;
     add(h[0], &k[0], s->t[0], s->t[1]);
