@@ -45,6 +45,9 @@ static CUresult exec_mem_alloc(exec_t *x, const call_mem_alloc_req_t *q) {
   if ((r = hostd__quota_charge(hostd__quota_self, HOSTD_QUOTA_MEM, q->size)) != CUDA_SUCCESS)
     return r;
   r = hostd__gpu.mem_alloc(&p, q->size);
+  /* The tenant's frees still in flight were done at their return natively (D16). */
+  if (r == CUDA_ERROR_OUT_OF_MEMORY && hostd__frees_wait(x->t))
+    r = hostd__gpu.mem_alloc(&p, q->size);
   if (r == CUDA_SUCCESS && hostd__range_add(x->t, p, q->size, RANGE_ALLOC, 0) != 0) {
     (void)hostd__gpu.mem_free(p);
     r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -63,6 +63,7 @@ struct hostd_tenant {
   int prio;            /* host stream priority of this tenant's class */
   tstream_t *legacy;   /* lazily created */
   uint64_t free_stream; /* host stream of its frees (hostd__free_ordered); 0: not made yet */
+  bool frees_pending;   /* frees queued on it since it was last synchronised */
   u64map_t ptds;    /* guest thread key (2 | N << 32) -> its default stream */
   u64map_t streams; /* handle -> tstream_t* */
   u64map_t events;  /* handle -> 1 */
@@ -148,6 +149,10 @@ CUresult hostd__streams_sync_all(hostd_tenant_t *t, bool stop);
  * of its streams that had work since the last free (docs/decisions.md,
  * D16).  The caller flushed the tenant's held launches. */
 CUresult hostd__free_ordered(hostd_tenant_t *t, uint64_t p);
+/* Waits until t's stream-ordered frees so far are done; true when there
+ * were any (an allocation that ran out of memory may then be retried: the
+ * driver's own free would have been done at its return). */
+bool hostd__frees_wait(hostd_tenant_t *t);
 
 /* ---- modules and pinned memory (tenant.c) ---- */
 /* Forgets module h's functions and globals (not the module entry). */

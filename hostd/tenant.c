@@ -482,7 +482,16 @@ CUresult hostd__free_ordered(hostd_tenant_t *t, uint64_t p) {
     r = free_join(t, t->legacy);
   while (r == CUDA_SUCCESS && (s = stream_next(t, &i)))
     r = free_join(t, s);
-  return r == CUDA_SUCCESS ? hostd__gpu.mem_free_async(p, t->free_stream) : r;
+  if (r == CUDA_SUCCESS && (r = hostd__gpu.mem_free_async(p, t->free_stream)) == CUDA_SUCCESS)
+    t->frees_pending = true;
+  return r;
+}
+
+bool hostd__frees_wait(hostd_tenant_t *t) {
+  if (!t->frees_pending)
+    return false;
+  t->frees_pending = false;
+  return hostd__gpu.stream_sync(t->free_stream) == CUDA_SUCCESS;
 }
 
 /* ---- teardown ---- */
@@ -533,6 +542,7 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
     (void)hostd__gpu.stream_del(t->free_stream);
   }
   t->free_stream = 0;
+  t->frees_pending = false;
   hostd__graph_release(t, gpu);
   hostd__pool_release(t, gpu);
   hostd__vmm_release(t, gpu);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -229,6 +230,52 @@ static void a_free_waits_for_its_own_tenants_work_only(void **state) {
   hostd__tenant_free(b);
   hostd__gpu.gate_del(ga, 1);
   hostd__gpu.gate_del(gb, 1);
+  wire_buf_close(&reply);
+}
+
+static void *open_gate_later(void *g) {
+  struct timespec ts = {0, 50 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  hostd__gpu.gate_open(g, 0, 1);
+  return NULL;
+}
+
+/* A tenant that frees and allocates again where memory runs out: natively
+ * the free was done when it returned, so an allocation that finds no room
+ * waits for the tenant's frees in flight and tries once more. */
+static void an_allocation_out_of_memory_waits_for_the_tenants_frees(void **state) {
+  enum { MAX = 8 };
+  wire_buf_t reply = {0};
+  hostd_tenant_t *t = tenant_after_hello(&reply);
+  call_mem_alloc_req_t aq = {.size = 1ull << 30}; /* the recording device's largest */
+  call_mem_alloc_rep_t ar;
+  call_mem_free_req_t fq;
+  uint64_t chunk[MAX], s;
+  int n = 0;
+  void *g;
+  pthread_t opener;
+  (void)state;
+  while (n < MAX && call(t, CALL_OP_MEM_ALLOC, 0, &aq, &reply) == CUDA_SUCCESS) {
+    assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &ar), 0);
+    chunk[n++] = ar.ptr;
+  }
+  assert_true(n > 0 && n < MAX); /* the device's memory ran out */
+  s = gated_stream(t, &reply, &g);
+  call_memset_req_t mq = {.dst = chunk[0], .value = 1, .elem = 4, .count = 16, .stream = s};
+  assert_int_equal(call(t, CALL_OP_MEMSET, 0, &mq, &reply), CUDA_SUCCESS);
+  fq.ptr = chunk[0];
+  assert_int_equal(call(t, CALL_OP_MEM_FREE, CALL_SYNCPOINT, &fq, &reply), CUDA_SUCCESS);
+  assert_int_equal(pthread_create(&opener, NULL, open_gate_later, g), 0);
+  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, 0, &aq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &ar), 0);
+  chunk[0] = ar.ptr;
+  assert_int_equal(pthread_join(opener, NULL), 0);
+  for (int i = 0; i < n; i++) {
+    fq.ptr = chunk[i];
+    assert_int_equal(call(t, CALL_OP_MEM_FREE, CALL_SYNCPOINT, &fq, &reply), CUDA_SUCCESS);
+  }
+  hostd__tenant_free(t);
+  hostd__gpu.gate_del(g, 1);
   wire_buf_close(&reply);
 }
 
@@ -574,6 +621,7 @@ int main(void) {
       cmocka_unit_test(function_attributes_all_at_once),
       cmocka_unit_test(freeing_a_tenant_frees_its_memory),
       cmocka_unit_test(a_free_waits_for_its_own_tenants_work_only),
+      cmocka_unit_test(an_allocation_out_of_memory_waits_for_the_tenants_frees),
       cmocka_unit_test(pinned_memory_taken_again_keeps_the_guests_address),
       cmocka_unit_test(async_error_is_kept_for_the_next_syncpoint),
       cmocka_unit_test(truncated_requests_are_protocol_errors_with_a_reason),
