@@ -469,6 +469,8 @@ static CUresult free_join(hostd_tenant_t *t, tstream_t *s) {
   return r;
 }
 
+/* Where the stream-ordered way fails (no stream, an event the driver
+ * refused), the driver's own free: it waits for everything, so it is safe. */
 CUresult hostd__free_ordered(hostd_tenant_t *t, uint64_t p) {
   CUresult r = CUDA_SUCCESS;
   tstream_t *s;
@@ -476,15 +478,17 @@ CUresult hostd__free_ordered(hostd_tenant_t *t, uint64_t p) {
   if (!t->free_stream &&
       (r = hostd__gpu.stream_new(&t->free_stream, CU_STREAM_NON_BLOCKING, t->prio)) != CUDA_SUCCESS) {
     t->free_stream = 0;
-    return r;
+    return hostd__gpu.mem_free(p);
   }
   if (t->legacy)
     r = free_join(t, t->legacy);
   while (r == CUDA_SUCCESS && (s = stream_next(t, &i)))
     r = free_join(t, s);
-  if (r == CUDA_SUCCESS && (r = hostd__gpu.mem_free_async(p, t->free_stream)) == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS && (r = hostd__gpu.mem_free_async(p, t->free_stream)) == CUDA_SUCCESS) {
     t->frees_pending = true;
-  return r;
+    return CUDA_SUCCESS;
+  }
+  return hostd__gpu.mem_free(p);
 }
 
 bool hostd__frees_wait(hostd_tenant_t *t) {
