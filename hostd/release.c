@@ -9,8 +9,9 @@
  * synchronised its own streams where its own work may still use it), the
  * driver call is handed to one thread here, which makes them in the order
  * given; the tenant's reply does not wait.  Nothing else waits for them
- * either, except hostd__release_drain (tests) and hostd__release_stop (the
- * server's shutdown, before the GPU backend goes).
+ * either, except hostd__release_drain (a tenant's worker that maps pinned
+ * memory again where a released mapping may still be: tenant.c; tests) and
+ * hostd__release_stop (the server's shutdown, before the GPU backend goes).
  *
  * Without the thread (unit tests that never start it, a failed start, or
  * no memory for a job) the release is made at once on the caller's thread:
