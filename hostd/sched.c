@@ -1960,6 +1960,12 @@ static int flight_poll(flight_t *f, uint64_t now) {
   if (r != CUDA_SUCCESS)
     set_error(f->t, r, f->lc ? "a latency-critical launch" : unit_of(f->graph, 0),
               f->lc || f->graph ? NULL : &f->k, f->part, "when it ran");
+  /* Seen done now: a clock read before the query could predate the
+   * completion by however long this thread was off the CPU in between. */
+  if ((now = now_fn()) > ev.now_ns)
+    ev.now_ns = now;
+  else
+    now = ev.now_ns;
   if (r == CUDA_SUCCESS && f->ev_start) {
     float ms = 0;
     if (hostd__gpu.event_time(&ms, f->ev_start, f->ev_end) == CUDA_SUCCESS && ms > 0)
@@ -2095,11 +2101,14 @@ static void idle_wait(void) {
 
 static void loop_once(void) {
   item_t *items = inbox_take();
-  uint64_t now = now_fn(), timer;
+  uint64_t now = now_fn(), timer, seen;
   S.pass++;
   pthread_mutex_lock(&S.polmu);
   handle_items(items, now);
   poll_flights(now);
+  seen = now_fn(); /* completions were stamped when seen: what follows is not before them */
+  if (seen > now)
+    now = seen;
   timer = pol_sched_next_timer_ns(S.pol);
   if (timer != UINT64_MAX && now >= timer) {
     pol_event_t ev = {.type = POL_EV_TIMER, .now_ns = now};
