@@ -126,6 +126,14 @@ static bool unpinned_meets(const hostd_tenant_t *t, uint64_t tag, size_t size) {
   return false;
 }
 
+/* Waits for the releases queued so far: every mapping in t's `unpinned`
+ * table is unmapped then, so the table is emptied. */
+static void unpinned_forget(hostd_tenant_t *t) {
+  hostd__release_drain();
+  u64map_close(&t->unpinned);
+  u64map_init(&t->unpinned);
+}
+
 /* addr was mapped elsewhere because the guest's address `tag` was taken
  * here.  When what took it is a mapping of this tenant's that PINNED_FREE
  * handed to the release thread (the guest's allocator gives the same
@@ -136,9 +144,7 @@ static void *pinned_move(hostd_tenant_t *t, void *addr, size_t size, uint64_t ta
   void *want = (void *)(uintptr_t)tag, *r;
   if (!unpinned_meets(t, tag, size))
     return addr;
-  hostd__release_drain();
-  u64map_close(&t->unpinned); /* all of them are unmapped now */
-  u64map_init(&t->unpinned);
+  unpinned_forget(t);
   r = mmap(want, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   if (r == MAP_FAILED)
     return addr;
@@ -157,11 +163,8 @@ static void *pinned_move(hostd_tenant_t *t, void *addr, size_t size, uint64_t ta
 
 void hostd__tenant_unpinned(hostd_tenant_t *t, uint64_t tag, size_t size) {
   /* Bounded: past 64, the releases are waited for and all are forgotten. */
-  if (t->unpinned.len >= 64) {
-    hostd__release_drain();
-    u64map_close(&t->unpinned);
-    u64map_init(&t->unpinned);
-  }
+  if (t->unpinned.len >= 64)
+    unpinned_forget(t);
   (void)u64map_put(&t->unpinned, tag, size); /* no memory: only the move is lost */
 }
 
@@ -455,6 +458,14 @@ CUresult hostd__streams_sync_all(hostd_tenant_t *t, bool stop) {
   return r;
 }
 
+/* Whether t has its free stream, made now if need be. */
+static bool free_stream_made(hostd_tenant_t *t) {
+  if (!t->free_stream &&
+      hostd__gpu.stream_new(&t->free_stream, CU_STREAM_NON_BLOCKING, t->prio) != CUDA_SUCCESS)
+    t->free_stream = 0;
+  return t->free_stream != 0;
+}
+
 /* The tenant's free stream waits for what s holds now.  Capturing streams
  * are left out: their work is recorded into a graph, not run, and an event
  * recorded on one would join the capture. */
@@ -475,11 +486,8 @@ CUresult hostd__free_ordered(hostd_tenant_t *t, uint64_t p) {
   CUresult r = CUDA_SUCCESS;
   tstream_t *s;
   size_t i = 0;
-  if (!t->free_stream &&
-      (r = hostd__gpu.stream_new(&t->free_stream, CU_STREAM_NON_BLOCKING, t->prio)) != CUDA_SUCCESS) {
-    t->free_stream = 0;
+  if (!free_stream_made(t))
     return hostd__gpu.mem_free(p);
-  }
   if (t->legacy)
     r = free_join(t, t->legacy);
   while (r == CUDA_SUCCESS && (s = stream_next(t, &i)))
@@ -533,9 +541,8 @@ static void tenant_release(hostd_tenant_t *t, bool gpu) {
   /* On the free stream (made now if need be) the frees wait for nothing of
    * other tenants', as hostd__free_ordered's; the sync below waits for them
    * and for the frees the tenant made earlier. */
-  if (gpu && !t->free_stream && t->nranges &&
-      hostd__gpu.stream_new(&t->free_stream, CU_STREAM_NON_BLOCKING, t->prio) != CUDA_SUCCESS)
-    t->free_stream = 0;
+  if (gpu && t->nranges)
+    (void)free_stream_made(t);
   for (size_t i = 0; gpu && i < t->nranges; i++)
     if (t->ranges[i].kind == RANGE_ALLOC &&
         (!t->free_stream ||
