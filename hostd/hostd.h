@@ -178,9 +178,10 @@ void hostd_server_stop(hostd_server_t *s);
 int hostd_server_wait_tenants(hostd_server_t *s, int n, int timeout_ms);
 /* The TCP port bound (useful with port 0), or 0. */
 int hostd_server_tcp_port(const hostd_server_t *s);
-/* Counters for tests: module images received, synchronous requests answered. */
+/* Counters for tests: module images received, synchronous requests answered
+ * (each counted before its reply went). */
 unsigned long hostd_server_blob_puts(const hostd_server_t *s);
-unsigned long hostd_server_calls(const hostd_server_t *s);
+unsigned long hostd_server_calls(hostd_server_t *s);
 /* Workers woken ahead because a host function of their tenant was reached
  * (--hostfn-wake-us), for tests. */
 unsigned long hostd_server_hostfn_wakes(const hostd_server_t *s);

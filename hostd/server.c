@@ -109,6 +109,7 @@ typedef struct worker {
   wire_tenant_info_t info; /* a copy: the view reads it without the loop */
   int64_t since;           /* connected at (epoch seconds) */
   uint64_t kernels;        /* launches executed */
+  uint64_t calls;          /* synchronous requests answered, counted before the reply */
   uint64_t queued;         /* requests queued, not yet executed */
   hostd_lat_t *lat;        /* latency-critical only: its requests (latency.c) */
   bool poll;               /* latency-critical under --lc-poll: never sleeps on cv */
@@ -139,7 +140,8 @@ struct hostd_server {
     struct close_req *next;
   } * to_close;
   unsigned long blob_puts; /* images received (tests count them) */
-  unsigned long calls;     /* synchronous requests answered (tests count them) */
+  unsigned long calls;     /* synchronous requests answered by departed tenants, under
+                              lock (the live ones count their own: worker_t.calls) */
   unsigned long rx_bytes;  /* payload bytes of every request (tests count them) */
   uint64_t spin_ns;        /* a worker polls its queue this long before sleeping (worker_spin_us) */
   bool lc_poll;            /* --lc-poll resolved: the LC worker polls without end */
@@ -322,6 +324,7 @@ static void worker_done(worker_t *w) {
   if (w->next)
     w->next->prev = w->prev;
   s->live--;
+  s->calls += __atomic_load_n(&w->calls, __ATOMIC_RELAXED);
   idle = s->live == 0;
   pthread_cond_broadcast(&s->changed);
   if (s->live == 0 && s->async_open)
@@ -344,7 +347,6 @@ static void worker_done(worker_t *w) {
  * malformed or failed one closes the tenant with the reason. */
 static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *reply,
                         uint64_t taken) {
-  hostd_server_t *s = w->srv;
   const char *why = NULL;
   uint32_t op = 0;
   int rc = -EPROTO;
@@ -374,6 +376,9 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
       call_reply_hdr_read(reply->data, &rh);
       answered = true;
     }
+    /* Counted before the reply, on the worker's own line: whoever reads the
+     * count after the answer came sees it. */
+    __atomic_fetch_add(&w->calls, 1, __ATOMIC_RELAXED);
     if (reply->cap <= REPLY_KEEP) { /* sent from our buffer, kept for the next */
       e = wire_tenant_reply_mt_copy(w->wt, m->id, reply->data, reply->len);
       wire_buf_reset(reply);
@@ -384,7 +389,6 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
     if (e != 0)
       hostd__log(HOSTD_LOG_DEBUG, "tenant %u: reply dropped (%s)", w->id, wire_strerror(e));
     hop.t[4] = w->hops ? hostd__mono_ns() : 0;
-    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED); /* a shared line: after the reply */
   } else if (rc != 0) {
     hostd__log(HOSTD_LOG_INFO, "tenant %u: %s request (op %u): %s; closing it", w->id,
                rc == -EPROTO ? "malformed" : "failed", op, why ? why : wire_strerror(rc));
@@ -1400,8 +1404,14 @@ unsigned long hostd_server_blob_puts(const hostd_server_t *s) {
   return __atomic_load_n(&s->blob_puts, __ATOMIC_RELAXED);
 }
 
-unsigned long hostd_server_calls(const hostd_server_t *s) {
-  return __atomic_load_n(&s->calls, __ATOMIC_RELAXED);
+unsigned long hostd_server_calls(hostd_server_t *s) {
+  unsigned long n;
+  pthread_mutex_lock(&s->lock);
+  n = s->calls;
+  for (worker_t *w = s->workers; w; w = w->next)
+    n += __atomic_load_n(&w->calls, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&s->lock);
+  return n;
 }
 
 unsigned long hostd_server_hostfn_wakes(const hostd_server_t *s) {

@@ -33,6 +33,9 @@ static CUcontext ctx; /* the primary context, current on the test thread */
  * over TCP (TALLY_TOKEN is in the environment from gd_start on). */
 __attribute__((unused)) static char gd_tcp_env[64];
 #define GD_TOKEN "tally-test-token"
+/* How long a test waits for tallyd to see a tenant come or go: an upper
+ * bound for a loaded CI machine under the sanitizers, not a speed target. */
+#define GD_SETTLE_MS 60000
 
 static void *gd_run_server(void *arg) {
   (void)arg;

@@ -229,7 +229,7 @@ static void tenant_killed_with_a_pending_host_function_is_cleaned_up(void **stat
   fclose(f);
   /* Its worker was blocked in the stream synchronisation: the gate opened
    * at on_close, the queued memset ran, and everything was freed. */
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
   assert_int_equal(hostd_record_live_bytes(), before);
 }
 
@@ -316,7 +316,7 @@ static void host_function_polls_are_answered_by_the_loop_thread(void **state) {
     assert_int_equal(wire_conn_post(c, &iov, 1), 0);
     assert_int_equal(wire_conn_flush(c), 0);
   }
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
   wire_conn_close(c);
   assert_int_equal(cuStreamQuery(NULL), CUDA_SUCCESS); /* this tenant carries on */
 }
@@ -421,7 +421,7 @@ static void dead_tenants_pinned_memory_is_unregistered(void **state) {
   assert_string_equal(line, "ready\n");
   assert_true(WIFSIGNALED(wait_exit(pid)));
   fclose(f);
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
   assert_int_equal(registered_now(), registered);
 }
 

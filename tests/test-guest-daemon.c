@@ -324,7 +324,7 @@ static void another_tenants_memory_is_refused(void **state) {
   close(to_child);
   fclose(f);
   assert_true(WIFEXITED(wait_exit(pid)));
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
 }
 
 static void foreign_handles_are_refused(void **state) {
@@ -973,7 +973,7 @@ static void tally_table_says_whether_a_latency_critical_tenant_is_connected(void
   (void)state;
   assert_int_equal(cuGetExportTable((const void **)&t, &id), CUDA_SUCCESS);
   tally_ext_lc_present_fn lc = (tally_ext_lc_present_fn)t[TALLY_EXT_SLOT_LC];
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
   assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   assert_int_equal(lc(), 0);
   f = helper("alloc-wait", &pid, &to_child, "TALLY_PRIORITY=latency-critical");
@@ -987,7 +987,7 @@ static void tally_table_says_whether_a_latency_critical_tenant_is_connected(void
   close(to_child);
   fclose(f);
   assert_int_equal(wait_exit(pid), 0);
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
   assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   assert_int_equal(lc(), 0);
 }
@@ -1014,7 +1014,7 @@ static void dead_tenant_is_cleaned_up(void **state) {
   st = wait_exit(pid);
   assert_true(WIFSIGNALED(st));
   fclose(f);
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
   assert_int_equal(live_bytes(), before);
   assert_true(hostd_record_count(HOSTD_RECORD_STREAM_DEL) > streams_del);
   assert_true(hostd_record_count(HOSTD_RECORD_MODULE_DEL) > modules_del);
@@ -1036,7 +1036,7 @@ static void latency_critical_tenant_gets_the_greatest_priority(void **state) {
   assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS); /* this tenant is best-effort */
   assert_int_equal(hostd__record_last_prio, 0);
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
 }
 
 /* Runs the helper's sync-word (word off: sync-reply) as a latency-critical
@@ -1057,7 +1057,7 @@ static void sync_helper(const char *action, unsigned long *marks, unsigned long 
   assert_string_equal(l1, "held 1 value 7\n");
   assert_string_equal(l2, "rounds 0\n");
   assert_string_equal(l3, "error 400 after 0\n"); /* CUDA_ERROR_INVALID_HANDLE, then clean */
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
   *marks = hostd__op_count[CALL_OP_STREAM_MARK] - m0;
   *syncs = hostd__op_count[CALL_OP_STREAM_SYNC] - s0;
 }
@@ -1097,7 +1097,7 @@ static void helper_says_both_ways(const char *action, const char *want_shm, cons
     if (strcmp(line, want[i]) != 0)
       fail_msg("over %s: '%s', want '%s'", i ? "tcp" : "shm", line, want[i]);
   }
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
 }
 
 /* The helper's "order": each round a thread enqueues on the NULL stream,
@@ -1199,7 +1199,7 @@ static void malformed_request_closes_only_that_tenant(void **state) {
   while (read(fd, &c, 1) > 0)
     ;
   close(fd);
-  assert_int_equal(hostd_server_wait_tenants(srv, 1, 5000), 0);
+  assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
   assert_int_equal(cuMemAlloc(&p, 16), CUDA_SUCCESS); /* this tenant carries on */
   assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
 }
