@@ -6,6 +6,9 @@
  * on a low-priority stream (of the primary context, then of a green context
  * of 96 SMs, then with many blocks) and times each call of a list on the
  * host while it runs.  A call near the kernel's length waited for it.
+ * Module and library loads, a function's lookup and its first launch are
+ * timed too: under lazy loading (the driver's default) a function is loaded
+ * when it is first used.
  *
  *   tests/bench/driver-waits      (GPU host; make gpu-programs builds it)
  *
@@ -58,6 +61,9 @@ static void probe(const char *where, CUstream bg, unsigned blocks, unsigned long
   CUstream s2 = NULL;
   CUevent e = NULL;
   CUmodule m2 = NULL;
+  CUfunction f2 = NULL;
+  CUlibrary lib = NULL;
+  CUkernel k = NULL;
   void *h = NULL, *reg = NULL, *args[] = {&ns};
   double t0;
   printf("%s (kernel of %u blocks spinning %llu ms each):\n", where, blocks, ns / 1000000);
@@ -89,7 +95,25 @@ static void probe(const char *where, CUstream bg, unsigned blocks, unsigned long
   TIMED("cuEventCreate", CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING)));
   TIMED("cuEventDestroy", CK(cuEventDestroy(e)));
   TIMED("cuModuleLoadData", CK(cuModuleLoadData(&m2, ptx)));
+  /* Under lazy loading a function is loaded at its first use: the driver
+   * may synchronise the context for it. */
+  TIMED("cuModuleGetFunction (not loaded yet)", CK(cuModuleGetFunction(&f2, m2, "tiny")));
+  TIMED("its first launch + its stream's sync", {
+    CK(cuLaunchKernel(f2, 1, 1, 1, 32, 1, 1, 0, lc, NULL, NULL));
+    CK(cuStreamSynchronize(lc));
+  });
+  TIMED("its second launch + its stream's sync", {
+    CK(cuLaunchKernel(f2, 1, 1, 1, 32, 1, 1, 0, lc, NULL, NULL));
+    CK(cuStreamSynchronize(lc));
+  });
   TIMED("cuModuleUnload (a module not running)", CK(cuModuleUnload(m2)));
+  TIMED("cuLibraryLoadData", CK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0)));
+  TIMED("cuLibraryGetKernel", CK(cuLibraryGetKernel(&k, lib, "tiny")));
+  TIMED("a library kernel's first launch + sync", {
+    CK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, lc, NULL, NULL));
+    CK(cuStreamSynchronize(lc));
+  });
+  TIMED("cuLibraryUnload", CK(cuLibraryUnload(lib)));
   printf("  (%.1f ms since the kernel's launch)\n", now_ms() - t0);
   CK(cuCtxSynchronize());
 }
@@ -102,6 +126,7 @@ int main(int argc, char **argv) {
   CUdevResource all, got, rest;
   CUdevResourceDesc desc;
   CUgreenCtx g;
+  CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
   unsigned n = 1;
   int lo, hi;
   (void)argv;
@@ -116,6 +141,8 @@ int main(int argc, char **argv) {
   CK(cuModuleLoadData(&m, ptx));
   CK(cuModuleGetFunction(&spin, m, "spin"));
   CK(cuModuleGetFunction(&tiny, m, "tiny"));
+  CK(cuModuleGetLoadingMode(&mode));
+  printf("module loading: %s\n", mode == CU_MODULE_LAZY_LOADING ? "lazy" : "eager");
   CK(cuCtxGetStreamPriorityRange(&lo, &hi));
   CK(cuStreamCreateWithPriority(&lc, CU_STREAM_NON_BLOCKING, hi));
   CK(cuStreamCreateWithPriority(&bg, CU_STREAM_NON_BLOCKING, lo));
