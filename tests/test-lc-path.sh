@@ -102,7 +102,7 @@ hops() {
   # --ops: the tenant's requests by op with their counts (the helper's HELLO, its allocation
   # and its copy back, one call each).
   for op in HELLO MEM_ALLOC DTOH; do
-    grep -Eq "^\\| guest-tenant-helper \\| $op \\| call \\| 1 \\| [0-9.]+ \\| [0-9.]+ \\|\$" \
+    grep -Eq "^\\| guest-tenant-helper \\| $op \\| call \\| 1 \\| [0-9.]+ \\| [0-9.]+ \\| [0-9.]+ \\| [0-9.]+ \\|\$" \
       "$tmp/report" || { echo "no per-op row for $op"; return 1; }
   done
   # --op by name keeps that op's one call; --skip-last leaves a tenant's last calls out.
@@ -119,7 +119,7 @@ hops() {
     { echo "pinned tenant failed"; return 1; }
   stop_daemon
   "$B/tests/bench/hops-report" --ops "$tmp/hops" >"$tmp/report" || { cat "$tmp/report"; return 1; }
-  grep -Eq "^\\| guest-tenant-helper \\| PINNED_MAP \\| post \\| 1 \\| [0-9.]+ \\| [0-9.]+ \\|\$" \
+  grep -Eq "^\\| guest-tenant-helper \\| PINNED_MAP \\| post \\| 1 \\| [0-9.]+ \\| [0-9.]+ \\| [0-9.]+ \\| [0-9.]+ \\|\$" \
     "$tmp/report" || { cat "$tmp/report"; echo "no PINNED_MAP row"; return 1; }
   "$B/tests/bench/hops-report" --op pinned_map "$tmp/hops" | grep -q "(1 posts, daemon side)" ||
     { echo "--op pinned_map did not keep the registration"; return 1; }

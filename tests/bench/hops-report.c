@@ -14,9 +14,11 @@
  *   phase); --skip-last N leaves them out instead (the phases before it);
  *   --op keeps one op, by call.def number or name (STREAM_SYNC, any case).  --ops
  *   adds, per tenant
- *   and op, how many calls and posts tallyd executed and the handler's
- *   p50/p99, most frequent first: which requests a framework makes, and
- *   how many of them are round trips (daemon records only, so any host).
+ *   and op, how many calls and posts tallyd executed, the handler's
+ *   p50/p99/max and the sum of its times, most frequent first: which
+ *   requests a framework makes, how many of them are round trips, and
+ *   where a tenant's time in tallyd went, one slow call included (daemon
+ *   records only, so any host).
  *   Both sides must share
  *   CLOCK_MONOTONIC, i.e. run on one host (shm, or TCP over loopback).
  *   Exit 0 when at least one call was joined, 1 otherwise, 2 for bad usage.
@@ -136,15 +138,15 @@ static void add_cross(uint64_t *v, size_t *n, uint64_t a, uint64_t b) {
     v[(*n)++] = b >= a ? b - a : 0;
 }
 
-/* One --ops row: a tenant's op and kind, how many, handler p50/p99 (ns;
- * has_t: some record had both stamps). */
+/* One --ops row: a tenant's op and kind, how many, handler p50/p99/max and
+ * the sum of its handler times (ns; has_t: some record had both stamps). */
 typedef struct oprow {
   const char *name;
   unsigned op;
   char kind;
   size_t n;
   int has_t;
-  uint64_t p50, p99;
+  uint64_t p50, p99, max, sum;
 } oprow_t;
 
 static int by_op(const void *x, const void *y) {
@@ -174,24 +176,29 @@ static void ops_table(vec_t *d, uint64_t *h) {
   qsort(d->v, d->n, sizeof(rec_t), by_op);
   for (size_t j = 0; j < d->n;) {
     size_t e = j, k = 0;
+    uint64_t sum = 0;
     for (; e < d->n && by_op(&d->v[j], &d->v[e]) == 0; e++)
       add(h, &k, d->v[e].t[2], d->v[e].t[3]);
     qsort(h, k, sizeof(*h), cmp_u64);
+    for (size_t i = 0; i < k; i++)
+      sum += h[i];
     rows[nr++] = (oprow_t){d->v[j].name, d->v[j].op, d->v[j].kind, e - j, k > 0,
                            k ? h[(k - 1) / 2] : 0,
-                           k ? h[(size_t)((double)(k - 1) * 0.99 + 0.5)] : 0};
+                           k ? h[(size_t)((double)(k - 1) * 0.99 + 0.5)] : 0,
+                           k ? h[k - 1] : 0, sum};
     j = e;
   }
   qsort(rows, nr, sizeof(*rows), by_count);
-  printf("\n| tenant | op | call or post | count | handler p50 us | handler p99 us |\n"
-         "|---|---|---|---:|---:|---:|\n");
+  printf("\n| tenant | op | call or post | count | handler p50 us | handler p99 us | handler max us "
+         "| handler total ms |\n|---|---|---|---:|---:|---:|---:|---:|\n");
   for (size_t r = 0; r < nr; r++) {
     printf("| %s | %s | %s | %zu | ", rows[r].name, op_name(rows[r].op),
            rows[r].kind == 'c' ? "call" : "post", rows[r].n);
     if (rows[r].has_t)
-      printf("%.2f | %.2f |\n", (double)rows[r].p50 / 1e3, (double)rows[r].p99 / 1e3);
+      printf("%.2f | %.2f | %.2f | %.3f |\n", (double)rows[r].p50 / 1e3,
+             (double)rows[r].p99 / 1e3, (double)rows[r].max / 1e3, (double)rows[r].sum / 1e6);
     else
-      printf("- | - |\n");
+      printf("- | - | - | - |\n");
   }
   free(rows);
 }
