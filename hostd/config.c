@@ -54,6 +54,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->be_depth = HOSTD_DEFAULT_BE_DEPTH;
   cfg->be_alone = 1;
   cfg->be_sms_hold = 1;
+  cfg->be_sms_inflight_us = -1;
   cfg->unix_mode = HOSTD_DEFAULT_UNIX_MODE;
   cfg->max_tenants = HOSTD_DEFAULT_MAX_TENANTS;
   cfg->modcache_mem = HOSTD_DEFAULT_MODCACHE_MEM;
@@ -152,6 +153,12 @@ static void usage_scheduling(FILE *f) {
         "                       latency-critical tenant is active (a kernel of it that\n"
         "                       needs the partition's SMs waits for such blocks; default\n"
         "                       0: none is held)\n"
+        "  --be-sms-inflight-us N  with --be-sms-hold 0: best-effort launches in flight\n"
+        "                       at most N us of measured device time (an unmeasured\n"
+        "                       kernel counts as N; one launch always may go), so a\n"
+        "                       driver call of the latency-critical tenant that waits\n"
+        "                       for all work waits for about that much (default 2000;\n"
+        "                       0: up to 32 launches)\n"
         "  --trace FILE         write every kernel (tenant, kernel, grid, block, shared\n"
         "                       memory, submit/issue/start/end times) to FILE in\n"
         "                       tally-sim's trace format\n",
@@ -249,6 +256,7 @@ static const int_option_t *int_option(const char *name) {
       {"resume-idle-us", offsetof(hostd_config_t, resume_idle_us), 1000000},
       {"be-sms-hold", offsetof(hostd_config_t, be_sms_hold), 1},
       {"be-sms-block-us", offsetof(hostd_config_t, be_sms_block_us), 1000000},
+      {"be-sms-inflight-us", offsetof(hostd_config_t, be_sms_inflight_us), 1000000},
       {"be-depth", offsetof(hostd_config_t, be_depth), POL_MAX_BE_DEPTH},
       {"share-block-us", offsetof(hostd_config_t, share_block_us), 1000000},
       {"be-alone", offsetof(hostd_config_t, be_alone), 1},

@@ -88,6 +88,9 @@ typedef struct hostd_config {
                            held while the LC is active; 0, the partition alone protects the LC */
   int be_sms_block_us;  /* --be-sms-block-us: with --be-sms-hold 0, BE kernels whose measured
                            blocks take longer are still held while the LC is active (0 = none) */
+  int be_sms_inflight_us; /* --be-sms-inflight-us: with --be-sms-hold 0, BE launches in flight
+                             at most this much estimated device time (0 = by count only,
+                             -1 = the policy's) */
   char variants[16];    /* --variants: all, slice, ptb, off (forms of PTX kernels offered) */
   int show_help;        /* --help was given */
   int show_version;     /* --version was given */

@@ -2181,14 +2181,18 @@ int hostd__sched_init(const hostd_sched_config_t *cfg) {
   __atomic_store_n(&S.on, true, __ATOMIC_RELEASE);
   /* Ours: what the operator set, or the policy's defaults, in one line. */
   if (cfg->kind == POL_KIND_TALLY) {
-    char shared[96] = "none";
+    char shared[160] = "none", flight[48] = "up to 32 launches";
+    if (S.cfg.pol.part_flight_ns)
+      snprintf(flight, sizeof(flight), "up to %.1f us of device time",
+               S.cfg.pol.part_flight_ns / 1e3);
     if (S.cfg.pol.be_partitioned && S.cfg.pol.part_block_ns)
       snprintf(shared, sizeof(shared),
-               "blocks up to %.1f us, in a partition of %u SMs (--be-sms-hold 0)",
-               S.cfg.pol.part_block_ns / 1e3, (unsigned)S.part_sms);
+               "blocks up to %.1f us, in a partition of %u SMs (--be-sms-hold 0), %s in flight",
+               S.cfg.pol.part_block_ns / 1e3, (unsigned)S.part_sms, flight);
     else if (S.cfg.pol.be_partitioned)
-      snprintf(shared, sizeof(shared), "all of it, in a partition of %u SMs (--be-sms-hold 0)",
-               (unsigned)S.part_sms);
+      snprintf(shared, sizeof(shared),
+               "all of it, in a partition of %u SMs (--be-sms-hold 0), %s in flight",
+               (unsigned)S.part_sms, flight);
     else if (cfg->pol.share_block_ns)
       snprintf(shared, sizeof(shared), "blocks up to %.1f us", cfg->pol.share_block_ns / 1e3);
     hostd__log(HOSTD_LOG_INFO,

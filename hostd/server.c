@@ -1226,6 +1226,13 @@ static int sched_start(const hostd_config_t *cfg) {
   sc.be_sms_hold = cfg->be_sms_hold != 0;
   if (cfg->be_sms_block_us > 0)
     sc.pol.part_block_ns = (uint64_t)cfg->be_sms_block_us * 1000u;
+  if (cfg->be_sms_inflight_us >= 0 && sc.be_sms_hold) {
+    hostd__log(HOSTD_LOG_ERROR, "--be-sms-inflight-us needs --be-sms-hold 0 (held best-effort "
+                                "work is bounded by the threshold instead)");
+    return -EINVAL;
+  }
+  if (cfg->be_sms_inflight_us >= 0)
+    sc.pol.part_flight_ns = (uint64_t)cfg->be_sms_inflight_us * 1000u;
   if (a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] > 0)
     sc.pol.default_resident = (uint32_t)a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
   snprintf(sc.trace, sizeof(sc.trace), "%s", cfg->trace);

@@ -79,6 +79,11 @@ void pol_config_init(pol_config_t *cfg) {
   /* Off: with a partition not held, every BE launch goes (as measured on
    * the H200); a bound is the operator's choice until one is measured. */
   cfg->part_block_ns = 0;
+  /* Some driver calls wait for every kernel of the context, the partition's
+   * included (docs/decisions.md, D16): 2 ms of BE work in flight bounds
+   * what such a call of the LC's can cost while still keeping two launches
+   * of 1 ms, or one longer launch, on the partition's SMs. */
+  cfg->part_flight_ns = 2000000;
 }
 
 int pol_config_check(const pol_config_t *cfg, const char **why) {
@@ -115,6 +120,8 @@ int pol_config_check(const pol_config_t *cfg, const char **why) {
     bad = "time-every must be between 1 and 65536";
   else if (cfg->part_block_ns > 1000000000ull)
     bad = "partition block bound must be at most 1 s";
+  else if (cfg->part_flight_ns > 1000000000ull)
+    bad = "partition in-flight bound must be at most 1 s";
   if (bad) {
     if (why)
       *why = bad;

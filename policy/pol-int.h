@@ -24,6 +24,8 @@
  *      (pol__tenant_issuable() returns its submission, pol__issue_redo()
  *      takes all of it).  sub->done + blocks in flight + sub->redo + (total -
  *      next) == total.
+ *  (f) be_flight_ns is the sum of flight_ns of the BE launches in flight
+ *      (PARTITION's in-flight bound, tally.c); it returns to 0 when none are.
  */
 #ifndef TALLY_POL_INT_H
 #define TALLY_POL_INT_H
@@ -68,6 +70,7 @@ typedef struct pol__launch {
   uint64_t begin, count;
   uint32_t workers;
   uint64_t turn_ns; /* turnaround charged to the BE budget */
+  uint64_t flight_ns; /* device time charged to be_flight_ns (invariant f) */
   uint64_t issue_ns;
   bool explore; /* launched while the kernel was unprofiled */
   bool deep;    /* queued under the DEPTH rule (tally.c): charged by its block time */
@@ -105,6 +108,7 @@ struct pol_sched {
   bool lc_seen_done;
   /* BE state */
   uint64_t be_budget_ns;
+  uint64_t be_flight_ns; /* invariant (f) */
   uint32_t be_inflight;
   uint32_t be_deep_inflight; /* of be_inflight, those issued deep (invariant d) */
   uint32_t rr;               /* round-robin cursor (paper, timeslice) */
@@ -150,6 +154,9 @@ int pol__issue_redo(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int prio, u
 /* Issues the rest of u whole: its pending redo if it has one, else the
  * unissued blocks in ORIGINAL form (SLICED if cut before).  0 or -ENOMEM. */
 int pol__issue_rest(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int prio);
+/* The same, charging flight_ns to be_flight_ns while it runs (invariant f). */
+int pol__issue_rest_charged(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int prio,
+                            uint64_t flight_ns);
 /* Issues every issuable submission of t with pol__issue_rest. */
 int pol__issue_all(pol_sched_t *s, pol__tenant_t *t, int prio, uint32_t max_inflight);
 void pol__timer_at(pol_sched_t *s, uint64_t at_ns);

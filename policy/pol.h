@@ -102,6 +102,12 @@ typedef struct pol_config {
   uint64_t part_block_ns;    /* ours, with be_partitioned: while the LC is active, a BE kernel
                                 whose profiled block (wave) time is longer waits, as without a
                                 partition (0: none waits; tally.c, PARTITION) */
+  uint64_t part_flight_ns;   /* ours, with be_partitioned: the estimated device time of the BE
+                                launches in flight at most this (an unprofiled launch counts
+                                as all of it; one launch may always be in flight), so a driver
+                                call of the LC that waits for the whole context waits for at
+                                most about this much BE work (0: only POL_NO_LC_INFLIGHT
+                                launches; tally.c, PARTITION) */
 } pol_config_t;
 
 /* Fills *cfg with defaults (each default's reason is in config.c). */

@@ -297,7 +297,7 @@ static bool wants_times(pol_sched_t *s, const pol__tenant_t *t, const pol__sub_t
  * not 0: count given-up blocks, sub->next unchanged) and books it. */
 static int issue_launch(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t form,
                         uint64_t count, uint32_t workers, int prio, uint64_t turn_ns,
-                        unsigned flags, uint64_t redo_of) {
+                        unsigned flags, uint64_t redo_of, uint64_t flight_ns) {
   bool explore = (flags & POL__ISSUE_EXPLORE) != 0;
   bool deep = (flags & POL__ISSUE_DEEP) != 0 && t->cls == POL_CLASS_BE;
   bool redo = redo_of != 0;
@@ -311,6 +311,7 @@ static int issue_launch(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_f
   l->count = count;
   l->workers = workers;
   l->turn_ns = turn_ns;
+  l->flight_ns = t->cls == POL_CLASS_BE ? flight_ns : 0;
   l->issue_ns = s->now_ns;
   l->explore = explore;
   l->deep = deep;
@@ -351,6 +352,7 @@ static int issue_launch(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_f
   } else {
     s->be_inflight++;
     s->be_budget_ns += turn_ns;
+    s->be_flight_ns += l->flight_ns;
     if (deep)
       s->be_deep_inflight++;
   }
@@ -362,14 +364,15 @@ static int issue_launch(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_f
 
 int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t form, uint64_t count,
                uint32_t workers, int prio, uint64_t turn_ns, unsigned flags) {
-  return issue_launch(s, t, sub, form, count, workers, prio, turn_ns, flags, 0);
+  return issue_launch(s, t, sub, form, count, workers, prio, turn_ns, flags, 0, 0);
 }
 
 int pol__issue_redo(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, int prio, uint64_t turn_ns,
                     unsigned flags) {
   if (sub->redo == 0 || sub->redo_of == 0)
     return -EINVAL; /* nothing gave up: a caller's bug, never a launch of 0 blocks */
-  return issue_launch(s, t, sub, POL_FORM_FLUSH, sub->redo, 0, prio, turn_ns, flags, sub->redo_of);
+  return issue_launch(s, t, sub, POL_FORM_FLUSH, sub->redo, 0, prio, turn_ns, flags, sub->redo_of,
+                      0);
 }
 
 int pol__preempt(pol_sched_t *s, pol__launch_t *l) {
@@ -389,11 +392,19 @@ int pol__preempt(pol_sched_t *s, pol__launch_t *l) {
   return rc;
 }
 
-int pol__issue_rest(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int prio) {
-  if (u->redo > 0)
-    return pol__issue_redo(s, t, u, prio, 0, 0);
+int pol__issue_rest_charged(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int prio,
+                            uint64_t flight_ns) {
+  if (u->redo > 0) {
+    if (u->redo_of == 0)
+      return -EINVAL; /* as pol__issue_redo */
+    return issue_launch(s, t, u, POL_FORM_FLUSH, u->redo, 0, prio, 0, 0, u->redo_of, flight_ns);
+  }
   pol_form_t f = u->next == 0 ? POL_FORM_ORIGINAL : POL_FORM_SLICED;
-  return pol__issue(s, t, u, f, u->total - u->next, 0, prio, 0, 0);
+  return issue_launch(s, t, u, f, u->total - u->next, 0, prio, 0, 0, 0, flight_ns);
+}
+
+int pol__issue_rest(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int prio) {
+  return pol__issue_rest_charged(s, t, u, prio, 0);
 }
 
 int pol__issue_all(pol_sched_t *s, pol__tenant_t *t, int prio, uint32_t max_inflight) {
@@ -490,6 +501,7 @@ static int on_completed(pol_sched_t *s, const pol_event_t *ev) {
   } else {
     s->be_inflight--;
     s->be_budget_ns -= l->turn_ns;
+    s->be_flight_ns -= l->flight_ns;
     if (l->deep)
       s->be_deep_inflight--;
   }

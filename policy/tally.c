@@ -112,7 +112,12 @@
  * window ends, as without a partition.  So does, with part_block_ns > 0, a
  * kernel whose profiled block (wave) time is longer than that: an LC kernel
  * that needs the partition's SMs waits for the BE blocks running there, and
- * this bounds those blocks (unprofiled kernels go, and are profiled).
+ * this bounds those blocks (unprofiled kernels go, and are profiled).  And
+ * with part_flight_ns > 0, the launches in flight are also bounded by their
+ * estimated device time (an unprofiled one counts as the whole bound; one
+ * launch may always go): some driver calls wait for every kernel of the
+ * context, the partition's included, and an LC's such call then waits for
+ * about that much BE work, not for POL_NO_LC_INFLIGHT long launches.
  *
  * PAPER (our reading of arXiv 2410.07381, not its code): the same forms and
  * threshold, but BE resumes as soon as no LC kernel is in flight (no idle
@@ -440,13 +445,27 @@ static bool long_block(const pol_sched_t *s, const pol__sub_t *u) {
   return pr && pr->wave_samples >= s->cfg.min_samples && pr->wave_ns > s->cfg.part_block_ns;
 }
 
+/* What u adds to be_flight_ns (PARTITION's in-flight bound): its estimated
+ * device time, or the whole bound while its kernel is unprofiled. */
+static uint64_t flight_charge(const pol_sched_t *s, const pol__sub_t *u) {
+  pol_profile_key_t key;
+  const pol_profile_t *pr;
+  pol__key_of(&u->k, &key);
+  pr = pol_profiles_find(s->profiles, &key);
+  if (!pr || pr->wave_samples < s->cfg.min_samples || pr->wave_ns == 0)
+    return s->cfg.part_flight_ns;
+  return est_ns(s, u);
+}
+
 /* PARTITION (above): BE launches as they come, at most POL_NO_LC_INFLIGHT in
- * flight, the least weighted device time first; a tenant whose next launch
- * runs outside the partition (POL_VAR_WHOLE_GPU) waits while the LC is
- * active; one whose next launch has long blocks goes by the rules without a
- * partition (try_issue: held while the LC is active, in a form that fits the
- * budget, alone when it fits none, PTB and FLUSH preempted when the LC
- * comes).  A tenant that waits keeps its later launches (FIFO). */
+ * flight and, with part_flight_ns, at most that much estimated device time
+ * (one launch always may), the least weighted device time first; a tenant
+ * whose next launch runs outside the partition (POL_VAR_WHOLE_GPU) waits
+ * while the LC is active; one whose next launch has long blocks goes by the
+ * rules without a partition (try_issue: held while the LC is active, in a
+ * form that fits the budget, alone when it fits none, PTB and FLUSH
+ * preempted when the LC comes).  A tenant that waits keeps its later
+ * launches (FIFO). */
 static int pump_partitioned(pol_sched_t *s) {
   bool on = lc_active(s), stuck[POL_MAX_TENANTS] = {false};
   const pol__tenant_t *lc = s->lc >= 0 ? &s->tenants[s->lc] : NULL;
@@ -478,8 +497,15 @@ static int pump_partitioned(pol_sched_t *s) {
       stuck[pi] = rc == 0;
       continue;
     }
-    uint64_t dur = est_ns(s, u);
-    if ((rc = pol__issue_rest(s, pick, u, POL_PRIO_LOW)) < 0)
+    uint64_t dur = est_ns(s, u), charge = 0;
+    if (s->cfg.part_flight_ns > 0) {
+      charge = flight_charge(s, u);
+      if (s->be_inflight > 0 && s->be_flight_ns + charge > s->cfg.part_flight_ns) {
+        stuck[pi] = true; /* until launches in flight complete */
+        continue;
+      }
+    }
+    if ((rc = pol__issue_rest_charged(s, pick, u, POL_PRIO_LOW, charge)) < 0)
       return rc;
     pick->vtime += (double)dur / (double)pick->weight;
   }

@@ -101,6 +101,9 @@ static void usage(FILE *f) {
           "  --be-sms-block-us X   with --be-sms-hold 0, ours: BE kernels whose profiled\n"
           "                        blocks take longer than X us are still held while the\n"
           "                        LC is active (default 0: none)\n"
+          "  --be-sms-inflight-us X  with --be-sms-hold 0, ours: BE launches in flight at\n"
+          "                        most X us of profiled device time (default 2000; 0: up\n"
+          "                        to " SIM_STR(POL_NO_LC_INFLIGHT) " launches)\n"
           "  --profiles FILE       ours: load profiles before, save after\n"
           "  --csv                 CSV on stdout instead of the table\n"
           "  --plot FILE.png       write latency CDFs and the trade-off (needs gnuplot)\n"
@@ -209,7 +212,7 @@ int main(int argc, char **argv) {
   const char *dir = getenv("TALLY_SIM_TRACES");
   whole_opts_t wo = {0};
   bool csv = false, quiet = false, be_original_only = false, be_flush = false, be_no_flush = false;
-  bool be_sms_hold = true;
+  bool be_sms_hold = true, flight_set = false;
   char *azure_text = NULL;
   sim_row_t *rows = NULL;
   size_t nrows = 0;
@@ -251,7 +254,8 @@ int main(int argc, char **argv) {
     O_FLUSH_GIVEUP,
     O_BE_SMS,
     O_BE_SMS_HOLD,
-    O_BE_SMS_BLOCK
+    O_BE_SMS_BLOCK,
+    O_BE_SMS_FLIGHT
   };
   static const struct option opts[] = {{"lc", required_argument, 0, O_LC},
                                        {"be", required_argument, 0, O_BE},
@@ -272,6 +276,7 @@ int main(int argc, char **argv) {
                                        {"be-sms", required_argument, 0, O_BE_SMS},
                                        {"be-sms-hold", required_argument, 0, O_BE_SMS_HOLD},
                                        {"be-sms-block-us", required_argument, 0, O_BE_SMS_BLOCK},
+                                       {"be-sms-inflight-us", required_argument, 0, O_BE_SMS_FLIGHT},
                                        {"profiles", required_argument, 0, O_PROFILES},
                                        {"csv", no_argument, 0, O_CSV},
                                        {"plot", required_argument, 0, O_PLOT},
@@ -351,6 +356,7 @@ int main(int argc, char **argv) {
     case O_SCHED_DELAY:
     case O_FLUSH_GIVEUP:
     case O_BE_SMS_BLOCK:
+    case O_BE_SMS_FLIGHT:
       d = strtod(optarg, &end);
       if (*end || !(d >= 0 && d <= 1e6)) {
         fprintf(stderr, "tally-sim: bad microseconds '%s'\n", optarg);
@@ -372,6 +378,8 @@ int main(int argc, char **argv) {
         cc.pol.flush_giveup_ns = (uint64_t)(d * 1000);
       else if (o == O_BE_SMS_BLOCK)
         cc.pol.part_block_ns = (uint64_t)(d * 1000);
+      else if (o == O_BE_SMS_FLIGHT)
+        flight_set = true, cc.pol.part_flight_ns = (uint64_t)(d * 1000);
       else
         cc.pol.ts_idle_ns = (uint64_t)(d * 1000);
       break;
@@ -473,6 +481,10 @@ int main(int argc, char **argv) {
   }
   if (be_sms_hold && cc.pol.part_block_ns) {
     fprintf(stderr, "tally-sim: --be-sms-block-us needs --be-sms-hold 0\n");
+    return 2;
+  }
+  if (be_sms_hold && flight_set) {
+    fprintf(stderr, "tally-sim: --be-sms-inflight-us needs --be-sms-hold 0\n");
     return 2;
   }
   cc.pol.be_partitioned = !be_sms_hold;

@@ -306,6 +306,14 @@ static void be_sms_block_us_flag_and_file_key_parse_and_are_bounded(void **state
                                    0 /* none held */, "200", bad, "1000");
 }
 
+static void be_sms_inflight_us_flag_and_file_key_parse_and_are_bounded(void **state) {
+  static const char *const bad[2] = {"1000001", "-1"};
+  (void)state;
+  int_option_parses_and_is_bounded("be-sms-inflight-us",
+                                   offsetof(hostd_config_t, be_sms_inflight_us),
+                                   -1 /* the policy's */, "500", bad, "0");
+}
+
 static void config_file_errors_name_the_line(void **state) {
   static const struct {
     const char *text, *expect;
@@ -423,6 +431,7 @@ int main(void) {
       cmocka_unit_test(time_every_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(be_sms_hold_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(be_sms_block_us_flag_and_file_key_parse_and_are_bounded),
+      cmocka_unit_test(be_sms_inflight_us_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(be_sms_takes_a_count_or_a_share),
       cmocka_unit_test(context_limit_bounds_parse_as_sizes),
   };

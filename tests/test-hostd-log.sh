@@ -114,17 +114,21 @@ scheduler_settings_are_named() {
 check "the start-up line names policy tally's settings; a shared block above the threshold is refused" \
   scheduler_settings_are_named
 partition_instead_of_holding() {
-  startup_says "best-effort work kept running while the LC is active: all of it, in a partition of 16 SMs (--be-sms-hold 0)" \
+  startup_says "best-effort work kept running while the LC is active: all of it, in a partition of 16 SMs (--be-sms-hold 0), up to 2000.0 us of device time in flight" \
     --be-sms 16 --be-sms-hold 0 || return 1
-  startup_says "best-effort work kept running while the LC is active: all of it, in a partition of 16 SMs (--be-sms-hold 0)" \
+  startup_says "best-effort work kept running while the LC is active: all of it, in a partition of 16 SMs (--be-sms-hold 0), up to 2000.0 us of device time in flight" \
     --be-sms 12% --be-sms-hold 0 || return 1
+  startup_says "all of it, in a partition of 16 SMs (--be-sms-hold 0), up to 32 launches in flight" \
+    --be-sms 16 --be-sms-hold 0 --be-sms-inflight-us 0 || return 1
+  startup_says "up to 500.0 us of device time in flight" \
+    --be-sms 16 --be-sms-hold 0 --be-sms-inflight-us 500 || return 1
   if timeout 10 "$B/hostd/tallyd-record" --listen-unix "$tmp/bad2.sock" --state-dir "$tmp/bad2-state" \
     --be-sms-hold 0 >"$tmp/bad2.log" 2>&1; then
     echo "tallyd started with --be-sms-hold 0 and no partition"; return 1
   fi
   grep -q -- "--be-sms-hold 0 needs --be-sms N" "$tmp/bad2.log" ||
     { echo "no reason given:"; cat "$tmp/bad2.log"; return 1; }
-  startup_says "best-effort work kept running while the LC is active: blocks up to 200.0 us, in a partition of 16 SMs (--be-sms-hold 0)" \
+  startup_says "best-effort work kept running while the LC is active: blocks up to 200.0 us, in a partition of 16 SMs (--be-sms-hold 0), up to 2000.0 us of device time in flight" \
     --be-sms 16 --be-sms-hold 0 --be-sms-block-us 200 || return 1
   if timeout 10 "$B/hostd/tallyd-record" --listen-unix "$tmp/bad3.sock" --state-dir "$tmp/bad3-state" \
     --be-sms 16 --be-sms-block-us 200 >"$tmp/bad3.log" 2>&1; then
@@ -132,6 +136,12 @@ partition_instead_of_holding() {
   fi
   grep -q -- "--be-sms-block-us needs --be-sms-hold 0" "$tmp/bad3.log" ||
     { echo "no reason given:"; cat "$tmp/bad3.log"; return 1; }
+  if timeout 10 "$B/hostd/tallyd-record" --listen-unix "$tmp/bad4.sock" --state-dir "$tmp/bad4-state" \
+    --be-sms 16 --be-sms-inflight-us 500 >"$tmp/bad4.log" 2>&1; then
+    echo "tallyd started with --be-sms-inflight-us and the partition held"; return 1
+  fi
+  grep -q -- "--be-sms-inflight-us needs --be-sms-hold 0" "$tmp/bad4.log" ||
+    { echo "no reason given:"; cat "$tmp/bad4.log"; return 1; }
 }
-check "--be-sms-hold 0 (and --be-sms-block-us) say so at start, --be-sms 12% of 132 SMs is 16; without --be-sms (--be-sms-hold 0) they are refused with the reason" \
+check "--be-sms-hold 0 (and --be-sms-block-us, --be-sms-inflight-us) say so at start, --be-sms 12% of 132 SMs is 16; without --be-sms (--be-sms-hold 0) they are refused with the reason" \
   partition_instead_of_holding

@@ -57,12 +57,29 @@ static void config_partition_block_bound(void **state) {
   assert_string_equal(why, "partition block bound must be at most 1 s");
 }
 
+/* The partition's in-flight bound: 2 ms by default, 0 (off) to 1 s. */
+static void config_partition_flight_bound(void **state) {
+  (void)state;
+  pol_config_t c;
+  const char *why = NULL;
+  pol_config_init(&c);
+  assert_int_equal(c.part_flight_ns, 2000000);
+  c.part_flight_ns = 0;
+  assert_int_equal(pol_config_check(&c, NULL), 0);
+  c.part_flight_ns = 1000000000ull;
+  assert_int_equal(pol_config_check(&c, NULL), 0);
+  c.part_flight_ns++;
+  assert_int_equal(pol_config_check(&c, &why), -EINVAL);
+  assert_string_equal(why, "partition in-flight bound must be at most 1 s");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(config_default_threshold_is_paper_value),
       cmocka_unit_test(config_rejects_threshold_out_of_range),
       cmocka_unit_test(config_rejects_timeslice_switch_longer_than_slice),
       cmocka_unit_test(config_partition_block_bound),
+      cmocka_unit_test(config_partition_flight_bound),
   };
   return cmocka_run_group_tests_name("pol-config", tests, NULL, NULL);
 }

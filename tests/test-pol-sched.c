@@ -567,6 +567,7 @@ static void partitioned_be_is_not_held_while_lc_active(void **state) {
   (void)state;
   pol_config_init(&c);
   c.be_partitioned = true;
+  c.part_flight_ns = 0; /* the launch-count bound alone (see the next tests) */
   fx_init(&f, POL_KIND_TALLY, &c);
   f.now = 1000;
   submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
@@ -613,6 +614,7 @@ static void partitioned_be_holds_what_runs_outside_the_partition(void **state) {
   (void)state;
   pol_config_init(&c);
   c.be_partitioned = true;
+  c.part_flight_ns = 0; /* the launch-count bound alone (see the next tests) */
   fx_init(&f, POL_KIND_TALLY, &c);
   f.now = 1000;
   submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
@@ -652,6 +654,7 @@ static void partitioned_be_holds_long_blocks_while_lc_active(void **state) {
   pol_config_init(&c);
   c.be_partitioned = true;
   c.part_block_ns = 100000;
+  c.part_flight_ns = 0; /* the launch-count bound alone */
   fx_init(&f, POL_KIND_TALLY, &c);
   f.now = 1000;
   profile_kernel(&f, 300, 132, POL_VAR_ORIGINAL, 1000000, &sid); /* 1 ms blocks */
@@ -697,6 +700,91 @@ static void partitioned_be_holds_long_blocks_while_lc_active(void **state) {
   submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
   submit(&f, BE, 12, kern(300, 132, POL_VAR_ORIGINAL));
   assert_int_equal(f.n, 1);
+  pol_sched_free(f.s);
+}
+
+/* PARTITION with part_flight_ns: the BE launches in flight are bounded by
+ * their estimated device time, not only by their count.  An unprofiled
+ * launch counts as the whole bound (one at a time); profiled ones of 0.5 ms
+ * go four at a time under 2 ms, and the next goes when one completes; one
+ * longer than the bound goes alone.  The LC is busy all along: none of this
+ * is about holding for it. */
+static void partitioned_be_in_flight_is_bounded_by_device_time(void **state) {
+  fx_t f;
+  pol_config_t c;
+  pol_action_t be[8];
+  uint64_t sid = 100;
+  (void)state;
+  pol_config_init(&c);
+  c.be_partitioned = true;
+  c.part_flight_ns = 2000000;
+  fx_init(&f, POL_KIND_TALLY, &c);
+  f.now = 1000;
+  profile_kernel(&f, 300, 132, POL_VAR_ORIGINAL, 500000, &sid);  /* one wave of 0.5 ms */
+  profile_kernel(&f, 301, 132, POL_VAR_ORIGINAL, 5000000, &sid); /* one wave of 5 ms */
+  f.now += 1000000;
+  submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 1);
+  /* Unprofiled: one at a time. */
+  submit(&f, BE, 10, kern(400, 132, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 1);
+  be[0] = f.a[0];
+  submit(&f, BE, 11, kern(401, 132, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 0);
+  f.now += 100000;
+  complete(&f, &be[0], 100000, 132);
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].submit_id, 11);
+  be[0] = f.a[0];
+  f.now += 100000;
+  complete(&f, &be[0], 100000, 132);
+  assert_int_equal(f.n, 0);
+  /* 0.5 ms each: four fit 2 ms, the fifth waits for a completion. */
+  for (uint64_t i = 0; i < 6; i++) {
+    submit(&f, BE, 20 + i, kern(300, 132, POL_VAR_ORIGINAL));
+    if (i < 4) {
+      assert_int_equal(f.n, 1);
+      be[i] = f.a[0];
+    } else {
+      assert_int_equal(f.n, 0);
+    }
+  }
+  f.now += 500000;
+  complete(&f, &be[0], 500000, 132);
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].submit_id, 24);
+  be[0] = f.a[0];
+  for (int i = 0; i < 4; i++) {
+    f.now += 500000;
+    complete(&f, &be[i], 500000, 132);
+    if (i == 0) {
+      assert_int_equal(f.n, 1);
+      assert_int_equal(f.a[0].submit_id, 25);
+      be[4] = f.a[0];
+    }
+  }
+  f.now += 500000;
+  complete(&f, &be[4], 500000, 132);
+  /* 5 ms: longer than the bound, alone. */
+  submit(&f, BE, 30, kern(301, 132, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 1);
+  be[0] = f.a[0];
+  submit(&f, BE, 31, kern(300, 132, POL_VAR_ORIGINAL));
+  assert_int_equal(f.n, 0);
+  f.now += 5000000;
+  complete(&f, &be[0], 5000000, 132);
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].submit_id, 31);
+  pol_sched_free(f.s);
+  /* Without it (0): the launch count alone bounds them. */
+  c.part_flight_ns = 0;
+  fx_init(&f, POL_KIND_TALLY, &c);
+  f.now = 1000;
+  submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
+  for (uint64_t i = 0; i < 4; i++) {
+    submit(&f, BE, 10 + i, kern(400 + i, 132, POL_VAR_ORIGINAL));
+    assert_int_equal(f.n, 1); /* unprofiled, each at once */
+  }
   pol_sched_free(f.s);
 }
 
@@ -755,6 +843,7 @@ int main(void) {
       cmocka_unit_test(partitioned_be_is_not_held_while_lc_active),
       cmocka_unit_test(partitioned_be_holds_what_runs_outside_the_partition),
       cmocka_unit_test(partitioned_be_holds_long_blocks_while_lc_active),
+      cmocka_unit_test(partitioned_be_in_flight_is_bounded_by_device_time),
       cmocka_unit_test(unprofiled_kernel_is_explored_preemptible_and_alone),
       cmocka_unit_test(unprofiled_kernel_without_ptb_goes_as_one_wave),
       cmocka_unit_test(unprofiled_kernel_is_never_launched_while_lc_active),

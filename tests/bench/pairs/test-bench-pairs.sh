@@ -323,9 +323,9 @@ mode_options() {
   [ -n "${TALLY_ASAN_PRELOAD:-}" ] &&
     echo "be_env = LD_PRELOAD=$TALLY_ASAN_PRELOAD ASAN_OPTIONS=detect_leaks=0" >>"$tmp/pairs/p.pair"
   bp --pair-dir "$tmp/pairs" --pairs opts \
-    --modes alone,tallyd:none,tallyd:tally+split+depth=2+share=20,tallyd:tally+scheduled+nosplit+variants=all+sms=16+nohold+pblock=200 \
+    --modes alone,tallyd:none,tallyd:tally+split+depth=2+share=20,tallyd:tally+scheduled+nosplit+variants=all+sms=16+nohold+pblock=200+pflight=500 \
     --duration 0.3 --no-plots --out "$d" 2>&1 || return 1
-  for m in tallyd:none tallyd:tally+depth=2+share=20+split tallyd:tally+nohold+nosplit+pblock=200+scheduled+sms=16+variants=all; do
+  for m in tallyd:none tallyd:tally+depth=2+share=20+split tallyd:tally+nohold+nosplit+pblock=200+pflight=500+scheduled+sms=16+variants=all; do
     [ "$(status "$d" opts $m)" = ok ] || { echo "$m: $(status "$d" opts $m)"; return 1; }
   done
   r=$d/raw/opts/tallyd-tally+depth=2+share=20+split
@@ -335,10 +335,11 @@ mode_options() {
     ! grep -q -- '--be-depth\|--share-block-us' "$d/raw/opts/tallyd-none/tallyd.cmd" &&
     grep -q 'TALLY_GEMM_SPLIT=1' "$r/be.err" && grep -q 'TALLY_GEMM_SPLIT=unset' "$r/lc.err" &&
     grep -q 'TALLY_GEMM_SPLIT=unset' "$d/raw/opts/tallyd-none/be.err" &&
-    q=$d/raw/opts/tallyd-tally+nohold+nosplit+pblock=200+scheduled+sms=16+variants=all
+    q=$d/raw/opts/tallyd-tally+nohold+nosplit+pblock=200+pflight=500+scheduled+sms=16+variants=all
   grep -q 'TALLY_GEMM_SPLIT=0' "$q/be.err" && grep -q -- '--be-alone 0' "$q/tallyd.cmd" &&
     grep -q -- '--variants all' "$q/tallyd.cmd" && grep -q -- '--be-sms 16' "$q/tallyd.cmd" &&
     grep -q -- '--be-sms-hold 0' "$q/tallyd.cmd" && grep -q -- '--be-sms-block-us 200' "$q/tallyd.cmd" &&
+    grep -q -- '--be-sms-inflight-us 500' "$q/tallyd.cmd" &&
     ! grep -q -- '--be-alone\|--variants\|--be-sms' "$r/tallyd.cmd" || return 1
   # a bad option is refused before anything runs
   ! bp --stub --pairs cuda-ptx --modes tallyd:tally+depth=99 --out "$tmp/bad" 2>"$tmp/bad.err" &&
