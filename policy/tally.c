@@ -378,16 +378,26 @@ static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
 }
 
 /* Estimated device time of what pol__issue_rest issues of u next (its redo,
- * else the rest in its original form; the threshold when unprofiled): what
- * the fair share charges. */
-static uint64_t est_ns(const pol_sched_t *s, const pol__sub_t *u) {
+ * else the rest in its original form) into *ns; false, and the threshold in
+ * *ns, when u's kernel is unprofiled. */
+static bool est_known(const pol_sched_t *s, const pol__sub_t *u, uint64_t *ns) {
   pol_profile_key_t key;
   pol__key_of(&u->k, &key);
   const pol_profile_t *pr = pol_profiles_find(s->profiles, &key);
-  if (!pr || pr->wave_samples < s->cfg.min_samples || pr->wave_ns == 0)
-    return s->cfg.threshold_ns;
+  if (!pr || pr->wave_samples < s->cfg.min_samples || pr->wave_ns == 0) {
+    *ns = s->cfg.threshold_ns;
+    return false;
+  }
   uint64_t blocks = u->redo > 0 ? u->redo : u->total - u->next;
-  return ceil_div(blocks, pol__resident(s, &u->k)) * pr->wave_ns;
+  *ns = ceil_div(blocks, pol__resident(s, &u->k)) * pr->wave_ns;
+  return true;
+}
+
+/* est_known's figure, known or not: what the fair share charges. */
+static uint64_t est_ns(const pol_sched_t *s, const pol__sub_t *u) {
+  uint64_t ns;
+  (void)est_known(s, u, &ns);
+  return ns;
 }
 
 /* With no latency-critical tenant and one BE tenant with work, there is
@@ -448,13 +458,8 @@ static bool long_block(const pol_sched_t *s, const pol__sub_t *u) {
 /* What u adds to be_flight_ns (PARTITION's in-flight bound): its estimated
  * device time, or the whole bound while its kernel is unprofiled. */
 static uint64_t flight_charge(const pol_sched_t *s, const pol__sub_t *u) {
-  pol_profile_key_t key;
-  const pol_profile_t *pr;
-  pol__key_of(&u->k, &key);
-  pr = pol_profiles_find(s->profiles, &key);
-  if (!pr || pr->wave_samples < s->cfg.min_samples || pr->wave_ns == 0)
-    return s->cfg.part_flight_ns;
-  return est_ns(s, u);
+  uint64_t ns;
+  return est_known(s, u, &ns) ? ns : s->cfg.part_flight_ns;
 }
 
 /* PARTITION (above): BE launches as they come, at most POL_NO_LC_INFLIGHT in
