@@ -50,6 +50,7 @@ static int run_one(const sim_compare_config_t *c, pol_kind_t kind, const sim_ten
   rc.kind = kind;
   rc.duration_ns = c->duration_ns;
   rc.ntenants = n;
+  rc.lc_ctx_wait_every = c->lc_ctx_wait_every;
   memcpy(rc.tenants, ts, n * sizeof(*ts));
   if (kind == POL_KIND_TALLY)
     rc.profile_path = c->profile_path;
@@ -231,6 +232,8 @@ int sim_compare_units(const sim_compare_config_t *c, const char *label, const si
     r.redo_launches = res.pol.redo_launches;
     double spent = res.flush_wasted_ns + res.t[1].work_ns;
     r.flush_lost_frac = spent > 0 ? res.flush_wasted_ns / spent : 0;
+    r.ctx_waits = l->ctx_waits;
+    r.max_ctx_wait_ms = ms(l->max_ctx_wait_ns);
     r.lat_ns = res.t[0].lat_ns;
     r.nlat = res.t[0].nlat;
     res.t[0].lat_ns = NULL;

@@ -158,9 +158,44 @@ void sim__on_blocks_done(sim__ctx_t *c, sim__launch_t *l, uint64_t n) {
 }
 
 void sim__on_launch_done(sim__ctx_t *c, uint32_t li) {
+  sim__launch_t *l = &c->launches[li];
   int rc = sim__push(c, c->now + c->g->notify_ns + c->g->sched_ns, SIM__EV_POL_DONE, li);
   if (rc < 0)
     fail(c, rc);
+  if (l->ctx_waited) { /* the last one ends the LC's context-wide wait */
+    l->ctx_waited = false;
+    if (--c->ctx_wait_left == 0) {
+      sim__tenant_t *t = &c->tenants[c->ctx_waiter];
+      sim_tenant_result_t *r = &c->res->t[c->ctx_waiter];
+      t->ctx_waiting = false;
+      t->last_submit_ns = c->now; /* its first kernel goes now */
+      if (c->now - t->iter_start_ns > r->max_ctx_wait_ns)
+        r->max_ctx_wait_ns = c->now - t->iter_start_ns;
+      if ((rc = sim__push(c, c->now, SIM__EV_HOST, c->ctx_waiter)) < 0)
+        fail(c, rc);
+    }
+  }
+}
+
+/* lc_ctx_wait_every: LC tenant ti's request begins with a driver call that
+ * waits for every BE launch issued by now (queued or running).  Marks them;
+ * true when there are any (the host thread then waits), false otherwise. */
+static bool ctx_wait_begin(sim__ctx_t *c, uint32_t ti) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < c->nlaunches; i++) {
+    sim__launch_t *l = &c->launches[i];
+    if (l->in_use && !l->complete && c->tenants[l->tenant].spec->cls == POL_CLASS_BE) {
+      l->ctx_waited = true;
+      n++;
+    }
+  }
+  c->res->t[ti].ctx_waits++;
+  if (n == 0)
+    return false;
+  c->ctx_wait_left = n;
+  c->ctx_waiter = ti;
+  c->tenants[ti].ctx_waiting = true;
+  return true;
 }
 
 void sim__on_lc_wait(sim__ctx_t *c, uint32_t tenant, uint64_t wait_ns) {
@@ -219,7 +254,12 @@ static int host_step(sim__ctx_t *c, uint32_t ti) {
     t->next_k = 0;
     t->iter_start_ns = c->now;
     t->last_submit_ns = c->now;
+    if (t->spec->cls == POL_CLASS_LC && c->cfg->lc_ctx_wait_every &&
+        t->req % c->cfg->lc_ctx_wait_every == 0 && ctx_wait_begin(c, ti))
+      return 0; /* sim__on_launch_done wakes it */
   }
+  if (t->ctx_waiting)
+    return 0;
   const sim_trace_t *tr = t->tr;
   while (t->next_k < tr->n) {
     const sim_kernel_t *k = &tr->k[t->next_k];

@@ -104,6 +104,11 @@ static void usage(FILE *f) {
           "  --be-sms-inflight-us X  with --be-sms-hold 0, ours: BE launches in flight at\n"
           "                        most X us of profiled device time (default 2000; 0: up\n"
           "                        to " SIM_STR(POL_NO_LC_INFLIGHT) " launches)\n"
+          "  --lc-ctx-wait-every N every Nth LC request (the first included) begins with a\n"
+          "                        driver call that waits for every BE launch issued by\n"
+          "                        then, as some calls do in a context shared by tenants\n"
+          "                        (docs/decisions.md, D16; default 0: none); a CTX line\n"
+          "                        per run gives their count and the longest\n"
           "  --profiles FILE       ours: load profiles before, save after\n"
           "  --csv                 CSV on stdout instead of the table\n"
           "  --plot FILE.png       write latency CDFs and the trade-off (needs gnuplot)\n"
@@ -255,7 +260,8 @@ int main(int argc, char **argv) {
     O_BE_SMS,
     O_BE_SMS_HOLD,
     O_BE_SMS_BLOCK,
-    O_BE_SMS_FLIGHT
+    O_BE_SMS_FLIGHT,
+    O_LC_CTX_WAIT
   };
   static const struct option opts[] = {{"lc", required_argument, 0, O_LC},
                                        {"be", required_argument, 0, O_BE},
@@ -277,6 +283,7 @@ int main(int argc, char **argv) {
                                        {"be-sms-hold", required_argument, 0, O_BE_SMS_HOLD},
                                        {"be-sms-block-us", required_argument, 0, O_BE_SMS_BLOCK},
                                        {"be-sms-inflight-us", required_argument, 0, O_BE_SMS_FLIGHT},
+                                       {"lc-ctx-wait-every", required_argument, 0, O_LC_CTX_WAIT},
                                        {"profiles", required_argument, 0, O_PROFILES},
                                        {"csv", no_argument, 0, O_CSV},
                                        {"plot", required_argument, 0, O_PLOT},
@@ -383,6 +390,15 @@ int main(int argc, char **argv) {
       else
         cc.pol.ts_idle_ns = (uint64_t)(d * 1000);
       break;
+    case O_LC_CTX_WAIT: {
+      unsigned long v = strtoul(optarg, &end, 10);
+      if (*end || !*optarg || optarg[0] == '-' || v > 1000000) {
+        fprintf(stderr, "tally-sim: bad --lc-ctx-wait-every (0..1000000)\n");
+        return 2;
+      }
+      cc.lc_ctx_wait_every = (uint32_t)v;
+      break;
+    }
     case O_BE_DEPTH:
       cc.pol.be_depth = (uint32_t)strtoul(optarg, &end, 10);
       if (*end || !*optarg) {

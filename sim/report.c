@@ -54,6 +54,14 @@ void sim_report_table(FILE *f, const sim_row_t *rows, size_t n) {
             r->pair, row_policy(r), r->flush_given_up, r->redo_launches,
             r->flush_lost_frac * 100.0);
   }
+  /* The LC's context-wide waits (--lc-ctx-wait-every), for the rows that had any. */
+  for (size_t i = 0; i < n; i++) {
+    const sim_row_t *r = &rows[i];
+    if (r->ctx_waits == 0)
+      continue;
+    fprintf(f, "CTX %s %s: %" PRIu64 " requests began with a context-wide wait, the longest %.3f ms\n",
+            r->pair, row_policy(r), r->ctx_waits, r->max_ctx_wait_ms);
+  }
 }
 
 void sim_report_csv(FILE *f, const sim_row_t *rows, size_t n) {

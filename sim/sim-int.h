@@ -74,6 +74,7 @@ typedef struct sim__launch {
   uint64_t flag_ns; /* UINT64_MAX: not raised */
   bool eligible;    /* stream head and ready */
   bool complete;
+  bool ctx_waited;  /* an LC request's context-wide wait waits for it (engine.c) */
   uint32_t stream_next; /* next launch on the stream (index + 1; 0 = none) */
   uint32_t next_free;
 } sim__launch_t;
@@ -104,6 +105,7 @@ typedef struct sim__tenant {
   uint64_t outstanding; /* submitted kernels not complete (host view) */
   uint64_t iter_start_ns;
   uint64_t last_submit_ns;
+  bool ctx_waiting; /* LC: its request's context-wide wait is not over (engine.c) */
 } sim__tenant_t;
 
 /* Writes "line LINE: " and the formatted reason into err (when not NULL)
@@ -162,6 +164,8 @@ typedef struct sim__ctx {
   sim__tenant_t tenants[SIM_MAX_TENANTS];
   uint64_t timer_at; /* policy timer scheduled (UINT64_MAX none) */
   bool lc_left;      /* some LC request still to finish */
+  uint32_t ctx_wait_left; /* launches marked ctx_waited still running */
+  uint32_t ctx_waiter;    /* the tenant whose context-wide wait that is */
   int err;           /* first error seen (sticky) */
 } sim__ctx_t;
 

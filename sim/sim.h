@@ -266,6 +266,10 @@ typedef struct sim_run_config {
   uint32_t ntenants;
   sim_tenant_spec_t tenants[SIM_MAX_TENANTS];
   bool record_waits;        /* keep every LC kernel's wait (tests) */
+  uint32_t lc_ctx_wait_every; /* > 0: every Nth LC request (the first included) begins with a
+                                 driver call that returns when every BE launch issued by then
+                                 has ended, as some calls do in a context shared by tenants
+                                 (0: none) */
   uint64_t bucket_ns;       /* > 0: also count BE work per bucket of time */
   const char *profile_path; /* load before, save after (NULL: none) */
   void (*progress)(void *arg, uint64_t now_ns, uint64_t end_ns); /* may be NULL */
@@ -282,6 +286,8 @@ typedef struct sim_tenant_result {
   uint64_t kernel_waits; /* LC: kernels measured */
   uint64_t max_wait_ns;  /* LC: worst wait of one kernel: ready -> last block dispatched */
   uint64_t *waits_ns;    /* record_waits: every LC kernel's wait */
+  uint64_t ctx_waits;       /* LC: requests that began with a context-wide wait (lc_ctx_wait_every) */
+  uint64_t max_ctx_wait_ns; /* LC: the longest of those waits */
   size_t nwaits;
   double *work_buckets; /* bucket_ns > 0: BE work in [i, i+1) x bucket_ns */
   size_t nbuckets;
@@ -331,6 +337,8 @@ typedef struct sim_row {
   uint64_t flush_given_up;      /* FLUSH blocks that gave up (sim_result_t) */
   uint64_t redo_launches;       /* redo launches that ran them again */
   double flush_lost_frac;       /* of the BE's block time, the part lost by them */
+  uint64_t ctx_waits;           /* LC requests that began with a context-wide wait */
+  double max_ctx_wait_ms;       /* the longest of those waits */
   uint64_t *lat_ns;             /* owned, for CDF plots */
   size_t nlat;
 } sim_row_t;
@@ -352,6 +360,7 @@ typedef struct sim_compare_config {
    * generators ignored; e.g. the measured ones of a whole-run trace. */
   const sim_arrivals_t *arrivals;
   const char *profile_path; /* ours: load/save profiles (NULL: none) */
+  uint32_t lc_ctx_wait_every; /* sim_run_config_t's, for every run */
   void (*progress)(void *arg, const char *what, uint64_t now_ns, uint64_t end_ns);
   void *progress_arg;
 } sim_compare_config_t;

@@ -256,6 +256,60 @@ static void partition_block_bound_holds_long_blocks_for_the_lc(void **state) {
   sim_trace_close(&bt);
 }
 
+/* A driver call of the LC's that waits for every kernel in the context
+ * (lc_ctx_wait_every): with the partition not held, the BE's launches in
+ * flight are what it waits for.  The BE queues 40 kernels of one 0.5 ms
+ * wave each at a time; bounded by count only, up to 32 of them (16 ms) are
+ * in flight; bounded by 2 ms of measured device time, about 4 (unmeasured
+ * kernels go one at a time).  The longest wait is then at most the bound
+ * plus one kernel, the BE's work the same within 5%. */
+static void partition_flight_bound_bounds_a_context_wide_wait(void **state) {
+  static const char *lc_small = "lc 1 32 256 32 0 20000 0 o\n";
+  char be_many[40 * 40];
+  sim_trace_t lc, bt;
+  sim_arrivals_t arr;
+  sim_rng_t r;
+  sim_run_config_t rc;
+  sim_result_t res[2];
+  const char *why = NULL;
+  size_t n = 0;
+  (void)state;
+  for (int i = 0; i < 40; i++)
+    n += (size_t)snprintf(be_many + n, sizeof(be_many) - n, "be 20 96 256 32 0 500000 0 o\n");
+  load(lc_small, &lc);
+  load(be_many, &bt);
+  sim_rng_init(&r, 3);
+  assert_int_equal(sim_arrivals_poisson(&arr, &r, 200, 400000000), 0);
+  for (int i = 0; i < 2; i++) {
+    base_config(&rc, POL_KIND_TALLY, 400000000);
+    rc.ntenants = 2;
+    rc.tenants[0] =
+        (sim_tenant_spec_t){.trace = &lc, .cls = POL_CLASS_LC, .weight = 1, .arrivals = &arr};
+    rc.tenants[1] = (sim_tenant_spec_t){.trace = &bt, .cls = POL_CLASS_BE, .weight = 1};
+    rc.gpu.be_sms = 96;
+    rc.pol.be_partitioned = true;
+    rc.pol.part_flight_ns = i ? 2000000 : 0;
+    rc.lc_ctx_wait_every = 1;
+    if (sim_run(&rc, &res[i], &why) != 0)
+      fail_msg("sim_run: %s", why);
+    assert_true(res[i].t[0].ctx_waits > 20);
+    assert_true(res[i].t[1].work_ns > 0);
+  }
+  print_message("longest context-wide wait: by count %llu ns, by device time %llu ns; BE work "
+                "%.0f / %.0f ns\n",
+                (unsigned long long)res[0].t[0].max_ctx_wait_ns,
+                (unsigned long long)res[1].t[0].max_ctx_wait_ns, res[0].t[1].work_ns,
+                res[1].t[1].work_ns);
+  assert_true(res[1].t[0].max_ctx_wait_ns <= 2000000 + 500000 + 100000);
+  assert_true(res[0].t[0].max_ctx_wait_ns > 2 * res[1].t[0].max_ctx_wait_ns);
+  assert_true(res[1].t[1].work_ns > 0.95 * res[0].t[1].work_ns);
+  sim_result_close(&res[0]);
+  sim_result_close(&res[1]);
+  sim_arrivals_close(&arr);
+  sim_trace_close(&lc);
+  sim_trace_close(&bt);
+}
+
 /* Time-slicing end to end: a BE tenant keeps the GPU busy with 50 us
  * kernels; LC requests (one 100 us wave) arrive at random.  Each request's
  * execution waits the residual of BE's free-running 2 ms slice plus the
@@ -418,6 +472,7 @@ int main(void) {
       cmocka_unit_test(be_progresses_whenever_lc_idle),
       cmocka_unit_test(partitioned_be_runs_beside_the_lc_which_never_waits),
       cmocka_unit_test(partition_block_bound_holds_long_blocks_for_the_lc),
+      cmocka_unit_test(partition_flight_bound_bounds_a_context_wide_wait),
       cmocka_unit_test(be_tenants_share_by_weight),
       cmocka_unit_test(timeslice_request_waits_at_most_one_slice_plus_switch),
       cmocka_unit_test(late_flag_does_not_cancel_a_reused_launch),
