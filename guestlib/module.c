@@ -707,7 +707,7 @@ CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, 
     return CUDA_ERROR_INVALID_VALUE;
   if (extra) {
     size_t *psize = NULL;
-    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 8; i += 2) {
+    for (int i = 0; i < 8 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
       if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
         *src = extra[i + 1];
       else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)

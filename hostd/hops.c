@@ -52,7 +52,7 @@ hostd_hops_t *hostd__hops_new(const char *name) {
   size_t i;
   if (!hops_path[0] || !(h = calloc(1, sizeof(*h) + HOPS_RING * sizeof(hostd_hop_t))))
     return NULL;
-  for (i = 0; name[i] && i < WIRE_TENANT_MAX; i++) {
+  for (i = 0; i < WIRE_TENANT_MAX && name[i]; i++) {
     char c = name[i];
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '.' || c == '_' || c == '-';

@@ -312,7 +312,7 @@ void hostd__sched_trace_kernel(uint64_t kernel_id, const char *name) {
   size_t n = 0;
   if (!S.trace) /* set before any tenant, at init: no lock on the path without --trace */
     return;
-  for (; name[n] && n < sizeof(clean) - 1; n++) {
+  for (; n < sizeof(clean) - 1 && name[n]; n++) {
     char c = name[n];
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '.' || c == '$';

@@ -45,7 +45,7 @@ wire__hops *wire__hops_new(const char *tenant) {
       !(h = calloc(1, sizeof(*h) + HOPS_RING * sizeof(hop))))
     return NULL;
   strcpy(h->path, p);
-  for (i = 0; tenant[i] && i < WIRE_TENANT_MAX; i++) {
+  for (i = 0; i < WIRE_TENANT_MAX && tenant[i]; i++) {
     char c = tenant[i];
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '.' || c == '_' || c == '-';
