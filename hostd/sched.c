@@ -2282,6 +2282,14 @@ void hostd__sched_shutdown(void) {
              (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, S.st.lc_launches, S.st.lc_events,
              S.st.alone, S.st.flush, S.st.redos, S.st.given_up);
   fence_report();
+  if (S.cfg.pol.be_partitioned && S.cfg.pol.part_flight_ns) {
+    pol_stats_t ps;
+    pol_sched_stats(S.pol, &ps); /* the scheduler thread has ended */
+    hostd__log(HOSTD_LOG_INFO,
+               "scheduler: %" PRIu64 " best-effort launches waited for the partition's "
+               "in-flight bound (%.1f us of device time)",
+               ps.flight_waits, S.cfg.pol.part_flight_ns / 1e3);
+  }
   if (S.trace)
     fprintf(S.trace, "# preemption turnaround: n=%" PRIu64 " p50_ns=%" PRIu64 " p99_ns=%" PRIu64
             " max_ns=%" PRIu64 "\n", S.st.turnarounds, S.st.turn_p50_ns, S.st.turn_p99_ns,

@@ -42,6 +42,7 @@ typedef struct pol__sub {
   uint64_t redo;      /* FLUSH: blocks that gave up, to run again (invariant e) */
   uint64_t redo_of;   /* FLUSH: the launch whose control block lists them (redo > 0) */
   uint64_t submit_ns; /* when the tenant submitted it */
+  bool flight_waited; /* PARTITION: it waited for the in-flight bound (counted once) */
   struct pol__sub *fifo_next;
 } pol__sub_t;
 

@@ -265,6 +265,8 @@ typedef struct pol_stats {
   uint64_t fallback_launches; /* no form met the threshold; least-turnaround form used */
   uint64_t redo_launches;     /* FLUSH redo launches (pol_action_t.redo) */
   uint64_t blocks_given_up;   /* blocks FLUSH launches reported given up */
+  uint64_t flight_waits;      /* BE submissions that waited for the partition's in-flight
+                                 bound (part_flight_ns) at least once */
 } pol_stats_t;
 void pol_sched_stats(const pol_sched_t *s, pol_stats_t *out);
 

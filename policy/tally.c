@@ -507,6 +507,10 @@ static int pump_partitioned(pol_sched_t *s) {
       charge = flight_charge(s, u);
       if (s->be_inflight > 0 && s->be_flight_ns + charge > s->cfg.part_flight_ns) {
         stuck[pi] = true; /* until launches in flight complete */
+        if (!u->flight_waited) {
+          u->flight_waited = true;
+          s->stats.flight_waits++;
+        }
         continue;
       }
     }

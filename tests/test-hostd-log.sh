@@ -122,6 +122,8 @@ partition_instead_of_holding() {
     --be-sms 16 --be-sms-hold 0 --be-sms-inflight-us 0 || return 1
   startup_says "up to 500.0 us of device time in flight" \
     --be-sms 16 --be-sms-hold 0 --be-sms-inflight-us 500 || return 1
+  grep -q "scheduler: 0 best-effort launches waited for the partition's in-flight bound (500.0 us of device time)" \
+    "$tmp/daemon.log" || { echo "no in-flight bound line at exit:"; cat "$tmp/daemon.log"; return 1; }
   if timeout 10 "$B/hostd/tallyd-record" --listen-unix "$tmp/bad2.sock" --state-dir "$tmp/bad2-state" \
     --be-sms-hold 0 >"$tmp/bad2.log" 2>&1; then
     echo "tallyd started with --be-sms-hold 0 and no partition"; return 1

@@ -713,6 +713,7 @@ static void partitioned_be_in_flight_is_bounded_by_device_time(void **state) {
   fx_t f;
   pol_config_t c;
   pol_action_t be[8];
+  pol_stats_t st;
   uint64_t sid = 100;
   (void)state;
   pol_config_init(&c);
@@ -767,6 +768,8 @@ static void partitioned_be_in_flight_is_bounded_by_device_time(void **state) {
   complete(&f, &be[0], 5000000, 132);
   assert_int_equal(f.n, 1);
   assert_int_equal(f.a[0].submit_id, 31);
+  pol_sched_stats(f.s, &st);
+  assert_int_equal(st.flight_waits, 4); /* 11, 24, 25 and 31, each counted once */
   pol_sched_free(f.s);
   /* Without it (0): the launch count alone bounds them. */
   c.part_flight_ns = 0;
