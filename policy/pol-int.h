@@ -32,6 +32,9 @@
 
 #include "policy/pol.h"
 
+/* Entries of pol_sched_t.hints. */
+#define POL__HINTS 256
+
 typedef struct pol__sub {
   uint64_t submit_id;
   pol_kernel_t k;
@@ -102,6 +105,13 @@ struct pol_sched {
   pol_action_t *actq; /* pending actions, [acth, actn) */
   size_t acth, actn, actcap;
   pol_profiles_t *profiles;
+  /* A kernel's wave time by (kernel_id, block, shmem), whatever its grid: the
+   * longest settled wave_ns of its profiled shapes, for an estimate of a
+   * shape not yet profiled (PARTITION's in-flight bound).  Direct-mapped by
+   * the hash of those (tag: the hash, never 0); a collision replaces. */
+  struct pol__wave_hint {
+    uint64_t tag, wave_ns;
+  } hints[POL__HINTS];
   pol_stats_t stats;
   /* LC state */
   uint32_t lc_inflight;
@@ -162,8 +172,11 @@ int pol__issue_rest_charged(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int
 int pol__issue_all(pol_sched_t *s, pol__tenant_t *t, int prio, uint32_t max_inflight);
 void pol__timer_at(pol_sched_t *s, uint64_t at_ns);
 void pol__key_of(const pol_kernel_t *k, pol_profile_key_t *key);
-/* Folds one measurement of a completed launch into the profile table. */
+/* Folds one measurement of a completed launch into the profile table (and
+ * its kernel's wave hint, pol_sched_t.hints). */
 int pol__profile_sample(pol_sched_t *s, const pol__launch_t *l, const pol_event_t *ev);
+/* The wave hint of k's kernel, block and shared memory: 0 when none. */
+uint64_t pol__wave_hint(const pol_sched_t *s, const pol_kernel_t *k);
 
 /* profile.c internals used by profile-file.c. */
 const pol_profile_t *pol__profiles_at(const pol_profiles_t *p, size_t *cursor);

@@ -103,8 +103,8 @@ typedef struct pol_config {
                                 whose profiled block (wave) time is longer waits, as without a
                                 partition (0: none waits; tally.c, PARTITION) */
   uint64_t part_flight_ns;   /* ours, with be_partitioned: the estimated device time of the BE
-                                launches in flight at most this (an unprofiled launch counts
-                                as all of it; one launch may always be in flight), so a driver
+                                launches in flight at most this (a kernel with no profiled shape
+                                counts as all of it; one launch may always be in flight), so a driver
                                 call of the LC that waits for the whole context waits for at
                                 most about this much BE work (0: only POL_NO_LC_INFLIGHT
                                 launches; tally.c, PARTITION) */

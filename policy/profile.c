@@ -184,6 +184,31 @@ static bool fold(const pol_config_t *c, uint64_t *est, uint32_t *n, uint64_t sam
   return false;
 }
 
+/* The hint tag of k: a hash of (kernel_id, block, shmem), never 0. */
+static uint64_t hint_tag(const pol_kernel_t *k) {
+  uint64_t h = k->kernel_id * 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 3; i++)
+    h = (h ^ k->block[i]) * 0x100000001b3ull;
+  h = (h ^ k->shmem_bytes) * 0x100000001b3ull;
+  return h ? h : 1;
+}
+
+uint64_t pol__wave_hint(const pol_sched_t *s, const pol_kernel_t *k) {
+  uint64_t tag = hint_tag(k);
+  const struct pol__wave_hint *e = &s->hints[tag % POL__HINTS];
+  return e->tag == tag ? e->wave_ns : 0;
+}
+
+/* Remembers a settled wave time of k's kernel (the longest of its shapes). */
+static void hint_put(pol_sched_t *s, const pol_kernel_t *k, uint64_t wave_ns) {
+  uint64_t tag = hint_tag(k);
+  struct pol__wave_hint *e = &s->hints[tag % POL__HINTS];
+  if (e->tag != tag)
+    *e = (struct pol__wave_hint){tag, wave_ns};
+  else if (wave_ns > e->wave_ns)
+    e->wave_ns = wave_ns;
+}
+
 int pol__profile_sample(pol_sched_t *s, const pol__launch_t *l, const pol_event_t *ev) {
   pol_profile_key_t key;
   pol_profile_t rec;
@@ -236,6 +261,8 @@ int pol__profile_sample(pol_sched_t *s, const pol__launch_t *l, const pol_event_
     }
   } else {
     rec.drifted = 0;
+    if (rec.wave_samples >= s->cfg.min_samples && rec.wave_ns > 0)
+      hint_put(s, &l->sub->k, rec.wave_ns);
   }
   return pol_profiles_put(s->profiles, &rec);
 }

@@ -114,7 +114,8 @@
  * that needs the partition's SMs waits for the BE blocks running there, and
  * this bounds those blocks (unprofiled kernels go, and are profiled).  And
  * with part_flight_ns > 0, the launches in flight are also bounded by their
- * estimated device time (an unprofiled one counts as the whole bound; one
+ * estimated device time (a shape not yet profiled at the wave time of its
+ * kernel's profiled shapes, a kernel with none as the whole bound; one
  * launch may always go): some driver calls wait for every kernel of the
  * context, the partition's included, and an LC's such call then waits for
  * about that much BE work, not for POL_NO_LC_INFLIGHT long launches.
@@ -456,10 +457,17 @@ static bool long_block(const pol_sched_t *s, const pol__sub_t *u) {
 }
 
 /* What u adds to be_flight_ns (PARTITION's in-flight bound): its estimated
- * device time, or the whole bound while its kernel is unprofiled. */
+ * device time; for a shape not yet profiled, its waves at the wave time of
+ * the kernel's profiled shapes (pol__wave_hint), or the whole bound when it
+ * has none. */
 static uint64_t flight_charge(const pol_sched_t *s, const pol__sub_t *u) {
-  uint64_t ns;
-  return est_known(s, u, &ns) ? ns : s->cfg.part_flight_ns;
+  uint64_t ns, wave;
+  if (est_known(s, u, &ns))
+    return ns;
+  if ((wave = pol__wave_hint(s, &u->k)) == 0)
+    return s->cfg.part_flight_ns;
+  uint64_t blocks = u->redo > 0 ? u->redo : u->total - u->next;
+  return ceil_div(blocks, pol__resident(s, &u->k)) * wave;
 }
 
 /* PARTITION (above): BE launches as they come, at most POL_NO_LC_INFLIGHT in

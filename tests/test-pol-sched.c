@@ -707,7 +707,8 @@ static void partitioned_be_holds_long_blocks_while_lc_active(void **state) {
  * their estimated device time, not only by their count.  An unprofiled
  * launch counts as the whole bound (one at a time); profiled ones of 0.5 ms
  * go four at a time under 2 ms, and the next goes when one completes; one
- * longer than the bound goes alone.  The LC is busy all along: none of this
+ * longer than the bound goes alone; a shape not profiled yet of a profiled
+ * kernel counts its waves at that kernel's wave time.  The LC is busy all along: none of this
  * is about holding for it. */
 static void partitioned_be_in_flight_is_bounded_by_device_time(void **state) {
   fx_t f;
@@ -768,8 +769,17 @@ static void partitioned_be_in_flight_is_bounded_by_device_time(void **state) {
   complete(&f, &be[0], 5000000, 132);
   assert_int_equal(f.n, 1);
   assert_int_equal(f.a[0].submit_id, 31);
+  be[0] = f.a[0];
+  f.now += 500000;
+  complete(&f, &be[0], 500000, 132);
+  /* A shape of kernel 300 not profiled yet (two waves): charged at the wave
+   * time of its profiled shape, 1 ms, so two go, not one. */
+  for (uint64_t i = 0; i < 3; i++) {
+    submit(&f, BE, 40 + i, kern(300, 264, POL_VAR_ORIGINAL));
+    assert_int_equal(f.n, i < 2 ? 1 : 0);
+  }
   pol_sched_stats(f.s, &st);
-  assert_int_equal(st.flight_waits, 4); /* 11, 24, 25 and 31, each counted once */
+  assert_int_equal(st.flight_waits, 5); /* 11, 24, 25, 31 and 42, each counted once */
   pol_sched_free(f.s);
   /* Without it (0): the launch count alone bounds them. */
   c.part_flight_ns = 0;
