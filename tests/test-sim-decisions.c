@@ -205,6 +205,19 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Policy tally, 400 ms, the LC (lc, arrivals arr) next to the BE (bt) on a
+ * partition of 96 SMs, not held (tallyd --be-sms 96 --be-sms-hold 0). */
+static void partition_pair(sim_run_config_t *rc, const sim_trace_t *lc, const sim_trace_t *bt,
+                           const sim_arrivals_t *arr) {
+  base_config(rc, POL_KIND_TALLY, 400000000);
+  rc->ntenants = 2;
+  rc->tenants[0] =
+      (sim_tenant_spec_t){.trace = lc, .cls = POL_CLASS_LC, .weight = 1, .arrivals = arr};
+  rc->tenants[1] = (sim_tenant_spec_t){.trace = bt, .cls = POL_CLASS_BE, .weight = 1};
+  rc->gpu.be_sms = 96;
+  rc->pol.be_partitioned = true;
+}
+
 /* The partition not held, with and without a block bound (tallyd
  * --be-sms-block-us): the LC's four kernels each fill the GPU for 25 us,
  * the BE's blocks take 1 ms (sliced, PTB and FLUSH offered).  Not held,
@@ -231,13 +244,7 @@ static void partition_block_bound_holds_long_blocks_for_the_lc(void **state) {
   sim_rng_init(&r, 1);
   assert_int_equal(sim_arrivals_poisson(&arr, &r, 500, 400000000), 0);
   for (int i = 0; i < 2; i++) {
-    base_config(&rc, POL_KIND_TALLY, 400000000);
-    rc.ntenants = 2;
-    rc.tenants[0] =
-        (sim_tenant_spec_t){.trace = &lc, .cls = POL_CLASS_LC, .weight = 1, .arrivals = &arr};
-    rc.tenants[1] = (sim_tenant_spec_t){.trace = &bt, .cls = POL_CLASS_BE, .weight = 1};
-    rc.gpu.be_sms = 96;
-    rc.pol.be_partitioned = true;
+    partition_pair(&rc, &lc, &bt, &arr);
     rc.pol.part_block_ns = i ? 100000 : 0;
     if (sim_run(&rc, &res[i], &why) != 0)
       fail_msg("sim_run: %s", why);
@@ -281,13 +288,7 @@ static void partition_flight_bound_bounds_a_context_wide_wait(void **state) {
   sim_rng_init(&r, 3);
   assert_int_equal(sim_arrivals_poisson(&arr, &r, 200, 400000000), 0);
   for (int i = 0; i < 2; i++) {
-    base_config(&rc, POL_KIND_TALLY, 400000000);
-    rc.ntenants = 2;
-    rc.tenants[0] =
-        (sim_tenant_spec_t){.trace = &lc, .cls = POL_CLASS_LC, .weight = 1, .arrivals = &arr};
-    rc.tenants[1] = (sim_tenant_spec_t){.trace = &bt, .cls = POL_CLASS_BE, .weight = 1};
-    rc.gpu.be_sms = 96;
-    rc.pol.be_partitioned = true;
+    partition_pair(&rc, &lc, &bt, &arr);
     rc.pol.part_flight_ns = i ? 2000000 : 0;
     rc.lc_ctx_wait_every = 1;
     if (sim_run(&rc, &res[i], &why) != 0)
