@@ -94,6 +94,14 @@ tests/gpu/e2e-run: $(srcdir)/tests/gpu/e2e-run.sh $(srcdir)/tests/gpu/tallyd-lib
 	$(AM_V_GEN)$(GPU_SCRIPT_SED) $(srcdir)/tests/gpu/e2e-run.sh >$@.tmp && \
 	  chmod +x $@.tmp && mv -f $@.tmp $@
 
+# The same two-tenant and dying-tenant runs with best-effort work in a partition of 72% of the
+# SMs, not held for the latency-critical tenant (--be-sms-hold 0, its block and in-flight
+# bounds at their defaults and 100 us): outputs identical to native, memory back.
+GPU_TESTS += tests/gpu/e2e-partition
+CLEANFILES += tests/gpu/e2e-partition
+tests/gpu/e2e-partition: tests/gpu/e2e-run
+	$(AM_V_GEN)printf '#!/bin/sh\n# e2e-partition: e2e-run'"'"'s tenant pairs with the best-effort partition not held (tests/gpu.mk)\nTALLYD_ARGS="--be-sms 72%% --be-sms-hold 0 --be-sms-block-us 100 $${TALLYD_ARGS:-}" exec "$$(dirname "$$0")/e2e-run" -k "two-tenants|tenant-dies" "$$@"\n' > $@ && chmod +x $@
+
 tests/bench/forward-bench: $(srcdir)/tests/bench/forward-bench.sh $(srcdir)/tests/gpu/tallyd-lib.sh Makefile \
 		$(GPU_BENCH_PROGS)
 	@$(MKDIR_P) $(@D)
