@@ -459,15 +459,16 @@ static bool long_block(const pol_sched_t *s, const pol__sub_t *u) {
 /* What u adds to be_flight_ns (PARTITION's in-flight bound): its estimated
  * device time; for a shape not yet profiled, its waves at the wave time of
  * the kernel's profiled shapes (pol__wave_hint), or the whole bound when it
- * has none. */
+ * has none.  At most the bound + 1 (more only says "alone", as that does),
+ * so be_flight_ns cannot overflow. */
 static uint64_t flight_charge(const pol_sched_t *s, const pol__sub_t *u) {
-  uint64_t ns, wave;
+  uint64_t ns, wave, waves, cap = s->cfg.part_flight_ns + 1;
   if (est_known(s, u, &ns))
-    return ns;
+    return ns < cap ? ns : cap;
   if ((wave = pol__wave_hint(s, &u->k)) == 0)
     return s->cfg.part_flight_ns;
-  uint64_t blocks = u->redo > 0 ? u->redo : u->total - u->next;
-  return ceil_div(blocks, pol__resident(s, &u->k)) * wave;
+  waves = ceil_div(u->redo > 0 ? u->redo : u->total - u->next, pol__resident(s, &u->k));
+  return waves < cap / wave ? waves * wave : cap;
 }
 
 /* PARTITION (above): BE launches as they come, at most POL_NO_LC_INFLIGHT in
