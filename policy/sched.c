@@ -367,12 +367,18 @@ int pol__issue(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, pol_form_t for
   return issue_launch(s, t, sub, form, count, workers, prio, turn_ns, flags, 0, 0);
 }
 
-int pol__issue_redo(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, int prio, uint64_t turn_ns,
-                    unsigned flags) {
+/* pol__issue_redo, charging flight_ns to be_flight_ns (invariant f). */
+static int issue_redo(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, int prio,
+                      uint64_t turn_ns, unsigned flags, uint64_t flight_ns) {
   if (sub->redo == 0 || sub->redo_of == 0)
     return -EINVAL; /* nothing gave up: a caller's bug, never a launch of 0 blocks */
   return issue_launch(s, t, sub, POL_FORM_FLUSH, sub->redo, 0, prio, turn_ns, flags, sub->redo_of,
-                      0);
+                      flight_ns);
+}
+
+int pol__issue_redo(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *sub, int prio, uint64_t turn_ns,
+                    unsigned flags) {
+  return issue_redo(s, t, sub, prio, turn_ns, flags, 0);
 }
 
 int pol__preempt(pol_sched_t *s, pol__launch_t *l) {
@@ -394,11 +400,8 @@ int pol__preempt(pol_sched_t *s, pol__launch_t *l) {
 
 int pol__issue_rest_charged(pol_sched_t *s, pol__tenant_t *t, pol__sub_t *u, int prio,
                             uint64_t flight_ns) {
-  if (u->redo > 0) {
-    if (u->redo_of == 0)
-      return -EINVAL; /* as pol__issue_redo */
-    return issue_launch(s, t, u, POL_FORM_FLUSH, u->redo, 0, prio, 0, 0, u->redo_of, flight_ns);
-  }
+  if (u->redo > 0)
+    return issue_redo(s, t, u, prio, 0, 0, flight_ns);
   pol_form_t f = u->next == 0 ? POL_FORM_ORIGINAL : POL_FORM_SLICED;
   return issue_launch(s, t, u, f, u->total - u->next, 0, prio, 0, 0, 0, flight_ns);
 }

@@ -378,6 +378,11 @@ static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
   return 1;
 }
 
+/* Waves of what pol__issue_rest issues of u next (its redo, else the rest). */
+static uint64_t waves_next(const pol_sched_t *s, const pol__sub_t *u) {
+  return ceil_div(u->redo > 0 ? u->redo : u->total - u->next, pol__resident(s, &u->k));
+}
+
 /* Estimated device time of what pol__issue_rest issues of u next (its redo,
  * else the rest in its original form) into *ns; false, and the threshold in
  * *ns, when u's kernel is unprofiled. */
@@ -389,8 +394,7 @@ static bool est_known(const pol_sched_t *s, const pol__sub_t *u, uint64_t *ns) {
     *ns = s->cfg.threshold_ns;
     return false;
   }
-  uint64_t blocks = u->redo > 0 ? u->redo : u->total - u->next;
-  *ns = ceil_div(blocks, pol__resident(s, &u->k)) * pr->wave_ns;
+  *ns = waves_next(s, u) * pr->wave_ns;
   return true;
 }
 
@@ -456,18 +460,19 @@ static bool long_block(const pol_sched_t *s, const pol__sub_t *u) {
   return pr && pr->wave_samples >= s->cfg.min_samples && pr->wave_ns > s->cfg.part_block_ns;
 }
 
-/* What u adds to be_flight_ns (PARTITION's in-flight bound): its estimated
- * device time; for a shape not yet profiled, its waves at the wave time of
- * the kernel's profiled shapes (pol__wave_hint), or the whole bound when it
- * has none.  At most the bound + 1 (more only says "alone", as that does),
- * so be_flight_ns cannot overflow. */
-static uint64_t flight_charge(const pol_sched_t *s, const pol__sub_t *u) {
-  uint64_t ns, wave, waves, cap = s->cfg.part_flight_ns + 1;
-  if (est_known(s, u, &ns))
-    return ns < cap ? ns : cap;
+/* What u adds to be_flight_ns (PARTITION's in-flight bound), given what
+ * est_known said of it (known, est): its estimated device time; for a shape
+ * not yet profiled, its waves at the wave time of the kernel's profiled
+ * shapes (pol__wave_hint), or the whole bound when it has none.  At most the
+ * bound + 1 (more only says "alone", as that does), so be_flight_ns cannot
+ * overflow. */
+static uint64_t flight_charge(const pol_sched_t *s, const pol__sub_t *u, bool known, uint64_t est) {
+  uint64_t wave, waves, cap = s->cfg.part_flight_ns + 1;
+  if (known)
+    return est < cap ? est : cap;
   if ((wave = pol__wave_hint(s, &u->k)) == 0)
     return s->cfg.part_flight_ns;
-  waves = ceil_div(u->redo > 0 ? u->redo : u->total - u->next, pol__resident(s, &u->k));
+  waves = waves_next(s, u);
   return waves < cap / wave ? waves * wave : cap;
 }
 
@@ -511,9 +516,10 @@ static int pump_partitioned(pol_sched_t *s) {
       stuck[pi] = rc == 0;
       continue;
     }
-    uint64_t dur = est_ns(s, u), charge = 0;
+    uint64_t dur, charge = 0;
+    bool known = est_known(s, u, &dur); /* one profile look-up for both */
     if (s->cfg.part_flight_ns > 0) {
-      charge = flight_charge(s, u);
+      charge = flight_charge(s, u, known, dur);
       if (s->be_inflight > 0 && s->be_flight_ns + charge > s->cfg.part_flight_ns) {
         stuck[pi] = true; /* until launches in flight complete */
         if (!u->flight_waited) {
