@@ -122,7 +122,29 @@ static void be_opts(wire_conn_opts_t *o) {
 /* TALLY_HOPS: the calls' hand-off times reach the file when the process
  * exits (nothing else closes the channel). */
 static void hops_at_exit(void) {
-  wire_conn_hops_write(conn);
+  if (!guest__g.forked) /* a child's copy of the parent's hops is the parent's to write */
+    wire_conn_hops_write(conn);
+}
+
+/* fork() of a connected tenant: the child shares the parent's socket and
+ * shared ring, so one request from it would corrupt the parent's channel, and
+ * its copy of the socket would keep the tenant alive in tallyd after the
+ * parent exits.  The child gets neither: its copies are closed and unmapped
+ * (wire_conn_forget: system calls only, as a child handler requires) and every
+ * later call answers CUDA_ERROR_NOT_INITIALIZED, as the driver does in a
+ * child.  Threads do not survive a fork, so nothing else of the channel runs
+ * there.  A process forked before cuInit connects on its own. */
+static void forked_child(void) {
+  __atomic_store_n(&guest__g.forked, true, __ATOMIC_RELEASE);
+  __atomic_store_n(&guest__g.lost, true, __ATOMIC_RELEASE);
+  wire_conn_forget(conn);
+}
+
+static void watch_forks(void) {
+  int rc = pthread_atfork(NULL, NULL, forked_child);
+  if (rc != 0)
+    guest__log("pthread_atfork: %s; a child of fork() that uses CUDA would share this "
+               "process's channel", strerror(rc));
 }
 
 static long now_ms(void) {
@@ -160,6 +182,10 @@ int guest__chan_open(const char *url, const char *name, int latency_critical, co
     o.connect_timeout_ms = (uint32_t)(left > 0 ? left : 1);
     o.timed_ms = o.connect_timeout_ms; /* the HELLO call that follows (entry.c) */
     rc = wire_conn_open(&conn, url, &hello, &o, err, errlen);
+    if (rc == 0) {
+      static pthread_once_t once = PTHREAD_ONCE_INIT;
+      (void)pthread_once(&once, watch_forks);
+    }
     if (rc == 0 && getenv("TALLY_HOPS"))
       atexit(hops_at_exit);
     if (rc == 0 && guest__debug()) /* tests/gpu/tenant-churn reports the slowest */

@@ -56,6 +56,15 @@ CUresult guest__refused(const char *name, const char *why, int *logged) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult guest__forked_error(void) {
+  static int logged;
+  if (!atomic_exchange((_Atomic int *)&logged, 1))
+    guest__log("this process was forked from a tenant after cuInit: CUDA is not available in "
+               "it, as with the driver (returning CUDA_ERROR_NOT_INITIALIZED); exec a new "
+               "program, or start worker processes with 'spawn', to use the GPU from a child");
+  return CUDA_ERROR_NOT_INITIALIZED;
+}
+
 /* Our own failures, in one table.  Everything a tenant can do about a lost
  * channel is to stop, which CUDA spells CUDA_ERROR_DEVICE_UNAVAILABLE. */
 CUresult guest__cu_error(int status) {
@@ -68,6 +77,8 @@ CUresult guest__cu_error(int status) {
   case -EMSGSIZE:
     return CUDA_ERROR_INVALID_VALUE;
   case -ENOTCONN:
+    if (guest__g.forked)
+      return guest__forked_error();
     return guest__g.inited || guest__g.lost ? CUDA_ERROR_DEVICE_UNAVAILABLE
                                             : CUDA_ERROR_NOT_INITIALIZED;
   case -ECONNRESET:
@@ -79,6 +90,8 @@ CUresult guest__cu_error(int status) {
 }
 
 CUresult guest__ready(void) {
+  if (guest__g.forked)
+    return guest__forked_error();
   if (!guest__g.inited)
     return guest__g.init_rc != CUDA_SUCCESS && guest__g.init_rc != 0 ? guest__g.init_rc
                                                                      : CUDA_ERROR_NOT_INITIALIZED;
@@ -171,6 +184,8 @@ GUEST_EXPORT CUresult cuInit(unsigned int flags) {
 
   if (flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
+  if (guest__g.forked) /* before the lock: a thread of the parent may have held it */
+    return guest__forked_error();
   pthread_mutex_lock(&guest__g.lock);
   if (guest__g.inited || guest__g.init_rc != CUDA_SUCCESS) {
     res = guest__g.inited ? CUDA_SUCCESS : guest__g.init_rc;

@@ -65,6 +65,7 @@ typedef struct guest_state {
   bool inited;        /* cuInit succeeded */
   CUresult init_rc;   /* result of the first cuInit, returned by later ones */
   bool lost;          /* the channel broke: every call fails from now on */
+  bool forked;        /* this process is a fork() of a connected tenant (chan.c) */
   uint32_t tenant_id; /* assigned by tallyd */
   uint32_t priority;  /* sent at HELLO: 0 latency-critical, 1 best-effort */
   int ndev;
@@ -85,6 +86,10 @@ CUresult guest__unsupported(const char *name, int *logged);
 /* Logs "NAME: WHY" once per *logged flag; returns NOT_SUPPORTED (a call
  * Tally refuses by design, with the reason). */
 CUresult guest__refused(const char *name, const char *why, int *logged);
+/* What every call answers in the child of a fork() made after cuInit:
+ * CUDA_ERROR_NOT_INITIALIZED, as the driver does; logs one line the first
+ * time (entry.c). */
+CUresult guest__forked_error(void);
 
 /* ---- channel (chan.c, over wire/) ---- */
 /* Connects to url ("unix:/p", "/p", "tcp://h:p") and does wire's handshake.

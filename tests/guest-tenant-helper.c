@@ -67,6 +67,12 @@
  *               enqueuing 2r+2 the same way and reading the word back:
  *               prints "order BAD of 64" (BAD: rounds that read 2r+1, the
  *               earlier value, as if the two were run in reverse)
+ *   fork        allocate 4 KiB, then fork(): the child tries cuMemAlloc,
+ *               cuInit and cuCtxSynchronize and prints "child A I S" (their
+ *               CUresults), then waits until stdin closes; the parent, once
+ *               the child has printed, memsets and reads back its allocation
+ *               and prints "parent N" (0 when every word came back right)
+ *               and exits, leaving the child running
  *   limits      the shared context's malloc heap size (cuCtxGetLimit), a set of
  *               it to 64 MiB, the heap size again and this process's L2 fetch
  *               granularity: prints "heap H set S after A l2 L" (S the set's
@@ -273,6 +279,41 @@ static int order(void) {
   }
   printf("order %d of %d\n", bad, rounds);
   return 0;
+}
+
+/* "fork": see the usage above. */
+static int fork_child(void) {
+  CUdeviceptr p, q;
+  uint32_t back[64];
+  int done[2], bad = 0;
+  char c;
+  pid_t pid;
+  if (cuMemAlloc(&p, sizeof(back)) != CUDA_SUCCESS || pipe(done) != 0)
+    return 4;
+  fflush(stdout);
+  if ((pid = fork()) < 0)
+    return 5;
+  if (pid == 0) {
+    CUresult a = cuMemAlloc(&q, 64), i = cuInit(0), s = cuCtxSynchronize();
+    char line[64]; /* on the stack: no stdio buffer to allocate in a child */
+    int n = snprintf(line, sizeof(line), "child %d %d %d\n", (int)a, (int)i, (int)s);
+    if (write(1, line, (size_t)n) != n)
+      _exit(7);
+    close(done[1]);
+    while (read(0, &c, 1) > 0)
+      ;
+    _exit(0);
+  }
+  close(done[1]);
+  while (read(done[0], &c, 1) > 0)
+    ;
+  if (cuMemsetD32(p, 0x5a5a5a5au, 64) != CUDA_SUCCESS ||
+      cuMemcpyDtoH(back, p, sizeof(back)) != CUDA_SUCCESS)
+    bad = -1;
+  for (int k = 0; bad == 0 && k < 64; k++)
+    bad = back[k] != 0x5a5a5a5au;
+  printf("parent %d\n", bad);
+  return cuMemFree(p) == CUDA_SUCCESS ? 0 : 6;
 }
 
 int main(int argc, char **argv) {
@@ -501,6 +542,8 @@ int main(int argc, char **argv) {
     printf("heap %zu set %d after %zu l2 %zu\n", heap, (int)s, after, l2);
     return 0;
   }
+  if (strcmp(argv[1], "fork") == 0)
+    return fork_child();
   if (strcmp(argv[1], "stream") == 0) {
     CUstream s;
     r = cuStreamCreate(&s, 0);

@@ -1100,6 +1100,33 @@ static void helper_says_both_ways(const char *action, const char *want_shm, cons
   assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
 }
 
+/* A tenant that forks: the child's CUDA calls answer NOT_INITIALIZED, as the
+ * driver's do in a child, without touching the parent's channel (the parent
+ * reads its memory back right afterwards), and tallyd sees the tenant leave
+ * when the parent exits although the child, which shared its socket, lives
+ * on.  Over shared memory and over TCP. */
+static void forked_child_gets_no_cuda_and_does_not_keep_the_tenant(void **state) {
+  const char *env[] = {NULL, gd_tcp_env};
+  (void)state;
+  for (int i = 0; i < 2; i++) {
+    pid_t pid;
+    int to_child, a = 0, in = 0, sy = 0, parent = -1;
+    FILE *f = helper("fork", &pid, &to_child, env[i]);
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "child %d %d %d", &a, &in, &sy), 3);
+    assert_int_equal(a, CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(in, CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(sy, CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(fscanf(f, " parent %d", &parent), 1);
+    assert_int_equal(parent, 0);
+    assert_int_equal(wait_exit(pid), 0);
+    /* the child still waits on its stdin here */
+    assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
+    close(to_child);
+    fclose(f);
+  }
+}
+
 /* The helper's "order": each round a thread enqueues on the NULL stream,
  * is joined, and the main thread enqueues behind it and reads back; the
  * second value must win, over shared memory and over TCP (it lost in 60
@@ -1526,6 +1553,7 @@ int main(void) {
       cmocka_unit_test(each_thread_gets_its_own_default_stream),
       cmocka_unit_test(stream_ordered_allocation_round_trips),
       cmocka_unit_test(context_limits_are_the_shared_contexts_and_only_grow),
+      cmocka_unit_test(forked_child_gets_no_cuda_and_does_not_keep_the_tenant),
       cmocka_unit_test(sticky_fault_loses_every_tenant_and_asks_new_ones_to_retry),
   };
   signal(SIGPIPE, SIG_IGN);

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <semaphore.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -399,6 +400,35 @@ static void orderly_close_reports_status_zero(void **state) {
   while (atomic_load(&s->h.closes) == closes)
     assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
   assert_int_equal(atomic_load(&s->h.last_close_status), 0);
+  wire_conn_close(c);
+}
+
+/* A child of fork() forgets its copy of the connection: no BYE, no
+ * shutdown, so the daemon keeps the tenant and the parent's calls go on. */
+static void forget_in_a_forked_child_leaves_the_parent_connected(void **state) {
+  tstate *s = *state;
+  wire_conn_t *c = open_conn(s, "forks");
+  char req[] = "still here", rep[64];
+  struct iovec q = {req, sizeof(req)}, r = {rep, sizeof(rep)};
+  int closes, st = 0;
+  size_t n = 0;
+  pid_t pid;
+
+  assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, &n), 0);
+  closes = atomic_load(&s->h.closes);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    wire_conn_forget(c);
+    _exit(0);
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(wire_conn_call(c, &q, 1, &r, 1, &n), 0);
+    assert_memory_equal(rep, req, sizeof(req));
+  }
+  assert_int_equal(atomic_load(&s->h.closes), closes);
   wire_conn_close(c);
 }
 
@@ -805,6 +835,7 @@ int main(void) {
       BOTH(a_call_carries_the_batch_before_it),
       BOTH(post_after_reply_sends_the_first_post_at_once),
       BOTH(post_now_held_posts_reach_the_daemon_without_a_call),
+      BOTH(forget_in_a_forked_child_leaves_the_parent_connected),
       cmocka_unit_test(bad_urls_and_hellos_are_einval),
       cmocka_unit_test(write_all_survives_partial_writes),
       cmocka_unit_test(reply_mt_after_server_close_is_econnreset),

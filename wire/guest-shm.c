@@ -176,6 +176,24 @@ static void shm_close(wire__gtp *t) {
   free(g);
 }
 
+/* wire_conn_forget: system calls only (a fork's child handler). */
+static void shm_forget(wire__gtp *t) {
+  shm_gtp *g = (shm_gtp *)t;
+  int i;
+
+  if (g->mem)
+    munmap(g->mem, g->size);
+  g->mem = NULL;
+  for (i = 0; i < FD_N; i++)
+    if (g->fds[i] >= 0)
+      close(g->fds[i]);
+  for (i = 0; i < FD_N; i++)
+    g->fds[i] = -1;
+  if (g->sock >= 0)
+    close(g->sock);
+  g->sock = -1;
+}
+
 /* One byte with one descriptor (proto.h, WIRE__FD_BYTE).  The socket is
  * otherwise silent after WELCOME and its buffer empty, so the send does not
  * block; EBADF/EINVAL (a bad fd) is the caller's, not the connection's. */
@@ -219,6 +237,7 @@ static const struct wire__gtp_ops shm_ops = {
     .close = shm_close,
     .send_fd = shm_send_fd,
     .idle = shm_idle,
+    .forget = shm_forget,
 };
 
 /* connect() that cannot hang: a UNIX stream connect blocks for as long as

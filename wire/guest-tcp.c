@@ -113,12 +113,22 @@ static void tcp_close(wire__gtp *t) {
   free(g);
 }
 
+/* wire_conn_forget: no shutdown(), which would end the parent's connection. */
+static void tcp_forget(wire__gtp *t) {
+  tcp_gtp *g = (tcp_gtp *)t;
+
+  if (g->fd >= 0)
+    close(g->fd);
+  g->fd = -1;
+}
+
 static const struct wire__gtp_ops tcp_ops = {
     .name = "tcp",
     .send = tcp_send,
     .peek = tcp_peek,
     .consume = tcp_consume,
     .close = tcp_close,
+    .forget = tcp_forget,
 };
 
 /* Splits "host:port" or "[v6]:port" into host and port. */

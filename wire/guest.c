@@ -963,6 +963,11 @@ fail:
   return rc;
 }
 
+void wire_conn_forget(wire_conn_t *c) {
+  if (c != NULL && c->tp->ops->forget != NULL)
+    c->tp->ops->forget(c->tp);
+}
+
 void wire_conn_close(wire_conn_t *c) {
   int i;
 

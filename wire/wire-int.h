@@ -259,6 +259,10 @@ struct wire__gtp_ops {
   /* optional (shm): housekeeping when idle (returns unused data-region
    * pages); tx lock held.  Called by the background thread. */
   void (*idle)(wire__gtp *t, uint64_t now_ns);
+  /* optional: in the child of a fork, closes this process's copies of the
+   * transport's descriptors and unmaps what it shares with the daemon, with
+   * no I/O, no lock and no allocation (wire_conn_forget).  NULL = nothing. */
+  void (*forget)(wire__gtp *t);
 };
 struct wire__gtp {
   const struct wire__gtp_ops *ops;

@@ -204,6 +204,16 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
  * or start afterwards. */
 void wire_conn_close(wire_conn_t *c);
 
+/* For the child of a fork() (a pthread_atfork child handler): closes this
+ * process's copies of the connection's descriptors and unmaps the region it
+ * shares with the daemon, with no I/O, no lock and no allocation, so the
+ * parent's connection goes on untouched and the daemon sees the tenant leave
+ * when the parent does, whatever the child does.  c must not be used in this
+ * process afterwards, not even closed (its memory is left to the process).
+ * Over RDMA nothing is closed: the verbs library owns those descriptors.
+ * NULL ok. */
+void wire_conn_forget(wire_conn_t *c);
+
 /* Synchronous call: sends the request (the concatenation of req[0..req_cnt))
  * after every post queued before it by any thread, and waits for the reply.
  * The reply is scattered into rep[0..rep_cnt) in order; *rep_len (may be NULL)

@@ -7,9 +7,13 @@
  * it is current.  Memory: cuMemAlloc/Free, pitched allocations, cuMemAllocHost/cuMemHostAlloc,
  * copies HtoD/DtoH/DtoD sync and async, memsets of 8/16/32-bit values (sync, async and 2D),
  * cuMemcpy2D and cuMemcpy3D, address ranges and pointer attributes of the program's own
- * allocations.  Only deterministic facts are printed.
+ * allocations.  fork() after cuInit: what the child's calls answer, and that the parent's
+ * context goes on.  Only deterministic facts are printed.
  */
 #include <cuda.h>
+#include <errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "e2e-common.h"
 
@@ -256,6 +260,35 @@ static void test_created_context(CUdevice dev) {
   printf("primary current after destroy: %s\n", cur == prim ? "yes" : "no");
 }
 
+/* A child of fork() made after cuInit: its calls' answers (the driver's own
+ * in a child, which Tally's guest gives too), then the parent's memory. */
+static void test_fork(void) {
+  CUdeviceptr d = 0;
+  int st = 0;
+  pid_t pid;
+  fflush(stdout);
+  pid = fork();
+  if (pid < 0) {
+    e2e_check(0, "fork");
+    return;
+  }
+  if (pid == 0) {
+    CUdeviceptr x = 0;
+    alarm(30); /* a hang in the child fails the line below, not the run */
+    printf("fork child: alloc %s\n", e2e_cu_name(cuMemAlloc(&x, 256)));
+    printf("fork child: init %s\n", e2e_cu_name(cuInit(0)));
+    printf("fork child: ctx sync %s\n", e2e_cu_name(cuCtxSynchronize()));
+    fflush(stdout);
+    _exit(0);
+  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    ;
+  printf("fork child exited: %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  printf("fork parent alloc: %s\n", e2e_cu_name(cuMemAlloc(&d, 256)));
+  if (d)
+    E2E_CU(cuMemFree(d));
+}
+
 int main(void) {
   int count = 0, ver = 0;
   CUdevice dev;
@@ -277,6 +310,7 @@ int main(void) {
   test_primary_context(dev);
   test_memory();
   test_created_context(dev);
+  test_fork();
   E2E_CU(cuDevicePrimaryCtxRelease(dev));
   {
     unsigned flags = 0;
