@@ -19,9 +19,10 @@
  * fixed fields (wire/call.def, GRAPH_ADD).  Offered: kernel nodes (packed
  * as launches), 1-D device-to-device copies, memsets, empty, event record
  * and wait, child graphs (each also through cuGraphAddNode's tagged union),
- * dependencies, cuGraphGetNodes; host nodes, copies naming host
- * memory, memory nodes and capture into an existing graph answer
- * CUDA_ERROR_NOT_SUPPORTED with a log line.
+ * dependencies, cuGraphGetNodes, and an exec's updates of each of those
+ * kinds (posted: GRAPH_EXEC_KERNEL, _CHILD, _NODE); host nodes, copies naming
+ * host memory and memory nodes answer CUDA_ERROR_NOT_SUPPORTED with a log
+ * line.
  */
 #include "guestlib/guest.h"
 
@@ -425,36 +426,52 @@ static uint64_t dev_side(CUmemorytype t, CUdeviceptr d, size_t x) {
   return 0;
 }
 
+/* A copy node's fields (q zeroed by the caller): a 1-D copy between device
+ * addresses, else NOT_SUPPORTED, logged once as what. */
+static CUresult memcpy_fields(call_graph_add_req_t *q, const CUDA_MEMCPY3D *c, const char *what,
+                              int *logged) {
+  if (!c)
+    return CUDA_ERROR_INVALID_VALUE;
+  q->kind = CALL_GNODE_MEMCPY;
+  q->dst = dev_side(c->dstMemoryType, c->dstDevice, c->dstXInBytes);
+  q->src = dev_side(c->srcMemoryType, c->srcDevice, c->srcXInBytes);
+  q->width = c->WidthInBytes;
+  if (!q->dst || !q->src || c->Height > 1 || c->Depth > 1 || c->srcY || c->dstY || c->srcZ ||
+      c->dstZ)
+    return guest__unsupported(what, logged);
+  return CUDA_SUCCESS;
+}
+
+/* A memset node's fields (q zeroed by the caller). */
+static CUresult memset_fields(call_graph_add_req_t *q, const CUDA_MEMSET_NODE_PARAMS *p) {
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  q->kind = CALL_GNODE_MEMSET;
+  q->dst = p->dst, q->pitch = p->pitch, q->value = p->value, q->elem = p->elementSize;
+  q->width = p->width, q->height = p->height;
+  return CUDA_SUCCESS;
+}
+
 GUEST_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
                                            size_t n, const CUDA_MEMCPY3D *c, CUcontext ctx) {
   static int logged;
   call_graph_add_req_t q;
+  CUresult r;
   (void)ctx;
-  if (!c)
-    return CUDA_ERROR_INVALID_VALUE;
   memset(&q, 0, sizeof(q));
-  q.kind = CALL_GNODE_MEMCPY;
-  q.dst = dev_side(c->dstMemoryType, c->dstDevice, c->dstXInBytes);
-  q.src = dev_side(c->srcMemoryType, c->srcDevice, c->srcXInBytes);
-  q.width = c->WidthInBytes;
-  if (!q.dst || !q.src || c->Height > 1 || c->Depth > 1 || c->srcY || c->dstY || c->srcZ ||
-      c->dstZ)
-    return guest__unsupported("cuGraphAddMemcpyNode (other than a 1-D device copy)", &logged);
-  return add(pn, g, deps, n, &q);
+  r = memcpy_fields(&q, c, "cuGraphAddMemcpyNode (other than a 1-D device copy)", &logged);
+  return r == CUDA_SUCCESS ? add(pn, g, deps, n, &q) : r;
 }
 
 GUEST_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
                                            size_t n, const CUDA_MEMSET_NODE_PARAMS *p,
                                            CUcontext ctx) {
   call_graph_add_req_t q;
+  CUresult r;
   (void)ctx;
-  if (!p)
-    return CUDA_ERROR_INVALID_VALUE;
   memset(&q, 0, sizeof(q));
-  q.kind = CALL_GNODE_MEMSET;
-  q.dst = p->dst, q.pitch = p->pitch, q.value = p->value, q.elem = p->elementSize;
-  q.width = p->width, q.height = p->height;
-  return add(pn, g, deps, n, &q);
+  r = memset_fields(&q, p);
+  return r == CUDA_SUCCESS ? add(pn, g, deps, n, &q) : r;
 }
 
 static CUresult add_handle(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
@@ -863,14 +880,102 @@ GUEST_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode 
   return exec_kernel(e, node, KERNEL_NODE(p, H(p->func)));
 }
 
-/* cuGraphExecNodeSetParams: kernel nodes (what replays update); the other
- * kinds answer NOT_SUPPORTED once. */
+/* A copy, memset or event node of an exec from a's fields (GRAPH_EXEC_NODE),
+ * posted as the other updates are. */
+static CUresult exec_node(CUgraphExec e, CUgraphNode node, const call_graph_add_req_t *a) {
+  call_graph_exec_node_req_t q = {.exec = H(e), .node = H(node), .kind = a->kind,
+                                  .elem = a->elem, .handle = a->handle, .dst = a->dst,
+                                  .src = a->src, .pitch = a->pitch, .width = a->width,
+                                  .height = a->height, .value = a->value};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!e || !node)
+    return CUDA_ERROR_INVALID_VALUE;
+  return guest__post_cu(CALL_OP_GRAPH_EXEC_NODE, &q);
+}
+
+static CUresult exec_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D *c) {
+  static int logged;
+  call_graph_add_req_t a;
+  CUresult r;
+  memset(&a, 0, sizeof(a));
+  r = memcpy_fields(&a, c, "cuGraphExecMemcpyNodeSetParams (other than a 1-D device copy)",
+                    &logged);
+  return r == CUDA_SUCCESS ? exec_node(e, node, &a) : r;
+}
+
+static CUresult exec_memset(CUgraphExec e, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p) {
+  call_graph_add_req_t a;
+  CUresult r;
+  memset(&a, 0, sizeof(a));
+  r = memset_fields(&a, p);
+  return r == CUDA_SUCCESS ? exec_node(e, node, &a) : r;
+}
+
+static CUresult exec_event(CUgraphExec e, CUgraphNode node, uint32_t kind, CUevent ev) {
+  call_graph_add_req_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = kind;
+  a.handle = H(ev);
+  return ev ? exec_node(e, node, &a) : CUDA_ERROR_INVALID_VALUE;
+}
+
+GUEST_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                                     const CUDA_MEMCPY3D *c, CUcontext ctx) {
+  (void)ctx; /* every context of the tenant is the device's one context */
+  return exec_memcpy(e, node, c);
+}
+
+GUEST_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                                     const CUDA_MEMSET_NODE_PARAMS *p,
+                                                     CUcontext ctx) {
+  (void)ctx;
+  return exec_memset(e, node, p);
+}
+
+GUEST_EXPORT CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec e, CUgraphNode node,
+                                                         CUevent ev) {
+  return exec_event(e, node, CALL_GNODE_EVENT_REC, ev);
+}
+
+GUEST_EXPORT CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec e, CUgraphNode node,
+                                                       CUevent ev) {
+  return exec_event(e, node, CALL_GNODE_EVENT_WAIT, ev);
+}
+
+/* cuGraphExecNodeSetParams: the node kinds the exec setters above take, from
+ * the tagged union; the others answer NOT_SUPPORTED naming the type once. */
 GUEST_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node,
                                                CUgraphNodeParams *p) {
-  static int logged;
+  static int logged[CU_GRAPH_NODE_TYPE_CONDITIONAL + 2];
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
-  if (p->type != CU_GRAPH_NODE_TYPE_KERNEL)
-    return guest__unsupported("cuGraphExecNodeSetParams (other than a kernel node)", &logged);
-  return exec_kernel(e, node, KERNEL_NODE(&p->kernel, FUNC_OR_KERN(&p->kernel)));
+  switch (p->type) {
+  case CU_GRAPH_NODE_TYPE_KERNEL:
+    return exec_kernel(e, node, KERNEL_NODE(&p->kernel, FUNC_OR_KERN(&p->kernel)));
+  case CU_GRAPH_NODE_TYPE_MEMCPY:
+    return exec_memcpy(e, node, &p->memcpy.copyParams);
+  case CU_GRAPH_NODE_TYPE_MEMSET: {
+    const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
+    CUDA_MEMSET_NODE_PARAMS v1 = {.dst = m->dst, .pitch = m->pitch, .value = m->value,
+                                  .elementSize = m->elementSize, .width = m->width,
+                                  .height = m->height};
+    return exec_memset(e, node, &v1);
+  }
+  case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    return exec_event(e, node, CALL_GNODE_EVENT_REC, p->eventRecord.event);
+  case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    return exec_event(e, node, CALL_GNODE_EVENT_WAIT, p->eventWait.event);
+  case CU_GRAPH_NODE_TYPE_GRAPH:
+    return cuGraphExecChildGraphNodeSetParams(e, node, p->graph.graph);
+  default: {
+    char what[64];
+    unsigned t = (unsigned)p->type;
+    snprintf(what, sizeof(what), "cuGraphExecNodeSetParams (node type %u)", t);
+    return guest__unsupported(what, &logged[t <= CU_GRAPH_NODE_TYPE_CONDITIONAL
+                                                ? t
+                                                : CU_GRAPH_NODE_TYPE_CONDITIONAL + 1]);
+  }
+  }
 }

@@ -429,7 +429,7 @@ CUresult hostd__exec_graph_exec_kernel(hostd_tenant_t *t, wire_buf_t *out,
   memcpy(n.block, q->block, sizeof(n.block));
   memcpy(argbuf, q->args.p, q->args.len);
   n.args = argbuf, n.argbytes = q->args.len;
-  return hostd__gpu.graph_exec_kernel(q->exec, q->node, &n);
+  return hostd__gpu.graph_exec_set(q->exec, q->node, &n);
 }
 
 CUresult hostd__exec_graph_exec_child(hostd_tenant_t *t, wire_buf_t *out,
@@ -442,7 +442,29 @@ CUresult hostd__exec_graph_exec_child(hostd_tenant_t *t, wire_buf_t *out,
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
     return r;
-  return hostd__gpu.graph_exec_kernel(q->exec, q->node, &n);
+  return hostd__gpu.graph_exec_set(q->exec, q->node, &n);
+}
+
+/* A copy, memset or event node of an exec: the fields are checked as
+ * GRAPH_ADD's of that kind (the tenant's memory and events only). */
+CUresult hostd__exec_graph_exec_node(hostd_tenant_t *t, wire_buf_t *out,
+                                     const call_graph_exec_node_req_t *q) {
+  call_graph_add_req_t a = {.kind = q->kind, .handle = q->handle, .dst = q->dst, .src = q->src,
+                            .pitch = q->pitch, .width = q->width, .height = q->height,
+                            .value = q->value, .elem = q->elem};
+  hostd_gnode_t n;
+  CUresult r;
+  (void)out;
+  if (!u64map_get(&t->gexecs, q->exec, NULL) || !u64map_get(&t->gnodes, q->node, NULL) ||
+      (q->kind != CALL_GNODE_MEMCPY && q->kind != CALL_GNODE_MEMSET &&
+       q->kind != CALL_GNODE_EVENT_REC && q->kind != CALL_GNODE_EVENT_WAIT))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = node_of(t, &a, NULL, &n)) != CUDA_SUCCESS)
+    return r;
+  /* Held launches of it use the parameters they were launched with. */
+  if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
+    return r;
+  return hostd__gpu.graph_exec_set(q->exec, q->node, &n);
 }
 
 /* ---- release ---- */

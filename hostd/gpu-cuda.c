@@ -165,6 +165,10 @@
   X(cuGraphExecDestroy)                                                                            \
   X(cuGraphExecUpdate)                                                                             \
   X(cuGraphExecKernelNodeSetParams)                                                                \
+  X(cuGraphExecMemcpyNodeSetParams)                                                                \
+  X(cuGraphExecMemsetNodeSetParams)                                                                \
+  X(cuGraphExecEventRecordNodeSetEvent)                                                            \
+  X(cuGraphExecEventWaitNodeSetEvent)                                                              \
   X(cuGraphGetNodes)                                                                               \
   X(cuArray3DCreate)                                                                               \
   X(cuArrayDestroy)                                                                                \
@@ -1216,6 +1220,20 @@ static void kernel_params(CUDA_KERNEL_NODE_PARAMS *k, const hostd_gnode_t *n, vo
   k->extra = n->argbytes ? extra : NULL;
 }
 
+/* A MEMCPY node's copy: 1-D, device to device. */
+static void memcpy_params(CUDA_MEMCPY3D *c, const hostd_gnode_t *n) {
+  memset(c, 0, sizeof(*c));
+  c->srcMemoryType = c->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c->srcDevice = n->src, c->dstDevice = n->dst;
+  c->WidthInBytes = n->width, c->Height = 1, c->Depth = 1;
+}
+
+static void memset_params(CUDA_MEMSET_NODE_PARAMS *m, const hostd_gnode_t *n) {
+  memset(m, 0, sizeof(*m));
+  m->dst = n->dst, m->pitch = n->pitch, m->value = n->value, m->elementSize = n->elem;
+  m->width = n->width, m->height = n->height;
+}
+
 /* One node of each kind; deps are the driver's node handles. */
 static CUresult cuda_graph_add(uint64_t *node, uint64_t g, const uint64_t *deps, size_t ndeps,
                                const hostd_gnode_t *n) {
@@ -1238,16 +1256,11 @@ static CUresult cuda_graph_add(uint64_t *node, uint64_t g, const uint64_t *deps,
     r = D.cuGraphAddKernelNode(&v, G(g), d, ndeps, &k);
     break;
   case CALL_GNODE_MEMCPY:
-    memset(&c, 0, sizeof(c));
-    c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.srcDevice = n->src, c.dstDevice = n->dst;
-    c.WidthInBytes = n->width, c.Height = 1, c.Depth = 1;
+    memcpy_params(&c, n);
     r = D.cuGraphAddMemcpyNode(&v, G(g), d, ndeps, &c, ctx);
     break;
   case CALL_GNODE_MEMSET:
-    memset(&m, 0, sizeof(m));
-    m.dst = n->dst, m.pitch = n->pitch, m.value = n->value, m.elementSize = n->elem;
-    m.width = n->width, m.height = n->height;
+    memset_params(&m, n);
     r = D.cuGraphAddMemsetNode(&v, G(g), d, ndeps, &m, ctx);
     break;
   case CALL_GNODE_EVENT_REC:
@@ -1297,15 +1310,32 @@ static CUresult cuda_graph_exec_update(uint64_t exec, uint64_t g, int *result,
   return r;
 }
 
-static CUresult cuda_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd_gnode_t *n) {
-  if (n->kind == CALL_GNODE_CHILD)
-    return D.cuGraphExecChildGraphNodeSetParams(GE(exec), GN(node), G(n->handle));
+static CUresult cuda_graph_exec_set(uint64_t exec, uint64_t node, const hostd_gnode_t *n) {
   size_t argbytes = n->argbytes;
   void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, n->args, CU_LAUNCH_PARAM_BUFFER_SIZE, &argbytes,
                    CU_LAUNCH_PARAM_END};
   CUDA_KERNEL_NODE_PARAMS k;
-  kernel_params(&k, n, extra);
-  return D.cuGraphExecKernelNodeSetParams(GE(exec), GN(node), &k);
+  CUDA_MEMCPY3D c;
+  CUDA_MEMSET_NODE_PARAMS m;
+  switch (n->kind) {
+  case CALL_GNODE_KERNEL:
+    kernel_params(&k, n, extra);
+    return D.cuGraphExecKernelNodeSetParams(GE(exec), GN(node), &k);
+  case CALL_GNODE_CHILD:
+    return D.cuGraphExecChildGraphNodeSetParams(GE(exec), GN(node), G(n->handle));
+  case CALL_GNODE_MEMCPY:
+    memcpy_params(&c, n);
+    return D.cuGraphExecMemcpyNodeSetParams(GE(exec), GN(node), &c, ctx);
+  case CALL_GNODE_MEMSET:
+    memset_params(&m, n);
+    return D.cuGraphExecMemsetNodeSetParams(GE(exec), GN(node), &m, ctx);
+  case CALL_GNODE_EVENT_REC:
+    return D.cuGraphExecEventRecordNodeSetEvent(GE(exec), GN(node), (CUevent)(uintptr_t)n->handle);
+  case CALL_GNODE_EVENT_WAIT:
+    return D.cuGraphExecEventWaitNodeSetEvent(GE(exec), GN(node), (CUevent)(uintptr_t)n->handle);
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
 }
 
 static CUresult cuda_graph_list(uint64_t g, uint32_t which, uint64_t node, CUgraphNode *out,
@@ -1564,7 +1594,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_launch = cuda_graph_launch,
     .graph_exec_del = cuda_graph_exec_del,
     .graph_exec_update = cuda_graph_exec_update,
-    .graph_exec_kernel = cuda_graph_exec_kernel,
+    .graph_exec_set = cuda_graph_exec_set,
     .graph_nodes = cuda_graph_nodes,
     .graph_dot = cuda_graph_dot,
     .array_new = cuda_array_new,

@@ -2645,7 +2645,7 @@ static CUresult rec_graph_exec_update(uint64_t exec, uint64_t h, int *result, ui
   return r;
 }
 
-static CUresult rec_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd_gnode_t *d) {
+static CUresult rec_graph_exec_set(uint64_t exec, uint64_t node, const hostd_gnode_t *d) {
   LIVE(exec, node);
   rec_graph_t *e;
   rec_gnode_t *n = NULL;
@@ -2656,14 +2656,18 @@ static CUresult rec_graph_exec_kernel(uint64_t exec, uint64_t node, const hostd_
   if ((e = rec_find(gexecs, exec)))
     for (n = e->head; n && n->orig != node; n = n->next)
       ;
-  if (n && ((n->op.kind == OP_LAUNCH && d->kind == CALL_GNODE_KERNEL) ||
-            (n->op.kind == OP_CHILD && d->kind == CALL_GNODE_CHILD)) &&
-      (r = gnode_op(d, &o, &child)) == CUDA_SUCCESS) {
-    free(n->op.bytes);
-    n->op = o;
-    if (child) { /* the exec replays its own copy of the new child graph */
-      graph_free(n->child);
-      n->child = child;
+  if (n && (r = gnode_op(d, &o, &child)) == CUDA_SUCCESS) {
+    if (o.kind != n->op.kind) { /* a node of another kind */
+      free(o.bytes);
+      graph_free(child);
+      r = CUDA_ERROR_INVALID_VALUE;
+    } else {
+      free(n->op.bytes);
+      n->op = o;
+      if (child) { /* the exec replays its own copy of the new child graph */
+        graph_free(n->child);
+        n->child = child;
+      }
     }
   }
   pthread_mutex_unlock(&lock);
@@ -3105,7 +3109,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_launch = rec_graph_launch,
     .graph_exec_del = rec_graph_exec_del,
     .graph_exec_update = rec_graph_exec_update,
-    .graph_exec_kernel = rec_graph_exec_kernel,
+    .graph_exec_set = rec_graph_exec_set,
     .graph_nodes = rec_graph_nodes,
     .graph_dot = rec_graph_dot,
     .array_new = rec_array_new,

@@ -227,9 +227,11 @@ typedef struct hostd_gpu_ops {
   CUresult (*graph_launch)(uint64_t exec, uint64_t s, int upload);
   CUresult (*graph_exec_del)(uint64_t exec);
   CUresult (*graph_exec_update)(uint64_t exec, uint64_t g, int *result, uint64_t *error_node);
-  /* graph_exec_kernel: the parameters of node in exec from n (a KERNEL, or
-   * a CHILD: cuGraphExecChildGraphNodeSetParams with n->handle). */
-  CUresult (*graph_exec_kernel)(uint64_t exec, uint64_t node, const hostd_gnode_t *n);
+  /* graph_exec_set: the parameters of node in exec from n, a node of the
+   * same kind: KERNEL, CHILD (cuGraphExecChildGraphNodeSetParams with
+   * n->handle), MEMCPY, MEMSET, EVENT_REC or EVENT_WAIT (n->handle the
+   * event); another kind, or a node of another kind, CUDA_ERROR_INVALID_VALUE. */
+  CUresult (*graph_exec_set)(uint64_t exec, uint64_t node, const hostd_gnode_t *n);
   /* cuGraphGetNodes: *total nodes, the first min(cap, *total) into nodes. */
   /* graph_nodes: which CALL_GNODES_*: g's nodes or roots, or node's
    * dependencies or dependents; *total all of them, up to cap into nodes. */

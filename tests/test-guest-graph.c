@@ -6,7 +6,8 @@
  * begin, capture status and info during capture, kernels, copies and
  * memsets captured, end, instantiate, replays) and of an explicit graph
  * (memset and kernel nodes with a dependency, kernel parameters changed in
- * the exec, an update), a capture into a graph the application made
+ * the exec, an update), XLA's updates of an exec's memset, copy and event
+ * nodes, a capture into a graph the application made
  * (cuStreamBeginCaptureToGraph), a graph printed in DOT (cuGraphDebugDotPrint),
  * checking that the capture status costs no request
  * while nothing captures, that a replay is one request, and that replayed
@@ -412,6 +413,99 @@ static void generic_node_api(void **state) {
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* XLA's command-buffer updates: an exec's memset, copy and event nodes take
+ * new parameters through posts (no synchronous request), directly and
+ * through cuGraphExecNodeSetParams; an update tallyd refuses (a memset's
+ * fields for a copy node) comes back from the next synchronisation; copies
+ * naming host memory are not offered. */
+static void exec_memset_copy_and_event_updates(void **state) {
+  CUstream s;
+  CUdeviceptr a, b, c;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode ms, cn, rn;
+  CUevent ev1, ev2;
+  CUDA_MEMCPY3D cp;
+  CUDA_MEMSET_NODE_PARAMS mp;
+  uint32_t got[N];
+  (void)state;
+  graph_open(&s, &a, &g);
+  assert_int_equal(cuMemAlloc(&b, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&c, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD32(c, 1, N), CUDA_SUCCESS);
+  assert_int_equal(cuEventCreate(&ev1, 0), CUDA_SUCCESS);
+  assert_int_equal(cuEventCreate(&ev2, 0), CUDA_SUCCESS);
+  add_memset2(&ms, g, NULL, 0, a);
+  memset(&cp, 0, sizeof(cp));
+  cp.srcMemoryType = cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  cp.srcDevice = a, cp.dstDevice = b, cp.WidthInBytes = N * 4, cp.Height = cp.Depth = 1;
+  assert_int_equal(cuGraphAddMemcpyNode(&cn, g, &ms, 1, &cp, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddEventRecordNode(&rn, g, &cn, 1, ev1), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  replay(e, s, b, got);
+  assert_int_equal(got[N - 1], 2);
+
+  unsigned long before = hostd_server_calls(srv);
+  memset(&mp, 0, sizeof(mp));
+  mp.dst = a, mp.value = 8, mp.elementSize = 4, mp.width = N / 2, mp.height = 1;
+  assert_int_equal(cuGraphExecMemsetNodeSetParams(e, ms, &mp, NULL), CUDA_SUCCESS);
+  cp.dstDevice = c, cp.WidthInBytes = N * 2;
+  assert_int_equal(cuGraphExecMemcpyNodeSetParams(e, cn, &cp, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecEventRecordNodeSetEvent(e, rn, ev2), CUDA_SUCCESS);
+  assert_int_equal(hostd_server_calls(srv), before);
+  replay(e, s, c, got);
+  assert_int_equal(got[0], 8);
+  assert_int_equal(got[N / 2 - 1], 8);
+  assert_int_equal(got[N / 2], 1); /* past the shorter copy */
+  assert_int_equal(cuMemcpyDtoH(got, b, N * 4), CUDA_SUCCESS);
+  assert_int_equal(got[0], 2); /* b is no longer written */
+  assert_int_equal(cuEventSynchronize(ev2), CUDA_SUCCESS);
+
+  /* The same through the tagged union. */
+  CUgraphNodeParams p;
+  memset(&p, 0, sizeof(p));
+  p.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  p.memset.dst = a, p.memset.value = 5, p.memset.elementSize = 4;
+  p.memset.width = N, p.memset.height = 1;
+  assert_int_equal(cuGraphExecNodeSetParams(e, ms, &p), CUDA_SUCCESS);
+  memset(&p, 0, sizeof(p));
+  p.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+  p.memcpy.copyParams = cp;
+  p.memcpy.copyParams.dstDevice = b;
+  assert_int_equal(cuGraphExecNodeSetParams(e, cn, &p), CUDA_SUCCESS);
+  memset(&p, 0, sizeof(p));
+  p.type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+  p.eventRecord.event = ev1;
+  assert_int_equal(cuGraphExecNodeSetParams(e, rn, &p), CUDA_SUCCESS);
+  replay(e, s, b, got);
+  assert_int_equal(got[0], 5);
+  assert_int_equal(got[N / 2 - 1], 5);
+  assert_int_equal(got[N / 2], 2);
+
+  /* Refused by tallyd (memset fields for a copy node): posted, the error
+   * comes back once, from the next synchronisation. */
+  assert_int_equal(cuGraphExecMemsetNodeSetParams(e, cn, &mp, NULL), CUDA_SUCCESS);
+  assert_int_not_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  /* Refused here: host memory, no event, no parameters. */
+  CUDA_MEMCPY3D hc = cp;
+  hc.srcMemoryType = CU_MEMORYTYPE_HOST, hc.srcHost = got;
+  assert_int_equal(cuGraphExecMemcpyNodeSetParams(e, cn, &hc, NULL), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuGraphExecEventRecordNodeSetEvent(e, rn, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphExecMemsetNodeSetParams(e, ms, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+  /* The exec still replays its last good parameters. */
+  replay(e, s, b, got);
+  assert_int_equal(got[0], 5);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy(ev1), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy(ev2), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(b), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(c), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(torch_cuda_graph_sequence),
@@ -420,6 +514,7 @@ int main(void) {
       cmocka_unit_test(capture_to_graph),
       cmocka_unit_test(graph_printed_as_dot),
       cmocka_unit_test(generic_node_api),
+      cmocka_unit_test(exec_memset_copy_and_event_updates),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

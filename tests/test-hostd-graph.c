@@ -10,7 +10,8 @@
  * a capture and a capture invalidated by a synchronising call, the
  * worker's capture mode, explicit graphs (dependencies, child graphs,
  * kernel parameters of an exec, a child graph node of an exec given another
- * child graph, exec update refusing a changed topology),
+ * child graph, exec update refusing a changed topology), an exec's copy,
+ * memset and event nodes given new parameters,
  * a capture into a graph the tenant made (cuStreamBeginCaptureToGraph),
  * that another tenant's graph, node and exec handles are refused, that
  * closing a tenant destroys its graphs, execs and open captures, and that
@@ -496,6 +497,94 @@ static void capture_into_a_given_graph(void **state) {
 }
 
 /* Tenant b names a's graph, node and exec: each refused; a's still work. */
+/* An exec's copy, memset and event nodes take new parameters
+ * (GRAPH_EXEC_NODE, as XLA updates a command buffer's), checked as
+ * GRAPH_ADD's; a node of another kind and memory or events not the tenant's
+ * are refused. */
+static void exec_copy_memset_and_event_nodes_take_new_parameters(void **state) {
+  hostd_tenant_t *t = hc_tenant(13, &reply);
+  uint64_t f = fill_func(t), s = stream(t), a = alloc(t), b = alloc(t), c = alloc(t);
+  uint64_t g = new_graph(t), ev1 = event(t), ev2 = event(t);
+  uint8_t args[24];
+  uint32_t got[N];
+  (void)state;
+  call_graph_add_req_t ms = {.graph = g, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 4,
+                             .elem = 4, .width = N, .height = 1};
+  uint64_t n1 = add_node(t, &ms, NULL, 0, CUDA_SUCCESS);
+  call_graph_add_req_t cp = {.graph = g, .kind = CALL_GNODE_MEMCPY, .dst = b, .src = a,
+                             .width = N * 4};
+  uint64_t n2 = add_node(t, &cp, &n1, 1, CUDA_SUCCESS);
+  call_graph_add_req_t er = {.graph = g, .kind = CALL_GNODE_EVENT_REC, .handle = ev1};
+  uint64_t n3 = add_node(t, &er, &n2, 1, CUDA_SUCCESS);
+  fill_args(args, c, 5, N);
+  call_graph_add_req_t k = {.graph = g, .kind = CALL_GNODE_KERNEL, .handle = f,
+                            .grid = {1, 1, 1}, .block = {32, 1, 1}, .argbytes = 24,
+                            .args = {args, 24}};
+  uint64_t n4 = add_node(t, &k, &n3, 1, CUDA_SUCCESS);
+  uint64_t e = instantiate(t, g);
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+  read_back(t, s, b, got);
+  assert_int_equal(got[0], 4);
+  assert_int_equal(got[N - 1], 4);
+
+  /* The memset now writes 9 over the first half of a. */
+  call_graph_exec_node_req_t xm = {.exec = e, .node = n1, .kind = CALL_GNODE_MEMSET, .dst = a,
+                                   .value = 9, .elem = 4, .width = N / 2, .height = 1};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &xm), CUDA_SUCCESS);
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+  read_back(t, s, b, got);
+  assert_int_equal(got[0], 9);
+  assert_int_equal(got[N / 2 - 1], 9);
+  assert_int_equal(got[N / 2], 4);
+  /* The copy now lands in c, after the kernel's 5s of the last replay... */
+  call_graph_exec_node_req_t xc = {.exec = e, .node = n2, .kind = CALL_GNODE_MEMCPY, .dst = c,
+                                   .src = a, .width = N * 2};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &xc), CUDA_SUCCESS);
+  assert_int_equal(memset32(t, s, b, 1, N), CUDA_SUCCESS);
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+  read_back(t, s, b, got);
+  assert_int_equal(got[0], 1); /* b no longer written */
+  read_back(t, s, c, got);
+  assert_int_equal(got[0], 5); /* the kernel, after the copy, fills all of c */
+  /* ...and the event node records ev2. */
+  call_graph_exec_node_req_t xe = {.exec = e, .node = n3, .kind = CALL_GNODE_EVENT_REC,
+                                   .handle = ev2};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &xe), CUDA_SUCCESS);
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+
+  /* Refused: another kind than the node's, a kind with no such update,
+   * memory and events that are not the tenant's, an unknown node. */
+  call_graph_exec_node_req_t bad = xm;
+  bad.node = n4; /* a kernel node */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = xe;
+  bad.node = n1; /* a memset node */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = xm;
+  bad.kind = CALL_GNODE_KERNEL;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = xm;
+  bad.width = N + 1; /* past the allocation */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = xc;
+  bad.src = 0x7000000000ull; /* not the tenant's */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = xe;
+  bad.handle = 0xbeef0;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &bad), CUDA_ERROR_INVALID_HANDLE);
+  bad = xm;
+  bad.node = 0x12345670;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = xm;
+  bad.exec = 0x12345670;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &bad), CUDA_ERROR_INVALID_VALUE);
+  /* The exec still replays its last good parameters. */
+  assert_int_equal(launch_graph(t, e, s), CUDA_SUCCESS);
+  read_back(t, s, c, got);
+  assert_int_equal(got[N - 1], 5);
+  hostd__tenant_free(t);
+}
+
 static void another_tenants_handles_are_refused(void **state) {
   hostd_tenant_t *a = hc_tenant(6, &reply), *b = hc_tenant(7, &reply);
   uint64_t ga = new_graph(a), gb = new_graph(b), sb = stream(b);
@@ -574,6 +663,7 @@ int main(void) {
       cmocka_unit_test(capture_is_relaxed_on_the_worker),
       cmocka_unit_test(cross_stream_capture),
       cmocka_unit_test(explicit_graph),
+      cmocka_unit_test(exec_copy_memset_and_event_nodes_take_new_parameters),
       cmocka_unit_test(capture_into_a_given_graph),
       cmocka_unit_test(another_tenants_handles_are_refused),
       cmocka_unit_test(closing_a_tenant_frees_graphs),
