@@ -19,8 +19,9 @@
  * fixed fields (wire/call.def, GRAPH_ADD).  Offered: kernel nodes (packed
  * as launches), 1-D device-to-device copies, memsets, empty, event record
  * and wait, child graphs (each also through cuGraphAddNode's tagged union),
- * dependencies, cuGraphGetNodes, and an exec's updates of each of those
- * kinds (posted: GRAPH_EXEC_KERNEL, _CHILD, _NODE); host nodes, copies naming
+ * dependencies, cuGraphGetNodes, a graph's nodes given new parameters
+ * (GRAPH_SET) and an exec's updates of each of those kinds (posted:
+ * GRAPH_EXEC_KERNEL, _CHILD, _NODE); host nodes, copies naming
  * host memory and memory nodes answer CUDA_ERROR_NOT_SUPPORTED with a log
  * line.
  */
@@ -541,11 +542,30 @@ GUEST_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *fr
   return cuGraphAddDependencies(g, from, to, n);
 }
 
+/* The tagged unions' (cuGraphAddNode, cuGraphNodeSetParams,
+ * cuGraphExecNodeSetParams) common pieces: a memset's fields in the v1
+ * struct, and NOT_SUPPORTED for a node type logged once per type. */
+#define TYPE_LOGS (CU_GRAPH_NODE_TYPE_CONDITIONAL + 2)
+static CUDA_MEMSET_NODE_PARAMS memset_v1(const CUDA_MEMSET_NODE_PARAMS_v2 *m) {
+  return (CUDA_MEMSET_NODE_PARAMS){.dst = m->dst, .pitch = m->pitch, .value = m->value,
+                                   .elementSize = m->elementSize, .width = m->width,
+                                   .height = m->height};
+}
+
+static CUresult type_unsupported(const char *fn, CUgraphNodeType type, int logged[TYPE_LOGS]) {
+  char what[64];
+  unsigned t = (unsigned)type;
+  snprintf(what, sizeof(what), "%s (node type %u)", fn, t);
+  return guest__unsupported(what, &logged[t <= CU_GRAPH_NODE_TYPE_CONDITIONAL
+                                              ? t
+                                              : CU_GRAPH_NODE_TYPE_CONDITIONAL + 1]);
+}
+
 /* cuGraphAddNode: the node kinds offered above, from the tagged union; the
  * others answer NOT_SUPPORTED naming the type once. */
 static CUresult add_generic(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
                             const CUgraphNodeParams *p) {
-  static int logged[CU_GRAPH_NODE_TYPE_CONDITIONAL + 2];
+  static int logged[TYPE_LOGS];
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
   switch (p->type) {
@@ -554,11 +574,8 @@ static CUresult add_generic(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
   case CU_GRAPH_NODE_TYPE_MEMCPY:
     return cuGraphAddMemcpyNode(pn, g, deps, n, &p->memcpy.copyParams, p->memcpy.copyCtx);
   case CU_GRAPH_NODE_TYPE_MEMSET: {
-    const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
-    CUDA_MEMSET_NODE_PARAMS v1 = {.dst = m->dst, .pitch = m->pitch, .value = m->value,
-                                  .elementSize = m->elementSize, .width = m->width,
-                                  .height = m->height};
-    return cuGraphAddMemsetNode(pn, g, deps, n, &v1, m->ctx);
+    CUDA_MEMSET_NODE_PARAMS v1 = memset_v1(&p->memset);
+    return cuGraphAddMemsetNode(pn, g, deps, n, &v1, p->memset.ctx);
   }
   case CU_GRAPH_NODE_TYPE_EMPTY:
     return cuGraphAddEmptyNode(pn, g, deps, n);
@@ -568,14 +585,8 @@ static CUresult add_generic(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
     return cuGraphAddEventWaitNode(pn, g, deps, n, p->eventWait.event);
   case CU_GRAPH_NODE_TYPE_GRAPH:
     return cuGraphAddChildGraphNode(pn, g, deps, n, p->graph.graph);
-  default: {
-    char what[64];
-    unsigned t = (unsigned)p->type;
-    snprintf(what, sizeof(what), "cuGraphAddNode (node type %u)", t);
-    return guest__unsupported(what, &logged[t <= CU_GRAPH_NODE_TYPE_CONDITIONAL
-                                                ? t
-                                                : CU_GRAPH_NODE_TYPE_CONDITIONAL + 1]);
-  }
+  default:
+    return type_unsupported("cuGraphAddNode", p->type, logged);
   }
 }
 
@@ -880,6 +891,121 @@ GUEST_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode 
   return exec_kernel(e, node, KERNEL_NODE(p, H(p->func)));
 }
 
+/* ---- a graph's nodes given new parameters (GRAPH_SET) ---- */
+
+/* node (of one of this tenant's graphs) takes a's kind fields: a round trip,
+ * as graph construction is. */
+static CUresult set_node(CUgraphNode node, const call_graph_add_req_t *a) {
+  call_graph_set_req_t q;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!node)
+    return CUDA_ERROR_INVALID_VALUE;
+  memset(&q, 0, sizeof(q));
+  q.node = H(node), q.kind = a->kind, q.handle = a->handle, q.dst = a->dst, q.src = a->src;
+  q.pitch = a->pitch, q.width = a->width, q.height = a->height, q.value = a->value;
+  q.elem = a->elem, q.shmem = a->shmem, q.argbytes = a->argbytes, q.args = a->args;
+  memcpy(q.grid, a->grid, sizeof(q.grid));
+  memcpy(q.block, a->block, sizeof(q.block));
+  return guest__rpc(CALL_OP_GRAPH_SET, 0, &q, NULL);
+}
+
+static CUresult set_kernel(CUgraphNode node, uint64_t h, const unsigned grid[3],
+                           const unsigned block[3], unsigned shmem, void **params, void **extra) {
+  call_graph_add_req_t a;
+  uint8_t small[1024], *body = NULL;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  memset(&a, 0, sizeof(a));
+  r = kernel_fields(&a, h, grid, block, shmem, params, extra, small, sizeof(small), &body);
+  if (r == CUDA_SUCCESS)
+    r = set_node(node, &a);
+  free(body);
+  return r;
+}
+
+static CUresult set_memcpy(CUgraphNode node, const CUDA_MEMCPY3D *c) {
+  static int logged;
+  call_graph_add_req_t a;
+  CUresult r;
+  memset(&a, 0, sizeof(a));
+  r = memcpy_fields(&a, c, "cuGraphMemcpyNodeSetParams (other than a 1-D device copy)", &logged);
+  return r == CUDA_SUCCESS ? set_node(node, &a) : r;
+}
+
+static CUresult set_memset(CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p) {
+  call_graph_add_req_t a;
+  CUresult r;
+  memset(&a, 0, sizeof(a));
+  r = memset_fields(&a, p);
+  return r == CUDA_SUCCESS ? set_node(node, &a) : r;
+}
+
+static CUresult set_event(CUgraphNode node, uint32_t kind, CUevent ev) {
+  call_graph_add_req_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = kind;
+  a.handle = H(ev);
+  return ev ? set_node(node, &a) : CUDA_ERROR_INVALID_VALUE;
+}
+
+GUEST_EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode node,
+                                                    const CUDA_KERNEL_NODE_PARAMS *p) {
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  return set_kernel(node, KERNEL_NODE(p, FUNC_OR_KERN(p)));
+}
+
+GUEST_EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode node,
+                                                 const CUDA_KERNEL_NODE_PARAMS_v1 *p) {
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  return set_kernel(node, KERNEL_NODE(p, H(p->func)));
+}
+
+GUEST_EXPORT CUresult cuGraphMemcpyNodeSetParams(CUgraphNode node, const CUDA_MEMCPY3D *c) {
+  return set_memcpy(node, c);
+}
+
+GUEST_EXPORT CUresult cuGraphMemsetNodeSetParams(CUgraphNode node,
+                                                 const CUDA_MEMSET_NODE_PARAMS *p) {
+  return set_memset(node, p);
+}
+
+GUEST_EXPORT CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode node, CUevent ev) {
+  return set_event(node, CALL_GNODE_EVENT_REC, ev);
+}
+
+GUEST_EXPORT CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode node, CUevent ev) {
+  return set_event(node, CALL_GNODE_EVENT_WAIT, ev);
+}
+
+/* cuGraphNodeSetParams: the kinds the setters above take, from the tagged
+ * union; the others answer NOT_SUPPORTED naming the type once. */
+GUEST_EXPORT CUresult cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *p) {
+  static int logged[TYPE_LOGS];
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (p->type) {
+  case CU_GRAPH_NODE_TYPE_KERNEL:
+    return set_kernel(node, KERNEL_NODE(&p->kernel, FUNC_OR_KERN(&p->kernel)));
+  case CU_GRAPH_NODE_TYPE_MEMCPY:
+    return set_memcpy(node, &p->memcpy.copyParams);
+  case CU_GRAPH_NODE_TYPE_MEMSET: {
+    CUDA_MEMSET_NODE_PARAMS v1 = memset_v1(&p->memset);
+    return set_memset(node, &v1);
+  }
+  case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    return set_event(node, CALL_GNODE_EVENT_REC, p->eventRecord.event);
+  case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    return set_event(node, CALL_GNODE_EVENT_WAIT, p->eventWait.event);
+  default:
+    return type_unsupported("cuGraphNodeSetParams", p->type, logged);
+  }
+}
+
 /* A copy, memset or event node of an exec from a's fields (GRAPH_EXEC_NODE),
  * posted as the other updates are. */
 static CUresult exec_node(CUgraphExec e, CUgraphNode node, const call_graph_add_req_t *a) {
@@ -948,7 +1074,7 @@ GUEST_EXPORT CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec e, CUgraphNod
  * the tagged union; the others answer NOT_SUPPORTED naming the type once. */
 GUEST_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node,
                                                CUgraphNodeParams *p) {
-  static int logged[CU_GRAPH_NODE_TYPE_CONDITIONAL + 2];
+  static int logged[TYPE_LOGS];
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
   switch (p->type) {
@@ -957,10 +1083,7 @@ GUEST_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node,
   case CU_GRAPH_NODE_TYPE_MEMCPY:
     return exec_memcpy(e, node, &p->memcpy.copyParams);
   case CU_GRAPH_NODE_TYPE_MEMSET: {
-    const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
-    CUDA_MEMSET_NODE_PARAMS v1 = {.dst = m->dst, .pitch = m->pitch, .value = m->value,
-                                  .elementSize = m->elementSize, .width = m->width,
-                                  .height = m->height};
+    CUDA_MEMSET_NODE_PARAMS v1 = memset_v1(&p->memset);
     return exec_memset(e, node, &v1);
   }
   case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
@@ -969,13 +1092,7 @@ GUEST_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node,
     return exec_event(e, node, CALL_GNODE_EVENT_WAIT, p->eventWait.event);
   case CU_GRAPH_NODE_TYPE_GRAPH:
     return cuGraphExecChildGraphNodeSetParams(e, node, p->graph.graph);
-  default: {
-    char what[64];
-    unsigned t = (unsigned)p->type;
-    snprintf(what, sizeof(what), "cuGraphExecNodeSetParams (node type %u)", t);
-    return guest__unsupported(what, &logged[t <= CU_GRAPH_NODE_TYPE_CONDITIONAL
-                                                ? t
-                                                : CU_GRAPH_NODE_TYPE_CONDITIONAL + 1]);
-  }
+  default:
+    return type_unsupported("cuGraphExecNodeSetParams", p->type, logged);
   }
 }

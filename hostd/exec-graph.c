@@ -268,6 +268,30 @@ CUresult hostd__exec_graph_add(hostd_tenant_t *t, wire_buf_t *out, const call_gr
   return CUDA_SUCCESS;
 }
 
+/* A node of one of the tenant's graphs given new parameters, checked as
+ * GRAPH_ADD's of its kind. */
+CUresult hostd__exec_graph_set(hostd_tenant_t *t, wire_buf_t *out, const call_graph_set_req_t *q) {
+  uint64_t argbuf[CALL_LAUNCH_ARGS_MAX / 8], g = 0;
+  call_graph_add_req_t a = {.kind = q->kind, .handle = q->handle, .dst = q->dst, .src = q->src,
+                            .pitch = q->pitch, .width = q->width, .height = q->height,
+                            .value = q->value, .elem = q->elem, .shmem = q->shmem,
+                            .argbytes = q->argbytes, .args = q->args};
+  hostd_gnode_t n;
+  CUresult r;
+  (void)out;
+  if (!u64map_get(&t->gnodes, q->node, &g) ||
+      (q->kind != CALL_GNODE_KERNEL && q->kind != CALL_GNODE_MEMCPY &&
+       q->kind != CALL_GNODE_MEMSET && q->kind != CALL_GNODE_EVENT_REC &&
+       q->kind != CALL_GNODE_EVENT_WAIT))
+    return CUDA_ERROR_INVALID_VALUE;
+  a.graph = g;
+  memcpy(a.grid, q->grid, sizeof(a.grid));
+  memcpy(a.block, q->block, sizeof(a.block));
+  if ((r = node_of(t, &a, argbuf, &n)) != CUDA_SUCCESS)
+    return r;
+  return hostd__gpu.graph_set(q->node, &n);
+}
+
 CUresult hostd__exec_graph_deps(hostd_tenant_t *t, wire_buf_t *out,
                                 const call_graph_deps_req_t *q) {
   uint64_t *v;

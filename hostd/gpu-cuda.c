@@ -169,6 +169,11 @@
   X(cuGraphExecMemsetNodeSetParams)                                                                \
   X(cuGraphExecEventRecordNodeSetEvent)                                                            \
   X(cuGraphExecEventWaitNodeSetEvent)                                                              \
+  X(cuGraphKernelNodeSetParams)                                                                    \
+  X(cuGraphMemcpyNodeSetParams)                                                                    \
+  X(cuGraphMemsetNodeSetParams)                                                                    \
+  X(cuGraphEventRecordNodeSetEvent)                                                                \
+  X(cuGraphEventWaitNodeSetEvent)                                                                  \
   X(cuGraphGetNodes)                                                                               \
   X(cuArray3DCreate)                                                                               \
   X(cuArrayDestroy)                                                                                \
@@ -1310,32 +1315,49 @@ static CUresult cuda_graph_exec_update(uint64_t exec, uint64_t g, int *result,
   return r;
 }
 
-static CUresult cuda_graph_exec_set(uint64_t exec, uint64_t node, const hostd_gnode_t *n) {
+/* Node's parameters from n: in exec (graph_exec_set), or with exec 0 in
+ * its graph (graph_set; no child graph there). */
+static CUresult node_set(uint64_t exec, uint64_t node, const hostd_gnode_t *n) {
   size_t argbytes = n->argbytes;
   void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, n->args, CU_LAUNCH_PARAM_BUFFER_SIZE, &argbytes,
                    CU_LAUNCH_PARAM_END};
+  CUevent ev = (CUevent)(uintptr_t)n->handle;
   CUDA_KERNEL_NODE_PARAMS k;
   CUDA_MEMCPY3D c;
   CUDA_MEMSET_NODE_PARAMS m;
   switch (n->kind) {
   case CALL_GNODE_KERNEL:
     kernel_params(&k, n, extra);
-    return D.cuGraphExecKernelNodeSetParams(GE(exec), GN(node), &k);
+    return exec ? D.cuGraphExecKernelNodeSetParams(GE(exec), GN(node), &k)
+                : D.cuGraphKernelNodeSetParams(GN(node), &k);
   case CALL_GNODE_CHILD:
-    return D.cuGraphExecChildGraphNodeSetParams(GE(exec), GN(node), G(n->handle));
+    return exec ? D.cuGraphExecChildGraphNodeSetParams(GE(exec), GN(node), G(n->handle))
+                : CUDA_ERROR_INVALID_VALUE;
   case CALL_GNODE_MEMCPY:
     memcpy_params(&c, n);
-    return D.cuGraphExecMemcpyNodeSetParams(GE(exec), GN(node), &c, ctx);
+    return exec ? D.cuGraphExecMemcpyNodeSetParams(GE(exec), GN(node), &c, ctx)
+                : D.cuGraphMemcpyNodeSetParams(GN(node), &c);
   case CALL_GNODE_MEMSET:
     memset_params(&m, n);
-    return D.cuGraphExecMemsetNodeSetParams(GE(exec), GN(node), &m, ctx);
+    return exec ? D.cuGraphExecMemsetNodeSetParams(GE(exec), GN(node), &m, ctx)
+                : D.cuGraphMemsetNodeSetParams(GN(node), &m);
   case CALL_GNODE_EVENT_REC:
-    return D.cuGraphExecEventRecordNodeSetEvent(GE(exec), GN(node), (CUevent)(uintptr_t)n->handle);
+    return exec ? D.cuGraphExecEventRecordNodeSetEvent(GE(exec), GN(node), ev)
+                : D.cuGraphEventRecordNodeSetEvent(GN(node), ev);
   case CALL_GNODE_EVENT_WAIT:
-    return D.cuGraphExecEventWaitNodeSetEvent(GE(exec), GN(node), (CUevent)(uintptr_t)n->handle);
+    return exec ? D.cuGraphExecEventWaitNodeSetEvent(GE(exec), GN(node), ev)
+                : D.cuGraphEventWaitNodeSetEvent(GN(node), ev);
   default:
     return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+static CUresult cuda_graph_exec_set(uint64_t exec, uint64_t node, const hostd_gnode_t *n) {
+  return exec ? node_set(exec, node, n) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult cuda_graph_set(uint64_t node, const hostd_gnode_t *n) {
+  return node_set(0, node, n);
 }
 
 static CUresult cuda_graph_list(uint64_t g, uint32_t which, uint64_t node, CUgraphNode *out,
@@ -1595,6 +1617,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_del = cuda_graph_exec_del,
     .graph_exec_update = cuda_graph_exec_update,
     .graph_exec_set = cuda_graph_exec_set,
+    .graph_set = cuda_graph_set,
     .graph_nodes = cuda_graph_nodes,
     .graph_dot = cuda_graph_dot,
     .array_new = cuda_array_new,

@@ -2674,6 +2674,31 @@ static CUresult rec_graph_exec_set(uint64_t exec, uint64_t node, const hostd_gno
   return r;
 }
 
+/* The graph holding node h, and the node (lock held). */
+static rec_graph_t *gnode_graph(uint64_t h, rec_gnode_t **node);
+
+/* A graph's node takes d's parameters; execs made before keep theirs. */
+static CUresult rec_graph_set(uint64_t node, const hostd_gnode_t *d) {
+  LIVE(node);
+  rec_gnode_t *n = NULL;
+  rec_graph_t *child = NULL;
+  rec_op_t o;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if (d->kind != CALL_GNODE_CHILD && gnode_graph(node, &n) &&
+      (r = gnode_op(d, &o, &child)) == CUDA_SUCCESS) {
+    if (o.kind != n->op.kind) {
+      free(o.bytes);
+      r = CUDA_ERROR_INVALID_VALUE;
+    } else {
+      free(n->op.bytes);
+      n->op = o;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
 /* Whether n depends on the node h. */
 static bool gnode_after(const rec_gnode_t *n, uint64_t h) {
   for (size_t i = 0; i < n->ndeps; i++)
@@ -3110,6 +3135,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_del = rec_graph_exec_del,
     .graph_exec_update = rec_graph_exec_update,
     .graph_exec_set = rec_graph_exec_set,
+    .graph_set = rec_graph_set,
     .graph_nodes = rec_graph_nodes,
     .graph_dot = rec_graph_dot,
     .array_new = rec_array_new,

@@ -232,6 +232,10 @@ typedef struct hostd_gpu_ops {
    * n->handle), MEMCPY, MEMSET, EVENT_REC or EVENT_WAIT (n->handle the
    * event); another kind, or a node of another kind, CUDA_ERROR_INVALID_VALUE. */
   CUresult (*graph_exec_set)(uint64_t exec, uint64_t node, const hostd_gnode_t *n);
+  /* graph_set: the parameters of node, in its graph, from n, a node of the
+   * same kind: KERNEL, MEMCPY, MEMSET, EVENT_REC or EVENT_WAIT; another
+   * kind, or a node of another kind, CUDA_ERROR_INVALID_VALUE. */
+  CUresult (*graph_set)(uint64_t node, const hostd_gnode_t *n);
   /* cuGraphGetNodes: *total nodes, the first min(cap, *total) into nodes. */
   /* graph_nodes: which CALL_GNODES_*: g's nodes or roots, or node's
    * dependencies or dependents; *total all of them, up to cap into nodes. */

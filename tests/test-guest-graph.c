@@ -7,7 +7,7 @@
  * memsets captured, end, instantiate, replays) and of an explicit graph
  * (memset and kernel nodes with a dependency, kernel parameters changed in
  * the exec, an update), XLA's updates of an exec's memset, copy and event
- * nodes, a capture into a graph the application made
+ * nodes, a graph's nodes given new parameters, a capture into a graph the application made
  * (cuStreamBeginCaptureToGraph), a graph printed in DOT (cuGraphDebugDotPrint),
  * checking that the capture status costs no request
  * while nothing captures, that a replay is one request, and that replayed
@@ -506,6 +506,68 @@ static void exec_memset_copy_and_event_updates(void **state) {
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* A graph's nodes given new parameters before it is instantiated (what
+ * cuDNN does to a graph it populated): memset, kernel (directly and through
+ * cuGraphNodeSetParams) and event record nodes; refusals come back at once. */
+static void graph_node_setters(void **state) {
+  CUstream s;
+  CUdeviceptr a;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode ms, kn, rn;
+  CUevent ev;
+  uint32_t v = 5, got[N];
+  uint64_t n = 8;
+  void *params[] = {&a, &v, &n};
+  CUDA_KERNEL_NODE_PARAMS kp;
+  CUDA_MEMSET_NODE_PARAMS mp;
+  (void)state;
+  graph_open(&s, &a, &g);
+  assert_int_equal(cuEventCreate(&ev, 0), CUDA_SUCCESS);
+  add_memset2(&ms, g, NULL, 0, a);
+  memset(&kp, 0, sizeof(kp));
+  kp.func = fill, kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+  kp.blockDimX = 32, kp.blockDimY = kp.blockDimZ = 1;
+  kp.kernelParams = params;
+  assert_int_equal(cuGraphAddKernelNode_v2(&kn, g, &ms, 1, &kp), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddEventRecordNode(&rn, g, &kn, 1, ev), CUDA_SUCCESS);
+  memset(&mp, 0, sizeof(mp));
+  mp.dst = a, mp.value = 3, mp.elementSize = 4, mp.width = N, mp.height = 1;
+  assert_int_equal(cuGraphMemsetNodeSetParams(ms, &mp), CUDA_SUCCESS);
+  v = 6, n = 12;
+  assert_int_equal(cuGraphKernelNodeSetParams_v2(kn, &kp), CUDA_SUCCESS);
+  assert_int_equal(cuGraphEventRecordNodeSetEvent(rn, ev), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  replay(e, s, a, got);
+  assert_int_equal(got[11], 6);
+  assert_int_equal(got[12], 3);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  CUgraphNodeParams p;
+  memset(&p, 0, sizeof(p));
+  p.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  p.kernel.func = fill, p.kernel.gridDimX = p.kernel.gridDimY = p.kernel.gridDimZ = 1;
+  p.kernel.blockDimX = 32, p.kernel.blockDimY = p.kernel.blockDimZ = 1;
+  p.kernel.kernelParams = params;
+  v = 7, n = 2;
+  assert_int_equal(cuGraphNodeSetParams(kn, &p), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  replay(e, s, a, got);
+  assert_int_equal(got[1], 7);
+  assert_int_equal(got[2], 3);
+  /* Refused at once: a memset's fields for a kernel node, another
+   * tenant's memory, a host node's type. */
+  assert_int_equal(cuGraphMemsetNodeSetParams(kn, &mp), CUDA_ERROR_INVALID_VALUE);
+  mp.dst = 0x7000000000ull;
+  assert_int_equal(cuGraphMemsetNodeSetParams(ms, &mp), CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeParams hp = {.type = CU_GRAPH_NODE_TYPE_HOST};
+  assert_int_equal(cuGraphNodeSetParams(ms, &hp), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy(ev), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(torch_cuda_graph_sequence),
@@ -515,6 +577,7 @@ int main(void) {
       cmocka_unit_test(graph_printed_as_dot),
       cmocka_unit_test(generic_node_api),
       cmocka_unit_test(exec_memset_copy_and_event_updates),
+      cmocka_unit_test(graph_node_setters),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,7 +11,8 @@
  * worker's capture mode, explicit graphs (dependencies, child graphs,
  * kernel parameters of an exec, a child graph node of an exec given another
  * child graph, exec update refusing a changed topology), an exec's copy,
- * memset and event nodes given new parameters,
+ * memset and event nodes given new parameters, a graph's nodes given new
+ * parameters (execs made before keep theirs),
  * a capture into a graph the tenant made (cuStreamBeginCaptureToGraph),
  * that another tenant's graph, node and exec handles are refused, that
  * closing a tenant destroys its graphs, execs and open captures, and that
@@ -585,6 +586,67 @@ static void exec_copy_memset_and_event_nodes_take_new_parameters(void **state) {
   hostd__tenant_free(t);
 }
 
+/* A graph's nodes take new parameters (GRAPH_SET): execs instantiated after
+ * replay them, one instantiated before keeps its own; refused as GRAPH_EXEC_NODE's. */
+static void graph_nodes_take_new_parameters(void **state) {
+  hostd_tenant_t *t = hc_tenant(14, &reply);
+  uint64_t f = fill_func(t), s = stream(t), a = alloc(t), g = new_graph(t), ev = event(t);
+  uint8_t args[24];
+  uint32_t got[N];
+  (void)state;
+  call_graph_add_req_t ms = {.graph = g, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 4,
+                             .elem = 4, .width = N, .height = 1};
+  uint64_t n1 = add_node(t, &ms, NULL, 0, CUDA_SUCCESS);
+  fill_args(args, a, 8, 8);
+  call_graph_add_req_t k = {.graph = g, .kind = CALL_GNODE_KERNEL, .handle = f,
+                            .grid = {1, 1, 1}, .block = {32, 1, 1}, .argbytes = 24,
+                            .args = {args, 24}};
+  uint64_t n2 = add_node(t, &k, &n1, 1, CUDA_SUCCESS);
+  call_graph_add_req_t er = {.graph = g, .kind = CALL_GNODE_EVENT_REC, .handle = ev};
+  uint64_t n3 = add_node(t, &er, &n2, 1, CUDA_SUCCESS);
+  uint64_t before = instantiate(t, g);
+
+  call_graph_set_req_t sm = {.node = n1, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 6,
+                             .elem = 4, .width = N, .height = 1};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_SET, &sm), CUDA_SUCCESS);
+  fill_args(args, a, 3, 16);
+  call_graph_set_req_t sk = {.node = n2, .kind = CALL_GNODE_KERNEL, .handle = f,
+                             .grid = {1, 1, 1}, .block = {32, 1, 1}, .argbytes = 24,
+                             .args = {args, 24}};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_SET, &sk), CUDA_SUCCESS);
+  call_graph_set_req_t se = {.node = n3, .kind = CALL_GNODE_EVENT_REC, .handle = event(t)};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_SET, &se), CUDA_SUCCESS);
+  uint64_t after = instantiate(t, g);
+  assert_int_equal(launch_graph(t, after, s), CUDA_SUCCESS);
+  read_back(t, s, a, got);
+  assert_int_equal(got[15], 3);
+  assert_int_equal(got[16], 6);
+  assert_int_equal(launch_graph(t, before, s), CUDA_SUCCESS);
+  read_back(t, s, a, got);
+  assert_int_equal(got[7], 8);
+  assert_int_equal(got[8], 4);
+
+  call_graph_set_req_t bad = sm;
+  bad.node = n2; /* a kernel node */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_SET, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = sm;
+  bad.kind = CALL_GNODE_CHILD, bad.handle = g; /* no graph-level child update */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_SET, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = sm;
+  bad.width = N + 1; /* past the allocation */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_SET, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = sm;
+  bad.node = 0x12345670;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_SET, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = sk;
+  bad.handle = 0xf00d0; /* not a function of the tenant */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_SET, &bad), CUDA_ERROR_INVALID_HANDLE);
+  bad = se;
+  bad.handle = 0xbeef0;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_SET, &bad), CUDA_ERROR_INVALID_HANDLE);
+  hostd__tenant_free(t);
+}
+
 static void another_tenants_handles_are_refused(void **state) {
   hostd_tenant_t *a = hc_tenant(6, &reply), *b = hc_tenant(7, &reply);
   uint64_t ga = new_graph(a), gb = new_graph(b), sb = stream(b);
@@ -664,6 +726,7 @@ int main(void) {
       cmocka_unit_test(cross_stream_capture),
       cmocka_unit_test(explicit_graph),
       cmocka_unit_test(exec_copy_memset_and_event_nodes_take_new_parameters),
+      cmocka_unit_test(graph_nodes_take_new_parameters),
       cmocka_unit_test(capture_into_a_given_graph),
       cmocka_unit_test(another_tenants_handles_are_refused),
       cmocka_unit_test(closing_a_tenant_frees_graphs),
