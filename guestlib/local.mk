@@ -2,7 +2,7 @@
 # (never into $(libdir), where it would shadow the real driver).
 tallylib_PROGRAMS += guestlib/libcuda.so.1
 guestlib_libcuda_so_1_SOURCES = guestlib/guest.h \
-	guestlib/entry.c guestlib/chan.c guestlib/device.c guestlib/ctx.c guestlib/tables.c \
+	guestlib/entry.c guestlib/chan.c guestlib/device.c guestlib/ctx.c guestlib/compat.c guestlib/tables.c \
 	guestlib/mem.c guestlib/stream.c guestlib/syncword.c guestlib/module.c guestlib/proc.c guestlib/export.c \
 	guestlib/stubs.c guestlib/hostfn.c guestlib/vmm.c guestlib/graph.c guestlib/array.c \
 	guestlib/tmap.c guestlib/trace.c guestlib/mirror.c

@@ -13,6 +13,7 @@
  * Never GPU coverage: the GPU tests are in tests/gpu/.
  */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -325,6 +326,36 @@ static void another_tenants_memory_is_refused(void **state) {
   fclose(f);
   assert_true(WIFEXITED(wait_exit(pid)));
   assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
+}
+
+/* The driver's first names of calls whose signature did not change
+ * (cuCtxPushCurrent, ...), as a library binding them with dlsym() gets
+ * them: the same calls as their _v2 successors. */
+static void old_names_are_their_successors(void **state) {
+  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))dlsym(RTLD_DEFAULT, "cuCtxPopCurrent");
+  CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))dlsym(RTLD_DEFAULT, "cuCtxPushCurrent");
+  CUresult (*sdel)(CUstream) = (CUresult(*)(CUstream))dlsym(RTLD_DEFAULT, "cuStreamDestroy");
+  CUresult (*edel)(CUevent) = (CUresult(*)(CUevent))dlsym(RTLD_DEFAULT, "cuEventDestroy");
+  CUcontext got = NULL, cur = NULL;
+  CUstream st;
+  CUevent ev;
+  (void)state;
+  assert_non_null(pop);
+  assert_non_null(push);
+  assert_non_null(sdel);
+  assert_non_null(edel);
+  assert_int_equal(pop(&got), CUDA_SUCCESS);
+  assert_ptr_equal(got, ctx);
+  assert_int_equal(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  assert_null(cur);
+  assert_int_equal(push(got), CUDA_SUCCESS);
+  assert_int_equal(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  assert_ptr_equal(cur, ctx);
+  assert_int_equal(cuStreamCreate(&st, 0), CUDA_SUCCESS);
+  assert_int_equal(sdel(st), CUDA_SUCCESS);
+  assert_int_equal(cuEventCreate(&ev, 0), CUDA_SUCCESS);
+  assert_int_equal(edel(ev), CUDA_SUCCESS);
+  assert_int_equal(edel(ev), CUDA_ERROR_INVALID_HANDLE); /* gone, as with cuEventDestroy_v2 */
 }
 
 static void foreign_handles_are_refused(void **state) {
@@ -1524,6 +1555,7 @@ int main(void) {
       cmocka_unit_test(copies_outside_own_allocations_are_refused),
       cmocka_unit_test(another_tenants_memory_is_refused),
       cmocka_unit_test(foreign_handles_are_refused),
+      cmocka_unit_test(old_names_are_their_successors),
       cmocka_unit_test(streams_events_and_legacy_ordering),
       cmocka_unit_test(module_image_is_sent_once),
       cmocka_unit_test(huge_module_image_loads),
