@@ -12,6 +12,16 @@
  * this process created is kept here with its flags and its requested
  * priority clamped to the device's range, as the driver clamps it, so
  * cuStreamGetPriority and cuStreamGetFlags answer locally and as natively.
+ *
+ * Stream attributes (cuStreamSetAttribute / GetAttribute / CopyAttributes)
+ * are kept here too, checked as the driver checks them, and answered back:
+ * the priority is the one cuStreamGetPriority answers; an L2 access-policy
+ * window, the synchronisation policy and the memory-synchronisation domains
+ * are performance hints that tallyd's real stream does not take (the shared
+ * context's persisting-L2 set-aside is never grown for a tenant, so a window
+ * could not persist lines there; a tenant's synchronisations are the guest's
+ * own waits).  Results are the same either way.  The default streams share
+ * one set of attributes.
  */
 #include "guestlib/guest.h"
 
@@ -21,15 +31,30 @@
 
 /* Streams of this process: handle -> (flags, priority).  Lock story:
  * stream_lock guards the array; never held across a round trip. */
+typedef struct stream_attrs {
+  CUaccessPolicyWindow window;
+  CUsynchronizationPolicy sync;
+  CUlaunchMemSyncDomainMap domain_map;
+  CUlaunchMemSyncDomain domain;
+} stream_attrs_t;
+
 typedef struct stream_info {
   uint64_t handle;
   unsigned flags;
   int prio;
+  stream_attrs_t attrs;
 } stream_info_t;
+
+/* What a stream has before any cuStreamSetAttribute, as natively. */
+#define ATTRS_DEFAULT                                                                              \
+  {.sync = CU_SYNC_POLICY_AUTO, .domain_map = {.default_ = 0, .remote = 1},                       \
+   .domain = CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT}
 
 static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
 static stream_info_t *streams;
 static size_t nstreams, capstreams;
+/* The default streams' (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD). */
+static stream_info_t default_stream = {.attrs = ATTRS_DEFAULT};
 
 static int stream_remember(uint64_t h, unsigned flags, int prio) {
   int rc = 0;
@@ -43,7 +68,7 @@ static int stream_remember(uint64_t h, unsigned flags, int prio) {
       streams = n, capstreams = cap;
   }
   if (rc == 0)
-    streams[nstreams++] = (stream_info_t){h, flags, prio};
+    streams[nstreams++] = (stream_info_t){h, flags, prio, ATTRS_DEFAULT};
   pthread_mutex_unlock(&stream_lock);
   return rc;
 }
@@ -61,41 +86,49 @@ static void stream_forget(uint64_t h) {
 /* Flags and priority of stream s as the application created it.  The
  * default streams (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) are
  * blocking streams of priority 0, as natively. */
-static CUresult stream_lookup(CUstream s, unsigned *flags, int *prio) {
+static stream_info_t *stream_find_locked(CUstream s) {
   uint64_t h = (uint64_t)(uintptr_t)s;
-  CUresult r = CUDA_ERROR_INVALID_HANDLE;
-  if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
-    *flags = 0;
-    *prio = 0;
-    return CUDA_SUCCESS;
-  }
-  pthread_mutex_lock(&stream_lock);
+  if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+    return &default_stream;
   for (size_t i = 0; i < nstreams; i++)
-    if (streams[i].handle == h) {
-      *flags = streams[i].flags;
-      *prio = streams[i].prio;
-      r = CUDA_SUCCESS;
-      break;
-    }
+    if (streams[i].handle == h)
+      return &streams[i];
+  return NULL;
+}
+
+static CUresult stream_lookup(CUstream s, unsigned *flags, int *prio) {
+  CUresult r = CUDA_ERROR_INVALID_HANDLE;
+  stream_info_t *si;
+  pthread_mutex_lock(&stream_lock);
+  if ((si = stream_find_locked(s))) {
+    *flags = si->flags;
+    *prio = si->prio;
+    r = CUDA_SUCCESS;
+  }
   pthread_mutex_unlock(&stream_lock);
   return r;
+}
+
+/* A priority clamped to the device's range, as the driver clamps it
+ * (greatest is numerically lower). */
+static int prio_clamp(int prio) {
+  const call_snapshot_t *d = &guest__g.dev[guest__cur_device()];
+  if (prio < d->prio_greatest)
+    prio = d->prio_greatest;
+  if (prio > d->prio_least)
+    prio = d->prio_least;
+  return prio;
 }
 
 static CUresult stream_new(CUstream *ps, unsigned int flags, int prio) {
   call_stream_new_req_t q;
   call_stream_new_rep_t a = {0};
   CUresult r = guest__ready();
-  const call_snapshot_t *d;
   if (r != CUDA_SUCCESS)
     return r;
   if (!ps)
     return CUDA_ERROR_INVALID_VALUE;
-  /* The driver clamps to [greatest, least] (greatest is numerically lower). */
-  d = &guest__g.dev[guest__cur_device()];
-  if (prio < d->prio_greatest)
-    prio = d->prio_greatest;
-  if (prio > d->prio_least)
-    prio = d->prio_least;
+  prio = prio_clamp(prio);
   q.flags = flags;
   q.priority = prio;
   r = guest__rpc(CALL_OP_STREAM_NEW, 0, &q, &a);
@@ -195,6 +228,132 @@ GUEST_EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx) {
 }
 GUEST_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext *pctx) {
   return cuStreamGetCtx(s, pctx);
+}
+/* No green contexts are offered to tenants: the stream's is always none. */
+GUEST_EXPORT CUresult cuStreamGetCtx_v2(CUstream s, CUcontext *pctx, CUgreenCtx *pgreen) {
+  if (!pgreen)
+    return CUDA_ERROR_INVALID_VALUE;
+  *pgreen = NULL;
+  return cuStreamGetCtx(s, pctx);
+}
+GUEST_EXPORT CUresult cuStreamGetCtx_v2_ptsz(CUstream s, CUcontext *pctx, CUgreenCtx *pgreen) {
+  return cuStreamGetCtx_v2(s, pctx, pgreen);
+}
+
+/* ---- stream attributes (kept here; see the top of this file) ---- */
+
+/* v is a value the driver would take for attr on this device. */
+static CUresult attr_check(CUstreamAttrID attr, const CUstreamAttrValue *v) {
+  const int32_t *a = guest__g.dev[guest__cur_device()].attr;
+  const CUaccessPolicyWindow *w = &v->accessPolicyWindow;
+  switch ((int)attr) {
+  case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+    return w->num_bytes <= (size_t)a[CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE] &&
+                   w->hitRatio >= 0.0f && w->hitRatio <= 1.0f &&
+                   (unsigned)w->hitProp <= CU_ACCESS_PROPERTY_PERSISTING &&
+                   (unsigned)w->missProp <= CU_ACCESS_PROPERTY_PERSISTING
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+    return v->syncPolicy >= CU_SYNC_POLICY_AUTO && v->syncPolicy <= CU_SYNC_POLICY_BLOCKING_SYNC
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+    return CUDA_SUCCESS; /* clamped, as at creation */
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+    return v->memSyncDomainMap.default_ < a[CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT] &&
+                   v->memSyncDomainMap.remote < a[CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT]
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+    return (unsigned)v->memSyncDomain <= CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE ? CUDA_SUCCESS
+                                                                          : CUDA_ERROR_INVALID_VALUE;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+/* Reads (set false) or writes (set true) attr of s through *v. */
+static CUresult stream_attr(CUstream s, CUstreamAttrID attr, CUstreamAttrValue *v, bool set) {
+  CUresult r = guest__ready();
+  stream_info_t *si;
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!v)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (set && (r = attr_check(attr, v)) != CUDA_SUCCESS)
+    return r;
+  pthread_mutex_lock(&stream_lock);
+  if (!(si = stream_find_locked(s))) {
+    r = CUDA_ERROR_INVALID_HANDLE;
+  } else {
+    stream_attrs_t *a = &si->attrs;
+    switch ((int)attr) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+      set ? (void)(a->window = v->accessPolicyWindow) : (void)(v->accessPolicyWindow = a->window);
+      break;
+    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+      set ? (void)(a->sync = v->syncPolicy) : (void)(v->syncPolicy = a->sync);
+      break;
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+      set ? (void)(si->prio = prio_clamp(v->priority)) : (void)(v->priority = si->prio);
+      break;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+      set ? (void)(a->domain_map = v->memSyncDomainMap)
+          : (void)(v->memSyncDomainMap = a->domain_map);
+      break;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+      set ? (void)(a->domain = v->memSyncDomain) : (void)(v->memSyncDomain = a->domain);
+      break;
+    default:
+      r = CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  pthread_mutex_unlock(&stream_lock);
+  return r;
+}
+
+GUEST_EXPORT CUresult cuStreamSetAttribute(CUstream s, CUstreamAttrID attr,
+                                           const CUstreamAttrValue *v) {
+  CUstreamAttrValue copy;
+  if (!v)
+    return CUDA_ERROR_INVALID_VALUE;
+  copy = *v;
+  return stream_attr(s, attr, &copy, true);
+}
+GUEST_EXPORT CUresult cuStreamSetAttribute_ptsz(CUstream s, CUstreamAttrID attr,
+                                                const CUstreamAttrValue *v) {
+  return cuStreamSetAttribute(s, attr, v);
+}
+
+GUEST_EXPORT CUresult cuStreamGetAttribute(CUstream s, CUstreamAttrID attr, CUstreamAttrValue *v) {
+  return stream_attr(s, attr, v, false);
+}
+GUEST_EXPORT CUresult cuStreamGetAttribute_ptsz(CUstream s, CUstreamAttrID attr,
+                                                CUstreamAttrValue *v) {
+  return cuStreamGetAttribute(s, attr, v);
+}
+
+/* Every attribute of src, its priority included, becomes dst's. */
+GUEST_EXPORT CUresult cuStreamCopyAttributes(CUstream dst, CUstream src) {
+  CUresult r = guest__ready();
+  stream_info_t *d, *from;
+  if (r != CUDA_SUCCESS)
+    return r;
+  pthread_mutex_lock(&stream_lock);
+  d = stream_find_locked(dst);
+  from = stream_find_locked(src);
+  if (!d || !from) {
+    r = CUDA_ERROR_INVALID_HANDLE;
+  } else {
+    d->attrs = from->attrs;
+    d->prio = from->prio;
+  }
+  pthread_mutex_unlock(&stream_lock);
+  return r;
+}
+GUEST_EXPORT CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src) {
+  return cuStreamCopyAttributes(dst, src);
 }
 
 GUEST_EXPORT CUresult cuStreamGetId(CUstream s, unsigned long long *id) {

@@ -394,6 +394,8 @@ static CUresult rec_init(int device, call_snapshot_t *snap) {
   snap->prio_greatest = -5;
   /* Hopper-like values for what cudart and the occupancy code read. */
   snap->attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE] = 134213632;
+  snap->attr[CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT] = 4;
   snap->attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X] = 1024;
   snap->attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y] = 1024;
   snap->attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z] = 64;

@@ -358,6 +358,98 @@ static void old_names_are_their_successors(void **state) {
   assert_int_equal(edel(ev), CUDA_ERROR_INVALID_HANDLE); /* gone, as with cuEventDestroy_v2 */
 }
 
+/* Stream attributes are kept in the guest, checked as the driver checks
+ * them and answered back (no request reaches tallyd); the priority is the
+ * one cuStreamGetPriority answers; copies take all of them. */
+static void stream_attributes_are_kept_and_checked(void **state) {
+  CUstream s, t;
+  CUstreamAttrValue v, got;
+  CUcontext c = NULL;
+  CUgreenCtx green = (CUgreenCtx)1;
+  int prio = 0, least = 0, greatest = 0;
+  (void)state;
+  assert_int_equal(cuCtxGetStreamPriorityRange(&least, &greatest), CUDA_SUCCESS);
+  assert_int_equal(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamCreate(&t, 0), CUDA_SUCCESS);
+  unsigned long before = hostd_server_calls(srv);
+  memset(&got, 0xff, sizeof(got));
+  assert_int_equal(cuStreamGetAttribute(s, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got),
+                   CUDA_SUCCESS);
+  assert_int_equal(got.syncPolicy, CU_SYNC_POLICY_AUTO);
+  assert_int_equal(cuStreamGetAttribute(s, CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP, &got),
+                   CUDA_SUCCESS);
+  assert_int_equal(got.memSyncDomainMap.default_, 0);
+  assert_int_equal(got.memSyncDomainMap.remote, 1);
+  memset(&v, 0, sizeof(v));
+  v.accessPolicyWindow.base_ptr = (void *)0x1000;
+  v.accessPolicyWindow.num_bytes = 1 << 20;
+  v.accessPolicyWindow.hitRatio = 0.6f;
+  v.accessPolicyWindow.hitProp = CU_ACCESS_PROPERTY_PERSISTING;
+  v.accessPolicyWindow.missProp = CU_ACCESS_PROPERTY_STREAMING;
+  assert_int_equal(cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, &v),
+                   CUDA_SUCCESS);
+  memset(&got, 0, sizeof(got));
+  assert_int_equal(cuStreamGetAttribute(s, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, &got),
+                   CUDA_SUCCESS);
+  assert_memory_equal(&got.accessPolicyWindow, &v.accessPolicyWindow, sizeof(v.accessPolicyWindow));
+  /* A priority beyond the device's range is clamped, as at creation. */
+  memset(&v, 0, sizeof(v));
+  v.priority = -100;
+  assert_int_equal(cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v), CUDA_SUCCESS);
+  assert_int_equal(cuStreamGetPriority(s, &prio), CUDA_SUCCESS);
+  assert_int_equal(prio, greatest);
+  /* Copies take everything, the priority included. */
+  assert_int_equal(cuStreamCopyAttributes(t, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamGetAttribute(t, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, &got),
+                   CUDA_SUCCESS);
+  assert_true(got.accessPolicyWindow.num_bytes == 1 << 20);
+  assert_int_equal(cuStreamGetPriority(t, &prio), CUDA_SUCCESS);
+  assert_int_equal(prio, greatest);
+  /* The default stream has attributes of its own. */
+  memset(&v, 0, sizeof(v));
+  v.syncPolicy = CU_SYNC_POLICY_BLOCKING_SYNC;
+  assert_int_equal(cuStreamSetAttribute(NULL, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &v),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuStreamGetAttribute(CU_STREAM_LEGACY, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY,
+                                        &got),
+                   CUDA_SUCCESS);
+  assert_int_equal(got.syncPolicy, CU_SYNC_POLICY_BLOCKING_SYNC);
+  assert_int_equal(cuStreamGetAttribute(s, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got),
+                   CUDA_SUCCESS);
+  assert_int_equal(got.syncPolicy, CU_SYNC_POLICY_AUTO);
+  /* Refused: values the driver refuses, attributes that are not a stream's,
+   * streams that are not this process's. */
+  memset(&v, 0, sizeof(v));
+  v.accessPolicyWindow.hitRatio = 1.5f;
+  assert_int_equal(cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, &v),
+                   CUDA_ERROR_INVALID_VALUE);
+  v.accessPolicyWindow.hitRatio = 0.5f;
+  v.accessPolicyWindow.num_bytes = (size_t)1 << 40;
+  assert_int_equal(cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, &v),
+                   CUDA_ERROR_INVALID_VALUE);
+  memset(&v, 0, sizeof(v));
+  v.syncPolicy = (CUsynchronizationPolicy)9;
+  assert_int_equal(cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &v),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuStreamGetAttribute((CUstream)0xdead0, CU_LAUNCH_ATTRIBUTE_PRIORITY, &got),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuStreamGetAttribute(s, CU_LAUNCH_ATTRIBUTE_PRIORITY, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  /* No green context is a tenant's: the stream's is none. */
+  assert_int_equal(cuStreamGetCtx_v2(s, &c, &green), CUDA_SUCCESS);
+  assert_ptr_equal(c, ctx);
+  assert_null(green);
+  assert_int_equal(hostd_server_calls(srv), before);
+  memset(&v, 0, sizeof(v));
+  v.syncPolicy = CU_SYNC_POLICY_AUTO;
+  assert_int_equal(cuStreamSetAttribute(NULL, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &v),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(t), CUDA_SUCCESS);
+}
+
 static void foreign_handles_are_refused(void **state) {
   CUevent e;
   float ms;
@@ -1556,6 +1648,7 @@ int main(void) {
       cmocka_unit_test(another_tenants_memory_is_refused),
       cmocka_unit_test(foreign_handles_are_refused),
       cmocka_unit_test(old_names_are_their_successors),
+      cmocka_unit_test(stream_attributes_are_kept_and_checked),
       cmocka_unit_test(streams_events_and_legacy_ordering),
       cmocka_unit_test(module_image_is_sent_once),
       cmocka_unit_test(huge_module_image_loads),
