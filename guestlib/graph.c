@@ -891,6 +891,42 @@ GUEST_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode 
   return exec_kernel(e, node, KERNEL_NODE(p, H(p->func)));
 }
 
+/* ---- graph memory of the device (GRAPH_MEM) ----
+ * tallyd's answer for its one shared context: the amounts count every
+ * tenant's graphs, and a trim releases what any of them holds unused. */
+
+static CUresult graph_mem(CUdevice dev, uint32_t what, CUgraphMem_attribute attr, void *value) {
+  call_graph_mem_req_t q = {.what = what, .attr = (uint32_t)attr};
+  call_graph_mem_rep_t a = {0};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (dev < 0 || dev >= guest__g.ndev)
+    return CUDA_ERROR_INVALID_DEVICE;
+  if (what && !value)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (what == 2)
+    memcpy(&q.value, value, sizeof(q.value));
+  r = guest__rpc(CALL_OP_GRAPH_MEM, 0, &q, &a);
+  if (r == CUDA_SUCCESS && what == 1)
+    memcpy(value, &a.value, sizeof(a.value));
+  return r;
+}
+
+GUEST_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+  return graph_mem(dev, 0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, NULL);
+}
+
+GUEST_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr,
+                                                   void *value) {
+  return graph_mem(dev, 1, attr, value);
+}
+
+GUEST_EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr,
+                                                   void *value) {
+  return graph_mem(dev, 2, attr, value);
+}
+
 /* ---- a graph's nodes given new parameters (GRAPH_SET) ---- */
 
 /* node (of one of this tenant's graphs) takes a's kind fields: a round trip,

@@ -491,6 +491,19 @@ CUresult hostd__exec_graph_exec_node(hostd_tenant_t *t, wire_buf_t *out,
   return hostd__gpu.graph_exec_set(q->exec, q->node, &n);
 }
 
+/* The device's graph memory: the shared context's, so a trim releases what
+ * every tenant's graphs hold unused, and the attributes count them all. */
+CUresult hostd__exec_graph_mem(hostd_tenant_t *t, wire_buf_t *out, const call_graph_mem_req_t *q) {
+  call_graph_mem_rep_t rep = {.value = q->value};
+  CUresult r;
+  (void)t;
+  if (q->what > 2 || (q->what && q->attr > CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = hostd__gpu.graph_mem(q->what, q->attr, &rep.value)) != CUDA_SUCCESS)
+    return r;
+  return call_graph_mem_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* ---- release ---- */
 
 void hostd__capture_release(hostd_tenant_t *t, bool gpu) {

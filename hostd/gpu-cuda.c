@@ -174,6 +174,9 @@
   X(cuGraphMemsetNodeSetParams)                                                                    \
   X(cuGraphEventRecordNodeSetEvent)                                                                \
   X(cuGraphEventWaitNodeSetEvent)                                                                  \
+  X(cuDeviceGraphMemTrim)                                                                          \
+  X(cuDeviceGetGraphMemAttribute)                                                                  \
+  X(cuDeviceSetGraphMemAttribute)                                                                  \
   X(cuGraphGetNodes)                                                                               \
   X(cuArray3DCreate)                                                                               \
   X(cuArrayDestroy)                                                                                \
@@ -1360,6 +1363,21 @@ static CUresult cuda_graph_set(uint64_t node, const hostd_gnode_t *n) {
   return node_set(0, node, n);
 }
 
+static CUresult cuda_graph_mem(uint32_t what, uint32_t attr, uint64_t *value) {
+  cuuint64_t v = *value;
+  CUresult r;
+  switch (what) {
+  case 0:
+    return D.cuDeviceGraphMemTrim(device);
+  case 1:
+    r = D.cuDeviceGetGraphMemAttribute(device, (CUgraphMem_attribute)attr, &v);
+    *value = v;
+    return r;
+  default:
+    return D.cuDeviceSetGraphMemAttribute(device, (CUgraphMem_attribute)attr, &v);
+  }
+}
+
 static CUresult cuda_graph_list(uint64_t g, uint32_t which, uint64_t node, CUgraphNode *out,
                                 size_t *n) {
   switch (which) {
@@ -1618,6 +1636,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_update = cuda_graph_exec_update,
     .graph_exec_set = cuda_graph_exec_set,
     .graph_set = cuda_graph_set,
+    .graph_mem = cuda_graph_mem,
     .graph_nodes = cuda_graph_nodes,
     .graph_dot = cuda_graph_dot,
     .array_new = cuda_array_new,

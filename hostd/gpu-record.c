@@ -2701,6 +2701,19 @@ static CUresult rec_graph_set(uint64_t node, const hostd_gnode_t *d) {
   return r;
 }
 
+/* Graph memory: the recording device has no allocation nodes, so there is
+ * none to trim and every amount is 0; only the high watermarks may be set,
+ * and only to 0, as the driver allows. */
+static CUresult rec_graph_mem(uint32_t what, uint32_t attr, uint64_t *value) {
+  LIVE(0);
+  if (what == 1)
+    *value = 0;
+  if (what == 2 && (*value != 0 || (attr != CU_GRAPH_MEM_ATTR_USED_MEM_HIGH &&
+                                    attr != CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)))
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
 /* Whether n depends on the node h. */
 static bool gnode_after(const rec_gnode_t *n, uint64_t h) {
   for (size_t i = 0; i < n->ndeps; i++)
@@ -3138,6 +3151,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_update = rec_graph_exec_update,
     .graph_exec_set = rec_graph_exec_set,
     .graph_set = rec_graph_set,
+    .graph_mem = rec_graph_mem,
     .graph_nodes = rec_graph_nodes,
     .graph_dot = rec_graph_dot,
     .array_new = rec_array_new,

@@ -236,6 +236,9 @@ typedef struct hostd_gpu_ops {
    * same kind: KERNEL, MEMCPY, MEMSET, EVENT_REC or EVENT_WAIT; another
    * kind, or a node of another kind, CUDA_ERROR_INVALID_VALUE. */
   CUresult (*graph_set)(uint64_t node, const hostd_gnode_t *n);
+  /* graph_mem: the device's graph memory (wire/call.def, GRAPH_MEM): what 0
+   * trims it, 1 reads attr into *value, 2 sets attr to *value. */
+  CUresult (*graph_mem)(uint32_t what, uint32_t attr, uint64_t *value);
   /* cuGraphGetNodes: *total nodes, the first min(cap, *total) into nodes. */
   /* graph_nodes: which CALL_GNODES_*: g's nodes or roots, or node's
    * dependencies or dependents; *total all of them, up to cap into nodes. */

@@ -7,7 +7,7 @@
  * memsets captured, end, instantiate, replays) and of an explicit graph
  * (memset and kernel nodes with a dependency, kernel parameters changed in
  * the exec, an update), XLA's updates of an exec's memset, copy and event
- * nodes, a graph's nodes given new parameters, a capture into a graph the application made
+ * nodes, a graph's nodes given new parameters, the device's graph memory, a capture into a graph the application made
  * (cuStreamBeginCaptureToGraph), a graph printed in DOT (cuGraphDebugDotPrint),
  * checking that the capture status costs no request
  * while nothing captures, that a replay is one request, and that replayed
@@ -568,6 +568,24 @@ static void graph_node_setters(void **state) {
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* cuDeviceGraphMemTrim and the graph memory attributes reach tallyd (an
+ * ASR service trims after dropping a graph, and fails if the trim does). */
+static void device_graph_memory(void **state) {
+  cuuint64_t v = 7, zero = 0;
+  (void)state;
+  assert_int_equal(cuDeviceGraphMemTrim(0), CUDA_SUCCESS);
+  assert_int_equal(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &v),
+                   CUDA_SUCCESS);
+  assert_true(v == 0);
+  assert_int_equal(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuDeviceGraphMemTrim(7), CUDA_ERROR_INVALID_DEVICE);
+  assert_int_equal(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(torch_cuda_graph_sequence),
@@ -578,6 +596,7 @@ int main(void) {
       cmocka_unit_test(generic_node_api),
       cmocka_unit_test(exec_memset_copy_and_event_updates),
       cmocka_unit_test(graph_node_setters),
+      cmocka_unit_test(device_graph_memory),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,7 +12,7 @@
  * kernel parameters of an exec, a child graph node of an exec given another
  * child graph, exec update refusing a changed topology), an exec's copy,
  * memset and event nodes given new parameters, a graph's nodes given new
- * parameters (execs made before keep theirs),
+ * parameters (execs made before keep theirs), the device's graph memory,
  * a capture into a graph the tenant made (cuStreamBeginCaptureToGraph),
  * that another tenant's graph, node and exec handles are refused, that
  * closing a tenant destroys its graphs, execs and open captures, and that
@@ -647,6 +647,30 @@ static void graph_nodes_take_new_parameters(void **state) {
   hostd__tenant_free(t);
 }
 
+/* The device's graph memory: trimmed, read, the high watermarks reset;
+ * what the driver refuses is refused. */
+static void graph_memory_of_the_device(void **state) {
+  hostd_tenant_t *t = hc_tenant(15, &reply);
+  call_graph_mem_rep_t a = {.value = 99};
+  (void)state;
+  call_graph_mem_req_t trim = {.what = 0};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_MEM, &trim), CUDA_SUCCESS);
+  call_graph_mem_req_t get = {.what = 1, .attr = CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT};
+  hc_call_ok(t, CALL_OP_GRAPH_MEM, &get, &a);
+  assert_int_equal(a.value, 0); /* the recording device has no allocation nodes */
+  call_graph_mem_req_t set = {.what = 2, .attr = CU_GRAPH_MEM_ATTR_USED_MEM_HIGH};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_MEM, &set), CUDA_SUCCESS);
+  set.value = 5;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_MEM, &set), CUDA_ERROR_INVALID_VALUE);
+  set.value = 0, set.attr = CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_MEM, &set), CUDA_ERROR_INVALID_VALUE);
+  get.attr = 77;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_MEM, &get), CUDA_ERROR_INVALID_VALUE);
+  get.what = 3;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_MEM, &get), CUDA_ERROR_INVALID_VALUE);
+  hostd__tenant_free(t);
+}
+
 static void another_tenants_handles_are_refused(void **state) {
   hostd_tenant_t *a = hc_tenant(6, &reply), *b = hc_tenant(7, &reply);
   uint64_t ga = new_graph(a), gb = new_graph(b), sb = stream(b);
@@ -727,6 +751,7 @@ int main(void) {
       cmocka_unit_test(explicit_graph),
       cmocka_unit_test(exec_copy_memset_and_event_nodes_take_new_parameters),
       cmocka_unit_test(graph_nodes_take_new_parameters),
+      cmocka_unit_test(graph_memory_of_the_device),
       cmocka_unit_test(capture_into_a_given_graph),
       cmocka_unit_test(another_tenants_handles_are_refused),
       cmocka_unit_test(closing_a_tenant_frees_graphs),
