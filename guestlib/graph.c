@@ -17,13 +17,14 @@
  *
  * Graph, node and exec handles are tallyd's; node parameters travel as
  * fixed fields (wire/call.def, GRAPH_ADD).  Offered: kernel nodes (packed
- * as launches), 1-D device-to-device copies, memsets, empty, event record
- * and wait, child graphs (each also through cuGraphAddNode's tagged union),
+ * as launches), 1-D copies between device memory and pinned memory shared
+ * with tallyd (which maps it at the same address), memsets, empty, event
+ * record and wait, child graphs (each also through cuGraphAddNode's tagged union),
  * dependencies, cuGraphGetNodes, a graph's nodes given new parameters
  * (GRAPH_SET) and an exec's updates of each of those kinds (posted:
- * GRAPH_EXEC_KERNEL, _CHILD, _NODE); host nodes, copies naming
- * host memory and memory nodes answer CUDA_ERROR_NOT_SUPPORTED with a log
- * line.
+ * GRAPH_EXEC_KERNEL, _CHILD, _NODE); host nodes, copies naming other host
+ * memory (pageable, or pinned over TCP) and memory nodes answer
+ * CUDA_ERROR_NOT_SUPPORTED with a log line.
  */
 #include "guestlib/guest.h"
 
@@ -415,31 +416,51 @@ GUEST_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *pn, CUgraph g, const CUg
   return add_kernel(pn, g, deps, n, KERNEL_NODE(p, H(p->func)));
 }
 
-/* A side of a copy that names device memory: its address, or 0. */
-static uint64_t dev_side(CUmemorytype t, CUdeviceptr d, size_t x) {
+/* Whether [p, p + n) lies in pinned memory of this process that tallyd
+ * maps at the same address (shared memory): a graph's copy may name it. */
+static bool shared_pinned(uint64_t p, size_t n) {
   uint64_t base, size;
+  unsigned flags;
+  return n && guest__mem_find_host(p, &base, &size, &flags) && (flags & GUEST_HOST_SHARED) &&
+         n <= size - (p - base);
+}
+
+/* A side of a copy node n bytes wide: its address when it names device
+ * memory or shared pinned memory, else 0 (pageable memory, pinned memory
+ * over TCP, arrays). */
+static uint64_t copy_side(CUmemorytype t, CUdeviceptr d, const void *h, size_t x, size_t n) {
+  uint64_t base, size, p = (t == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)h : d) + x;
   guest_mem_kind_t kind;
   if (t == CU_MEMORYTYPE_DEVICE)
-    return d + x;
+    return p;
   if (t == CU_MEMORYTYPE_UNIFIED && guest__mem_find(d, &base, &size, &kind) &&
       kind == GUEST_MEM_DEVICE)
-    return d + x;
+    return p;
+  if ((t == CU_MEMORYTYPE_HOST || t == CU_MEMORYTYPE_UNIFIED) && shared_pinned(p, n))
+    return p;
   return 0;
 }
 
 /* A copy node's fields (q zeroed by the caller): a 1-D copy between device
- * addresses, else NOT_SUPPORTED, logged once as what. */
-static CUresult memcpy_fields(call_graph_add_req_t *q, const CUDA_MEMCPY3D *c, const char *what,
+ * memory and shared pinned memory (either side either), else NOT_SUPPORTED,
+ * logged once as what. */
+static CUresult memcpy_fields(call_graph_add_req_t *q, const CUDA_MEMCPY3D *c, const char *fn,
                               int *logged) {
+  char what[128];
   if (!c)
     return CUDA_ERROR_INVALID_VALUE;
   q->kind = CALL_GNODE_MEMCPY;
-  q->dst = dev_side(c->dstMemoryType, c->dstDevice, c->dstXInBytes);
-  q->src = dev_side(c->srcMemoryType, c->srcDevice, c->srcXInBytes);
+  q->dst = copy_side(c->dstMemoryType, c->dstDevice, c->dstHost, c->dstXInBytes,
+                     c->WidthInBytes);
+  q->src = copy_side(c->srcMemoryType, c->srcDevice, c->srcHost, c->srcXInBytes,
+                     c->WidthInBytes);
   q->width = c->WidthInBytes;
   if (!q->dst || !q->src || c->Height > 1 || c->Depth > 1 || c->srcY || c->dstY || c->srcZ ||
-      c->dstZ)
+      c->dstZ) {
+    snprintf(what, sizeof(what), "%s (other than a 1-D copy between device memory and pinned "
+             "memory shared with tallyd)", fn);
     return guest__unsupported(what, logged);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -460,7 +481,7 @@ GUEST_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *pn, CUgraph g, const CUg
   CUresult r;
   (void)ctx;
   memset(&q, 0, sizeof(q));
-  r = memcpy_fields(&q, c, "cuGraphAddMemcpyNode (other than a 1-D device copy)", &logged);
+  r = memcpy_fields(&q, c, "cuGraphAddMemcpyNode", &logged);
   return r == CUDA_SUCCESS ? add(pn, g, deps, n, &q) : r;
 }
 
@@ -967,7 +988,7 @@ static CUresult set_memcpy(CUgraphNode node, const CUDA_MEMCPY3D *c) {
   call_graph_add_req_t a;
   CUresult r;
   memset(&a, 0, sizeof(a));
-  r = memcpy_fields(&a, c, "cuGraphMemcpyNodeSetParams (other than a 1-D device copy)", &logged);
+  r = memcpy_fields(&a, c, "cuGraphMemcpyNodeSetParams", &logged);
   return r == CUDA_SUCCESS ? set_node(node, &a) : r;
 }
 
@@ -1062,7 +1083,7 @@ static CUresult exec_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D
   call_graph_add_req_t a;
   CUresult r;
   memset(&a, 0, sizeof(a));
-  r = memcpy_fields(&a, c, "cuGraphExecMemcpyNodeSetParams (other than a 1-D device copy)",
+  r = memcpy_fields(&a, c, "cuGraphExecMemcpyNodeSetParams",
                     &logged);
   return r == CUDA_SUCCESS ? exec_node(e, node, &a) : r;
 }

@@ -266,8 +266,9 @@ static CUresult attr_check(CUstreamAttrID attr, const CUstreamAttrValue *v) {
                ? CUDA_SUCCESS
                : CUDA_ERROR_INVALID_VALUE;
   case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
-    return (unsigned)v->memSyncDomain <= CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE ? CUDA_SUCCESS
-                                                                          : CUDA_ERROR_INVALID_VALUE;
+    return (unsigned)v->memSyncDomain <= CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
   default:
     return CUDA_ERROR_INVALID_VALUE;
   }

@@ -219,7 +219,11 @@ static CUresult node_of(const hostd_tenant_t *t, const call_graph_add_req_t *q, 
     n->args = args, n->argbytes = q->args.len;
     return CUDA_SUCCESS;
   case CALL_GNODE_MEMCPY:
+    /* A side outside the tenant's device memory is its shared pinned memory
+     * (hostd__owns_dev), which the copy names as host memory. */
     n->dst = q->dst, n->src = q->src, n->width = q->width;
+    n->dst_host = !hostd__owns(t, q->dst, q->width);
+    n->src_host = !hostd__owns(t, q->src, q->width);
     return q->width && hostd__owns_dev(t, q->dst, q->width) && hostd__owns_dev(t, q->src, q->width)
                ? CUDA_SUCCESS
                : CUDA_ERROR_INVALID_VALUE;

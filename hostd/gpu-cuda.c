@@ -1228,11 +1228,20 @@ static void kernel_params(CUDA_KERNEL_NODE_PARAMS *k, const hostd_gnode_t *n, vo
   k->extra = n->argbytes ? extra : NULL;
 }
 
-/* A MEMCPY node's copy: 1-D, device to device. */
+/* A MEMCPY node's copy: 1-D, each side device memory or host memory (a
+ * tenant's shared pinned memory, mapped and registered here at its address). */
 static void memcpy_params(CUDA_MEMCPY3D *c, const hostd_gnode_t *n) {
   memset(c, 0, sizeof(*c));
-  c->srcMemoryType = c->dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  c->srcDevice = n->src, c->dstDevice = n->dst;
+  c->srcMemoryType = n->src_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  c->dstMemoryType = n->dst_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  if (n->src_host)
+    c->srcHost = (const void *)(uintptr_t)n->src;
+  else
+    c->srcDevice = n->src;
+  if (n->dst_host)
+    c->dstHost = (void *)(uintptr_t)n->dst;
+  else
+    c->dstDevice = n->dst;
   c->WidthInBytes = n->width, c->Height = 1, c->Depth = 1;
 }
 

@@ -65,6 +65,7 @@ typedef struct hostd_gnode {
   uint64_t handle; /* KERNEL: function (fkind 0) or kernel (1); event; child graph */
   int fkind;
   uint64_t dst, src, pitch, width, height; /* MEMCPY: dst, src, width bytes; MEMSET */
+  bool dst_host, src_host; /* MEMCPY: that side is host memory mapped here at its address */
   uint32_t value, elem;
   uint32_t grid[3], block[3], shmem;
   void *args; /* KERNEL: the parameter buffer, argbytes long */

@@ -67,6 +67,14 @@
  *               enqueuing 2r+2 the same way and reading the word back:
  *               prints "order BAD of 64" (BAD: rounds that read 2r+1, the
  *               earlier value, as if the two were run in reverse)
+ *   graph-pinned  a graph copying N words from pinned host memory to the
+ *               device and back into other pinned memory, replayed; the
+ *               first copy given another pinned source and replayed; a
+ *               copy node naming pageable memory: prints "add A copied B
+ *               updated U pageable P" (A the first node's CUresult, B and U
+ *               the words that came back wrong, P the pageable node's
+ *               CUresult), or just "add A" when A is not 0 (over TCP pinned
+ *               memory is not shared with tallyd)
  *   fork        allocate 4 KiB, then fork(): the child tries cuMemAlloc,
  *               cuInit and cuCtxSynchronize and prints "child A I S" (their
  *               CUresults), then waits until stdin closes; the parent, once
@@ -279,6 +287,62 @@ static int order(void) {
   }
   printf("order %d of %d\n", bad, rounds);
   return 0;
+}
+
+/* One 1-D copy of n bytes as a graph copy node's parameters. */
+static CUDA_MEMCPY3D copy1d(CUmemorytype st, const void *sh, CUdeviceptr sd, CUmemorytype dt,
+                            void *dh, CUdeviceptr dd, size_t n) {
+  CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof(c));
+  c.srcMemoryType = st, c.srcHost = sh, c.srcDevice = sd;
+  c.dstMemoryType = dt, c.dstHost = dh, c.dstDevice = dd;
+  c.WidthInBytes = n, c.Height = 1, c.Depth = 1;
+  return c;
+}
+
+/* "graph-pinned": see the usage above. */
+static int graph_pinned(void) {
+  enum { W = 256 };
+  uint32_t *in, *in2, *out, pageable[W];
+  CUdeviceptr d;
+  CUstream s;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode up, down, bad;
+  CUresult r;
+  int wrong = 0, wrong2 = 0;
+  if (cuMemAllocHost((void **)&in, W * 4) != CUDA_SUCCESS ||
+      cuMemAllocHost((void **)&in2, W * 4) != CUDA_SUCCESS ||
+      cuMemAllocHost((void **)&out, W * 4) != CUDA_SUCCESS ||
+      cuMemAlloc(&d, W * 4) != CUDA_SUCCESS ||
+      cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+      cuGraphCreate(&g, 0) != CUDA_SUCCESS)
+    return 4;
+  for (int i = 0; i < W; i++)
+    in[i] = (uint32_t)i + 1, in2[i] = (uint32_t)i + 1000, out[i] = 0, pageable[i] = 0;
+  CUDA_MEMCPY3D c = copy1d(CU_MEMORYTYPE_HOST, in, 0, CU_MEMORYTYPE_DEVICE, NULL, d, W * 4);
+  if ((r = cuGraphAddMemcpyNode(&up, g, NULL, 0, &c, NULL)) != CUDA_SUCCESS) {
+    printf("add %d\n", (int)r);
+    return 0;
+  }
+  c = copy1d(CU_MEMORYTYPE_DEVICE, NULL, d, CU_MEMORYTYPE_UNIFIED, NULL,
+             (CUdeviceptr)(uintptr_t)out, W * 4);
+  if (cuGraphAddMemcpyNode(&down, g, &up, 1, &c, NULL) != CUDA_SUCCESS ||
+      cuGraphInstantiateWithFlags(&e, g, 0) != CUDA_SUCCESS ||
+      cuGraphLaunch(e, s) != CUDA_SUCCESS || cuStreamSynchronize(s) != CUDA_SUCCESS)
+    return 5;
+  for (int i = 0; i < W; i++)
+    wrong += out[i] != in[i];
+  c = copy1d(CU_MEMORYTYPE_HOST, in2, 0, CU_MEMORYTYPE_DEVICE, NULL, d, W * 4);
+  if (cuGraphExecMemcpyNodeSetParams(e, up, &c, NULL) != CUDA_SUCCESS ||
+      cuGraphLaunch(e, s) != CUDA_SUCCESS || cuStreamSynchronize(s) != CUDA_SUCCESS)
+    return 6;
+  for (int i = 0; i < W; i++)
+    wrong2 += out[i] != in2[i];
+  c = copy1d(CU_MEMORYTYPE_HOST, pageable, 0, CU_MEMORYTYPE_DEVICE, NULL, d, W * 4);
+  r = cuGraphAddMemcpyNode(&bad, g, NULL, 0, &c, NULL);
+  printf("add 0 copied %d updated %d pageable %d\n", wrong, wrong2, (int)r);
+  return cuGraphExecDestroy(e) == CUDA_SUCCESS && cuGraphDestroy(g) == CUDA_SUCCESS ? 0 : 7;
 }
 
 /* "fork": see the usage above. */
@@ -544,6 +608,8 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "fork") == 0)
     return fork_child();
+  if (strcmp(argv[1], "graph-pinned") == 0)
+    return graph_pinned();
   if (strcmp(argv[1], "stream") == 0) {
     CUstream s;
     r = cuStreamCreate(&s, 0);

@@ -410,9 +410,9 @@ static void stream_attributes_are_kept_and_checked(void **state) {
   v.syncPolicy = CU_SYNC_POLICY_BLOCKING_SYNC;
   assert_int_equal(cuStreamSetAttribute(NULL, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &v),
                    CUDA_SUCCESS);
-  assert_int_equal(cuStreamGetAttribute(CU_STREAM_LEGACY, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY,
-                                        &got),
-                   CUDA_SUCCESS);
+  assert_int_equal(
+      cuStreamGetAttribute(CU_STREAM_LEGACY, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got),
+      CUDA_SUCCESS);
   assert_int_equal(got.syncPolicy, CU_SYNC_POLICY_BLOCKING_SYNC);
   assert_int_equal(cuStreamGetAttribute(s, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got),
                    CUDA_SUCCESS);
@@ -1250,6 +1250,15 @@ static void forked_child_gets_no_cuda_and_does_not_keep_the_tenant(void **state)
   }
 }
 
+/* A graph's copy nodes naming pinned host memory (an upload, a download,
+ * an exec's upload given another source): over shared memory tallyd maps
+ * that memory at the tenant's address, so the copies name it directly; over
+ * TCP they are not offered, and pageable memory is not either way. */
+static void graph_copies_name_shared_pinned_memory(void **state) {
+  (void)state;
+  helper_says_both_ways("graph-pinned", "add 0 copied 0 updated 0 pageable 801\n", "add 801\n");
+}
+
 /* The helper's "order": each round a thread enqueues on the NULL stream,
  * is joined, and the main thread enqueues behind it and reads back; the
  * second value must win, over shared memory and over TCP (it lost in 60
@@ -1679,6 +1688,7 @@ int main(void) {
       cmocka_unit_test(stream_ordered_allocation_round_trips),
       cmocka_unit_test(context_limits_are_the_shared_contexts_and_only_grow),
       cmocka_unit_test(forked_child_gets_no_cuda_and_does_not_keep_the_tenant),
+      cmocka_unit_test(graph_copies_name_shared_pinned_memory),
       cmocka_unit_test(sticky_fault_loses_every_tenant_and_asks_new_ones_to_retry),
   };
   signal(SIGPIPE, SIG_IGN);

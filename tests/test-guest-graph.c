@@ -7,8 +7,8 @@
  * memsets captured, end, instantiate, replays) and of an explicit graph
  * (memset and kernel nodes with a dependency, kernel parameters changed in
  * the exec, an update), XLA's updates of an exec's memset, copy and event
- * nodes, a graph's nodes given new parameters, the device's graph memory, a capture into a graph the application made
- * (cuStreamBeginCaptureToGraph), a graph printed in DOT (cuGraphDebugDotPrint),
+ * nodes, a graph's nodes given new parameters, the device's graph memory,
+ * a capture into a graph the application made (cuStreamBeginCaptureToGraph), a graph printed in DOT (cuGraphDebugDotPrint),
  * checking that the capture status costs no request
  * while nothing captures, that a replay is one request, and that replayed
  * memory equals what the same work did eagerly.  Never GPU coverage.
