@@ -25,7 +25,7 @@ GPU_DRV_LINK = -L$(CUDA_LIBDIR)/stubs -lcuda
 
 GPU_RT_NAMES = rt-device rt-memory rt-stream rt-launch rt-errors rt-sticky
 GPU_RT_PROGS = $(foreach n,$(GPU_RT_NAMES),tests/gpu/$(n)-static tests/gpu/$(n)-shared)
-GPU_DRV_PROGS = tests/gpu/drv-context tests/gpu/drv-module
+GPU_DRV_PROGS = tests/gpu/drv-context tests/gpu/drv-module tests/gpu/drv-graph
 GPU_IMAGES = tests/gpu/drv-kernels.ptx tests/gpu/drv-kernels.cubin tests/gpu/drv-kernels.fatbin
 GPU_E2E_PROGS = $(GPU_RT_PROGS) $(GPU_DRV_PROGS) $(GPU_IMAGES) tests/gpu/tenant-static
 GPU_BENCH_PROGS = tests/bench/forward-bench-bin tests/bench/launch-ways tests/bench/driver-waits
@@ -36,7 +36,7 @@ CLEANFILES += $(GPU_E2E_PROGS) $(GPU_BENCH_PROGS) tests/gpu/e2e-run tests/bench/
 EXTRA_DIST += tests/gpu/README.md tests/gpu/e2e-common.h tests/gpu/e2e-run.sh tests/gpu/tallyd-lib.sh \
 	tests/gpu/test-e2e-runner.sh \
 	$(foreach n,$(GPU_RT_NAMES),tests/gpu/$(n).cu) tests/gpu/tenant.cu \
-	tests/gpu/drv-kernels.cu tests/gpu/drv-context.c tests/gpu/drv-module.c \
+	tests/gpu/drv-kernels.cu tests/gpu/drv-context.c tests/gpu/drv-module.c tests/gpu/drv-graph.c \
 	tests/gpu/e2e_util.py tests/gpu/numba-kernels.py tests/gpu/cupy-ops.py \
 	tests/gpu/driver-trace/README.md tests/gpu/driver-trace/passshim.c \
 	tests/gpu/driver-trace/trace.sh \

@@ -411,6 +411,11 @@ for v in static shared; do
   run_program rt-device-$v "$C_TIMEOUT" "$B/tests/gpu/rt-device-$v"
 done
 run_program drv-context "$C_TIMEOUT" "$B/tests/gpu/drv-context"
+run_program drv-graph "$C_TIMEOUT" "$B/tests/gpu/drv-graph"
+# Copy nodes naming pinned host memory: offered over shared memory only.
+case " $transports " in
+  *" shm "*) transports=shm run_program drv-graph-pinned "$C_TIMEOUT" "$B/tests/gpu/drv-graph" pinned ;;
+esac
 for v in static shared; do
   run_program rt-memory-$v "$C_TIMEOUT" "$B/tests/gpu/rt-memory-$v"
   run_program rt-stream-$v "$C_TIMEOUT" "$B/tests/gpu/rt-stream-$v"

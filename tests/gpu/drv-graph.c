@@ -1,0 +1,243 @@
+/* drv-graph.c: graph node updates, graph memory, stream attributes and the driver's first
+ * names, through the CUDA driver API.
+ *
+ * An explicit graph of a memset, a copy and an event record: replayed; its exec's memset,
+ * copy and event given new parameters (as XLA's command buffers update theirs) and replayed;
+ * the graph's own nodes given new parameters and instantiated again (the first exec keeps
+ * its own); cuGraphExecNodeSetParams through the tagged union; the device's graph memory
+ * (trim, a high watermark read and reset); a stream's attributes (L2 window, sync policy,
+ * priority, copy to another stream) and cuStreamGetCtx_v2; cuCtxPushCurrent / PopCurrent
+ * bound by their first names with dlsym.  With the argument "pinned": copy nodes between
+ * device memory and cuMemAllocHost memory, replayed and given another host source (Tally
+ * offers these over shared memory only).  Only deterministic facts are printed.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include "e2e-common.h"
+
+enum { N = 4096 }; /* u32 words per buffer */
+
+static void sum_of(const char *label, CUdeviceptr d) {
+  static uint32_t h[N];
+  E2E_CU(cuMemcpyDtoH(h, d, sizeof(h)));
+  e2e_print_sum(label, h, sizeof(h));
+}
+
+static CUDA_MEMCPY3D copy1d(CUmemorytype st, const void *sh, CUdeviceptr sd, CUmemorytype dt,
+                            void *dh, CUdeviceptr dd, size_t n) {
+  CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof(c));
+  c.srcMemoryType = st, c.srcHost = sh, c.srcDevice = sd;
+  c.dstMemoryType = dt, c.dstHost = dh, c.dstDevice = dd;
+  c.WidthInBytes = n, c.Height = 1, c.Depth = 1;
+  return c;
+}
+
+static CUDA_MEMSET_NODE_PARAMS memset32(CUdeviceptr d, uint32_t v, size_t n) {
+  CUDA_MEMSET_NODE_PARAMS m;
+  memset(&m, 0, sizeof(m));
+  m.dst = d, m.value = v, m.elementSize = 4, m.width = n, m.height = 1;
+  return m;
+}
+
+static void test_updates(CUstream s) {
+  CUdeviceptr a, b, c;
+  CUgraph g;
+  CUgraphExec e, e2;
+  CUgraphNode ms, cp, rec;
+  CUevent ev1, ev2;
+  E2E_CU(cuMemAlloc(&a, N * 4));
+  E2E_CU(cuMemAlloc(&b, N * 4));
+  E2E_CU(cuMemAlloc(&c, N * 4));
+  E2E_CU(cuMemsetD32(b, 1, N));
+  E2E_CU(cuMemsetD32(c, 2, N));
+  E2E_CU(cuEventCreate(&ev1, 0));
+  E2E_CU(cuEventCreate(&ev2, 0));
+  E2E_CU(cuGraphCreate(&g, 0));
+  CUDA_MEMSET_NODE_PARAMS m = memset32(a, 7, N);
+  E2E_CU(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, NULL));
+  CUDA_MEMCPY3D cpy = copy1d(CU_MEMORYTYPE_DEVICE, NULL, a, CU_MEMORYTYPE_DEVICE, NULL, b, N * 4);
+  E2E_CU(cuGraphAddMemcpyNode(&cp, g, &ms, 1, &cpy, NULL));
+  E2E_CU(cuGraphAddEventRecordNode(&rec, g, &cp, 1, ev1));
+  E2E_CU(cuGraphInstantiateWithFlags(&e, g, 0));
+  E2E_CU(cuGraphLaunch(e, s));
+  E2E_CU(cuStreamSynchronize(s));
+  sum_of("replay b", b);
+
+  /* The exec's nodes: a memset of half, a copy into c, another event. */
+  m = memset32(a, 9, N / 2);
+  E2E_CU(cuGraphExecMemsetNodeSetParams(e, ms, &m, NULL));
+  cpy = copy1d(CU_MEMORYTYPE_DEVICE, NULL, a, CU_MEMORYTYPE_DEVICE, NULL, c, N * 2);
+  E2E_CU(cuGraphExecMemcpyNodeSetParams(e, cp, &cpy, NULL));
+  E2E_CU(cuGraphExecEventRecordNodeSetEvent(e, rec, ev2));
+  E2E_CU(cuGraphLaunch(e, s));
+  E2E_CU(cuStreamSynchronize(s));
+  printf("ev2 after replay: %s\n", e2e_cu_name(cuEventQuery(ev2)));
+  sum_of("exec update b", b);
+  sum_of("exec update c", c);
+
+  /* Through the tagged union. */
+  CUgraphNodeParams p;
+  memset(&p, 0, sizeof(p));
+  p.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  p.memset.dst = a, p.memset.value = 11, p.memset.elementSize = 4;
+  p.memset.width = N, p.memset.height = 1;
+  E2E_CU(cuGraphExecNodeSetParams(e, ms, &p));
+  E2E_CU(cuGraphLaunch(e, s));
+  E2E_CU(cuStreamSynchronize(s));
+  sum_of("union update c", c);
+
+  /* The graph's own nodes; a new exec takes them, the first keeps its own. */
+  m = memset32(a, 13, N);
+  E2E_CU(cuGraphMemsetNodeSetParams(ms, &m));
+  cpy = copy1d(CU_MEMORYTYPE_DEVICE, NULL, a, CU_MEMORYTYPE_DEVICE, NULL, b, N * 4);
+  E2E_CU(cuGraphMemcpyNodeSetParams(cp, &cpy));
+  E2E_CU(cuGraphEventRecordNodeSetEvent(rec, ev1));
+  E2E_CU(cuGraphInstantiateWithFlags(&e2, g, 0));
+  E2E_CU(cuGraphLaunch(e2, s));
+  E2E_CU(cuStreamSynchronize(s));
+  sum_of("graph set b", b);
+  E2E_CU(cuMemsetD32(c, 2, N));
+  E2E_CU(cuGraphLaunch(e, s));
+  E2E_CU(cuStreamSynchronize(s));
+  sum_of("first exec c", c);
+
+  E2E_CU(cuGraphExecDestroy(e));
+  E2E_CU(cuGraphExecDestroy(e2));
+  E2E_CU(cuGraphDestroy(g));
+  E2E_CU(cuEventDestroy(ev1));
+  E2E_CU(cuEventDestroy(ev2));
+  E2E_CU(cuMemFree(a));
+  E2E_CU(cuMemFree(b));
+  E2E_CU(cuMemFree(c));
+}
+
+static void test_graph_memory(void) {
+  cuuint64_t v = 1, zero = 0;
+  printf("graph mem trim: %s\n", e2e_cu_name(cuDeviceGraphMemTrim(0)));
+  printf("graph mem used high: %s\n",
+         e2e_cu_name(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &v)));
+  printf("graph mem reset high: %s\n",
+         e2e_cu_name(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero)));
+  printf("graph mem set current: %s\n",
+         e2e_cu_name(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero)));
+}
+
+static void test_stream_attributes(void) {
+  CUstream s, t;
+  CUstreamAttrValue v, got;
+  CUcontext c = NULL, cur = NULL;
+  CUgreenCtx green = (CUgreenCtx)1;
+  int least = 0, greatest = 0, prio = 1;
+  E2E_CU(cuCtxGetStreamPriorityRange(&least, &greatest));
+  E2E_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  E2E_CU(cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
+  memset(&got, 0, sizeof(got));
+  E2E_CU(cuStreamGetAttribute(s, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got));
+  printf("default sync policy: %d\n", (int)got.syncPolicy);
+  memset(&v, 0, sizeof(v));
+  v.accessPolicyWindow.num_bytes = 1 << 20;
+  v.accessPolicyWindow.hitRatio = 0.5f;
+  v.accessPolicyWindow.hitProp = CU_ACCESS_PROPERTY_PERSISTING;
+  v.accessPolicyWindow.missProp = CU_ACCESS_PROPERTY_STREAMING;
+  printf("set window: %s\n",
+         e2e_cu_name(cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, &v)));
+  memset(&got, 0, sizeof(got));
+  E2E_CU(cuStreamGetAttribute(s, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, &got));
+  printf("window: bytes %zu ratio %.2f props %d/%d\n", got.accessPolicyWindow.num_bytes,
+         (double)got.accessPolicyWindow.hitRatio, (int)got.accessPolicyWindow.hitProp,
+         (int)got.accessPolicyWindow.missProp);
+  v.accessPolicyWindow.hitRatio = 2.0f;
+  printf("set window ratio 2: %s\n",
+         e2e_cu_name(cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, &v)));
+  memset(&v, 0, sizeof(v));
+  v.priority = greatest;
+  printf("set priority: %s\n",
+         e2e_cu_name(cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v)));
+  E2E_CU(cuStreamGetPriority(s, &prio));
+  printf("priority is the greatest: %s\n", prio == greatest ? "yes" : "no");
+  E2E_CU(cuStreamCopyAttributes(t, s));
+  memset(&got, 0, sizeof(got));
+  E2E_CU(cuStreamGetAttribute(t, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, &got));
+  printf("copied window bytes: %zu\n", got.accessPolicyWindow.num_bytes);
+  E2E_CU(cuCtxGetCurrent(&cur));
+  E2E_CU(cuStreamGetCtx_v2(s, &c, &green));
+  printf("stream ctx is current: %s, green ctx: %s\n", c == cur ? "yes" : "no",
+         green ? "some" : "none");
+  E2E_CU(cuStreamDestroy(s));
+  E2E_CU(cuStreamDestroy(t));
+}
+
+static void test_first_names(void) {
+  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))dlsym(RTLD_DEFAULT, "cuCtxPopCurrent");
+  CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))dlsym(RTLD_DEFAULT, "cuCtxPushCurrent");
+  CUcontext cur = NULL, got = NULL, after = NULL;
+  if (!pop || !push) {
+    e2e_check(0, "cuCtxPushCurrent/PopCurrent by their first names");
+    return;
+  }
+  E2E_CU(cuCtxGetCurrent(&cur));
+  printf("pop by first name: %s\n", e2e_cu_name(pop(&got)));
+  printf("push by first name: %s\n", e2e_cu_name(push(got)));
+  E2E_CU(cuCtxGetCurrent(&after));
+  printf("same context after: %s\n", got == cur && after == cur ? "yes" : "no");
+}
+
+static void test_pinned(CUstream s) {
+  uint32_t *in, *in2, *out;
+  CUdeviceptr d;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode up, down;
+  E2E_CU(cuMemAllocHost((void **)&in, N * 4));
+  E2E_CU(cuMemAllocHost((void **)&in2, N * 4));
+  E2E_CU(cuMemAllocHost((void **)&out, N * 4));
+  E2E_CU(cuMemAlloc(&d, N * 4));
+  e2e_fill_u32(in, N, 1);
+  e2e_fill_u32(in2, N, 2);
+  memset(out, 0, N * 4);
+  E2E_CU(cuGraphCreate(&g, 0));
+  CUDA_MEMCPY3D c = copy1d(CU_MEMORYTYPE_HOST, in, 0, CU_MEMORYTYPE_DEVICE, NULL, d, N * 4);
+  printf("pinned upload node: %s\n", e2e_cu_name(cuGraphAddMemcpyNode(&up, g, NULL, 0, &c, NULL)));
+  c = copy1d(CU_MEMORYTYPE_DEVICE, NULL, d, CU_MEMORYTYPE_HOST, out, 0, N * 4);
+  printf("pinned download node: %s\n",
+         e2e_cu_name(cuGraphAddMemcpyNode(&down, g, &up, 1, &c, NULL)));
+  E2E_CU(cuGraphInstantiateWithFlags(&e, g, 0));
+  E2E_CU(cuGraphLaunch(e, s));
+  E2E_CU(cuStreamSynchronize(s));
+  e2e_check(memcmp(in, out, N * 4) == 0, "pinned round trip");
+  c = copy1d(CU_MEMORYTYPE_HOST, in2, 0, CU_MEMORYTYPE_DEVICE, NULL, d, N * 4);
+  E2E_CU(cuGraphExecMemcpyNodeSetParams(e, up, &c, NULL));
+  E2E_CU(cuGraphLaunch(e, s));
+  E2E_CU(cuStreamSynchronize(s));
+  e2e_check(memcmp(in2, out, N * 4) == 0, "pinned round trip from another source");
+  E2E_CU(cuGraphExecDestroy(e));
+  E2E_CU(cuGraphDestroy(g));
+  E2E_CU(cuMemFree(d));
+  E2E_CU(cuMemFreeHost(in));
+  E2E_CU(cuMemFreeHost(in2));
+  E2E_CU(cuMemFreeHost(out));
+}
+
+int main(int argc, char **argv) {
+  CUdevice dev;
+  CUcontext ctx;
+  CUstream s;
+  E2E_CU(cuInit(0));
+  E2E_CU(cuDeviceGet(&dev, 0));
+  E2E_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+  E2E_CU(cuCtxSetCurrent(ctx));
+  E2E_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  if (argc > 1 && strcmp(argv[1], "pinned") == 0) {
+    test_pinned(s);
+  } else {
+    test_updates(s);
+    test_graph_memory();
+    test_stream_attributes();
+    test_first_names();
+  }
+  E2E_CU(cuStreamDestroy(s));
+  E2E_CU(cuDevicePrimaryCtxRelease(dev));
+  return e2e_finish();
+}
