@@ -22,8 +22,10 @@
  * record and wait, child graphs (each also through cuGraphAddNode's tagged union),
  * dependencies, cuGraphGetNodes, a graph's nodes given new parameters
  * (GRAPH_SET) and an exec's updates of each of those kinds (posted:
- * GRAPH_EXEC_KERNEL, _CHILD, _NODE); host nodes, copies naming other host
- * memory (pageable, or pinned over TCP) and memory nodes answer
+ * GRAPH_EXEC_KERNEL, _CHILD, _NODE); host nodes, whose functions hostfn.c
+ * keeps across replays (tallyd makes each a driver host node and a gate);
+ * copies naming other host memory (pageable, or pinned over TCP), memory
+ * nodes and changes to a host node's function answer
  * CUDA_ERROR_NOT_SUPPORTED with a log line.
  */
 #include "guestlib/guest.h"
@@ -496,6 +498,25 @@ GUEST_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *pn, CUgraph g, const CUg
   return r == CUDA_SUCCESS ? add(pn, g, deps, n, &q) : r;
 }
 
+/* A host node: its function is kept here across replays (hostfn.c) and
+ * named to tallyd by its seq. */
+GUEST_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                         size_t n, const CUDA_HOST_NODE_PARAMS *p) {
+  call_graph_add_req_t q;
+  uint64_t seq = 0;
+  CUresult r;
+  if (!p || !p->fn)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = guest__hostfn_keep((void *)p->fn, p->userData, &seq)) != CUDA_SUCCESS)
+    return r;
+  memset(&q, 0, sizeof(q));
+  q.kind = CALL_GNODE_HOST;
+  q.handle = seq;
+  if ((r = add(pn, g, deps, n, &q)) != CUDA_SUCCESS)
+    guest__hostfn_forget(seq);
+  return r;
+}
+
 static CUresult add_handle(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
                            uint32_t kind, uint64_t h) {
   call_graph_add_req_t q;
@@ -606,6 +627,10 @@ static CUresult add_generic(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
     return cuGraphAddEventWaitNode(pn, g, deps, n, p->eventWait.event);
   case CU_GRAPH_NODE_TYPE_GRAPH:
     return cuGraphAddChildGraphNode(pn, g, deps, n, p->graph.graph);
+  case CU_GRAPH_NODE_TYPE_HOST: {
+    CUDA_HOST_NODE_PARAMS h = {.fn = p->host.fn, .userData = p->host.userData};
+    return cuGraphAddHostNode(pn, g, deps, n, &h);
+  }
   default:
     return type_unsupported("cuGraphAddNode", p->type, logged);
   }

@@ -194,6 +194,10 @@ void *guest__trace_twin(void *fn);
 /* Enqueues fn(data) (kind 0, CUhostFn) or cb(stream, status, data) (kind 1,
  * CUstreamCallback) on guest stream value s, stream-ordered. */
 CUresult guest__hostfn(uint64_t s, CUstream app_stream, int kind, void *fn, void *data);
+/* A graph host node's function (hostfn.c): an entry kept across replays,
+ * its seq in *seq; guest__hostfn_forget takes it back (the node was refused). */
+CUresult guest__hostfn_keep(void *fn, void *data, uint64_t *seq);
+void guest__hostfn_forget(uint64_t seq);
 
 typedef struct guest_func {
   uint64_t handle;

@@ -9,6 +9,13 @@
  * after a host function waits for it, a stream query meanwhile answers
  * CUDA_ERROR_NOT_READY, and a synchronisation waits for it to run.
  *
+ * Graphs: a host node (cuGraphAddHostNode) or a host function captured into
+ * a graph runs at every replay, so its entry stays: the daemon hands its seq
+ * with KEEP (run it, keep it), and once no graph or exec holds it, with DROP
+ * (forget it; nothing ran).  A captured function's entry is the one its
+ * cuLaunchHostFunc made; the guest cannot tell that its stream was
+ * capturing (it may have joined a capture through an event), the daemon can.
+ *
  * The thread is created at the first host function (CUDA itself runs host
  * functions on a driver thread of its own) and lives until the process
  * exits or the channel is lost.  Functions run one at a time, in the order
@@ -40,19 +47,30 @@ static uint64_t next_seq;         /* last seq handed out */
 static unsigned pending;          /* entries in use */
 static bool started;              /* the thread runs */
 
-/* Takes the entry of seq out of the table; false when it is unknown. */
-static bool take(uint64_t seq, entry_t *out) {
+/* The seq bits of a graph's host function (wire/call.def, HOSTFN_WAIT). */
+#define SEQ_KEEP (1ull << 63)
+#define SEQ_DROP (1ull << 62)
+
+/* Copies the entry of seq, taking it out of the table unless keep; false
+ * when it is unknown. */
+static bool take_or_keep(uint64_t seq, entry_t *out, bool keep) {
   bool ok = false;
   pthread_mutex_lock(&lock);
   entry_t *e = &table[seq % TABLE_SIZE];
   if (seq != 0 && e->seq == seq) {
     *out = *e;
-    e->seq = 0;
-    pending--;
+    if (!keep) {
+      e->seq = 0;
+      pending--;
+    }
     ok = true;
   }
   pthread_mutex_unlock(&lock);
   return ok;
+}
+
+static bool take(uint64_t seq, entry_t *out) {
+  return take_or_keep(seq, out, false);
 }
 
 static void *hostfn_thread(void *arg) {
@@ -74,9 +92,14 @@ static void *hostfn_thread(void *arg) {
     }
     seq = a.seq;
     if (seq == 0)
-      break;    /* asked to stop */
+      break; /* asked to stop */
+    if (seq & SEQ_DROP) { /* no graph holds it now: forget it, nothing ran */
+      (void)take(seq & ~SEQ_DROP, &e);
+      q.done = 0;
+      continue;
+    }
     q.done = 1; /* whatever happens below, the next poll reports it done */
-    if (!take(seq, &e)) {
+    if (!take_or_keep(seq & ~SEQ_KEEP, &e, (seq & SEQ_KEEP) != 0)) {
       guest__log("tallyd reached unknown host function %llu", (unsigned long long)seq);
       continue;
     }
@@ -91,25 +114,24 @@ static void *hostfn_thread(void *arg) {
   return NULL;
 }
 
-CUresult guest__hostfn(uint64_t s, CUstream app_stream, int kind, void *fn, void *data) {
+/* A new entry (the thread started if it is not running): its seq in *out.
+ * Entries a graph keeps stay while later ones are made, so the next free
+ * slot is searched for. */
+static CUresult entry_new(int kind, void *fn, void *data, CUstream app_stream, uint64_t *out) {
   uint64_t seq = 0;
-  call_hostfn_req_t q;
   pthread_t th;
   pthread_attr_t attr;
   bool start = false;
   int rc;
-  CUresult r = guest__ready();
 
-  if (r != CUDA_SUCCESS)
-    return r;
-  if (!fn)
-    return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  if (pending < PENDING_MAX && table[(next_seq + 1) % TABLE_SIZE].seq == 0) {
-    seq = ++next_seq;
-    table[seq % TABLE_SIZE] = (entry_t){seq, kind, fn, data, app_stream};
-    pending++;
-  }
+  for (int k = 0; pending < PENDING_MAX && !seq && k < TABLE_SIZE; k++)
+    if (table[++next_seq % TABLE_SIZE].seq == 0 && next_seq != 0 &&
+        !(next_seq & (SEQ_KEEP | SEQ_DROP))) {
+      seq = next_seq;
+      table[seq % TABLE_SIZE] = (entry_t){seq, kind, fn, data, app_stream};
+      pending++;
+    }
   if (seq && !started)
     start = started = true;
   pthread_mutex_unlock(&lock);
@@ -129,6 +151,34 @@ CUresult guest__hostfn(uint64_t s, CUstream app_stream, int kind, void *fn, void
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
+  *out = seq;
+  return CUDA_SUCCESS;
+}
+
+CUresult guest__hostfn_keep(void *fn, void *data, uint64_t *seq) {
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  return fn ? entry_new(0, fn, data, NULL, seq) : CUDA_ERROR_INVALID_VALUE;
+}
+
+void guest__hostfn_forget(uint64_t seq) {
+  entry_t e;
+  (void)take(seq, &e);
+}
+
+CUresult guest__hostfn(uint64_t s, CUstream app_stream, int kind, void *fn, void *data) {
+  uint64_t seq = 0;
+  call_hostfn_req_t q;
+  int rc;
+  CUresult r = guest__ready();
+
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!fn)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = entry_new(kind, fn, data, app_stream, &seq)) != CUDA_SUCCESS)
+    return r;
   q = (call_hostfn_req_t){.stream = s, .seq = seq};
   rc = guest__post(CALL_OP_HOSTFN, &q);
   if (rc) {

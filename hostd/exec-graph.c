@@ -31,9 +31,21 @@
  * bytes) still fails and invalidates the capture.  The guest's
  * cuThreadExchangeStreamCaptureMode still reaches the worker (CAPTURE_MODE).
  *
+ * Host functions (cuGraphAddHostNode, cuLaunchHostFunc during a capture):
+ * the function lives in the guest, so each is a driver host node followed by
+ * a wait on the tenant's host-function gate (hostfn.c, "Graphs"), the wait
+ * being the node the tenant is told of.  Before every launch of an exec
+ * holding any, each is armed with a slot of its own (charged to the tenant's
+ * host-function quota) and the exec's two nodes are pointed at it; such an
+ * exec is launched at once, never held by the scheduler (its nodes could not
+ * be re-armed for a second launch held behind the first), and is refused on
+ * a capturing stream, in a child graph node and by cuGraphExecUpdate.  The
+ * guest keeps the function until no graph or exec holds its seq.
+ *
  * Invariants: t->gnodes maps every node the tenant was told of to a graph
  * in t->graphs; t->captures holds the stream of each capture begun here
- * and not yet ended.
+ * and not yet ended; every t->ghosts owner is a graph in t->graphs, an exec
+ * in t->gexecs, or the graph of a capture still open.
  */
 #include "hostd/guard.h"
 #include "hostd/tenant-int.h"
@@ -49,6 +61,113 @@ bool hostd__stream_capturing(hostd_tenant_t *t, const tstream_t *ts) {
     return false;
   return hostd__gpu.capture_info(ts->handle, &st, &id, &g, NULL, 0, &n) == CUDA_SUCCESS &&
          st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* ---- host functions of graphs and execs ---- */
+
+static bool ghosts_of(const hostd_tenant_t *t, uint64_t owner) {
+  for (size_t i = 0; i < t->nghosts; i++)
+    if (t->ghosts[i].owner == owner)
+      return true;
+  return false;
+}
+
+static CUresult ghost_add(hostd_tenant_t *t, uint64_t owner, uint64_t rnode, uint64_t wnode,
+                          uint64_t seq) {
+  if (t->nghosts == t->capghosts) {
+    size_t cap = t->capghosts ? t->capghosts * 2 : 8;
+    struct ghost *n = realloc(t->ghosts, cap * sizeof(*n));
+    if (!n)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    t->ghosts = n, t->capghosts = cap;
+  }
+  t->ghosts[t->nghosts++] = (struct ghost){owner, rnode, wnode, seq};
+  return CUDA_SUCCESS;
+}
+
+/* owner (a graph or exec) is gone: its host functions go, and the guest may
+ * forget each seq no graph or exec holds any more. */
+static void ghosts_forget(hostd_tenant_t *t, uint64_t owner) {
+  for (size_t i = 0; i < t->nghosts;) {
+    uint64_t seq = t->ghosts[i].seq;
+    bool held = false;
+    if (t->ghosts[i].owner != owner) {
+      i++;
+      continue;
+    }
+    t->ghosts[i] = t->ghosts[--t->nghosts];
+    for (size_t k = 0; k < t->nghosts && !held; k++)
+      held = t->ghosts[k].seq == seq;
+    if (!held && t->hf)
+      hostd__hostfn_drop(t->hf, seq);
+  }
+}
+
+/* The exec's copies of graph g's host functions. */
+static CUresult ghosts_copy(hostd_tenant_t *t, uint64_t g, uint64_t exec) {
+  size_t n = t->nghosts;
+  CUresult r = CUDA_SUCCESS;
+  for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++)
+    if (t->ghosts[i].owner == g)
+      r = ghost_add(t, exec, t->ghosts[i].rnode, t->ghosts[i].wnode, t->ghosts[i].seq);
+  return r;
+}
+
+/* Arms every host function of exec for one launch; on failure, disarms
+ * those it armed.  *narmed: how many (to disarm after a failed launch). */
+static CUresult ghosts_arm(hostd_tenant_t *t, uint64_t exec, hostd_hostfn_armed_t *armed,
+                           size_t *narmed) {
+  CUresult r = CUDA_SUCCESS;
+  *narmed = 0;
+  for (size_t i = 0; i < t->nghosts && r == CUDA_SUCCESS; i++) {
+    const struct ghost *gh = &t->ghosts[i];
+    hostd_hostfn_armed_t *a = &armed[*narmed];
+    if (gh->owner != exec)
+      continue;
+    if ((r = hostd__quota_charge(hostd__quota_self, HOSTD_QUOTA_HOSTFNS, 1)) != CUDA_SUCCESS)
+      break;
+    if ((r = (CUresult)hostd__hostfn_arm(t->hf, gh->seq, hostd__quota_self, a)) != CUDA_SUCCESS) {
+      hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_HOSTFNS, 1);
+      break;
+    }
+    (*narmed)++;
+    r = hostd__gpu.graph_exec_host(exec, gh->rnode, gh->wnode, a->gate, a->slot, a->value,
+                                   a->cb, a->arg);
+  }
+  return r;
+}
+
+static void ghosts_disarm(hostd_tenant_t *t, const hostd_hostfn_armed_t *armed, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    hostd__hostfn_disarm(t->hf, &armed[i]);
+    hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_HOSTFNS, 1);
+  }
+}
+
+static size_t ghosts_count(const hostd_tenant_t *t, uint64_t owner) {
+  size_t n = 0;
+  for (size_t i = 0; i < t->nghosts; i++)
+    n += t->ghosts[i].owner == owner;
+  return n;
+}
+
+CUresult hostd__capture_hostfn(hostd_tenant_t *t, tstream_t *ts, uint64_t seq) {
+  uint64_t id = 0, g = 0, rn = 0, wn = 0;
+  size_t n = 0;
+  int st = CU_STREAM_CAPTURE_STATUS_NONE, gr;
+  void *gate;
+  CUresult r;
+  if (!t->hf)
+    return CUDA_ERROR_NOT_SUPPORTED; /* driven without server.c (tests) */
+  if (!(gate = hostd__hostfn_gate(t->hf, &gr)))
+    return (CUresult)gr;
+  if ((r = hostd__gpu.capture_info(ts->handle, &st, &id, &g, NULL, 0, &n)) != CUDA_SUCCESS)
+    return r;
+  if (st != CU_STREAM_CAPTURE_STATUS_ACTIVE || !g)
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if ((r = hostd__gpu.capture_host(ts->handle, gate, &rn, &wn)) != CUDA_SUCCESS)
+    return r;
+  return ghost_add(t, g, rn, wn, seq);
 }
 
 /* ---- capture ---- */
@@ -94,19 +213,29 @@ CUresult hostd__exec_capture_begin(hostd_tenant_t *t, wire_buf_t *out,
 
 CUresult hostd__exec_capture_end(hostd_tenant_t *t, wire_buf_t *out,
                                  const call_capture_end_req_t *q) {
-  uint64_t g = 0;
+  uint64_t g = 0, cg = 0;
   tstream_t *ts = hostd__stream_of(t, q->stream, &(CUresult){0});
   CUresult r;
   if (!ts)
     return CUDA_ERROR_INVALID_HANDLE;
   if (!u64map_get(&t->captures, ts->handle, NULL))
     return CUDA_ERROR_ILLEGAL_STATE; /* no capture began on it */
+  if (t->nghosts) { /* the capture's graph, which holds its host functions */
+    int st = CU_STREAM_CAPTURE_STATUS_NONE;
+    size_t n = 0;
+    uint64_t id = 0;
+    if (hostd__gpu.capture_info(ts->handle, &st, &id, &cg, NULL, 0, &n) != CUDA_SUCCESS)
+      cg = 0;
+  }
   r = hostd__gpu.capture_end(ts->handle, &g);
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
     return r; /* the capture goes on (a wrong thread, an unjoined fork) */
   u64map_del(&t->captures, ts->handle);
+  if (cg && cg != g && !u64map_get(&t->graphs, cg, NULL))
+    ghosts_forget(t, cg); /* the capture failed: its graph is gone */
   if (g && u64map_put(&t->graphs, g, 1) != 0) {
     (void)hostd__gpu.graph_del(g);
+    ghosts_forget(t, g);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   call_capture_end_rep_t rep = {.graph = g};
@@ -187,6 +316,7 @@ CUresult hostd__exec_graph_del(hostd_tenant_t *t, wire_buf_t *out, const call_gr
     return r;
   u64map_del(&t->graphs, q->graph);
   nodes_forget(t, q->graph);
+  ghosts_forget(t, q->graph);
   return CUDA_SUCCESS;
 }
 
@@ -241,11 +371,30 @@ static CUresult node_of(const hostd_tenant_t *t, const call_graph_add_req_t *q, 
     return u64map_get(&t->events, q->handle, NULL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   case CALL_GNODE_CHILD:
     return u64map_get(&t->graphs, q->handle, NULL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-  case CALL_GNODE_HOST:
-    return CUDA_ERROR_NOT_SUPPORTED; /* host nodes are not offered yet */
+  case CALL_GNODE_HOST: /* GRAPH_ADD's own (add_host); no update takes one */
+    return CUDA_ERROR_NOT_SUPPORTED;
   default:
     return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+/* GRAPH_ADD of a HOST node: a host node and its wait (see the top). */
+static CUresult add_host(hostd_tenant_t *t, const call_graph_add_req_t *q, const uint64_t *deps,
+                         uint64_t *node) {
+  uint64_t rn = 0, wn = 0;
+  int gr;
+  void *gate;
+  CUresult r;
+  if (!t->hf)
+    return CUDA_ERROR_NOT_SUPPORTED; /* driven without server.c (tests) */
+  if (q->handle == 0 || (q->handle & (HOSTD_HOSTFN_KEEP | HOSTD_HOSTFN_DROP)))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!(gate = hostd__hostfn_gate(t->hf, &gr)))
+    return (CUresult)gr;
+  if ((r = hostd__gpu.graph_add_host(&rn, &wn, q->graph, deps, q->ndeps, gate)) != CUDA_SUCCESS)
+    return r;
+  *node = wn ? wn : rn;
+  return ghost_add(t, q->graph, rn, wn, q->handle);
 }
 
 CUresult hostd__exec_graph_add(hostd_tenant_t *t, wire_buf_t *out, const call_graph_add_req_t *q) {
@@ -254,6 +403,16 @@ CUresult hostd__exec_graph_add(hostd_tenant_t *t, wire_buf_t *out, const call_gr
   CUresult r;
   if (!u64map_get(&t->graphs, q->graph, NULL))
     return CUDA_ERROR_INVALID_VALUE;
+  if (q->kind == CALL_GNODE_CHILD && ghosts_of(t, q->handle))
+    return CUDA_ERROR_NOT_SUPPORTED; /* its host functions could not be armed in the copy */
+  if (q->kind == CALL_GNODE_HOST) {
+    if (q->ndeps && !(deps = malloc(q->ndeps * sizeof(*deps))))
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    r = nodes_of(t, q->graph, q->deps, deps) ? add_host(t, q, deps, &node)
+                                             : CUDA_ERROR_INVALID_VALUE;
+    free(deps);
+    goto named;
+  }
   if ((r = node_of(t, q, argbuf, &n)) != CUDA_SUCCESS)
     return r;
   if (q->ndeps && !(deps = malloc(q->ndeps * sizeof(*deps))))
@@ -263,6 +422,7 @@ CUresult hostd__exec_graph_add(hostd_tenant_t *t, wire_buf_t *out, const call_gr
   else
     r = hostd__gpu.graph_add(&node, q->graph, deps, q->ndeps, &n);
   free(deps);
+named:
   if (r != CUDA_SUCCESS)
     return r;
   if (u64map_put(&t->gnodes, node, q->graph) != 0)
@@ -373,13 +533,35 @@ CUresult hostd__exec_graph_instantiate(hostd_tenant_t *t, wire_buf_t *out,
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = hostd__gpu.graph_instantiate(&e, q->graph, q->flags)) != CUDA_SUCCESS)
     return r;
-  if (u64map_put(&t->gexecs, e, 1) != 0) {
+  if (u64map_put(&t->gexecs, e, 1) != 0 || ghosts_copy(t, q->graph, e) != CUDA_SUCCESS) {
+    u64map_del(&t->gexecs, e);
+    ghosts_forget(t, e);
     (void)hostd__gpu.graph_exec_del(e);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   call_graph_instantiate_rep_t rep = {.exec = e};
   (void)call_graph_instantiate_rep_put(&rep, out);
   return CUDA_SUCCESS;
+}
+
+/* A replay of an exec holding host functions: armed, then launched at once
+ * behind the tenant's held launches (see the top). */
+static CUresult launch_armed(hostd_tenant_t *t, uint64_t exec, tstream_t *ts) {
+  size_t n = ghosts_count(t, exec), narmed = 0;
+  hostd_hostfn_armed_t *armed;
+  CUresult r;
+  if (hostd__stream_capturing(t, ts))
+    return CUDA_ERROR_NOT_SUPPORTED; /* a child graph of the capture could not be re-armed */
+  if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
+    return r;
+  if (!(armed = calloc(n, sizeof(*armed))))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if ((r = ghosts_arm(t, exec, armed, &narmed)) == CUDA_SUCCESS)
+    r = hostd__gpu.graph_launch(exec, ts->handle, 0);
+  if (r != CUDA_SUCCESS)
+    ghosts_disarm(t, armed, narmed);
+  free(armed);
+  return r;
 }
 
 /* A replay: through the scheduler as one launch (sched.h), or straight onto
@@ -400,6 +582,8 @@ CUresult hostd__exec_graph_launch(hostd_tenant_t *t, wire_buf_t *out,
   if (!(ts = hostd__stream_of(t, q->stream, &r)) ||
       (r = hostd__stream_enter_launch(t, ts)) != CUDA_SUCCESS)
     return r;
+  if (ghosts_of(t, q->exec))
+    return launch_armed(t, q->exec, ts);
   if (!t->sched || hostd__stream_capturing(t, ts))
     return hostd__gpu.graph_launch(q->exec, ts->handle, 0);
   if (!ts->ss && !(ts->ss = hostd__sched_stream_new(t->sched, ts->handle, &r)))
@@ -420,6 +604,7 @@ CUresult hostd__exec_graph_exec_del(hostd_tenant_t *t, wire_buf_t *out,
   if ((r = hostd__gpu.graph_exec_del(q->exec)) != CUDA_SUCCESS)
     return r;
   u64map_del(&t->gexecs, q->exec);
+  ghosts_forget(t, q->exec);
   return CUDA_SUCCESS;
 }
 
@@ -430,6 +615,12 @@ CUresult hostd__exec_graph_exec_update(hostd_tenant_t *t, wire_buf_t *out,
   CUresult r;
   if (!u64map_get(&t->gexecs, q->exec, NULL) || !u64map_get(&t->graphs, q->graph, NULL))
     return CUDA_ERROR_INVALID_VALUE;
+  if (ghosts_of(t, q->exec) || ghosts_of(t, q->graph)) { /* their host functions would not follow */
+    call_graph_exec_update_rep_t no = {.status = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
+                                       .result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED};
+    return call_graph_exec_update_rep_put(&no, out) == 0 ? CUDA_SUCCESS
+                                                          : CUDA_ERROR_OUT_OF_MEMORY;
+  }
   /* Held launches of it use the parameters they were launched with. */
   if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
     return r;
@@ -468,6 +659,8 @@ CUresult hostd__exec_graph_exec_child(hostd_tenant_t *t, wire_buf_t *out,
   if (!u64map_get(&t->gexecs, q->exec, NULL) || !u64map_get(&t->gnodes, q->node, NULL) ||
       !u64map_get(&t->graphs, q->graph, NULL))
     return CUDA_ERROR_INVALID_VALUE;
+  if (ghosts_of(t, q->graph))
+    return CUDA_ERROR_NOT_SUPPORTED;
   if ((r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS)
     return r;
   return hostd__gpu.graph_exec_set(q->exec, q->node, &n);
@@ -528,6 +721,9 @@ void hostd__graph_release(hostd_tenant_t *t, bool gpu) {
   for (size_t i = 0; gpu && i < t->graphs.cap; i++)
     if (t->graphs.keys[i])
       (void)hostd__gpu.graph_del(t->graphs.keys[i]);
+  free(t->ghosts); /* the tenant's host functions went with it (hostfn.c) */
+  t->ghosts = NULL;
+  t->nghosts = t->capghosts = 0;
   u64map_t *maps[] = {&t->gexecs, &t->graphs, &t->gnodes};
   for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
     u64map_close(maps[i]);

@@ -854,10 +854,10 @@ static CUresult exec_hostfn(exec_t *x, const call_hostfn_req_t *q) {
   tstream_t *ts;
   CUresult r;
   tstream_t *cs = hostd__stream_of(t, q->stream, &r);
-  if (q->seq == 0)
+  if (q->seq == 0 || (q->seq & (HOSTD_HOSTFN_KEEP | HOSTD_HOSTFN_DROP)))
     r = CUDA_ERROR_INVALID_VALUE;
   else if (cs && hostd__stream_capturing(t, cs))
-    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* its gate would be replayed as is */
+    r = hostd__capture_hostfn(t, cs, q->seq); /* the capture's graph holds it */
   else if (!t->hf)
     r = CUDA_ERROR_NOT_SUPPORTED; /* driven without server.c (tests) */
   else if ((r = hostd__stream_lookup_enter(t, q->stream, &ts)) == CUDA_SUCCESS &&

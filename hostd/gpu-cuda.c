@@ -175,6 +175,10 @@
   X(cuGraphEventRecordNodeSetEvent)                                                                \
   X(cuGraphEventWaitNodeSetEvent)                                                                  \
   X(cuDeviceGraphMemTrim)                                                                          \
+  X(cuGraphAddHostNode)                                                                            \
+  X(cuGraphAddBatchMemOpNode)                                                                      \
+  X(cuGraphExecHostNodeSetParams)                                                                  \
+  X(cuGraphExecBatchMemOpNodeSetParams)                                                            \
   X(cuDeviceGetGraphMemAttribute)                                                                  \
   X(cuDeviceSetGraphMemAttribute)                                                                  \
   X(cuGraphGetNodes)                                                                               \
@@ -1387,6 +1391,96 @@ static CUresult cuda_graph_mem(uint32_t what, uint32_t attr, uint64_t *value) {
   }
 }
 
+/* ---- a graph's host functions: a host node and a wait node per function ---- */
+
+/* What a graph's host node runs until its exec is armed (never, as hostd
+ * arms every launch). */
+static void CUDA_CB unarmed(void *arg) {
+  (void)arg;
+}
+
+/* A batch of one wait: gate word slot >= value. */
+static void gate_wait(CUstreamBatchMemOpParams *op, CUDA_BATCH_MEM_OP_NODE_PARAMS *bp,
+                      const cuda_gate_t *g, uint32_t slot, uint32_t value) {
+  memset(op, 0, sizeof(*op));
+  op->waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  op->waitValue.address = g->dptr + 4u * slot;
+  op->waitValue.value = value;
+  op->waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+  memset(bp, 0, sizeof(*bp));
+  bp->ctx = ctx, bp->count = 1, bp->paramArray = op;
+}
+
+static CUresult cuda_graph_add_host(uint64_t *rnode, uint64_t *wnode, uint64_t g,
+                                    const uint64_t *deps, size_t ndeps, void *gp) {
+  CUDA_HOST_NODE_PARAMS hp = {.fn = unarmed, .userData = NULL};
+  CUstreamBatchMemOpParams op;
+  CUDA_BATCH_MEM_OP_NODE_PARAMS bp;
+  CUgraphNode r = NULL, w = NULL;
+  CUresult res = D.cuGraphAddHostNode(&r, G(g), (const CUgraphNode *)deps, ndeps, &hp);
+  if (res == CUDA_SUCCESS && gate_mode == 1) {
+    gate_wait(&op, &bp, gp, 0, 0); /* the word is >= 0: passes until armed */
+    res = D.cuGraphAddBatchMemOpNode(&w, G(g), &r, 1, &bp);
+  }
+  *rnode = (uint64_t)(uintptr_t)r;
+  *wnode = (uint64_t)(uintptr_t)w;
+  return res;
+}
+
+/* The node a capturing stream's last call added. */
+static CUresult captured_last(CUstream s, uint64_t *node) {
+  CUstreamCaptureStatus st;
+  const CUgraphNode *d = NULL;
+  size_t n = 0;
+  CUresult r = D.cuStreamGetCaptureInfo(s, &st, NULL, NULL, &d, NULL, &n);
+  if (r == CUDA_SUCCESS && n != 1)
+    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  *node = r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)d[0] : 0;
+  return r;
+}
+
+static CUresult cuda_capture_host(uint64_t s, void *gp, uint64_t *rnode, uint64_t *wnode) {
+  cuda_gate_t *g = gp;
+  CUresult r = D.cuLaunchHostFunc(S(s), unarmed, NULL);
+  *wnode = 0;
+  if (r == CUDA_SUCCESS)
+    r = captured_last(S(s), rnode);
+  if (r == CUDA_SUCCESS && gate_mode == 1 &&
+      (r = D.cuStreamWaitValue32(S(s), g->dptr, 0, CU_STREAM_WAIT_VALUE_GEQ)) == CUDA_SUCCESS)
+    r = captured_last(S(s), wnode);
+  return r;
+}
+
+/* The trampoline's record is the exec's until the node runs (it frees it);
+ * one armed for a launch that then fails is lost (a few bytes). */
+static CUresult cuda_graph_exec_host(uint64_t exec, uint64_t rnode, uint64_t wnode, void *gp,
+                                     uint32_t slot, uint32_t value, hostd_reached_cb cb,
+                                     void *arg) {
+  cuda_gate_t *g = gp;
+  tramp_t *t = malloc(sizeof(*t));
+  CUDA_HOST_NODE_PARAMS hp;
+  CUstreamBatchMemOpParams op;
+  CUDA_BATCH_MEM_OP_NODE_PARAMS bp;
+  CUresult r;
+  if (!t)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!g || slot >= g->n) {
+    free(t);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *t = (tramp_t){cb, arg, g, slot, value};
+  hp = (CUDA_HOST_NODE_PARAMS){.fn = trampoline, .userData = t};
+  if ((r = D.cuGraphExecHostNodeSetParams(GE(exec), GN(rnode), &hp)) != CUDA_SUCCESS) {
+    free(t);
+    return r;
+  }
+  if (gate_mode == 1 && wnode) {
+    gate_wait(&op, &bp, g, slot, value);
+    r = D.cuGraphExecBatchMemOpNodeSetParams(GE(exec), GN(wnode), &bp);
+  }
+  return r;
+}
+
 static CUresult cuda_graph_list(uint64_t g, uint32_t which, uint64_t node, CUgraphNode *out,
                                 size_t *n) {
   switch (which) {
@@ -1646,6 +1740,9 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_set = cuda_graph_exec_set,
     .graph_set = cuda_graph_set,
     .graph_mem = cuda_graph_mem,
+    .graph_add_host = cuda_graph_add_host,
+    .capture_host = cuda_capture_host,
+    .graph_exec_host = cuda_graph_exec_host,
     .graph_nodes = cuda_graph_nodes,
     .graph_dot = cuda_graph_dot,
     .array_new = cuda_array_new,

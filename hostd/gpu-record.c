@@ -2549,6 +2549,21 @@ static void graph_run(rec_graph_t *g, uint64_t s) {
         continue;
       }
       rec_op_t o = n->op;
+      if (o.kind == OP_HOSTFN) { /* queued, so drain() calls it without the lock */
+        rec_op_t *q = o.cb ? malloc(sizeof(*q)) : NULL; /* unarmed: nothing to call */
+        if (q && st) {
+          *q = o;
+          q->next = NULL;
+          if (st->tail)
+            st->tail->next = q;
+          else
+            st->head = q;
+          st->tail = q;
+        } else {
+          free(q);
+        }
+        continue;
+      }
       rec_event_t *ev = event_find(o.a);
       if (o.kind == OP_RECORD && ev)
         o.b = ++ev->recorded;
@@ -2712,6 +2727,63 @@ static CUresult rec_graph_mem(uint32_t what, uint32_t attr, uint64_t *value) {
                                     attr != CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)))
     return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
+}
+
+/* A graph's host function: one OP_HOSTFN node (both its host node and its
+ * wait), unarmed until graph_exec_host points an exec's copy at a gate. */
+static CUresult rec_graph_add_host(uint64_t *rnode, uint64_t *wnode, uint64_t h,
+                                   const uint64_t *deps, size_t ndeps, void *gate) {
+  LIVE(h);
+  rec_op_t o = {.kind = OP_HOSTFN, .g = gate};
+  rec_graph_t *g;
+  rec_gnode_t *n = NULL;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if ((g = rec_find(graphs, h)) && !g->origin) {
+    r = CUDA_SUCCESS;
+    for (size_t i = 0; i < ndeps && r == CUDA_SUCCESS; i++)
+      if (!gnode_find(g, deps[i]))
+        r = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (r == CUDA_SUCCESS && !(n = gnode_add(g, &o, deps, ndeps)))
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  *rnode = *wnode = n ? n->h : 0;
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_capture_host(uint64_t s, void *gate, uint64_t *rnode, uint64_t *wnode) {
+  LIVE(s);
+  rec_op_t o = {.kind = OP_HOSTFN, .g = gate};
+  rec_stream_t *st;
+  CUresult r;
+  pthread_mutex_lock(&lock);
+  st = stream_find(s);
+  r = !st ? CUDA_ERROR_INVALID_HANDLE : !st->cap ? CUDA_ERROR_INVALID_VALUE : cap_add(st, &o);
+  *rnode = *wnode = r == CUDA_SUCCESS ? st->cap->tail->h : 0;
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_graph_exec_host(uint64_t exec, uint64_t rnode, uint64_t wnode, void *gate,
+                                    uint32_t slot, uint32_t value, hostd_reached_cb cb,
+                                    void *arg) {
+  LIVE(exec, rnode);
+  rec_graph_t *e;
+  rec_gnode_t *n = NULL;
+  rec_gate_t *g = gate;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  (void)wnode;
+  pthread_mutex_lock(&lock);
+  if ((e = rec_find(gexecs, exec)))
+    for (n = e->head; n && n->orig != rnode; n = n->next)
+      ;
+  if (n && n->op.kind == OP_HOSTFN && g && slot < g->n) {
+    n->op.cb = cb, n->op.arg = arg, n->op.g = g, n->op.slot = slot, n->op.value = value;
+    r = CUDA_SUCCESS;
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
 }
 
 /* Whether n depends on the node h. */
@@ -3152,6 +3224,9 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_set = rec_graph_exec_set,
     .graph_set = rec_graph_set,
     .graph_mem = rec_graph_mem,
+    .graph_add_host = rec_graph_add_host,
+    .capture_host = rec_capture_host,
+    .graph_exec_host = rec_graph_exec_host,
     .graph_nodes = rec_graph_nodes,
     .graph_dot = rec_graph_dot,
     .array_new = rec_array_new,

@@ -240,6 +240,18 @@ typedef struct hostd_gpu_ops {
   /* graph_mem: the device's graph memory (wire/call.def, GRAPH_MEM): what 0
    * trims it, 1 reads attr into *value, 2 sets attr to *value. */
   CUresult (*graph_mem)(uint32_t what, uint32_t attr, uint64_t *value);
+  /* A graph's host functions (hostd/hostfn.c, "Graphs").  graph_add_host:
+   * in g after deps, a host node (*rnode) and behind it a wait on gate
+   * (*wnode, what later nodes depend on; 0 with the blocking fallback, and
+   * the recording device's one node is both), neither armed yet.
+   * capture_host: the same two at the end of stream s's capture.
+   * graph_exec_host: for exec's next launch, rnode calls cb(arg) and wnode
+   * waits until gate's word slot reaches value. */
+  CUresult (*graph_add_host)(uint64_t *rnode, uint64_t *wnode, uint64_t g, const uint64_t *deps,
+                             size_t ndeps, void *gate);
+  CUresult (*capture_host)(uint64_t s, void *gate, uint64_t *rnode, uint64_t *wnode);
+  CUresult (*graph_exec_host)(uint64_t exec, uint64_t rnode, uint64_t wnode, void *gate,
+                              uint32_t slot, uint32_t value, hostd_reached_cb cb, void *arg);
   /* cuGraphGetNodes: *total nodes, the first min(cap, *total) into nodes. */
   /* graph_nodes: which CALL_GNODES_*: g's nodes or roots, or node's
    * dependencies or dependents; *total all of them, up to cap into nodes. */

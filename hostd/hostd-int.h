@@ -154,6 +154,33 @@ bool hostd__hostfn_busy(hostd_hostfn_t *h);
 struct hostd_quota;
 int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq,
                           struct hostd_quota *q);
+/* Worker: the tenant's gate (made at the first use); NULL with *r (a
+ * CUresult) set when it cannot be made. */
+void *hostd__hostfn_gate(hostd_hostfn_t *h, int *r);
+/* A graph's host function (wire/call.def, HOSTFN_WAIT): seq bits the guest
+ * is handed with it.  KEEP: run it and keep it (the graph replays it);
+ * DROP: nothing ran, forget it (no graph of the tenant holds it now). */
+#define HOSTD_HOSTFN_KEEP (1ull << 63)
+#define HOSTD_HOSTFN_DROP (1ull << 62)
+/* Worker: the slot a graph's host function takes for one launch of its
+ * exec: the gate word (slot) its wait node waits for to reach value, and the
+ * callback (cb, arg) its host node calls. */
+typedef void (*hostd_reached_fn)(void *arg);
+typedef struct hostd_hostfn_armed {
+  void *gate;
+  uint32_t slot, value;
+  hostd_reached_fn cb;
+  void *arg;
+  int index;
+} hostd_hostfn_armed_t;
+/* Worker: arms guest function seq for one launch (charged to q as HOSTFN's
+ * are); a CUresult.  hostd__hostfn_disarm undoes it when the launch fails
+ * (the caller gives the unit back). */
+int hostd__hostfn_arm(hostd_hostfn_t *h, uint64_t seq, struct hostd_quota *q,
+                      hostd_hostfn_armed_t *a);
+void hostd__hostfn_disarm(hostd_hostfn_t *h, const hostd_hostfn_armed_t *a);
+/* Worker: no graph or exec of the tenant holds guest function seq any more. */
+void hostd__hostfn_drop(hostd_hostfn_t *h, uint64_t seq);
 /* Worker: a HOSTFN post failed before hostd__hostfn_enqueue (bad stream...). */
 void hostd__hostfn_post_failed(hostd_hostfn_t *h);
 /* Loop thread: a HOSTFN_WAIT call (args after the request header). */

@@ -34,6 +34,15 @@
  * called under mu and cleared under mu before the worker goes, so it never
  * runs on a freed worker.
  *
+ * Graphs: a host node of a tenant's graph (and a host function captured
+ * into one) is a driver host node and a wait on a gate word, made by
+ * exec-graph.c; before each launch of an exec, hostd__hostfn_arm takes a
+ * slot for each of them, as a HOSTFN does, and the exec's nodes are pointed
+ * at it.  The guest keeps such a function across replays: its seq is handed
+ * out with HOSTD_HOSTFN_KEEP, and once no graph or exec of the tenant holds
+ * it any more hostd__hostfn_drop queues it for a HOSTFN_WAIT answer with
+ * HOSTD_HOSTFN_DROP (nothing ran; the guest forgets the function).
+ *
  * Tenant death: hostd__hostfn_close (loop thread, on_close) opens every gate
  * of a reached function at once, and one reached later is opened as soon as
  * it is reached, so no stream stays blocked and the worker's cleanup
@@ -89,6 +98,8 @@ struct hostd_hostfn {
   hostd_hostfn_cue_fn cue; /* under mu: called when a function is reached, or NULL */
   void *cue_arg;
   hostd_quota_t *quota; /* the worker's (charged slots give back here), under mu; NULL once gone */
+  uint64_t *drops;      /* graph host functions the guest may forget (hostd__hostfn_drop) */
+  size_t ndrops, capdrops;
   hostfn_slot_t slot[HOSTFN_SLOTS];
 };
 
@@ -117,6 +128,7 @@ void hostd__hostfn_unref(hostd_hostfn_t *h) {
     return;
   if (h->gate) /* hostd__hostfn_drop_gate did not run: no CUDA call here (a driver thread?) */
     hostd__gpu.gate_del(h->gate, 0);
+  free(h->drops);
   wire_tenant_unref(h->wt);
   pthread_mutex_destroy(&h->mu);
   free(h);
@@ -220,20 +232,24 @@ bool hostd__hostfn_busy(hostd_hostfn_t *h) {
   return h && __atomic_load_n(&h->inflight, __ATOMIC_RELAXED) > 0;
 }
 
-int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq, hostd_quota_t *q) {
-  int i = -1;
-  CUresult r;
-
+void *hostd__hostfn_gate(hostd_hostfn_t *h, int *r) {
+  *r = CUDA_SUCCESS;
   if (!h->gate) {
     /* Only this worker creates the gate; others read it after mu. */
     void *g = NULL;
-    r = hostd__gpu.gate_new(&g, HOSTFN_SLOTS);
-    if (r != CUDA_SUCCESS)
-      goto fail;
+    if ((*r = (int)hostd__gpu.gate_new(&g, HOSTFN_SLOTS)) != CUDA_SUCCESS)
+      return NULL;
     pthread_mutex_lock(&h->mu);
     h->gate = g;
     pthread_mutex_unlock(&h->mu);
   }
+  return h->gate;
+}
+
+/* Takes a free slot for seq (charged to q when not NULL) and a reference
+ * for its reached callback; the slot's index, or -1 when all are taken. */
+static int slot_take(hostd_hostfn_t *h, uint64_t seq, hostd_quota_t *q) {
+  int i = -1;
   pthread_mutex_lock(&h->mu);
   for (int k = 0; k < HOSTFN_SLOTS && i < 0; k++)
     if (h->slot[k].state == SLOT_FREE)
@@ -252,21 +268,81 @@ int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq, host
     h->refs++;
   }
   pthread_mutex_unlock(&h->mu);
-  if (i < 0) {
+  return i;
+}
+
+/* A taken slot whose callback will never run: free again, its unit not
+ * charged (the caller gives it back). */
+static void slot_untake(hostd_hostfn_t *h, int i) {
+  pthread_mutex_lock(&h->mu);
+  h->slot[i].state = SLOT_FREE;
+  h->slot[i].charged = false;
+  h->refs--; /* never the last: the worker holds one */
+  pthread_mutex_unlock(&h->mu);
+}
+
+int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq, hostd_quota_t *q) {
+  int i = -1, r;
+
+  if (!hostd__hostfn_gate(h, &r))
+    goto fail;
+  if ((i = slot_take(h, seq, q)) < 0) {
     r = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     goto fail;
   }
-  r = hostd__gpu.host_fn(stream, h->gate, (uint32_t)i, h->slot[i].value, reached, &h->slot[i]);
+  r = (int)hostd__gpu.host_fn(stream, h->gate, (uint32_t)i, h->slot[i].value, reached,
+                             &h->slot[i]);
   if (r == CUDA_SUCCESS)
     return r;
-  pthread_mutex_lock(&h->mu);
-  h->slot[i].state = SLOT_FREE;
-  h->slot[i].charged = false; /* the caller gives the unit back */
-  h->refs--; /* never the last: the worker holds one */
-  pthread_mutex_unlock(&h->mu);
+  slot_untake(h, i);
 fail:
   __atomic_fetch_sub(&h->inflight, 1, __ATOMIC_RELAXED);
-  return (int)r;
+  return r;
+}
+
+int hostd__hostfn_arm(hostd_hostfn_t *h, uint64_t seq, hostd_quota_t *q, hostd_hostfn_armed_t *a) {
+  int i, r;
+  if (!hostd__hostfn_gate(h, &r))
+    return r;
+  if ((i = slot_take(h, seq | HOSTD_HOSTFN_KEEP, q)) < 0)
+    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  __atomic_fetch_add(&h->inflight, 1, __ATOMIC_RELAXED); /* until its gate opens */
+  *a = (hostd_hostfn_armed_t){.gate = h->gate, .slot = (uint32_t)i, .value = h->slot[i].value,
+                              .cb = reached, .arg = &h->slot[i], .index = i};
+  return CUDA_SUCCESS;
+}
+
+void hostd__hostfn_disarm(hostd_hostfn_t *h, const hostd_hostfn_armed_t *a) {
+  slot_untake(h, a->index);
+  __atomic_fetch_sub(&h->inflight, 1, __ATOMIC_RELAXED);
+}
+
+void hostd__hostfn_drop(hostd_hostfn_t *h, uint64_t seq) {
+  uint64_t id = 0;
+  bool answer_now = false;
+  pthread_mutex_lock(&h->mu);
+  if (h->closed) {
+    pthread_mutex_unlock(&h->mu);
+    return;
+  }
+  if (h->parked && h->handed < 0 && h->fifo_len == 0) {
+    h->parked = false;
+    id = h->park_id;
+    answer_now = true;
+  } else {
+    if (h->ndrops == h->capdrops) {
+      size_t cap = h->capdrops ? h->capdrops * 2 : 16;
+      uint64_t *n = realloc(h->drops, cap * sizeof(*n));
+      if (n)
+        h->drops = n, h->capdrops = cap;
+    }
+    if (h->ndrops < h->capdrops)
+      h->drops[h->ndrops++] = seq;
+    /* else out of memory: the guest keeps the function's entry (a few bytes) */
+  }
+  pthread_mutex_unlock(&h->mu);
+  if (answer_now)
+    answer(h, id, CUDA_SUCCESS, seq | HOSTD_HOSTFN_DROP);
 }
 
 void hostd__hostfn_wait(hostd_hostfn_t *h, uint64_t id, const uint8_t *args, size_t len) {
@@ -309,6 +385,9 @@ void hostd__hostfn_wait(hostd_hostfn_t *h, uint64_t id, const uint8_t *args, siz
     h->slot[i].state = SLOT_HANDED;
     h->handed = i;
     seq = h->slot[i].seq;
+    answer_now = true;
+  } else if (h->ndrops > 0) { /* nothing to run: a function the guest may forget */
+    seq = h->drops[--h->ndrops] | HOSTD_HOSTFN_DROP;
     answer_now = true;
   } else {
     h->parked = true;

@@ -641,6 +641,11 @@ static hostd_hostfn_t *hostfn_of(worker_t *w) {
  * may be blocked on exactly the host function the guest is about to finish. */
 static bool loop_handles(worker_t *w, wire_tenant_t *wt, const wire_msg_t *m, uint32_t op) {
   hostd_hostfn_t *h;
+  if (op == CALL_OP_GRAPH_ADD) { /* a host node's function is served as a HOSTFN's */
+    if (!hostfn_of(w))
+      wire_tenant_close(wt, -ENOMEM, "out of memory for host functions");
+    return !w->hf;
+  }
   if (op != CALL_OP_HOSTFN_WAIT && op != CALL_OP_HOSTFN)
     return false;
   if (!(h = hostfn_of(w))) {

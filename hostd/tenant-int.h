@@ -83,6 +83,13 @@ struct hostd_tenant {
   u64map_t gnodes;   /* node handle -> the graph it belongs to */
   u64map_t gexecs;   /* the tenant's instantiated graphs -> 1 */
   u64map_t captures; /* host stream of each capture begun and not ended -> 1 */
+  /* A host function of a graph or exec (exec-graph.c, "host functions"):
+   * owner the graph or exec holding it, its host node and wait node, the
+   * guest's seq.  An exec holds copies of its graph's at instantiation. */
+  struct ghost {
+    uint64_t owner, rnode, wnode, seq;
+  } *ghosts;
+  size_t nghosts, capghosts;
   u64map_t arrays;   /* CUDA array handle -> tarray_t* (exec-array.c) */
   u64map_t texs;     /* texture object -> 1; surface object -> 2 (exec-array.c) */
   hostd_sched_tenant_t *sched; /* NULL: launches go straight to the GPU (sched.h) */
@@ -193,6 +200,9 @@ void hostd__graph_release(hostd_tenant_t *t, bool gpu);
  * once while the tenant has none open).  Work on it then goes straight to
  * the stream, never through the scheduler's queue (docs/scheduler.md). */
 bool hostd__stream_capturing(hostd_tenant_t *t, const tstream_t *ts);
+/* A HOSTFN on stream ts, which takes part in a capture: the capture's graph
+ * gets the guest's function seq as a host function (exec-graph.c). */
+CUresult hostd__capture_hostfn(hostd_tenant_t *t, tstream_t *ts, uint64_t seq);
 
 /* ---- execution (exec.c) ---- */
 /* Decodes args as op's request and runs its handler; results go to out.

@@ -39,6 +39,8 @@
  *               kills the process (SIGKILL) and behind it a memset and a
  *               second host function, print "ready", synchronise: dies with
  *               the stream blocked on its host function
+ *   graph-hostfn-die  as hostfn-die, the functions and the memset being a
+ *               graph's nodes, the graph launched
  *   pinned-die  allocate 1 MiB of pinned host memory (shared with tallyd
  *               over shm), print "ready", kill itself with SIGKILL
  *   copy-loop   allocate 16 MiB, print "copying", then copy 16 MiB host to
@@ -567,6 +569,28 @@ int main(int argc, char **argv) {
     atomic_store(&said_ready, true);
     (void)cuStreamSynchronize(s);
     return 8; /* not reached: the host function killed us */
+  }
+  if (strcmp(argv[1], "graph-hostfn-die") == 0) {
+    CUstream s;
+    CUgraph g;
+    CUgraphExec e;
+    CUgraphNode hn, ms, last;
+    CUDA_HOST_NODE_PARAMS die = {.fn = die_now}, never = {.fn = never_runs};
+    CUDA_MEMSET_NODE_PARAMS m = {.dst = 0, .value = 1, .elementSize = 1, .width = 1 << 20,
+                                 .height = 1};
+    if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuGraphCreate(&g, 0) || cuGraphAddHostNode(&hn, g, NULL, 0, &die))
+      return 7;
+    m.dst = p;
+    if (cuGraphAddMemsetNode(&ms, g, &hn, 1, &m, NULL) ||
+        cuGraphAddHostNode(&last, g, &ms, 1, &never) || cuGraphInstantiateWithFlags(&e, g, 0) ||
+        cuGraphLaunch(e, s))
+      return 7;
+    printf("ready\n");
+    fflush(stdout);
+    atomic_store(&said_ready, true);
+    (void)cuStreamSynchronize(s);
+    return 8; /* not reached: the host node's function killed us */
   }
   if (strcmp(argv[1], "pinned-die") == 0) {
     void *h;

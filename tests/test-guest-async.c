@@ -212,13 +212,15 @@ static void host_functions_run_in_stream_order_one_poll_each(void **state) {
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
-static void tenant_killed_with_a_pending_host_function_is_cleaned_up(void **state) {
+/* A tenant killed by its own host function (helper ACTION: "hostfn-die" on
+ * a stream, "graph-hostfn-die" a graph's host node) while the stream holds
+ * a memset and a second host function behind it. */
+static void killed_by_a_host_function(const char *action) {
   pid_t pid;
   char line[64] = {0};
   uint64_t before = hostd_record_live_bytes();
-  FILE *f = helper("hostfn-die", &pid, NULL, NULL);
+  FILE *f = helper(action, &pid, NULL, NULL);
   int st;
-  (void)state;
   assert_non_null(f);
   assert_non_null(fgets(line, sizeof(line), f));
   assert_string_equal(line, "ready\n");
@@ -231,6 +233,16 @@ static void tenant_killed_with_a_pending_host_function_is_cleaned_up(void **stat
    * at on_close, the queued memset ran, and everything was freed. */
   assert_int_equal(hostd_server_wait_tenants(srv, 1, GD_SETTLE_MS), 0);
   assert_int_equal(hostd_record_live_bytes(), before);
+}
+
+static void tenant_killed_with_a_pending_host_function_is_cleaned_up(void **state) {
+  (void)state;
+  killed_by_a_host_function("hostfn-die");
+}
+
+static void tenant_killed_by_a_graphs_host_function_is_cleaned_up(void **state) {
+  (void)state;
+  killed_by_a_host_function("graph-hostfn-die");
 }
 
 /* A tenant speaking the call protocol without libcuda, to send what
@@ -537,6 +549,7 @@ int main(void) {
       cmocka_unit_test(other_streams_go_on_while_one_waits),
       cmocka_unit_test(host_functions_run_in_stream_order_one_poll_each),
       cmocka_unit_test(tenant_killed_with_a_pending_host_function_is_cleaned_up),
+      cmocka_unit_test(tenant_killed_by_a_graphs_host_function_is_cleaned_up),
       cmocka_unit_test(host_function_polls_are_answered_by_the_loop_thread),
       cmocka_unit_test(pinned_copies_move_no_payload_bytes),
       cmocka_unit_test(async_dtoh_into_pinned_memory_lands_when_the_stream_runs),

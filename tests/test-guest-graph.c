@@ -8,18 +8,22 @@
  * (memset and kernel nodes with a dependency, kernel parameters changed in
  * the exec, an update), XLA's updates of an exec's memset, copy and event
  * nodes, a graph's nodes given new parameters, the device's graph memory,
- * a capture into a graph the application made (cuStreamBeginCaptureToGraph), a graph printed in DOT (cuGraphDebugDotPrint),
+ * host nodes and captured host functions run at every replay, a capture
+ * into a graph the application made (cuStreamBeginCaptureToGraph), a graph
+ * printed in DOT (cuGraphDebugDotPrint),
  * checking that the capture status costs no request
  * while nothing captures, that a replay is one request, and that replayed
  * memory equals what the same work did eagerly.  Never GPU coverage.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -384,9 +388,11 @@ static void generic_node_api(void **state) {
   assert_int_equal(cuGraphAddNode_v2(&pn, g, &kn, &ed, 1, &ep), CUDA_SUCCESS);
   ed.type = (CUgraphDependencyType)7; /* not a type this driver knows */
   assert_int_equal(cuGraphAddNode_v2(&bad, g, &kn, &ed, 1, &ep), CUDA_ERROR_NOT_SUPPORTED);
-  CUgraphNodeParams hp = {.type = CU_GRAPH_NODE_TYPE_HOST};
+  CUgraphNodeParams hp = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC};
   assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &hp), CUDA_ERROR_NOT_SUPPORTED);
   assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeParams nofn = {.type = CU_GRAPH_NODE_TYPE_HOST}; /* a host node with no function */
+  assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &nofn), CUDA_ERROR_INVALID_VALUE);
   CUgraphNodeType ty;
   assert_int_equal(cuGraphNodeGetType(ms, &ty), CUDA_SUCCESS);
   assert_int_equal(ty, CU_GRAPH_NODE_TYPE_MEMSET);
@@ -586,6 +592,136 @@ static void device_graph_memory(void **state) {
                    CUDA_ERROR_INVALID_VALUE);
 }
 
+/* A graph's host function: counts its runs; the first run of each replay
+ * waits `hold` ms, so the stream is seen blocked behind it. */
+static atomic_int host_runs;
+static int hold_ms;
+static void CUDA_CB count_run(void *arg) {
+  (void)arg;
+  if (hold_ms) {
+    struct timespec ts = {0, (long)hold_ms * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  atomic_fetch_add(&host_runs, 1);
+}
+
+static void fill_node(CUgraphNode *kn, CUgraph g, const CUgraphNode *dep, void **params) {
+  CUDA_KERNEL_NODE_PARAMS kp;
+  memset(&kp, 0, sizeof(kp));
+  kp.func = fill, kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+  kp.blockDimX = 32, kp.blockDimY = kp.blockDimZ = 1;
+  kp.kernelParams = params;
+  assert_int_equal(cuGraphAddKernelNode_v2(kn, g, dep, 1, &kp), CUDA_SUCCESS);
+}
+
+/* Host nodes (cuGraphAddHostNode and through cuGraphAddNode) and a host
+ * function captured into a graph run at every replay, in graph order (the
+ * stream waits for them; the work after them waits too), from every exec of
+ * the graph; an exec update, a child graph and a capture into which they
+ * would be copied are refused; once graphs and execs are gone, their
+ * functions are forgotten (300 made and dropped in a row, past the guest's
+ * 256 pending functions). */
+static void host_functions_of_graphs_run_at_every_replay(void **state) {
+  CUstream s, s2;
+  CUdeviceptr a;
+  CUgraph g, cg, child, outer;
+  CUgraphExec e, e2, ce;
+  CUgraphNode ms, hn, hn2, kn, cn;
+  CUgraphExecUpdateResultInfo ui;
+  uint32_t v = 5, got[N];
+  uint64_t n = 8;
+  void *params[] = {&a, &v, &n};
+  (void)state;
+  graph_open(&s, &a, &g);
+  assert_int_equal(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  add_memset2(&ms, g, NULL, 0, a);
+  CUDA_HOST_NODE_PARAMS hp = {.fn = count_run, .userData = NULL};
+  assert_int_equal(cuGraphAddHostNode(&hn, g, &ms, 1, &hp), CUDA_SUCCESS);
+  CUgraphNodeParams gp;
+  memset(&gp, 0, sizeof(gp));
+  gp.type = CU_GRAPH_NODE_TYPE_HOST;
+  gp.host.fn = count_run;
+  assert_int_equal(cuGraphAddNode_v2(&hn2, g, &hn, NULL, 1, &gp), CUDA_SUCCESS);
+  CUgraphNodeType ty;
+  assert_int_equal(cuGraphNodeGetType(hn, &ty), CUDA_SUCCESS);
+  assert_int_equal(ty, CU_GRAPH_NODE_TYPE_HOST);
+  fill_node(&kn, g, &hn2, params);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  atomic_store(&host_runs, 0);
+  hold_ms = 50;
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamQuery(s), CUDA_ERROR_NOT_READY); /* held by the host function */
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  hold_ms = 0;
+  assert_int_equal(atomic_load(&host_runs), 2);
+  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  assert_int_equal(got[7], 5);
+  assert_int_equal(got[8], 2);
+  for (int i = 0; i < 3; i++) /* kept across replays */
+    assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(atomic_load(&host_runs), 8);
+  /* A second exec of the graph, on another stream. */
+  assert_int_equal(cuGraphInstantiateWithFlags(&e2, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(e2, s2), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(atomic_load(&host_runs), 12);
+  /* Refused: an update, a child graph copy. */
+  assert_int_equal(cuGraphExecUpdate_v2(e, g, &ui), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+  assert_int_equal(ui.result, CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuGraphCreate(&outer, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddChildGraphNode(&cn, outer, NULL, 0, g), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuGraphDestroy(outer), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecDestroy(e2), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+
+  /* Captured: memset, host function, kernel. */
+  assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD32Async(a, 3, N, s), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchHostFunc(s, count_run, NULL), CUDA_SUCCESS);
+  v = 9, n = 4;
+  assert_int_equal(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, s, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamEndCapture(s, &cg), CUDA_SUCCESS);
+  assert_int_equal(atomic_load(&host_runs), 12); /* captured, not run */
+  assert_int_equal(cuGraphInstantiateWithFlags(&ce, cg, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(ce, s), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(ce, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(atomic_load(&host_runs), 14);
+  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  assert_int_equal(got[3], 9);
+  assert_int_equal(got[4], 3);
+  /* A graph holding one is not launched into another capture. */
+  assert_int_equal(cuStreamBeginCapture_v2(s2, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(ce, s2), CUDA_SUCCESS); /* posted: refused by tallyd */
+  CUresult ended = cuStreamEndCapture(s2, &outer), synced = cuCtxSynchronize();
+  assert_int_equal(ended, CUDA_SUCCESS); /* an empty capture */
+  assert_int_equal(synced, CUDA_ERROR_NOT_SUPPORTED); /* the launch's kept error */
+  assert_int_equal(cuGraphDestroy(outer), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecDestroy(ce), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(cg), CUDA_SUCCESS);
+
+  /* 300 graphs with a host node, made and destroyed: their functions are
+   * dropped (asynchronously, so a make may wait for the drops in flight). */
+  for (int i = 0; i < 300; i++) {
+    CUresult r = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    assert_int_equal(cuGraphCreate(&child, 0), CUDA_SUCCESS);
+    for (int k = 0; k < 2000 && r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; k++) {
+      if (k)
+        usleep(1000);
+      r = cuGraphAddHostNode(&hn, child, NULL, 0, &hp);
+    }
+    assert_int_equal(r, CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(child), CUDA_SUCCESS);
+  }
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s2), CUDA_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(torch_cuda_graph_sequence),
@@ -597,6 +733,7 @@ int main(void) {
       cmocka_unit_test(exec_memset_copy_and_event_updates),
       cmocka_unit_test(graph_node_setters),
       cmocka_unit_test(device_graph_memory),
+      cmocka_unit_test(host_functions_of_graphs_run_at_every_replay),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,9 +7,11 @@
  * its own); cuGraphExecNodeSetParams through the tagged union; the device's graph memory
  * (trim, a high watermark read and reset); a stream's attributes (L2 window, sync policy,
  * priority, copy to another stream) and cuStreamGetCtx_v2; cuCtxPushCurrent / PopCurrent
- * bound by their first names with dlsym.  With the argument "pinned": copy nodes between
- * device memory and cuMemAllocHost memory, replayed and given another host source (Tally
- * offers these over shared memory only).  Only deterministic facts are printed.
+ * bound by their first names with dlsym; host nodes and a host function captured into a
+ * graph, run at every replay between the work around them.  With the argument "pinned":
+ * copy nodes between device memory and cuMemAllocHost memory, replayed and given another
+ * host source (Tally offers these over shared memory only).  Only deterministic facts are
+ * printed.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -111,6 +113,66 @@ static void test_updates(CUstream s) {
   E2E_CU(cuMemFree(a));
   E2E_CU(cuMemFree(b));
   E2E_CU(cuMemFree(c));
+}
+
+/* A graph's host function: appends its tag to a log (no CUDA call, as the driver requires). */
+static char host_log[64];
+static int host_len;
+static void CUDA_CB log_tag(void *arg) {
+  if (host_len < (int)sizeof(host_log) - 1)
+    host_log[host_len++] = *(const char *)arg;
+}
+
+static void test_host_functions(CUstream s) {
+  static const char tag_a = 'a', tag_b = 'b', tag_c = 'c';
+  CUdeviceptr d;
+  CUgraph g, cg;
+  CUgraphExec e, ce;
+  CUgraphNode ms, h1, h2, cp;
+  CUdeviceptr d2;
+  E2E_CU(cuMemAlloc(&d, N * 4));
+  E2E_CU(cuMemAlloc(&d2, N * 4));
+  E2E_CU(cuGraphCreate(&g, 0));
+  CUDA_MEMSET_NODE_PARAMS m = memset32(d, 21, N);
+  E2E_CU(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, NULL));
+  CUDA_HOST_NODE_PARAMS ha = {.fn = log_tag, .userData = (void *)&tag_a};
+  E2E_CU(cuGraphAddHostNode(&h1, g, &ms, 1, &ha));
+  CUgraphNodeParams p;
+  memset(&p, 0, sizeof(p));
+  p.type = CU_GRAPH_NODE_TYPE_HOST;
+  p.host.fn = log_tag, p.host.userData = (void *)&tag_b;
+  E2E_CU(cuGraphAddNode_v2(&h2, g, &h1, NULL, 1, &p));
+  CUDA_MEMCPY3D cpy = copy1d(CU_MEMORYTYPE_DEVICE, NULL, d, CU_MEMORYTYPE_DEVICE, NULL, d2, N * 4);
+  E2E_CU(cuGraphAddMemcpyNode(&cp, g, &h2, 1, &cpy, NULL));
+  E2E_CU(cuGraphInstantiateWithFlags(&e, g, 0));
+  for (int i = 0; i < 3; i++)
+    E2E_CU(cuGraphLaunch(e, s));
+  E2E_CU(cuStreamSynchronize(s));
+  host_log[host_len] = 0;
+  printf("host nodes ran: %s\n", host_log);
+  sum_of("after host nodes", d2);
+
+  host_len = 0;
+  E2E_CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  E2E_CU(cuMemsetD32Async(d, 22, N, s));
+  E2E_CU(cuLaunchHostFunc(s, log_tag, (void *)&tag_c));
+  E2E_CU(cuMemcpyDtoDAsync(d2, d, N * 4, s));
+  E2E_CU(cuStreamEndCapture(s, &cg));
+  host_log[host_len] = 0;
+  printf("captured host function ran at capture: %s\n", host_len ? "yes" : "no");
+  E2E_CU(cuGraphInstantiateWithFlags(&ce, cg, 0));
+  E2E_CU(cuGraphLaunch(ce, s));
+  E2E_CU(cuGraphLaunch(ce, s));
+  E2E_CU(cuStreamSynchronize(s));
+  host_log[host_len] = 0;
+  printf("captured host function ran: %s\n", host_log);
+  sum_of("after captured host function", d2);
+  E2E_CU(cuGraphExecDestroy(ce));
+  E2E_CU(cuGraphDestroy(cg));
+  E2E_CU(cuGraphExecDestroy(e));
+  E2E_CU(cuGraphDestroy(g));
+  E2E_CU(cuMemFree(d));
+  E2E_CU(cuMemFree(d2));
 }
 
 static void test_graph_memory(void) {
@@ -233,6 +295,7 @@ int main(int argc, char **argv) {
     test_pinned(s);
   } else {
     test_updates(s);
+    test_host_functions(s);
     test_graph_memory();
     test_stream_attributes();
     test_first_names();
