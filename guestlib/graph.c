@@ -106,6 +106,18 @@ static void nt_put(uint64_t node, uint64_t graph, CUgraphNodeType type) {
   pthread_mutex_unlock(&nt_mu);
 }
 
+static bool nt_get(uint64_t node, CUgraphNodeType *type) {
+  bool found = false;
+  pthread_mutex_lock(&nt_mu);
+  if (nt_cap) {
+    size_t i = nt_slot(nt, nt_cap, node);
+    if ((found = nt[i].node != 0))
+      *type = (CUgraphNodeType)nt[i].type;
+  }
+  pthread_mutex_unlock(&nt_mu);
+  return found;
+}
+
 static void nt_drop_graph(uint64_t graph) {
   pthread_mutex_lock(&nt_mu);
   if (nt_cap)
@@ -115,17 +127,9 @@ static void nt_drop_graph(uint64_t graph) {
 
 GUEST_EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type) {
   static int logged;
-  bool found = false;
   if (!node || !type)
     return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&nt_mu);
-  if (nt_cap) {
-    size_t i = nt_slot(nt, nt_cap, H(node));
-    if ((found = nt[i].node != 0))
-      *type = (CUgraphNodeType)nt[i].type;
-  }
-  pthread_mutex_unlock(&nt_mu);
-  return found ? CUDA_SUCCESS
+  return nt_get(H(node), type) ? CUDA_SUCCESS
                : guest__unsupported("cuGraphNodeGetType (of a node this process did not add)",
                                     &logged);
 }
@@ -336,6 +340,38 @@ GUEST_EXPORT CUresult cuGraphDestroy(CUgraph g) {
   if (r == CUDA_SUCCESS && (r = guest__rpc(CALL_OP_GRAPH_DEL, 0, &q, NULL)) == CUDA_SUCCESS)
     nt_drop_graph(H(g));
   return r;
+}
+
+/* A copy of g (GRAPH_CLONE); its nodes are named through
+ * cuGraphNodeFindInClone, whose answer keeps the original's type here. */
+GUEST_EXPORT CUresult cuGraphClone(CUgraph *pc, CUgraph g) {
+  call_graph_clone_req_t q = {.graph = H(g)};
+  call_graph_clone_rep_t a = {0};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pc || !g)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = guest__rpc(CALL_OP_GRAPH_CLONE, 0, &q, &a)) == CUDA_SUCCESS)
+    *pc = (CUgraph)(uintptr_t)a.graph;
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode *pn, CUgraphNode orig, CUgraph clone) {
+  call_graph_find_req_t q = {.node = H(orig), .clone = H(clone)};
+  call_graph_find_rep_t a = {0};
+  CUgraphNodeType type;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pn || !orig || !clone)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = guest__rpc(CALL_OP_GRAPH_FIND, 0, &q, &a)) != CUDA_SUCCESS)
+    return r;
+  *pn = (CUgraphNode)(uintptr_t)a.node;
+  if (nt_get(H(orig), &type))
+    nt_put(a.node, H(clone), type);
+  return CUDA_SUCCESS;
 }
 
 /* GRAPH_ADD: q's kind fields set by the caller; graph and dependencies here. */

@@ -499,6 +499,53 @@ CUresult hostd__exec_graph_nodes(hostd_tenant_t *t, wire_buf_t *out,
   return r;
 }
 
+/* A copy of the tenant's graph, its host functions included (their nodes
+ * found in the copy). */
+CUresult hostd__exec_graph_clone(hostd_tenant_t *t, wire_buf_t *out,
+                                 const call_graph_clone_req_t *q) {
+  uint64_t c = 0;
+  size_t n = t->nghosts;
+  CUresult r;
+  if (!u64map_get(&t->graphs, q->graph, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = hostd__gpu.graph_clone(&c, q->graph)) != CUDA_SUCCESS)
+    return r;
+  if (u64map_put(&t->graphs, c, 1) != 0)
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+    const struct ghost gh = t->ghosts[i];
+    uint64_t rn = 0, wn = 0;
+    if (gh.owner != q->graph)
+      continue;
+    if ((r = hostd__gpu.graph_find(&rn, gh.rnode, c)) == CUDA_SUCCESS &&
+        (!gh.wnode || (r = hostd__gpu.graph_find(&wn, gh.wnode, c)) == CUDA_SUCCESS))
+      r = ghost_add(t, c, rn, wn, gh.seq);
+  }
+  if (r != CUDA_SUCCESS) {
+    ghosts_forget(t, c);
+    u64map_del(&t->graphs, c);
+    (void)hostd__gpu.graph_del(c);
+    return r;
+  }
+  call_graph_clone_rep_t rep = {.graph = c};
+  return call_graph_clone_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The clone's node copied from node: one the tenant may name from now on. */
+CUresult hostd__exec_graph_find(hostd_tenant_t *t, wire_buf_t *out,
+                                const call_graph_find_req_t *q) {
+  uint64_t n = 0;
+  CUresult r;
+  if (!u64map_get(&t->gnodes, q->node, NULL) || !u64map_get(&t->graphs, q->clone, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = hostd__gpu.graph_find(&n, q->node, q->clone)) != CUDA_SUCCESS)
+    return r;
+  if (u64map_put(&t->gnodes, n, q->clone) != 0)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  call_graph_find_rep_t rep = {.node = n};
+  return call_graph_find_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* cuGraphDebugDotPrint: the text, at most one reply's worth. */
 CUresult hostd__exec_graph_dot(hostd_tenant_t *t, wire_buf_t *out, const call_graph_dot_req_t *q) {
   call_graph_dot_rep_t rep;

@@ -176,6 +176,8 @@
   X(cuGraphEventWaitNodeSetEvent)                                                                  \
   X(cuDeviceGraphMemTrim)                                                                          \
   X(cuGraphAddHostNode)                                                                            \
+  X(cuGraphClone)                                                                                  \
+  X(cuGraphNodeFindInClone)                                                                        \
   X(cuGraphAddBatchMemOpNode)                                                                      \
   X(cuGraphExecHostNodeSetParams)                                                                  \
   X(cuGraphExecBatchMemOpNodeSetParams)                                                            \
@@ -1391,6 +1393,20 @@ static CUresult cuda_graph_mem(uint32_t what, uint32_t attr, uint64_t *value) {
   }
 }
 
+static CUresult cuda_graph_clone(uint64_t *clone, uint64_t g) {
+  CUgraph c = NULL;
+  CUresult r = D.cuGraphClone(&c, G(g));
+  *clone = (uint64_t)(uintptr_t)c;
+  return r;
+}
+
+static CUresult cuda_graph_find(uint64_t *out, uint64_t node, uint64_t clone) {
+  CUgraphNode n = NULL;
+  CUresult r = D.cuGraphNodeFindInClone(&n, GN(node), G(clone));
+  *out = (uint64_t)(uintptr_t)n;
+  return r;
+}
+
 /* ---- a graph's host functions: a host node and a wait node per function ---- */
 
 /* What a graph's host node runs until its exec is armed (never, as hostd
@@ -1740,6 +1756,8 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_set = cuda_graph_exec_set,
     .graph_set = cuda_graph_set,
     .graph_mem = cuda_graph_mem,
+    .graph_clone = cuda_graph_clone,
+    .graph_find = cuda_graph_find,
     .graph_add_host = cuda_graph_add_host,
     .capture_host = cuda_capture_host,
     .graph_exec_host = cuda_graph_exec_host,

@@ -2729,6 +2729,45 @@ static CUresult rec_graph_mem(uint32_t what, uint32_t attr, uint64_t *value) {
   return CUDA_SUCCESS;
 }
 
+/* cuGraphClone: a copy whose nodes have handles of their own (orig names
+ * the node each was copied from, for graph_find), edges renamed. */
+static CUresult rec_graph_clone(uint64_t *out, uint64_t h) {
+  LIVE(h);
+  rec_graph_t *g, *c = NULL;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if ((g = rec_find(graphs, h)) && !g->origin)
+    r = (c = graph_clone(g)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  if (c) { /* handles as gnode_add and instantiate make them (lock held) */
+    for (rec_gnode_t *n = c->head; n; n = n->next)
+      n->h = next_handle += 0x10;
+    for (rec_gnode_t *n = c->head; n; n = n->next)
+      for (size_t i = 0; i < n->ndeps; i++)
+        for (rec_gnode_t *m = c->head; m; m = m->next)
+          if (m->orig == n->deps[i]) {
+            n->deps[i] = m->h;
+            break;
+          }
+    *out = c->link.h = next_handle += 0x10;
+    rec_push(&graphs, c);
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static CUresult rec_graph_find(uint64_t *out, uint64_t node, uint64_t clone) {
+  LIVE(node, clone);
+  rec_graph_t *c;
+  rec_gnode_t *n = NULL;
+  pthread_mutex_lock(&lock);
+  if ((c = rec_find(graphs, clone)))
+    for (n = c->head; n && n->orig != node; n = n->next)
+      ;
+  *out = n ? n->h : 0;
+  pthread_mutex_unlock(&lock);
+  return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 /* A graph's host function: one OP_HOSTFN node (both its host node and its
  * wait), unarmed until graph_exec_host points an exec's copy at a gate. */
 static CUresult rec_graph_add_host(uint64_t *rnode, uint64_t *wnode, uint64_t h,
@@ -3224,6 +3263,8 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_exec_set = rec_graph_exec_set,
     .graph_set = rec_graph_set,
     .graph_mem = rec_graph_mem,
+    .graph_clone = rec_graph_clone,
+    .graph_find = rec_graph_find,
     .graph_add_host = rec_graph_add_host,
     .capture_host = rec_capture_host,
     .graph_exec_host = rec_graph_exec_host,

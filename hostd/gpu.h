@@ -247,6 +247,10 @@ typedef struct hostd_gpu_ops {
    * capture_host: the same two at the end of stream s's capture.
    * graph_exec_host: for exec's next launch, rnode calls cb(arg) and wnode
    * waits until gate's word slot reaches value. */
+  /* graph_clone: cuGraphClone of g into *clone; graph_find: the node of
+   * clone copied from node (cuGraphNodeFindInClone). */
+  CUresult (*graph_clone)(uint64_t *clone, uint64_t g);
+  CUresult (*graph_find)(uint64_t *out, uint64_t node, uint64_t clone);
   CUresult (*graph_add_host)(uint64_t *rnode, uint64_t *wnode, uint64_t g, const uint64_t *deps,
                              size_t ndeps, void *gate);
   CUresult (*capture_host)(uint64_t s, void *gate, uint64_t *rnode, uint64_t *wnode);

@@ -8,7 +8,7 @@
  * (memset and kernel nodes with a dependency, kernel parameters changed in
  * the exec, an update), XLA's updates of an exec's memset, copy and event
  * nodes, a graph's nodes given new parameters, the device's graph memory,
- * host nodes and captured host functions run at every replay, a capture
+ * host nodes and captured host functions run at every replay, a clone, a capture
  * into a graph the application made (cuStreamBeginCaptureToGraph), a graph
  * printed in DOT (cuGraphDebugDotPrint),
  * checking that the capture status costs no request
@@ -703,6 +703,35 @@ static void host_functions_of_graphs_run_at_every_replay(void **state) {
   assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   assert_int_equal(cuGraphExecDestroy(ce), CUDA_SUCCESS);
   assert_int_equal(cuGraphDestroy(cg), CUDA_SUCCESS);
+
+  /* A clone: its own nodes (found through the original's), its own
+   * parameters, the host functions with it. */
+  assert_int_equal(cuGraphCreate(&child, 0), CUDA_SUCCESS);
+  add_memset2(&ms, child, NULL, 0, a);
+  assert_int_equal(cuGraphAddHostNode(&hn, child, &ms, 1, &hp), CUDA_SUCCESS);
+  CUgraph clone;
+  CUgraphNode cms;
+  assert_int_equal(cuGraphClone(&clone, child), CUDA_SUCCESS);
+  assert_int_equal(cuGraphNodeFindInClone(&cms, ms, clone), CUDA_SUCCESS);
+  assert_true(cms != ms);
+  assert_int_equal(cuGraphNodeGetType(cms, &ty), CUDA_SUCCESS);
+  assert_int_equal(ty, CU_GRAPH_NODE_TYPE_MEMSET);
+  CUDA_MEMSET_NODE_PARAMS m4;
+  memset(&m4, 0, sizeof(m4));
+  m4.dst = a, m4.value = 4, m4.elementSize = 4, m4.width = N, m4.height = 1;
+  assert_int_equal(cuGraphMemsetNodeSetParams(cms, &m4), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(child), CUDA_SUCCESS); /* the clone keeps its function */
+  assert_int_equal(cuGraphInstantiateWithFlags(&ce, clone, 0), CUDA_SUCCESS);
+  atomic_store(&host_runs, 0);
+  assert_int_equal(cuGraphLaunch(ce, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(atomic_load(&host_runs), 1);
+  assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
+  assert_int_equal(got[0], 4);
+  assert_int_equal(cuGraphNodeFindInClone(&cms, (CUgraphNode)(uintptr_t)0xdead0, clone),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphExecDestroy(ce), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(clone), CUDA_SUCCESS);
 
   /* 300 graphs with a host node, made and destroyed: their functions are
    * dropped (asynchronously, so a make may wait for the drops in flight). */

@@ -13,6 +13,7 @@
  * child graph, exec update refusing a changed topology), an exec's copy,
  * memset and event nodes given new parameters, a graph's nodes given new
  * parameters (execs made before keep theirs), the device's graph memory,
+ * a clone,
  * a capture into a graph the tenant made (cuStreamBeginCaptureToGraph),
  * that another tenant's graph, node and exec handles are refused, that
  * closing a tenant destroys its graphs, execs and open captures, and that
@@ -671,6 +672,42 @@ static void graph_memory_of_the_device(void **state) {
   hostd__tenant_free(t);
 }
 
+/* A clone: a graph of the tenant's with nodes of its own, found through the
+ * original's; changing one leaves the original as it was. */
+static void a_clone_is_a_graph_of_its_own(void **state) {
+  hostd_tenant_t *t = hc_tenant(16, &reply);
+  uint64_t s = stream(t), a = alloc(t), g = new_graph(t);
+  uint32_t got[N];
+  (void)state;
+  call_graph_add_req_t ms = {.graph = g, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 4,
+                             .elem = 4, .width = N, .height = 1};
+  uint64_t n1 = add_node(t, &ms, NULL, 0, CUDA_SUCCESS);
+  call_graph_clone_req_t cq = {.graph = g};
+  call_graph_clone_rep_t ca;
+  hc_call_ok(t, CALL_OP_GRAPH_CLONE, &cq, &ca);
+  assert_true(ca.graph != 0 && ca.graph != g);
+  call_graph_find_req_t fq = {.node = n1, .clone = ca.graph};
+  call_graph_find_rep_t fa;
+  hc_call_ok(t, CALL_OP_GRAPH_FIND, &fq, &fa);
+  assert_true(fa.node != 0 && fa.node != n1);
+  call_graph_set_req_t sm = {.node = fa.node, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 6,
+                             .elem = 4, .width = N, .height = 1};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_SET, &sm), CUDA_SUCCESS);
+  assert_int_equal(launch_graph(t, instantiate(t, ca.graph), s), CUDA_SUCCESS);
+  read_back(t, s, a, got);
+  assert_int_equal(got[0], 6);
+  assert_int_equal(launch_graph(t, instantiate(t, g), s), CUDA_SUCCESS);
+  read_back(t, s, a, got);
+  assert_int_equal(got[0], 4);
+  fq.node = 0x12345670; /* not a node of the tenant */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_FIND, &fq), CUDA_ERROR_INVALID_VALUE);
+  fq.node = n1, fq.clone = 0x12345670;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_FIND, &fq), CUDA_ERROR_INVALID_VALUE);
+  cq.graph = 0x12345670;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_CLONE, &cq), CUDA_ERROR_INVALID_VALUE);
+  hostd__tenant_free(t);
+}
+
 static void another_tenants_handles_are_refused(void **state) {
   hostd_tenant_t *a = hc_tenant(6, &reply), *b = hc_tenant(7, &reply);
   uint64_t ga = new_graph(a), gb = new_graph(b), sb = stream(b);
@@ -752,6 +789,7 @@ int main(void) {
       cmocka_unit_test(exec_copy_memset_and_event_nodes_take_new_parameters),
       cmocka_unit_test(graph_nodes_take_new_parameters),
       cmocka_unit_test(graph_memory_of_the_device),
+      cmocka_unit_test(a_clone_is_a_graph_of_its_own),
       cmocka_unit_test(capture_into_a_given_graph),
       cmocka_unit_test(another_tenants_handles_are_refused),
       cmocka_unit_test(closing_a_tenant_frees_graphs),

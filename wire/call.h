@@ -46,7 +46,7 @@
                                     5: arrays, textures, surfaces; 6: tensor maps; 7: LINK;
                                     8: GRAPH_DOT, FUNC_ATTRS, library kernels described
                                     without attributes; 9: CTX_LIMIT; 10: GRAPH_EXEC_NODE,
-                                    GRAPH_SET, GRAPH_MEM */
+                                    GRAPH_SET, GRAPH_MEM, GRAPH_CLONE, GRAPH_FIND */
 #define CALL_NAME_MAX         256
 #define CALL_ATTR_MAX         160 /* > CU_DEVICE_ATTRIBUTE_MAX of CUDA 13.0 (148) */
 #define CALL_MAX_DEVICES      16
