@@ -27,7 +27,8 @@ GPU_RT_NAMES = rt-device rt-memory rt-stream rt-launch rt-errors rt-sticky
 GPU_RT_PROGS = $(foreach n,$(GPU_RT_NAMES),tests/gpu/$(n)-static tests/gpu/$(n)-shared)
 GPU_DRV_PROGS = tests/gpu/drv-context tests/gpu/drv-module tests/gpu/drv-graph
 GPU_IMAGES = tests/gpu/drv-kernels.ptx tests/gpu/drv-kernels.cubin tests/gpu/drv-kernels.fatbin
-GPU_E2E_PROGS = $(GPU_RT_PROGS) $(GPU_DRV_PROGS) $(GPU_IMAGES) tests/gpu/tenant-static
+GPU_E2E_PROGS = $(GPU_RT_PROGS) $(GPU_DRV_PROGS) $(GPU_IMAGES) tests/gpu/tenant-static \
+	tests/gpu/rt-graph-static
 GPU_BENCH_PROGS = tests/bench/forward-bench-bin tests/bench/launch-ways tests/bench/driver-waits
 
 GPU_TESTS += tests/gpu/e2e-run
@@ -37,6 +38,7 @@ EXTRA_DIST += tests/gpu/README.md tests/gpu/e2e-common.h tests/gpu/e2e-run.sh te
 	tests/gpu/test-e2e-runner.sh \
 	$(foreach n,$(GPU_RT_NAMES),tests/gpu/$(n).cu) tests/gpu/tenant.cu \
 	tests/gpu/drv-kernels.cu tests/gpu/drv-context.c tests/gpu/drv-module.c tests/gpu/drv-graph.c \
+	tests/gpu/rt-graph.cu \
 	tests/gpu/e2e_util.py tests/gpu/numba-kernels.py tests/gpu/cupy-ops.py \
 	tests/gpu/driver-trace/README.md tests/gpu/driver-trace/passshim.c \
 	tests/gpu/driver-trace/trace.sh \

@@ -414,7 +414,10 @@ run_program drv-context "$C_TIMEOUT" "$B/tests/gpu/drv-context"
 run_program drv-graph "$C_TIMEOUT" "$B/tests/gpu/drv-graph"
 # Copy nodes naming pinned host memory: offered over shared memory only.
 case " $transports " in
-  *" shm "*) transports=shm run_program drv-graph-pinned "$C_TIMEOUT" "$B/tests/gpu/drv-graph" pinned ;;
+  *" shm "*)
+    transports=shm run_program drv-graph-pinned "$C_TIMEOUT" "$B/tests/gpu/drv-graph" pinned
+    transports=shm run_program rt-graph-static "$C_TIMEOUT" "$B/tests/gpu/rt-graph-static"
+    ;;
 esac
 for v in static shared; do
   run_program rt-memory-$v "$C_TIMEOUT" "$B/tests/gpu/rt-memory-$v"
