@@ -23,9 +23,9 @@
  * dependencies, cuGraphGetNodes, a graph's nodes given new parameters
  * (GRAPH_SET) and an exec's updates of each of those kinds (posted:
  * GRAPH_EXEC_KERNEL, _CHILD, _NODE); host nodes, whose functions hostfn.c
- * keeps across replays (tallyd makes each a driver host node and a gate);
- * copies naming other host memory (pageable, or pinned over TCP), memory
- * nodes and changes to a host node's function answer
+ * keeps across replays (tallyd makes each a driver host node and a gate),
+ * their functions changed in a graph or an exec; copies naming other host
+ * memory (pageable, or pinned over TCP) and memory nodes answer
  * CUDA_ERROR_NOT_SUPPORTED with a log line.
  */
 #include "guestlib/guest.h"
@@ -1069,6 +1069,40 @@ static CUresult set_event(CUgraphNode node, uint32_t kind, CUevent ev) {
   return ev ? set_node(node, &a) : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A host node's new function: a new entry kept here; the old one goes when
+ * tallyd says nothing holds it. */
+static CUresult set_host(CUgraphNode node, CUgraphExec e, const CUDA_HOST_NODE_PARAMS *p) {
+  call_graph_add_req_t a;
+  uint64_t seq = 0;
+  CUresult r;
+  if (!p || !p->fn)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = guest__hostfn_keep((void *)p->fn, p->userData, &seq)) != CUDA_SUCCESS)
+    return r;
+  memset(&a, 0, sizeof(a));
+  a.kind = CALL_GNODE_HOST;
+  a.handle = seq;
+  if (e) { /* a round trip, so a refusal frees the entry */
+    call_graph_exec_node_req_t q = {.exec = H(e), .node = H(node), .kind = a.kind,
+                                    .handle = seq};
+    r = node ? guest__rpc(CALL_OP_GRAPH_EXEC_NODE, 0, &q, NULL) : CUDA_ERROR_INVALID_VALUE;
+  } else {
+    r = set_node(node, &a);
+  }
+  if (r != CUDA_SUCCESS)
+    guest__hostfn_forget(seq);
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphHostNodeSetParams(CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p) {
+  return set_host(node, NULL, p);
+}
+
+GUEST_EXPORT CUresult cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                                   const CUDA_HOST_NODE_PARAMS *p) {
+  return e ? set_host(node, e, p) : CUDA_ERROR_INVALID_VALUE;
+}
+
 GUEST_EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode node,
                                                     const CUDA_KERNEL_NODE_PARAMS *p) {
   if (!p)
@@ -1119,6 +1153,10 @@ GUEST_EXPORT CUresult cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *
     return set_event(node, CALL_GNODE_EVENT_REC, p->eventRecord.event);
   case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
     return set_event(node, CALL_GNODE_EVENT_WAIT, p->eventWait.event);
+  case CU_GRAPH_NODE_TYPE_HOST: {
+    CUDA_HOST_NODE_PARAMS h = {.fn = p->host.fn, .userData = p->host.userData};
+    return set_host(node, NULL, &h);
+  }
   default:
     return type_unsupported("cuGraphNodeSetParams", p->type, logged);
   }
@@ -1210,6 +1248,10 @@ GUEST_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node,
     return exec_event(e, node, CALL_GNODE_EVENT_WAIT, p->eventWait.event);
   case CU_GRAPH_NODE_TYPE_GRAPH:
     return cuGraphExecChildGraphNodeSetParams(e, node, p->graph.graph);
+  case CU_GRAPH_NODE_TYPE_HOST: {
+    CUDA_HOST_NODE_PARAMS h = {.fn = p->host.fn, .userData = p->host.userData};
+    return cuGraphExecHostNodeSetParams(e, node, &h);
+  }
   default:
     return type_unsupported("cuGraphExecNodeSetParams", p->type, logged);
   }

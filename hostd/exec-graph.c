@@ -85,22 +85,45 @@ static CUresult ghost_add(hostd_tenant_t *t, uint64_t owner, uint64_t rnode, uin
   return CUDA_SUCCESS;
 }
 
-/* owner (a graph or exec) is gone: its host functions go, and the guest may
- * forget each seq no graph or exec holds any more. */
+/* The guest may forget seq once no graph or exec holds it. */
+static void seq_release(hostd_tenant_t *t, uint64_t seq) {
+  for (size_t k = 0; k < t->nghosts; k++)
+    if (t->ghosts[k].seq == seq)
+      return;
+  if (t->hf)
+    hostd__hostfn_drop(t->hf, seq);
+}
+
+/* owner (a graph or exec) is gone: its host functions go. */
 static void ghosts_forget(hostd_tenant_t *t, uint64_t owner) {
   for (size_t i = 0; i < t->nghosts;) {
     uint64_t seq = t->ghosts[i].seq;
-    bool held = false;
     if (t->ghosts[i].owner != owner) {
       i++;
       continue;
     }
     t->ghosts[i] = t->ghosts[--t->nghosts];
-    for (size_t k = 0; k < t->nghosts && !held; k++)
-      held = t->ghosts[k].seq == seq;
-    if (!held && t->hf)
-      hostd__hostfn_drop(t->hf, seq);
+    seq_release(t, seq);
   }
+}
+
+/* cuGraphHostNodeSetParams / cuGraphExecHostNodeSetParams: owner's host
+ * function at node (the wait named to the tenant, or its host node) becomes
+ * guest function seq. */
+static CUresult ghost_rebind(hostd_tenant_t *t, uint64_t owner, uint64_t node, uint64_t seq) {
+  if (seq == 0 || (seq & (HOSTD_HOSTFN_KEEP | HOSTD_HOSTFN_DROP)))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < t->nghosts; i++) {
+    struct ghost *gh = &t->ghosts[i];
+    if (gh->owner == owner && (gh->wnode == node || gh->rnode == node)) {
+      uint64_t old = gh->seq;
+      gh->seq = seq;
+      if (old != seq)
+        seq_release(t, old);
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE; /* not a host node of owner */
 }
 
 /* The exec's copies of graph g's host functions. */
@@ -443,6 +466,8 @@ CUresult hostd__exec_graph_set(hostd_tenant_t *t, wire_buf_t *out, const call_gr
   hostd_gnode_t n;
   CUresult r;
   (void)out;
+  if (q->kind == CALL_GNODE_HOST && u64map_get(&t->gnodes, q->node, &g))
+    return ghost_rebind(t, g, q->node, q->handle);
   if (!u64map_get(&t->gnodes, q->node, &g) ||
       (q->kind != CALL_GNODE_KERNEL && q->kind != CALL_GNODE_MEMCPY &&
        q->kind != CALL_GNODE_MEMSET && q->kind != CALL_GNODE_EVENT_REC &&
@@ -723,6 +748,8 @@ CUresult hostd__exec_graph_exec_node(hostd_tenant_t *t, wire_buf_t *out,
   hostd_gnode_t n;
   CUresult r;
   (void)out;
+  if (q->kind == CALL_GNODE_HOST && u64map_get(&t->gexecs, q->exec, NULL))
+    return ghost_rebind(t, q->exec, q->node, q->handle); /* armed at each launch */
   if (!u64map_get(&t->gexecs, q->exec, NULL) || !u64map_get(&t->gnodes, q->node, NULL) ||
       (q->kind != CALL_GNODE_MEMCPY && q->kind != CALL_GNODE_MEMSET &&
        q->kind != CALL_GNODE_EVENT_REC && q->kind != CALL_GNODE_EVENT_WAIT))

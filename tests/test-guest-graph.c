@@ -565,7 +565,7 @@ static void graph_node_setters(void **state) {
   assert_int_equal(cuGraphMemsetNodeSetParams(kn, &mp), CUDA_ERROR_INVALID_VALUE);
   mp.dst = 0x7000000000ull;
   assert_int_equal(cuGraphMemsetNodeSetParams(ms, &mp), CUDA_ERROR_INVALID_VALUE);
-  CUgraphNodeParams hp = {.type = CU_GRAPH_NODE_TYPE_HOST};
+  CUgraphNodeParams hp = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC};
   assert_int_equal(cuGraphNodeSetParams(ms, &hp), CUDA_ERROR_NOT_SUPPORTED);
   assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
   assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
@@ -603,6 +603,12 @@ static void CUDA_CB count_run(void *arg) {
     nanosleep(&ts, NULL);
   }
   atomic_fetch_add(&host_runs, 1);
+}
+
+static atomic_int other_runs;
+static void CUDA_CB count_other(void *arg) {
+  (void)arg;
+  atomic_fetch_add(&other_runs, 1);
 }
 
 static void fill_node(CUgraphNode *kn, CUgraph g, const CUgraphNode *dep, void **params) {
@@ -667,6 +673,31 @@ static void host_functions_of_graphs_run_at_every_replay(void **state) {
   assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
   assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   assert_int_equal(atomic_load(&host_runs), 12);
+  /* A host node given another function: in the exec (its next launches),
+   * then in the graph (execs made after). */
+  CUDA_HOST_NODE_PARAMS op = {.fn = count_other, .userData = NULL};
+  atomic_store(&other_runs, 0);
+  assert_int_equal(cuGraphExecHostNodeSetParams(e, hn, &op), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(atomic_load(&other_runs), 1);
+  assert_int_equal(atomic_load(&host_runs), 13); /* hn2 still counts */
+  assert_int_equal(cuGraphLaunch(e2, s2), CUDA_SUCCESS); /* e2 keeps count_run */
+  assert_int_equal(cuStreamSynchronize(s2), CUDA_SUCCESS);
+  assert_int_equal(atomic_load(&host_runs), 15);
+  memset(&gp, 0, sizeof(gp));
+  gp.type = CU_GRAPH_NODE_TYPE_HOST;
+  gp.host.fn = count_other;
+  assert_int_equal(cuGraphNodeSetParams(hn2, &gp), CUDA_SUCCESS);
+  CUgraphExec e3;
+  assert_int_equal(cuGraphInstantiateWithFlags(&e3, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(e3, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(atomic_load(&other_runs), 2);
+  assert_int_equal(atomic_load(&host_runs), 16);
+  assert_int_equal(cuGraphExecDestroy(e3), CUDA_SUCCESS);
+  assert_int_equal(cuGraphHostNodeSetParams(ms, &op), CUDA_ERROR_INVALID_VALUE); /* a memset */
+  assert_int_equal(cuGraphExecHostNodeSetParams(e, hn, NULL), CUDA_ERROR_INVALID_VALUE);
   /* Refused: an update, a child graph copy. */
   assert_int_equal(cuGraphExecUpdate_v2(e, g, &ui), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
   assert_int_equal(ui.result, CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED);
@@ -684,12 +715,12 @@ static void host_functions_of_graphs_run_at_every_replay(void **state) {
   v = 9, n = 4;
   assert_int_equal(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, s, params, NULL), CUDA_SUCCESS);
   assert_int_equal(cuStreamEndCapture(s, &cg), CUDA_SUCCESS);
-  assert_int_equal(atomic_load(&host_runs), 12); /* captured, not run */
+  assert_int_equal(atomic_load(&host_runs), 16); /* captured, not run */
   assert_int_equal(cuGraphInstantiateWithFlags(&ce, cg, 0), CUDA_SUCCESS);
   assert_int_equal(cuGraphLaunch(ce, s), CUDA_SUCCESS);
   assert_int_equal(cuGraphLaunch(ce, s), CUDA_SUCCESS);
   assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
-  assert_int_equal(atomic_load(&host_runs), 14);
+  assert_int_equal(atomic_load(&host_runs), 18);
   assert_int_equal(cuMemcpyDtoH(got, a, sizeof(got)), CUDA_SUCCESS);
   assert_int_equal(got[3], 9);
   assert_int_equal(got[4], 3);
