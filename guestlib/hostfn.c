@@ -100,7 +100,8 @@ static void *hostfn_thread(void *arg) {
     }
     q.done = 1; /* whatever happens below, the next poll reports it done */
     if (!take_or_keep(seq & ~SEQ_KEEP, &e, (seq & SEQ_KEEP) != 0)) {
-      guest__log("tallyd reached unknown host function %llu", (unsigned long long)seq);
+      guest__log("tallyd reached unknown host function %llu",
+                 (unsigned long long)(seq & ~SEQ_KEEP));
       continue;
     }
     if (e.kind == 0)

@@ -100,6 +100,8 @@ struct hostd_hostfn {
   hostd_quota_t *quota; /* the worker's (charged slots give back here), under mu; NULL once gone */
   uint64_t *drops;      /* graph host functions the guest may forget (hostd__hostfn_drop) */
   size_t ndrops, capdrops;
+  uint64_t *later;      /* ... once their slots of a launch still in flight are free */
+  size_t nlater, caplater;
   hostfn_slot_t slot[HOSTFN_SLOTS];
 };
 
@@ -129,6 +131,7 @@ void hostd__hostfn_unref(hostd_hostfn_t *h) {
   if (h->gate) /* hostd__hostfn_drop_gate did not run: no CUDA call here (a driver thread?) */
     hostd__gpu.gate_del(h->gate, 0);
   free(h->drops);
+  free(h->later);
   wire_tenant_unref(h->wt);
   pthread_mutex_destroy(&h->mu);
   free(h);
@@ -155,10 +158,39 @@ static void answer(hostd_hostfn_t *h, uint64_t id, CUresult r, uint64_t seq) {
   (void)wire_tenant_reply_mt(h->wt, id, b.data, b.len);
 }
 
-/* Frees slot i and counts its post finished.  mu held; the caller opens the
- * gate (value returned) after dropping mu. */
+/* Appends x to the array *v of *n (capacity *cap); false when out of memory. */
+static bool push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x) {
+  if (*n == *cap) {
+    size_t c = *cap ? *cap * 2 : 16;
+    uint64_t *p = realloc(*v, c * sizeof(*p));
+    if (!p)
+      return false;
+    *v = p, *cap = c;
+  }
+  (*v)[(*n)++] = x;
+  return true;
+}
+
+/* Whether a slot not yet free holds graph function seq (mu held). */
+static bool seq_in_flight(const hostd_hostfn_t *h, uint64_t seq) {
+  for (int k = 0; k < HOSTFN_SLOTS; k++)
+    if (h->slot[k].state != SLOT_FREE && h->slot[k].seq == (seq | HOSTD_HOSTFN_KEEP))
+      return true;
+  return false;
+}
+
+/* Frees slot i and counts its post finished; a graph function waiting for
+ * its last slot to be dropped goes to the drop queue.  mu held; the caller
+ * opens the gate (value returned) after dropping mu. */
 static uint32_t slot_finish(hostd_hostfn_t *h, int i) {
+  uint64_t seq = h->slot[i].seq & ~HOSTD_HOSTFN_KEEP;
   h->slot[i].state = SLOT_FREE;
+  for (size_t k = 0; (h->slot[i].seq & HOSTD_HOSTFN_KEEP) && k < h->nlater; k++)
+    if (h->later[k] == seq && !seq_in_flight(h, seq)) {
+      h->later[k] = h->later[--h->nlater];
+      (void)push_u64(&h->drops, &h->ndrops, &h->capdrops, seq); /* else: kept (a few bytes) */
+      break;
+    }
   if (h->slot[i].charged)
     hostd__quota_release(h->quota, HOSTD_QUOTA_HOSTFNS, 1);
   h->slot[i].charged = false;
@@ -325,20 +357,17 @@ void hostd__hostfn_drop(hostd_hostfn_t *h, uint64_t seq) {
     pthread_mutex_unlock(&h->mu);
     return;
   }
-  if (h->parked && h->handed < 0 && h->fifo_len == 0) {
+  if (h->parked && h->handed < 0 && h->fifo_len == 0 && !seq_in_flight(h, seq)) {
     h->parked = false;
     id = h->park_id;
     answer_now = true;
   } else {
-    if (h->ndrops == h->capdrops) {
-      size_t cap = h->capdrops ? h->capdrops * 2 : 16;
-      uint64_t *n = realloc(h->drops, cap * sizeof(*n));
-      if (n)
-        h->drops = n, h->capdrops = cap;
-    }
-    if (h->ndrops < h->capdrops)
-      h->drops[h->ndrops++] = seq;
-    /* else out of memory: the guest keeps the function's entry (a few bytes) */
+    /* A launch still in flight may reach it: dropped when its slot is free.
+     * Out of memory: the guest keeps the function's entry (a few bytes). */
+    if (seq_in_flight(h, seq))
+      (void)push_u64(&h->later, &h->nlater, &h->caplater, seq);
+    else
+      (void)push_u64(&h->drops, &h->ndrops, &h->capdrops, seq);
   }
   pthread_mutex_unlock(&h->mu);
   if (answer_now)

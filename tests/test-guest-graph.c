@@ -764,6 +764,21 @@ static void host_functions_of_graphs_run_at_every_replay(void **state) {
   assert_int_equal(cuGraphExecDestroy(ce), CUDA_SUCCESS);
   assert_int_equal(cuGraphDestroy(clone), CUDA_SUCCESS);
 
+  /* Graph and exec destroyed while a launch of it is in flight: its host
+   * function still runs (the guest forgets it only after). */
+  assert_int_equal(cuGraphCreate(&child, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddHostNode(&hn, child, NULL, 0, &hp), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddHostNode(&hn2, child, &hn, 1, &hp), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&ce, child, 0), CUDA_SUCCESS);
+  atomic_store(&host_runs, 0);
+  hold_ms = 30;
+  assert_int_equal(cuGraphLaunch(ce, s), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecDestroy(ce), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(child), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  hold_ms = 0;
+  assert_int_equal(atomic_load(&host_runs), 2);
+
   /* 300 graphs with a host node, made and destroyed: their functions are
    * dropped (asynchronously, so a make may wait for the drops in flight). */
   for (int i = 0; i < 300; i++) {
