@@ -534,22 +534,28 @@ GUEST_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *pn, CUgraph g, const CUg
   return r == CUDA_SUCCESS ? add(pn, g, deps, n, &q) : r;
 }
 
-/* A host node: its function is kept here across replays (hostfn.c) and
- * named to tallyd by its seq. */
-GUEST_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
-                                         size_t n, const CUDA_HOST_NODE_PARAMS *p) {
-  call_graph_add_req_t q;
+/* A host node's fields (q zeroed here): its function kept here across
+ * replays (hostfn.c), named to tallyd by the entry's seq.  The caller
+ * forgets q->handle when tallyd refuses the node. */
+static CUresult host_fields(call_graph_add_req_t *q, const CUDA_HOST_NODE_PARAMS *p) {
   uint64_t seq = 0;
   CUresult r;
+  memset(q, 0, sizeof(*q));
   if (!p || !p->fn)
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = guest__hostfn_keep((void *)p->fn, p->userData, &seq)) != CUDA_SUCCESS)
     return r;
-  memset(&q, 0, sizeof(q));
-  q.kind = CALL_GNODE_HOST;
-  q.handle = seq;
-  if ((r = add(pn, g, deps, n, &q)) != CUDA_SUCCESS)
-    guest__hostfn_forget(seq);
+  q->kind = CALL_GNODE_HOST;
+  q->handle = seq;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                         size_t n, const CUDA_HOST_NODE_PARAMS *p) {
+  call_graph_add_req_t q;
+  CUresult r = host_fields(&q, p);
+  if (r == CUDA_SUCCESS && (r = add(pn, g, deps, n, &q)) != CUDA_SUCCESS)
+    guest__hostfn_forget(q.handle);
   return r;
 }
 
@@ -1073,24 +1079,18 @@ static CUresult set_event(CUgraphNode node, uint32_t kind, CUevent ev) {
  * tallyd says nothing holds it. */
 static CUresult set_host(CUgraphNode node, CUgraphExec e, const CUDA_HOST_NODE_PARAMS *p) {
   call_graph_add_req_t a;
-  uint64_t seq = 0;
-  CUresult r;
-  if (!p || !p->fn)
-    return CUDA_ERROR_INVALID_VALUE;
-  if ((r = guest__hostfn_keep((void *)p->fn, p->userData, &seq)) != CUDA_SUCCESS)
+  CUresult r = host_fields(&a, p);
+  if (r != CUDA_SUCCESS)
     return r;
-  memset(&a, 0, sizeof(a));
-  a.kind = CALL_GNODE_HOST;
-  a.handle = seq;
   if (e) { /* a round trip, so a refusal frees the entry */
     call_graph_exec_node_req_t q = {.exec = H(e), .node = H(node), .kind = a.kind,
-                                    .handle = seq};
+                                    .handle = a.handle};
     r = node ? guest__rpc(CALL_OP_GRAPH_EXEC_NODE, 0, &q, NULL) : CUDA_ERROR_INVALID_VALUE;
   } else {
     r = set_node(node, &a);
   }
   if (r != CUDA_SUCCESS)
-    guest__hostfn_forget(seq);
+    guest__hostfn_forget(a.handle);
   return r;
 }
 

@@ -2442,20 +2442,27 @@ static CUresult gnode_op(const hostd_gnode_t *d, rec_op_t *o, rec_graph_t **chil
   }
 }
 
+/* Graph h, which nodes may join after deps (lock held): NULL when h is not
+ * a graph, is being captured into, or deps are not all its nodes. */
+static rec_graph_t *graph_to_add(uint64_t h, const uint64_t *deps, size_t ndeps) {
+  rec_graph_t *g = rec_find(graphs, h);
+  if (!g || g->origin)
+    return NULL;
+  for (size_t i = 0; i < ndeps; i++)
+    if (!gnode_find(g, deps[i]))
+      return NULL;
+  return g;
+}
+
 static CUresult rec_graph_add(uint64_t *node, uint64_t h, const uint64_t *deps, size_t ndeps,
                               const hostd_gnode_t *d) {
   LIVE(h);
   rec_graph_t *g, *child = NULL;
   rec_gnode_t *n = NULL;
   rec_op_t o;
-  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  CUresult r;
   pthread_mutex_lock(&lock);
-  if ((g = rec_find(graphs, h)) && !g->origin) {
-    r = CUDA_SUCCESS;
-    for (size_t i = 0; i < ndeps && r == CUDA_SUCCESS; i++)
-      if (!gnode_find(g, deps[i]))
-        r = CUDA_ERROR_INVALID_VALUE;
-  }
+  r = (g = graph_to_add(h, deps, ndeps)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   if (r == CUDA_SUCCESS && (r = gnode_op(d, &o, &child)) == CUDA_SUCCESS &&
       !(n = gnode_add(g, &o, deps, ndeps))) {
     free(o.bytes);
@@ -2776,14 +2783,9 @@ static CUresult rec_graph_add_host(uint64_t *rnode, uint64_t *wnode, uint64_t h,
   rec_op_t o = {.kind = OP_HOSTFN, .g = gate};
   rec_graph_t *g;
   rec_gnode_t *n = NULL;
-  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  CUresult r;
   pthread_mutex_lock(&lock);
-  if ((g = rec_find(graphs, h)) && !g->origin) {
-    r = CUDA_SUCCESS;
-    for (size_t i = 0; i < ndeps && r == CUDA_SUCCESS; i++)
-      if (!gnode_find(g, deps[i]))
-        r = CUDA_ERROR_INVALID_VALUE;
-  }
+  r = (g = graph_to_add(h, deps, ndeps)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   if (r == CUDA_SUCCESS && !(n = gnode_add(g, &o, deps, ndeps)))
     r = CUDA_ERROR_OUT_OF_MEMORY;
   *rnode = *wnode = n ? n->h : 0;
