@@ -1075,6 +1075,24 @@ static CUresult set_event(CUgraphNode node, uint32_t kind, CUevent ev) {
   return ev ? set_node(node, &a) : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A copy, memset, event or host node of an exec from a's fields
+ * (GRAPH_EXEC_NODE): posted as the other updates are, or with wait a round
+ * trip (its refusal then comes back here). */
+static CUresult exec_node(CUgraphExec e, CUgraphNode node, const call_graph_add_req_t *a,
+                          bool wait) {
+  call_graph_exec_node_req_t q = {.exec = H(e), .node = H(node), .kind = a->kind,
+                                  .elem = a->elem, .handle = a->handle, .dst = a->dst,
+                                  .src = a->src, .pitch = a->pitch, .width = a->width,
+                                  .height = a->height, .value = a->value};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!e || !node)
+    return CUDA_ERROR_INVALID_VALUE;
+  return wait ? guest__rpc(CALL_OP_GRAPH_EXEC_NODE, 0, &q, NULL)
+              : guest__post_cu(CALL_OP_GRAPH_EXEC_NODE, &q);
+}
+
 /* A host node's new function: a new entry kept here; the old one goes when
  * tallyd says nothing holds it. */
 static CUresult set_host(CUgraphNode node, CUgraphExec e, const CUDA_HOST_NODE_PARAMS *p) {
@@ -1082,13 +1100,8 @@ static CUresult set_host(CUgraphNode node, CUgraphExec e, const CUDA_HOST_NODE_P
   CUresult r = host_fields(&a, p);
   if (r != CUDA_SUCCESS)
     return r;
-  if (e) { /* a round trip, so a refusal frees the entry */
-    call_graph_exec_node_req_t q = {.exec = H(e), .node = H(node), .kind = a.kind,
-                                    .handle = a.handle};
-    r = node ? guest__rpc(CALL_OP_GRAPH_EXEC_NODE, 0, &q, NULL) : CUDA_ERROR_INVALID_VALUE;
-  } else {
-    r = set_node(node, &a);
-  }
+  /* In an exec, a round trip, so a refusal frees the entry. */
+  r = e ? exec_node(e, node, &a, true) : set_node(node, &a);
   if (r != CUDA_SUCCESS)
     guest__hostfn_forget(a.handle);
   return r;
@@ -1162,21 +1175,6 @@ GUEST_EXPORT CUresult cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *
   }
 }
 
-/* A copy, memset or event node of an exec from a's fields (GRAPH_EXEC_NODE),
- * posted as the other updates are. */
-static CUresult exec_node(CUgraphExec e, CUgraphNode node, const call_graph_add_req_t *a) {
-  call_graph_exec_node_req_t q = {.exec = H(e), .node = H(node), .kind = a->kind,
-                                  .elem = a->elem, .handle = a->handle, .dst = a->dst,
-                                  .src = a->src, .pitch = a->pitch, .width = a->width,
-                                  .height = a->height, .value = a->value};
-  CUresult r = guest__ready();
-  if (r != CUDA_SUCCESS)
-    return r;
-  if (!e || !node)
-    return CUDA_ERROR_INVALID_VALUE;
-  return guest__post_cu(CALL_OP_GRAPH_EXEC_NODE, &q);
-}
-
 static CUresult exec_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D *c) {
   static int logged;
   call_graph_add_req_t a;
@@ -1184,7 +1182,7 @@ static CUresult exec_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D
   memset(&a, 0, sizeof(a));
   r = memcpy_fields(&a, c, "cuGraphExecMemcpyNodeSetParams",
                     &logged);
-  return r == CUDA_SUCCESS ? exec_node(e, node, &a) : r;
+  return r == CUDA_SUCCESS ? exec_node(e, node, &a, false) : r;
 }
 
 static CUresult exec_memset(CUgraphExec e, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p) {
@@ -1192,7 +1190,7 @@ static CUresult exec_memset(CUgraphExec e, CUgraphNode node, const CUDA_MEMSET_N
   CUresult r;
   memset(&a, 0, sizeof(a));
   r = memset_fields(&a, p);
-  return r == CUDA_SUCCESS ? exec_node(e, node, &a) : r;
+  return r == CUDA_SUCCESS ? exec_node(e, node, &a, false) : r;
 }
 
 static CUresult exec_event(CUgraphExec e, CUgraphNode node, uint32_t kind, CUevent ev) {
@@ -1200,7 +1198,7 @@ static CUresult exec_event(CUgraphExec e, CUgraphNode node, uint32_t kind, CUeve
   memset(&a, 0, sizeof(a));
   a.kind = kind;
   a.handle = H(ev);
-  return ev ? exec_node(e, node, &a) : CUDA_ERROR_INVALID_VALUE;
+  return ev ? exec_node(e, node, &a, false) : CUDA_ERROR_INVALID_VALUE;
 }
 
 GUEST_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode node,

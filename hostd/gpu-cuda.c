@@ -1444,14 +1444,15 @@ static CUresult cuda_graph_add_host(uint64_t *rnode, uint64_t *wnode, uint64_t g
 }
 
 /* The node a capturing stream's last call added. */
-static CUresult captured_last(CUstream s, uint64_t *node) {
-  CUstreamCaptureStatus st;
-  const CUgraphNode *d = NULL;
+static CUresult captured_last(uint64_t s, uint64_t *node) {
+  uint64_t id, g;
   size_t n = 0;
-  CUresult r = D.cuStreamGetCaptureInfo(s, &st, NULL, NULL, &d, NULL, &n);
+  int st;
+  CUresult r = cuda_capture_info(s, &st, &id, &g, node, 1, &n);
   if (r == CUDA_SUCCESS && n != 1)
     r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  *node = r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)d[0] : 0;
+  if (r != CUDA_SUCCESS)
+    *node = 0;
   return r;
 }
 
@@ -1460,10 +1461,10 @@ static CUresult cuda_capture_host(uint64_t s, void *gp, uint64_t *rnode, uint64_
   CUresult r = D.cuLaunchHostFunc(S(s), unarmed, NULL);
   *wnode = 0;
   if (r == CUDA_SUCCESS)
-    r = captured_last(S(s), rnode);
+    r = captured_last(s, rnode);
   if (r == CUDA_SUCCESS && gate_mode == 1 &&
       (r = D.cuStreamWaitValue32(S(s), g->dptr, 0, CU_STREAM_WAIT_VALUE_GEQ)) == CUDA_SUCCESS)
-    r = captured_last(S(s), wnode);
+    r = captured_last(s, wnode);
   return r;
 }
 

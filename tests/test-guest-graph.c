@@ -192,6 +192,21 @@ static void add_memset2(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, s
   assert_int_equal(cuGraphAddMemsetNode(node, g, deps, ndeps, &mp, NULL), CUDA_SUCCESS);
 }
 
+/* A kernel node of fill_u32 over one block of 32 threads, with params. */
+static CUDA_KERNEL_NODE_PARAMS fill_params(void **params) {
+  CUDA_KERNEL_NODE_PARAMS kp;
+  memset(&kp, 0, sizeof(kp));
+  kp.func = fill, kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+  kp.blockDimX = 32, kp.blockDimY = kp.blockDimZ = 1;
+  kp.kernelParams = params;
+  return kp;
+}
+
+static void fill_node(CUgraphNode *kn, CUgraph g, const CUgraphNode *dep, void **params) {
+  CUDA_KERNEL_NODE_PARAMS kp = fill_params(params);
+  assert_int_equal(cuGraphAddKernelNode_v2(kn, g, dep, 1, &kp), CUDA_SUCCESS);
+}
+
 /* An explicit graph: memset, then a kernel after it; its parameters changed
  * (a posted update, whose error comes back at the next synchronisation). */
 static void explicit_graph_sequence(void **state) {
@@ -208,10 +223,7 @@ static void explicit_graph_sequence(void **state) {
   (void)state;
   graph_open(&s, &a, &g);
   add_memset2(&ms, g, NULL, 0, a);
-  memset(&kp, 0, sizeof(kp));
-  kp.func = fill, kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
-  kp.blockDimX = 32, kp.blockDimY = kp.blockDimZ = 1;
-  kp.kernelParams = params;
+  kp = fill_params(params);
   assert_int_equal(cuGraphAddKernelNode_v2(&kn, g, &ms, 1, &kp), CUDA_SUCCESS);
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
   replay(e, s, a, got);
@@ -531,10 +543,7 @@ static void graph_node_setters(void **state) {
   graph_open(&s, &a, &g);
   assert_int_equal(cuEventCreate(&ev, 0), CUDA_SUCCESS);
   add_memset2(&ms, g, NULL, 0, a);
-  memset(&kp, 0, sizeof(kp));
-  kp.func = fill, kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
-  kp.blockDimX = 32, kp.blockDimY = kp.blockDimZ = 1;
-  kp.kernelParams = params;
+  kp = fill_params(params);
   assert_int_equal(cuGraphAddKernelNode_v2(&kn, g, &ms, 1, &kp), CUDA_SUCCESS);
   assert_int_equal(cuGraphAddEventRecordNode(&rn, g, &kn, 1, ev), CUDA_SUCCESS);
   memset(&mp, 0, sizeof(mp));
@@ -609,15 +618,6 @@ static atomic_int other_runs;
 static void CUDA_CB count_other(void *arg) {
   (void)arg;
   atomic_fetch_add(&other_runs, 1);
-}
-
-static void fill_node(CUgraphNode *kn, CUgraph g, const CUgraphNode *dep, void **params) {
-  CUDA_KERNEL_NODE_PARAMS kp;
-  memset(&kp, 0, sizeof(kp));
-  kp.func = fill, kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
-  kp.blockDimX = 32, kp.blockDimY = kp.blockDimZ = 1;
-  kp.kernelParams = params;
-  assert_int_equal(cuGraphAddKernelNode_v2(kn, g, dep, 1, &kp), CUDA_SUCCESS);
 }
 
 /* Host nodes (cuGraphAddHostNode and through cuGraphAddNode) and a host

@@ -703,6 +703,25 @@ static void partitioned_be_holds_long_blocks_while_lc_active(void **state) {
   pol_sched_free(f.s);
 }
 
+/* BE launch a (id ida) is issued alone and b (idb) waits behind it; a
+ * completes after da ns and b goes; b completes after db ns. */
+static void alone_then_next(fx_t *f, uint64_t ida, pol_kernel_t a, uint64_t da, uint64_t idb,
+                            pol_kernel_t b, uint64_t db) {
+  pol_action_t be;
+  submit(f, BE, ida, a);
+  assert_int_equal(f->n, 1);
+  be = f->a[0];
+  submit(f, BE, idb, b);
+  assert_int_equal(f->n, 0);
+  f->now += da;
+  complete(f, &be, da, 132);
+  assert_int_equal(f->n, 1);
+  assert_int_equal(f->a[0].submit_id, idb);
+  be = f->a[0];
+  f->now += db;
+  complete(f, &be, db, 132);
+}
+
 /* PARTITION with part_flight_ns: the BE launches in flight are bounded by
  * their estimated device time, not only by their count.  An unprofiled
  * launch counts as the whole bound (one at a time); profiled ones of 0.5 ms
@@ -728,18 +747,8 @@ static void partitioned_be_in_flight_is_bounded_by_device_time(void **state) {
   submit(&f, LC, 1, kern(7, 64, POL_VAR_ORIGINAL));
   assert_int_equal(f.n, 1);
   /* Unprofiled: one at a time. */
-  submit(&f, BE, 10, kern(400, 132, POL_VAR_ORIGINAL));
-  assert_int_equal(f.n, 1);
-  be[0] = f.a[0];
-  submit(&f, BE, 11, kern(401, 132, POL_VAR_ORIGINAL));
-  assert_int_equal(f.n, 0);
-  f.now += 100000;
-  complete(&f, &be[0], 100000, 132);
-  assert_int_equal(f.n, 1);
-  assert_int_equal(f.a[0].submit_id, 11);
-  be[0] = f.a[0];
-  f.now += 100000;
-  complete(&f, &be[0], 100000, 132);
+  alone_then_next(&f, 10, kern(400, 132, POL_VAR_ORIGINAL), 100000, 11,
+                  kern(401, 132, POL_VAR_ORIGINAL), 100000);
   assert_int_equal(f.n, 0);
   /* 0.5 ms each: four fit 2 ms; then each completion lets the next one go. */
   size_t nf = 0;
@@ -760,18 +769,8 @@ static void partitioned_be_in_flight_is_bounded_by_device_time(void **state) {
     }
   }
   /* 5 ms: longer than the bound, alone. */
-  submit(&f, BE, 30, kern(301, 132, POL_VAR_ORIGINAL));
-  assert_int_equal(f.n, 1);
-  be[0] = f.a[0];
-  submit(&f, BE, 31, kern(300, 132, POL_VAR_ORIGINAL));
-  assert_int_equal(f.n, 0);
-  f.now += 5000000;
-  complete(&f, &be[0], 5000000, 132);
-  assert_int_equal(f.n, 1);
-  assert_int_equal(f.a[0].submit_id, 31);
-  be[0] = f.a[0];
-  f.now += 500000;
-  complete(&f, &be[0], 500000, 132);
+  alone_then_next(&f, 30, kern(301, 132, POL_VAR_ORIGINAL), 5000000, 31,
+                  kern(300, 132, POL_VAR_ORIGINAL), 500000);
   /* A shape of kernel 300 not profiled yet (two waves): charged at the wave
    * time of its profiled shape, 1 ms, so two go, not one. */
   for (uint64_t i = 0; i < 3; i++) {
