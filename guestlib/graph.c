@@ -459,7 +459,7 @@ GUEST_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *pn, CUgraph g, const CUg
 static bool shared_pinned(uint64_t p, size_t n) {
   uint64_t base, size;
   unsigned flags;
-  return n && guest__mem_find_host(p, &base, &size, &flags) && (flags & GUEST_HOST_SHARED) &&
+  return n && guest__mem_find_host(p, &base, &size, &flags) && GUEST_HOST_REACHABLE(flags) &&
          n <= size - (p - base);
 }
 

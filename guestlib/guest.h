@@ -105,8 +105,22 @@ bool guest__chan_shm(void);
 int32_t guest__lc_spin_us(void);
 /* size bytes (a whole number of pages) of a memfd mapped here and shared
  * with tallyd, which maps and registers it (tag = this address); NULL when
- * sharing is not possible (TCP, no memfd, the daemon refused). */
-void *guest__shared_alloc(size_t size);
+ * sharing is not possible (TCP, no memfd, the daemon refused).  *flags (may
+ * be NULL) gets GUEST_HOST_SHARED, with GUEST_HOST_ELSEWHERE when tallyd
+ * mapped it at another address. */
+void *guest__shared_alloc(size_t size, unsigned *flags);
+/* Registered host memory over shared memory (hostreg.c).  Moves the whole
+ * pages inside [base, base + size) onto a memfd tallyd maps and registers
+ * (tag = *lo); 0 with [*lo, *hi) set and *how as guest__shared_alloc's
+ * *flags, or a negative errno when the range stays as it is (TCP,
+ * TALLY_SHARE_REGISTERED=0, no whole page, not private anonymous memory,
+ * tallyd refused). */
+int guest__hostreg_share(uint64_t base, uint64_t size, uint64_t *lo, uint64_t *hi, unsigned *how);
+/* The shared pages of the registration at base; false when it has none. */
+bool guest__hostreg_find(uint64_t base, uint64_t *lo, uint64_t *hi);
+/* Releases them in tallyd (after the tenant's copies) and moves the bytes
+ * back onto private pages. */
+void guest__hostreg_unshare(uint64_t base);
 /* cuStreamSynchronize's fast path for a latency-critical tenant over shared
  * memory (syncword.c): true when the GPU answered it (the stream's work is
  * done, nothing kept to report), false when the caller must make the real
@@ -148,10 +162,20 @@ int guest__mem_add(uint64_t base, uint64_t size, guest_mem_kind_t kind, unsigned
 int guest__mem_del(uint64_t base, guest_mem_kind_t kind, uint64_t *size);
 /* Finds the allocation holding p; returns true and fills base/size/kind. */
 bool guest__mem_find(uint64_t p, uint64_t *base, uint64_t *size, guest_mem_kind_t *kind);
-/* Host allocation flags: the range was registered by cuMemHostRegister, or
- * is a memfd shared with tallyd (copies then go by PINNED_COPY). */
+/* Host allocation flags: the range was registered by cuMemHostRegister; is
+ * a memfd shared with tallyd (copies then go by PINNED_COPY, tag = its
+ * base); or, registered, has its whole pages but not all of it shared
+ * (hostreg.c: copies name those pages, the rest travels). */
 #define GUEST_HOST_REGISTERED 0x80000000u
 #define GUEST_HOST_SHARED     0x40000000u
+#define GUEST_HOST_INTERIOR   0x20000000u
+/* Shared, but mapped at another address in tallyd (CALL_FD_ELSEWHERE):
+ * copies name it, the address is not a device address there. */
+#define GUEST_HOST_ELSEWHERE  0x10000000u
+/* Whether tallyd's GPU reaches a host range with these flags at its
+ * address here (kernels and device-side calls may name it). */
+#define GUEST_HOST_REACHABLE(flags) \
+  (((flags) & (GUEST_HOST_SHARED | GUEST_HOST_ELSEWHERE)) == GUEST_HOST_SHARED)
 /* Like guest__mem_find, for host allocations, with their flags. */
 bool guest__mem_find_host(uint64_t p, uint64_t *base, uint64_t *size, unsigned *flags);
 /* Whether one of the n/8 aligned 8-byte words at args names an address in a

@@ -120,9 +120,11 @@ GUEST_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, C
 
 /* A memfd of size bytes mapped here and shared with tallyd; NULL when
  * sharing is not possible (TCP, no memfd, the daemon refused). */
-void *guest__shared_alloc(size_t size) {
+void *guest__shared_alloc(size_t size, unsigned *flags) {
   void *p;
   int fd, rc;
+  if (flags)
+    *flags = 0;
   if (!guest__chan_shm())
     return NULL;
   fd = memfd_create("tally-pinned", MFD_CLOEXEC);
@@ -139,12 +141,14 @@ void *guest__shared_alloc(size_t size) {
   }
   rc = guest__send_fd(fd, (uint64_t)(uintptr_t)p);
   close(fd); /* the daemon has its own copy; the mapping keeps ours alive */
-  if (rc != 0) {
+  if (rc < 0) {
     if (guest__debug())
       guest__log("sharing %zu bytes of pinned memory failed (%d): plain memory", size, rc);
     munmap(p, size);
     return NULL;
   }
+  if (flags)
+    *flags = GUEST_HOST_SHARED | (rc == CALL_FD_ELSEWHERE ? GUEST_HOST_ELSEWHERE : 0);
   return p;
 }
 
@@ -158,10 +162,8 @@ GUEST_EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
   if (!pp || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
   size = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
-  p = guest__shared_alloc(size);
-  if (p)
-    shared = GUEST_HOST_SHARED;
-  else
+  p = guest__shared_alloc(size, &shared);
+  if (!p)
     p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -226,52 +228,111 @@ GUEST_EXPORT CUresult cuMemHostGetFlags(unsigned int *flags, void *p) {
   return CUDA_SUCCESS;
 }
 
+/* Registration pins pages for DMA.  Over shared memory the range's whole
+ * pages are moved onto memory tallyd maps and registers (hostreg.c), so
+ * copies name them as they name cuMemHostAlloc buffers; otherwise (TCP,
+ * memory that cannot move) registering only makes the range known as host
+ * memory, and copies carry its bytes. */
 GUEST_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int flags) {
-  /* Registration pins pages for DMA; our copies go through the channel, so
-   * registering only makes the range known as host memory. */
-  if (!p || size == 0)
+  uint64_t b = (uint64_t)(uintptr_t)p, lo = 0, hi = 0;
+  unsigned how = 0,
+           fl = (flags & ~(GUEST_HOST_SHARED | GUEST_HOST_INTERIOR | GUEST_HOST_ELSEWHERE)) |
+                GUEST_HOST_REGISTERED;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!p || size == 0 || size > UINT64_MAX - b)
     return CUDA_ERROR_INVALID_VALUE;
-  if (guest__mem_find((uint64_t)(uintptr_t)p, NULL, NULL, NULL))
+  if (guest__mem_find(b, NULL, NULL, NULL) || guest__mem_find(b + size - 1, NULL, NULL, NULL))
     return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-  return guest__mem_add((uint64_t)(uintptr_t)p, size, GUEST_MEM_HOST,
-                        (flags & ~GUEST_HOST_SHARED) | GUEST_HOST_REGISTERED)
-             ? CUDA_ERROR_OUT_OF_MEMORY
-             : CUDA_SUCCESS;
+  if (!(flags & CU_MEMHOSTREGISTER_IOMEMORY) &&
+      guest__hostreg_share(b, size, &lo, &hi, &how) == 0)
+    fl |= lo == b && hi == b + size ? how : GUEST_HOST_INTERIOR;
+  if (guest__mem_add(b, size, GUEST_MEM_HOST, fl) != 0) {
+    if (hi)
+      guest__hostreg_unshare(b);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return CUDA_SUCCESS;
 }
 
 GUEST_EXPORT CUresult cuMemHostUnregister(void *p) {
-  guest__mirror_forget((uint64_t)(uintptr_t)p);
-  return guest__mem_del((uint64_t)(uintptr_t)p, GUEST_MEM_HOST, NULL) == 0
-             ? CUDA_SUCCESS
-             : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  uint64_t b = (uint64_t)(uintptr_t)p, base, size;
+  unsigned flags;
+  if (!guest__mem_find_host(b, &base, &size, &flags) || base != b ||
+      !(flags & GUEST_HOST_REGISTERED))
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  guest__mirror_forget(b);
+  if (flags & (GUEST_HOST_SHARED | GUEST_HOST_INTERIOR))
+    guest__hostreg_unshare(b);
+  return guest__mem_del(b, GUEST_MEM_HOST, NULL) == 0 ? CUDA_SUCCESS
+                                                      : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
 /* ---- copies ---- */
 
-/* Copies dev <-> host through the daemon's mapping of a shared pinned
- * allocation when [host, host + n) lies inside one: returns true and the
- * result in *r; false when the bytes must travel (not shared, straddles
- * its end). */
+static CUresult htod_sent(uint64_t dst, const void *src, size_t n, uint64_t s, int async);
+static CUresult dtoh_sent(void *dst, uint64_t src, size_t n, uint64_t s);
+
+/* One PINNED_COPY: n bytes between dev and offset off of the shared
+ * memory tagged tag; dir 0 is to the device. */
+static CUresult pinned_one(uint64_t dev, uint64_t tag, uint64_t off, size_t n, uint64_t s, int dir,
+                           int async) {
+  call_pinned_copy_req_t q = {.dev = dev,
+                              .tag = tag,
+                              .off = off,
+                              .len = n,
+                              .stream = s,
+                              .dir = (uint32_t)dir,
+                              .async = (uint32_t)async};
+  if (async)
+    return guest__post_cu(CALL_OP_PINNED_COPY, &q);
+  return guest__rpc(CALL_OP_PINNED_COPY, CALL_SYNCPOINT, &q, NULL);
+}
+
+/* A copy inside a registration whose whole pages [lo, hi) alone are shared
+ * (hostreg.c): the part on them by PINNED_COPY, the ends with their bytes.
+ * The ends go first when copying to the host (their round trips complete
+ * before the shared part is queued, which an asynchronous copy leaves in
+ * flight), last to the device (posted behind it on the stream). */
+static CUresult interior_copy(uint64_t dev, uint64_t h, size_t n, uint64_t lo, uint64_t hi,
+                              uint64_t s, int dir, int async) {
+  uint64_t a = h > lo ? h : lo, e = h + n < hi ? h + n : hi;
+  size_t head = (size_t)(a - h), tail = (size_t)(h + n - e);
+  uint8_t *p = (uint8_t *)(uintptr_t)h;
+  CUresult r = CUDA_SUCCESS;
+  if (dir == 1) {
+    if (head && (r = dtoh_sent(p, dev, head, s)) != CUDA_SUCCESS)
+      return r;
+    if (tail && (r = dtoh_sent(p + (n - tail), dev + (n - tail), tail, s)) != CUDA_SUCCESS)
+      return r;
+    return pinned_one(dev + head, lo, a - lo, (size_t)(e - a), s, 1, async);
+  }
+  if (head && (r = htod_sent(dev, p, head, s, async)) != CUDA_SUCCESS)
+    return r;
+  if ((r = pinned_one(dev + head, lo, a - lo, (size_t)(e - a), s, 0, async)) != CUDA_SUCCESS)
+    return r;
+  return tail ? htod_sent(dev + (n - tail), p + (n - tail), tail, s, async) : CUDA_SUCCESS;
+}
+
+/* Copies dev <-> host through the daemon's mapping of shared host memory
+ * when [host, host + n) lies inside one shared allocation or registration
+ * and meets its shared pages: returns true and the result in *r; false when
+ * the bytes must travel (not shared, straddles its end). */
 static bool pinned_copy(uint64_t dev, const void *host, size_t n, uint64_t s, int dir, int async,
                         CUresult *r) {
-  uint64_t base, size, h = (uint64_t)(uintptr_t)host;
+  uint64_t base, size, lo, hi, h = (uint64_t)(uintptr_t)host;
   unsigned flags;
-  call_pinned_copy_req_t q;
-  if (n == 0 || !guest__mem_find_host(h, &base, &size, &flags) || !(flags & GUEST_HOST_SHARED) ||
-      n > size - (h - base))
+  if (n == 0 || !guest__mem_find_host(h, &base, &size, &flags) || n > size - (h - base))
     return false;
-  q = (call_pinned_copy_req_t){.dev = dev,
-                               .tag = base,
-                               .off = h - base,
-                               .len = n,
-                               .stream = s,
-                               .dir = (uint32_t)dir,
-                               .async = (uint32_t)async};
-  if (async) {
-    *r = guest__post_cu(CALL_OP_PINNED_COPY, &q);
-  } else {
-    *r = guest__rpc(CALL_OP_PINNED_COPY, CALL_SYNCPOINT, &q, NULL);
+  if (flags & GUEST_HOST_SHARED) {
+    *r = pinned_one(dev, base, h - base, n, s, dir, async);
+    return true;
   }
+  if (!(flags & GUEST_HOST_INTERIOR) || !guest__hostreg_find(base, &lo, &hi) || h + n <= lo ||
+      h >= hi)
+    return false;
+  *r = interior_copy(dev, h, n, lo, hi, s, dir, async);
   return true;
 }
 
@@ -287,7 +348,7 @@ static bool host_only(uint64_t p, size_t n) {
   uint64_t base, size;
   unsigned flags;
   return n && guest__mem_any_unreachable() && guest__mem_find_host(p, &base, &size, &flags) &&
-         !(flags & GUEST_HOST_SHARED) && n <= size - (p - base);
+         !GUEST_HOST_REACHABLE(flags) && n <= size - (p - base);
 }
 
 static CUresult host_ordered(uint64_t s) {

@@ -44,7 +44,7 @@ static void setup(void) {
       !guest__chan_shm() || spin_us <= 0)
     return;
   spin_ns = (uint64_t)spin_us * 1000u;
-  words = guest__shared_alloc(PAGE);
+  words = guest__shared_alloc(PAGE, NULL);
   if (!words && guest__debug())
     guest__log("TALLY_LC_SYNC_WORD: no page shared with tallyd; synchronisations are calls");
 }

@@ -28,12 +28,12 @@ typedef struct mem_rec {
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static mem_rec_t *mems;
 static size_t nmem, capmem;
-/* Host records tallyd cannot reach (no GUEST_HOST_SHARED): written under
+/* Host records tallyd cannot reach (not GUEST_HOST_REACHABLE): written under
  * mem_lock, read without it as a fast "none" for every launch. */
 static atomic_size_t nunreachable;
 
 static bool unreachable(const mem_rec_t *m) {
-  return m->kind == GUEST_MEM_HOST && !(m->flags & GUEST_HOST_SHARED);
+  return m->kind == GUEST_MEM_HOST && !GUEST_HOST_REACHABLE(m->flags);
 }
 
 /* Index of the first record with base > p. Lock held. */

@@ -751,7 +751,9 @@ static void on_close(wire_server_t *ws, wire_tenant_t *wt, int status, const cha
  * Mapped here, at the guest's address when that range is free here too
  * (so device pointers of mapped pinned memory agree on both sides), and
  * handed to the worker, in order with the tenant's requests, to register
- * and record.  Loop thread; owns fd. */
+ * and record.  Answers 0, or CALL_FD_ELSEWHERE when mapped at another
+ * address (the worker may still move it there, hostd__tenant_pinned_add:
+ * the guest is told the safe answer).  Loop thread; owns fd. */
 static int on_fd(wire_server_t *ws, wire_tenant_t *wt, uint64_t tag, int fd) {
   worker_t *w = wire_tenant_data(wt);
   struct stat st;
@@ -759,6 +761,7 @@ static int on_fd(wire_server_t *ws, wire_tenant_t *wt, uint64_t tag, int fd) {
   fd_map_t *f = NULL;
   msg_t *q = NULL;
   long page = sysconf(_SC_PAGESIZE);
+  bool elsewhere = false;
   (void)ws;
 
   if (!w || fstat(fd, &st) != 0 || st.st_size <= 0 || (size_t)st.st_size > PINNED_MAX || tag == 0 ||
@@ -773,6 +776,7 @@ static int on_fd(wire_server_t *ws, wire_tenant_t *wt, uint64_t tag, int fd) {
     p = MAP_FAILED;
   }
   if (p == MAP_FAILED) { /* the range is taken here: any address will do */
+    elsewhere = true;
     p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     hostd__log(HOSTD_LOG_DEBUG,
                "tenant %u: pinned memory %#llx mapped elsewhere here: its device pointer "
@@ -804,7 +808,7 @@ static int on_fd(wire_server_t *ws, wire_tenant_t *wt, uint64_t tag, int fd) {
   w->tail = q;
   pthread_cond_signal(&w->cv);
   pthread_mutex_unlock(&w->mu);
-  return 0;
+  return elsewhere ? CALL_FD_ELSEWHERE : 0;
 }
 
 static bool blob_has(wire_server_t *ws, wire_tenant_t *wt, uint64_t id) {

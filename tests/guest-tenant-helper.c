@@ -83,6 +83,19 @@
  *               the child has printed, memsets and reads back its allocation
  *               and prints "parent N" (0 when every word came back right)
  *               and exits, leaving the child running
+ *   registered  register three buffers of this process's own memory: 4 pages
+ *               from aligned_alloc (whole pages), 3 pages + 100 bytes from
+ *               malloc (partial pages at its ends) and 2 pages of a shared
+ *               anonymous mapping; copy the first to the device and back
+ *               into the second at an offset, synchronously; the second to
+ *               the device and into the third asynchronously on a stream;
+ *               launch fill_u32 into the first; fork a child that writes
+ *               into each and exits; unregister, register the first again,
+ *               unregister: prints "registered R kept K copied C async A
+ *               kernel V fork F again G" (R, G the first failing CUresult;
+ *               K the bytes registration changed; C, A the bytes that came
+ *               back wrong; V the kernel's word, 7; F the bytes of this
+ *               process the child's writes changed)
  *   limits      the shared context's malloc heap size (cuCtxGetLimit), a set of
  *               it to 64 MiB, the heap size again and this process's L2 fetch
  *               granularity: prints "heap H set S after A l2 L" (S the set's
@@ -99,7 +112,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Set once "ready" was printed: a host function may run as soon as it is
@@ -300,6 +316,102 @@ static CUDA_MEMCPY3D copy1d(CUmemorytype st, const void *sh, CUdeviceptr sd, CUm
   c.dstMemoryType = dt, c.dstHost = dh, c.dstDevice = dd;
   c.WidthInBytes = n, c.Height = 1, c.Depth = 1;
   return c;
+}
+
+/* "registered": see the usage above. */
+static int registered(void) {
+  static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE), na = 4 * page, nb = 3 * page + 100,
+               nc = 2 * page;
+  uint8_t *a = aligned_alloc(page, na), *b = malloc(nb), *want = malloc(na), *sb = malloc(nb),
+          sc0;
+  uint8_t *c = mmap(NULL, nc, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  CUdeviceptr d = 0, hp;
+  CUstream st = NULL;
+  CUmodule m;
+  CUfunction f;
+  uint32_t v = 7, word = 0;
+  uint64_t n = 4;
+  void *args[] = {&hp, &v, &n};
+  CUresult r = CUDA_ERROR_OUT_OF_MEMORY, again = CUDA_ERROR_UNKNOWN;
+  size_t kept = 0, copied = 0, async = 0, forked = 0;
+  pid_t pid;
+  int status;
+  if (!a || !b || !want || !sb || c == MAP_FAILED) {
+    printf("registered %d\n", (int)r);
+    return 1;
+  }
+  for (size_t i = 0; i < na; i++)
+    a[i] = want[i] = (uint8_t)(i * 7 + 3);
+  memset(b, 0, nb);
+  memset(c, 0, nc);
+  r = cuMemHostRegister(a, na, 0);
+  if (r == CUDA_SUCCESS)
+    r = cuMemHostRegister(b, nb, 0);
+  if (r == CUDA_SUCCESS)
+    r = cuMemHostRegister(c, nc, 0);
+  for (size_t i = 0; i < na; i++)
+    kept += a[i] != want[i];
+  if (r == CUDA_SUCCESS)
+    r = cuMemAlloc(&d, na);
+  if (r == CUDA_SUCCESS)
+    r = cuMemcpyHtoD(d, a, na);
+  if (r == CUDA_SUCCESS)
+    r = cuMemcpyDtoH(b, d + 5, nb);
+  for (size_t i = 0; r == CUDA_SUCCESS && i < nb; i++)
+    copied += b[i] != want[i + 5];
+  if (r == CUDA_SUCCESS)
+    r = cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+  if (r == CUDA_SUCCESS)
+    r = cuMemsetD8(d, 0, na);
+  if (r == CUDA_SUCCESS)
+    r = cuMemcpyHtoDAsync(d + 1, b, nb, st);
+  if (r == CUDA_SUCCESS)
+    r = cuMemcpyDtoHAsync(c, d + page, nc, st);
+  if (r == CUDA_SUCCESS)
+    r = cuStreamSynchronize(st);
+  for (size_t i = 0; r == CUDA_SUCCESS && i < nc; i++)
+    async += c[i] != b[page - 1 + i];
+  hp = (CUdeviceptr)(uintptr_t)a;
+  if (r == CUDA_SUCCESS && (r = cuModuleLoadData(&m, img)) == CUDA_SUCCESS &&
+      (r = cuModuleGetFunction(&f, m, "fill_u32")) == CUDA_SUCCESS &&
+      (r = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL)) == CUDA_SUCCESS &&
+      (r = cuCtxSynchronize()) == CUDA_SUCCESS)
+    memcpy(&word, a, sizeof(word));
+  /* The child's writes: a and b are this process's private memory (its own
+   * again after the fork, as natively), c is shared memory (the parent sees
+   * the write, as natively). */
+  memcpy(want, a, na);
+  memcpy(sb, b, nb);
+  sc0 = (uint8_t)(c[0] ^ 0xff); /* what the child writes there */
+  fflush(stdout);
+  if ((pid = fork()) == 0) {
+    a[0] ^= 0xff, a[na - 1] ^= 0xff, b[page] ^= 0xff, c[0] ^= 0xff;
+    _exit(0);
+  }
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+    forked = na;
+  for (size_t i = 0; i < na; i++)
+    forked += a[i] != want[i];
+  for (size_t i = 0; i < nb; i++)
+    forked += b[i] != sb[i];
+  forked += c[0] != sc0;
+  if (r == CUDA_SUCCESS)
+    r = cuMemHostUnregister(a);
+  if (r == CUDA_SUCCESS)
+    r = cuMemHostUnregister(b);
+  if (r == CUDA_SUCCESS)
+    r = cuMemHostUnregister(c);
+  for (size_t i = 0; i < na; i++)
+    kept += a[i] != want[i];
+  again = cuMemHostRegister(a, na, 0);
+  if (again == CUDA_SUCCESS)
+    again = cuMemHostUnregister(a);
+  printf("registered %d kept %zu copied %zu async %zu kernel %u fork %zu again %d\n", (int)r, kept,
+         copied, async, word, forked, (int)again);
+  free(a), free(b), free(want), free(sb);
+  munmap(c, nc);
+  return 0;
 }
 
 /* "graph-pinned": see the usage above. */
@@ -632,6 +744,8 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "fork") == 0)
     return fork_child();
+  if (strcmp(argv[1], "registered") == 0)
+    return registered();
   if (strcmp(argv[1], "graph-pinned") == 0)
     return graph_pinned();
   if (strcmp(argv[1], "stream") == 0) {

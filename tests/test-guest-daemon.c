@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1259,6 +1260,197 @@ static void graph_copies_name_shared_pinned_memory(void **state) {
   helper_says_both_ways("graph-pinned", "add 0 copied 0 updated 0 pageable 801\n", "add 801\n");
 }
 
+/* The application's own memory, registered (whole pages, partial pages at
+ * both ends, a shared mapping): copies both ways, synchronous and on a
+ * stream, and a kernel writing into it give the same bytes over shared
+ * memory (where its whole pages are moved onto memory tallyd maps) and over
+ * TCP (where its bytes travel); registration and unregistration keep what
+ * it holds; a child of fork() writing into it leaves the parent's private
+ * memory alone and its shared mapping shared, as natively. */
+static void registered_memory_works_the_same_both_ways(void **state) {
+  (void)state;
+  helper_says_both_ways("registered",
+                        "registered 0 kept 0 copied 0 async 0 kernel 7 fork 0 again 0\n",
+                        "registered 0 kept 0 copied 0 async 0 kernel 7 fork 0 again 0\n");
+}
+
+/* Requests of each copy kind made by fn(arg), the context synchronised
+ * after it (posts are counted when tallyd executes them). */
+typedef struct copy_ops {
+  unsigned long pinned, htod, dtoh;
+} copy_ops_t;
+
+static copy_ops_t copy_ops_of(CUresult (*fn)(void *), void *arg) {
+  copy_ops_t b = {ops(CALL_OP_PINNED_COPY), ops(CALL_OP_HTOD), ops(CALL_OP_DTOH)};
+  assert_int_equal(fn(arg), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  return (copy_ops_t){ops(CALL_OP_PINNED_COPY) - b.pinned, ops(CALL_OP_HTOD) - b.htod,
+                      ops(CALL_OP_DTOH) - b.dtoh};
+}
+
+typedef struct reg_copy {
+  CUdeviceptr d;
+  void *h;
+  size_t n;
+  CUstream s;
+} reg_copy_t;
+
+static CUresult reg_htod(void *arg) {
+  reg_copy_t *c = arg;
+  return c->s ? cuMemcpyHtoDAsync(c->d, c->h, c->n, c->s) : cuMemcpyHtoD(c->d, c->h, c->n);
+}
+
+static CUresult reg_dtoh(void *arg) {
+  reg_copy_t *c = arg;
+  return c->s ? cuMemcpyDtoHAsync(c->h, c->d, c->n, c->s) : cuMemcpyDtoH(c->h, c->d, c->n);
+}
+
+#define ASSERT_OPS(o, p, h, d)                                                                     \
+  do {                                                                                             \
+    copy_ops_t o_ = (o);                                                                           \
+    assert_int_equal(o_.pinned, (p));                                                              \
+    assert_int_equal(o_.htod, (h));                                                                \
+    assert_int_equal(o_.dtoh, (d));                                                                \
+  } while (0)
+
+/* Whether /proc/self/maps names a mapping "tally-registered" that meets
+ * [p, p + n). */
+static bool on_registered_memfd(const void *p, size_t n) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[4096];
+  bool on = false;
+  assert_non_null(f);
+  while (!on && fgets(line, sizeof(line), f)) {
+    unsigned long a, b;
+    if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a < (uintptr_t)p + n && (uintptr_t)p < b)
+      on = strstr(line, "tally-registered") != NULL;
+  }
+  fclose(f);
+  return on;
+}
+
+/* Registered memory of this (shared-memory) tenant: a copy names the whole
+ * pages inside the registration (one PINNED_COPY) and sends the bytes of the
+ * partial pages at its ends (an HTOD or DTOH each), synchronously and on a
+ * stream; memory that cannot move (a shared mapping, no whole page inside,
+ * TALLY_SHARE_REGISTERED=0) sends all its bytes; unregistering moves the
+ * bytes back onto private pages, tells tallyd, and keeps them; the driver's
+ * errors for a double registration and for unregistering what is not a
+ * registration. */
+static void registered_memory_copies_name_its_whole_pages_over_shm(void **state) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 3 * page + 100;
+  uint8_t *x = aligned_alloc(page, 8 * page), *b = x + 16, *sh, *pin;
+  uint8_t *a = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  reg_copy_t c = {0};
+  CUstream st;
+  unsigned long frees;
+  (void)state;
+  assert_non_null(x);
+  assert_ptr_not_equal(a, MAP_FAILED);
+  sh = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_ptr_not_equal(sh, MAP_FAILED);
+  for (size_t i = 0; i < 4 * page; i++)
+    a[i] = (uint8_t)(i * 13 + 1);
+  assert_int_equal(cuMemAlloc(&c.d, 4 * page), CUDA_SUCCESS);
+  assert_int_equal(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+
+  /* Whole pages: moved, its bytes kept, every copy one PINNED_COPY. */
+  assert_int_equal(cuMemHostRegister(a, 4 * page, 0), CUDA_SUCCESS);
+  assert_true(on_registered_memfd(a, 4 * page));
+  for (size_t i = 0; i < 4 * page; i++)
+    assert_int_equal(a[i], (uint8_t)(i * 13 + 1));
+  c.h = a, c.n = 4 * page;
+  ASSERT_OPS(copy_ops_of(reg_htod, &c), 1, 0, 0);
+  c.s = st;
+  ASSERT_OPS(copy_ops_of(reg_dtoh, &c), 1, 0, 0);
+  /* tallyd shares this process, where the address is taken: it maps the
+   * pages elsewhere and says so, so a kernel given the address is pointed
+   * at a mirror, as over TCP, instead of faulting in the shared context. */
+  {
+    static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+    CUmodule m;
+    CUfunction f;
+    CUdeviceptr hp = (CUdeviceptr)(uintptr_t)(a + 8);
+    uint32_t v = 7, w[4];
+    uint64_t nw = 4;
+    void *args[] = {&hp, &v, &nw};
+    assert_int_equal(cuModuleLoadData(&m, img), CUDA_SUCCESS);
+    assert_int_equal(cuModuleGetFunction(&f, m, "fill_u32"), CUDA_SUCCESS);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    memcpy(w, a + 8, sizeof(w));
+    for (int i = 0; i < 4; i++)
+      assert_int_equal(w[i], 7);
+    assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+    for (size_t i = 8; i < 24; i++) /* as it was, for the checks below */
+      a[i] = (uint8_t)(i * 13 + 1);
+    c.s = NULL;
+    ASSERT_OPS(copy_ops_of(reg_htod, &c), 1, 0, 0);
+  }
+
+  /* Partial pages at both ends: the middle named, the ends sent. */
+  assert_int_equal(cuMemHostRegister(b, n, 0), CUDA_SUCCESS);
+  assert_true(on_registered_memfd(x + page, 2 * page));
+  assert_false(on_registered_memfd(x, page));
+  assert_false(on_registered_memfd(x + 3 * page, page));
+  c.h = b, c.n = n, c.s = NULL;
+  ASSERT_OPS(copy_ops_of(reg_dtoh, &c), 1, 0, 2);
+  assert_memory_equal(b, a, n);
+  memset(b, 0x77, n);
+  c.s = st;
+  ASSERT_OPS(copy_ops_of(reg_htod, &c), 1, 2, 0);
+  c.h = a, c.n = 4 * page;
+  ASSERT_OPS(copy_ops_of(reg_dtoh, &c), 1, 0, 0);
+  for (size_t i = 0; i < n; i++)
+    assert_int_equal(a[i], 0x77);
+  /* A copy of its head alone never meets the shared pages: sent whole. */
+  c.h = b, c.n = 100, c.s = NULL;
+  ASSERT_OPS(copy_ops_of(reg_htod, &c), 0, 1, 0);
+
+  /* Memory that does not move: a shared mapping, no whole page inside, the
+   * tenant's choice. */
+  assert_int_equal(cuMemHostRegister(sh, page, 0), CUDA_SUCCESS);
+  c.h = sh, c.n = page;
+  ASSERT_OPS(copy_ops_of(reg_htod, &c), 0, 1, 0);
+  assert_int_equal(cuMemHostRegister(x + 5 * page + 8, page - 16, 0), CUDA_SUCCESS);
+  c.h = x + 5 * page + 8, c.n = page - 16;
+  ASSERT_OPS(copy_ops_of(reg_htod, &c), 0, 1, 0);
+  setenv("TALLY_SHARE_REGISTERED", "0", 1);
+  assert_int_equal(cuMemHostRegister(x + 6 * page, 2 * page, 0), CUDA_SUCCESS);
+  unsetenv("TALLY_SHARE_REGISTERED");
+  assert_false(on_registered_memfd(x + 6 * page, 2 * page));
+  c.h = x + 6 * page, c.n = 2 * page;
+  ASSERT_OPS(copy_ops_of(reg_htod, &c), 0, 1, 0);
+
+  /* The driver's answers for what is not a new registration, or not one. */
+  assert_int_equal(cuMemHostRegister(a + page, page, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  assert_int_equal(cuMemHostRegister(x, 2 * page, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  assert_int_equal(cuMemHostUnregister(a + page), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  assert_int_equal(cuMemHostAlloc((void **)&pin, page, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemHostUnregister(pin), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  assert_int_equal(cuMemFreeHost(pin), CUDA_SUCCESS);
+
+  /* Unregistered: private pages again, bytes kept, tallyd told. */
+  frees = ops(CALL_OP_PINNED_FREE);
+  assert_int_equal(cuMemHostUnregister(a), CUDA_SUCCESS);
+  assert_int_equal(cuMemHostUnregister(b), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_PINNED_FREE) - frees, 2);
+  assert_false(on_registered_memfd(a, 4 * page));
+  assert_false(on_registered_memfd(x, 8 * page));
+  for (size_t i = 0; i < 4 * page; i++)
+    assert_int_equal(a[i], i < n ? 0x77 : (uint8_t)(i * 13 + 1));
+  assert_int_equal(cuMemHostUnregister(a), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  assert_int_equal(cuMemHostUnregister(sh), CUDA_SUCCESS);
+  assert_int_equal(cuMemHostUnregister(x + 5 * page + 8), CUDA_SUCCESS);
+  assert_int_equal(cuMemHostUnregister(x + 6 * page), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_PINNED_FREE) - frees, 2);
+  assert_int_equal(cuStreamDestroy(st), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(c.d), CUDA_SUCCESS);
+  munmap(a, 4 * page);
+  munmap(sh, page);
+  free(x);
+}
+
 /* The helper's "order": each round a thread enqueues on the NULL stream,
  * is joined, and the main thread enqueues behind it and reads back; the
  * second value must win, over shared memory and over TCP (it lost in 60
@@ -1689,6 +1881,8 @@ int main(void) {
       cmocka_unit_test(context_limits_are_the_shared_contexts_and_only_grow),
       cmocka_unit_test(forked_child_gets_no_cuda_and_does_not_keep_the_tenant),
       cmocka_unit_test(graph_copies_name_shared_pinned_memory),
+      cmocka_unit_test(registered_memory_works_the_same_both_ways),
+      cmocka_unit_test(registered_memory_copies_name_its_whole_pages_over_shm),
       cmocka_unit_test(sticky_fault_loses_every_tenant_and_asks_new_ones_to_retry),
   };
   signal(SIGPIPE, SIG_IGN);

@@ -335,8 +335,9 @@ typedef struct wire_server_cb {
   int (*blob_put)(wire_server_t *s, wire_tenant_t *t, uint64_t id, const void *data, size_t len);
   /* A guest sent a descriptor (wire_conn_send_fd), after every message it
    * queued before.  Loop thread.  The callback owns fd (close it when done,
-   * also on error).  Return 0 or a negative status, which the guest's
-   * wire_conn_send_fd returns.  Optional: NULL = wire closes fd and answers
+   * also on error).  Return 0, a positive status of the caller's own
+   * protocol or a negative errno, which the guest's wire_conn_send_fd
+   * returns.  Optional: NULL = wire closes fd and answers
    * -EOPNOTSUPP. */
   int (*on_fd)(wire_server_t *s, wire_tenant_t *t, uint64_t tag, int fd);
   /* A connection ended before its handshake completed: refused (bad

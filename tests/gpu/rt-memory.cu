@@ -4,13 +4,18 @@
  * portable flags: not mapped, because a tenant's host memory is not reachable by a remote
  * host's GPU); pageable host memory; memcpy and memset, sync and async, in every direction
  * (H2D, D2H, D2D, D2H into pageable memory, cudaMemcpyDefault); 2D and 3D copies and memsets
- * with pitched allocations; pointer attributes of the program's own allocations.
+ * with pitched allocations; pointer attributes of the program's own allocations; the program's
+ * own memory registered with cudaHostRegister (page-aligned, and from malloc with partial pages
+ * at its ends), copied sync and async both ways, kept by registration, unregistration and a
+ * child of fork() writing into it.
  *
  * Every result goes through a device round trip and is printed as a checksum; the expected
  * host-side value is also computed on the CPU and compared ("check ...: ok"), so a wrong copy
  * shows up even if the native run had the same bug.
  */
 #include <cuda_runtime.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "e2e-common.h"
 
@@ -232,6 +237,80 @@ static void test_2d_3d(void) {
   free(expect);
 }
 
+static uint64_t bytes_sum(const unsigned char *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The program's own memory, registered: copies both ways through it, sync and async with a
+ * kernel in between; what it holds survives registration and unregistration; a child of fork()
+ * that writes into it changes the child's copy only (the parent's bytes are checked). */
+static void test_registered(void) {
+  const size_t bytes = N_WORDS * sizeof(uint32_t), odd = bytes + 100;
+  uint32_t *al = NULL, *expect = (uint32_t *)malloc(bytes), *d = NULL;
+  unsigned char *um = (unsigned char *)malloc(odd + 8), *u = um + 8; /* not page-aligned */
+  cudaStream_t s;
+  int status = 0;
+  uint64_t usum;
+  pid_t pid;
+  if (posix_memalign((void **)&al, 4096, bytes) != 0 || !um || !expect) {
+    printf("registered tests skipped: no host memory\n");
+    return;
+  }
+  e2e_fill_u32(al, N_WORDS, 7);
+  memcpy(expect, al, bytes);
+  memset(u, 0x3c, odd);
+  E2E_RT(cudaHostRegister(al, bytes, cudaHostRegisterDefault));
+  E2E_RT(cudaHostRegister(u, odd, cudaHostRegisterDefault));
+  e2e_check(memcmp(al, expect, bytes) == 0, "registration keeps the bytes");
+  E2E_RT(cudaMalloc((void **)&d, bytes));
+  E2E_RT(cudaStreamCreate(&s));
+
+  /* sync: aligned to the device, back into the unaligned one at an offset of 100 bytes */
+  E2E_RT(cudaMemcpy(d, al, bytes, cudaMemcpyHostToDevice));
+  E2E_RT(cudaMemcpy(u + 100, d, bytes, cudaMemcpyDeviceToHost));
+  e2e_check(memcmp(u + 100, expect, bytes) == 0 && u[0] == 0x3c && u[99] == 0x3c,
+            "registered sync copies");
+  /* async on a stream: the unaligned one up, a kernel, down into the aligned one */
+  for (size_t i = 0; i < N_WORDS; i++)
+    expect[i] ^= 0x00ff00ffu;
+  E2E_RT(cudaMemcpyAsync(d, u + 100, bytes, cudaMemcpyHostToDevice, s));
+  xor_words<<<N_WORDS / 256, 256, 0, s>>>(d, 0x00ff00ffu, N_WORDS);
+  E2E_RT(cudaGetLastError());
+  E2E_RT(cudaMemcpyAsync(al, d, bytes, cudaMemcpyDeviceToHost, s));
+  E2E_RT(cudaStreamSynchronize(s));
+  e2e_check(memcmp(al, expect, bytes) == 0, "registered async copies");
+  e2e_print_sum("registered", al, bytes);
+
+  usum = bytes_sum(u, odd);
+  fflush(stdout);
+  pid = fork();
+  if (pid == 0) {
+    memset(al, 0, bytes);
+    memset(u, 0, odd);
+    _exit(0);
+  }
+  e2e_check(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                WEXITSTATUS(status) == 0,
+            "fork child ran");
+  e2e_check(memcmp(al, expect, bytes) == 0 && bytes_sum(u, odd) == usum,
+            "a forked child's writes stay in the child");
+
+  E2E_RT(cudaHostUnregister(al));
+  E2E_RT(cudaHostUnregister(u));
+  e2e_check(memcmp(al, expect, bytes) == 0 && u[0] == 0x3c, "unregistration keeps the bytes");
+  e2e_check(cudaHostUnregister(al) == cudaErrorHostMemoryNotRegistered,
+            "unregistering twice is refused");
+  (void)cudaGetLastError();
+  E2E_RT(cudaStreamDestroy(s));
+  E2E_RT(cudaFree(d));
+  free(al);
+  free(um);
+  free(expect);
+}
+
 /* Many small allocations freed out of order: the tenant's range table must keep up. */
 static void test_alloc_churn(void) {
   enum { K = 64 };
@@ -261,6 +340,7 @@ int main(void) {
   test_linear();
   test_2d_3d();
   test_alloc_churn();
+  test_registered();
   E2E_RT(cudaDeviceSynchronize());
   return e2e_finish();
 }
