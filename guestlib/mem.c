@@ -118,6 +118,33 @@ GUEST_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, C
   return CUDA_SUCCESS;
 }
 
+static void shared_forget(void *p) {
+  call_pinned_free_req_t f = {.tag = (uint64_t)(uintptr_t)p};
+  (void)guest__rpc(CALL_OP_PINNED_FREE, 0, &f, NULL);
+}
+
+/* tallyd mapped memfd fd (here at p) elsewhere: most often p is the
+ * address of this tenant's last free, whose mapping tallyd is still
+ * releasing.  One more try at another address, p kept meanwhile so that
+ * this one differs: the mapping tallyd has at the same address wins.
+ * Returns where the memory is here, *rc what tallyd said of it. */
+static void *shared_again(int fd, void *p, size_t size, int *rc) {
+  void *q = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int r;
+  if (q == MAP_FAILED)
+    return p;
+  if ((r = guest__send_fd(fd, (uint64_t)(uintptr_t)q)) == 0) {
+    shared_forget(p);
+    munmap(p, size);
+    *rc = 0;
+    return q;
+  }
+  if (r >= 0)
+    shared_forget(q);
+  munmap(q, size);
+  return p;
+}
+
 /* A memfd of size bytes mapped here and shared with tallyd; NULL when
  * sharing is not possible (TCP, no memfd, the daemon refused). */
 void *guest__shared_alloc(size_t size, unsigned *flags) {
@@ -140,6 +167,8 @@ void *guest__shared_alloc(size_t size, unsigned *flags) {
     return NULL;
   }
   rc = guest__send_fd(fd, (uint64_t)(uintptr_t)p);
+  if (rc == CALL_FD_ELSEWHERE)
+    p = shared_again(fd, p, size, &rc);
   close(fd); /* the daemon has its own copy; the mapping keeps ours alive */
   if (rc < 0) {
     if (guest__debug())
@@ -168,10 +197,8 @@ GUEST_EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
   if (p == MAP_FAILED)
     return CUDA_ERROR_OUT_OF_MEMORY;
   if (guest__mem_add((uint64_t)(uintptr_t)p, size, GUEST_MEM_HOST, flags | shared) != 0) {
-    if (shared) {
-      call_pinned_free_req_t f = {.tag = (uint64_t)(uintptr_t)p};
-      (void)guest__rpc(CALL_OP_PINNED_FREE, 0, &f, NULL);
-    }
+    if (shared)
+      shared_forget(p);
     munmap(p, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RECORD_BASE      0x100000000000ull /* 16 TiB: far from any heap or stack */
 #define RECORD_MEM_TOTAL (80ull << 30)     /* what mem_info reports, an H200-like 80 GiB */
@@ -1790,7 +1791,10 @@ static CUresult rec_host_register(void *p, size_t n) {
 }
 
 static CUresult rec_host_unregister(void *p) {
+  int ms = atomic_load(&hostd__record_unregister_ms);
   LIVE(0);
+  if (ms > 0)
+    usleep((useconds_t)ms * 1000u);
   if (!rec_delete(&regs, (uint64_t)(uintptr_t)p, free))
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   atomic_fetch_sub(&hostd__record_registered, 1);
@@ -3285,4 +3289,5 @@ const hostd_gpu_ops_t hostd__gpu = {
 int hostd__record_memset_prio;
 int hostd__record_last_prio;
 _Atomic long hostd__record_registered;
+_Atomic int hostd__record_unregister_ms;
 int hostd__record_last_cluster[4];

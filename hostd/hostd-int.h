@@ -262,6 +262,9 @@ extern uint32_t hostd__record_part_cluster_max;
 extern int hostd__record_blocks_per_sm; /* occupancy answer (0, the default: unknown) */
 /* Host ranges registered (host_register minus host_unregister). */
 extern _Atomic long hostd__record_registered;
+/* Tests: host_unregister takes this long (ms), as the driver's waits for the
+ * whole context's work in flight (0, the default: at once). */
+extern _Atomic int hostd__record_unregister_ms;
 /* Cluster x, y, z and scheduling policy of the last occupancy query (0 / -1 absent). */
 extern int hostd__record_last_cluster[4];
 /* Makes every synchronisation fail with CUresult r from now on, as a kernel

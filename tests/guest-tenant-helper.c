@@ -41,6 +41,10 @@
  *               the stream blocked on its host function
  *   graph-hostfn-die  as hostfn-die, the functions and the memset being a
  *               graph's nodes, the graph launched
+ *   pinned-reuse  allocate 256 KiB of pinned host memory, free it, allocate
+ *               256 KiB again (at the same address here, usually) and launch
+ *               fill_u32 into it: prints "launch L value V" (L the launch's or
+ *               the synchronisation's CUresult, V the first word, 7)
  *   pinned-die  allocate 1 MiB of pinned host memory (shared with tallyd
  *               over shm), print "ready", kill itself with SIGKILL
  *   copy-loop   allocate 16 MiB, print "copying", then copy 16 MiB host to
@@ -703,6 +707,28 @@ int main(int argc, char **argv) {
     atomic_store(&said_ready, true);
     (void)cuStreamSynchronize(s);
     return 8; /* not reached: the host node's function killed us */
+  }
+  if (strcmp(argv[1], "pinned-reuse") == 0) {
+    static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+    uint32_t *h1 = NULL, *h2 = NULL, v = 7;
+    uint64_t n = 4;
+    CUdeviceptr hp;
+    CUmodule m;
+    CUfunction f;
+    void *args[] = {&hp, &v, &n};
+    CUresult l = CUDA_ERROR_UNKNOWN;
+    if (cuMemHostAlloc((void **)&h1, 256 << 10, 0) != CUDA_SUCCESS || cuMemFreeHost(h1) != 0 ||
+        cuMemHostAlloc((void **)&h2, 256 << 10, 0) != CUDA_SUCCESS ||
+        cuModuleLoadData(&m, img) != CUDA_SUCCESS ||
+        cuModuleGetFunction(&f, m, "fill_u32") != CUDA_SUCCESS)
+      return 9;
+    h2[0] = 0;
+    hp = (CUdeviceptr)(uintptr_t)h2;
+    l = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
+    if (l == CUDA_SUCCESS)
+      l = cuCtxSynchronize();
+    printf("launch %d value %u\n", (int)l, h2[0]);
+    return cuMemFreeHost(h2) == CUDA_SUCCESS ? 0 : 10;
   }
   if (strcmp(argv[1], "pinned-die") == 0) {
     void *h;

@@ -1260,6 +1260,21 @@ static void graph_copies_name_shared_pinned_memory(void **state) {
   helper_says_both_ways("graph-pinned", "add 0 copied 0 updated 0 pageable 801\n", "add 801\n");
 }
 
+/* Pinned memory freed and allocated again at the same address, which tallyd
+ * still holds (its release is queued, and the recording device's
+ * unregistration made as slow as the driver's can be), then named by a kernel: over shared
+ * memory the guest shares the new allocation at another address tallyd can
+ * match, so the kernel reaches it directly (256 KiB is past what a mirror
+ * takes: had it stayed where tallyd maps it elsewhere, the launch would be
+ * refused); over TCP it is refused, as any pinned memory past a mirror. */
+static void pinned_memory_allocated_where_it_was_freed_stays_reachable(void **state) {
+  (void)state;
+  /* As slow as the driver's can be: the H200's took up to 398 ms. */
+  __atomic_store_n(&hostd__record_unregister_ms, 300, __ATOMIC_RELAXED);
+  helper_says_both_ways("pinned-reuse", "launch 0 value 7\n", "launch 801 value 0\n");
+  __atomic_store_n(&hostd__record_unregister_ms, 0, __ATOMIC_RELAXED);
+}
+
 /* The application's own memory, registered (whole pages, partial pages at
  * both ends, a shared mapping): copies both ways, synchronous and on a
  * stream, and a kernel writing into it give the same bytes over shared
@@ -1881,6 +1896,7 @@ int main(void) {
       cmocka_unit_test(context_limits_are_the_shared_contexts_and_only_grow),
       cmocka_unit_test(forked_child_gets_no_cuda_and_does_not_keep_the_tenant),
       cmocka_unit_test(graph_copies_name_shared_pinned_memory),
+      cmocka_unit_test(pinned_memory_allocated_where_it_was_freed_stays_reachable),
       cmocka_unit_test(registered_memory_works_the_same_both_ways),
       cmocka_unit_test(registered_memory_copies_name_its_whole_pages_over_shm),
       cmocka_unit_test(sticky_fault_loses_every_tenant_and_asks_new_ones_to_retry),
