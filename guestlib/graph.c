@@ -24,9 +24,11 @@
  * (GRAPH_SET) and an exec's updates of each of those kinds (posted:
  * GRAPH_EXEC_KERNEL, _CHILD, _NODE); host nodes, whose functions hostfn.c
  * keeps across replays (tallyd makes each a driver host node and a gate),
- * their functions changed in a graph or an exec; copies naming other host
- * memory (pageable, or pinned over TCP) and memory nodes answer
- * CUDA_ERROR_NOT_SUPPORTED with a log line.
+ * their functions changed in a graph or an exec; what a node is, asked of
+ * tallyd for nodes this process did not add (cuGraphNodeGetType, the
+ * getters of kernel, memset, event and host nodes: GRAPH_NODE); copies
+ * naming other host memory (pageable, or pinned over TCP), memory nodes and
+ * a copy node's getter answer CUDA_ERROR_NOT_SUPPORTED with a log line.
  */
 #include "guestlib/guest.h"
 
@@ -56,17 +58,24 @@ bool guest__capture_open(void) {
       (p)->kernelParams, (p)->extra
 #define FUNC_OR_KERN(p) ((p)->func ? H((p)->func) : H((p)->kern))
 
-/* ---- node kinds of the nodes this process added ----
+/* ---- what this process knows of nodes ----
  *
  * cuGraphNodeGetType is answered here for every node made by a cuGraphAdd*
- * call of this process (XLA asks it of the dependencies it passes);
- * a node known only to tallyd (from a capture, through cuGraphGetNodes)
- * answers NOT_SUPPORTED.  Open addressing on the node handle, linear
- * probing; a graph's nodes leave with cuGraphDestroy (the table is rebuilt
- * without them).  Invariant: count < cap / 2 whenever cap > 0. */
+ * call of this process (XLA asks it of the dependencies it passes); a node
+ * known only to tallyd (from a capture, through cuGraphGetNodes) is asked of
+ * tallyd once (GRAPH_NODE).  A node's entry also holds the storage
+ * cuGraphKernelNodeGetParams hands out (its kernelParams point there, as
+ * the driver's point into the node: nt_store).  Open addressing on the node handle,
+ * linear probing; a graph's nodes leave with cuGraphDestroy (the table is
+ * rebuilt without them, their storage freed): those added here and those
+ * cuGraphGetNodes or cuGraphGetRootNodes listed (type NT_UNKNOWN until
+ * asked); other nodes' entries (graph 0) stay.  Invariant: count < cap / 2
+ * whenever cap > 0. */
+#define NT_UNKNOWN 0xff
 typedef struct {
   uint64_t node, graph; /* node 0: free slot */
-  uint8_t type;         /* CUgraphNodeType */
+  uint8_t type;         /* CUgraphNodeType, or NT_UNKNOWN */
+  void *params;         /* malloc'd nstore_t: what getters handed out, or NULL */
 } ntype_t;
 static pthread_mutex_t nt_mu = PTHREAD_MUTEX_INITIALIZER;
 static ntype_t *nt;
@@ -89,20 +98,39 @@ static int nt_rebuild(size_t cap, uint64_t drop) {
     if (nt[i].node && (!drop || nt[i].graph != drop)) {
       tab[nt_slot(tab, cap, nt[i].node)] = nt[i];
       n++;
+    } else if (nt[i].node) {
+      free(nt[i].params);
     }
   free(nt);
   nt = tab, nt_cap = cap, nt_count = n;
   return 0;
 }
 
-static void nt_put(uint64_t node, uint64_t graph, CUgraphNodeType type) {
+/* The entry of node, made (graph 0, type unknown) if it has none; NULL
+ * without memory.  nt_mu held. */
+static ntype_t *nt_entry(uint64_t node) {
+  size_t i;
+  if ((nt_count + 1) * 2 > nt_cap && nt_rebuild(nt_cap ? nt_cap * 2 : 256, 0) != 0)
+    return NULL;
+  i = nt_slot(nt, nt_cap, node);
+  if (!nt[i].node) {
+    nt_count++;
+    nt[i] = (ntype_t){.node = node, .type = NT_UNKNOWN};
+  }
+  return &nt[i];
+}
+
+/* node belongs to graph (0: unknown) and has type (NT_UNKNOWN: keep what
+ * is known). */
+static void nt_put(uint64_t node, uint64_t graph, unsigned type) {
   pthread_mutex_lock(&nt_mu);
-  if ((nt_count + 1) * 2 <= nt_cap || nt_rebuild(nt_cap ? nt_cap * 2 : 256, 0) == 0) {
-    size_t i = nt_slot(nt, nt_cap, node);
-    if (!nt[i].node)
-      nt_count++;
-    nt[i] = (ntype_t){.node = node, .graph = graph, .type = (uint8_t)type};
-  } /* out of memory: the node's type is not known here */
+  ntype_t *e = nt_entry(node);
+  if (e) { /* out of memory: the node's type is not known here */
+    if (graph)
+      e->graph = graph;
+    if (type != NT_UNKNOWN)
+      e->type = (uint8_t)type;
+  }
   pthread_mutex_unlock(&nt_mu);
 }
 
@@ -111,11 +139,34 @@ static bool nt_get(uint64_t node, CUgraphNodeType *type) {
   pthread_mutex_lock(&nt_mu);
   if (nt_cap) {
     size_t i = nt_slot(nt, nt_cap, node);
-    if ((found = nt[i].node != 0))
+    if ((found = nt[i].node != 0 && nt[i].type != NT_UNKNOWN))
       *type = (CUgraphNodeType)nt[i].type;
   }
   pthread_mutex_unlock(&nt_mu);
   return found;
+}
+
+/* Storage for what a getter hands out about node, size bytes: the node's
+ * current one when it has that size (so what an earlier query handed out
+ * stays valid, as the driver's pointers into the node do), else a new one
+ * replacing it.  NULL without memory. */
+typedef struct {
+  size_t size;
+  max_align_t mem[];
+} nstore_t;
+static void *nt_store(uint64_t node, size_t size) {
+  nstore_t *st = NULL;
+  pthread_mutex_lock(&nt_mu);
+  ntype_t *e = nt_entry(node);
+  if (e && e->params && ((nstore_t *)e->params)->size == size) {
+    st = e->params;
+  } else if (e && (st = malloc(sizeof(*st) + size))) {
+    st->size = size;
+    free(e->params);
+    e->params = st;
+  }
+  pthread_mutex_unlock(&nt_mu);
+  return st ? st->mem : NULL;
 }
 
 static void nt_drop_graph(uint64_t graph) {
@@ -125,13 +176,40 @@ static void nt_drop_graph(uint64_t graph) {
   pthread_mutex_unlock(&nt_mu);
 }
 
+/* What tallyd says node is (GRAPH_NODE): *a, its args a view into *rep
+ * (malloc'd, the caller frees). */
+static CUresult node_info(uint64_t node, call_graph_node_rep_t *a, void **rep) {
+  call_graph_node_req_t q = {.node = node};
+  size_t len = 0;
+  CUresult rc = guest__ready();
+  int err;
+  *rep = NULL;
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (!node)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((err = guest__call(CALL_OP_GRAPH_NODE, 0, &q, &rc, NULL, 0, &len, rep)) != 0)
+    return guest__cu_error(err);
+  memset(a, 0, sizeof(*a));
+  if (rc == CUDA_SUCCESS && call_graph_node_rep_decode(*rep, len, a, NULL) != 0)
+    rc = CUDA_ERROR_UNKNOWN;
+  if (rc == CUDA_SUCCESS)
+    nt_put(node, 0, a->type <= CU_GRAPH_NODE_TYPE_CONDITIONAL ? a->type : NT_UNKNOWN);
+  return rc;
+}
+
 GUEST_EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type) {
-  static int logged;
+  call_graph_node_rep_t a;
+  void *rep;
+  CUresult r;
   if (!node || !type)
     return CUDA_ERROR_INVALID_VALUE;
-  return nt_get(H(node), type) ? CUDA_SUCCESS
-               : guest__unsupported("cuGraphNodeGetType (of a node this process did not add)",
-                                    &logged);
+  if (nt_get(H(node), type))
+    return CUDA_SUCCESS;
+  if ((r = node_info(H(node), &a, &rep)) == CUDA_SUCCESS)
+    *type = (CUgraphNodeType)a.type;
+  free(rep);
+  return r;
 }
 
 /* ---- capture ---- */
@@ -783,6 +861,9 @@ static CUresult nodes_list(uint32_t which, CUgraph g, CUgraphNode node, CUgraphN
   if (ed)
     memset(ed, 0, *n * sizeof(*ed));
   *n = done;
+  if (g) /* whatever is kept of them goes with g */
+    for (size_t i = 0; i < done; i++)
+      nt_put(H(nodes[i]), H(g), NT_UNKNOWN);
   return CUDA_SUCCESS;
 }
 
@@ -1145,6 +1226,135 @@ GUEST_EXPORT CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode node, CUevent e
 
 GUEST_EXPORT CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode node, CUevent ev) {
   return set_event(node, CALL_GNODE_EVENT_WAIT, ev);
+}
+
+/* ---- getters: what tallyd's driver says (GRAPH_NODE) ---- */
+
+/* node's fields as tallyd answers them for a node of type want (kind
+ * their CALL_GNODE_*), or CUDA_ERROR_INVALID_VALUE (a node of another type,
+ * as the driver answers); one tallyd did not describe is NOT_SUPPORTED,
+ * logged once. */
+static CUresult node_of_kind(CUgraphNode node, CUgraphNodeType want, uint32_t kind,
+                             call_graph_node_rep_t *a, void **rep) {
+  static int logged;
+  CUresult r = node_info(H(node), a, rep);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (a->type != (uint32_t)want)
+    return CUDA_ERROR_INVALID_VALUE;
+  return a->kind == kind ? CUDA_SUCCESS
+                         : guest__unsupported("a getter of a graph node's parameters", &logged);
+}
+
+/* A kernel node's parameters (v2 with kern and ctx when k2 is not NULL):
+ * kernelParams point into storage kept with the node until the next query
+ * or its graph's destruction; for a function whose parameters this
+ * process does not know, extra names the packed buffer instead. */
+static CUresult get_kernel(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v1 *k1,
+                           CUDA_KERNEL_NODE_PARAMS *k2) {
+  call_graph_node_rep_t a;
+  const guest_func_t *f;
+  void *rep = NULL, **ptrs = NULL, **extra = NULL, *fn;
+  size_t n = 0, *size;
+  uint8_t *bytes, *store;
+  CUresult r = node_of_kind(node, CU_GRAPH_NODE_TYPE_KERNEL, CALL_GNODE_KERNEL, &a, &rep);
+  if (r != CUDA_SUCCESS) {
+    free(rep);
+    return r;
+  }
+  f = guest__func_find(a.handle);
+  n = f && f->argbytes <= a.args.len ? f->nparams : 0;
+  /* [pointers or extra][size_t][bytes] */
+  if (!(store = nt_store(H(node), (n ? n : 5) * sizeof(void *) + sizeof(size_t) + a.args.len))) {
+    free(rep);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  size = (size_t *)(void *)(store + (n ? n : 5) * sizeof(void *));
+  bytes = (uint8_t *)(size + 1);
+  *size = a.args.len;
+  memcpy(bytes, a.args.p, a.args.len);
+  if (n) {
+    ptrs = (void **)(void *)store;
+    for (size_t i = 0; i < n; i++)
+      ptrs[i] = bytes + f->off[i];
+  } else if (a.args.len) {
+    extra = (void **)(void *)store;
+    extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER, extra[1] = bytes;
+    extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE, extra[3] = size, extra[4] = CU_LAUNCH_PARAM_END;
+  }
+  fn = (void *)(uintptr_t)a.handle;
+#define FILL(k)                                                                                    \
+  ((k)->gridDimX = a.grid[0], (k)->gridDimY = a.grid[1], (k)->gridDimZ = a.grid[2],                \
+   (k)->blockDimX = a.block[0], (k)->blockDimY = a.block[1], (k)->blockDimZ = a.block[2],          \
+   (k)->sharedMemBytes = a.shmem, (k)->kernelParams = ptrs, (k)->extra = extra)
+  if (k2) {
+    memset(k2, 0, sizeof(*k2));
+    FILL(k2);
+    if (a.fkind == 1)
+      k2->kern = (CUkernel)fn, (void)cuCtxGetCurrent(&k2->ctx);
+    else
+      k2->func = (CUfunction)fn;
+  } else {
+    memset(k1, 0, sizeof(*k1));
+    FILL(k1);
+    k1->func = (CUfunction)fn;
+  }
+#undef FILL
+  free(rep);
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS *p) {
+  return p ? get_kernel(node, NULL, p) : CUDA_ERROR_INVALID_VALUE;
+}
+
+GUEST_EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v1 *p) {
+  return p ? get_kernel(node, p, NULL) : CUDA_ERROR_INVALID_VALUE;
+}
+
+GUEST_EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS *p) {
+  call_graph_node_rep_t a;
+  void *rep = NULL;
+  CUresult r = p ? node_of_kind(node, CU_GRAPH_NODE_TYPE_MEMSET, CALL_GNODE_MEMSET, &a, &rep) : CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS)
+    *p = (CUDA_MEMSET_NODE_PARAMS){.dst = a.dst, .pitch = a.pitch, .value = a.value,
+                                   .elementSize = a.elem, .width = a.width, .height = a.height};
+  free(rep);
+  return r;
+}
+
+static CUresult get_event(CUgraphNode node, uint32_t kind, CUevent *ev) {
+  CUgraphNodeType t = kind == CALL_GNODE_EVENT_REC ? CU_GRAPH_NODE_TYPE_EVENT_RECORD
+                                                   : CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+  call_graph_node_rep_t a;
+  void *rep = NULL;
+  CUresult r = ev ? node_of_kind(node, t, kind, &a, &rep) : CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS)
+    *ev = (CUevent)(uintptr_t)a.handle;
+  free(rep);
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode node, CUevent *ev) {
+  return get_event(node, CALL_GNODE_EVENT_REC, ev);
+}
+
+GUEST_EXPORT CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode node, CUevent *ev) {
+  return get_event(node, CALL_GNODE_EVENT_WAIT, ev);
+}
+
+GUEST_EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode node, CUDA_HOST_NODE_PARAMS *p) {
+  call_graph_node_rep_t a;
+  void *rep = NULL, *fn = NULL, *data = NULL;
+  CUresult r = p ? node_of_kind(node, CU_GRAPH_NODE_TYPE_HOST, CALL_GNODE_HOST, &a, &rep) : CUDA_ERROR_INVALID_VALUE;
+  free(rep);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!guest__hostfn_params(a.handle, &fn, &data))
+    return CUDA_ERROR_INVALID_VALUE;
+  p->fn = (CUhostFn)fn;
+  p->userData = data;
+  return CUDA_SUCCESS;
 }
 
 /* cuGraphNodeSetParams: the kinds the setters above take, from the tagged

@@ -222,6 +222,8 @@ CUresult guest__hostfn(uint64_t s, CUstream app_stream, int kind, void *fn, void
  * its seq in *seq; guest__hostfn_forget takes it back (the node was refused). */
 CUresult guest__hostfn_keep(void *fn, void *data, uint64_t *seq);
 void guest__hostfn_forget(uint64_t seq);
+/* The function and data of the entry kept under seq; false when unknown. */
+bool guest__hostfn_params(uint64_t seq, void **fn, void **data);
 
 typedef struct guest_func {
   uint64_t handle;

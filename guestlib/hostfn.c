@@ -163,6 +163,15 @@ CUresult guest__hostfn_keep(void *fn, void *data, uint64_t *seq) {
   return fn ? entry_new(0, fn, data, NULL, seq) : CUDA_ERROR_INVALID_VALUE;
 }
 
+bool guest__hostfn_params(uint64_t seq, void **fn, void **data) {
+  entry_t e;
+  if (!take_or_keep(seq & ~(SEQ_KEEP | SEQ_DROP), &e, true))
+    return false;
+  *fn = e.fn;
+  *data = e.data;
+  return true;
+}
+
 void guest__hostfn_forget(uint64_t seq) {
   entry_t e;
   (void)take(seq, &e);

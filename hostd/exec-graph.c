@@ -571,6 +571,44 @@ CUresult hostd__exec_graph_find(hostd_tenant_t *t, wire_buf_t *out,
   return call_graph_find_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* What a node of the tenant's is.  A host function's two nodes answer
+ * HOST with its seq (the guest keeps the function). */
+CUresult hostd__exec_graph_node(hostd_tenant_t *t, wire_buf_t *out,
+                                const call_graph_node_req_t *q) {
+  hostd_gnode_t n;
+  uint8_t *args;
+  int type = 0;
+  CUresult r;
+  if (!u64map_get(&t->gnodes, q->node, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  call_graph_node_rep_t rep;
+  memset(&rep, 0, sizeof(rep));
+  for (size_t i = 0; i < t->nghosts; i++)
+    if (t->ghosts[i].rnode == q->node || t->ghosts[i].wnode == q->node) {
+      rep.type = CU_GRAPH_NODE_TYPE_HOST;
+      rep.kind = CALL_GNODE_HOST;
+      rep.handle = t->ghosts[i].seq;
+      return call_graph_node_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  if (!(args = malloc(CALL_LAUNCH_ARGS_MAX)))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  memset(&n, 0, sizeof(n));
+  n.args = args;
+  if ((r = hostd__gpu.graph_node(q->node, &type, &n, CALL_LAUNCH_ARGS_MAX)) == CUDA_SUCCESS) {
+    rep = (call_graph_node_rep_t){.type = (uint32_t)type, .kind = (uint32_t)n.kind,
+                                  .handle = n.handle, .dst = n.dst, .pitch = n.pitch,
+                                  .width = n.width, .height = n.height, .value = n.value,
+                                  .elem = n.elem, .shmem = n.shmem, .fkind = (uint32_t)n.fkind,
+                                  .args = {args, n.kind == CALL_GNODE_KERNEL ? n.argbytes : 0}};
+    memcpy(rep.grid, n.grid, sizeof(rep.grid));
+    memcpy(rep.block, n.block, sizeof(rep.block));
+    if (call_graph_node_rep_put(&rep, out) != 0)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  free(args);
+  return r;
+}
+
 /* cuGraphDebugDotPrint: the text, at most one reply's worth. */
 CUresult hostd__exec_graph_dot(hostd_tenant_t *t, wire_buf_t *out, const call_graph_dot_req_t *q) {
   call_graph_dot_rep_t rep;

@@ -178,6 +178,11 @@
   X(cuGraphAddHostNode)                                                                            \
   X(cuGraphClone)                                                                                  \
   X(cuGraphNodeFindInClone)                                                                        \
+  X(cuGraphNodeGetType)                                                                            \
+  X(cuGraphKernelNodeGetParams)                                                                    \
+  X(cuGraphMemsetNodeGetParams)                                                                    \
+  X(cuGraphEventRecordNodeGetEvent)                                                                \
+  X(cuGraphEventWaitNodeGetEvent)                                                                  \
   X(cuGraphAddBatchMemOpNode)                                                                      \
   X(cuGraphExecHostNodeSetParams)                                                                  \
   X(cuGraphExecBatchMemOpNodeSetParams)                                                            \
@@ -1407,6 +1412,87 @@ static CUresult cuda_graph_find(uint64_t *out, uint64_t node, uint64_t clone) {
   return r;
 }
 
+/* A kernel node's parameters packed at their offsets into n->args (cap
+ * bytes): from its array of pointers (each parameter as the driver
+ * describes the function), or from the buffer it was given. */
+static CUresult kernel_args_of(const CUDA_KERNEL_NODE_PARAMS *k, hostd_gnode_t *n, size_t cap) {
+  CUfunction f = k->func ? k->func : (CUfunction)k->kern;
+  bool kernel = !k->func;
+  size_t o = 0, sz = 0;
+  const void *buf = NULL;
+  n->argbytes = 0;
+  if (k->kernelParams) {
+    for (uint32_t i = 0; i < CALL_MAX_PARAMS && param_info(f, kernel, i, &o, &sz) == CUDA_SUCCESS;
+         i++) {
+      if (o > cap || sz > cap - o)
+        return CUDA_ERROR_INVALID_VALUE;
+      memcpy((uint8_t *)n->args + o, k->kernelParams[i], sz);
+      if (o + sz > n->argbytes)
+        n->argbytes = o + sz;
+    }
+    return CUDA_SUCCESS;
+  }
+  for (void **e = k->extra; e && *e != CU_LAUNCH_PARAM_END; e += 2) {
+    if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+      buf = e[1];
+    else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE && e[1])
+      n->argbytes = *(const size_t *)e[1];
+  }
+  if (n->argbytes > cap || (n->argbytes && !buf))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (n->argbytes)
+    memcpy(n->args, buf, n->argbytes);
+  return CUDA_SUCCESS;
+}
+
+static CUresult cuda_graph_node(uint64_t node, int *type, hostd_gnode_t *n, size_t cap) {
+  CUgraphNodeType t;
+  CUDA_KERNEL_NODE_PARAMS k;
+  CUDA_MEMSET_NODE_PARAMS m;
+  CUevent ev = NULL;
+  CUresult r = D.cuGraphNodeGetType(GN(node), &t);
+  n->kind = CALL_GNODE_KINDS;
+  if (r != CUDA_SUCCESS)
+    return r;
+  *type = (int)t;
+  switch (t) {
+  case CU_GRAPH_NODE_TYPE_EMPTY:
+    n->kind = CALL_GNODE_EMPTY;
+    return CUDA_SUCCESS;
+  case CU_GRAPH_NODE_TYPE_KERNEL:
+    memset(&k, 0, sizeof(k));
+    if ((r = D.cuGraphKernelNodeGetParams(GN(node), &k)) != CUDA_SUCCESS ||
+        (r = kernel_args_of(&k, n, cap)) != CUDA_SUCCESS)
+      return r;
+    n->kind = CALL_GNODE_KERNEL;
+    n->fkind = k.func ? 0 : 1;
+    n->handle = k.func ? (uint64_t)(uintptr_t)k.func : (uint64_t)(uintptr_t)k.kern;
+    n->grid[0] = k.gridDimX, n->grid[1] = k.gridDimY, n->grid[2] = k.gridDimZ;
+    n->block[0] = k.blockDimX, n->block[1] = k.blockDimY, n->block[2] = k.blockDimZ;
+    n->shmem = k.sharedMemBytes;
+    return CUDA_SUCCESS;
+  case CU_GRAPH_NODE_TYPE_MEMSET:
+    memset(&m, 0, sizeof(m));
+    if ((r = D.cuGraphMemsetNodeGetParams(GN(node), &m)) != CUDA_SUCCESS)
+      return r;
+    n->kind = CALL_GNODE_MEMSET;
+    n->dst = m.dst, n->pitch = m.pitch, n->value = m.value, n->elem = m.elementSize;
+    n->width = m.width, n->height = m.height;
+    return CUDA_SUCCESS;
+  case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+  case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    r = t == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? D.cuGraphEventRecordNodeGetEvent(GN(node), &ev)
+                                             : D.cuGraphEventWaitNodeGetEvent(GN(node), &ev);
+    if (r == CUDA_SUCCESS) {
+      n->kind = t == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? CALL_GNODE_EVENT_REC : CALL_GNODE_EVENT_WAIT;
+      n->handle = (uint64_t)(uintptr_t)ev;
+    }
+    return r;
+  default:
+    return CUDA_SUCCESS; /* the type alone */
+  }
+}
+
 /* ---- a graph's host functions: a host node and a wait node per function ---- */
 
 /* What a graph's host node runs until its exec is armed (never, as hostd
@@ -1759,6 +1845,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_mem = cuda_graph_mem,
     .graph_clone = cuda_graph_clone,
     .graph_find = cuda_graph_find,
+    .graph_node = cuda_graph_node,
     .graph_add_host = cuda_graph_add_host,
     .capture_host = cuda_capture_host,
     .graph_exec_host = cuda_graph_exec_host,

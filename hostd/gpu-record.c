@@ -167,7 +167,7 @@ typedef struct rec_op {
   void *arg;
   rec_gate_t *g;
   uint32_t slot, value;
-  uint32_t grid[3]; /* OP_LAUNCH */
+  uint32_t grid[3], block[3], shmem; /* OP_LAUNCH */
   uint64_t pitch, height; /* OP_MEMSET of a graph node: rows (height 0: one) */
   struct rec_op *next;
 } rec_op_t;
@@ -1599,9 +1599,9 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
                            uint32_t nattr, void *args, size_t argbytes) {
   LIVE(f, s);
   const rec_kernel_t *k = kernel_of(f);
-  rec_op_t o = {.kind = OP_LAUNCH, .a = f, .n = argbytes, .grid = {grid[0], grid[1], grid[2]}};
+  rec_op_t o = {.kind = OP_LAUNCH, .a = f, .n = argbytes, .grid = {grid[0], grid[1], grid[2]},
+                .block = {block[0], block[1], block[2]}, .shmem = shmem};
   rec_stream_t *st;
-  (void)shmem;
   count(HOSTD_RECORD_LAUNCH);
   if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
@@ -2415,7 +2415,8 @@ static CUresult gnode_op(const hostd_gnode_t *d, rec_op_t *o, rec_graph_t **chil
     if (!kernel_of_locked(d->handle))
       return CUDA_ERROR_INVALID_VALUE;
     *o = (rec_op_t){.kind = OP_LAUNCH, .a = d->handle, .n = d->argbytes,
-                    .grid = {d->grid[0], d->grid[1], d->grid[2]}};
+                    .grid = {d->grid[0], d->grid[1], d->grid[2]},
+                    .block = {d->block[0], d->block[1], d->block[2]}, .shmem = d->shmem};
     if (!(o->bytes = malloc(d->argbytes ? d->argbytes : 1)))
       return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(o->bytes, d->args, d->argbytes);
@@ -2722,6 +2723,61 @@ static CUresult rec_graph_set(uint64_t node, const hostd_gnode_t *d) {
       free(n->op.bytes);
       n->op = o;
     }
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+/* What a graph's node is, from the work it records: copies answer their
+ * type alone, as every node that is not a kernel, a memset, an event's or
+ * empty. */
+static CUresult rec_graph_node(uint64_t node, int *type, hostd_gnode_t *d, size_t cap) {
+  LIVE(node);
+  rec_gnode_t *n = NULL;
+  CUresult r = CUDA_SUCCESS;
+  d->kind = CALL_GNODE_KINDS;
+  pthread_mutex_lock(&lock);
+  if (!gnode_graph(node, &n)) {
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const rec_op_t *o = &n->op;
+  switch (o->kind) {
+  case OP_NOP:
+    *type = CU_GRAPH_NODE_TYPE_EMPTY, d->kind = CALL_GNODE_EMPTY;
+    break;
+  case OP_LAUNCH:
+    *type = CU_GRAPH_NODE_TYPE_KERNEL;
+    if (o->n > cap) {
+      r = CUDA_ERROR_INVALID_VALUE;
+      break;
+    }
+    d->kind = CALL_GNODE_KERNEL, d->handle = o->a, d->fkind = 0, d->shmem = o->shmem;
+    memcpy(d->grid, o->grid, sizeof(d->grid));
+    memcpy(d->block, o->block, sizeof(d->block));
+    memcpy(d->args, o->bytes, o->n);
+    d->argbytes = o->n;
+    break;
+  case OP_MEMSET:
+    *type = CU_GRAPH_NODE_TYPE_MEMSET, d->kind = CALL_GNODE_MEMSET;
+    d->dst = o->a, d->width = o->n, d->value = o->v, d->elem = o->elem;
+    d->pitch = o->pitch, d->height = o->height ? o->height : 1;
+    break;
+  case OP_RECORD:
+  case OP_EVWAIT:
+    *type = o->kind == OP_RECORD ? CU_GRAPH_NODE_TYPE_EVENT_RECORD : CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+    d->kind = o->kind == OP_RECORD ? CALL_GNODE_EVENT_REC : CALL_GNODE_EVENT_WAIT;
+    d->handle = o->a;
+    break;
+  case OP_CHILD:
+    *type = CU_GRAPH_NODE_TYPE_GRAPH;
+    break;
+  case OP_HOSTFN:
+    *type = CU_GRAPH_NODE_TYPE_HOST;
+    break;
+  default:
+    *type = CU_GRAPH_NODE_TYPE_MEMCPY;
+    break;
   }
   pthread_mutex_unlock(&lock);
   return r;
@@ -3271,6 +3327,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_mem = rec_graph_mem,
     .graph_clone = rec_graph_clone,
     .graph_find = rec_graph_find,
+    .graph_node = rec_graph_node,
     .graph_add_host = rec_graph_add_host,
     .capture_host = rec_capture_host,
     .graph_exec_host = rec_graph_exec_host,

@@ -251,6 +251,12 @@ typedef struct hostd_gpu_ops {
    * clone copied from node (cuGraphNodeFindInClone). */
   CUresult (*graph_clone)(uint64_t *clone, uint64_t g);
   CUresult (*graph_find)(uint64_t *out, uint64_t node, uint64_t clone);
+  /* graph_node: what node is (wire/call.def, GRAPH_NODE): *type its
+   * CUgraphNodeType; n->kind the CALL_GNODE_* whose fields are filled
+   * (KERNEL, MEMSET, EVENT_REC, EVENT_WAIT, EMPTY), else CALL_GNODE_KINDS; a
+   * kernel's parameters packed into n->args (cap bytes; more is
+   * CUDA_ERROR_INVALID_VALUE), n->argbytes long. */
+  CUresult (*graph_node)(uint64_t node, int *type, hostd_gnode_t *n, size_t cap);
   CUresult (*graph_add_host)(uint64_t *rnode, uint64_t *wnode, uint64_t g, const uint64_t *deps,
                              size_t ndeps, void *gate);
   CUresult (*capture_host)(uint64_t s, void *gate, uint64_t *rnode, uint64_t *wnode);

@@ -35,6 +35,9 @@
 /* cudart 12's entry point, which CUDA 13's cuda.h no longer declares. */
 CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id,
                                    CUgraph *g, const CUgraphNode **deps, size_t *ndeps);
+/* The driver's first name, which cuda.h maps to its _v2. */
+#undef cuGraphKernelNodeGetParams
+CUresult cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v1 *p);
 
 static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
 static CUmodule mod;
@@ -425,8 +428,8 @@ static void generic_node_api(void **state) {
   assert_int_equal(got[10], 3);
   assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
   assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
-  /* The graph's nodes are forgotten with it. */
-  assert_int_equal(cuGraphNodeGetType(kn, &ty), CUDA_ERROR_NOT_SUPPORTED);
+  /* The graph's nodes are forgotten with it, here and in tallyd. */
+  assert_int_equal(cuGraphNodeGetType(kn, &ty), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
@@ -797,6 +800,114 @@ static void host_functions_of_graphs_run_at_every_replay(void **state) {
   assert_int_equal(cuStreamDestroy(s2), CUDA_SUCCESS);
 }
 
+/* A captured graph's nodes asked what they are, as code that captures then
+ * patches a kernel's arguments does: cuGraphGetNodes, cuGraphNodeGetType
+ * (tallyd answers for nodes this process did not add), the kernel node's
+ * parameters (v1 and v2: function, grid, block, kernelParams pointing at
+ * its argument values), the memset's, and an event record node's added
+ * after the capture; a kernel
+ * node's parameters changed through the pointers it gave and set on the
+ * exec take effect; a host node's function and data; a getter of another
+ * type is refused as the driver refuses it. */
+static void captured_nodes_describe_themselves(void **state) {
+  CUstream s;
+  CUdeviceptr a;
+  CUgraph g, h;
+  CUgraphExec e;
+  CUevent ev, got_ev = NULL;
+  CUgraphNode nodes[8], kn = NULL, mn = NULL, en = NULL, hn;
+  size_t count = 8;
+  uint32_t v = 9, got[N];
+  uint64_t n = 5;
+  void *params[] = {&a, &v, &n};
+  int kernels = 0, memsets = 0, records = 0;
+  CUDA_KERNEL_NODE_PARAMS kp;
+  CUDA_KERNEL_NODE_PARAMS_v1 k1;
+  CUDA_MEMSET_NODE_PARAMS mp;
+  CUDA_HOST_NODE_PARAMS hp = {.fn = count_run, .userData = &count}, hq;
+  (void)state;
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&a, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD32Async(a, 4, N, s), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel(fill, 1, 2, 1, 32, 1, 1, 16, s, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddEventRecordNode(&en, g, NULL, 0, ev), CUDA_SUCCESS);
+  assert_int_equal(cuGraphGetNodes(g, nodes, &count), CUDA_SUCCESS);
+  assert_int_equal(count, 3);
+  for (size_t i = 0; i < count; i++) {
+    CUgraphNodeType t;
+    assert_int_equal(cuGraphNodeGetType(nodes[i], &t), CUDA_SUCCESS);
+    if (t == CU_GRAPH_NODE_TYPE_KERNEL)
+      kn = nodes[i], kernels++;
+    else if (t == CU_GRAPH_NODE_TYPE_MEMSET)
+      mn = nodes[i], memsets++;
+    else if (t == CU_GRAPH_NODE_TYPE_EVENT_RECORD && nodes[i] == en)
+      records++;
+  }
+  assert_int_equal(kernels + memsets + records, 3);
+  assert_int_equal(kernels * memsets * records, 1);
+
+  /* The kernel node, both versions. */
+  assert_int_equal(cuGraphKernelNodeGetParams_v2(kn, &kp), CUDA_SUCCESS);
+  assert_ptr_equal(kp.func, fill);
+  assert_null(kp.kern);
+  assert_int_equal(kp.gridDimY, 2);
+  assert_int_equal(kp.blockDimX, 32);
+  assert_int_equal(kp.sharedMemBytes, 16);
+  assert_null(kp.extra);
+  assert_non_null(kp.kernelParams);
+  assert_int_equal(*(CUdeviceptr *)kp.kernelParams[0], a);
+  assert_int_equal(*(uint32_t *)kp.kernelParams[1], 9);
+  assert_int_equal(*(uint64_t *)kp.kernelParams[2], 5);
+  assert_int_equal(cuGraphKernelNodeGetParams(kn, &k1), CUDA_SUCCESS);
+  assert_ptr_equal(k1.func, fill);
+  assert_ptr_equal(k1.kernelParams, kp.kernelParams); /* the node's storage, as natively */
+  assert_int_equal(*(uint64_t *)k1.kernelParams[2], 5);
+  /* Patched through the pointers it handed out, then set on an exec. */
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  replay(e, s, a, got);
+  assert_int_equal(got[4], 9);
+  assert_int_equal(got[5], 4);
+  *(uint32_t *)kp.kernelParams[1] = 12;
+  *(uint64_t *)kp.kernelParams[2] = 7;
+  assert_int_equal(cuGraphExecKernelNodeSetParams_v2(e, kn, &kp), CUDA_SUCCESS);
+  replay(e, s, a, got);
+  assert_int_equal(got[6], 12);
+  assert_int_equal(got[7], 4);
+
+  /* The memset and the event record. */
+  assert_int_equal(cuGraphMemsetNodeGetParams(mn, &mp), CUDA_SUCCESS);
+  assert_int_equal(mp.dst, a);
+  assert_int_equal(mp.value, 4);
+  assert_int_equal(mp.elementSize, 4);
+  assert_int_equal(mp.width, N);
+  assert_int_equal(mp.height, 1);
+  assert_int_equal(cuGraphEventRecordNodeGetEvent(en, &got_ev), CUDA_SUCCESS);
+  assert_ptr_equal(got_ev, ev);
+  /* Another type's getter: refused, as the driver refuses it. */
+  assert_int_equal(cuGraphKernelNodeGetParams_v2(mn, &kp), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphMemsetNodeGetParams(kn, &mp), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphEventWaitNodeGetEvent(en, &got_ev), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphKernelNodeGetParams_v2((CUgraphNode)(uintptr_t)0xdead0, &kp),
+                   CUDA_ERROR_INVALID_VALUE);
+
+  /* A host node of a graph made here. */
+  assert_int_equal(cuGraphCreate(&h, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddHostNode(&hn, h, NULL, 0, &hp), CUDA_SUCCESS);
+  assert_int_equal(cuGraphHostNodeGetParams(hn, &hq), CUDA_SUCCESS);
+  assert_ptr_equal(hq.fn, count_run);
+  assert_ptr_equal(hq.userData, &count);
+  assert_int_equal(cuGraphDestroy(h), CUDA_SUCCESS);
+
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS); /* the storage handed out goes with it */
+  assert_int_equal(cuEventDestroy(ev), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(torch_cuda_graph_sequence),
@@ -809,6 +920,7 @@ int main(void) {
       cmocka_unit_test(graph_node_setters),
       cmocka_unit_test(device_graph_memory),
       cmocka_unit_test(host_functions_of_graphs_run_at_every_replay),
+      cmocka_unit_test(captured_nodes_describe_themselves),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

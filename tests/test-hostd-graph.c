@@ -708,6 +708,58 @@ static void a_clone_is_a_graph_of_its_own(void **state) {
   hostd__tenant_free(t);
 }
 
+/* GRAPH_NODE: what a node of the tenant's is, from the driver: a kernel
+ * node's function, shape and packed arguments, a memset's fields, a copy's
+ * type alone; another tenant's node, or one never told of, refused. */
+static void a_node_describes_itself(void **state) {
+  hostd_tenant_t *t = hc_tenant(17, &reply), *o = hc_tenant(18, &reply);
+  uint64_t f = fill_func(t), a = alloc(t), b = alloc(t), g = new_graph(t);
+  uint8_t args[24];
+  (void)state;
+  call_graph_add_req_t ms = {.graph = g, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 4,
+                             .elem = 4, .width = N, .height = 1};
+  uint64_t n1 = add_node(t, &ms, NULL, 0, CUDA_SUCCESS);
+  fill_args(args, a, 8, 8);
+  call_graph_add_req_t k = {.graph = g, .kind = CALL_GNODE_KERNEL, .handle = f,
+                            .grid = {3, 1, 1}, .block = {32, 2, 1}, .shmem = 64,
+                            .argbytes = 24, .args = {args, 24}};
+  uint64_t n2 = add_node(t, &k, &n1, 1, CUDA_SUCCESS);
+  call_graph_add_req_t cp = {.graph = g, .kind = CALL_GNODE_MEMCPY, .dst = b, .src = a,
+                             .width = N * 4};
+  uint64_t n3 = add_node(t, &cp, &n2, 1, CUDA_SUCCESS);
+  call_graph_node_req_t q = {.node = n2};
+  call_graph_node_rep_t r;
+  hc_call_ok(t, CALL_OP_GRAPH_NODE, &q, &r);
+  assert_int_equal(r.type, CU_GRAPH_NODE_TYPE_KERNEL);
+  assert_int_equal(r.kind, CALL_GNODE_KERNEL);
+  assert_int_equal(r.handle, f);
+  assert_int_equal(r.fkind, 0);
+  assert_int_equal(r.grid[0], 3);
+  assert_int_equal(r.block[1], 2);
+  assert_int_equal(r.shmem, 64);
+  assert_int_equal(r.args.len, 24);
+  assert_memory_equal(r.args.p, args, 24);
+  q.node = n1;
+  hc_call_ok(t, CALL_OP_GRAPH_NODE, &q, &r);
+  assert_int_equal(r.type, CU_GRAPH_NODE_TYPE_MEMSET);
+  assert_int_equal(r.kind, CALL_GNODE_MEMSET);
+  assert_int_equal(r.dst, a);
+  assert_int_equal(r.value, 4);
+  assert_int_equal(r.elem, 4);
+  assert_int_equal(r.width, N);
+  assert_int_equal(r.height, 1);
+  assert_int_equal(r.args.len, 0);
+  q.node = n3;
+  hc_call_ok(t, CALL_OP_GRAPH_NODE, &q, &r);
+  assert_int_equal(r.type, CU_GRAPH_NODE_TYPE_MEMCPY);
+  assert_int_equal(r.kind, CALL_GNODE_KINDS);
+  assert_int_equal(hc_call(o, CALL_OP_GRAPH_NODE, &q), CUDA_ERROR_INVALID_VALUE);
+  q.node = 0x12345670;
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_NODE, &q), CUDA_ERROR_INVALID_VALUE);
+  hostd__tenant_free(o);
+  hostd__tenant_free(t);
+}
+
 static void another_tenants_handles_are_refused(void **state) {
   hostd_tenant_t *a = hc_tenant(6, &reply), *b = hc_tenant(7, &reply);
   uint64_t ga = new_graph(a), gb = new_graph(b), sb = stream(b);
@@ -760,7 +812,7 @@ static void malformed_requests_are_protocol_errors(void **state) {
   static const uint32_t ops[] = {CALL_OP_CAPTURE_BEGIN,   CALL_OP_CAPTURE_INFO,
                                  CALL_OP_GRAPH_ADD,       CALL_OP_GRAPH_DEPS,
                                  CALL_OP_GRAPH_LAUNCH,    CALL_OP_GRAPH_EXEC_KERNEL,
-                                 CALL_OP_GRAPH_INSTANTIATE};
+                                 CALL_OP_GRAPH_INSTANTIATE, CALL_OP_GRAPH_NODE};
   uint8_t bytes[256];
   const char *why = NULL;
   (void)state;
@@ -790,6 +842,7 @@ int main(void) {
       cmocka_unit_test(graph_nodes_take_new_parameters),
       cmocka_unit_test(graph_memory_of_the_device),
       cmocka_unit_test(a_clone_is_a_graph_of_its_own),
+      cmocka_unit_test(a_node_describes_itself),
       cmocka_unit_test(capture_into_a_given_graph),
       cmocka_unit_test(another_tenants_handles_are_refused),
       cmocka_unit_test(closing_a_tenant_frees_graphs),
