@@ -327,6 +327,26 @@ static uint64_t new_graph(hostd_tenant_t *t) {
   return a.graph;
 }
 
+/* In g, a chain: q[0] sets the N words at a to 4, q[1] launches fill_u32
+ * (function f) with args (8 words of 8 at a) in k's grid, block and shared
+ * memory, q[2] copies a to b; their nodes in n. */
+static void memset_fill_copy(hostd_tenant_t *t, uint64_t g, uint64_t f, uint64_t a, uint64_t b,
+                             uint8_t args[24], const call_graph_add_req_t *k,
+                             call_graph_add_req_t q[3], uint64_t n[3]) {
+  fill_args(args, a, 8, 8);
+  q[0] = (call_graph_add_req_t){.graph = g, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 4,
+                                .elem = 4, .width = N, .height = 1};
+  q[1] = (call_graph_add_req_t){.graph = g, .kind = CALL_GNODE_KERNEL, .handle = f,
+                                .shmem = k->shmem, .argbytes = 24, .args = {args, 24}};
+  memcpy(q[1].grid, k->grid, sizeof(q[1].grid));
+  memcpy(q[1].block, k->block, sizeof(q[1].block));
+  q[2] = (call_graph_add_req_t){.graph = g, .kind = CALL_GNODE_MEMCPY, .dst = b, .src = a,
+                                .width = N * 4};
+  n[0] = add_node(t, &q[0], NULL, 0, CUDA_SUCCESS);
+  n[1] = add_node(t, &q[1], &n[0], 1, CUDA_SUCCESS);
+  n[2] = add_node(t, &q[2], &n[1], 1, CUDA_SUCCESS);
+}
+
 /* memset -> kernel -> copy, a child graph, an edge added afterwards; then
  * a kernel node's parameters changed in the exec, and an update refused. */
 static void explicit_graph(void **state) {
@@ -334,18 +354,12 @@ static void explicit_graph(void **state) {
   uint64_t f = fill_func(t), s = stream(t), a = alloc(t), b = alloc(t), g = new_graph(t);
   uint8_t args[24];
   uint32_t got[N];
+  call_graph_add_req_t q[3], shape = {.grid = {1, 1, 1}, .block = {32, 1, 1}};
+  uint64_t n[3];
   (void)state;
-  call_graph_add_req_t ms = {.graph = g, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 4,
-                             .elem = 4, .width = N, .height = 1};
-  uint64_t n1 = add_node(t, &ms, NULL, 0, CUDA_SUCCESS);
-  fill_args(args, a, 8, 8);
-  call_graph_add_req_t k = {.graph = g, .kind = CALL_GNODE_KERNEL, .handle = f,
-                            .grid = {1, 1, 1}, .block = {32, 1, 1}, .argbytes = 24,
-                            .args = {args, 24}};
-  uint64_t n2 = add_node(t, &k, &n1, 1, CUDA_SUCCESS);
-  call_graph_add_req_t cp = {.graph = g, .kind = CALL_GNODE_MEMCPY, .dst = b, .src = a,
-                             .width = N * 4};
-  uint64_t n3 = add_node(t, &cp, &n2, 1, CUDA_SUCCESS);
+  memset_fill_copy(t, g, f, a, b, args, &shape, q, n);
+  call_graph_add_req_t ms = q[0], cp = q[2];
+  uint64_t n2 = n[1], n3 = n[2];
   /* A child graph setting the last word of b, after the copy (an edge added later). */
   uint64_t c = new_graph(t);
   call_graph_add_req_t cms = {.graph = c, .kind = CALL_GNODE_MEMSET, .dst = b + (N - 1) * 4,
@@ -713,20 +727,12 @@ static void a_clone_is_a_graph_of_its_own(void **state) {
  * type alone; another tenant's node, or one never told of, refused. */
 static void a_node_describes_itself(void **state) {
   hostd_tenant_t *t = hc_tenant(17, &reply), *o = hc_tenant(18, &reply);
-  uint64_t f = fill_func(t), a = alloc(t), b = alloc(t), g = new_graph(t);
+  uint64_t f = fill_func(t), a = alloc(t), b = alloc(t), g = new_graph(t), n[3];
   uint8_t args[24];
+  call_graph_add_req_t made[3], shape = {.grid = {3, 1, 1}, .block = {32, 2, 1}, .shmem = 64};
   (void)state;
-  call_graph_add_req_t ms = {.graph = g, .kind = CALL_GNODE_MEMSET, .dst = a, .value = 4,
-                             .elem = 4, .width = N, .height = 1};
-  uint64_t n1 = add_node(t, &ms, NULL, 0, CUDA_SUCCESS);
-  fill_args(args, a, 8, 8);
-  call_graph_add_req_t k = {.graph = g, .kind = CALL_GNODE_KERNEL, .handle = f,
-                            .grid = {3, 1, 1}, .block = {32, 2, 1}, .shmem = 64,
-                            .argbytes = 24, .args = {args, 24}};
-  uint64_t n2 = add_node(t, &k, &n1, 1, CUDA_SUCCESS);
-  call_graph_add_req_t cp = {.graph = g, .kind = CALL_GNODE_MEMCPY, .dst = b, .src = a,
-                             .width = N * 4};
-  uint64_t n3 = add_node(t, &cp, &n2, 1, CUDA_SUCCESS);
+  memset_fill_copy(t, g, f, a, b, args, &shape, made, n);
+  uint64_t n1 = n[0], n2 = n[1], n3 = n[2];
   call_graph_node_req_t q = {.node = n2};
   call_graph_node_rep_t r;
   hc_call_ok(t, CALL_OP_GRAPH_NODE, &q, &r);
