@@ -26,7 +26,8 @@
  * keeps across replays (tallyd makes each a driver host node and a gate),
  * their functions changed in a graph or an exec; what a node is, asked of
  * tallyd for nodes this process did not add (cuGraphNodeGetType, the
- * getters of kernel, memset, event and host nodes: GRAPH_NODE); copies
+ * getters of kernel, memset, event and host nodes: GRAPH_NODE); an exec's
+ * node enabled or not (GRAPH_ENABLE); copies
  * naming other host memory (pageable, or pinned over TCP), memory nodes and
  * a copy node's getter answer CUDA_ERROR_NOT_SUPPORTED with a log line.
  */
@@ -1226,6 +1227,31 @@ GUEST_EXPORT CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode node, CUevent e
 
 GUEST_EXPORT CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode node, CUevent ev) {
   return set_event(node, CALL_GNODE_EVENT_WAIT, ev);
+}
+
+/* ---- a node of an exec enabled or not (GRAPH_ENABLE) ---- */
+
+/* Posted, as the exec's other updates (XLA turns its barrier nodes off
+ * this way); an error comes back from the next synchronising call. */
+GUEST_EXPORT CUresult cuGraphNodeSetEnabled(CUgraphExec e, CUgraphNode node, unsigned int on) {
+  call_graph_enable_req_t q = {.exec = H(e), .node = H(node), .set = 1, .enabled = on != 0};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  return e && node ? guest__post_cu(CALL_OP_GRAPH_ENABLE, &q) : CUDA_ERROR_INVALID_VALUE;
+}
+
+GUEST_EXPORT CUresult cuGraphNodeGetEnabled(CUgraphExec e, CUgraphNode node, unsigned int *on) {
+  call_graph_enable_req_t q = {.exec = H(e), .node = H(node)};
+  call_graph_enable_rep_t a = {0};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!e || !node || !on)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = guest__rpc(CALL_OP_GRAPH_ENABLE, 0, &q, &a)) == CUDA_SUCCESS)
+    *on = a.enabled;
+  return r;
 }
 
 /* ---- getters: what tallyd's driver says (GRAPH_NODE) ---- */

@@ -609,6 +609,24 @@ CUresult hostd__exec_graph_node(hostd_tenant_t *t, wire_buf_t *out,
   return r;
 }
 
+/* A node of an exec of the tenant's enabled or not (held launches of the
+ * exec run as they were launched), or whether it is. */
+CUresult hostd__exec_graph_enable(hostd_tenant_t *t, wire_buf_t *out,
+                                  const call_graph_enable_req_t *q) {
+  unsigned on = q->enabled != 0;
+  CUresult r;
+  if (!u64map_get(&t->gexecs, q->exec, NULL) || !u64map_get(&t->gnodes, q->node, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (q->set)
+    return (r = hostd__sched_tenant_flush(t->sched)) != CUDA_SUCCESS
+               ? r
+               : hostd__gpu.graph_enable(q->exec, q->node, 1, &on);
+  if ((r = hostd__gpu.graph_enable(q->exec, q->node, 0, &on)) != CUDA_SUCCESS)
+    return r;
+  call_graph_enable_rep_t rep = {.enabled = on};
+  return call_graph_enable_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* cuGraphDebugDotPrint: the text, at most one reply's worth. */
 CUresult hostd__exec_graph_dot(hostd_tenant_t *t, wire_buf_t *out, const call_graph_dot_req_t *q) {
   call_graph_dot_rep_t rep;

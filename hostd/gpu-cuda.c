@@ -183,6 +183,8 @@
   X(cuGraphMemsetNodeGetParams)                                                                    \
   X(cuGraphEventRecordNodeGetEvent)                                                                \
   X(cuGraphEventWaitNodeGetEvent)                                                                  \
+  X(cuGraphNodeSetEnabled)                                                                         \
+  X(cuGraphNodeGetEnabled)                                                                         \
   X(cuGraphAddBatchMemOpNode)                                                                      \
   X(cuGraphExecHostNodeSetParams)                                                                  \
   X(cuGraphExecBatchMemOpNodeSetParams)                                                            \
@@ -1493,6 +1495,11 @@ static CUresult cuda_graph_node(uint64_t node, int *type, hostd_gnode_t *n, size
   }
 }
 
+static CUresult cuda_graph_enable(uint64_t exec, uint64_t node, int set, unsigned *enabled) {
+  return set ? D.cuGraphNodeSetEnabled(GE(exec), GN(node), *enabled)
+             : D.cuGraphNodeGetEnabled(GE(exec), GN(node), enabled);
+}
+
 /* ---- a graph's host functions: a host node and a wait node per function ---- */
 
 /* What a graph's host node runs until its exec is armed (never, as hostd
@@ -1846,6 +1853,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_clone = cuda_graph_clone,
     .graph_find = cuda_graph_find,
     .graph_node = cuda_graph_node,
+    .graph_enable = cuda_graph_enable,
     .graph_add_host = cuda_graph_add_host,
     .capture_host = cuda_capture_host,
     .graph_exec_host = cuda_graph_exec_host,

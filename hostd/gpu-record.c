@@ -2147,6 +2147,7 @@ typedef struct rec_gnode {
   uint64_t *deps;
   size_t ndeps;
   bool ran;
+  bool disabled; /* in an exec: cuGraphNodeSetEnabled(0), skipped by replays */
   struct rec_gnode *next;
 } rec_gnode_t;
 
@@ -2556,6 +2557,8 @@ static void graph_run(rec_graph_t *g, uint64_t s) {
       if (!gnode_ready(g, n))
         continue;
       n->ran = more = true;
+      if (n->disabled)
+        continue;
       if (n->op.kind == OP_CHILD) {
         graph_run(n->child, s);
         continue;
@@ -2698,6 +2701,29 @@ static CUresult rec_graph_exec_set(uint64_t exec, uint64_t node, const hostd_gno
         n->child = child;
       }
     }
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+/* An exec's node enabled or not, as the driver allows for kernels, memsets
+ * and copies only. */
+static CUresult rec_graph_enable(uint64_t exec, uint64_t node, int set, unsigned *enabled) {
+  LIVE(exec, node);
+  rec_graph_t *e;
+  rec_gnode_t *n = NULL;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if ((e = rec_find(gexecs, exec)))
+    for (n = e->head; n && n->orig != node; n = n->next)
+      ;
+  if (n && (n->op.kind == OP_LAUNCH || n->op.kind == OP_MEMSET || n->op.kind == OP_DTOD ||
+            n->op.kind == OP_HTOD || n->op.kind == OP_DTOH)) {
+    r = CUDA_SUCCESS;
+    if (set)
+      n->disabled = !*enabled;
+    else
+      *enabled = !n->disabled;
   }
   pthread_mutex_unlock(&lock);
   return r;
@@ -3328,6 +3354,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_clone = rec_graph_clone,
     .graph_find = rec_graph_find,
     .graph_node = rec_graph_node,
+    .graph_enable = rec_graph_enable,
     .graph_add_host = rec_graph_add_host,
     .capture_host = rec_capture_host,
     .graph_exec_host = rec_graph_exec_host,

@@ -257,6 +257,9 @@ typedef struct hostd_gpu_ops {
    * kernel's parameters packed into n->args (cap bytes; more is
    * CUDA_ERROR_INVALID_VALUE), n->argbytes long. */
   CUresult (*graph_node)(uint64_t node, int *type, hostd_gnode_t *n, size_t cap);
+  /* graph_enable: cuGraphNodeSetEnabled (set) of node in exec to *enabled,
+   * or cuGraphNodeGetEnabled into *enabled. */
+  CUresult (*graph_enable)(uint64_t exec, uint64_t node, int set, unsigned *enabled);
   CUresult (*graph_add_host)(uint64_t *rnode, uint64_t *wnode, uint64_t g, const uint64_t *deps,
                              size_t ndeps, void *gate);
   CUresult (*capture_host)(uint64_t s, void *gate, uint64_t *rnode, uint64_t *wnode);

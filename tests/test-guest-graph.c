@@ -800,6 +800,59 @@ static void host_functions_of_graphs_run_at_every_replay(void **state) {
   assert_int_equal(cuStreamDestroy(s2), CUDA_SUCCESS);
 }
 
+/* An exec's nodes turned off and on again (cuGraphNodeSetEnabled, XLA's
+ * barriers): a disabled kernel node does not run at the next replay and
+ * runs again once enabled; the state is read back; the graph's own node is
+ * untouched (a second exec runs it); a node the driver cannot disable (an
+ * event record) is refused at the next synchronisation, as an update's
+ * error is. */
+static void exec_nodes_enabled_and_disabled(void **state) {
+  CUstream s;
+  CUdeviceptr a;
+  CUgraph g;
+  CUgraphExec e, e2;
+  CUgraphNode ms, kn, en;
+  CUevent ev;
+  uint32_t v = 5, got[N];
+  uint64_t n = 8;
+  unsigned on = 7;
+  void *params[] = {&a, &v, &n};
+  (void)state;
+  graph_open(&s, &a, &g);
+  add_memset2(&ms, g, NULL, 0, a);
+  fill_node(&kn, g, &ms, params);
+  assert_int_equal(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddEventRecordNode(&en, g, &kn, 1, ev), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e2, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphNodeGetEnabled(e, kn, &on), CUDA_SUCCESS);
+  assert_int_equal(on, 1);
+  assert_int_equal(cuGraphNodeSetEnabled(e, kn, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphNodeGetEnabled(e, kn, &on), CUDA_SUCCESS);
+  assert_int_equal(on, 0);
+  replay(e, s, a, got);
+  assert_int_equal(got[0], 2); /* the memset ran, the kernel did not */
+  replay(e2, s, a, got);
+  assert_int_equal(got[0], 5);
+  assert_int_equal(cuGraphNodeSetEnabled(e, kn, 1), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD32(a, 0, N), CUDA_SUCCESS);
+  replay(e, s, a, got);
+  assert_int_equal(got[0], 5);
+  assert_int_equal(got[8], 2);
+  assert_int_equal(cuGraphNodeSetEnabled(e, en, 0), CUDA_SUCCESS);
+  assert_int_not_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cuGraphNodeGetEnabled(e, (CUgraphNode)(uintptr_t)0xdead0, &on),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphNodeGetEnabled(NULL, kn, &on), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphExecDestroy(e2), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy(ev), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* A captured graph's nodes asked what they are, as code that captures then
  * patches a kernel's arguments does: cuGraphGetNodes, cuGraphNodeGetType
  * (tallyd answers for nodes this process did not add), the kernel node's
@@ -921,6 +974,7 @@ int main(void) {
       cmocka_unit_test(device_graph_memory),
       cmocka_unit_test(host_functions_of_graphs_run_at_every_replay),
       cmocka_unit_test(captured_nodes_describe_themselves),
+      cmocka_unit_test(exec_nodes_enabled_and_disabled),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

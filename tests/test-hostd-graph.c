@@ -818,7 +818,8 @@ static void malformed_requests_are_protocol_errors(void **state) {
   static const uint32_t ops[] = {CALL_OP_CAPTURE_BEGIN,   CALL_OP_CAPTURE_INFO,
                                  CALL_OP_GRAPH_ADD,       CALL_OP_GRAPH_DEPS,
                                  CALL_OP_GRAPH_LAUNCH,    CALL_OP_GRAPH_EXEC_KERNEL,
-                                 CALL_OP_GRAPH_INSTANTIATE, CALL_OP_GRAPH_NODE};
+                                 CALL_OP_GRAPH_INSTANTIATE, CALL_OP_GRAPH_NODE,
+                                 CALL_OP_GRAPH_ENABLE};
   uint8_t bytes[256];
   const char *why = NULL;
   (void)state;

@@ -47,7 +47,8 @@
                                     8: GRAPH_DOT, FUNC_ATTRS, library kernels described
                                     without attributes; 9: CTX_LIMIT; 10: GRAPH_EXEC_NODE,
                                     GRAPH_SET, GRAPH_MEM, GRAPH_CLONE, GRAPH_FIND;
-                                    11: CALL_FD_ELSEWHERE, GRAPH_NODE */
+                                    11: CALL_FD_ELSEWHERE, GRAPH_NODE,
+                                    GRAPH_ENABLE */
 /* A descriptor of shared host memory the guest passes (wire_conn_send_fd,
  * tag = its address in the guest) is answered 0 when tallyd mapped it at that
  * same address, so the address is a device address there as well, and
