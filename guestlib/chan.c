@@ -353,13 +353,15 @@ CUresult guest__rpc(uint32_t op, uint32_t flags, const void *q, void *rep) {
   }
   if (got != want || (rep && call_decode(m, buf, got, rep, NULL, NULL) != 0))
     return guest__cu_error(-EPROTO);
-  /* What the synchronisation covers is read back from device mirrors. */
-  if (op == CALL_OP_STREAM_SYNC)
-    guest__mirror_synced(op, ((const call_stream_sync_req_t *)q)->stream);
-  else if (op == CALL_OP_STREAM_QUERY)
-    guest__mirror_synced(op, ((const call_stream_query_req_t *)q)->stream);
-  else if (op == CALL_OP_CTX_SYNC)
-    guest__mirror_synced(op, 0);
+  /* What the synchronisation covers is read back from device mirrors and
+   * graph stages. */
+  if (op == CALL_OP_STREAM_SYNC || op == CALL_OP_STREAM_QUERY || op == CALL_OP_CTX_SYNC) {
+    uint64_t s = op == CALL_OP_STREAM_SYNC    ? ((const call_stream_sync_req_t *)q)->stream
+                 : op == CALL_OP_STREAM_QUERY ? ((const call_stream_query_req_t *)q)->stream
+                                              : 0;
+    guest__mirror_synced(op, s);
+    guest__gstage_synced(op, s);
+  }
   return CUDA_SUCCESS;
 }
 

@@ -18,7 +18,8 @@
  * Graph, node and exec handles are tallyd's; node parameters travel as
  * fixed fields (wire/call.def, GRAPH_ADD).  Offered: kernel nodes (packed
  * as launches), 1-D copies between device memory and pinned memory shared
- * with tallyd (which maps it at the same address), memsets, empty, event
+ * with tallyd (which maps it at the same address) or other host memory
+ * (through staging buffers, gstage.c), memsets, empty, event
  * record and wait, child graphs (each also through cuGraphAddNode's tagged union),
  * dependencies, cuGraphGetNodes, a graph's nodes given new parameters
  * (GRAPH_SET) and an exec's updates of each of those kinds (posted:
@@ -27,9 +28,8 @@
  * their functions changed in a graph or an exec; what a node is, asked of
  * tallyd for nodes this process did not add (cuGraphNodeGetType, the
  * getters of kernel, memset, event and host nodes: GRAPH_NODE); an exec's
- * node enabled or not (GRAPH_ENABLE); copies
- * naming other host memory (pageable, or pinned over TCP), memory nodes and
- * a copy node's getter answer CUDA_ERROR_NOT_SUPPORTED with a log line.
+ * node enabled or not (GRAPH_ENABLE); copies other than 1-D, memory nodes
+ * and a copy node's getter answer CUDA_ERROR_NOT_SUPPORTED with a log line.
  */
 #include "guestlib/guest.h"
 
@@ -145,6 +145,19 @@ static bool nt_get(uint64_t node, CUgraphNodeType *type) {
   }
   pthread_mutex_unlock(&nt_mu);
   return found;
+}
+
+/* The graph node belongs to, 0 when not known here. */
+static uint64_t nt_graph(uint64_t node) {
+  uint64_t g = 0;
+  pthread_mutex_lock(&nt_mu);
+  if (nt_cap) {
+    size_t i = nt_slot(nt, nt_cap, node);
+    if (nt[i].node)
+      g = nt[i].graph;
+  }
+  pthread_mutex_unlock(&nt_mu);
+  return g;
 }
 
 /* Storage for what a getter hands out about node, size bytes: the node's
@@ -416,9 +429,18 @@ GUEST_EXPORT CUresult cuGraphCreate(CUgraph *pg, unsigned int flags) {
 GUEST_EXPORT CUresult cuGraphDestroy(CUgraph g) {
   call_graph_del_req_t q = {.graph = H(g)};
   CUresult r = guest__ready();
-  if (r == CUDA_SUCCESS && (r = guest__rpc(CALL_OP_GRAPH_DEL, 0, &q, NULL)) == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS && (r = guest__rpc(CALL_OP_GRAPH_DEL, 0, &q, NULL)) == CUDA_SUCCESS) {
     nt_drop_graph(H(g));
+    guest__gstage_drop(H(g));
+  }
   return r;
+}
+
+/* The node of clone *(uint64_t *)arg copied from node, 0 if none. */
+static uint64_t in_clone(uint64_t node, void *arg) {
+  call_graph_find_req_t q = {.node = node, .clone = *(const uint64_t *)arg};
+  call_graph_find_rep_t a = {0};
+  return guest__rpc(CALL_OP_GRAPH_FIND, 0, &q, &a) == CUDA_SUCCESS ? a.node : 0;
 }
 
 /* A copy of g (GRAPH_CLONE); its nodes are named through
@@ -431,8 +453,15 @@ GUEST_EXPORT CUresult cuGraphClone(CUgraph *pc, CUgraph g) {
     return r;
   if (!pc || !g)
     return CUDA_ERROR_INVALID_VALUE;
-  if ((r = guest__rpc(CALL_OP_GRAPH_CLONE, 0, &q, &a)) == CUDA_SUCCESS)
-    *pc = (CUgraph)(uintptr_t)a.graph;
+  if ((r = guest__rpc(CALL_OP_GRAPH_CLONE, 0, &q, &a)) != CUDA_SUCCESS)
+    return r;
+  *pc = (CUgraph)(uintptr_t)a.graph;
+  /* The clone's copy nodes name the same stages as the original's. */
+  if (guest__gstage_any(H(g)) &&
+      (r = guest__gstage_copy(H(g), a.graph, in_clone, &a.graph)) != CUDA_SUCCESS) {
+    (void)cuGraphDestroy(*pc);
+    *pc = NULL;
+  }
   return r;
 }
 
@@ -543,11 +572,14 @@ static bool shared_pinned(uint64_t p, size_t n) {
 }
 
 /* A side of a copy node n bytes wide: its address when it names device
- * memory or shared pinned memory, else 0 (pageable memory, pinned memory
- * over TCP, arrays). */
-static uint64_t copy_side(CUmemorytype t, CUdeviceptr d, const void *h, size_t x, size_t n) {
+ * memory or shared pinned memory, else 0 with *host set when it names
+ * other host memory (pageable memory, pinned memory over TCP: staged,
+ * gstage.c), NULL for what it cannot be (arrays). */
+static uint64_t copy_side(CUmemorytype t, CUdeviceptr d, const void *h, size_t x, size_t n,
+                          void **host) {
   uint64_t base, size, p = (t == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)h : d) + x;
   guest_mem_kind_t kind;
+  *host = NULL;
   if (t == CU_MEMORYTYPE_DEVICE)
     return p;
   if (t == CU_MEMORYTYPE_UNIFIED && guest__mem_find(d, &base, &size, &kind) &&
@@ -555,30 +587,78 @@ static uint64_t copy_side(CUmemorytype t, CUdeviceptr d, const void *h, size_t x
     return p;
   if ((t == CU_MEMORYTYPE_HOST || t == CU_MEMORYTYPE_UNIFIED) && shared_pinned(p, n))
     return p;
+  if ((t == CU_MEMORYTYPE_HOST || t == CU_MEMORYTYPE_UNIFIED) && p)
+    *host = (void *)(uintptr_t)p;
   return 0;
 }
 
+/* What a copy node needs staged (gstage.c): dir GUEST_STAGE_UP or _DOWN
+ * and the host side, or dir -1. */
+typedef struct {
+  int dir;
+  void *host;
+  size_t len;
+} stage_req_t;
+
 /* A copy node's fields (q zeroed by the caller): a 1-D copy between device
- * memory and shared pinned memory (either side either), else NOT_SUPPORTED,
- * logged once as what. */
-static CUresult memcpy_fields(call_graph_add_req_t *q, const CUDA_MEMCPY3D *c, const char *fn,
-                              int *logged) {
-  char what[128];
+ * memory and shared pinned memory (either side either), or between device
+ * memory and other host memory (*st says which side; the caller names a
+ * stage there); else NOT_SUPPORTED, logged once as what. */
+static CUresult memcpy_fields(call_graph_add_req_t *q, const CUDA_MEMCPY3D *c, stage_req_t *st,
+                              const char *fn, int *logged) {
+  char what[160];
+  void *dh, *sh;
   if (!c)
     return CUDA_ERROR_INVALID_VALUE;
   q->kind = CALL_GNODE_MEMCPY;
   q->dst = copy_side(c->dstMemoryType, c->dstDevice, c->dstHost, c->dstXInBytes,
-                     c->WidthInBytes);
+                     c->WidthInBytes, &dh);
   q->src = copy_side(c->srcMemoryType, c->srcDevice, c->srcHost, c->srcXInBytes,
-                     c->WidthInBytes);
+                     c->WidthInBytes, &sh);
   q->width = c->WidthInBytes;
-  if (!q->dst || !q->src || c->Height > 1 || c->Depth > 1 || c->srcY || c->dstY || c->srcZ ||
-      c->dstZ) {
-    snprintf(what, sizeof(what), "%s (other than a 1-D copy between device memory and pinned "
-             "memory shared with tallyd)", fn);
+  *st = (stage_req_t){.dir = -1, .len = c->WidthInBytes};
+  if (q->dst && !q->src && sh)
+    st->dir = GUEST_STAGE_UP, st->host = sh;
+  else if (q->src && !q->dst && dh)
+    st->dir = GUEST_STAGE_DOWN, st->host = dh;
+  if ((!(q->dst && q->src) && st->dir < 0) || c->Height > 1 || c->Depth > 1 || c->srcY ||
+      c->dstY || c->srcZ || c->dstZ || (st->dir >= 0 && guest__capture_open())) {
+    snprintf(what, sizeof(what), "%s (other than a 1-D copy between device memory and host "
+             "memory, made outside a stream capture)", fn);
     return guest__unsupported(what, logged);
   }
   return CUDA_SUCCESS;
+}
+
+/* A stage buffer for st, named in q in place of the host side. */
+static CUresult stage_fields(call_graph_add_req_t *q, const stage_req_t *st, uint64_t *dev) {
+  CUresult r;
+  *dev = 0;
+  if (st->dir < 0)
+    return CUDA_SUCCESS;
+  if ((r = guest__gstage_buffer(st->len, dev)) != CUDA_SUCCESS)
+    return r;
+  if (st->dir == GUEST_STAGE_UP)
+    q->src = *dev;
+  else
+    q->dst = *dev;
+  return CUDA_SUCCESS;
+}
+
+/* After tallyd answered r for node of owner made or set from q and st:
+ * the stage is recorded, or dropped with the answer. */
+static CUresult stage_done(CUresult r, uint64_t owner, uint64_t node, const stage_req_t *st,
+                           uint64_t dev) {
+  if (r != CUDA_SUCCESS) {
+    if (dev)
+      (void)guest__dev_free(dev);
+    return r;
+  }
+  if (!dev) {
+    guest__gstage_unbind(owner, node);
+    return CUDA_SUCCESS;
+  }
+  return guest__gstage_bind(owner, node, dev, st->host, st->len, st->dir);
 }
 
 /* A memset node's fields (q zeroed by the caller). */
@@ -595,11 +675,16 @@ GUEST_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *pn, CUgraph g, const CUg
                                            size_t n, const CUDA_MEMCPY3D *c, CUcontext ctx) {
   static int logged;
   call_graph_add_req_t q;
+  stage_req_t st;
+  uint64_t dev;
   CUresult r;
   (void)ctx;
   memset(&q, 0, sizeof(q));
-  r = memcpy_fields(&q, c, "cuGraphAddMemcpyNode", &logged);
-  return r == CUDA_SUCCESS ? add(pn, g, deps, n, &q) : r;
+  if ((r = memcpy_fields(&q, c, &st, "cuGraphAddMemcpyNode", &logged)) != CUDA_SUCCESS ||
+      (r = stage_fields(&q, &st, &dev)) != CUDA_SUCCESS)
+    return r;
+  r = add(pn, g, deps, n, &q);
+  return stage_done(r, H(g), r == CUDA_SUCCESS ? H(*pn) : 0, &st, dev);
 }
 
 GUEST_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
@@ -659,9 +744,18 @@ GUEST_EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode *pn, CUgraph g, const 
                                               size_t n, CUevent e) {
   return add_handle(pn, g, deps, n, CALL_GNODE_EVENT_WAIT, H(e));
 }
+/* A child copying host memory is refused: its stages are its own (gstage.c). */
+static CUresult child_staged(CUgraph child) {
+  static int logged;
+  return guest__gstage_any(H(child))
+             ? guest__unsupported("a child graph copying host memory", &logged)
+             : CUDA_SUCCESS;
+}
+
 GUEST_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *pn, CUgraph g,
                                                const CUgraphNode *deps, size_t n, CUgraph child) {
-  return add_handle(pn, g, deps, n, CALL_GNODE_CHILD, H(child));
+  CUresult r = child_staged(child);
+  return r != CUDA_SUCCESS ? r : add_handle(pn, g, deps, n, CALL_GNODE_CHILD, H(child));
 }
 
 GUEST_EXPORT CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode *from,
@@ -901,8 +995,15 @@ static CUresult instantiate(CUgraphExec *pe, CUgraph g, unsigned long long flags
   if (!pe)
     return CUDA_ERROR_INVALID_VALUE;
   r = guest__rpc(CALL_OP_GRAPH_INSTANTIATE, 0, &q, &a);
-  if (r == CUDA_SUCCESS)
-    *pe = (CUgraphExec)(uintptr_t)a.exec;
+  if (r != CUDA_SUCCESS)
+    return r;
+  *pe = (CUgraphExec)(uintptr_t)a.exec;
+  /* The exec's copy nodes name the graph's stages. */
+  if (guest__gstage_any(H(g)) &&
+      (r = guest__gstage_copy(H(g), a.exec, NULL, NULL)) != CUDA_SUCCESS) {
+    (void)cuGraphExecDestroy(*pe);
+    *pe = NULL;
+  }
   return r;
 }
 
@@ -924,14 +1025,28 @@ GUEST_EXPORT CUresult cuGraphInstantiate(CUgraphExec *pe, CUgraph g, CUgraphNode
   return cuGraphInstantiate_v2(pe, g, err_node, log, logsize);
 }
 
+/* An exec with stages (gstage.c): its uploads' bytes go first, its
+ * downloads are read back after; it cannot be launched into a capture (the
+ * staging copies would not be captured with it). */
 static CUresult graph_launch(CUgraphExec e, CUstream s, int ptds, uint32_t upload) {
+  static int logged;
   call_graph_launch_req_t q = {.exec = H(e), .stream = guest__stream(s, ptds), .upload = upload};
+  bool staged;
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (!e)
     return CUDA_ERROR_INVALID_VALUE;
-  return guest__post_cu(CALL_OP_GRAPH_LAUNCH, &q);
+  if (!(staged = !upload && guest__gstage_any(q.exec)))
+    return guest__post_cu(CALL_OP_GRAPH_LAUNCH, &q);
+  if (guest__capture_open())
+    return guest__unsupported("cuGraphLaunch of a graph copying host memory, while a stream "
+                              "capture is open", &logged);
+  if ((r = guest__gstage_before(q.exec, q.stream)) != CUDA_SUCCESS ||
+      (r = guest__post_cu(CALL_OP_GRAPH_LAUNCH, &q)) != CUDA_SUCCESS)
+    return r;
+  guest__gstage_after(q.exec, q.stream);
+  return CUDA_SUCCESS;
 }
 
 /* Upload (flag CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) goes as a separate post. */
@@ -973,7 +1088,9 @@ GUEST_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec e, CUstream s) {
 GUEST_EXPORT CUresult cuGraphExecDestroy(CUgraphExec e) {
   call_graph_exec_del_req_t q = {.exec = H(e)};
   CUresult r = guest__ready();
-  return r != CUDA_SUCCESS ? r : guest__rpc(CALL_OP_GRAPH_EXEC_DEL, 0, &q, NULL);
+  if (r == CUDA_SUCCESS && (r = guest__rpc(CALL_OP_GRAPH_EXEC_DEL, 0, &q, NULL)) == CUDA_SUCCESS)
+    guest__gstage_drop(H(e));
+  return r;
 }
 
 GUEST_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g,
@@ -985,6 +1102,14 @@ GUEST_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g,
     return r;
   if (!info)
     return CUDA_ERROR_INVALID_VALUE;
+  if (guest__gstage_any(H(e)) || guest__gstage_any(H(g))) {
+    /* Their copy nodes would name stages no entry describes (gstage.c). */
+    static int logged;
+    memset(info, 0, sizeof(*info));
+    info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
+    (void)guest__unsupported("cuGraphExecUpdate (of graphs copying host memory)", &logged);
+    return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+  }
   r = guest__rpc(CALL_OP_GRAPH_EXEC_UPDATE, 0, &q, &a);
   if (r == CUDA_SUCCESS)
     r = (CUresult)a.status; /* the driver's answer */
@@ -1020,6 +1145,8 @@ GUEST_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphN
     return r;
   if (!e || !node || !child)
     return CUDA_ERROR_INVALID_VALUE;
+  if ((r = child_staged(child)) != CUDA_SUCCESS)
+    return r;
   return guest__post_cu(CALL_OP_GRAPH_EXEC_CHILD, &q);
 }
 
@@ -1132,13 +1259,24 @@ static CUresult set_kernel(CUgraphNode node, uint64_t h, const unsigned grid[3],
   return r;
 }
 
+/* The node's graph must be known here for a stage (it was added here or
+ * listed); execs made before keep theirs. */
 static CUresult set_memcpy(CUgraphNode node, const CUDA_MEMCPY3D *c) {
   static int logged;
   call_graph_add_req_t a;
+  stage_req_t st;
+  uint64_t dev, g = nt_graph(H(node));
   CUresult r;
   memset(&a, 0, sizeof(a));
-  r = memcpy_fields(&a, c, "cuGraphMemcpyNodeSetParams", &logged);
-  return r == CUDA_SUCCESS ? set_node(node, &a) : r;
+  if ((r = memcpy_fields(&a, c, &st, "cuGraphMemcpyNodeSetParams", &logged)) != CUDA_SUCCESS)
+    return r;
+  if (st.dir >= 0 && !g)
+    return guest__unsupported("cuGraphMemcpyNodeSetParams (host memory, of a node whose graph "
+                              "this process does not know)", &logged);
+  if ((r = stage_fields(&a, &st, &dev)) != CUDA_SUCCESS)
+    return r;
+  r = set_node(node, &a);
+  return g ? stage_done(r, g, H(node), &st, dev) : r;
 }
 
 static CUresult set_memset(CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p) {
@@ -1411,14 +1549,21 @@ GUEST_EXPORT CUresult cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *
   }
 }
 
+/* With a stage, a round trip (the exec's entry is kept only if tallyd
+ * took the update); else posted. */
 static CUresult exec_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D *c) {
   static int logged;
   call_graph_add_req_t a;
+  stage_req_t st;
+  uint64_t dev;
   CUresult r;
   memset(&a, 0, sizeof(a));
-  r = memcpy_fields(&a, c, "cuGraphExecMemcpyNodeSetParams",
-                    &logged);
-  return r == CUDA_SUCCESS ? exec_node(e, node, &a, false) : r;
+  if ((r = memcpy_fields(&a, c, &st, "cuGraphExecMemcpyNodeSetParams", &logged)) !=
+          CUDA_SUCCESS ||
+      (r = stage_fields(&a, &st, &dev)) != CUDA_SUCCESS)
+    return r;
+  r = exec_node(e, node, &a, dev != 0);
+  return stage_done(r, H(e), H(node), &st, dev);
 }
 
 static CUresult exec_memset(CUgraphExec e, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p) {

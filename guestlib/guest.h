@@ -275,6 +275,36 @@ CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, 
 /* Whether a stream capture this process began is still open (graph.c). */
 bool guest__capture_open(void);
 
+/* ---- graph copy nodes naming unreachable host memory (gstage.c) ----
+ * A stage: a device buffer a copy node of owner (a graph or an exec)
+ * names instead of host memory tallyd cannot reach; the guest moves the
+ * bytes around each launch. */
+#define GUEST_STAGE_UP   0 /* host to device: sent before each launch */
+#define GUEST_STAGE_DOWN 1 /* device to host: read back at a covering synchronisation */
+/* A new stage buffer of len bytes of this tenant's device memory. */
+CUresult guest__gstage_buffer(size_t len, uint64_t *dev);
+/* node of owner copies through dev (from guest__gstage_buffer; owned from
+ * here on, freed with the last entry naming it) to or from host; replaces
+ * the node's entry if it had one. */
+CUresult guest__gstage_bind(uint64_t owner, uint64_t node, uint64_t dev, void *host, size_t len,
+                            int dir);
+/* node of owner names no stage any more. */
+void guest__gstage_unbind(uint64_t owner, uint64_t node);
+/* Every entry of owner goes (a graph or exec destroyed). */
+void guest__gstage_drop(uint64_t owner);
+bool guest__gstage_any(uint64_t owner);
+/* to gets from's entries (an exec instantiated: rename NULL, the same nodes;
+ * a clone: rename(node, arg) gives each node's copy, 0 when it has none). */
+CUresult guest__gstage_copy(uint64_t from, uint64_t to, uint64_t (*rename)(uint64_t, void *),
+                            void *arg);
+/* Around a launch of exec on guest stream value stream: the uploads'
+ * bytes sent before it; the downloads marked for read-back after it. */
+CUresult guest__gstage_before(uint64_t exec, uint64_t stream);
+void guest__gstage_after(uint64_t exec, uint64_t stream);
+/* A synchronisation (op CTX_SYNC, STREAM_SYNC or STREAM_QUERY of stream)
+ * returned: the downloads it covers are read back. */
+void guest__gstage_synced(uint32_t op, uint64_t stream);
+
 /* ---- CUDA arrays (array.c) ---- */
 /* A 2-D or 3-D copy with an array on at least one side, on guest stream s. */
 CUresult guest__array_copy3d(const CUDA_MEMCPY3D *c, uint64_t s, int async);

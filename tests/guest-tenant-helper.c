@@ -75,12 +75,12 @@
  *               earlier value, as if the two were run in reverse)
  *   graph-pinned  a graph copying N words from pinned host memory to the
  *               device and back into other pinned memory, replayed; the
- *               first copy given another pinned source and replayed; a
- *               copy node naming pageable memory: prints "add A copied B
- *               updated U pageable P" (A the first node's CUresult, B and U
- *               the words that came back wrong, P the pageable node's
- *               CUresult), or just "add A" when A is not 0 (over TCP pinned
- *               memory is not shared with tallyd)
+ *               first copy given another pinned source and replayed; the
+ *               same with pageable memory on both sides, its source changed
+ *               between replays: prints "add A copied B updated U pageable
+ *               P" (A the first node's CUresult, B, U and P the words that
+ *               came back wrong, P a failing CUresult negated), or just
+ *               "add A" when A is not 0
  *   fork        allocate 4 KiB, then fork(): the child tries cuMemAlloc,
  *               cuInit and cuCtxSynchronize and prints "child A I S" (their
  *               CUresults), then waits until stdin closes; the parent, once
@@ -418,15 +418,56 @@ static int registered(void) {
   return 0;
 }
 
+/* graph-pinned's pageable part: a graph copying W words from pageable
+ * memory to d and back into other pageable memory, replayed after the
+ * source changed (synchronising the context), and after the exec's upload
+ * was given another source (synchronising the stream); the words that came
+ * back wrong, or a failing CUresult negated. */
+static int graph_pageable(CUdeviceptr d, CUstream s) {
+  enum { W = 256 };
+  static uint32_t src[W], src2[W], dst[W];
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode up, down;
+  CUresult r;
+  int wrong = 0;
+  for (int i = 0; i < W; i++)
+    src[i] = (uint32_t)i * 3, src2[i] = (uint32_t)i * 7, dst[i] = 0;
+  CUDA_MEMCPY3D c = copy1d(CU_MEMORYTYPE_HOST, src, 0, CU_MEMORYTYPE_DEVICE, NULL, d, W * 4);
+  if ((r = cuGraphCreate(&g, 0)) != CUDA_SUCCESS ||
+      (r = cuGraphAddMemcpyNode(&up, g, NULL, 0, &c, NULL)) != CUDA_SUCCESS)
+    return -(int)r;
+  c = copy1d(CU_MEMORYTYPE_DEVICE, NULL, d, CU_MEMORYTYPE_HOST, dst, 0, W * 4);
+  if ((r = cuGraphAddMemcpyNode(&down, g, &up, 1, &c, NULL)) != CUDA_SUCCESS ||
+      (r = cuGraphInstantiateWithFlags(&e, g, 0)) != CUDA_SUCCESS ||
+      (r = cuGraphLaunch(e, s)) != CUDA_SUCCESS || (r = cuStreamSynchronize(s)) != CUDA_SUCCESS)
+    return -(int)r;
+  for (int i = 0; i < W; i++)
+    wrong += dst[i] != src[i], src[i] += 1;
+  if ((r = cuGraphLaunch(e, s)) != CUDA_SUCCESS || (r = cuCtxSynchronize()) != CUDA_SUCCESS)
+    return -(int)r;
+  for (int i = 0; i < W; i++)
+    wrong += dst[i] != src[i];
+  c = copy1d(CU_MEMORYTYPE_HOST, src2, 0, CU_MEMORYTYPE_DEVICE, NULL, d, W * 4);
+  if ((r = cuGraphExecMemcpyNodeSetParams(e, up, &c, NULL)) != CUDA_SUCCESS ||
+      (r = cuGraphLaunch(e, s)) != CUDA_SUCCESS || (r = cuStreamSynchronize(s)) != CUDA_SUCCESS)
+    return -(int)r;
+  for (int i = 0; i < W; i++)
+    wrong += dst[i] != src2[i];
+  if ((r = cuGraphExecDestroy(e)) != CUDA_SUCCESS || (r = cuGraphDestroy(g)) != CUDA_SUCCESS)
+    return -(int)r;
+  return wrong;
+}
+
 /* "graph-pinned": see the usage above. */
 static int graph_pinned(void) {
   enum { W = 256 };
-  uint32_t *in, *in2, *out, pageable[W];
+  uint32_t *in, *in2, *out;
   CUdeviceptr d;
   CUstream s;
   CUgraph g;
   CUgraphExec e;
-  CUgraphNode up, down, bad;
+  CUgraphNode up, down;
   CUresult r;
   int wrong = 0, wrong2 = 0;
   if (cuMemAllocHost((void **)&in, W * 4) != CUDA_SUCCESS ||
@@ -437,7 +478,7 @@ static int graph_pinned(void) {
       cuGraphCreate(&g, 0) != CUDA_SUCCESS)
     return 4;
   for (int i = 0; i < W; i++)
-    in[i] = (uint32_t)i + 1, in2[i] = (uint32_t)i + 1000, out[i] = 0, pageable[i] = 0;
+    in[i] = (uint32_t)i + 1, in2[i] = (uint32_t)i + 1000, out[i] = 0;
   CUDA_MEMCPY3D c = copy1d(CU_MEMORYTYPE_HOST, in, 0, CU_MEMORYTYPE_DEVICE, NULL, d, W * 4);
   if ((r = cuGraphAddMemcpyNode(&up, g, NULL, 0, &c, NULL)) != CUDA_SUCCESS) {
     printf("add %d\n", (int)r);
@@ -457,9 +498,7 @@ static int graph_pinned(void) {
     return 6;
   for (int i = 0; i < W; i++)
     wrong2 += out[i] != in2[i];
-  c = copy1d(CU_MEMORYTYPE_HOST, pageable, 0, CU_MEMORYTYPE_DEVICE, NULL, d, W * 4);
-  r = cuGraphAddMemcpyNode(&bad, g, NULL, 0, &c, NULL);
-  printf("add 0 copied %d updated %d pageable %d\n", wrong, wrong2, (int)r);
+  printf("add 0 copied %d updated %d pageable %d\n", wrong, wrong2, graph_pageable(d, s));
   return cuGraphExecDestroy(e) == CUDA_SUCCESS && cuGraphDestroy(g) == CUDA_SUCCESS ? 0 : 7;
 }
 

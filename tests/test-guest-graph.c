@@ -248,13 +248,13 @@ static void explicit_graph_sequence(void **state) {
   /* The same graph updates cleanly. */
   assert_int_equal(cuGraphExecUpdate_v2(e, g, &ui), CUDA_SUCCESS);
   assert_int_equal(ui.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
-  /* Copies naming host memory are not offered. */
+  /* A 2-D copy naming host memory is not offered. */
   CUDA_MEMCPY3D c;
   CUgraphNode cn;
   memset(&c, 0, sizeof(c));
   c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = got;
   c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = a;
-  c.WidthInBytes = 4, c.Height = 1, c.Depth = 1;
+  c.WidthInBytes = 4, c.Height = 2, c.Depth = 1, c.srcPitch = c.dstPitch = 8;
   assert_int_equal(cuGraphAddMemcpyNode(&cn, g, NULL, 0, &c, NULL), CUDA_ERROR_NOT_SUPPORTED);
   assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
   assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
@@ -508,9 +508,10 @@ static void exec_memset_copy_and_event_updates(void **state) {
   assert_int_equal(cuGraphExecMemsetNodeSetParams(e, cn, &mp, NULL), CUDA_SUCCESS);
   assert_int_not_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
-  /* Refused here: host memory, no event, no parameters. */
+  /* Refused here: a 2-D copy from host memory, no event, no parameters. */
   CUDA_MEMCPY3D hc = cp;
   hc.srcMemoryType = CU_MEMORYTYPE_HOST, hc.srcHost = got;
+  hc.Height = 2, hc.srcPitch = hc.dstPitch = hc.WidthInBytes;
   assert_int_equal(cuGraphExecMemcpyNodeSetParams(e, cn, &hc, NULL), CUDA_ERROR_NOT_SUPPORTED);
   assert_int_equal(cuGraphExecEventRecordNodeSetEvent(e, rn, NULL), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuGraphExecMemsetNodeSetParams(e, ms, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
@@ -800,6 +801,123 @@ static void host_functions_of_graphs_run_at_every_replay(void **state) {
   assert_int_equal(cuStreamDestroy(s2), CUDA_SUCCESS);
 }
 
+/* A 1-D copy of n bytes between host memory h and device memory d (dir:
+ * 0 to the device, 1 to the host). */
+static CUDA_MEMCPY3D host_copy(void *h, CUdeviceptr d, size_t n, int dir) {
+  CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof(c));
+  if (dir == 0) {
+    c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = h;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = d;
+  } else {
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE, c.srcDevice = d;
+    c.dstMemoryType = CU_MEMORYTYPE_HOST, c.dstHost = h;
+  }
+  c.WidthInBytes = n, c.Height = 1, c.Depth = 1;
+  return c;
+}
+
+/* Copy nodes naming pageable memory (gstage.c): each launch sends the
+ * upload's bytes as they are at the launch (one HTOD) and a download
+ * reaches the host at the synchronisation that covers it (one DTOH; not
+ * before); the graph destroyed, its exec keeps working; a clone's nodes
+ * copy too, and a clone's node given another host buffer; a node turned
+ * into a device copy stops staging; what would escape the stages is
+ * refused (a child graph, an exec update, a launch while a capture is
+ * open); every stage buffer is freed with the last graph or exec naming
+ * it. */
+static void graph_copies_stage_host_memory(void **state) {
+  static uint32_t src[N], dst[N], other[N];
+  CUstream s, cs;
+  CUdeviceptr a;
+  CUgraph g, c, p;
+  CUgraphExec e, ec;
+  CUgraphNode up, down, cup, child;
+  CUDA_MEMCPY3D cp;
+  CUgraphExecUpdateResultInfo ui;
+  uint64_t live0 = hostd_record_live_bytes();
+  (void)state;
+  graph_open(&s, &a, &g);
+  for (int i = 0; i < N; i++)
+    src[i] = (uint32_t)i, dst[i] = 0, other[i] = 500 + (uint32_t)i;
+  cp = host_copy(src, a, sizeof(src), 0);
+  assert_int_equal(cuGraphAddMemcpyNode(&up, g, NULL, 0, &cp, NULL), CUDA_SUCCESS);
+  cp = host_copy(dst, a, sizeof(dst), 1);
+  assert_int_equal(cuGraphAddMemcpyNode(&down, g, &up, 1, &cp, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  unsigned long htod0 = ops(CALL_OP_HTOD), dtoh0 = ops(CALL_OP_DTOH);
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  src[0] = 77; /* after the launch: natively racy, here not sent */
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_HTOD) - htod0, 1);
+  assert_int_equal(ops(CALL_OP_DTOH) - dtoh0, 1);
+  assert_int_equal(dst[0], 0);
+  assert_int_equal(dst[N - 1], N - 1);
+  /* Not read back before a covering synchronisation. */
+  src[1] = 41;
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(cs), CUDA_SUCCESS); /* another stream's: not covering */
+  assert_int_equal(dst[1], 1);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(dst[0], 77);
+  assert_int_equal(dst[1], 41);
+
+  /* A clone, its upload given another buffer; the original destroyed. */
+  assert_int_equal(cuGraphClone(&c, g), CUDA_SUCCESS);
+  assert_int_equal(cuGraphNodeFindInClone(&cup, up, c), CUDA_SUCCESS);
+  cp = host_copy(other, a, sizeof(other), 0);
+  assert_int_equal(cuGraphMemcpyNodeSetParams(cup, &cp), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&ec, c, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(ec, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(dst[5], 505);
+  src[2] = 42;
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS); /* the original's exec still works */
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(dst[2], 42);
+  assert_int_equal(dst[5], 5);
+
+  /* Refused: as a child graph, by an exec update, launched into a capture. */
+  assert_int_equal(cuGraphCreate(&p, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddChildGraphNode(&child, p, NULL, 0, c), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuGraphExecUpdate_v2(ec, c, &ui), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+  assert_int_equal(ui.result, CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(ec, cs), CUDA_ERROR_NOT_SUPPORTED);
+  CUgraph captured;
+  assert_int_equal(cuStreamEndCapture(cs, &captured), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(captured), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(p), CUDA_SUCCESS);
+
+  /* The clone's upload made a device copy again: no more staging for the
+   * execs made after. */
+  CUdeviceptr b;
+  assert_int_equal(cuMemAlloc(&b, N * 4), CUDA_SUCCESS);
+  memset(&cp, 0, sizeof(cp));
+  cp.srcMemoryType = CU_MEMORYTYPE_DEVICE, cp.srcDevice = b;
+  cp.dstMemoryType = CU_MEMORYTYPE_DEVICE, cp.dstDevice = a;
+  cp.WidthInBytes = N * 4, cp.Height = 1, cp.Depth = 1;
+  assert_int_equal(cuGraphMemcpyNodeSetParams(cup, &cp), CUDA_SUCCESS);
+  CUgraphExec ec2;
+  assert_int_equal(cuGraphInstantiateWithFlags(&ec2, c, 0), CUDA_SUCCESS);
+  htod0 = ops(CALL_OP_HTOD);
+  assert_int_equal(cuGraphLaunch(ec2, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(ops(CALL_OP_HTOD) - htod0, 0);
+
+  assert_int_equal(cuGraphExecDestroy(ec2), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecDestroy(ec), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(c), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(b), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(cs), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_live_bytes(), live0); /* every stage buffer freed */
+}
+
 /* An exec's nodes turned off and on again (cuGraphNodeSetEnabled, XLA's
  * barriers): a disabled kernel node does not run at the next replay and
  * runs again once enabled; the state is read back; the graph's own node is
@@ -975,6 +1093,7 @@ int main(void) {
       cmocka_unit_test(host_functions_of_graphs_run_at_every_replay),
       cmocka_unit_test(captured_nodes_describe_themselves),
       cmocka_unit_test(exec_nodes_enabled_and_disabled),
+      cmocka_unit_test(graph_copies_stage_host_memory),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,8 +10,8 @@
  * bound by their first names with dlsym; host nodes and a host function captured into a
  * graph, run at every replay between the work around them.  With the argument "pinned":
  * copy nodes between device memory and cuMemAllocHost memory, replayed and given another
- * host source (Tally offers these over shared memory only).  Only deterministic facts are
- * printed.
+ * host source, then the same with pageable memory (over TCP, and for pageable memory, Tally
+ * stages these in device memory around each launch).  Only deterministic facts are printed.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -246,40 +246,60 @@ static void test_first_names(void) {
   printf("same context after: %s\n", got == cur && after == cur ? "yes" : "no");
 }
 
-static void test_pinned(CUstream s) {
-  uint32_t *in, *in2, *out;
+/* A graph uploading N words from host memory in to the device and downloading them into out,
+ * replayed, after in changed and after its exec's upload was given in2; kind names it. */
+static void round_trip(CUstream s, const char *kind, uint32_t *in, uint32_t *in2, uint32_t *out) {
+  char what[96];
   CUdeviceptr d;
   CUgraph g;
   CUgraphExec e;
   CUgraphNode up, down;
-  E2E_CU(cuMemAllocHost((void **)&in, N * 4));
-  E2E_CU(cuMemAllocHost((void **)&in2, N * 4));
-  E2E_CU(cuMemAllocHost((void **)&out, N * 4));
   E2E_CU(cuMemAlloc(&d, N * 4));
-  e2e_fill_u32(in, N, 1);
-  e2e_fill_u32(in2, N, 2);
   memset(out, 0, N * 4);
   E2E_CU(cuGraphCreate(&g, 0));
   CUDA_MEMCPY3D c = copy1d(CU_MEMORYTYPE_HOST, in, 0, CU_MEMORYTYPE_DEVICE, NULL, d, N * 4);
-  printf("pinned upload node: %s\n", e2e_cu_name(cuGraphAddMemcpyNode(&up, g, NULL, 0, &c, NULL)));
+  printf("%s upload node: %s\n", kind,
+         e2e_cu_name(cuGraphAddMemcpyNode(&up, g, NULL, 0, &c, NULL)));
   c = copy1d(CU_MEMORYTYPE_DEVICE, NULL, d, CU_MEMORYTYPE_HOST, out, 0, N * 4);
-  printf("pinned download node: %s\n",
+  printf("%s download node: %s\n", kind,
          e2e_cu_name(cuGraphAddMemcpyNode(&down, g, &up, 1, &c, NULL)));
   E2E_CU(cuGraphInstantiateWithFlags(&e, g, 0));
   E2E_CU(cuGraphLaunch(e, s));
   E2E_CU(cuStreamSynchronize(s));
-  e2e_check(memcmp(in, out, N * 4) == 0, "pinned round trip");
+  snprintf(what, sizeof(what), "%s round trip", kind);
+  e2e_check(memcmp(in, out, N * 4) == 0, what);
+  in[0] ^= 0xffffffffu;
+  E2E_CU(cuGraphLaunch(e, s));
+  E2E_CU(cuCtxSynchronize());
+  snprintf(what, sizeof(what), "%s round trip after the source changed", kind);
+  e2e_check(memcmp(in, out, N * 4) == 0, what);
   c = copy1d(CU_MEMORYTYPE_HOST, in2, 0, CU_MEMORYTYPE_DEVICE, NULL, d, N * 4);
   E2E_CU(cuGraphExecMemcpyNodeSetParams(e, up, &c, NULL));
   E2E_CU(cuGraphLaunch(e, s));
   E2E_CU(cuStreamSynchronize(s));
-  e2e_check(memcmp(in2, out, N * 4) == 0, "pinned round trip from another source");
+  snprintf(what, sizeof(what), "%s round trip from another source", kind);
+  e2e_check(memcmp(in2, out, N * 4) == 0, what);
   E2E_CU(cuGraphExecDestroy(e));
   E2E_CU(cuGraphDestroy(g));
   E2E_CU(cuMemFree(d));
-  E2E_CU(cuMemFreeHost(in));
-  E2E_CU(cuMemFreeHost(in2));
-  E2E_CU(cuMemFreeHost(out));
+}
+
+/* cuMemAllocHost memory, then pageable memory. */
+static void test_host_copies(CUstream s) {
+  static uint32_t in[N], in2[N], out[N];
+  uint32_t *pin, *pin2, *pout;
+  E2E_CU(cuMemAllocHost((void **)&pin, N * 4));
+  E2E_CU(cuMemAllocHost((void **)&pin2, N * 4));
+  E2E_CU(cuMemAllocHost((void **)&pout, N * 4));
+  e2e_fill_u32(pin, N, 1);
+  e2e_fill_u32(pin2, N, 2);
+  round_trip(s, "pinned", pin, pin2, pout);
+  E2E_CU(cuMemFreeHost(pin));
+  E2E_CU(cuMemFreeHost(pin2));
+  E2E_CU(cuMemFreeHost(pout));
+  e2e_fill_u32(in, N, 3);
+  e2e_fill_u32(in2, N, 4);
+  round_trip(s, "pageable", in, in2, out);
 }
 
 int main(int argc, char **argv) {
@@ -292,7 +312,7 @@ int main(int argc, char **argv) {
   E2E_CU(cuCtxSetCurrent(ctx));
   E2E_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   if (argc > 1 && strcmp(argv[1], "pinned") == 0) {
-    test_pinned(s);
+    test_host_copies(s);
   } else {
     test_updates(s);
     test_host_functions(s);

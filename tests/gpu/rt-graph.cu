@@ -6,8 +6,10 @@
  * node summing them on the host; cudaGraphGetNodes; instantiated and launched three times; a
  * clone of it instantiated and launched.  The same work captured from a stream (async copies
  * to and from pinned memory, a memset, the kernels, cudaLaunchHostFunc), replayed.  Printed:
- * the sums the host function computed and checksums, never addresses.  Over Tally, copy
- * nodes naming host memory need it shared with tallyd: shared memory only (e2e-run).
+ * the sums the host function computed and checksums, never addresses.  Over Tally, the host
+ * node reads what a copy node of its graph downloaded into pinned memory: that needs the memory
+ * shared with tallyd, so shared memory only (e2e-run; over TCP the copy is staged and lands at
+ * the next synchronisation).
  */
 #include <cuda_runtime.h>
 
