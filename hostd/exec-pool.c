@@ -15,7 +15,13 @@
  * copies into it are checked as for cuMemAlloc.  It counts against the
  * device-memory quota from its allocation to its free; memory a pool keeps
  * cached after a free is the driver's and not counted.  MEM_FREE_ASYNC is
- * a post: stream-ordered on the driver, forgotten here at once.
+ * a post: stream-ordered on the driver, forgotten here at once.  On a
+ * capturing stream the driver makes an allocation node and a free node
+ * instead: the address is the graph's, which allocates and frees it at
+ * every replay, so the range (and the charge) lasts from the captured
+ * allocation to the captured free, as for any other (the recording device
+ * keeps such memory until the last graph or exec holding the free node
+ * goes).
  *
  * Invariants: t->pools holds every pool of the tenant (value 2 for its
  * default pool, which cannot be destroyed); pool_cur is 0 or one of them.

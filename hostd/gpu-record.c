@@ -87,6 +87,7 @@ typedef struct rec_alloc {
   uint8_t *bytes;   /* owned, except for a mapping (phys set) */
   rec_phys_t *phys; /* a VMM mapping: bytes lie in this physical allocation */
   uint64_t pool;    /* a stream-ordered allocation: its pool */
+  unsigned gref;    /* graphs and execs holding a captured free of it (OP_GFREE) */
 } rec_alloc_t;
 
 /* VMM physical memory: freed when released and unmapped, as on the driver. */
@@ -153,7 +154,9 @@ enum {
   OP_EVWAIT, /* wait until an event's queued records have run */
   OP_CHILD,  /* a graph's child graph (replayed in place) */
   OP_WRITE64, /* stream_write64: b into the 8 host bytes at dst */
-  OP_FREE     /* mem_free_async: allocation a */
+  OP_FREE,    /* mem_free_async: allocation a */
+  OP_GFREE    /* mem_free_async captured: nothing at a replay; allocation a is the graph's,
+                 freed with the last graph or exec holding this node (gref) */
 };
 
 typedef struct rec_op {
@@ -543,7 +546,7 @@ static CUresult rec_mem_alloc(uint64_t *p, uint64_t size) {
 /* A mapping is unmapped, never freed. */
 static bool freeable(uint64_t p) {
   rec_link_t **slot = rec_slot(&allocs, p);
-  return slot && !((rec_alloc_t *)*slot)->phys;
+  return slot && !((rec_alloc_t *)*slot)->phys && !((rec_alloc_t *)*slot)->gref;
 }
 
 static CUresult free_locked(uint64_t p) {
@@ -557,6 +560,17 @@ static CUresult free_locked(uint64_t p) {
   backing_free(a->bytes, a->size);
   free(a);
   return CUDA_SUCCESS;
+}
+
+/* One more (d > 0) or one fewer graph holding allocation p through a
+ * captured free; the last one frees it.  Lock held. */
+static void gref_move(uint64_t p, int d) {
+  rec_link_t **slot = rec_slot(&allocs, p);
+  rec_alloc_t *a = slot ? (rec_alloc_t *)*slot : NULL;
+  if (a && d > 0)
+    a->gref++;
+  else if (a && a->gref && --a->gref == 0)
+    (void)free_locked(p);
 }
 
 static CUresult rec_mem_free(uint64_t p) {
@@ -2119,9 +2133,13 @@ static CUresult rec_mem_free_async(uint64_t p, uint64_t s) {
   CUresult r = CUDA_SUCCESS;
   count(HOSTD_RECORD_FREE);
   pthread_mutex_lock(&lock);
-  if (!freeable(p))
+  if (!freeable(p)) {
     r = CUDA_ERROR_INVALID_VALUE;
-  else if (!defer(s, &o))
+  } else if (capturing(s)) { /* a free node: the memory is the graph's from here on */
+    o.kind = OP_GFREE;
+    if ((r = cap_add(stream_find(s), &o)) == CUDA_SUCCESS)
+      gref_move(p, 1);
+  } else if (!defer(s, &o))
     r = free_locked(p);
   pthread_mutex_unlock(&lock);
   return r;
@@ -2175,6 +2193,8 @@ static void graph_free(rec_graph_t *g) {
   while (g && g->head) {
     rec_gnode_t *n = g->head;
     g->head = n->next;
+    if (n->op.kind == OP_GFREE)
+      gref_move(n->op.a, -1);
     free(n->op.bytes);
     free(n->deps);
     graph_free(n->child);
@@ -2227,6 +2247,8 @@ static rec_graph_t *graph_clone(const rec_graph_t *src) {
     }
     n->h = s->h; /* the same node names inside the copy */
     n->orig = s->h;
+    if (op.kind == OP_GFREE) /* the copy holds the graph's allocation too */
+      gref_move(op.a, 1);
     if (s->child && !(n->child = graph_clone(s->child)))
       ok = false;
   }
@@ -2800,6 +2822,9 @@ static CUresult rec_graph_node(uint64_t node, int *type, hostd_gnode_t *d, size_
     break;
   case OP_HOSTFN:
     *type = CU_GRAPH_NODE_TYPE_HOST;
+    break;
+  case OP_GFREE:
+    *type = CU_GRAPH_NODE_TYPE_MEM_FREE;
     break;
   default:
     *type = CU_GRAPH_NODE_TYPE_MEMCPY;

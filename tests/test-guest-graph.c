@@ -918,6 +918,46 @@ static void graph_copies_stage_host_memory(void **state) {
   assert_int_equal(hostd_record_live_bytes(), live0); /* every stage buffer freed */
 }
 
+/* Stream-ordered allocation captured (PyTorch's cudaMallocAsync backend
+ * under a CUDA graph): an allocation made and freed inside the capture is
+ * the graph's; its exec replays the work on it every launch, after the
+ * graph is destroyed too; the memory goes with the last of them. */
+static void captured_allocation_belongs_to_the_graph(void **state) {
+  CUstream s;
+  CUdeviceptr q, p = 0;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode nodes[8];
+  size_t count = 8;
+  uint32_t got[N];
+  uint64_t live0 = hostd_record_live_bytes();
+  (void)state;
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&q, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  assert_int_equal(cuMemAllocAsync(&p, N * 4, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD32Async(p, 9, N, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoDAsync(q, p, N * 4, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  assert_int_equal(cuGraphGetNodes(g, nodes, &count), CUDA_SUCCESS);
+  CUgraphNodeType last;
+  assert_int_equal(cuGraphNodeGetType(nodes[count - 1], &last), CUDA_SUCCESS);
+  assert_int_equal(last, CU_GRAPH_NODE_TYPE_MEM_FREE);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(cuMemsetD32(q, 0, N), CUDA_SUCCESS);
+    replay(e, s, q, got);
+    assert_int_equal(got[0], 9);
+    assert_int_equal(got[N - 1], 9);
+  }
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(q), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_live_bytes(), live0);
+}
+
 /* An exec's nodes turned off and on again (cuGraphNodeSetEnabled, XLA's
  * barriers): a disabled kernel node does not run at the next replay and
  * runs again once enabled; the state is read back; the graph's own node is
@@ -1094,6 +1134,7 @@ int main(void) {
       cmocka_unit_test(captured_nodes_describe_themselves),
       cmocka_unit_test(exec_nodes_enabled_and_disabled),
       cmocka_unit_test(graph_copies_stage_host_memory),
+      cmocka_unit_test(captured_allocation_belongs_to_the_graph),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
