@@ -28,7 +28,9 @@
  * their functions changed in a graph or an exec; what a node is, asked of
  * tallyd for nodes this process did not add (cuGraphNodeGetType, the
  * getters of kernel, memset, event and host nodes: GRAPH_NODE); an exec's
- * node enabled or not (GRAPH_ENABLE); copies other than 1-D, memory nodes
+ * node enabled or not (GRAPH_ENABLE); allocation and free nodes (the
+ * graph's device memory, recorded here as device memory from the
+ * allocation node to a free node or cuMemFreeAsync); copies other than 1-D
  * and a copy node's getter answer CUDA_ERROR_NOT_SUPPORTED with a log line.
  */
 #include "guestlib/guest.h"
@@ -482,9 +484,10 @@ GUEST_EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode *pn, CUgraphNode orig, 
   return CUDA_SUCCESS;
 }
 
-/* GRAPH_ADD: q's kind fields set by the caller; graph and dependencies here. */
-static CUresult add(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
-                    call_graph_add_req_t *q) {
+/* GRAPH_ADD: q's kind fields set by the caller; graph and dependencies
+ * here; *ptr (may be NULL) gets an allocation node's address. */
+static CUresult add_ptr(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
+                        call_graph_add_req_t *q, uint64_t *ptr) {
   call_graph_add_rep_t a = {0};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
@@ -504,11 +507,71 @@ static CUresult add(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t 
         [CALL_GNODE_EVENT_REC] = CU_GRAPH_NODE_TYPE_EVENT_RECORD,
         [CALL_GNODE_EVENT_WAIT] = CU_GRAPH_NODE_TYPE_WAIT_EVENT,
         [CALL_GNODE_CHILD] = CU_GRAPH_NODE_TYPE_GRAPH,
-        [CALL_GNODE_HOST] = CU_GRAPH_NODE_TYPE_HOST};
+        [CALL_GNODE_HOST] = CU_GRAPH_NODE_TYPE_HOST,
+        [CALL_GNODE_MEM_ALLOC] = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+        [CALL_GNODE_MEM_FREE] = CU_GRAPH_NODE_TYPE_MEM_FREE};
     *pn = (CUgraphNode)(uintptr_t)a.node;
+    if (ptr)
+      *ptr = a.ptr;
     if (q->kind < CALL_GNODE_KINDS)
       nt_put(a.node, H(g), kinds[q->kind]);
   }
+  return r;
+}
+
+static CUresult add(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
+                    call_graph_add_req_t *q) {
+  return add_ptr(pn, g, deps, n, q, NULL);
+}
+
+/* ---- memory nodes: the graph's device memory, on tallyd's device ---- */
+
+/* An allocation node: device memory of the tenant's device, which the
+ * owning device reaches; access descriptors may name it (no other device
+ * is offered); no shareable handle, as the driver requires.  The address
+ * joins this process's table as device memory until a free node or
+ * cuMemFreeAsync takes it out. */
+static CUresult add_mem_alloc(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
+                              const CUmemPoolProps *pp, const CUmemAccessDesc *acc, size_t nacc,
+                              size_t bytes, CUdeviceptr *dptr) {
+  call_graph_add_req_t q;
+  uint64_t p = 0;
+  CUresult r;
+  if (!pp || !dptr || bytes == 0 || (nacc && !acc) ||
+      pp->allocType != CU_MEM_ALLOCATION_TYPE_PINNED || pp->handleTypes != CU_MEM_HANDLE_TYPE_NONE)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (pp->location.type != CU_MEM_LOCATION_TYPE_DEVICE || pp->location.id != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  for (size_t i = 0; i < nacc; i++)
+    if (acc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || acc[i].location.id != 0)
+      return CUDA_ERROR_INVALID_DEVICE;
+  memset(&q, 0, sizeof(q));
+  q.kind = CALL_GNODE_MEM_ALLOC;
+  q.width = bytes;
+  if ((r = add_ptr(pn, g, deps, n, &q, &p)) != CUDA_SUCCESS)
+    return r;
+  if (guest__mem_add(p, bytes, GUEST_MEM_DEVICE, 0) != 0)
+    return CUDA_ERROR_OUT_OF_MEMORY; /* the node stays; its address is not recorded here */
+  *dptr = (CUdeviceptr)p;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                             size_t n, CUDA_MEM_ALLOC_NODE_PARAMS *p) {
+  return p ? add_mem_alloc(pn, g, deps, n, &p->poolProps, p->accessDescs, p->accessDescCount,
+                           p->bytesize, &p->dptr)
+           : CUDA_ERROR_INVALID_VALUE;
+}
+
+GUEST_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
+                                            size_t n, CUdeviceptr dptr) {
+  call_graph_add_req_t q;
+  CUresult r;
+  memset(&q, 0, sizeof(q));
+  q.kind = CALL_GNODE_MEM_FREE;
+  q.dst = dptr;
+  if ((r = add(pn, g, deps, n, &q)) == CUDA_SUCCESS)
+    (void)guest__mem_del(dptr, GUEST_MEM_DEVICE, NULL);
   return r;
 }
 
@@ -821,7 +884,7 @@ static CUresult type_unsupported(const char *fn, CUgraphNodeType type, int logge
 /* cuGraphAddNode: the node kinds offered above, from the tagged union; the
  * others answer NOT_SUPPORTED naming the type once. */
 static CUresult add_generic(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t n,
-                            const CUgraphNodeParams *p) {
+                            CUgraphNodeParams *p) {
   static int logged[TYPE_LOGS];
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
@@ -846,6 +909,11 @@ static CUresult add_generic(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps,
     CUDA_HOST_NODE_PARAMS h = {.fn = p->host.fn, .userData = p->host.userData};
     return cuGraphAddHostNode(pn, g, deps, n, &h);
   }
+  case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+    return add_mem_alloc(pn, g, deps, n, &p->alloc.poolProps, p->alloc.accessDescs,
+                         p->alloc.accessDescCount, p->alloc.bytesize, &p->alloc.dptr);
+  case CU_GRAPH_NODE_TYPE_MEM_FREE:
+    return cuGraphAddMemFreeNode(pn, g, deps, n, p->free.dptr);
   default:
     return type_unsupported("cuGraphAddNode", p->type, logged);
   }
@@ -1505,6 +1573,35 @@ GUEST_EXPORT CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode node, CUevent *
 
 GUEST_EXPORT CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode node, CUevent *ev) {
   return get_event(node, CALL_GNODE_EVENT_WAIT, ev);
+}
+
+GUEST_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node,
+                                                   CUDA_MEM_ALLOC_NODE_PARAMS *p) {
+  call_graph_node_rep_t a;
+  void *rep = NULL;
+  CUresult r = p ? node_of_kind(node, CU_GRAPH_NODE_TYPE_MEM_ALLOC, CALL_GNODE_MEM_ALLOC, &a, &rep)
+                 : CUDA_ERROR_INVALID_VALUE;
+  free(rep);
+  if (r != CUDA_SUCCESS)
+    return r;
+  memset(p, 0, sizeof(*p));
+  p->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p->bytesize = a.width;
+  p->dptr = a.dst;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr *dptr) {
+  call_graph_node_rep_t a;
+  void *rep = NULL;
+  CUresult r = dptr
+                   ? node_of_kind(node, CU_GRAPH_NODE_TYPE_MEM_FREE, CALL_GNODE_MEM_FREE, &a, &rep)
+                   : CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS)
+    *dptr = a.dst;
+  free(rep);
+  return r;
 }
 
 GUEST_EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode node, CUDA_HOST_NODE_PARAMS *p) {

@@ -42,6 +42,12 @@
  * a capturing stream, in a child graph node and by cuGraphExecUpdate.  The
  * guest keeps the function until no graph or exec holds its seq.
  *
+ * Memory nodes (cuGraphAddMemAllocNode, cuGraphAddMemFreeNode): an
+ * allocation node's address joins the tenant's ranges and memory charge as
+ * a stream-ordered allocation (RANGE_ASYNC), so the graph's other nodes and
+ * the tenant's copies may name it, until a free node (or a
+ * cuMemFreeAsync) takes it out (add_mem).
+ *
  * Invariants: t->gnodes maps every node the tenant was told of to a graph
  * in t->graphs; t->captures holds the stream of each capture begun here
  * and not yet ended; every t->ghosts owner is a graph in t->graphs, an exec
@@ -396,9 +402,50 @@ static CUresult node_of(const hostd_tenant_t *t, const call_graph_add_req_t *q, 
     return u64map_get(&t->graphs, q->handle, NULL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   case CALL_GNODE_HOST: /* GRAPH_ADD's own (add_host); no update takes one */
     return CUDA_ERROR_NOT_SUPPORTED;
+  case CALL_GNODE_MEM_ALLOC: /* GRAPH_ADD's own (add_mem); no update takes one */
+  case CALL_GNODE_MEM_FREE:
   default:
     return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+/* The stream-ordered allocation (the tenant's, or a graph's) at p, or -1. */
+static ssize_t async_range(const hostd_tenant_t *t, uint64_t p) {
+  size_t i = hostd__range_upper(t, p);
+  return i > 0 && t->ranges[i - 1].base == p && t->ranges[i - 1].kind == RANGE_ASYNC
+             ? (ssize_t)i - 1
+             : -1;
+}
+
+/* GRAPH_ADD of a memory node.  An allocation node's memory is the graph's
+ * but joins the tenant's ranges and device-memory charge as a
+ * stream-ordered allocation does (exec-pool.c: from the allocation to the
+ * free, captured or not), so nodes and copies may name it; a free node
+ * takes it out. */
+static CUresult add_mem(hostd_tenant_t *t, const call_graph_add_req_t *q, const uint64_t *deps,
+                        uint64_t *node, uint64_t *ptr) {
+  hostd_gnode_t n = {.kind = (int)q->kind, .width = q->width, .dst = q->dst, .dptr = ptr};
+  ssize_t i = -1;
+  CUresult r;
+  if (q->kind == CALL_GNODE_MEM_FREE) {
+    if ((i = async_range(t, q->dst)) < 0)
+      return CUDA_ERROR_INVALID_VALUE;
+    if ((r = hostd__gpu.graph_add(node, q->graph, deps, q->ndeps, &n)) != CUDA_SUCCESS)
+      return r;
+    hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_MEM, t->ranges[i].size);
+    hostd__range_del_at(t, (size_t)i);
+    return CUDA_SUCCESS;
+  }
+  if (q->width == 0 || q->width > (1ull << 48))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = hostd__quota_charge(hostd__quota_self, HOSTD_QUOTA_MEM, q->width)) != CUDA_SUCCESS)
+    return r;
+  r = hostd__gpu.graph_add(node, q->graph, deps, q->ndeps, &n);
+  if (r == CUDA_SUCCESS && hostd__range_add(t, *ptr, q->width, RANGE_ASYNC, 0) != 0)
+    r = CUDA_ERROR_OUT_OF_MEMORY; /* the node stays in the graph, its memory unnamed */
+  if (r != CUDA_SUCCESS)
+    hostd__quota_release(hostd__quota_self, HOSTD_QUOTA_MEM, q->width);
+  return r;
 }
 
 /* GRAPH_ADD of a HOST node: a host node and its wait (see the top). */
@@ -421,18 +468,20 @@ static CUresult add_host(hostd_tenant_t *t, const call_graph_add_req_t *q, const
 }
 
 CUresult hostd__exec_graph_add(hostd_tenant_t *t, wire_buf_t *out, const call_graph_add_req_t *q) {
-  uint64_t argbuf[CALL_LAUNCH_ARGS_MAX / 8], *deps = NULL, node = 0;
+  uint64_t argbuf[CALL_LAUNCH_ARGS_MAX / 8], *deps = NULL, node = 0, ptr = 0;
   hostd_gnode_t n;
   CUresult r;
   if (!u64map_get(&t->graphs, q->graph, NULL))
     return CUDA_ERROR_INVALID_VALUE;
   if (q->kind == CALL_GNODE_CHILD && ghosts_of(t, q->handle))
     return CUDA_ERROR_NOT_SUPPORTED; /* its host functions could not be armed in the copy */
-  if (q->kind == CALL_GNODE_HOST) {
+  if (q->kind == CALL_GNODE_HOST || q->kind == CALL_GNODE_MEM_ALLOC ||
+      q->kind == CALL_GNODE_MEM_FREE) {
     if (q->ndeps && !(deps = malloc(q->ndeps * sizeof(*deps))))
       return CUDA_ERROR_OUT_OF_MEMORY;
-    r = nodes_of(t, q->graph, q->deps, deps) ? add_host(t, q, deps, &node)
-                                             : CUDA_ERROR_INVALID_VALUE;
+    r = !nodes_of(t, q->graph, q->deps, deps) ? CUDA_ERROR_INVALID_VALUE
+        : q->kind == CALL_GNODE_HOST          ? add_host(t, q, deps, &node)
+                                              : add_mem(t, q, deps, &node, &ptr);
     free(deps);
     goto named;
   }
@@ -450,7 +499,7 @@ named:
     return r;
   if (u64map_put(&t->gnodes, node, q->graph) != 0)
     return CUDA_ERROR_OUT_OF_MEMORY; /* the node stays in the graph, unnamed */
-  call_graph_add_rep_t rep = {.node = node};
+  call_graph_add_rep_t rep = {.node = node, .ptr = ptr};
   (void)call_graph_add_rep_put(&rep, out);
   return CUDA_SUCCESS;
 }

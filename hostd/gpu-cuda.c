@@ -184,6 +184,10 @@
   X(cuGraphEventRecordNodeGetEvent)                                                                \
   X(cuGraphEventWaitNodeGetEvent)                                                                  \
   X(cuGraphNodeSetEnabled)                                                                         \
+  X(cuGraphAddMemAllocNode)                                                                        \
+  X(cuGraphAddMemFreeNode)                                                                         \
+  X(cuGraphMemAllocNodeGetParams)                                                                  \
+  X(cuGraphMemFreeNodeGetParams)                                                                   \
   X(cuGraphNodeGetEnabled)                                                                         \
   X(cuGraphAddBatchMemOpNode)                                                                      \
   X(cuGraphExecHostNodeSetParams)                                                                  \
@@ -1302,6 +1306,21 @@ static CUresult cuda_graph_add(uint64_t *node, uint64_t g, const uint64_t *deps,
   case CALL_GNODE_CHILD:
     r = D.cuGraphAddChildGraphNode(&v, G(g), d, ndeps, G(n->handle));
     break;
+  case CALL_GNODE_MEM_ALLOC: {
+    /* Device memory of the served device; the owning device has access. */
+    CUDA_MEM_ALLOC_NODE_PARAMS a;
+    memset(&a, 0, sizeof(a));
+    a.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    a.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.poolProps.location.id = device;
+    a.bytesize = n->width;
+    r = D.cuGraphAddMemAllocNode(&v, G(g), d, ndeps, &a);
+    *n->dptr = a.dptr;
+    break;
+  }
+  case CALL_GNODE_MEM_FREE:
+    r = D.cuGraphAddMemFreeNode(&v, G(g), d, ndeps, n->dst);
+    break;
   default:
     break;
   }
@@ -1481,6 +1500,19 @@ static CUresult cuda_graph_node(uint64_t node, int *type, hostd_gnode_t *n, size
     n->dst = m.dst, n->pitch = m.pitch, n->value = m.value, n->elem = m.elementSize;
     n->width = m.width, n->height = m.height;
     return CUDA_SUCCESS;
+  case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+    CUDA_MEM_ALLOC_NODE_PARAMS a;
+    memset(&a, 0, sizeof(a));
+    if ((r = D.cuGraphMemAllocNodeGetParams(GN(node), &a)) == CUDA_SUCCESS)
+      n->kind = CALL_GNODE_MEM_ALLOC, n->dst = a.dptr, n->width = a.bytesize;
+    return r;
+  }
+  case CU_GRAPH_NODE_TYPE_MEM_FREE: {
+    CUdeviceptr p = 0;
+    if ((r = D.cuGraphMemFreeNodeGetParams(GN(node), &p)) == CUDA_SUCCESS)
+      n->kind = CALL_GNODE_MEM_FREE, n->dst = p;
+    return r;
+  }
   case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
   case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
     r = t == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? D.cuGraphEventRecordNodeGetEvent(GN(node), &ev)

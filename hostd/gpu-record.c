@@ -155,8 +155,10 @@ enum {
   OP_CHILD,  /* a graph's child graph (replayed in place) */
   OP_WRITE64, /* stream_write64: b into the 8 host bytes at dst */
   OP_FREE,    /* mem_free_async: allocation a */
-  OP_GFREE    /* mem_free_async captured: nothing at a replay; allocation a is the graph's,
-                 freed with the last graph or exec holding this node (gref) */
+  OP_GFREE,   /* mem_free_async captured, or a free node: nothing at a replay; allocation a
+                 is the graph's, freed with the last graph or exec holding this node (gref) */
+  OP_GALLOC   /* an allocation node: nothing at a replay; allocation a (n bytes) was made
+                 with the node and lives until a free node's graph or a free frees it */
 };
 
 typedef struct rec_op {
@@ -2482,9 +2484,44 @@ static rec_graph_t *graph_to_add(uint64_t h, const uint64_t *deps, size_t ndeps)
   return g;
 }
 
+/* A memory node (rec_graph_add): an allocation is made with its node. */
+static CUresult graph_add_mem(uint64_t *node, uint64_t h, const uint64_t *deps, size_t ndeps,
+                              const hostd_gnode_t *d) {
+  rec_op_t o = {.kind = OP_GFREE, .a = d->dst};
+  rec_graph_t *g;
+  rec_gnode_t *n = NULL;
+  uint64_t p = 0;
+  CUresult r = CUDA_SUCCESS;
+  if (d->kind == CALL_GNODE_MEM_ALLOC) {
+    if (!d->width || !d->dptr)
+      return CUDA_ERROR_INVALID_VALUE;
+    if ((r = rec_mem_alloc(&p, d->width)) != CUDA_SUCCESS)
+      return r;
+    o = (rec_op_t){.kind = OP_GALLOC, .a = p, .n = d->width};
+  }
+  pthread_mutex_lock(&lock);
+  if (!(g = graph_to_add(h, deps, ndeps)) || (o.kind == OP_GFREE && !freeable(d->dst)))
+    r = CUDA_ERROR_INVALID_VALUE;
+  else if (!(n = gnode_add(g, &o, deps, ndeps)))
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) {
+    *node = n->h;
+    if (o.kind == OP_GFREE)
+      gref_move(d->dst, 1);
+    else
+      *d->dptr = p;
+  } else if (p) {
+    (void)free_locked(p);
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
 static CUresult rec_graph_add(uint64_t *node, uint64_t h, const uint64_t *deps, size_t ndeps,
                               const hostd_gnode_t *d) {
   LIVE(h);
+  if (d->kind == CALL_GNODE_MEM_ALLOC || d->kind == CALL_GNODE_MEM_FREE)
+    return graph_add_mem(node, h, deps, ndeps, d);
   rec_graph_t *g, *child = NULL;
   rec_gnode_t *n = NULL;
   rec_op_t o;
@@ -2824,7 +2861,11 @@ static CUresult rec_graph_node(uint64_t node, int *type, hostd_gnode_t *d, size_
     *type = CU_GRAPH_NODE_TYPE_HOST;
     break;
   case OP_GFREE:
-    *type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+    *type = CU_GRAPH_NODE_TYPE_MEM_FREE, d->kind = CALL_GNODE_MEM_FREE, d->dst = o->a;
+    break;
+  case OP_GALLOC:
+    *type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, d->kind = CALL_GNODE_MEM_ALLOC;
+    d->dst = o->a, d->width = o->n;
     break;
   default:
     *type = CU_GRAPH_NODE_TYPE_MEMCPY;

@@ -70,6 +70,7 @@ typedef struct hostd_gnode {
   uint32_t grid[3], block[3], shmem;
   void *args; /* KERNEL: the parameter buffer, argbytes long */
   size_t argbytes;
+  uint64_t *dptr; /* MEM_ALLOC (graph_add): where the allocation's address is written */
 } hostd_gnode_t;
 
 /* One side of an array copy (wire/call.def, ARRAY_COPY): kind CALL_SIDE_*;
@@ -253,7 +254,8 @@ typedef struct hostd_gpu_ops {
   CUresult (*graph_find)(uint64_t *out, uint64_t node, uint64_t clone);
   /* graph_node: what node is (wire/call.def, GRAPH_NODE): *type its
    * CUgraphNodeType; n->kind the CALL_GNODE_* whose fields are filled
-   * (KERNEL, MEMSET, EVENT_REC, EVENT_WAIT, EMPTY), else CALL_GNODE_KINDS; a
+   * (KERNEL, MEMSET, EVENT_REC, EVENT_WAIT, EMPTY, MEM_ALLOC, MEM_FREE), else
+   * CALL_GNODE_KINDS; a
    * kernel's parameters packed into n->args (cap bytes; more is
    * CUDA_ERROR_INVALID_VALUE), n->argbytes long. */
   CUresult (*graph_node)(uint64_t node, int *type, hostd_gnode_t *n, size_t cap);

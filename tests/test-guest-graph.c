@@ -403,7 +403,7 @@ static void generic_node_api(void **state) {
   assert_int_equal(cuGraphAddNode_v2(&pn, g, &kn, &ed, 1, &ep), CUDA_SUCCESS);
   ed.type = (CUgraphDependencyType)7; /* not a type this driver knows */
   assert_int_equal(cuGraphAddNode_v2(&bad, g, &kn, &ed, 1, &ep), CUDA_ERROR_NOT_SUPPORTED);
-  CUgraphNodeParams hp = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC};
+  CUgraphNodeParams hp = {.type = CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL};
   assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &hp), CUDA_ERROR_NOT_SUPPORTED);
   assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
   CUgraphNodeParams nofn = {.type = CU_GRAPH_NODE_TYPE_HOST}; /* a host node with no function */
@@ -918,6 +918,76 @@ static void graph_copies_stage_host_memory(void **state) {
   assert_int_equal(hostd_record_live_bytes(), live0); /* every stage buffer freed */
 }
 
+/* Memory nodes made by hand (the samples' graphMemoryNodes): an allocation
+ * node's memory set and copied out at every replay and freed by a free
+ * node after them; through cuGraphAddNode too; their getters; what the
+ * driver refuses (no size, a shareable handle, another device); the
+ * memory goes with the graph holding the free node. */
+static void memory_nodes_made_by_hand(void **state) {
+  CUstream s;
+  CUdeviceptr q;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode an, ms, cp, fn, bad;
+  CUDA_MEM_ALLOC_NODE_PARAMS ap, back;
+  CUdeviceptr freed = 0;
+  uint32_t got[N];
+  uint64_t live0 = hostd_record_live_bytes();
+  (void)state;
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&q, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  memset(&ap, 0, sizeof(ap));
+  ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  ap.bytesize = N * 4;
+  assert_int_equal(cuGraphAddMemAllocNode(&an, g, NULL, 0, &ap), CUDA_SUCCESS);
+  assert_true(ap.dptr != 0);
+  add_memset2(&ms, g, &an, 1, ap.dptr);
+  CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof(c));
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE, c.srcDevice = ap.dptr;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = q;
+  c.WidthInBytes = N * 4, c.Height = 1, c.Depth = 1;
+  assert_int_equal(cuGraphAddMemcpyNode(&cp, g, &ms, 1, &c, NULL), CUDA_SUCCESS);
+  CUgraphNodeParams fp = {.type = CU_GRAPH_NODE_TYPE_MEM_FREE};
+  fp.free.dptr = ap.dptr;
+  assert_int_equal(cuGraphAddNode_v2(&fn, g, &cp, NULL, 1, &fp), CUDA_SUCCESS);
+  /* Their getters. */
+  assert_int_equal(cuGraphMemAllocNodeGetParams(an, &back), CUDA_SUCCESS);
+  assert_int_equal(back.dptr, ap.dptr);
+  assert_int_equal(back.bytesize, N * 4);
+  assert_int_equal(back.poolProps.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+  assert_int_equal(cuGraphMemFreeNodeGetParams(fn, &freed), CUDA_SUCCESS);
+  assert_int_equal(freed, ap.dptr);
+  assert_int_equal(cuGraphMemFreeNodeGetParams(an, &freed), CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeType ty;
+  assert_int_equal(cuGraphNodeGetType(an, &ty), CUDA_SUCCESS);
+  assert_int_equal(ty, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+  /* Refused as the driver refuses them. */
+  CUDA_MEM_ALLOC_NODE_PARAMS no = ap;
+  no.bytesize = 0;
+  assert_int_equal(cuGraphAddMemAllocNode(&bad, g, NULL, 0, &no), CUDA_ERROR_INVALID_VALUE);
+  no = ap, no.poolProps.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  assert_int_equal(cuGraphAddMemAllocNode(&bad, g, NULL, 0, &no), CUDA_ERROR_INVALID_VALUE);
+  no = ap, no.poolProps.location.id = 1;
+  assert_int_equal(cuGraphAddMemAllocNode(&bad, g, NULL, 0, &no), CUDA_ERROR_INVALID_DEVICE);
+  assert_int_equal(cuGraphAddMemFreeNode(&bad, g, NULL, 0, q + 4), CUDA_ERROR_INVALID_VALUE);
+  /* Replayed twice; the memory goes with the graph and its exec. */
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(cuMemsetD32(q, 0, N), CUDA_SUCCESS);
+    replay(e, s, q, got);
+    assert_int_equal(got[0], 2);
+    assert_int_equal(got[N - 1], 2);
+  }
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(q), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_live_bytes(), live0);
+}
+
 /* Stream-ordered allocation captured (PyTorch's cudaMallocAsync backend
  * under a CUDA graph): an allocation made and freed inside the capture is
  * the graph's; its exec replays the work on it every launch, after the
@@ -1135,6 +1205,7 @@ int main(void) {
       cmocka_unit_test(exec_nodes_enabled_and_disabled),
       cmocka_unit_test(graph_copies_stage_host_memory),
       cmocka_unit_test(captured_allocation_belongs_to_the_graph),
+      cmocka_unit_test(memory_nodes_made_by_hand),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

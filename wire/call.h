@@ -48,7 +48,7 @@
                                     without attributes; 9: CTX_LIMIT; 10: GRAPH_EXEC_NODE,
                                     GRAPH_SET, GRAPH_MEM, GRAPH_CLONE, GRAPH_FIND;
                                     11: CALL_FD_ELSEWHERE, GRAPH_NODE,
-                                    GRAPH_ENABLE */
+                                    GRAPH_ENABLE, memory nodes */
 /* A descriptor of shared host memory the guest passes (wire_conn_send_fd,
  * tag = its address in the guest) is answered 0 when tallyd mapped it at that
  * same address, so the address is a device address there as well, and
@@ -88,7 +88,9 @@
 #define CALL_GNODE_EVENT_WAIT 5
 #define CALL_GNODE_CHILD      6
 #define CALL_GNODE_HOST       7
-#define CALL_GNODE_KINDS      8
+#define CALL_GNODE_MEM_ALLOC  8
+#define CALL_GNODE_MEM_FREE   9
+#define CALL_GNODE_KINDS      10
 /* TENSOR_MAP (wire/call.def): the kinds, the largest rank, the map's size */
 #define CALL_TMAP_TILED       0
 #define CALL_TMAP_IM2COL      1

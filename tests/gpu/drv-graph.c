@@ -5,10 +5,11 @@
  * copy and event given new parameters (as XLA's command buffers update theirs) and replayed;
  * the graph's own nodes given new parameters and instantiated again (the first exec keeps
  * its own); cuGraphExecNodeSetParams through the tagged union; the device's graph memory
- * (trim, a high watermark read and reset); a stream's attributes (L2 window, sync policy,
- * priority, copy to another stream) and cuStreamGetCtx_v2; cuCtxPushCurrent / PopCurrent
- * bound by their first names with dlsym; host nodes and a host function captured into a
- * graph, run at every replay between the work around them.  With the argument "pinned":
+ * (trim, a high watermark read and reset) and allocation and free nodes replayed; a stream's
+ * attributes (L2 window, sync policy, priority, copy to another stream) and
+ * cuStreamGetCtx_v2; cuCtxPushCurrent / PopCurrent bound by their first names with dlsym;
+ * host nodes and a host function captured into a graph, run at every replay between the work
+ * around them.  With the argument "pinned":
  * copy nodes between device memory and cuMemAllocHost memory, replayed and given another
  * host source, then the same with pageable memory (over TCP, and for pageable memory, Tally
  * stages these in device memory around each launch).  Only deterministic facts are printed.
@@ -175,6 +176,42 @@ static void test_host_functions(CUstream s) {
   E2E_CU(cuMemFree(d2));
 }
 
+/* An allocation node, a memset of it, a copy out and a free node, replayed twice. */
+static void test_memory_nodes(CUstream s) {
+  CUdeviceptr q;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode an, ms, cp, fn;
+  CUDA_MEM_ALLOC_NODE_PARAMS ap;
+  CUDA_MEMSET_NODE_PARAMS mp;
+  uint32_t got[N];
+  E2E_CU(cuMemAlloc(&q, N * 4));
+  E2E_CU(cuGraphCreate(&g, 0));
+  memset(&ap, 0, sizeof(ap));
+  ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  ap.bytesize = N * 4;
+  printf("allocation node: %s\n", e2e_cu_name(cuGraphAddMemAllocNode(&an, g, NULL, 0, &ap)));
+  memset(&mp, 0, sizeof(mp));
+  mp.dst = ap.dptr, mp.value = 0x2a, mp.elementSize = 4, mp.width = N, mp.height = 1;
+  E2E_CU(cuGraphAddMemsetNode(&ms, g, &an, 1, &mp, NULL));
+  CUDA_MEMCPY3D c = copy1d(CU_MEMORYTYPE_DEVICE, NULL, ap.dptr, CU_MEMORYTYPE_DEVICE, NULL, q,
+                           N * 4);
+  E2E_CU(cuGraphAddMemcpyNode(&cp, g, &ms, 1, &c, NULL));
+  printf("free node: %s\n", e2e_cu_name(cuGraphAddMemFreeNode(&fn, g, &cp, 1, ap.dptr)));
+  E2E_CU(cuGraphInstantiateWithFlags(&e, g, 0));
+  for (int i = 0; i < 2; i++) {
+    E2E_CU(cuMemsetD32(q, 0, N));
+    E2E_CU(cuGraphLaunch(e, s));
+    E2E_CU(cuStreamSynchronize(s));
+    E2E_CU(cuMemcpyDtoH(got, q, sizeof(got)));
+    e2e_check(got[0] == 0x2a && got[N - 1] == 0x2a, "memory nodes replayed");
+  }
+  E2E_CU(cuGraphExecDestroy(e));
+  E2E_CU(cuGraphDestroy(g));
+  E2E_CU(cuMemFree(q));
+}
+
 static void test_graph_memory(void) {
   cuuint64_t v = 1, zero = 0;
   printf("graph mem trim: %s\n", e2e_cu_name(cuDeviceGraphMemTrim(0)));
@@ -317,6 +354,7 @@ int main(int argc, char **argv) {
     test_updates(s);
     test_host_functions(s);
     test_graph_memory();
+    test_memory_nodes(s);
     test_stream_attributes();
     test_first_names();
   }
