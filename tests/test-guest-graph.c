@@ -918,6 +918,17 @@ static void graph_copies_stage_host_memory(void **state) {
   assert_int_equal(hostd_record_live_bytes(), live0); /* every stage buffer freed */
 }
 
+/* Two replays of e on s, each after q is cleared: the N words at q are v. */
+static void replays_fill(CUgraphExec e, CUstream s, CUdeviceptr q, uint32_t v) {
+  uint32_t got[N];
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(cuMemsetD32(q, 0, N), CUDA_SUCCESS);
+    replay(e, s, q, got);
+    assert_int_equal(got[0], v);
+    assert_int_equal(got[N - 1], v);
+  }
+}
+
 /* Memory nodes made by hand (the samples' graphMemoryNodes): an allocation
  * node's memory set and copied out at every replay and freed by a free
  * node after them; through cuGraphAddNode too; their getters; what the
@@ -931,7 +942,6 @@ static void memory_nodes_made_by_hand(void **state) {
   CUgraphNode an, ms, cp, fn, bad;
   CUDA_MEM_ALLOC_NODE_PARAMS ap, back;
   CUdeviceptr freed = 0;
-  uint32_t got[N];
   uint64_t live0 = hostd_record_live_bytes();
   (void)state;
   assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -975,12 +985,7 @@ static void memory_nodes_made_by_hand(void **state) {
   assert_int_equal(cuGraphAddMemFreeNode(&bad, g, NULL, 0, q + 4), CUDA_ERROR_INVALID_VALUE);
   /* Replayed twice; the memory goes with the graph and its exec. */
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
-  for (int i = 0; i < 2; i++) {
-    assert_int_equal(cuMemsetD32(q, 0, N), CUDA_SUCCESS);
-    replay(e, s, q, got);
-    assert_int_equal(got[0], 2);
-    assert_int_equal(got[N - 1], 2);
-  }
+  replays_fill(e, s, q, 2);
   assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
   assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
   assert_int_equal(cuMemFree(q), CUDA_SUCCESS);
@@ -999,7 +1004,6 @@ static void captured_allocation_belongs_to_the_graph(void **state) {
   CUgraphExec e;
   CUgraphNode nodes[8];
   size_t count = 8;
-  uint32_t got[N];
   uint64_t live0 = hostd_record_live_bytes();
   (void)state;
   assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -1016,12 +1020,7 @@ static void captured_allocation_belongs_to_the_graph(void **state) {
   assert_int_equal(last, CU_GRAPH_NODE_TYPE_MEM_FREE);
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
   assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
-  for (int i = 0; i < 2; i++) {
-    assert_int_equal(cuMemsetD32(q, 0, N), CUDA_SUCCESS);
-    replay(e, s, q, got);
-    assert_int_equal(got[0], 9);
-    assert_int_equal(got[N - 1], 9);
-  }
+  replays_fill(e, s, q, 9);
   assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
   assert_int_equal(cuMemFree(q), CUDA_SUCCESS);
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
