@@ -288,18 +288,53 @@ GUEST_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g,
   return begin_to(s, g, deps, ed, n, mode, 1);
 }
 
+CUstreamCaptureStatus guest__stream_capture(uint64_t s, uint64_t *id) {
+  call_capture_info_req_t q = {.stream = s};
+  call_capture_info_rep_t a;
+  void *rep = NULL;
+  size_t len = 0;
+  CUresult rc = CUDA_SUCCESS;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (atomic_load(&captures) == 0)
+    return st;
+  /* Not a synchronising call: errors kept from earlier posts stay kept. */
+  if (guest__call(CALL_OP_CAPTURE_INFO, 0, &q, &rc, NULL, 0, &len, &rep) != 0)
+    return st;
+  if (rc == CUDA_SUCCESS && call_capture_info_rep_decode(rep, len, &a, NULL) == 0 &&
+      a.status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    st = (CUstreamCaptureStatus)a.status;
+    *id = a.id;
+  }
+  free(rep);
+  return st;
+}
+
+/* The capture's staged host copies (gstage.c) go to its graph, or with it. */
 static CUresult end(CUstream s, CUgraph *pg, int ptds) {
   call_capture_end_req_t q = {.stream = guest__stream(s, ptds)};
   call_capture_end_rep_t a = {0};
+  uint64_t id = 0;
+  bool staged;
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
   if (!pg)
     return CUDA_ERROR_INVALID_VALUE;
+  staged = guest__gstage_any_captured() &&
+           guest__stream_capture(q.stream, &id) != CU_STREAM_CAPTURE_STATUS_NONE;
   r = guest__rpc(CALL_OP_CAPTURE_END, 0, &q, &a);
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
     atomic_fetch_sub(&captures, 1); /* the capture is over either way */
   *pg = r == CUDA_SUCCESS ? (CUgraph)(uintptr_t)a.graph : NULL;
+  if (staged) {
+    if (r == CUDA_SUCCESS && guest__gstage_copy(GUEST_STAGE_CAPTURE | id, a.graph, NULL, NULL) !=
+                                 CUDA_SUCCESS) {
+      (void)cuGraphDestroy(*pg);
+      *pg = NULL;
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    guest__gstage_drop(GUEST_STAGE_CAPTURE | id);
+  }
   return r;
 }
 

@@ -16,6 +16,13 @@
  * the old bytes); two execs of one graph launched at once share the graph's
  * stages.
  *
+ * An asynchronous copy of such memory made on a capturing stream is a
+ * stage too (its bytes cannot travel with the request: the capture would
+ * keep tallyd's transient copy of them): a device copy through a new stage
+ * is captured, owned by the capture (GUEST_STAGE_CAPTURE | its id) until
+ * cuStreamEndCapture hands it to the graph, or drops it with a capture
+ * that failed.
+ *
  * Stages belong to a graph or an exec (owner); an exec made from a graph
  * shares the graph's stage buffers (its nodes copy to and from the same
  * device addresses) and gets entries of its own, updated by
@@ -125,6 +132,33 @@ void guest__gstage_drop(uint64_t owner) {
     else
       i++;
   pthread_mutex_unlock(&mu);
+}
+
+bool guest__gstage_any_captured(void) {
+  bool any = false;
+  if (atomic_load_explicit(&nall, memory_order_relaxed) == 0)
+    return false;
+  pthread_mutex_lock(&mu);
+  for (size_t i = 0; i < nstages && !any; i++)
+    any = (stages[i].owner & GUEST_STAGE_CAPTURE) != 0;
+  pthread_mutex_unlock(&mu);
+  return any;
+}
+
+CUresult guest__gstage_captured_copy(uint64_t dev, void *host, size_t n, uint64_t s, int dir,
+                                     uint64_t id) {
+  uint64_t stage;
+  CUresult r = guest__gstage_buffer(n, &stage);
+  if (r != CUDA_SUCCESS)
+    return r;
+  r = dir == GUEST_STAGE_UP ? guest__copy_dtod(dev, stage, n, s)
+                            : guest__copy_dtod(stage, dev, n, s);
+  if (r != CUDA_SUCCESS) {
+    (void)guest__dev_free(stage);
+    return r;
+  }
+  /* Named by its buffer: a captured node is never named by the application here. */
+  return guest__gstage_bind(GUEST_STAGE_CAPTURE | id, stage, stage, host, n, dir);
 }
 
 bool guest__gstage_any(uint64_t owner) {

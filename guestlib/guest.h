@@ -193,6 +193,8 @@ CUresult guest__dev_free(uint64_t ptr);
  * value s (mem.c), for mirror.c. */
 CUresult guest__copy_htod(uint64_t dst, const void *src, size_t n, uint64_t s);
 CUresult guest__copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t s);
+/* A posted device-to-device copy on guest stream value s. */
+CUresult guest__copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s);
 
 /* ---- device mirrors of unreachable pinned host memory (mirror.c) ---- */
 /* The largest host allocation a launch's arguments may name over a link
@@ -274,6 +276,10 @@ CUresult guest__kernel_args(const guest_func_t *f, void **params, void **extra, 
 
 /* Whether a stream capture this process began is still open (graph.c). */
 bool guest__capture_open(void);
+/* The capture status of guest stream value s, asked of tallyd only while a
+ * capture this process began is open (else NONE); *id the capture's id
+ * when it has one (active or invalidated). */
+CUstreamCaptureStatus guest__stream_capture(uint64_t s, uint64_t *id);
 
 /* ---- graph copy nodes naming unreachable host memory (gstage.c) ----
  * A stage: a device buffer a copy node of owner (a graph or an exec)
@@ -281,6 +287,8 @@ bool guest__capture_open(void);
  * bytes around each launch. */
 #define GUEST_STAGE_UP   0 /* host to device: sent before each launch */
 #define GUEST_STAGE_DOWN 1 /* device to host: read back at a covering synchronisation */
+/* The owner of a capture's stages until its graph exists: this | its id. */
+#define GUEST_STAGE_CAPTURE (1ull << 63)
 /* A new stage buffer of len bytes of this tenant's device memory. */
 CUresult guest__gstage_buffer(size_t len, uint64_t *dev);
 /* node of owner copies through dev (from guest__gstage_buffer; owned from
@@ -293,6 +301,15 @@ void guest__gstage_unbind(uint64_t owner, uint64_t node);
 /* Every entry of owner goes (a graph or exec destroyed). */
 void guest__gstage_drop(uint64_t owner);
 bool guest__gstage_any(uint64_t owner);
+/* Whether some capture has stages (GUEST_STAGE_CAPTURE owners). */
+bool guest__gstage_any_captured(void);
+/* An asynchronous copy of n bytes between device memory dev and host
+ * memory tallyd cannot reach, made on stream s while it takes part in
+ * capture id: a device copy through a new stage, captured; the stage
+ * joins the capture's graph at its end (dir GUEST_STAGE_UP: host to
+ * device). */
+CUresult guest__gstage_captured_copy(uint64_t dev, void *host, size_t n, uint64_t s, int dir,
+                                     uint64_t id);
 /* to gets from's entries (an exec instantiated: rename NULL, the same nodes;
  * a clone: rename(node, arg) gives each node's copy, 0 when it has none). */
 CUresult guest__gstage_copy(uint64_t from, uint64_t to, uint64_t (*rename)(uint64_t, void *),

@@ -363,6 +363,26 @@ static bool pinned_copy(uint64_t dev, const void *host, size_t n, uint64_t s, in
   return true;
 }
 
+/* An asynchronous copy on s naming host memory [h, h + n) that tallyd does
+ * not share whole, while s takes part in a capture (*id): its bytes cannot
+ * travel with the request (the capture would keep tallyd's copy of them),
+ * so the copy goes through a stage (gstage.c). */
+static bool captured_staged(const void *h, size_t n, uint64_t s, uint64_t *id) {
+  uint64_t base, size, p = (uint64_t)(uintptr_t)h;
+  unsigned flags;
+  if (!n || !guest__capture_open())
+    return false;
+  if (guest__mem_find_host(p, &base, &size, &flags) && (flags & GUEST_HOST_SHARED) &&
+      n <= size - (p - base))
+    return false; /* PINNED_COPY names tallyd's own mapping of it */
+  return guest__stream_capture(s, id) == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
+CUresult guest__copy_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s) {
+  call_dtod_req_t q = {.dst = dst, .src = src, .len = n, .stream = s};
+  return guest__post_cu(CALL_OP_DTOD, &q);
+}
+
 /* Host memory the device reaches natively (unified addressing: pinned or
  * registered host memory is a valid address for copies and memsets) but
  * tallyd cannot: [p, p + n) inside one of this process's pinned or
@@ -415,6 +435,7 @@ static CUresult htod_sent(uint64_t dst, const void *src, size_t n, uint64_t s, i
 }
 
 static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int async) {
+  uint64_t id;
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
@@ -422,6 +443,8 @@ static CUresult htod(uint64_t dst, const void *src, size_t n, uint64_t s, int as
     return CUDA_ERROR_INVALID_VALUE;
   if (host_only(dst, n))
     return host_copy((void *)(uintptr_t)dst, src, n, s);
+  if (async && captured_staged(src, n, s, &id))
+    return guest__gstage_captured_copy(dst, (void *)(uintptr_t)src, n, s, GUEST_STAGE_UP, id);
   if (pinned_copy(dst, src, n, s, 0, async, &r))
     return r;
   return htod_sent(dst, src, n, s, async);
@@ -459,6 +482,7 @@ static CUresult dtoh_sent(void *dst, uint64_t src, size_t n, uint64_t s) {
 /* async: into shared pinned memory the copy is stream-ordered (the bytes
  * land when it executes); elsewhere D2H always completes before returning. */
 static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s, int async) {
+  uint64_t id;
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
     return r;
@@ -466,6 +490,8 @@ static CUresult dtoh(void *dst, uint64_t src, size_t n, uint64_t s, int async) {
     return CUDA_ERROR_INVALID_VALUE;
   if (host_only(src, n))
     return host_copy(dst, (const void *)(uintptr_t)src, n, s);
+  if (async && captured_staged(dst, n, s, &id))
+    return guest__gstage_captured_copy(src, dst, n, s, GUEST_STAGE_DOWN, id);
   if (pinned_copy(src, dst, n, s, 1, async, &r))
     return r;
   return dtoh_sent(dst, src, n, s);

@@ -780,6 +780,20 @@ static CUresult rec_htod(uint64_t dst, const void *src, size_t n, uint64_t s, in
   uint8_t *d;
   count(HOSTD_RECORD_HTOD);
   pthread_mutex_lock(&lock);
+  if (find(dst, n) && find((uint64_t)(uintptr_t)src, n)) {
+    /* From registered host memory (find reaches it): read when the copy
+     * runs, as DMA from pinned memory is. */
+    rec_op_t o = {.kind = OP_DTOD, .a = dst, .b = (uint64_t)(uintptr_t)src, .n = n};
+    if (capturing(s)) {
+      CUresult r = cap_add(stream_find(s), &o);
+      pthread_mutex_unlock(&lock);
+      return r;
+    }
+    if (async && defer(s, &o)) {
+      pthread_mutex_unlock(&lock);
+      return CUDA_SUCCESS;
+    }
+  }
   if (capturing(s)) {
     rec_op_t o = {.kind = OP_HTOD, .a = dst, .n = n, .bytes = malloc(n ? n : 1)};
     CUresult r = !find(dst, n) ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;

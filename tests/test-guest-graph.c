@@ -918,6 +918,53 @@ static void graph_copies_stage_host_memory(void **state) {
   assert_int_equal(hostd_record_live_bytes(), live0); /* every stage buffer freed */
 }
 
+/* Asynchronous copies of pageable memory captured into a graph: their
+ * bytes cannot travel with the request (the capture would keep tallyd's
+ * copy of them), so each goes through a stage: at every launch the upload
+ * sends the host bytes as they are then, and the download lands at the
+ * synchronisation; the capture's graph holds only device copies; an
+ * invalidated capture leaves no stage behind. */
+static void captured_host_copies_go_through_stages(void **state) {
+  static uint32_t src[N], out[N];
+  CUstream s;
+  CUdeviceptr q;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode nodes[4];
+  size_t count = 4;
+  uint64_t live0 = hostd_record_live_bytes();
+  (void)state;
+  for (int i = 0; i < N; i++)
+    src[i] = 100 + (uint32_t)i, out[i] = 0;
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&q, N * 4), CUDA_SUCCESS);
+  assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyHtoDAsync(q, src, N * 4, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoHAsync(out, q, N * 4, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  assert_int_equal(out[0], 0); /* captured, not run */
+  assert_int_equal(cuGraphGetNodes(g, nodes, &count), CUDA_SUCCESS);
+  assert_int_equal(count, 2);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  for (int round = 0; round < 2; round++) {
+    src[N - 1] = 7 + (uint32_t)round;
+    assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_int_equal(out[0], 100);
+    assert_int_equal(out[N - 1], 7 + (uint32_t)round);
+  }
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  /* Invalidated: its stage goes with it. */
+  assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyHtoDAsync(q, src, N * 4, s), CUDA_SUCCESS);
+  assert_int_not_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  assert_int_equal(cuMemFree(q), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(hostd_record_live_bytes(), live0);
+}
+
 /* Two replays of e on s, each after q is cleared: the N words at q are v. */
 static void replays_fill(CUgraphExec e, CUstream s, CUdeviceptr q, uint32_t v) {
   uint32_t got[N];
@@ -1205,6 +1252,7 @@ int main(void) {
       cmocka_unit_test(graph_copies_stage_host_memory),
       cmocka_unit_test(captured_allocation_belongs_to_the_graph),
       cmocka_unit_test(memory_nodes_made_by_hand),
+      cmocka_unit_test(captured_host_copies_go_through_stages),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,8 +11,9 @@
  * host nodes and a host function captured into a graph, run at every replay between the work
  * around them.  With the argument "pinned":
  * copy nodes between device memory and cuMemAllocHost memory, replayed and given another
- * host source, then the same with pageable memory (over TCP, and for pageable memory, Tally
- * stages these in device memory around each launch).  Only deterministic facts are printed.
+ * host source, then the same with pageable memory, and a pinned round trip captured from a
+ * stream (over TCP, and for pageable memory, Tally stages these copies in device memory around
+ * each launch).  Only deterministic facts are printed.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -321,6 +322,30 @@ static void round_trip(CUstream s, const char *kind, uint32_t *in, uint32_t *in2
   E2E_CU(cuMemFree(d));
 }
 
+/* The same round trip captured from a stream, pinned memory on both sides: the upload takes
+ * the host bytes of each launch, the download lands by the synchronisation. */
+static void captured_round_trip(CUstream s, uint32_t *in, uint32_t *out) {
+  CUdeviceptr d;
+  CUgraph g;
+  CUgraphExec e;
+  E2E_CU(cuMemAlloc(&d, N * 4));
+  memset(out, 0, N * 4);
+  E2E_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  E2E_CU(cuMemcpyHtoDAsync(d, in, N * 4, s));
+  E2E_CU(cuMemcpyDtoHAsync(out, d, N * 4, s));
+  E2E_CU(cuStreamEndCapture(s, &g));
+  E2E_CU(cuGraphInstantiateWithFlags(&e, g, 0));
+  for (int i = 0; i < 2; i++) {
+    in[0] ^= 0xffffffffu;
+    E2E_CU(cuGraphLaunch(e, s));
+    E2E_CU(cuStreamSynchronize(s));
+    e2e_check(memcmp(in, out, N * 4) == 0, "captured pinned round trip");
+  }
+  E2E_CU(cuGraphExecDestroy(e));
+  E2E_CU(cuGraphDestroy(g));
+  E2E_CU(cuMemFree(d));
+}
+
 /* cuMemAllocHost memory, then pageable memory. */
 static void test_host_copies(CUstream s) {
   static uint32_t in[N], in2[N], out[N];
@@ -331,6 +356,7 @@ static void test_host_copies(CUstream s) {
   e2e_fill_u32(pin, N, 1);
   e2e_fill_u32(pin2, N, 2);
   round_trip(s, "pinned", pin, pin2, pout);
+  captured_round_trip(s, pin, pout);
   E2E_CU(cuMemFreeHost(pin));
   E2E_CU(cuMemFreeHost(pin2));
   E2E_CU(cuMemFreeHost(pout));
