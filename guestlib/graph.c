@@ -30,10 +30,12 @@
  * getters of kernel, memset, event and host nodes: GRAPH_NODE); an exec's
  * node enabled or not (GRAPH_ENABLE); allocation and free nodes (the
  * graph's device memory, recorded here as device memory from the
- * allocation node to a free node or cuMemFreeAsync); copies other than 1-D
- * and a copy node's getter answer CUDA_ERROR_NOT_SUPPORTED with a log line.
+ * allocation node to a free node or cuMemFreeAsync); an exec's flags,
+ * kept here; copies other than 1-D (and their getter) answer
+ * CUDA_ERROR_NOT_SUPPORTED with a log line.
  */
 #include "guestlib/guest.h"
+#include "wire/u64map.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1089,6 +1091,38 @@ GUEST_EXPORT CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphN
 
 /* ---- instantiated graphs ---- */
 
+/* ---- instantiation ---- */
+
+/* Each exec's instantiation flags (cuGraphExecGetFlags): exec -> flags | 1 << 63. */
+static pthread_mutex_t xf_mu = PTHREAD_MUTEX_INITIALIZER;
+static u64map_t xflags;
+
+static void xflags_put(uint64_t exec, unsigned long long flags) {
+  pthread_mutex_lock(&xf_mu);
+  (void)u64map_put(&xflags, exec, flags | (1ull << 63)); /* no memory: not answered */
+  pthread_mutex_unlock(&xf_mu);
+}
+
+static void xflags_del(uint64_t exec) {
+  pthread_mutex_lock(&xf_mu);
+  u64map_del(&xflags, exec);
+  pthread_mutex_unlock(&xf_mu);
+}
+
+GUEST_EXPORT CUresult cuGraphExecGetFlags(CUgraphExec e, cuuint64_t *flags) {
+  uint64_t v = 0;
+  bool known;
+  if (!e || !flags)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&xf_mu);
+  known = u64map_get(&xflags, H(e), &v);
+  pthread_mutex_unlock(&xf_mu);
+  if (!known)
+    return CUDA_ERROR_INVALID_VALUE;
+  *flags = v & ~(1ull << 63);
+  return CUDA_SUCCESS;
+}
+
 static CUresult instantiate(CUgraphExec *pe, CUgraph g, unsigned long long flags) {
   call_graph_instantiate_req_t q = {.graph = H(g), .flags = flags};
   call_graph_instantiate_rep_t a = {0};
@@ -1101,6 +1135,7 @@ static CUresult instantiate(CUgraphExec *pe, CUgraph g, unsigned long long flags
   if (r != CUDA_SUCCESS)
     return r;
   *pe = (CUgraphExec)(uintptr_t)a.exec;
+  xflags_put(a.exec, flags);
   /* The exec's copy nodes name the graph's stages. */
   if (guest__gstage_any(H(g)) &&
       (r = guest__gstage_copy(H(g), a.exec, NULL, NULL)) != CUDA_SUCCESS) {
@@ -1160,6 +1195,8 @@ static CUresult instantiate_params(CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTAN
     return CUDA_ERROR_INVALID_VALUE;
   p->hErrNode_out = NULL;
   r = instantiate(pe, g, p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+  if (r == CUDA_SUCCESS)
+    xflags_put(H(*pe), p->flags); /* as the application gave them */
   p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
   if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
     r = graph_launch(*pe, p->hUploadStream, ptds, 1);
@@ -1191,8 +1228,10 @@ GUEST_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec e, CUstream s) {
 GUEST_EXPORT CUresult cuGraphExecDestroy(CUgraphExec e) {
   call_graph_exec_del_req_t q = {.exec = H(e)};
   CUresult r = guest__ready();
-  if (r == CUDA_SUCCESS && (r = guest__rpc(CALL_OP_GRAPH_EXEC_DEL, 0, &q, NULL)) == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS && (r = guest__rpc(CALL_OP_GRAPH_EXEC_DEL, 0, &q, NULL)) == CUDA_SUCCESS) {
     guest__gstage_drop(H(e));
+    xflags_del(H(e));
+  }
   return r;
 }
 
@@ -1608,6 +1647,36 @@ GUEST_EXPORT CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode node, CUevent *
 
 GUEST_EXPORT CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode node, CUevent *ev) {
   return get_event(node, CALL_GNODE_EVENT_WAIT, ev);
+}
+
+/* A 1-D copy node's copy; a staged side (gstage.c) is the host memory the
+ * application named, as the driver would answer. */
+GUEST_EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode node, CUDA_MEMCPY3D *p) {
+  call_graph_node_rep_t a;
+  void *rep = NULL, *host = NULL;
+  int dir = -1;
+  CUresult r = p ? node_of_kind(node, CU_GRAPH_NODE_TYPE_MEMCPY, CALL_GNODE_MEMCPY, &a, &rep)
+                 : CUDA_ERROR_INVALID_VALUE;
+  free(rep);
+  if (r != CUDA_SUCCESS)
+    return r;
+  memset(p, 0, sizeof(*p));
+  p->WidthInBytes = a.width, p->Height = 1, p->Depth = 1;
+  if (guest__gstage_host(nt_graph(H(node)), H(node), &host, &dir))
+    a.elem |= dir == GUEST_STAGE_UP ? 2u : 1u;
+  if (dir == GUEST_STAGE_DOWN)
+    a.dst = (uint64_t)(uintptr_t)host;
+  if (dir == GUEST_STAGE_UP)
+    a.src = (uint64_t)(uintptr_t)host;
+  if (a.elem & 1u)
+    p->dstMemoryType = CU_MEMORYTYPE_HOST, p->dstHost = (void *)(uintptr_t)a.dst;
+  else
+    p->dstMemoryType = CU_MEMORYTYPE_DEVICE, p->dstDevice = a.dst;
+  if (a.elem & 2u)
+    p->srcMemoryType = CU_MEMORYTYPE_HOST, p->srcHost = (const void *)(uintptr_t)a.src;
+  else
+    p->srcMemoryType = CU_MEMORYTYPE_DEVICE, p->srcDevice = a.src;
+  return CUDA_SUCCESS;
 }
 
 GUEST_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node,

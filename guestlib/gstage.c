@@ -134,6 +134,17 @@ void guest__gstage_drop(uint64_t owner) {
   pthread_mutex_unlock(&mu);
 }
 
+bool guest__gstage_host(uint64_t owner, uint64_t node, void **host, int *dir) {
+  stage_t *e;
+  pthread_mutex_lock(&mu);
+  if ((e = find(owner, node))) {
+    *host = e->host;
+    *dir = e->dir;
+  }
+  pthread_mutex_unlock(&mu);
+  return e != NULL;
+}
+
 bool guest__gstage_any_captured(void) {
   bool any = false;
   if (atomic_load_explicit(&nall, memory_order_relaxed) == 0)

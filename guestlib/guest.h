@@ -301,6 +301,8 @@ void guest__gstage_unbind(uint64_t owner, uint64_t node);
 /* Every entry of owner goes (a graph or exec destroyed). */
 void guest__gstage_drop(uint64_t owner);
 bool guest__gstage_any(uint64_t owner);
+/* The host side and direction of node's stage in owner; false: none. */
+bool guest__gstage_host(uint64_t owner, uint64_t node, void **host, int *dir);
 /* Whether some capture has stages (GUEST_STAGE_CAPTURE owners). */
 bool guest__gstage_any_captured(void);
 /* An asynchronous copy of n bytes between device memory dev and host

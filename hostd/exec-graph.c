@@ -645,7 +645,8 @@ CUresult hostd__exec_graph_node(hostd_tenant_t *t, wire_buf_t *out,
   n.args = args;
   if ((r = hostd__gpu.graph_node(q->node, &type, &n, CALL_LAUNCH_ARGS_MAX)) == CUDA_SUCCESS) {
     rep = (call_graph_node_rep_t){.type = (uint32_t)type, .kind = (uint32_t)n.kind,
-                                  .handle = n.handle, .dst = n.dst, .pitch = n.pitch,
+                                  .handle = n.handle, .dst = n.dst, .src = n.src,
+                                  .pitch = n.pitch,
                                   .width = n.width, .height = n.height, .value = n.value,
                                   .elem = n.elem, .shmem = n.shmem, .fkind = (uint32_t)n.fkind,
                                   .args = {args, n.kind == CALL_GNODE_KERNEL ? n.argbytes : 0}};

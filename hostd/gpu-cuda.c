@@ -187,6 +187,7 @@
   X(cuGraphAddMemAllocNode)                                                                        \
   X(cuGraphAddMemFreeNode)                                                                         \
   X(cuGraphMemAllocNodeGetParams)                                                                  \
+  X(cuGraphMemcpyNodeGetParams)                                                                    \
   X(cuGraphMemFreeNodeGetParams)                                                                   \
   X(cuGraphNodeGetEnabled)                                                                         \
   X(cuGraphAddBatchMemOpNode)                                                                      \
@@ -1500,6 +1501,21 @@ static CUresult cuda_graph_node(uint64_t node, int *type, hostd_gnode_t *n, size
     n->dst = m.dst, n->pitch = m.pitch, n->value = m.value, n->elem = m.elementSize;
     n->width = m.width, n->height = m.height;
     return CUDA_SUCCESS;
+  case CU_GRAPH_NODE_TYPE_MEMCPY: {
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof(c));
+    if ((r = D.cuGraphMemcpyNodeGetParams(GN(node), &c)) != CUDA_SUCCESS)
+      return r;
+    bool dh = c.dstMemoryType == CU_MEMORYTYPE_HOST, sh = c.srcMemoryType == CU_MEMORYTYPE_HOST;
+    if (c.Height <= 1 && c.Depth <= 1 && !c.srcY && !c.dstY && !c.srcZ && !c.dstZ &&
+        c.dstMemoryType != CU_MEMORYTYPE_ARRAY && c.srcMemoryType != CU_MEMORYTYPE_ARRAY) {
+      n->kind = CALL_GNODE_MEMCPY, n->width = c.WidthInBytes;
+      n->dst = (dh ? (uint64_t)(uintptr_t)c.dstHost : c.dstDevice) + c.dstXInBytes;
+      n->src = (sh ? (uint64_t)(uintptr_t)c.srcHost : c.srcDevice) + c.srcXInBytes;
+      n->elem = (dh ? 1u : 0u) | (sh ? 2u : 0u);
+    }
+    return CUDA_SUCCESS;
+  }
   case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
     CUDA_MEM_ALLOC_NODE_PARAMS a;
     memset(&a, 0, sizeof(a));

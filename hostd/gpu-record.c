@@ -2877,6 +2877,11 @@ static CUresult rec_graph_node(uint64_t node, int *type, hostd_gnode_t *d, size_
   case OP_GFREE:
     *type = CU_GRAPH_NODE_TYPE_MEM_FREE, d->kind = CALL_GNODE_MEM_FREE, d->dst = o->a;
     break;
+  case OP_DTOD: /* device memory both sides, or registered host memory as a source */
+    *type = CU_GRAPH_NODE_TYPE_MEMCPY, d->kind = CALL_GNODE_MEMCPY;
+    d->dst = o->a, d->src = o->b, d->width = o->n;
+    d->elem = rec_find(regs, o->b) ? 2u : 0u;
+    break;
   case OP_GALLOC:
     *type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, d->kind = CALL_GNODE_MEM_ALLOC;
     d->dst = o->a, d->width = o->n;

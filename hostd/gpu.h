@@ -254,8 +254,8 @@ typedef struct hostd_gpu_ops {
   CUresult (*graph_find)(uint64_t *out, uint64_t node, uint64_t clone);
   /* graph_node: what node is (wire/call.def, GRAPH_NODE): *type its
    * CUgraphNodeType; n->kind the CALL_GNODE_* whose fields are filled
-   * (KERNEL, MEMSET, EVENT_REC, EVENT_WAIT, EMPTY, MEM_ALLOC, MEM_FREE), else
-   * CALL_GNODE_KINDS; a
+   * (KERNEL, MEMSET, EVENT_REC, EVENT_WAIT, EMPTY, MEM_ALLOC, MEM_FREE, MEMCPY
+   * of 1-D with elem's host bits), else CALL_GNODE_KINDS; a
    * kernel's parameters packed into n->args (cap bytes; more is
    * CUDA_ERROR_INVALID_VALUE), n->argbytes long. */
   CUresult (*graph_node)(uint64_t node, int *type, hostd_gnode_t *n, size_t cap);

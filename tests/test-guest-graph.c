@@ -844,6 +844,18 @@ static void graph_copies_stage_host_memory(void **state) {
   assert_int_equal(cuGraphAddMemcpyNode(&up, g, NULL, 0, &cp, NULL), CUDA_SUCCESS);
   cp = host_copy(dst, a, sizeof(dst), 1);
   assert_int_equal(cuGraphAddMemcpyNode(&down, g, &up, 1, &cp, NULL), CUDA_SUCCESS);
+  /* Their getters answer the host memory named, not the stages. */
+  CUDA_MEMCPY3D gp;
+  assert_int_equal(cuGraphMemcpyNodeGetParams(up, &gp), CUDA_SUCCESS);
+  assert_int_equal(gp.srcMemoryType, CU_MEMORYTYPE_HOST);
+  assert_ptr_equal(gp.srcHost, src);
+  assert_int_equal(gp.dstMemoryType, CU_MEMORYTYPE_DEVICE);
+  assert_int_equal(gp.dstDevice, a);
+  assert_int_equal(gp.WidthInBytes, sizeof(src));
+  assert_int_equal(cuGraphMemcpyNodeGetParams(down, &gp), CUDA_SUCCESS);
+  assert_int_equal(gp.dstMemoryType, CU_MEMORYTYPE_HOST);
+  assert_ptr_equal(gp.dstHost, dst);
+  assert_int_equal(gp.srcDevice, a);
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
   unsigned long htod0 = ops(CALL_OP_HTOD), dtoh0 = ops(CALL_OP_DTOH);
   assert_int_equal(cuGraphLaunch(e, s), CUDA_SUCCESS);
@@ -1030,10 +1042,22 @@ static void memory_nodes_made_by_hand(void **state) {
   no = ap, no.poolProps.location.id = 1;
   assert_int_equal(cuGraphAddMemAllocNode(&bad, g, NULL, 0, &no), CUDA_ERROR_INVALID_DEVICE);
   assert_int_equal(cuGraphAddMemFreeNode(&bad, g, NULL, 0, q + 4), CUDA_ERROR_INVALID_VALUE);
-  /* Replayed twice; the memory goes with the graph and its exec. */
-  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  CUDA_MEMCPY3D gp;
+  assert_int_equal(cuGraphMemcpyNodeGetParams(cp, &gp), CUDA_SUCCESS);
+  assert_int_equal(gp.srcMemoryType, CU_MEMORYTYPE_DEVICE);
+  assert_int_equal(gp.srcDevice, ap.dptr);
+  assert_int_equal(gp.dstDevice, q);
+  assert_int_equal(cuGraphMemcpyNodeGetParams(an, &gp), CUDA_ERROR_INVALID_VALUE);
+  /* Replayed twice; the memory goes with the graph and its exec, whose
+   * flags are the ones it was made with. */
+  cuuint64_t xf = 0;
+  const cuuint64_t auto_free = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, auto_free), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecGetFlags(e, &xf), CUDA_SUCCESS);
+  assert_int_equal(xf, auto_free);
   replays_fill(e, s, q, 2);
   assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecGetFlags(e, &xf), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
   assert_int_equal(cuMemFree(q), CUDA_SUCCESS);
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);

@@ -723,8 +723,8 @@ static void a_clone_is_a_graph_of_its_own(void **state) {
 }
 
 /* GRAPH_NODE: what a node of the tenant's is, from the driver: a kernel
- * node's function, shape and packed arguments, a memset's fields, a copy's
- * type alone; another tenant's node, or one never told of, refused. */
+ * node's function, shape and packed arguments, a memset's fields, a 1-D
+ * copy's; another tenant's node, or one never told of, refused. */
 static void a_node_describes_itself(void **state) {
   hostd_tenant_t *t = hc_tenant(17, &reply), *o = hc_tenant(18, &reply);
   uint64_t f = fill_func(t), a = alloc(t), b = alloc(t), g = new_graph(t), n[3];
@@ -758,7 +758,11 @@ static void a_node_describes_itself(void **state) {
   q.node = n3;
   hc_call_ok(t, CALL_OP_GRAPH_NODE, &q, &r);
   assert_int_equal(r.type, CU_GRAPH_NODE_TYPE_MEMCPY);
-  assert_int_equal(r.kind, CALL_GNODE_KINDS);
+  assert_int_equal(r.kind, CALL_GNODE_MEMCPY);
+  assert_int_equal(r.dst, b);
+  assert_int_equal(r.src, a);
+  assert_int_equal(r.width, N * 4);
+  assert_int_equal(r.elem, 0); /* device memory both sides */
   assert_int_equal(hc_call(o, CALL_OP_GRAPH_NODE, &q), CUDA_ERROR_INVALID_VALUE);
   q.node = 0x12345670;
   assert_int_equal(hc_call(t, CALL_OP_GRAPH_NODE, &q), CUDA_ERROR_INVALID_VALUE);
