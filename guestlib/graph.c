@@ -471,6 +471,7 @@ GUEST_EXPORT CUresult cuGraphDestroy(CUgraph g) {
   if (r == CUDA_SUCCESS && (r = guest__rpc(CALL_OP_GRAPH_DEL, 0, &q, NULL)) == CUDA_SUCCESS) {
     nt_drop_graph(H(g));
     guest__gstage_drop(H(g));
+    guest__uobj_drop(H(g), false);
   }
   return r;
 }
@@ -495,9 +496,11 @@ GUEST_EXPORT CUresult cuGraphClone(CUgraph *pc, CUgraph g) {
   if ((r = guest__rpc(CALL_OP_GRAPH_CLONE, 0, &q, &a)) != CUDA_SUCCESS)
     return r;
   *pc = (CUgraph)(uintptr_t)a.graph;
-  /* The clone's copy nodes name the same stages as the original's. */
-  if (guest__gstage_any(H(g)) &&
-      (r = guest__gstage_copy(H(g), a.graph, in_clone, &a.graph)) != CUDA_SUCCESS) {
+  /* The clone's copy nodes name the same stages as the original's; it
+   * holds the original's user objects too. */
+  if ((guest__gstage_any(H(g)) &&
+       (r = guest__gstage_copy(H(g), a.graph, in_clone, &a.graph)) != CUDA_SUCCESS) ||
+      (r = guest__uobj_copy(H(g), a.graph)) != CUDA_SUCCESS) {
     (void)cuGraphDestroy(*pc);
     *pc = NULL;
   }
@@ -852,10 +855,14 @@ static CUresult child_staged(CUgraph child) {
              : CUDA_SUCCESS;
 }
 
+/* The parent holds the child's user objects too (its copy is the parent's). */
 GUEST_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *pn, CUgraph g,
                                                const CUgraphNode *deps, size_t n, CUgraph child) {
   CUresult r = child_staged(child);
-  return r != CUDA_SUCCESS ? r : add_handle(pn, g, deps, n, CALL_GNODE_CHILD, H(child));
+  if (r == CUDA_SUCCESS && (r = add_handle(pn, g, deps, n, CALL_GNODE_CHILD, H(child))) ==
+                               CUDA_SUCCESS)
+    r = guest__uobj_copy(H(child), H(g));
+  return r;
 }
 
 GUEST_EXPORT CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode *from,
@@ -1136,9 +1143,11 @@ static CUresult instantiate(CUgraphExec *pe, CUgraph g, unsigned long long flags
     return r;
   *pe = (CUgraphExec)(uintptr_t)a.exec;
   xflags_put(a.exec, flags);
-  /* The exec's copy nodes name the graph's stages. */
-  if (guest__gstage_any(H(g)) &&
-      (r = guest__gstage_copy(H(g), a.exec, NULL, NULL)) != CUDA_SUCCESS) {
+  /* The exec's copy nodes name the graph's stages; it holds the graph's
+   * user objects too. */
+  if ((guest__gstage_any(H(g)) &&
+       (r = guest__gstage_copy(H(g), a.exec, NULL, NULL)) != CUDA_SUCCESS) ||
+      (r = guest__uobj_copy(H(g), a.exec)) != CUDA_SUCCESS) {
     (void)cuGraphExecDestroy(*pe);
     *pe = NULL;
   }
@@ -1230,6 +1239,7 @@ GUEST_EXPORT CUresult cuGraphExecDestroy(CUgraphExec e) {
   CUresult r = guest__ready();
   if (r == CUDA_SUCCESS && (r = guest__rpc(CALL_OP_GRAPH_EXEC_DEL, 0, &q, NULL)) == CUDA_SUCCESS) {
     guest__gstage_drop(H(e));
+    guest__uobj_drop(H(e), true);
     xflags_del(H(e));
   }
   return r;

@@ -281,6 +281,14 @@ bool guest__capture_open(void);
  * when it has one (active or invalidated). */
 CUstreamCaptureStatus guest__stream_capture(uint64_t s, uint64_t *id);
 
+/* ---- user objects (uobj.c) ----
+ * The references graph or exec owner holds go (the owner was destroyed;
+ * exec: the destructors run after the tenant's work queued so far), or
+ * are copied from one owner to another (an exec instantiated, a clone, a
+ * child graph). */
+void guest__uobj_drop(uint64_t owner, bool exec);
+CUresult guest__uobj_copy(uint64_t from, uint64_t to);
+
 /* ---- graph copy nodes naming unreachable host memory (gstage.c) ----
  * A stage: a device buffer a copy node of owner (a graph or an exec)
  * names instead of host memory tallyd cannot reach; the guest moves the

@@ -6,7 +6,7 @@ guestlib_libcuda_so_1_SOURCES = guestlib/guest.h \
 	guestlib/mem.c guestlib/stream.c guestlib/syncword.c guestlib/module.c guestlib/proc.c guestlib/export.c \
 	guestlib/stubs.c guestlib/hostfn.c guestlib/vmm.c guestlib/graph.c guestlib/array.c \
 	guestlib/tmap.c guestlib/trace.c guestlib/mirror.c guestlib/hostreg.c \
-	guestlib/gstage.c
+	guestlib/gstage.c guestlib/uobj.c
 guestlib_libcuda_so_1_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 guestlib_libcuda_so_1_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -fvisibility=hidden
 guestlib_libcuda_so_1_LDFLAGS = $(AM_LDFLAGS) -shared -Wl,-soname,libcuda.so.1 $(SHLIB_NO_UNDEFINED)

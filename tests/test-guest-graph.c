@@ -977,6 +977,77 @@ static void captured_host_copies_go_through_stages(void **state) {
   assert_int_equal(hostd_record_live_bytes(), live0);
 }
 
+static atomic_int destroyed;
+static void CUDA_CB destroy_count(void *arg) {
+  atomic_fetch_add(&destroyed, *(int *)arg);
+}
+
+/* Whether destroyed reaches want within 5 s (the destructors run on a
+ * thread of their own). */
+static bool destroyed_reaches(int want) {
+  for (int i = 0; i < 500 && atomic_load(&destroyed) < want; i++)
+    usleep(10000);
+  usleep(20000); /* and no more come */
+  return atomic_load(&destroyed) == want;
+}
+
+/* User objects (NCCL hangs a captured collective's resources on a graph
+ * this way): the application's references, a graph's (moved or new), an
+ * exec's, a clone's and a parent graph's copies; the destructor runs once,
+ * when the last owner goes, on another thread; what the driver refuses. */
+static void user_objects_live_as_long_as_their_owners(void **state) {
+  static int one = 1, ten = 10;
+  CUuserObject o, o2;
+  CUgraph g, c, p, child;
+  CUgraphExec e;
+  CUgraphNode en, cn;
+  (void)state;
+  atomic_store(&destroyed, 0);
+  assert_int_equal(cuUserObjectCreate(&o, &one, destroy_count, 1, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuUserObjectCreate(&o, &one, destroy_count, 0,
+                                      CU_USER_OBJECT_NO_DESTRUCTOR_SYNC),
+                   CUDA_ERROR_INVALID_VALUE);
+  /* The application's own references. */
+  assert_int_equal(cuUserObjectCreate(&o, &ten, destroy_count, 2,
+                                      CU_USER_OBJECT_NO_DESTRUCTOR_SYNC),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuUserObjectRelease(o, 1), CUDA_SUCCESS);
+  assert_true(destroyed_reaches(0));
+  assert_int_equal(cuUserObjectRetain(o, 2), CUDA_SUCCESS);
+  assert_int_equal(cuUserObjectRelease(o, 3), CUDA_SUCCESS);
+  assert_true(destroyed_reaches(10));
+  /* A graph's (moved), its exec's and its clone's. */
+  assert_int_equal(cuUserObjectCreate(&o, &one, destroy_count, 1,
+                                      CU_USER_OBJECT_NO_DESTRUCTOR_SYNC),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddEmptyNode(&en, g, NULL, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphRetainUserObject(g, o, 1, CU_GRAPH_USER_OBJECT_MOVE), CUDA_SUCCESS);
+  assert_int_equal(cuGraphReleaseUserObject(g, o, 2), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphClone(&c, g), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(c), CUDA_SUCCESS);
+  assert_true(destroyed_reaches(10));
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_true(destroyed_reaches(11));
+  /* New references of a graph, then a parent's copy through a child node. */
+  assert_int_equal(cuUserObjectCreate(&o2, &one, destroy_count, 1,
+                                      CU_USER_OBJECT_NO_DESTRUCTOR_SYNC),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuGraphCreate(&child, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddEmptyNode(&en, child, NULL, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphRetainUserObject(child, o2, 1, 0), CUDA_SUCCESS);
+  assert_int_equal(cuUserObjectRelease(o2, 1), CUDA_SUCCESS); /* the caller's own */
+  assert_int_equal(cuGraphCreate(&p, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddChildGraphNode(&cn, p, NULL, 0, child), CUDA_SUCCESS);
+  assert_int_equal(cuGraphReleaseUserObject(child, o2, 1), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(child), CUDA_SUCCESS);
+  assert_true(destroyed_reaches(11));
+  assert_int_equal(cuGraphDestroy(p), CUDA_SUCCESS);
+  assert_true(destroyed_reaches(12));
+}
+
 /* Two replays of e on s, each after q is cleared: the N words at q are v. */
 static void replays_fill(CUgraphExec e, CUstream s, CUdeviceptr q, uint32_t v) {
   uint32_t got[N];
@@ -1277,6 +1348,7 @@ int main(void) {
       cmocka_unit_test(captured_allocation_belongs_to_the_graph),
       cmocka_unit_test(memory_nodes_made_by_hand),
       cmocka_unit_test(captured_host_copies_go_through_stages),
+      cmocka_unit_test(user_objects_live_as_long_as_their_owners),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
