@@ -1074,6 +1074,69 @@ static CUresult nodes_list(uint32_t which, CUgraph g, CUgraphNode node, CUgraphN
   return CUDA_SUCCESS;
 }
 
+/* cuGraphGetEdges: every node's dependencies, as pairs (edge data all
+ * default): the count (from and to NULL), or up to *n pairs, the rest of
+ * the caller's arrays NULL and *n how many were written. */
+static CUresult edges(CUgraph g, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *ed,
+                      size_t *n) {
+  CUgraphNode *nodes = NULL, *deps = NULL;
+  size_t nn = 0, total = 0, cap, capdeps = 0;
+  CUresult r;
+  if (!n || !g || (!from) != (!to) || (ed && !from))
+    return CUDA_ERROR_INVALID_VALUE;
+  cap = from ? *n : 0;
+  if ((r = nodes_list(CALL_GNODES_ALL, g, NULL, NULL, NULL, &nn)) != CUDA_SUCCESS)
+    return r;
+  if (nn && !(nodes = calloc(nn, sizeof(*nodes))))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (nn)
+    r = nodes_list(CALL_GNODES_ALL, g, NULL, nodes, NULL, &nn);
+  for (size_t i = 0; i < nn && r == CUDA_SUCCESS; i++) {
+    size_t nd = 0;
+    if ((r = nodes_list(CALL_GNODES_DEPS, NULL, nodes[i], NULL, NULL, &nd)) != CUDA_SUCCESS ||
+        nd == 0)
+      continue;
+    if (nd > capdeps) {
+      CUgraphNode *d = realloc(deps, nd * sizeof(*d));
+      if (!d) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        break;
+      }
+      deps = d, capdeps = nd;
+    }
+    if ((r = nodes_list(CALL_GNODES_DEPS, NULL, nodes[i], deps, NULL, &nd)) != CUDA_SUCCESS)
+      break;
+    for (size_t k = 0; k < nd; k++, total++)
+      if (total < cap)
+        from[total] = deps[k], to[total] = nodes[i];
+  }
+  free(nodes);
+  free(deps);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!from) {
+    *n = total;
+    return CUDA_SUCCESS;
+  }
+  for (size_t i = total; i < cap; i++)
+    from[i] = to[i] = NULL;
+  if (ed)
+    memset(ed, 0, cap * sizeof(*ed));
+  *n = total < cap ? total : cap;
+  return CUDA_SUCCESS;
+}
+
+GUEST_EXPORT CUresult cuGraphGetEdges(CUgraph g, CUgraphNode *from, CUgraphNode *to, size_t *n) {
+  CUresult r = guest__ready();
+  return r != CUDA_SUCCESS ? r : edges(g, from, to, NULL, n);
+}
+
+GUEST_EXPORT CUresult cuGraphGetEdges_v2(CUgraph g, CUgraphNode *from, CUgraphNode *to,
+                                         CUgraphEdgeData *ed, size_t *n) {
+  CUresult r = guest__ready();
+  return r != CUDA_SUCCESS ? r : edges(g, from, to, ed, n);
+}
+
 GUEST_EXPORT CUresult cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *n) {
   return nodes_list(CALL_GNODES_ALL, g, NULL, nodes, NULL, n);
 }

@@ -35,9 +35,11 @@
 /* cudart 12's entry point, which CUDA 13's cuda.h no longer declares. */
 CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id,
                                    CUgraph *g, const CUgraphNode **deps, size_t *ndeps);
-/* The driver's first name, which cuda.h maps to its _v2. */
+/* The driver's first names, which cuda.h maps to their _v2. */
 #undef cuGraphKernelNodeGetParams
 CUresult cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v1 *p);
+#undef cuGraphGetEdges
+CUresult cuGraphGetEdges(CUgraph g, CUgraphNode *from, CUgraphNode *to, size_t *n);
 
 static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
 static CUmodule mod;
@@ -1169,8 +1171,8 @@ static void captured_allocation_belongs_to_the_graph(void **state) {
   assert_int_equal(hostd_record_live_bytes(), live0);
 }
 
-/* An exec's nodes turned off and on again (cuGraphNodeSetEnabled, XLA's
- * barriers): a disabled kernel node does not run at the next replay and
+/* A graph's edges listed; an exec's nodes turned off and on again
+ * (cuGraphNodeSetEnabled, XLA's barriers): a disabled kernel node does not run at the next replay and
  * runs again once enabled; the state is read back; the graph's own node is
  * untouched (a second exec runs it); a node the driver cannot disable (an
  * event record) is refused at the next synchronisation, as an update's
@@ -1192,6 +1194,26 @@ static void exec_nodes_enabled_and_disabled(void **state) {
   fill_node(&kn, g, &ms, params);
   assert_int_equal(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
   assert_int_equal(cuGraphAddEventRecordNode(&en, g, &kn, 1, ev), CUDA_SUCCESS);
+  /* Its edges (cuGraphGetEdges): the count, then the pairs. */
+  CUgraphNode from[4], to[4];
+  CUgraphEdgeData ed[4];
+  size_t ne = 0;
+  assert_int_equal(cuGraphGetEdges(g, NULL, NULL, &ne), CUDA_SUCCESS);
+  assert_int_equal(ne, 2);
+  ne = 4;
+  memset(ed, 0xff, sizeof(ed));
+  assert_int_equal(cuGraphGetEdges_v2(g, from, to, ed, &ne), CUDA_SUCCESS);
+  assert_int_equal(ne, 2);
+  for (size_t i = 0; i < 2; i++)
+    assert_true((from[i] == ms && to[i] == kn) || (from[i] == kn && to[i] == en));
+  assert_true(from[0] != from[1]);
+  assert_null(from[2]);
+  assert_null(to[3]);
+  assert_int_equal(ed[0].type, 0);
+  ne = 1;
+  assert_int_equal(cuGraphGetEdges(g, from, to, &ne), CUDA_SUCCESS);
+  assert_int_equal(ne, 1);
+  assert_int_equal(cuGraphGetEdges(g, from, NULL, &ne), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
   assert_int_equal(cuGraphInstantiateWithFlags(&e2, g, 0), CUDA_SUCCESS);
   assert_int_equal(cuGraphNodeGetEnabled(e, kn, &on), CUDA_SUCCESS);
