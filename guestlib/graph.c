@@ -1607,6 +1607,52 @@ GUEST_EXPORT CUresult cuGraphNodeGetEnabled(CUgraphExec e, CUgraphNode node, uns
   return r;
 }
 
+/* ---- a kernel node's attributes (GRAPH_ATTR) ---- */
+
+static CUresult node_attr(CUgraphNode node, CUgraphNode src, uint32_t what,
+                          CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value) {
+  call_graph_attr_req_t q = {.node = H(node), .src = H(src), .what = what, .attr = (uint32_t)attr};
+  call_graph_attr_rep_t a;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!node || (what < 2 && !value) || (what == 2 && !src))
+    return CUDA_ERROR_INVALID_VALUE;
+  _Static_assert(sizeof(*value) == sizeof(q.value), "an attribute value travels whole");
+  if (what == 1)
+    memcpy(q.value, value, sizeof(q.value));
+  if ((r = guest__rpc(CALL_OP_GRAPH_ATTR, 0, &q, &a)) == CUDA_SUCCESS && what == 0)
+    memcpy(value, a.value, sizeof(a.value));
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphKernelNodeGetAttribute(CUgraphNode node, CUkernelNodeAttrID attr,
+                                                    CUkernelNodeAttrValue *value) {
+  return node_attr(node, NULL, 0, attr, value);
+}
+
+/* The driver may write into the value it was given (a device-updatable
+ * node's handle); the answer is copied back into the caller's, as there. */
+GUEST_EXPORT CUresult cuGraphKernelNodeSetAttribute(CUgraphNode node, CUkernelNodeAttrID attr,
+                                                    const CUkernelNodeAttrValue *value) {
+  call_graph_attr_req_t q = {.node = H(node), .what = 1, .attr = (uint32_t)attr};
+  call_graph_attr_rep_t a;
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!node || !value)
+    return CUDA_ERROR_INVALID_VALUE;
+  memcpy(q.value, value, sizeof(q.value));
+  if ((r = guest__rpc(CALL_OP_GRAPH_ATTR, 0, &q, &a)) == CUDA_SUCCESS &&
+      memcmp(a.value, value, sizeof(a.value)) != 0)
+    memcpy((void *)(uintptr_t)value, a.value, sizeof(a.value));
+  return r;
+}
+
+GUEST_EXPORT CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src) {
+  return node_attr(dst, src, 2, (CUkernelNodeAttrID)0, NULL);
+}
+
 /* ---- getters: what tallyd's driver says (GRAPH_NODE) ---- */
 
 /* node's fields as tallyd answers them for a node of type want (kind

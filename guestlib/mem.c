@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- allocation ---- */
@@ -123,25 +125,46 @@ static void shared_forget(void *p) {
   (void)guest__rpc(CALL_OP_PINNED_FREE, 0, &f, NULL);
 }
 
+/* A page-aligned address at random in [2^44, 2^46): free in tallyd too,
+ * almost surely. */
+static void *random_hint(void) {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+    r = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&r;
+  return (void *)(uintptr_t)(((1ull << 44) + r % (3ull << 44)) & ~(uint64_t)0xfffff);
+}
+
 /* tallyd mapped memfd fd (here at p) elsewhere: most often p is the
  * address of this tenant's last free, whose mapping tallyd is still
- * releasing.  One more try at another address, p kept meanwhile so that
- * this one differs: the mapping tallyd has at the same address wins.
- * Returns where the memory is here, *rc what tallyd said of it. */
+ * releasing, or an address tallyd's own mappings happen to hold.  First
+ * one more try where the kernel puts it (p kept meanwhile, so this one
+ * differs), then a few at random addresses; the first mapping tallyd has
+ * at the same address wins.  Returns where the memory is here, *rc what
+ * tallyd said of it. */
 static void *shared_again(int fd, void *p, size_t size, int *rc) {
-  void *q = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int r;
-  if (q == MAP_FAILED)
-    return p;
-  if ((r = guest__send_fd(fd, (uint64_t)(uintptr_t)q)) == 0) {
-    shared_forget(p);
-    munmap(p, size);
-    *rc = 0;
-    return q;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    void *want = attempt ? random_hint() : NULL, *q;
+    int r;
+    q = mmap(want, size, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED_NOREPLACE : 0),
+             fd, 0);
+    if (q == MAP_FAILED)
+      continue;
+    if (want && q != want) { /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+      munmap(q, size);
+      continue;
+    }
+    if ((r = guest__send_fd(fd, (uint64_t)(uintptr_t)q)) == 0) {
+      shared_forget(p);
+      munmap(p, size);
+      *rc = 0;
+      return q;
+    }
+    if (r >= 0)
+      shared_forget(q);
+    munmap(q, size);
+    if (r < 0)
+      break;
   }
-  if (r >= 0)
-    shared_forget(q);
-  munmap(q, size);
   return p;
 }
 

@@ -677,6 +677,21 @@ CUresult hostd__exec_graph_enable(hostd_tenant_t *t, wire_buf_t *out,
   return call_graph_enable_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* A kernel node's attributes (the driver checks the node's kind and the
+ * values; they name no handle of the tenant's but addresses, as a launch's). */
+CUresult hostd__exec_graph_attr(hostd_tenant_t *t, wire_buf_t *out,
+                                const call_graph_attr_req_t *q) {
+  call_graph_attr_rep_t rep;
+  CUresult r;
+  if (!u64map_get(&t->gnodes, q->node, NULL) || q->what > 2 ||
+      (q->what == 2 && !u64map_get(&t->gnodes, q->src, NULL)))
+    return CUDA_ERROR_INVALID_VALUE;
+  memcpy(rep.value, q->value, sizeof(rep.value));
+  if ((r = hostd__gpu.graph_attr(q->node, q->src, q->what, q->attr, rep.value)) != CUDA_SUCCESS)
+    return r;
+  return call_graph_attr_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* cuGraphDebugDotPrint: the text, at most one reply's worth. */
 CUresult hostd__exec_graph_dot(hostd_tenant_t *t, wire_buf_t *out, const call_graph_dot_req_t *q) {
   call_graph_dot_rep_t rep;

@@ -188,6 +188,9 @@
   X(cuGraphAddMemFreeNode)                                                                         \
   X(cuGraphMemAllocNodeGetParams)                                                                  \
   X(cuGraphMemcpyNodeGetParams)                                                                    \
+  X(cuGraphKernelNodeGetAttribute)                                                                 \
+  X(cuGraphKernelNodeSetAttribute)                                                                 \
+  X(cuGraphKernelNodeCopyAttributes)                                                               \
   X(cuGraphMemFreeNodeGetParams)                                                                   \
   X(cuGraphNodeGetEnabled)                                                                         \
   X(cuGraphAddBatchMemOpNode)                                                                      \
@@ -1543,6 +1546,20 @@ static CUresult cuda_graph_node(uint64_t node, int *type, hostd_gnode_t *n, size
   }
 }
 
+_Static_assert(sizeof(CUkernelNodeAttrValue) == CALL_ATTR_VALUE_SIZE, "attribute value size");
+
+static CUresult cuda_graph_attr(uint64_t node, uint64_t src, uint32_t what, uint32_t attr,
+                                void *value) {
+  switch (what) {
+  case 0:
+    return D.cuGraphKernelNodeGetAttribute(GN(node), (CUkernelNodeAttrID)attr, value);
+  case 1:
+    return D.cuGraphKernelNodeSetAttribute(GN(node), (CUkernelNodeAttrID)attr, value);
+  default:
+    return D.cuGraphKernelNodeCopyAttributes(GN(node), GN(src));
+  }
+}
+
 static CUresult cuda_graph_enable(uint64_t exec, uint64_t node, int set, unsigned *enabled) {
   return set ? D.cuGraphNodeSetEnabled(GE(exec), GN(node), *enabled)
              : D.cuGraphNodeGetEnabled(GE(exec), GN(node), enabled);
@@ -1902,6 +1919,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_find = cuda_graph_find,
     .graph_node = cuda_graph_node,
     .graph_enable = cuda_graph_enable,
+    .graph_attr = cuda_graph_attr,
     .graph_add_host = cuda_graph_add_host,
     .capture_host = cuda_capture_host,
     .graph_exec_host = cuda_graph_exec_host,

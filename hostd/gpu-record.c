@@ -2182,8 +2182,11 @@ typedef struct rec_gnode {
   size_t ndeps;
   bool ran;
   bool disabled; /* in an exec: cuGraphNodeSetEnabled(0), skipped by replays */
+  uint8_t *attrs; /* a kernel node's attributes: REC_ATTRS values, set ones in attr_set */
+  uint32_t attr_set;
   struct rec_gnode *next;
 } rec_gnode_t;
+#define REC_ATTRS 32 /* attribute ids kept (CUlaunchAttributeID is below this) */
 
 typedef struct rec_graph {
   rec_link_t link;
@@ -2211,6 +2214,7 @@ static void graph_free(rec_graph_t *g) {
     g->head = n->next;
     if (n->op.kind == OP_GFREE)
       gref_move(n->op.a, -1);
+    free(n->attrs);
     free(n->op.bytes);
     free(n->deps);
     graph_free(n->child);
@@ -2263,6 +2267,10 @@ static rec_graph_t *graph_clone(const rec_graph_t *src) {
     }
     n->h = s->h; /* the same node names inside the copy */
     n->orig = s->h;
+    if (s->attrs && (n->attrs = malloc(REC_ATTRS * CALL_ATTR_VALUE_SIZE))) {
+      memcpy(n->attrs, s->attrs, REC_ATTRS * CALL_ATTR_VALUE_SIZE);
+      n->attr_set = s->attr_set;
+    }
     if (op.kind == OP_GFREE) /* the copy holds the graph's allocation too */
       gref_move(op.a, 1);
     if (s->child && !(n->child = graph_clone(s->child)))
@@ -2894,6 +2902,44 @@ static CUresult rec_graph_node(uint64_t node, int *type, hostd_gnode_t *d, size_
   return r;
 }
 
+/* A kernel node's attributes, kept as given: an unset one reads as zeros;
+ * a device-updatable node gets its handle back as its device node, as the
+ * driver writes one. */
+static CUresult rec_graph_attr(uint64_t node, uint64_t src, uint32_t what, uint32_t attr,
+                               void *value) {
+  LIVE(node);
+  rec_gnode_t *n = NULL, *s = NULL;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if (!gnode_graph(node, &n) || n->op.kind != OP_LAUNCH || (what < 2 && attr >= REC_ATTRS) ||
+      (what == 2 && (!gnode_graph(src, &s) || s->op.kind != OP_LAUNCH)))
+    goto out;
+  r = CUDA_SUCCESS;
+  if (what == 2) {
+    if (s->attrs && !n->attrs && !(n->attrs = malloc(REC_ATTRS * CALL_ATTR_VALUE_SIZE)))
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    else if (s->attrs)
+      memcpy(n->attrs, s->attrs, REC_ATTRS * CALL_ATTR_VALUE_SIZE), n->attr_set = s->attr_set;
+  } else if (what == 0) {
+    if (n->attr_set & (1u << attr))
+      memcpy(value, n->attrs + attr * CALL_ATTR_VALUE_SIZE, CALL_ATTR_VALUE_SIZE);
+    else
+      memset(value, 0, CALL_ATTR_VALUE_SIZE);
+  } else if (!n->attrs && !(n->attrs = calloc(REC_ATTRS, CALL_ATTR_VALUE_SIZE))) {
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  } else {
+    if (attr == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE) {
+      CUlaunchAttributeValue *v = value;
+      v->deviceUpdatableKernelNode.devNode = (CUgraphDeviceNode)(uintptr_t)node;
+    }
+    memcpy(n->attrs + attr * CALL_ATTR_VALUE_SIZE, value, CALL_ATTR_VALUE_SIZE);
+    n->attr_set |= 1u << attr;
+  }
+out:
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
 /* Graph memory: the recording device has no allocation nodes, so there is
  * none to trim and every amount is 0; only the high watermarks may be set,
  * and only to 0, as the driver allows. */
@@ -3440,6 +3486,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_find = rec_graph_find,
     .graph_node = rec_graph_node,
     .graph_enable = rec_graph_enable,
+    .graph_attr = rec_graph_attr,
     .graph_add_host = rec_graph_add_host,
     .capture_host = rec_capture_host,
     .graph_exec_host = rec_graph_exec_host,

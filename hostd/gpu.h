@@ -262,6 +262,10 @@ typedef struct hostd_gpu_ops {
   /* graph_enable: cuGraphNodeSetEnabled (set) of node in exec to *enabled,
    * or cuGraphNodeGetEnabled into *enabled. */
   CUresult (*graph_enable)(uint64_t exec, uint64_t node, int set, unsigned *enabled);
+  /* graph_attr: a kernel node's attribute attr into value (what 0), from it
+   * (1; the driver may write back into value), or every attribute of node
+   * src copied to node (2).  value: CALL_ATTR_VALUE_SIZE bytes. */
+  CUresult (*graph_attr)(uint64_t node, uint64_t src, uint32_t what, uint32_t attr, void *value);
   CUresult (*graph_add_host)(uint64_t *rnode, uint64_t *wnode, uint64_t g, const uint64_t *deps,
                              size_t ndeps, void *gate);
   CUresult (*capture_host)(uint64_t s, void *gate, uint64_t *rnode, uint64_t *wnode);

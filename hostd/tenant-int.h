@@ -182,9 +182,9 @@ void hostd__tenant_unpinned(hostd_tenant_t *t, uint64_t tag, size_t size);
   X(capture_info) X(capture_mode) X(graph_new) X(graph_del) X(graph_add) X(graph_deps)             \
   X(graph_instantiate) X(graph_launch) X(graph_exec_del) X(graph_exec_update)                      \
   X(graph_exec_kernel) X(graph_exec_child) X(graph_exec_node) X(graph_set) X(graph_mem)            \
-  X(graph_clone) X(graph_find) X(graph_node) X(graph_enable) X(graph_nodes) X(array_new)          \
-  X(array_del) X(array_copy) X(tex_new) X(tex_del) X(surf_new) X(surf_del) X(tensor_map)          \
-  X(tensor_map_addr) X(link) X(graph_dot)
+  X(graph_clone) X(graph_find) X(graph_node) X(graph_enable) X(graph_attr) X(graph_nodes)         \
+  X(array_new) X(array_del) X(array_copy) X(tex_new) X(tex_del) X(surf_new) X(surf_del)            \
+  X(tensor_map) X(tensor_map_addr) X(link) X(graph_dot)
 #define HOSTD_EXEC_DECL(name)                                                                      \
   CUresult hostd__exec_##name(hostd_tenant_t *t, wire_buf_t *out, const call_##name##_req_t *q);
 HOSTD_EXEC_ELSEWHERE(HOSTD_EXEC_DECL)

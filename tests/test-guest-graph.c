@@ -1050,6 +1050,51 @@ static void user_objects_live_as_long_as_their_owners(void **state) {
   assert_true(destroyed_reaches(12));
 }
 
+/* A kernel node's attributes: one set is read back, copied to another
+ * kernel node; a device-updatable node's handle is written back into the
+ * value set, as PyTorch's dynamic graphs expect; a memset node has none. */
+static void kernel_node_attributes(void **state) {
+  CUstream s;
+  CUdeviceptr a;
+  CUgraph g;
+  CUgraphNode ms, k1, k2;
+  uint32_t v = 5;
+  uint64_t n = 8;
+  void *params[] = {&a, &v, &n};
+  CUkernelNodeAttrValue val, got;
+  (void)state;
+  graph_open(&s, &a, &g);
+  add_memset2(&ms, g, NULL, 0, a);
+  fill_node(&k1, g, &ms, params);
+  fill_node(&k2, g, &k1, params);
+  memset(&val, 0, sizeof(val));
+  val.priority = 3;
+  assert_int_equal(cuGraphKernelNodeSetAttribute(k1, CU_LAUNCH_ATTRIBUTE_PRIORITY, &val),
+                   CUDA_SUCCESS);
+  memset(&got, 0xff, sizeof(got));
+  assert_int_equal(cuGraphKernelNodeGetAttribute(k1, CU_LAUNCH_ATTRIBUTE_PRIORITY, &got),
+                   CUDA_SUCCESS);
+  assert_int_equal(got.priority, 3);
+  assert_int_equal(cuGraphKernelNodeCopyAttributes(k2, k1), CUDA_SUCCESS);
+  memset(&got, 0, sizeof(got));
+  assert_int_equal(cuGraphKernelNodeGetAttribute(k2, CU_LAUNCH_ATTRIBUTE_PRIORITY, &got),
+                   CUDA_SUCCESS);
+  assert_int_equal(got.priority, 3);
+  memset(&val, 0, sizeof(val));
+  val.deviceUpdatableKernelNode.deviceUpdatable = 1;
+  assert_int_equal(cuGraphKernelNodeSetAttribute(
+                       k2, CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, &val),
+                   CUDA_SUCCESS);
+  assert_non_null(val.deviceUpdatableKernelNode.devNode);
+  assert_int_equal(cuGraphKernelNodeGetAttribute(ms, CU_LAUNCH_ATTRIBUTE_PRIORITY, &got),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphKernelNodeGetAttribute(k1, CU_LAUNCH_ATTRIBUTE_PRIORITY, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* Two replays of e on s, each after q is cleared: the N words at q are v. */
 static void replays_fill(CUgraphExec e, CUstream s, CUdeviceptr q, uint32_t v) {
   uint32_t got[N];
@@ -1371,6 +1416,7 @@ int main(void) {
       cmocka_unit_test(memory_nodes_made_by_hand),
       cmocka_unit_test(captured_host_copies_go_through_stages),
       cmocka_unit_test(user_objects_live_as_long_as_their_owners),
+      cmocka_unit_test(kernel_node_attributes),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -48,7 +48,8 @@
                                     without attributes; 9: CTX_LIMIT; 10: GRAPH_EXEC_NODE,
                                     GRAPH_SET, GRAPH_MEM, GRAPH_CLONE, GRAPH_FIND;
                                     11: CALL_FD_ELSEWHERE, GRAPH_NODE,
-                                    GRAPH_ENABLE, memory nodes */
+                                    GRAPH_ENABLE, memory nodes,
+                                    GRAPH_ATTR */
 /* A descriptor of shared host memory the guest passes (wire_conn_send_fd,
  * tag = its address in the guest) is answered 0 when tallyd mapped it at that
  * same address, so the address is a device address there as well, and
@@ -64,6 +65,7 @@
 #define CALL_FUNC_ATTRS       16   /* CU_FUNC_ATTRIBUTE_MAX of CUDA 13.0 */
 #define CALL_SNAPSHOT_SIZE    944
 #define CALL_LAUNCH_ATTR_SIZE 72 /* sizeof(CUlaunchAttribute) on x86-64 and aarch64 */
+#define CALL_ATTR_VALUE_SIZE  64 /* sizeof(CUlaunchAttributeValue) */
 #define CALL_LAUNCH_ATTRS_MAX 64
 #define CALL_LAUNCH_ARGS_MAX  32768
 #define CALL_TAILS_MAX        2
