@@ -347,6 +347,45 @@ GUEST_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *pg) {
   return end(s, pg, 1);
 }
 
+/* cuStreamUpdateCaptureDependencies: nodes of the capture's graph (added
+ * by this process, or listed by capture info) the next captured work
+ * depends on as well (flags ADD) or alone (SET).  Edge data folds as for
+ * cuGraphAddDependencies_v2. */
+static CUresult capture_deps(CUstream s, int ptds, CUgraphNode *deps, const CUgraphEdgeData *ed,
+                             size_t n, unsigned flags) {
+  static int logged;
+  call_capture_deps_req_t q = {.stream = guest__stream(s, ptds), .set = flags,
+                               .ndeps = (uint32_t)n,
+                               .deps = {(const uint8_t *)deps, n * sizeof(*deps)}};
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || (n && !deps) || n > CALL_GRAPH_DEPS_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!edges_fold(ed, n))
+    return guest__unsupported("cuStreamUpdateCaptureDependencies (edge data)", &logged);
+  return guest__rpc(CALL_OP_CAPTURE_DEPS, 0, &q, NULL);
+}
+
+GUEST_EXPORT CUresult cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *deps, size_t n,
+                                                        unsigned int flags) {
+  return capture_deps(s, 0, deps, NULL, n, flags);
+}
+GUEST_EXPORT CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream s, CUgraphNode *deps,
+                                                             size_t n, unsigned int flags) {
+  return capture_deps(s, 1, deps, NULL, n, flags);
+}
+GUEST_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *deps,
+                                                           const CUgraphEdgeData *ed, size_t n,
+                                                           unsigned int flags) {
+  return capture_deps(s, 0, deps, ed, n, flags);
+}
+GUEST_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream s, CUgraphNode *deps,
+                                                                const CUgraphEdgeData *ed,
+                                                                size_t n, unsigned int flags) {
+  return capture_deps(s, 1, deps, ed, n, flags);
+}
+
 /* The capture status of s and, while active, its id, graph and current
  * dependencies (kept per thread until its next query, as the driver keeps
  * them until the stream's next capture call). */

@@ -42,6 +42,11 @@
  * a capturing stream, in a child graph node and by cuGraphExecUpdate.  The
  * guest keeps the function until no graph or exec holds its seq.
  *
+ * The graph of a capture open on one of the tenant's streams takes new
+ * nodes too (open_capture_graph), and cuStreamUpdateCaptureDependencies
+ * makes later captured work depend on them (CAPTURE_DEPS): NCCL hangs its
+ * host nodes on a captured collective so.
+ *
  * Memory nodes (cuGraphAddMemAllocNode, cuGraphAddMemFreeNode): an
  * allocation node's address joins the tenant's ranges and memory charge as
  * a stream-ordered allocation (RANGE_ASYNC), so the graph's other nodes and
@@ -300,6 +305,51 @@ CUresult hostd__exec_capture_info(hostd_tenant_t *t, wire_buf_t *out,
   return r;
 }
 
+/* The graph of the capture open on host stream s, or 0. */
+static uint64_t capture_graph(uint64_t s) {
+  int st = CU_STREAM_CAPTURE_STATUS_NONE;
+  uint64_t id = 0, g = 0;
+  size_t n = 0;
+  return hostd__gpu.capture_info(s, &st, &id, &g, NULL, 0, &n) == CUDA_SUCCESS &&
+                 st == CU_STREAM_CAPTURE_STATUS_ACTIVE
+             ? g
+             : 0;
+}
+
+/* Whether g is the graph of a capture open on one of the tenant's streams:
+ * nodes may be added to it (NCCL adds its host nodes so). */
+static bool open_capture_graph(const hostd_tenant_t *t, uint64_t g) {
+  for (size_t i = 0; g && i < t->captures.cap; i++)
+    if (t->captures.keys[i] && capture_graph(t->captures.keys[i]) == g)
+      return true;
+  return false;
+}
+
+CUresult hostd__exec_capture_deps(hostd_tenant_t *t, wire_buf_t *out,
+                                  const call_capture_deps_req_t *q) {
+  tstream_t *ts = hostd__stream_of(t, q->stream, &(CUresult){0});
+  uint64_t *deps = NULL, g, ng = 0;
+  CUresult r = CUDA_SUCCESS;
+  (void)out;
+  if (!ts)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!(g = capture_graph(ts->handle)))
+    return CUDA_ERROR_ILLEGAL_STATE; /* the driver's answer on a stream not capturing */
+  if (q->set > 1)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (q->ndeps && !(deps = malloc(q->ndeps * sizeof(*deps))))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  for (uint32_t i = 0; i < q->ndeps && r == CUDA_SUCCESS; i++) {
+    memcpy(&deps[i], q->deps.p + 8 * i, 8);
+    if (!u64map_get(&t->gnodes, deps[i], &ng) || ng != g)
+      r = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (r == CUDA_SUCCESS)
+    r = hostd__gpu.capture_deps(ts->handle, deps, q->ndeps, (int)q->set);
+  free(deps);
+  return r;
+}
+
 CUresult hostd__exec_capture_mode(hostd_tenant_t *t, wire_buf_t *out,
                                   const call_capture_mode_req_t *q) {
   int mode = (int)q->mode;
@@ -471,7 +521,7 @@ CUresult hostd__exec_graph_add(hostd_tenant_t *t, wire_buf_t *out, const call_gr
   uint64_t argbuf[CALL_LAUNCH_ARGS_MAX / 8], *deps = NULL, node = 0, ptr = 0;
   hostd_gnode_t n;
   CUresult r;
-  if (!u64map_get(&t->graphs, q->graph, NULL))
+  if (!u64map_get(&t->graphs, q->graph, NULL) && !open_capture_graph(t, q->graph))
     return CUDA_ERROR_INVALID_VALUE;
   if (q->kind == CALL_GNODE_CHILD && ghosts_of(t, q->handle))
     return CUDA_ERROR_NOT_SUPPORTED; /* its host functions could not be armed in the copy */

@@ -189,6 +189,7 @@
   X(cuGraphMemAllocNodeGetParams)                                                                  \
   X(cuGraphMemcpyNodeGetParams)                                                                    \
   X(cuGraphKernelNodeGetAttribute)                                                                 \
+  X(cuStreamUpdateCaptureDependencies)                                                             \
   X(cuGraphKernelNodeSetAttribute)                                                                 \
   X(cuGraphKernelNodeCopyAttributes)                                                               \
   X(cuGraphMemFreeNodeGetParams)                                                                   \
@@ -1560,6 +1561,12 @@ static CUresult cuda_graph_attr(uint64_t node, uint64_t src, uint32_t what, uint
   }
 }
 
+static CUresult cuda_capture_deps(uint64_t s, const uint64_t *deps, size_t n, int set) {
+  return D.cuStreamUpdateCaptureDependencies(
+      S(s), (CUgraphNode *)(uintptr_t)deps, NULL, n,
+      set ? CU_STREAM_SET_CAPTURE_DEPENDENCIES : CU_STREAM_ADD_CAPTURE_DEPENDENCIES);
+}
+
 static CUresult cuda_graph_enable(uint64_t exec, uint64_t node, int set, unsigned *enabled) {
   return set ? D.cuGraphNodeSetEnabled(GE(exec), GN(node), *enabled)
              : D.cuGraphNodeGetEnabled(GE(exec), GN(node), enabled);
@@ -1920,6 +1927,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_node = cuda_graph_node,
     .graph_enable = cuda_graph_enable,
     .graph_attr = cuda_graph_attr,
+    .capture_deps = cuda_capture_deps,
     .graph_add_host = cuda_graph_add_host,
     .capture_host = cuda_capture_host,
     .graph_exec_host = cuda_graph_exec_host,

@@ -2415,6 +2415,29 @@ static CUresult rec_capture_info(uint64_t s, int *status, uint64_t *id, uint64_t
   return st ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+static CUresult rec_capture_deps(uint64_t s, const uint64_t *deps, size_t n, int set) {
+  LIVE(s);
+  rec_stream_t *st;
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&lock);
+  st = stream_find(s);
+  if (!st || !st->cap)
+    r = CUDA_ERROR_ILLEGAL_STATE;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+    if (!gnode_find(st->cap, deps[i]))
+      r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS && (set ? n : st->cap_ndeps + n) > CAP_DEPS)
+    r = CUDA_ERROR_OUT_OF_MEMORY; /* more than the recording device keeps */
+  if (r == CUDA_SUCCESS) {
+    if (set)
+      st->cap_ndeps = 0;
+    for (size_t i = 0; i < n; i++)
+      st->cap_deps[st->cap_ndeps++] = deps[i];
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
 static CUresult rec_capture_mode(int *mode) {
   int old = thr_mode;
   if (*mode < CU_STREAM_CAPTURE_MODE_GLOBAL || *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -2495,10 +2518,12 @@ static CUresult gnode_op(const hostd_gnode_t *d, rec_op_t *o, rec_graph_t **chil
 }
 
 /* Graph h, which nodes may join after deps (lock held): NULL when h is not
- * a graph, is being captured into, or deps are not all its nodes. */
+ * a graph, or deps are not all its nodes.  A graph being captured into
+ * takes nodes too, as the driver's does (capture_deps then makes later
+ * captured work depend on them). */
 static rec_graph_t *graph_to_add(uint64_t h, const uint64_t *deps, size_t ndeps) {
   rec_graph_t *g = rec_find(graphs, h);
-  if (!g || g->origin)
+  if (!g)
     return NULL;
   for (size_t i = 0; i < ndeps; i++)
     if (!gnode_find(g, deps[i]))
@@ -3487,6 +3512,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_node = rec_graph_node,
     .graph_enable = rec_graph_enable,
     .graph_attr = rec_graph_attr,
+    .capture_deps = rec_capture_deps,
     .graph_add_host = rec_graph_add_host,
     .capture_host = rec_capture_host,
     .graph_exec_host = rec_graph_exec_host,

@@ -266,6 +266,9 @@ typedef struct hostd_gpu_ops {
    * (1; the driver may write back into value), or every attribute of node
    * src copied to node (2).  value: CALL_ATTR_VALUE_SIZE bytes. */
   CUresult (*graph_attr)(uint64_t node, uint64_t src, uint32_t what, uint32_t attr, void *value);
+  /* capture_deps: cuStreamUpdateCaptureDependencies of stream s with the n
+   * nodes deps, set (1) or added (0). */
+  CUresult (*capture_deps)(uint64_t s, const uint64_t *deps, size_t n, int set);
   CUresult (*graph_add_host)(uint64_t *rnode, uint64_t *wnode, uint64_t g, const uint64_t *deps,
                              size_t ndeps, void *gate);
   CUresult (*capture_host)(uint64_t s, void *gate, uint64_t *rnode, uint64_t *wnode);

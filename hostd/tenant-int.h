@@ -179,8 +179,8 @@ void hostd__tenant_unpinned(hostd_tenant_t *t, uint64_t tag, size_t size);
   X(mem_granularity) X(mem_create) X(mem_release) X(mem_reserve) X(mem_unreserve) X(mem_map)       \
   X(mem_unmap) X(mem_set_access) X(mem_retain) X(mem_alloc_async) X(mem_free_async) X(pool_new)    \
   X(pool_del) X(pool_attr) X(pool_trim) X(pool_current) X(capture_begin) X(capture_end)            \
-  X(capture_info) X(capture_mode) X(graph_new) X(graph_del) X(graph_add) X(graph_deps)             \
-  X(graph_instantiate) X(graph_launch) X(graph_exec_del) X(graph_exec_update)                      \
+  X(capture_info) X(capture_mode) X(capture_deps) X(graph_new) X(graph_del) X(graph_add)          \
+  X(graph_deps) X(graph_instantiate) X(graph_launch) X(graph_exec_del) X(graph_exec_update)        \
   X(graph_exec_kernel) X(graph_exec_child) X(graph_exec_node) X(graph_set) X(graph_mem)            \
   X(graph_clone) X(graph_find) X(graph_node) X(graph_enable) X(graph_attr) X(graph_nodes)         \
   X(array_new) X(array_del) X(array_copy) X(tex_new) X(tex_del) X(surf_new) X(surf_del)            \

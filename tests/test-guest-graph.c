@@ -1095,6 +1095,85 @@ static void kernel_node_attributes(void **state) {
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* NCCL's way of hanging its own nodes on a capture: the capture's graph and
+ * dependencies from capture info, a node added to that graph after them,
+ * then cuStreamUpdateCaptureDependencies so that what is captured next runs
+ * after it (set, then added); refused on a stream that does not capture
+ * and for a node of another graph. */
+static void nodes_added_to_an_open_capture(void **state) {
+  CUstream s, other;
+  CUdeviceptr a;
+  CUgraph g, cg, done, x;
+  CUgraphExec e;
+  CUgraphNode xn, mn, fn;
+  const CUgraphNode *deps = NULL;
+  const CUgraphEdgeData *edges = NULL;
+  CUstreamCaptureStatus st;
+  cuuint64_t id = 0;
+  size_t nd = 0;
+  uint32_t v = 7, got[N];
+  uint64_t n = 8;
+  void *params[] = {&a, &v, &n};
+  CUDA_MEMSET_NODE_PARAMS mp;
+  (void)state;
+  graph_open(&s, &a, &g);
+  assert_int_equal(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuStreamUpdateCaptureDependencies_v2(s, NULL, NULL, 0, 0),
+                   CUDA_ERROR_ILLEGAL_STATE);
+  assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD32Async(a, 1, N, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamGetCaptureInfo(s, &st, &id, &cg, &deps, &edges, &nd), CUDA_SUCCESS);
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  assert_int_equal(nd, 1);
+  memset(&mp, 0, sizeof(mp));
+  mp.dst = a, mp.value = 5, mp.elementSize = 4, mp.width = N / 2, mp.height = 1;
+  assert_int_equal(cuGraphAddMemsetNode(&xn, cg, deps, nd, &mp, NULL), CUDA_SUCCESS);
+  assert_int_equal(
+      cuStreamUpdateCaptureDependencies_v2(s, &xn, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+      CUDA_SUCCESS);
+  assert_int_equal(cuStreamGetCaptureInfo(s, &st, &id, &cg, &deps, &edges, &nd), CUDA_SUCCESS);
+  assert_int_equal(nd, 1);
+  assert_ptr_equal(deps[0], xn);
+  assert_int_equal(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, s, params, NULL), CUDA_SUCCESS);
+  /* Added: the next node depends on the kernel and on a second memset. */
+  assert_int_equal(cuStreamGetCaptureInfo(s, &st, &id, &cg, &deps, &edges, &nd), CUDA_SUCCESS);
+  fn = deps[0];
+  mp.dst = a + (N - 1) * 4, mp.value = 9, mp.width = 1;
+  assert_int_equal(cuGraphAddMemsetNode(&mn, cg, &fn, 1, &mp, NULL), CUDA_SUCCESS);
+  assert_int_equal(
+      cuStreamUpdateCaptureDependencies_v2(s, &mn, NULL, 1, CU_STREAM_ADD_CAPTURE_DEPENDENCIES),
+      CUDA_SUCCESS);
+  assert_int_equal(cuStreamGetCaptureInfo(s, &st, &id, &cg, &deps, &edges, &nd), CUDA_SUCCESS);
+  assert_int_equal(nd, 2);
+  assert_true((deps[0] == fn && deps[1] == mn) || (deps[0] == mn && deps[1] == fn));
+  /* The kernel's node depends on the added memset alone. */
+  CUgraphNode kd[4];
+  size_t nk = 4;
+  assert_int_equal(cuGraphNodeGetDependencies_v2(fn, kd, NULL, &nk), CUDA_SUCCESS);
+  assert_int_equal(nk, 1);
+  assert_ptr_equal(kd[0], xn);
+  assert_int_equal(cuGraphCreate(&x, 0), CUDA_SUCCESS);
+  CUgraphNode foreign;
+  assert_int_equal(cuGraphAddEmptyNode(&foreign, x, NULL, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamUpdateCaptureDependencies_v2(s, &foreign, NULL, 1, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuStreamEndCapture(s, &done), CUDA_SUCCESS);
+  assert_ptr_equal(done, cg);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, done, 0), CUDA_SUCCESS);
+  replay(e, s, a, got);
+  assert_int_equal(got[0], 7);        /* the kernel, after the added memset */
+  assert_int_equal(got[8], 5);        /* the added memset, after the captured one */
+  assert_int_equal(got[N / 2], 1);    /* the captured memset alone */
+  assert_int_equal(got[N - 1], 9);    /* the second added node */
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(done), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(x), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(other), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* Two replays of e on s, each after q is cleared: the N words at q are v. */
 static void replays_fill(CUgraphExec e, CUstream s, CUdeviceptr q, uint32_t v) {
   uint32_t got[N];
@@ -1417,6 +1496,7 @@ int main(void) {
       cmocka_unit_test(captured_host_copies_go_through_stages),
       cmocka_unit_test(user_objects_live_as_long_as_their_owners),
       cmocka_unit_test(kernel_node_attributes),
+      cmocka_unit_test(nodes_added_to_an_open_capture),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -823,7 +823,8 @@ static void malformed_requests_are_protocol_errors(void **state) {
                                  CALL_OP_GRAPH_ADD,       CALL_OP_GRAPH_DEPS,
                                  CALL_OP_GRAPH_LAUNCH,    CALL_OP_GRAPH_EXEC_KERNEL,
                                  CALL_OP_GRAPH_INSTANTIATE, CALL_OP_GRAPH_NODE,
-                                 CALL_OP_GRAPH_ENABLE,      CALL_OP_GRAPH_ATTR};
+                                 CALL_OP_GRAPH_ENABLE,      CALL_OP_GRAPH_ATTR,
+                                 CALL_OP_CAPTURE_DEPS};
   uint8_t bytes[256];
   const char *why = NULL;
   (void)state;

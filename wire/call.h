@@ -49,7 +49,7 @@
                                     GRAPH_SET, GRAPH_MEM, GRAPH_CLONE, GRAPH_FIND;
                                     11: CALL_FD_ELSEWHERE, GRAPH_NODE,
                                     GRAPH_ENABLE, memory nodes,
-                                    GRAPH_ATTR */
+                                    GRAPH_ATTR, CAPTURE_DEPS */
 /* A descriptor of shared host memory the guest passes (wire_conn_send_fd,
  * tag = its address in the guest) is answered 0 when tallyd mapped it at that
  * same address, so the address is a device address there as well, and
