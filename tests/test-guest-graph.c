@@ -1152,6 +1152,13 @@ static void nodes_added_to_an_open_capture(void **state) {
   assert_int_equal(cuGraphNodeGetDependencies_v2(fn, kd, NULL, &nk), CUDA_SUCCESS);
   assert_int_equal(nk, 1);
   assert_ptr_equal(kd[0], xn);
+  /* A host node, as NCCL adds one, run at every replay. */
+  CUDA_HOST_NODE_PARAMS hp = {.fn = count_run, .userData = NULL};
+  CUgraphNode hn;
+  assert_int_equal(cuGraphAddHostNode(&hn, cg, &mn, 1, &hp), CUDA_SUCCESS);
+  assert_int_equal(
+      cuStreamUpdateCaptureDependencies_v2(s, &hn, NULL, 1, CU_STREAM_ADD_CAPTURE_DEPENDENCIES),
+      CUDA_SUCCESS);
   assert_int_equal(cuGraphCreate(&x, 0), CUDA_SUCCESS);
   CUgraphNode foreign;
   assert_int_equal(cuGraphAddEmptyNode(&foreign, x, NULL, 0), CUDA_SUCCESS);
@@ -1160,7 +1167,9 @@ static void nodes_added_to_an_open_capture(void **state) {
   assert_int_equal(cuStreamEndCapture(s, &done), CUDA_SUCCESS);
   assert_ptr_equal(done, cg);
   assert_int_equal(cuGraphInstantiateWithFlags(&e, done, 0), CUDA_SUCCESS);
+  int runs0 = atomic_load(&host_runs);
   replay(e, s, a, got);
+  assert_int_equal(atomic_load(&host_runs), runs0 + 1);
   assert_int_equal(got[0], 7);        /* the kernel, after the added memset */
   assert_int_equal(got[8], 5);        /* the added memset, after the captured one */
   assert_int_equal(got[N / 2], 1);    /* the captured memset alone */
