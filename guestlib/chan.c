@@ -353,16 +353,20 @@ CUresult guest__rpc(uint32_t op, uint32_t flags, const void *q, void *rep) {
   }
   if (got != want || (rep && call_decode(m, buf, got, rep, NULL, NULL) != 0))
     return guest__cu_error(-EPROTO);
-  /* What the synchronisation covers is read back from device mirrors and
-   * graph stages. */
-  if (op == CALL_OP_STREAM_SYNC || op == CALL_OP_STREAM_QUERY || op == CALL_OP_CTX_SYNC) {
-    uint64_t s = op == CALL_OP_STREAM_SYNC    ? ((const call_stream_sync_req_t *)q)->stream
-                 : op == CALL_OP_STREAM_QUERY ? ((const call_stream_query_req_t *)q)->stream
-                                              : 0;
-    guest__mirror_synced(op, s);
-    guest__gstage_synced(op, s);
-  }
+  if (op == CALL_OP_STREAM_SYNC)
+    guest__synced(op, ((const call_stream_sync_req_t *)q)->stream);
+  else if (op == CALL_OP_STREAM_QUERY)
+    guest__synced(op, ((const call_stream_query_req_t *)q)->stream);
+  else if (op == CALL_OP_CTX_SYNC)
+    guest__synced(op, 0);
   return CUDA_SUCCESS;
+}
+
+/* What a synchronisation covers is read back from device mirrors and graph
+ * stages. */
+void guest__synced(uint32_t op, uint64_t stream) {
+  guest__mirror_synced(op, stream);
+  guest__gstage_synced(op, stream);
 }
 
 int guest__blob_offer(const void *data, size_t len, uint64_t *id) {

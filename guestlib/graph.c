@@ -664,7 +664,8 @@ static CUresult kernel_fields(call_graph_add_req_t *q, uint64_t h, const unsigne
   CUresult r;
   if (!f)
     return CUDA_ERROR_INVALID_VALUE;
-  if ((r = guest__kernel_args(f, params, extra, small, cap, body, &src, &argbytes, NULL)) != CUDA_SUCCESS)
+  r = guest__kernel_args(f, params, extra, small, cap, body, &src, &argbytes, NULL);
+  if (r != CUDA_SUCCESS)
     return r;
   q->kind = CALL_GNODE_KERNEL;
   q->handle = h;
@@ -1710,6 +1711,17 @@ static CUresult node_of_kind(CUgraphNode node, CUgraphNodeType want, uint32_t ki
                          : guest__unsupported("a getter of a graph node's parameters", &logged);
 }
 
+/* node_of_kind for a getter of fixed fields into out (NULL: refused as the
+ * driver refuses it); a->args is not kept. */
+static CUresult node_fields(CUgraphNode node, CUgraphNodeType want, uint32_t kind, const void *out,
+                            call_graph_node_rep_t *a) {
+  void *rep = NULL;
+  CUresult r = out ? node_of_kind(node, want, kind, a, &rep) : CUDA_ERROR_INVALID_VALUE;
+  free(rep);
+  a->args = (call_view_t){NULL, 0};
+  return r;
+}
+
 /* A kernel node's parameters (v2 with kern and ctx when k2 is not NULL):
  * kernelParams point into storage kept with the node until the next query
  * or its graph's destruction; for a function whose parameters this
@@ -1778,12 +1790,10 @@ GUEST_EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_N
 
 GUEST_EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS *p) {
   call_graph_node_rep_t a;
-  void *rep = NULL;
-  CUresult r = p ? node_of_kind(node, CU_GRAPH_NODE_TYPE_MEMSET, CALL_GNODE_MEMSET, &a, &rep) : CUDA_ERROR_INVALID_VALUE;
+  CUresult r = node_fields(node, CU_GRAPH_NODE_TYPE_MEMSET, CALL_GNODE_MEMSET, p, &a);
   if (r == CUDA_SUCCESS)
     *p = (CUDA_MEMSET_NODE_PARAMS){.dst = a.dst, .pitch = a.pitch, .value = a.value,
                                    .elementSize = a.elem, .width = a.width, .height = a.height};
-  free(rep);
   return r;
 }
 
@@ -1791,11 +1801,9 @@ static CUresult get_event(CUgraphNode node, uint32_t kind, CUevent *ev) {
   CUgraphNodeType t = kind == CALL_GNODE_EVENT_REC ? CU_GRAPH_NODE_TYPE_EVENT_RECORD
                                                    : CU_GRAPH_NODE_TYPE_WAIT_EVENT;
   call_graph_node_rep_t a;
-  void *rep = NULL;
-  CUresult r = ev ? node_of_kind(node, t, kind, &a, &rep) : CUDA_ERROR_INVALID_VALUE;
+  CUresult r = node_fields(node, t, kind, ev, &a);
   if (r == CUDA_SUCCESS)
     *ev = (CUevent)(uintptr_t)a.handle;
-  free(rep);
   return r;
 }
 
@@ -1811,21 +1819,19 @@ GUEST_EXPORT CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode node, CUevent *ev
  * application named, as the driver would answer. */
 GUEST_EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode node, CUDA_MEMCPY3D *p) {
   call_graph_node_rep_t a;
-  void *rep = NULL, *host = NULL;
-  int dir = -1;
-  CUresult r = p ? node_of_kind(node, CU_GRAPH_NODE_TYPE_MEMCPY, CALL_GNODE_MEMCPY, &a, &rep)
-                 : CUDA_ERROR_INVALID_VALUE;
-  free(rep);
+  void *host = NULL;
+  int dir;
+  CUresult r = node_fields(node, CU_GRAPH_NODE_TYPE_MEMCPY, CALL_GNODE_MEMCPY, p, &a);
   if (r != CUDA_SUCCESS)
     return r;
   memset(p, 0, sizeof(*p));
   p->WidthInBytes = a.width, p->Height = 1, p->Depth = 1;
-  if (guest__gstage_host(nt_graph(H(node)), H(node), &host, &dir))
-    a.elem |= dir == GUEST_STAGE_UP ? 2u : 1u;
-  if (dir == GUEST_STAGE_DOWN)
-    a.dst = (uint64_t)(uintptr_t)host;
-  if (dir == GUEST_STAGE_UP)
-    a.src = (uint64_t)(uintptr_t)host;
+  if (guest__gstage_host(nt_graph(H(node)), H(node), &host, &dir)) {
+    if (dir == GUEST_STAGE_UP)
+      a.src = (uint64_t)(uintptr_t)host, a.elem |= 2u;
+    else
+      a.dst = (uint64_t)(uintptr_t)host, a.elem |= 1u;
+  }
   if (a.elem & 1u)
     p->dstMemoryType = CU_MEMORYTYPE_HOST, p->dstHost = (void *)(uintptr_t)a.dst;
   else
@@ -1840,10 +1846,7 @@ GUEST_EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode node, CUDA_MEMCPY3D
 GUEST_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node,
                                                    CUDA_MEM_ALLOC_NODE_PARAMS *p) {
   call_graph_node_rep_t a;
-  void *rep = NULL;
-  CUresult r = p ? node_of_kind(node, CU_GRAPH_NODE_TYPE_MEM_ALLOC, CALL_GNODE_MEM_ALLOC, &a, &rep)
-                 : CUDA_ERROR_INVALID_VALUE;
-  free(rep);
+  CUresult r = node_fields(node, CU_GRAPH_NODE_TYPE_MEM_ALLOC, CALL_GNODE_MEM_ALLOC, p, &a);
   if (r != CUDA_SUCCESS)
     return r;
   memset(p, 0, sizeof(*p));
@@ -1856,21 +1859,16 @@ GUEST_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node,
 
 GUEST_EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr *dptr) {
   call_graph_node_rep_t a;
-  void *rep = NULL;
-  CUresult r = dptr
-                   ? node_of_kind(node, CU_GRAPH_NODE_TYPE_MEM_FREE, CALL_GNODE_MEM_FREE, &a, &rep)
-                   : CUDA_ERROR_INVALID_VALUE;
+  CUresult r = node_fields(node, CU_GRAPH_NODE_TYPE_MEM_FREE, CALL_GNODE_MEM_FREE, dptr, &a);
   if (r == CUDA_SUCCESS)
     *dptr = a.dst;
-  free(rep);
   return r;
 }
 
 GUEST_EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode node, CUDA_HOST_NODE_PARAMS *p) {
   call_graph_node_rep_t a;
-  void *rep = NULL, *fn = NULL, *data = NULL;
-  CUresult r = p ? node_of_kind(node, CU_GRAPH_NODE_TYPE_HOST, CALL_GNODE_HOST, &a, &rep) : CUDA_ERROR_INVALID_VALUE;
-  free(rep);
+  void *fn = NULL, *data = NULL;
+  CUresult r = node_fields(node, CU_GRAPH_NODE_TYPE_HOST, CALL_GNODE_HOST, p, &a);
   if (r != CUDA_SUCCESS)
     return r;
   if (!guest__hostfn_params(a.handle, &fn, &data))

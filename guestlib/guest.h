@@ -210,6 +210,9 @@ CUresult guest__mirror_args(uint8_t *args, size_t n, uint64_t stream);
  * CTX_SYNC) succeeded: the mirrors it covers are read back into their
  * allocations (the bytes the device changed).  Free while none is pending. */
 void guest__mirror_synced(uint32_t op, uint64_t stream);
+/* Such a synchronisation succeeded, by a call or the completion word
+ * (chan.c): what it covers is read back, mirrors and graph stages. */
+void guest__synced(uint32_t op, uint64_t stream);
 /* The allocation at host is going: its mirror, if any, is freed. */
 void guest__mirror_forget(uint64_t host);
 /* trace.c: fn's tracing twin under TALLY_LOG=debug (fn itself otherwise or

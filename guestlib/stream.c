@@ -169,10 +169,7 @@ static CUresult stream_op(uint32_t op, CUstream s, int ptds) {
   if (r != CUDA_SUCCESS)
     return r;
   if (op == CALL_OP_STREAM_SYNC && guest__sync_word(sq.stream)) {
-    /* The GPU answered: what the synchronisation covers is read back as
-     * after the call (chan.c). */
-    guest__mirror_synced(op, sq.stream);
-    guest__gstage_synced(op, sq.stream);
+    guest__synced(op, sq.stream); /* the GPU answered: as after the call */
     return CUDA_SUCCESS;
   }
   return guest__rpc(op, CALL_SYNCPOINT, op == CALL_OP_STREAM_SYNC ? (const void *)&sq : &qq, NULL);

@@ -122,32 +122,30 @@ GUEST_EXPORT CUresult cuUserObjectCreate(CUuserObject *out, void *ptr, CUhostFn 
   return CUDA_SUCCESS;
 }
 
-GUEST_EXPORT CUresult cuUserObjectRetain(CUuserObject h, unsigned int n) {
+/* n more (release false) or fewer of the application's references. */
+static CUresult app_refs(CUuserObject h, unsigned int n, bool release) {
   uobj_t *o;
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   if (n == 0 || n > INT_MAX)
     return r;
   pthread_mutex_lock(&mu);
   if ((o = lookup(h))) {
-    o->refs += n;
+    if (release)
+      drop(o, n, false);
+    else
+      o->refs += n;
     r = CUDA_SUCCESS;
   }
   pthread_mutex_unlock(&mu);
   return r;
 }
 
+GUEST_EXPORT CUresult cuUserObjectRetain(CUuserObject h, unsigned int n) {
+  return app_refs(h, n, false);
+}
+
 GUEST_EXPORT CUresult cuUserObjectRelease(CUuserObject h, unsigned int n) {
-  uobj_t *o;
-  CUresult r = CUDA_ERROR_INVALID_VALUE;
-  if (n == 0 || n > INT_MAX)
-    return r;
-  pthread_mutex_lock(&mu);
-  if ((o = lookup(h))) {
-    drop(o, n, false);
-    r = CUDA_SUCCESS;
-  }
-  pthread_mutex_unlock(&mu);
-  return r;
+  return app_refs(h, n, true);
 }
 
 /* owner's reference entry for o, made with count 0 if need be.  Lock held. */

@@ -614,8 +614,8 @@ CUresult hostd__exec_graph_nodes(hostd_tenant_t *t, wire_buf_t *out,
     if (u64map_put(&t->gnodes, nodes[q->first + i], g) != 0)
       r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS) {
-    call_graph_nodes_rep_t rep = {.total = total, .n = (uint32_t)n,
-                                  .nodes = {(const uint8_t *)(n ? nodes + q->first : nodes), n * 8}};
+    const uint8_t *first = (const uint8_t *)(n ? nodes + q->first : nodes);
+    call_graph_nodes_rep_t rep = {.total = total, .n = (uint32_t)n, .nodes = {first, n * 8}};
     if (call_graph_nodes_rep_put(&rep, out) != 0)
       r = CUDA_ERROR_OUT_OF_MEMORY;
   }
