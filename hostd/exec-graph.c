@@ -118,23 +118,32 @@ static void ghosts_forget(hostd_tenant_t *t, uint64_t owner) {
   }
 }
 
+/* The index of owner's host function at node (the wait named to the tenant,
+ * or its host node), or -1.  An exec's copies keep its graph's node handles,
+ * so the owner tells them apart. */
+static ssize_t ghost_at(const hostd_tenant_t *t, uint64_t owner, uint64_t node) {
+  for (size_t i = 0; i < t->nghosts; i++) {
+    const struct ghost *gh = &t->ghosts[i];
+    if (gh->owner == owner && (gh->wnode == node || gh->rnode == node))
+      return (ssize_t)i;
+  }
+  return -1;
+}
+
 /* cuGraphHostNodeSetParams / cuGraphExecHostNodeSetParams: owner's host
- * function at node (the wait named to the tenant, or its host node) becomes
- * guest function seq. */
+ * function at node becomes guest function seq. */
 static CUresult ghost_rebind(hostd_tenant_t *t, uint64_t owner, uint64_t node, uint64_t seq) {
+  ssize_t i;
+  uint64_t old;
   if (seq == 0 || (seq & (HOSTD_HOSTFN_KEEP | HOSTD_HOSTFN_DROP)))
     return CUDA_ERROR_INVALID_VALUE;
-  for (size_t i = 0; i < t->nghosts; i++) {
-    struct ghost *gh = &t->ghosts[i];
-    if (gh->owner == owner && (gh->wnode == node || gh->rnode == node)) {
-      uint64_t old = gh->seq;
-      gh->seq = seq;
-      if (old != seq)
-        seq_release(t, old);
-      return CUDA_SUCCESS;
-    }
-  }
-  return CUDA_ERROR_INVALID_VALUE; /* not a host node of owner */
+  if ((i = ghost_at(t, owner, node)) < 0)
+    return CUDA_ERROR_INVALID_VALUE; /* not a host node of owner */
+  old = t->ghosts[i].seq;
+  t->ghosts[i].seq = seq;
+  if (old != seq)
+    seq_release(t, old);
+  return CUDA_SUCCESS;
 }
 
 /* The exec's copies of graph g's host functions. */
@@ -671,24 +680,25 @@ CUresult hostd__exec_graph_find(hostd_tenant_t *t, wire_buf_t *out,
 }
 
 /* What a node of the tenant's is.  A host function's two nodes answer
- * HOST with its seq (the guest keeps the function). */
+ * HOST with its seq in the node's graph (the guest keeps the function). */
 CUresult hostd__exec_graph_node(hostd_tenant_t *t, wire_buf_t *out,
                                 const call_graph_node_req_t *q) {
   hostd_gnode_t n;
+  uint64_t g = 0;
   uint8_t *args;
   int type = 0;
+  ssize_t i;
   CUresult r;
-  if (!u64map_get(&t->gnodes, q->node, NULL))
+  if (!u64map_get(&t->gnodes, q->node, &g))
     return CUDA_ERROR_INVALID_VALUE;
   call_graph_node_rep_t rep;
   memset(&rep, 0, sizeof(rep));
-  for (size_t i = 0; i < t->nghosts; i++)
-    if (t->ghosts[i].rnode == q->node || t->ghosts[i].wnode == q->node) {
-      rep.type = CU_GRAPH_NODE_TYPE_HOST;
-      rep.kind = CALL_GNODE_HOST;
-      rep.handle = t->ghosts[i].seq;
-      return call_graph_node_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-    }
+  if ((i = ghost_at(t, g, q->node)) >= 0) {
+    rep.type = CU_GRAPH_NODE_TYPE_HOST;
+    rep.kind = CALL_GNODE_HOST;
+    rep.handle = t->ghosts[i].seq;
+    return call_graph_node_rep_put(&rep, out) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  }
   if (!(args = malloc(CALL_LAUNCH_ARGS_MAX)))
     return CUDA_ERROR_OUT_OF_MEMORY;
   memset(&n, 0, sizeof(n));

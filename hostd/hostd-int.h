@@ -135,7 +135,9 @@ void hostd__hops_free(hostd_hops_t *h); /* appends to the file; NULL ok */
 /* ---- stream-ordered host functions (hostfn.c) ---- */
 typedef struct hostd_hostfn hostd_hostfn_t;
 struct wire_tenant;
-/* One per tenant; takes a reference on wt.  NULL when out of memory. */
+/* One per tenant; takes a reference on wt.  NULL when out of memory.  wt may
+ * be NULL where no guest is connected (tests that drive graphs' host nodes
+ * directly): no HOSTFN_WAIT can then arrive, so nothing is answered. */
 hostd_hostfn_t *hostd__hostfn_new(struct wire_tenant *wt);
 void hostd__hostfn_unref(hostd_hostfn_t *h); /* NULL ok */
 /* Called (on a driver thread, under the object's lock: it must not block or

@@ -86,7 +86,7 @@ typedef struct hostfn_slot {
 struct hostd_hostfn {
   pthread_mutex_t mu;
   int refs;
-  wire_tenant_t *wt; /* referenced */
+  wire_tenant_t *wt; /* referenced; NULL: no guest (tests), so nothing is answered */
   void *gate;        /* the backend's gate; made by the worker at the first host function */
   bool closed;       /* the tenant is gone: open gates as soon as reached */
   bool parked;       /* a HOSTFN_WAIT is waiting for a reached function */
@@ -113,7 +113,8 @@ hostd_hostfn_t *hostd__hostfn_new(wire_tenant_t *wt) {
   h->refs = 1;
   h->handed = -1;
   h->wt = wt;
-  wire_tenant_ref(wt);
+  if (wt)
+    wire_tenant_ref(wt);
   for (int i = 0; i < HOSTFN_SLOTS; i++)
     h->slot[i].hf = h;
   return h;

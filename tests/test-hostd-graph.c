@@ -13,7 +13,8 @@
  * child graph, exec update refusing a changed topology), an exec's copy,
  * memset and event nodes given new parameters, a graph's nodes given new
  * parameters (execs made before keep theirs), the device's graph memory,
- * a clone,
+ * a clone, a graph's host node answering its own function after its exec's
+ * copy took another,
  * a capture into a graph the tenant made (cuStreamBeginCaptureToGraph),
  * that another tenant's graph, node and exec handles are refused, that
  * closing a tenant destroys its graphs, execs and open captures, and that
@@ -800,6 +801,46 @@ static void another_tenants_handles_are_refused(void **state) {
   hostd__tenant_free(b);
 }
 
+/* The host function exec e holds at node (the graph's node handle), or 0. */
+static uint64_t exec_host_seq(const hostd_tenant_t *t, uint64_t e, uint64_t node) {
+  for (size_t i = 0; i < t->nghosts; i++)
+    if (t->ghosts[i].owner == e && (t->ghosts[i].wnode == node || t->ghosts[i].rnode == node))
+      return t->ghosts[i].seq;
+  return 0;
+}
+
+/* A graph's host node answers GRAPH_NODE with its own function after its
+ * exec's copy, which keeps the node's handle, took another; the exec's copy
+ * moved ahead of the graph's in the tenant's table when another graph with
+ * a host node went. */
+static void a_host_node_answers_its_graphs_function(void **state) {
+  hostd_tenant_t *t = hc_tenant(19, &reply);
+  hostd_hostfn_t *hf = hostd__hostfn_new(NULL);
+  const uint64_t fx = 3, fg = 1, fe = 2; /* the guest's numbers for three functions */
+  (void)state;
+  assert_non_null(hf);
+  hostd__tenant_set_hostfn(t, hf);
+  uint64_t x = new_graph(t), g = new_graph(t);
+  call_graph_add_req_t hx = {.graph = x, .kind = CALL_GNODE_HOST, .handle = fx};
+  (void)add_node(t, &hx, NULL, 0, CUDA_SUCCESS);
+  call_graph_add_req_t hg = {.graph = g, .kind = CALL_GNODE_HOST, .handle = fg};
+  uint64_t n = add_node(t, &hg, NULL, 0, CUDA_SUCCESS);
+  uint64_t e = instantiate(t, g);
+  call_graph_del_req_t dx = {.graph = x};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_DEL, &dx), CUDA_SUCCESS);
+  call_graph_exec_node_req_t xh = {.exec = e, .node = n, .kind = CALL_GNODE_HOST, .handle = fe};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_EXEC_NODE, &xh), CUDA_SUCCESS);
+  call_graph_node_req_t q = {.node = n};
+  call_graph_node_rep_t r;
+  hc_call_ok(t, CALL_OP_GRAPH_NODE, &q, &r);
+  assert_int_equal(r.type, CU_GRAPH_NODE_TYPE_HOST);
+  assert_int_equal(r.kind, CALL_GNODE_HOST);
+  assert_int_equal(r.handle, fg);
+  assert_int_equal(exec_host_seq(t, e, n), fe);
+  hostd__tenant_free(t);
+  hostd__hostfn_unref(hf);
+}
+
 /* Closing a tenant destroys its graphs and execs and ends its captures. */
 static void closing_a_tenant_frees_graphs(void **state) {
   hostd_tenant_t *t = hc_tenant(8, &reply);
@@ -855,6 +896,7 @@ int main(void) {
       cmocka_unit_test(graph_memory_of_the_device),
       cmocka_unit_test(a_clone_is_a_graph_of_its_own),
       cmocka_unit_test(a_node_describes_itself),
+      cmocka_unit_test(a_host_node_answers_its_graphs_function),
       cmocka_unit_test(capture_into_a_given_graph),
       cmocka_unit_test(another_tenants_handles_are_refused),
       cmocka_unit_test(closing_a_tenant_frees_graphs),
