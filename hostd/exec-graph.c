@@ -604,30 +604,59 @@ CUresult hostd__exec_graph_deps(hostd_tenant_t *t, wire_buf_t *out,
   return r;
 }
 
-/* The nodes returned become nodes the tenant may name. */
+/* The tenant's view of driver node n of graph g: a host function is a
+ * driver host node followed by its wait, and the tenant knows the wait
+ * alone, so the host node is shown as its wait (0 where hide: a list of
+ * every node, which holds the wait too).  A backend that makes one node
+ * (rnode == wnode, or no wnode) needs no change. */
+static uint64_t node_seen(const hostd_tenant_t *t, uint64_t g, uint64_t n, bool hide) {
+  for (size_t i = 0; i < t->nghosts; i++) {
+    const struct ghost *gh = &t->ghosts[i];
+    if (gh->owner == g && gh->rnode == n && gh->wnode && gh->wnode != n)
+      return hide ? 0 : gh->wnode;
+  }
+  return n;
+}
+
+/* The nodes returned become nodes the tenant may name.  The list is read
+ * whole, its host functions' driver nodes shown as the tenant knows them
+ * (node_seen; a wait's dependencies are its host node's), then paged. */
 CUresult hostd__exec_graph_nodes(hostd_tenant_t *t, wire_buf_t *out,
                                  const call_graph_nodes_req_t *q) {
-  uint64_t *nodes = NULL, g = q->graph;
-  size_t total = 0, n, want = q->cap ? (size_t)q->first + q->cap : 0;
+  uint64_t *nodes = NULL, g = q->graph, of = q->node;
+  size_t total = 0, got = 0, n = 0;
+  ssize_t gh;
   CUresult r;
   bool of_node = q->which == CALL_GNODES_DEPS || q->which == CALL_GNODES_DEPENDENTS;
   if (q->which > CALL_GNODES_DEPENDENTS || q->cap > CALL_GRAPH_NODES_MAX ||
       (of_node ? !u64map_get(&t->gnodes, q->node, &g) : !u64map_get(&t->graphs, g, NULL)))
     return CUDA_ERROR_INVALID_VALUE;
-  if (want && !(nodes = malloc(want * sizeof(*nodes))))
+  if (q->which == CALL_GNODES_DEPS && (gh = ghost_at(t, g, of)) >= 0)
+    of = t->ghosts[gh].rnode; /* the wait's own dependency is its host node */
+  if ((r = hostd__gpu.graph_nodes(g, q->which, of, NULL, 0, &total)) != CUDA_SUCCESS)
+    return r;
+  if (total && !(nodes = malloc(total * sizeof(*nodes))))
     return CUDA_ERROR_OUT_OF_MEMORY;
-  r = hostd__gpu.graph_nodes(g, q->which, q->node, nodes, want, &total);
-  n = total < want ? total : want;
-  n = n > q->first ? n - q->first : 0;
-  for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
-    if (u64map_put(&t->gnodes, nodes[q->first + i], g) != 0)
-      r = CUDA_ERROR_OUT_OF_MEMORY;
-  if (r == CUDA_SUCCESS) {
-    const uint8_t *first = (const uint8_t *)(n ? nodes + q->first : nodes);
-    call_graph_nodes_rep_t rep = {.total = total, .n = (uint32_t)n, .nodes = {first, n * 8}};
-    if (call_graph_nodes_rep_put(&rep, out) != 0)
-      r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (total && (r = hostd__gpu.graph_nodes(g, q->which, of, nodes, total, &got)) != CUDA_SUCCESS)
+    goto done;
+  for (size_t i = 0; i < (got < total ? got : total); i++) {
+    uint64_t v = node_seen(t, g, nodes[i], q->which == CALL_GNODES_ALL);
+    if (v)
+      nodes[n++] = v;
   }
+  total = n; /* now the tenant's count */
+  n = n > q->first ? n - q->first : 0;
+  n = n < q->cap ? n : q->cap;
+  for (size_t i = 0; i < n; i++)
+    if (u64map_put(&t->gnodes, nodes[q->first + i], g) != 0) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+      goto done;
+    }
+  const uint8_t *first = (const uint8_t *)(n ? nodes + q->first : nodes);
+  call_graph_nodes_rep_t rep = {.total = total, .n = (uint32_t)n, .nodes = {first, n * 8}};
+  if (call_graph_nodes_rep_put(&rep, out) != 0)
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+done:
   free(nodes);
   return r;
 }

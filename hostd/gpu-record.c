@@ -3022,15 +3022,20 @@ static CUresult rec_graph_find(uint64_t *out, uint64_t node, uint64_t clone) {
 static CUresult rec_graph_add_host(uint64_t *rnode, uint64_t *wnode, uint64_t h,
                                    const uint64_t *deps, size_t ndeps, void *gate) {
   LIVE(h);
-  rec_op_t o = {.kind = OP_HOSTFN, .g = gate};
+  rec_op_t o = {.kind = OP_HOSTFN, .g = gate}, nop = {.kind = OP_NOP};
   rec_graph_t *g;
-  rec_gnode_t *n = NULL;
+  rec_gnode_t *n = NULL, *w = NULL;
   CUresult r;
   pthread_mutex_lock(&lock);
   r = (g = graph_to_add(h, deps, ndeps)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   if (r == CUDA_SUCCESS && !(n = gnode_add(g, &o, deps, ndeps)))
     r = CUDA_ERROR_OUT_OF_MEMORY;
-  *rnode = *wnode = n ? n->h : 0;
+  /* Two nodes, as the GPU's backend makes: the host node, then its wait
+   * (here a no-op: the host node itself waits for its gate). */
+  if (r == CUDA_SUCCESS && !(w = gnode_add(g, &nop, &n->h, 1)))
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  *rnode = n ? n->h : 0;
+  *wnode = w ? w->h : 0;
   pthread_mutex_unlock(&lock);
   return r;
 }

@@ -841,6 +841,60 @@ static void a_host_node_answers_its_graphs_function(void **state) {
   hostd__hostfn_unref(hf);
 }
 
+/* One GRAPH_NODES list: which of g or of node, whole; its count in *n. */
+static void list_nodes(hostd_tenant_t *t, uint32_t which, uint64_t g, uint64_t node,
+                       uint64_t *nodes, size_t *n) {
+  call_graph_nodes_req_t q = {.graph = g, .which = which, .node = node, .cap = 8};
+  call_graph_nodes_rep_t r;
+  hc_call_ok(t, CALL_OP_GRAPH_NODES, &q, &r);
+  assert_int_equal(r.n, r.total);
+  memcpy(nodes, r.nodes.p, r.n * 8u);
+  *n = r.n;
+}
+
+/* A host node is one node to the tenant, though tallyd's graph holds two
+ * (the driver's host node and its wait): the lists of nodes, of roots, of
+ * a node's dependencies and dependents name the wait alone. */
+static void a_host_node_is_one_node_in_lists(void **state) {
+  hostd_tenant_t *t = hc_tenant(20, &reply);
+  hostd_hostfn_t *hf = hostd__hostfn_new(NULL);
+  uint64_t v[8];
+  size_t n;
+  (void)state;
+  assert_non_null(hf);
+  hostd__tenant_set_hostfn(t, hf);
+  uint64_t g = new_graph(t);
+  call_graph_add_req_t em = {.graph = g, .kind = CALL_GNODE_EMPTY};
+  uint64_t e0 = add_node(t, &em, NULL, 0, CUDA_SUCCESS);
+  call_graph_add_req_t hq = {.graph = g, .kind = CALL_GNODE_HOST, .handle = 1};
+  uint64_t h = add_node(t, &hq, &e0, 1, CUDA_SUCCESS);
+  uint64_t e1 = add_node(t, &em, &h, 1, CUDA_SUCCESS);
+  uint64_t h2 = add_node(t, &hq, NULL, 0, CUDA_SUCCESS); /* a root */
+  list_nodes(t, CALL_GNODES_ALL, g, 0, v, &n);
+  assert_int_equal(n, 4);
+  for (size_t i = 0; i < n; i++)
+    assert_true(v[i] == e0 || v[i] == h || v[i] == e1 || v[i] == h2);
+  list_nodes(t, CALL_GNODES_ROOTS, g, 0, v, &n);
+  assert_int_equal(n, 2);
+  assert_true((v[0] == e0 && v[1] == h2) || (v[0] == h2 && v[1] == e0));
+  list_nodes(t, CALL_GNODES_DEPS, 0, h, v, &n);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0], e0);
+  list_nodes(t, CALL_GNODES_DEPENDENTS, 0, e0, v, &n);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0], h);
+  list_nodes(t, CALL_GNODES_DEPS, 0, e1, v, &n);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0], h);
+  call_graph_nodes_req_t pg = {.graph = g, .first = 3, .cap = 2}; /* the last page */
+  call_graph_nodes_rep_t r;
+  hc_call_ok(t, CALL_OP_GRAPH_NODES, &pg, &r);
+  assert_int_equal(r.total, 4);
+  assert_int_equal(r.n, 1);
+  hostd__tenant_free(t);
+  hostd__hostfn_unref(hf);
+}
+
 /* Closing a tenant destroys its graphs and execs and ends its captures. */
 static void closing_a_tenant_frees_graphs(void **state) {
   hostd_tenant_t *t = hc_tenant(8, &reply);
@@ -897,6 +951,7 @@ int main(void) {
       cmocka_unit_test(a_clone_is_a_graph_of_its_own),
       cmocka_unit_test(a_node_describes_itself),
       cmocka_unit_test(a_host_node_answers_its_graphs_function),
+      cmocka_unit_test(a_host_node_is_one_node_in_lists),
       cmocka_unit_test(capture_into_a_given_graph),
       cmocka_unit_test(another_tenants_handles_are_refused),
       cmocka_unit_test(closing_a_tenant_frees_graphs),

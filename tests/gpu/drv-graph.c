@@ -177,15 +177,20 @@ static void test_host_functions(CUstream s) {
   E2E_CU(cuMemFree(d2));
 }
 
-/* An allocation node, a memset of it, a copy out and a free node, replayed twice. */
+/* An allocation node, a memset of it, a copy out and a free node, replayed twice.
+ * The memset and copy name the context: the driver cannot find one from an
+ * address that is not mapped until the graph runs (it answers
+ * CUDA_ERROR_INVALID_VALUE for a NULL context there). */
 static void test_memory_nodes(CUstream s) {
   CUdeviceptr q;
+  CUcontext ctx;
   CUgraph g;
   CUgraphExec e;
   CUgraphNode an, ms, cp, fn;
   CUDA_MEM_ALLOC_NODE_PARAMS ap;
   CUDA_MEMSET_NODE_PARAMS mp;
   uint32_t got[N];
+  E2E_CU(cuCtxGetCurrent(&ctx));
   E2E_CU(cuMemAlloc(&q, N * 4));
   E2E_CU(cuGraphCreate(&g, 0));
   memset(&ap, 0, sizeof(ap));
@@ -195,10 +200,10 @@ static void test_memory_nodes(CUstream s) {
   printf("allocation node: %s\n", e2e_cu_name(cuGraphAddMemAllocNode(&an, g, NULL, 0, &ap)));
   memset(&mp, 0, sizeof(mp));
   mp.dst = ap.dptr, mp.value = 0x2a, mp.elementSize = 4, mp.width = N, mp.height = 1;
-  E2E_CU(cuGraphAddMemsetNode(&ms, g, &an, 1, &mp, NULL));
+  E2E_CU(cuGraphAddMemsetNode(&ms, g, &an, 1, &mp, ctx));
   CUDA_MEMCPY3D c = copy1d(CU_MEMORYTYPE_DEVICE, NULL, ap.dptr, CU_MEMORYTYPE_DEVICE, NULL, q,
                            N * 4);
-  E2E_CU(cuGraphAddMemcpyNode(&cp, g, &ms, 1, &c, NULL));
+  E2E_CU(cuGraphAddMemcpyNode(&cp, g, &ms, 1, &c, ctx));
   printf("free node: %s\n", e2e_cu_name(cuGraphAddMemFreeNode(&fn, g, &cp, 1, ap.dptr)));
   E2E_CU(cuGraphInstantiateWithFlags(&e, g, 0));
   for (int i = 0; i < 2; i++) {
