@@ -45,9 +45,11 @@ typedef struct stream_info {
   stream_attrs_t attrs;
 } stream_info_t;
 
-/* What a stream has before any cuStreamSetAttribute, as natively. */
+/* What a stream has before any cuStreamSetAttribute, as natively: the
+ * driver (580, H200) answers -1 for a synchronisation policy never set. */
+#define SYNC_POLICY_UNSET ((CUsynchronizationPolicy)-1)
 #define ATTRS_DEFAULT                                                                              \
-  {.sync = CU_SYNC_POLICY_AUTO, .domain_map = {.default_ = 0, .remote = 1},                       \
+  {.sync = SYNC_POLICY_UNSET, .domain_map = {.default_ = 0, .remote = 1},                       \
    .domain = CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT}
 
 static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
