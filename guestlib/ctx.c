@@ -17,6 +17,7 @@
  */
 #include "guestlib/guest.h"
 
+#include <cudaProfiler.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -286,6 +287,21 @@ static CUresult cur_ctx(guest_ctx_t **out) {
   *out = stack[depth - 1];
   return CUDA_SUCCESS;
 }
+
+/* cuProfilerStart / cuProfilerStop: natively they only switch a profiler
+ * attached to the process on and off, and succeed with none attached.  A
+ * tenant's process runs no GPU work of its own, so no profiler attached to
+ * it would see any; the calls check the context as the driver does and
+ * change nothing (an application bracketing a region with them, as
+ * torch.cuda.profiler does, runs on). */
+static CUresult profiler_switch(void) {
+  guest_ctx_t *c;
+  return cur_ctx(&c);
+}
+
+GUEST_EXPORT CUresult cuProfilerStart(void) { return profiler_switch(); }
+
+GUEST_EXPORT CUresult cuProfilerStop(void) { return profiler_switch(); }
 
 /* Peer access: no device tallyd serves may reach another's memory
  * (cuDeviceCanAccessPeer answers 0), so enabling it is refused as the

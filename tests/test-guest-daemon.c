@@ -13,6 +13,7 @@
  * Never GPU coverage: the GPU tests are in tests/gpu/.
  */
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -643,6 +644,24 @@ static void peer_access_is_refused_as_for_devices_that_cannot(void **state) {
   assert_int_equal(cuCtxDisablePeerAccess(other), CUDA_ERROR_INVALID_CONTEXT);
   assert_int_equal(cuCtxDestroy(other), CUDA_SUCCESS);
   assert_int_equal(cuCtxSetCurrent(cur), CUDA_SUCCESS);
+}
+
+/* cuProfilerStart / Stop answer as natively with no profiler attached:
+ * success with a current context, INVALID_CONTEXT without one; nothing
+ * crosses the wire. */
+static void profiler_start_and_stop_check_the_context(void **state) {
+  CUcontext cur, popped;
+  (void)state;
+  unsigned long before = hostd_server_calls(srv);
+  assert_int_equal(cuProfilerStart(), CUDA_SUCCESS);
+  assert_int_equal(cuProfilerStop(), CUDA_SUCCESS);
+  assert_int_equal(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  assert_int_equal(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+  assert_ptr_equal(popped, cur);
+  assert_int_equal(cuProfilerStart(), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(cuProfilerStop(), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(cuCtxPushCurrent(cur), CUDA_SUCCESS);
+  assert_int_equal(hostd_server_calls(srv), before);
 }
 
 /* A library's kernels come without attributes (describing them would load
@@ -1874,6 +1893,7 @@ int main(void) {
       cmocka_unit_test(module_globals_are_copyable_by_their_tenant),
       cmocka_unit_test(library_kernels_and_module_view),
       cmocka_unit_test(peer_access_is_refused_as_for_devices_that_cannot),
+      cmocka_unit_test(profiler_start_and_stop_check_the_context),
       cmocka_unit_test(function_attributes_local_and_remote),
       cmocka_unit_test(occupancy_asks_for_the_attributes_it_lacks),
       cmocka_unit_test(library_kernel_launch_is_checked_at_the_call),
