@@ -589,6 +589,14 @@ CUresult hostd__exec_graph_set(hostd_tenant_t *t, wire_buf_t *out, const call_gr
   return hostd__gpu.graph_set(q->node, &n);
 }
 
+/* Where an edge into node n of graph g must end: a host function's first
+ * node (its driver host node), so that the function runs after the edge's
+ * source; any other node is its own. */
+static uint64_t node_entry(const hostd_tenant_t *t, uint64_t g, uint64_t n) {
+  ssize_t i = ghost_at(t, g, n);
+  return i >= 0 ? t->ghosts[i].rnode : n;
+}
+
 CUresult hostd__exec_graph_deps(hostd_tenant_t *t, wire_buf_t *out,
                                 const call_graph_deps_req_t *q) {
   uint64_t *v;
@@ -598,8 +606,11 @@ CUresult hostd__exec_graph_deps(hostd_tenant_t *t, wire_buf_t *out,
     return CUDA_ERROR_INVALID_VALUE;
   if (!(v = malloc(2 * (size_t)q->n * sizeof(*v))))
     return CUDA_ERROR_OUT_OF_MEMORY;
-  if (nodes_of(t, q->graph, q->from, v) && nodes_of(t, q->graph, q->to, v + q->n))
+  if (nodes_of(t, q->graph, q->from, v) && nodes_of(t, q->graph, q->to, v + q->n)) {
+    for (uint32_t i = 0; i < q->n; i++) /* a host function waits from its host node on */
+      v[q->n + i] = node_entry(t, q->graph, v[q->n + i]);
     r = hostd__gpu.graph_deps(q->graph, v, v + q->n, q->n);
+  }
   free(v);
   return r;
 }
@@ -625,14 +636,13 @@ CUresult hostd__exec_graph_nodes(hostd_tenant_t *t, wire_buf_t *out,
                                  const call_graph_nodes_req_t *q) {
   uint64_t *nodes = NULL, g = q->graph, of = q->node;
   size_t total = 0, got = 0, n = 0;
-  ssize_t gh;
   CUresult r;
   bool of_node = q->which == CALL_GNODES_DEPS || q->which == CALL_GNODES_DEPENDENTS;
   if (q->which > CALL_GNODES_DEPENDENTS || q->cap > CALL_GRAPH_NODES_MAX ||
       (of_node ? !u64map_get(&t->gnodes, q->node, &g) : !u64map_get(&t->graphs, g, NULL)))
     return CUDA_ERROR_INVALID_VALUE;
-  if (q->which == CALL_GNODES_DEPS && (gh = ghost_at(t, g, of)) >= 0)
-    of = t->ghosts[gh].rnode; /* the wait's own dependency is its host node */
+  if (q->which == CALL_GNODES_DEPS)
+    of = node_entry(t, g, of); /* a wait's own dependency is its host node */
   if ((r = hostd__gpu.graph_nodes(g, q->which, of, NULL, 0, &total)) != CUDA_SUCCESS)
     return r;
   if (total && !(nodes = malloc(total * sizeof(*nodes))))

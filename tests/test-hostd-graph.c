@@ -854,7 +854,8 @@ static void list_nodes(hostd_tenant_t *t, uint32_t which, uint64_t g, uint64_t n
 
 /* A host node is one node to the tenant, though tallyd's graph holds two
  * (the driver's host node and its wait): the lists of nodes, of roots, of
- * a node's dependencies and dependents name the wait alone. */
+ * a node's dependencies and dependents name the wait alone, and an edge
+ * added into it reaches the host node. */
 static void a_host_node_is_one_node_in_lists(void **state) {
   hostd_tenant_t *t = hc_tenant(20, &reply);
   hostd_hostfn_t *hf = hostd__hostfn_new(NULL);
@@ -886,6 +887,28 @@ static void a_host_node_is_one_node_in_lists(void **state) {
   list_nodes(t, CALL_GNODES_DEPS, 0, e1, v, &n);
   assert_int_equal(n, 1);
   assert_int_equal(v[0], h);
+  /* An edge added into a host function ends at its host node: the function
+   * runs after the edge's source, and the lists show the edge as made. */
+  call_graph_deps_req_t d = {.graph = g, .n = 1, .nto = 1, .from = {(uint8_t *)&e1, 8},
+                             .to = {(uint8_t *)&h2, 8}};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_DEPS, &d), CUDA_SUCCESS);
+  uint64_t rn = 0;
+  for (size_t i = 0; i < t->nghosts; i++)
+    if (t->ghosts[i].wnode == h2)
+      rn = t->ghosts[i].rnode;
+  assert_true(rn != 0 && rn != h2);
+  assert_int_equal(hostd__gpu.graph_nodes(g, CALL_GNODES_DEPS, rn, v, 8, &n), CUDA_SUCCESS);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0], e1); /* the driver's edge reaches the host node itself */
+  list_nodes(t, CALL_GNODES_DEPS, 0, h2, v, &n);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0], e1);
+  list_nodes(t, CALL_GNODES_ROOTS, g, 0, v, &n);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0], e0);
+  list_nodes(t, CALL_GNODES_DEPENDENTS, 0, e1, v, &n);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0], h2);
   call_graph_nodes_req_t pg = {.graph = g, .first = 3, .cap = 2}; /* the last page */
   call_graph_nodes_rep_t r;
   hc_call_ok(t, CALL_OP_GRAPH_NODES, &pg, &r);
