@@ -194,6 +194,21 @@ static void nt_drop_graph(uint64_t graph) {
   pthread_mutex_unlock(&nt_mu);
 }
 
+/* node is gone: its entry keeps the slot (open addressing) but names
+ * neither graph nor type, and its storage is freed. */
+static void nt_forget(uint64_t node) {
+  pthread_mutex_lock(&nt_mu);
+  if (nt_cap) {
+    size_t i = nt_slot(nt, nt_cap, node);
+    if (nt[i].node) {
+      nt[i].graph = 0, nt[i].type = NT_UNKNOWN;
+      free(nt[i].params);
+      nt[i].params = NULL;
+    }
+  }
+  pthread_mutex_unlock(&nt_mu);
+}
+
 /* What tallyd says node is (GRAPH_NODE): *a, its args a view into *rep
  * (malloc'd, the caller frees). */
 static CUresult node_info(uint64_t node, call_graph_node_rep_t *a, void **rep) {
@@ -905,8 +920,9 @@ GUEST_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *pn, CUgraph g,
   return r;
 }
 
-GUEST_EXPORT CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode *from,
-                                             const CUgraphNode *to, size_t n) {
+/* GRAPH_DEPS (op) or GRAPH_UNDEP: the edges from[i] -> to[i] of g. */
+static CUresult edges_change(uint32_t op, CUgraph g, const CUgraphNode *from,
+                             const CUgraphNode *to, size_t n) {
   call_graph_deps_req_t q = {.graph = H(g), .n = (uint32_t)n, .nto = (uint32_t)n};
   CUresult r = guest__ready();
   if (r != CUDA_SUCCESS)
@@ -917,7 +933,17 @@ GUEST_EXPORT CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode *from,
     return CUDA_ERROR_INVALID_VALUE;
   q.from = (call_view_t){(const uint8_t *)from, n * sizeof(*from)};
   q.to = (call_view_t){(const uint8_t *)to, n * sizeof(*to)};
-  return guest__rpc(CALL_OP_GRAPH_DEPS, 0, &q, NULL);
+  return guest__rpc(op, 0, &q, NULL);
+}
+
+GUEST_EXPORT CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode *from,
+                                             const CUgraphNode *to, size_t n) {
+  return edges_change(CALL_OP_GRAPH_DEPS, g, from, to, n);
+}
+
+GUEST_EXPORT CUresult cuGraphRemoveDependencies(CUgraph g, const CUgraphNode *from,
+                                                const CUgraphNode *to, size_t n) {
+  return edges_change(CALL_OP_GRAPH_UNDEP, g, from, to, n);
 }
 
 /* Edge data: a programmatic edge (or a launch-order port) lets the
@@ -944,6 +970,36 @@ GUEST_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *fr
   if (!edges_fold(ed, n))
     return guest__unsupported("cuGraphAddDependencies_v2 (edge data)", &logged);
   return cuGraphAddDependencies(g, from, to, n);
+}
+
+/* Edge data folded as cuGraphAddDependencies_v2 folds it, so an edge is
+ * removed with the data it was added with. */
+GUEST_EXPORT CUresult cuGraphRemoveDependencies_v2(CUgraph g, const CUgraphNode *from,
+                                                   const CUgraphNode *to,
+                                                   const CUgraphEdgeData *ed, size_t n) {
+  static int logged;
+  if (!edges_fold(ed, n))
+    return guest__unsupported("cuGraphRemoveDependencies_v2 (edge data)", &logged);
+  return cuGraphRemoveDependencies(g, from, to, n);
+}
+
+/* cuGraphDestroyNode: tallyd removes the node and its edges (a host
+ * function's two nodes together; a memory node is refused, NOT_SUPPORTED);
+ * what the guest keeps of it (type, getter storage, a staging entry) goes. */
+GUEST_EXPORT CUresult cuGraphDestroyNode(CUgraphNode node) {
+  call_graph_node_del_req_t q = {.node = H(node)};
+  uint64_t g = nt_graph(H(node));
+  CUresult r = guest__ready();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!node)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((r = guest__rpc(CALL_OP_GRAPH_NODE_DEL, 0, &q, NULL)) != CUDA_SUCCESS)
+    return r;
+  nt_forget(H(node));
+  if (g)
+    guest__gstage_unbind(g, H(node));
+  return CUDA_SUCCESS;
 }
 
 /* The tagged unions' (cuGraphAddNode, cuGraphNodeSetParams,

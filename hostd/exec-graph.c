@@ -597,11 +597,11 @@ static uint64_t node_entry(const hostd_tenant_t *t, uint64_t g, uint64_t n) {
   return i >= 0 ? t->ghosts[i].rnode : n;
 }
 
-CUresult hostd__exec_graph_deps(hostd_tenant_t *t, wire_buf_t *out,
-                                const call_graph_deps_req_t *q) {
+/* GRAPH_DEPS and GRAPH_UNDEP: edges of one of the tenant's graphs, between
+ * its nodes, added or removed. */
+static CUresult deps_change(hostd_tenant_t *t, const call_graph_deps_req_t *q, int remove) {
   uint64_t *v;
   CUresult r = CUDA_ERROR_INVALID_VALUE;
-  (void)out;
   if (!u64map_get(&t->graphs, q->graph, NULL) || q->n == 0 || q->nto != q->n)
     return CUDA_ERROR_INVALID_VALUE;
   if (!(v = malloc(2 * (size_t)q->n * sizeof(*v))))
@@ -609,10 +609,62 @@ CUresult hostd__exec_graph_deps(hostd_tenant_t *t, wire_buf_t *out,
   if (nodes_of(t, q->graph, q->from, v) && nodes_of(t, q->graph, q->to, v + q->n)) {
     for (uint32_t i = 0; i < q->n; i++) /* a host function waits from its host node on */
       v[q->n + i] = node_entry(t, q->graph, v[q->n + i]);
-    r = hostd__gpu.graph_deps(q->graph, v, v + q->n, q->n);
+    r = hostd__gpu.graph_deps(q->graph, v, v + q->n, q->n, remove);
   }
   free(v);
   return r;
+}
+
+CUresult hostd__exec_graph_deps(hostd_tenant_t *t, wire_buf_t *out,
+                                const call_graph_deps_req_t *q) {
+  (void)out;
+  return deps_change(t, q, 0);
+}
+
+CUresult hostd__exec_graph_undep(hostd_tenant_t *t, wire_buf_t *out,
+                                 const call_graph_undep_req_t *q) {
+  (void)out;
+  return deps_change(t, (const call_graph_deps_req_t *)q, 1);
+}
+
+/* cuGraphDestroyNode of a node of one of the tenant's graphs (not of an
+ * open capture's).  A host function's two nodes go together, and its seq
+ * with the last graph or exec holding it.  Memory nodes are refused: their
+ * allocation is charged to the tenant and named from the node's adding on
+ * (add_mem), which removing the node would leave wrong. */
+CUresult hostd__exec_graph_node_del(hostd_tenant_t *t, wire_buf_t *out,
+                                    const call_graph_node_del_req_t *q) {
+  uint64_t g = 0;
+  hostd_gnode_t n;
+  int type = 0;
+  ssize_t i;
+  CUresult r;
+  (void)out;
+  if (!u64map_get(&t->gnodes, q->node, &g) || !u64map_get(&t->graphs, g, NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((i = ghost_at(t, g, q->node)) >= 0) {
+    struct ghost gh = t->ghosts[i];
+    if (gh.wnode && gh.wnode != gh.rnode &&
+        (r = hostd__gpu.graph_node_del(gh.wnode)) != CUDA_SUCCESS)
+      return r;
+    if ((r = hostd__gpu.graph_node_del(gh.rnode)) != CUDA_SUCCESS)
+      return r; /* the wait went: the host node stays, unnamed */
+    t->ghosts[i] = t->ghosts[--t->nghosts];
+    seq_release(t, gh.seq);
+    u64map_del(&t->gnodes, gh.wnode);
+    u64map_del(&t->gnodes, gh.rnode);
+    return CUDA_SUCCESS;
+  }
+  memset(&n, 0, sizeof(n));
+  if ((r = hostd__gpu.graph_node(q->node, &type, &n, 0)) != CUDA_SUCCESS &&
+      r != CUDA_ERROR_INVALID_VALUE) /* a kernel node's arguments do not fit in none */
+    return r;
+  if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  if ((r = hostd__gpu.graph_node_del(q->node)) != CUDA_SUCCESS)
+    return r;
+  u64map_del(&t->gnodes, q->node);
+  return CUDA_SUCCESS;
 }
 
 /* The tenant's view of driver node n of graph g: a host function is a

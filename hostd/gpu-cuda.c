@@ -159,6 +159,8 @@
   X(cuGraphAddEventWaitNode)                                                                       \
   X(cuGraphAddChildGraphNode)                                                                      \
   X(cuGraphAddDependencies)                                                                        \
+  X(cuGraphRemoveDependencies)                                                                     \
+  X(cuGraphDestroyNode)                                                                            \
   X(cuGraphInstantiateWithFlags)                                                                   \
   X(cuGraphLaunch)                                                                                 \
   X(cuGraphUpload)                                                                                 \
@@ -1333,9 +1335,15 @@ static CUresult cuda_graph_add(uint64_t *node, uint64_t g, const uint64_t *deps,
   return r;
 }
 
-static CUresult cuda_graph_deps(uint64_t g, const uint64_t *from, const uint64_t *to, size_t n) {
-  return D.cuGraphAddDependencies(G(g), (const CUgraphNode *)from, (const CUgraphNode *)to, NULL,
-                                  n);
+static CUresult cuda_graph_deps(uint64_t g, const uint64_t *from, const uint64_t *to, size_t n,
+                                int remove) {
+  const CUgraphNode *f = (const CUgraphNode *)from, *t = (const CUgraphNode *)to;
+  return remove ? D.cuGraphRemoveDependencies(G(g), f, t, NULL, n)
+                : D.cuGraphAddDependencies(G(g), f, t, NULL, n);
+}
+
+static CUresult cuda_graph_node_del(uint64_t node) {
+  return D.cuGraphDestroyNode((CUgraphNode)(uintptr_t)node);
 }
 
 static CUresult cuda_graph_instantiate(uint64_t *exec, uint64_t g, uint64_t flags) {
@@ -1915,6 +1923,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_del = cuda_graph_del,
     .graph_add = cuda_graph_add,
     .graph_deps = cuda_graph_deps,
+    .graph_node_del = cuda_graph_node_del,
     .graph_instantiate = cuda_graph_instantiate,
     .graph_launch = cuda_graph_launch,
     .graph_exec_del = cuda_graph_exec_del,

@@ -2208,17 +2208,23 @@ static rec_gnode_t *gnode_find(const rec_graph_t *g, uint64_t h) {
   return NULL;
 }
 
+static void graph_free(rec_graph_t *g);
+
+static void gnode_free(rec_gnode_t *n) {
+  if (n->op.kind == OP_GFREE)
+    gref_move(n->op.a, -1);
+  free(n->attrs);
+  free(n->op.bytes);
+  free(n->deps);
+  graph_free(n->child);
+  free(n);
+}
+
 static void graph_free(rec_graph_t *g) {
   while (g && g->head) {
     rec_gnode_t *n = g->head;
     g->head = n->next;
-    if (n->op.kind == OP_GFREE)
-      gref_move(n->op.a, -1);
-    free(n->attrs);
-    free(n->op.bytes);
-    free(n->deps);
-    graph_free(n->child);
-    free(n);
+    gnode_free(n);
   }
   free(g);
 }
@@ -2589,7 +2595,18 @@ static CUresult rec_graph_add(uint64_t *node, uint64_t h, const uint64_t *deps, 
   return r;
 }
 
-static CUresult rec_graph_deps(uint64_t h, const uint64_t *from, const uint64_t *to, size_t k) {
+/* Drops h from n's dependencies; false when n had none such. */
+static bool gnode_undep(rec_gnode_t *n, uint64_t h) {
+  for (size_t i = 0; i < n->ndeps; i++)
+    if (n->deps[i] == h) {
+      n->deps[i] = n->deps[--n->ndeps];
+      return true;
+    }
+  return false;
+}
+
+static CUresult rec_graph_deps(uint64_t h, const uint64_t *from, const uint64_t *to, size_t k,
+                               int remove) {
   LIVE(h);
   rec_graph_t *g;
   CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -2601,11 +2618,42 @@ static CUresult rec_graph_deps(uint64_t h, const uint64_t *from, const uint64_t 
       uint64_t *nd;
       if (!t || !gnode_find(g, from[i]) || from[i] == to[i])
         r = CUDA_ERROR_INVALID_VALUE;
+      else if (remove)
+        r = gnode_undep(t, from[i]) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
       else if (!(nd = realloc(t->deps, (t->ndeps + 1) * sizeof(*nd))))
         r = CUDA_ERROR_OUT_OF_MEMORY;
       else
         t->deps = nd, t->deps[t->ndeps++] = from[i];
     }
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+/* A node of a graph (not of an exec) goes, with every edge naming it. */
+static CUresult rec_graph_node_del(uint64_t h) {
+  LIVE(h);
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  REC_EACH(rec_graph_t, g, graphs) {
+    rec_gnode_t *prev = NULL, *n = g->head;
+    for (; n && n->h != h; prev = n, n = n->next)
+      ;
+    if (!n)
+      continue;
+    if (prev)
+      prev->next = n->next;
+    else
+      g->head = n->next;
+    if (g->tail == n)
+      g->tail = prev;
+    g->n--;
+    for (rec_gnode_t *o = g->head; o; o = o->next)
+      while (gnode_undep(o, h))
+        ;
+    gnode_free(n);
+    r = CUDA_SUCCESS;
+    break;
   }
   pthread_mutex_unlock(&lock);
   return r;
@@ -3505,6 +3553,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .graph_del = rec_graph_del,
     .graph_add = rec_graph_add,
     .graph_deps = rec_graph_deps,
+    .graph_node_del = rec_graph_node_del,
     .graph_instantiate = rec_graph_instantiate,
     .graph_launch = rec_graph_launch,
     .graph_exec_del = rec_graph_exec_del,

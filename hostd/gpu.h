@@ -224,7 +224,10 @@ typedef struct hostd_gpu_ops {
   CUresult (*graph_del)(uint64_t g);
   CUresult (*graph_add)(uint64_t *node, uint64_t g, const uint64_t *deps, size_t ndeps,
                         const hostd_gnode_t *n);
-  CUresult (*graph_deps)(uint64_t g, const uint64_t *from, const uint64_t *to, size_t n);
+  /* graph_deps: the edges from[i] -> to[i] are added (remove 0) or removed (1). */
+  CUresult (*graph_deps)(uint64_t g, const uint64_t *from, const uint64_t *to, size_t n,
+                         int remove);
+  CUresult (*graph_node_del)(uint64_t node); /* a node and its edges */
   CUresult (*graph_instantiate)(uint64_t *exec, uint64_t g, uint64_t flags);
   CUresult (*graph_launch)(uint64_t exec, uint64_t s, int upload);
   CUresult (*graph_exec_del)(uint64_t exec);

@@ -183,6 +183,7 @@ void hostd__tenant_unpinned(hostd_tenant_t *t, uint64_t tag, size_t size);
   X(graph_deps) X(graph_instantiate) X(graph_launch) X(graph_exec_del) X(graph_exec_update)        \
   X(graph_exec_kernel) X(graph_exec_child) X(graph_exec_node) X(graph_set) X(graph_mem)            \
   X(graph_clone) X(graph_find) X(graph_node) X(graph_enable) X(graph_attr) X(graph_nodes)         \
+  X(graph_undep) X(graph_node_del)                                                                 \
   X(array_new) X(array_del) X(array_copy) X(tex_new) X(tex_del) X(surf_new) X(surf_del)            \
   X(tensor_map) X(tensor_map_addr) X(link) X(graph_dot)
 #define HOSTD_EXEC_DECL(name)                                                                      \

@@ -1254,6 +1254,9 @@ static void memory_nodes_made_by_hand(void **state) {
   assert_int_equal(gp.srcDevice, ap.dptr);
   assert_int_equal(gp.dstDevice, q);
   assert_int_equal(cuGraphMemcpyNodeGetParams(an, &gp), CUDA_ERROR_INVALID_VALUE);
+  /* Not destroyed: the allocation is the tenant's from the node's adding on. */
+  assert_int_equal(cuGraphDestroyNode(an), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuGraphDestroyNode(fn), CUDA_ERROR_NOT_SUPPORTED);
   /* Replayed twice; the memory goes with the graph and its exec, whose
    * flags are the ones it was made with. */
   cuuint64_t xf = 0;
@@ -1268,6 +1271,54 @@ static void memory_nodes_made_by_hand(void **state) {
   assert_int_equal(cuMemFree(q), CUDA_SUCCESS);
   assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
   assert_int_equal(hostd_record_live_bytes(), live0);
+}
+
+/* cuGraphRemoveDependencies and cuGraphDestroyNode: an edge goes (and is
+ * refused once gone), a node goes with its edges and is no longer a node,
+ * and the graph replays without it. */
+static void nodes_and_edges_removed(void **state) {
+  CUstream s;
+  CUdeviceptr a;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode ms, seven, after, deps[2];
+  CUgraphNodeType ty;
+  uint32_t got[N];
+  size_t n = 2;
+  (void)state;
+  graph_open(&s, &a, &g);
+  add_memset2(&ms, g, NULL, 0, a);
+  CUDA_MEMSET_NODE_PARAMS mp;
+  memset(&mp, 0, sizeof(mp));
+  mp.dst = a, mp.value = 7, mp.elementSize = 4, mp.width = N, mp.height = 1;
+  assert_int_equal(cuGraphAddMemsetNode(&seven, g, &ms, 1, &mp, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddEmptyNode(&after, g, &seven, 1), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddDependencies(g, &ms, &after, NULL, 1), CUDA_SUCCESS);
+  assert_int_equal(cuGraphRemoveDependencies(g, &ms, &seven, NULL, 1), CUDA_SUCCESS);
+  assert_int_equal(cuGraphNodeGetDependencies(seven, deps, NULL, &n), CUDA_SUCCESS);
+  assert_int_equal(n, 0);
+  assert_int_equal(cuGraphRemoveDependencies(g, &ms, &seven, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphRemoveDependencies(g, &ms, &after, NULL, 1), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddDependencies(g, &ms, &after, NULL, 1), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroyNode(seven), CUDA_SUCCESS);
+  assert_int_equal(cuGraphNodeGetType(seven, &ty), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphDestroyNode(seven), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphDestroyNode(NULL), CUDA_ERROR_INVALID_VALUE);
+  n = 2;
+  assert_int_equal(cuGraphGetNodes(g, NULL, &n), CUDA_SUCCESS);
+  assert_int_equal(n, 2);
+  n = 2;
+  assert_int_equal(cuGraphNodeGetDependencies(after, deps, NULL, &n), CUDA_SUCCESS);
+  assert_int_equal(n, 1);
+  assert_true(deps[0] == ms);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  replay(e, s, a, got);
+  assert_int_equal(got[0], 2); /* the memset of 7 went with its node */
+  assert_int_equal(got[N - 1], 2);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
 /* Stream-ordered allocation captured (PyTorch's cudaMallocAsync backend
@@ -1502,6 +1553,7 @@ int main(void) {
       cmocka_unit_test(graph_copies_stage_host_memory),
       cmocka_unit_test(captured_allocation_belongs_to_the_graph),
       cmocka_unit_test(memory_nodes_made_by_hand),
+      cmocka_unit_test(nodes_and_edges_removed),
       cmocka_unit_test(captured_host_copies_go_through_stages),
       cmocka_unit_test(user_objects_live_as_long_as_their_owners),
       cmocka_unit_test(kernel_node_attributes),

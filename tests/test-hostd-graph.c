@@ -854,8 +854,9 @@ static void list_nodes(hostd_tenant_t *t, uint32_t which, uint64_t g, uint64_t n
 
 /* A host node is one node to the tenant, though tallyd's graph holds two
  * (the driver's host node and its wait): the lists of nodes, of roots, of
- * a node's dependencies and dependents name the wait alone, and an edge
- * added into it reaches the host node. */
+ * a node's dependencies and dependents name the wait alone, an edge
+ * added into it reaches the host node (and is removed from there), and
+ * destroying it takes both. */
 static void a_host_node_is_one_node_in_lists(void **state) {
   hostd_tenant_t *t = hc_tenant(20, &reply);
   hostd_hostfn_t *hf = hostd__hostfn_new(NULL);
@@ -914,6 +915,36 @@ static void a_host_node_is_one_node_in_lists(void **state) {
   hc_call_ok(t, CALL_OP_GRAPH_NODES, &pg, &r);
   assert_int_equal(r.total, 4);
   assert_int_equal(r.n, 1);
+  /* The edge removed (from the host node itself), then refused as gone. */
+  call_graph_undep_req_t u = {.graph = g, .n = 1, .nto = 1, .from = {(uint8_t *)&e1, 8},
+                              .to = {(uint8_t *)&h2, 8}};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_UNDEP, &u), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.graph_nodes(g, CALL_GNODES_DEPS, rn, v, 8, &n), CUDA_SUCCESS);
+  assert_int_equal(n, 0);
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_UNDEP, &u), CUDA_ERROR_INVALID_VALUE);
+  /* Destroying the host node takes both of its nodes and its edges. */
+  size_t ghosts = t->nghosts;
+  call_graph_node_del_req_t del = {.node = h};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_NODE_DEL, &del), CUDA_SUCCESS);
+  assert_int_equal(t->nghosts, ghosts - 1);
+  assert_int_equal(hostd__gpu.graph_nodes(g, CALL_GNODES_ALL, 0, NULL, 0, &n), CUDA_SUCCESS);
+  assert_int_equal(n, 4); /* e0, e1, and h2's two */
+  list_nodes(t, CALL_GNODES_ALL, g, 0, v, &n);
+  assert_int_equal(n, 3);
+  list_nodes(t, CALL_GNODES_DEPS, 0, e1, v, &n);
+  assert_int_equal(n, 0);
+  call_graph_node_req_t gone = {.node = h};
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_NODE, &gone), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_NODE_DEL, &del), CUDA_ERROR_INVALID_VALUE);
+  del.node = e0; /* a plain node */
+  assert_int_equal(hc_call(t, CALL_OP_GRAPH_NODE_DEL, &del), CUDA_SUCCESS);
+  list_nodes(t, CALL_GNODES_ALL, g, 0, v, &n);
+  assert_int_equal(n, 2);
+  /* Another tenant's node is not this one's to destroy. */
+  hostd_tenant_t *o = hc_tenant(21, &reply);
+  del.node = e1;
+  assert_int_equal(hc_call(o, CALL_OP_GRAPH_NODE_DEL, &del), CUDA_ERROR_INVALID_VALUE);
+  hostd__tenant_free(o);
   hostd__tenant_free(t);
   hostd__hostfn_unref(hf);
 }

@@ -42,14 +42,15 @@
 #define CALL_MAX_LEN          (16u << 20)
 #define CALL_CHUNK            (8u << 20)
 #define CALL_BLOB_MAX         (1u << 30) /* 1 GiB: cuBLASLt's largest fatbins are far below */
-#define CALL_PROTO_VERSION    11 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs;
+#define CALL_PROTO_VERSION    12 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs;
                                     5: arrays, textures, surfaces; 6: tensor maps; 7: LINK;
                                     8: GRAPH_DOT, FUNC_ATTRS, library kernels described
                                     without attributes; 9: CTX_LIMIT; 10: GRAPH_EXEC_NODE,
                                     GRAPH_SET, GRAPH_MEM, GRAPH_CLONE, GRAPH_FIND;
                                     11: CALL_FD_ELSEWHERE, GRAPH_NODE,
                                     GRAPH_ENABLE, memory nodes,
-                                    GRAPH_ATTR, CAPTURE_DEPS */
+                                    GRAPH_ATTR, CAPTURE_DEPS;
+                                    12: GRAPH_UNDEP, GRAPH_NODE_DEL */
 /* A descriptor of shared host memory the guest passes (wire_conn_send_fd,
  * tag = its address in the guest) is answered 0 when tallyd mapped it at that
  * same address, so the address is a device address there as well, and
