@@ -3423,7 +3423,8 @@ static CUresult rec_tensor_map_addr(uint8_t m[CALL_TMAP_BYTES], uint64_t addr) {
   uint32_t magic;
   count(HOSTD_RECORD_TMAP);
   memcpy(&magic, m, 4);
-  if (magic != REC_TMAP_MAGIC || addr == 0 || addr % (m[7] == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16))
+  if (magic != REC_TMAP_MAGIC || addr == 0 ||
+      addr % (m[7] == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16))
     return CUDA_ERROR_INVALID_VALUE;
   memcpy(m + 16, &addr, 8);
   return CUDA_SUCCESS;

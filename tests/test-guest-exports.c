@@ -61,11 +61,13 @@ static void internal_symbols_are_hidden(void **state) {
 }
 
 static void unimplemented_entry_point_returns_not_supported(void **state) {
-  CUresult (*f)(CUgraphNode) = (CUresult(*)(CUgraphNode))dlsym(lib, "cuGraphDestroyNode");
+  typedef CUresult (*child_of_t)(CUgraphNode, CUgraph *);
+  child_of_t f = (child_of_t)dlsym(lib, "cuGraphChildGraphNodeGetGraph");
+  CUgraph g;
   (void)state;
   assert_non_null(f);
-  assert_int_equal(f(NULL), CUDA_ERROR_NOT_SUPPORTED);
-  assert_int_equal(f(NULL), CUDA_ERROR_NOT_SUPPORTED); /* logged once, still refused */
+  assert_int_equal(f(NULL, &g), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(f(NULL, &g), CUDA_ERROR_NOT_SUPPORTED); /* logged once, still refused */
 }
 
 static void *proc(const char *name, int version, cuuint64_t flags, CUresult *r,

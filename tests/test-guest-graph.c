@@ -1357,8 +1357,8 @@ static void captured_allocation_belongs_to_the_graph(void **state) {
 
 /* A graph's edges listed; an exec's nodes turned off and on again
  * (cuGraphNodeSetEnabled, XLA's barriers): a disabled kernel node does not
- * run at the next replay and runs again once enabled; the state is read back; the graph's own node is
- * untouched (a second exec runs it); a node the driver cannot disable (an
+ * run at the next replay and runs again once enabled; the state is read
+ * back; the graph's own node is untouched (a second exec runs it); a node the driver cannot disable (an
  * event record) is refused at the next synchronisation, as an update's
  * error is. */
 static void exec_nodes_enabled_and_disabled(void **state) {

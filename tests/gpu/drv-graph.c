@@ -177,6 +177,51 @@ static void test_host_functions(CUstream s) {
   E2E_CU(cuMemFree(d2));
 }
 
+/* Nodes and edges removed: a memset of 7 cut loose from the memset of 2
+ * before it and destroyed, a host node added after an empty one by an edge
+ * and destroyed with it; counts and the replayed bytes printed. */
+static void test_node_removal(CUstream s) {
+  CUdeviceptr d;
+  CUgraph g;
+  CUgraphExec e;
+  CUgraphNode two, seven, em, host, deps[4];
+  size_t n = 4;
+  char tag_d = 'd';
+  E2E_CU(cuMemAlloc(&d, N * 4));
+  E2E_CU(cuGraphCreate(&g, 0));
+  CUDA_MEMSET_NODE_PARAMS m2 = memset32(d, 2, N), m7 = memset32(d, 7, N);
+  E2E_CU(cuGraphAddMemsetNode(&two, g, NULL, 0, &m2, NULL));
+  E2E_CU(cuGraphAddMemsetNode(&seven, g, &two, 1, &m7, NULL));
+  E2E_CU(cuGraphAddEmptyNode(&em, g, NULL, 0));
+  CUDA_HOST_NODE_PARAMS hp = {.fn = log_tag, .userData = (void *)&tag_d};
+  E2E_CU(cuGraphAddHostNode(&host, g, NULL, 0, &hp));
+  E2E_CU(cuGraphAddDependencies(g, &em, &host, NULL, 1));
+  E2E_CU(cuGraphNodeGetDependencies(host, deps, NULL, &n));
+  printf("host node's dependencies: %zu, the empty node: %s\n", n,
+         n && deps[0] == em ? "yes" : "no");
+  for (int i = 0; i < 2; i++)
+    printf("remove the edge%s: %s\n", i ? " again" : "",
+           e2e_cu_name(cuGraphRemoveDependencies(g, &two, &seven, NULL, 1)));
+  printf("destroy the memset: %s\n", e2e_cu_name(cuGraphDestroyNode(seven)));
+  printf("destroy the host node: %s\n", e2e_cu_name(cuGraphDestroyNode(host)));
+  n = 0;
+  E2E_CU(cuGraphGetNodes(g, NULL, &n));
+  printf("nodes left: %zu\n", n);
+  n = 0;
+  E2E_CU(cuGraphNodeGetDependentNodes(em, NULL, NULL, &n));
+  printf("the empty node's dependents: %zu\n", n);
+  host_len = 0;
+  E2E_CU(cuGraphInstantiateWithFlags(&e, g, 0));
+  E2E_CU(cuGraphLaunch(e, s));
+  E2E_CU(cuStreamSynchronize(s));
+  host_log[host_len] = 0;
+  printf("host functions ran: \"%s\"\n", host_log);
+  sum_of("after the removals", d);
+  E2E_CU(cuGraphExecDestroy(e));
+  E2E_CU(cuGraphDestroy(g));
+  E2E_CU(cuMemFree(d));
+}
+
 /* An allocation node, a memset of it, a copy out and a free node, replayed twice.
  * The memset and copy name the context: the driver cannot find one from an
  * address that is not mapped until the graph runs (it answers
@@ -386,6 +431,7 @@ int main(int argc, char **argv) {
     test_host_functions(s);
     test_graph_memory();
     test_memory_nodes(s);
+    test_node_removal(s);
     test_stream_attributes();
     test_first_names();
   }
