@@ -673,11 +673,10 @@ CUresult hostd__exec_graph_node_del(hostd_tenant_t *t, wire_buf_t *out,
  * every node, which holds the wait too).  A backend that makes one node
  * (rnode == wnode, or no wnode) needs no change. */
 static uint64_t node_seen(const hostd_tenant_t *t, uint64_t g, uint64_t n, bool hide) {
-  for (size_t i = 0; i < t->nghosts; i++) {
-    const struct ghost *gh = &t->ghosts[i];
-    if (gh->owner == g && gh->rnode == n && gh->wnode && gh->wnode != n)
-      return hide ? 0 : gh->wnode;
-  }
+  ssize_t i = ghost_at(t, g, n);
+  const struct ghost *gh = i >= 0 ? &t->ghosts[i] : NULL;
+  if (gh && gh->rnode == n && gh->wnode && gh->wnode != n)
+    return hide ? 0 : gh->wnode;
   return n;
 }
 
