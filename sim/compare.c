@@ -84,7 +84,8 @@ int sim_compare_pair(const sim_compare_config_t *c, const sim_trace_t *lc, const
 }
 
 /* The generated arrivals at load x the LC's capacity alone (1 / the
- * service time of its first request on an idle GPU). */
+ * service time of its first request on an idle GPU), or at the rate a mean
+ * gap gives. */
 static int make_arrivals(const sim_compare_config_t *c, const sim_tenant_spec_t *lc,
                          const char *label, sim_arrivals_t *arr, const char **why) {
   sim_arrivals_t one = {0};
@@ -106,7 +107,7 @@ static int make_arrivals(const sim_compare_config_t *c, const sim_tenant_spec_t 
     *why = "the LC request did not finish within the duration";
     return -EINVAL;
   }
-  double rate = c->load * 1e9 / (double)service;
+  double rate = c->mean_gap_us > 0 ? 1e6 / c->mean_gap_us : c->load * 1e9 / (double)service;
   sim_rng_t rng;
   sim_rng_init(&rng, c->seed);
   if (c->azure_text) {
@@ -116,7 +117,8 @@ static int make_arrivals(const sim_compare_config_t *c, const sim_tenant_spec_t 
     if (rc < 0)
       *why = err;
   } else {
-    rc = sim_arrivals_bursty(arr, &rng, rate, c->duration_ns);
+    rc = c->poisson ? sim_arrivals_poisson(arr, &rng, rate, c->duration_ns)
+                    : sim_arrivals_bursty(arr, &rng, rate, c->duration_ns);
     if (rc < 0)
       *why = "cannot generate arrivals";
   }

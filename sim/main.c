@@ -62,6 +62,10 @@ static void usage(FILE *f) {
           "  --func NAME           function to take from the CSV (default: busiest)\n"
           "  --policy LIST         comma list of tally,paper,timeslice,mps,mps-prio,tgs\n"
           "  --load X              LC load, fraction of its alone capacity (default 0.5)\n"
+          "  --poisson             generated arrivals with exponential gaps (Poisson) in\n"
+          "                        place of the bursty generator\n"
+          "  --mean-gap-us X       generated arrivals X us apart on average (the rate\n"
+          "                        1 / X, in place of --load)\n"
           "  --duration S          simulated seconds per run (default 2)\n"
           "  --seed N              seed of the arrival process (default 1)\n"
           "  --threshold-us X      our turnaround threshold (default 31.6)\n"
@@ -261,7 +265,9 @@ int main(int argc, char **argv) {
     O_BE_SMS_HOLD,
     O_BE_SMS_BLOCK,
     O_BE_SMS_FLIGHT,
-    O_LC_CTX_WAIT
+    O_LC_CTX_WAIT,
+    O_POISSON,
+    O_MEAN_GAP
   };
   static const struct option opts[] = {{"lc", required_argument, 0, O_LC},
                                        {"be", required_argument, 0, O_BE},
@@ -284,6 +290,8 @@ int main(int argc, char **argv) {
                                        {"be-sms-block-us", required_argument, 0, O_BE_SMS_BLOCK},
                                        {"be-sms-inflight-us", required_argument, 0, O_BE_SMS_FLIGHT},
                                        {"lc-ctx-wait-every", required_argument, 0, O_LC_CTX_WAIT},
+                                       {"poisson", no_argument, 0, O_POISSON},
+                                       {"mean-gap-us", required_argument, 0, O_MEAN_GAP},
                                        {"profiles", required_argument, 0, O_PROFILES},
                                        {"csv", no_argument, 0, O_CSV},
                                        {"plot", required_argument, 0, O_PLOT},
@@ -390,6 +398,16 @@ int main(int argc, char **argv) {
       else
         cc.pol.ts_idle_ns = (uint64_t)(d * 1000);
       break;
+    case O_POISSON:
+      cc.poisson = true;
+      break;
+    case O_MEAN_GAP:
+      cc.mean_gap_us = strtod(optarg, &end);
+      if (*end || !(cc.mean_gap_us >= 1 && cc.mean_gap_us <= 1e9)) {
+        fprintf(stderr, "tally-sim: --mean-gap-us must be 1..1e9\n");
+        return 2;
+      }
+      break;
     case O_LC_CTX_WAIT: {
       unsigned long v = strtoul(optarg, &end, 10);
       if (*end || !*optarg || optarg[0] == '-' || v > 1000000) {
@@ -485,7 +503,9 @@ int main(int argc, char **argv) {
     }
   }
   if (optind < argc || (!lc_path) != (!be_path) ||
-      (wo.trace && (lc_path || azure || be_original_only || be_flush || be_no_flush)) ||
+      (wo.trace && (lc_path || azure || be_original_only || be_flush || be_no_flush ||
+                    cc.poisson || cc.mean_gap_us > 0)) ||
+      (azure && cc.poisson) ||
       (be_flush && be_no_flush) ||
       (!wo.trace && (wo.lc_csv || wo.be_csv || wo.arrivals || wo.launch_from_trace))) {
     usage(stderr);
@@ -524,13 +544,21 @@ int main(int argc, char **argv) {
            "whole-run trace %s, with the run's own arrivals.\n"
            "Simulated numbers, not measurements.\n\n",
            cc.gpu.sm_count, wo.trace);
-  else if (!csv)
+  else if (!csv) {
+    char rate[64];
+    if (cc.mean_gap_us > 0)
+      snprintf(rate, sizeof(rate), "a mean gap of %g us", cc.mean_gap_us);
+    else
+      snprintf(rate, sizeof(rate), "%.0f%% load", cc.load * 100);
     printf("tally-sim: discrete-event simulation of one GPU (%u SMs, H200 constants) on %s;\n"
-           "arrivals: %s at %.0f%% load, %g s simulated per run, seed %llu.\n"
+           "arrivals: %s at %s, %g s simulated per run, seed %llu.\n"
            "Simulated numbers, not measurements.\n\n",
            cc.gpu.sm_count, lc_path ? "the given kernel traces" : "the bundled SYNTHETIC traces",
-           azure ? "Azure Functions 2021 CSV" : "bundled SYNTHETIC bursty generator", cc.load * 100,
-           (double)cc.duration_ns / 1e9, (unsigned long long)cc.seed);
+           azure        ? "Azure Functions 2021 CSV"
+           : cc.poisson ? "Poisson generator"
+                        : "bundled SYNTHETIC bursty generator",
+           rate, (double)cc.duration_ns / 1e9, (unsigned long long)cc.seed);
+  }
   fflush(stdout);
   size_t npairs = wo.trace ? 0 : lc_path ? 1 : sim_bundled_npairs;
   if (wo.trace && run_whole(&cc, &wo, &rows, &nrows) < 0)

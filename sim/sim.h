@@ -345,7 +345,9 @@ typedef struct sim_row {
 
 /* One comparison: the LC trace alone, the BE trace alone, then the pair
  * under each policy asked for.  Arrivals: Azure CSV text if given, else the
- * bundled bursty generator, at `load` x (1 / LC service time alone). */
+ * bundled bursty generator (Poisson with `poisson`), at `load` x (1 / LC
+ * service time alone), or one every `mean_gap_us` on average when that is
+ * above 0. */
 typedef struct sim_compare_config {
   sim_gpu_config_t gpu;
   pol_config_t pol;
@@ -356,6 +358,8 @@ typedef struct sim_compare_config {
   const char *azure_text;     /* NULL: bursty generator */
   size_t azure_len;
   const char *azure_func;   /* NULL: busiest function */
+  bool poisson;             /* exponential gaps in place of the bursty ones */
+  double mean_gap_us;       /* > 0: the arrival rate is 1 / this, load ignored */
   /* Given arrivals (offsets from 0, sorted): used as they are, load and the
    * generators ignored; e.g. the measured ones of a whole-run trace. */
   const sim_arrivals_t *arrivals;

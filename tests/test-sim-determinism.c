@@ -9,6 +9,8 @@
  * rho*S / (2*(1-rho)) (Pollaczek-Khinchine with zero service variance).
  * Launch, notify and inter-kernel latencies are set to 0 so a request's
  * service is exactly one block's duration.
+ * A mean gap: the comparison's arrivals come at 1 / gap, whatever the LC's
+ * service time, and the Poisson generator gives other gaps than the bursty.
  */
 #include "sim/sim.h"
 
@@ -55,6 +57,47 @@ static char *compare_csv(uint64_t seed) {
   sim_trace_close(&lc);
   sim_trace_close(&be);
   return buf;
+}
+
+/* LC requests completed alone in a comparison of duration_ns. */
+static size_t alone_requests(bool poisson, double mean_gap_us, uint64_t duration_ns) {
+  sim_trace_t lc, be;
+  sim_compare_config_t cc;
+  sim_row_t *rows = NULL;
+  size_t nrows = 0;
+  char err[160];
+  const char *why = NULL;
+  assert_int_equal(sim_trace_parse(lc_text, strlen(lc_text), &lc, err, sizeof(err)), 0);
+  assert_int_equal(sim_trace_parse(be_text, strlen(be_text), &be, err, sizeof(err)), 0);
+  sim_compare_config_init(&cc);
+  cc.duration_ns = duration_ns;
+  cc.poisson = poisson;
+  cc.mean_gap_us = mean_gap_us;
+  memset(cc.kinds, 0, sizeof(cc.kinds));
+  cc.kinds[POL_KIND_TALLY] = true;
+  if (sim_compare_pair(&cc, &lc, &be, &rows, &nrows, &why) != 0)
+    fail_msg("compare: %s", why);
+  assert_int_equal(nrows, 2);
+  assert_int_equal(rows[0].kind, POL_KIND_COUNT);
+  size_t n = rows[0].nlat;
+  sim_rows_free(rows, nrows);
+  sim_trace_close(&lc);
+  sim_trace_close(&be);
+  return n;
+}
+
+static void a_mean_gap_sets_the_arrival_rate(void **state) {
+  (void)state;
+  /* 1 ms apart on average for 0.5 s: about 500 requests, under both
+   * generators; at the default load 0.5 of a ~50 us service, thousands. */
+  size_t poisson = alone_requests(true, 1000, 500000000);
+  size_t bursty = alone_requests(false, 1000, 500000000);
+  size_t by_load = alone_requests(false, 0, 500000000);
+  print_message("requests: poisson %zu, bursty %zu, load 0.5 %zu\n", poisson, bursty, by_load);
+  assert_true(poisson > 400 && poisson < 600);
+  assert_true(bursty > 300 && bursty < 700);
+  assert_true(by_load > 2000);
+  assert_int_not_equal(poisson, bursty);
 }
 
 static void same_seed_gives_identical_bytes(void **state) {
@@ -141,6 +184,7 @@ static void percentile_is_nearest_rank(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(same_seed_gives_identical_bytes),
+      cmocka_unit_test(a_mean_gap_sets_the_arrival_rate),
       cmocka_unit_test(md1_mean_wait_matches_closed_form),
       cmocka_unit_test(percentile_is_nearest_rank),
   };

@@ -20,9 +20,9 @@
 # are not run as tenants here).  Every wait is bounded.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..16"
+echo "1..17"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo "ok $i # SKIP python3 not found"; done
+  for i in $(seq 17); do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-bench-pairs-XXXXXX)
@@ -370,6 +370,25 @@ rounds() {
     grep -q -- '--rounds must be between 1 and 50' "$tmp/r0.err" && [ ! -d "$tmp/r0" ]
 }
 check "--rounds 2: two whole runs, then medians and ranges per mode and the scheduler's cost per round" rounds
+
+mean_gap() {
+  d=$tmp/gap
+  bp --stub --pairs cuda-ptx --modes alone,timeslice --arrivals poisson --mean-gap-ms 2 --duration 2 \
+    --no-plots --out "$d" 2>"$tmp/gap.err" >/dev/null || { cat "$tmp/gap.err"; return 1; }
+  # the rate is 1 / gap whatever the stub's service time; about 1000 arrivals in 2 s
+  grep -q '^rate_per_s 500.000$' "$d/raw/cuda-ptx/calibrate/rate.txt" &&
+    grep -q 'a mean gap of 2 ms, poisson arrivals' "$tmp/gap.err" || { cat "$tmp/gap.err"; return 1; }
+  k=$(wc -l <"$d/raw/cuda-ptx/arrivals.txt")
+  echo "note: $k arrivals in 2 s at a mean gap of 2 ms"
+  [ "$k" -gt 850 ] && [ "$k" -lt 1150 ] || return 1
+  # the simulator is asked for the same process
+  grep -q 'cuda-c-be.ktr`.* at a mean gap of 2 ms, poisson arrivals' "$d/sim-vs-measured.md" &&
+    grep -q '^| cuda-ptx | timeslice | timeslice | [^|]* | [+-][0-9.]*% |' "$d/sim-vs-measured.md" ||
+    { cat "$d/sim-vs-measured.md"; return 1; }
+  ! bp --stub --pairs cuda-ptx --mean-gap-ms 0 --out "$tmp/g0" 2>"$tmp/g0.err" &&
+    grep -q -- '--mean-gap-ms must be between' "$tmp/g0.err" && [ ! -d "$tmp/g0" ]
+}
+check "--mean-gap-ms sets the LC's arrival rate whatever its service time, for the run and the simulator" mean_gap
 
 cuda_pair() {
   for p in pair-lc pair-be; do
