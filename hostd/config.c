@@ -48,7 +48,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->lc_poll_cpu = -1;
   cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
   strcpy(cfg->policy, "tally");
-  strcpy(cfg->variants, "slice+ptb");
+  strcpy(cfg->variants, "all");
   cfg->threshold_us = -1;
   cfg->resume_idle_us = -1;
   cfg->be_depth = HOSTD_DEFAULT_BE_DEPTH;
@@ -133,9 +133,9 @@ static void usage_scheduling(FILE *f) {
         "                       samples is timed (two GPU events) 1 in N, at random\n"
         "                       (1..65536; 1 = every launch; default 0 = the policy's, 16)\n"
         "  --variants V         forms of best-effort PTX kernels the policy may use:\n"
-        "                       slice+ptb (default), all (also FLUSH: running blocks\n"
-        "                       give up at the flag and run again), slice, ptb, flush,\n"
-        "                       or off\n"
+        "                       all (default: sliced, PTB and FLUSH, whose running\n"
+        "                       blocks give up at the flag and run again), slice+ptb\n"
+        "                       (no block gives up), slice, ptb, flush, or off\n"
         "  --be-sms N|P%%       best-effort kernels run in a partition (green context)\n"
         "                       of at least N SMs (or P percent of the device's, e.g.\n"
         "                       73%%), the rest stays free for the latency-critical\n"

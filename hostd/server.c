@@ -1246,7 +1246,7 @@ static int sched_start(const hostd_config_t *cfg) {
     sc.pol.default_resident = (uint32_t)a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
   snprintf(sc.trace, sizeof(sc.trace), "%s", cfg->trace);
   /* Variants: PTX for this device's arch, compiled images cached per arch. */
-  if (hostd__var_parse(cfg->variants[0] ? cfg->variants : "slice+ptb", &sc.var.forms) != 0)
+  if (hostd__var_parse(cfg->variants[0] ? cfg->variants : "all", &sc.var.forms) != 0)
     return -EINVAL;
   sc.var.arch = (unsigned)(a[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
                            a[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR]);

@@ -323,9 +323,9 @@ mode_options() {
   [ -n "${TALLY_ASAN_PRELOAD:-}" ] &&
     echo "be_env = LD_PRELOAD=$TALLY_ASAN_PRELOAD ASAN_OPTIONS=detect_leaks=0" >>"$tmp/pairs/p.pair"
   bp --pair-dir "$tmp/pairs" --pairs opts \
-    --modes alone,tallyd:none,tallyd:tally+split+depth=2+share=20,tallyd:tally+scheduled+nosplit+variants=all+sms=16+nohold+pblock=200+pflight=500 \
+    --modes alone,tallyd:none,tallyd:tally+split+depth=2+share=20,tallyd:tally+scheduled+nosplit+variants=all+sms=16+nohold+pblock=200+pflight=500,tallyd:tally+noflush \
     --duration 0.3 --no-plots --out "$d" 2>&1 || return 1
-  for m in tallyd:none tallyd:tally+depth=2+share=20+split tallyd:tally+nohold+nosplit+pblock=200+pflight=500+scheduled+sms=16+variants=all; do
+  for m in tallyd:none tallyd:tally+depth=2+share=20+split tallyd:tally+nohold+nosplit+pblock=200+pflight=500+scheduled+sms=16+variants=all tallyd:tally+noflush; do
     [ "$(status "$d" opts $m)" = ok ] || { echo "$m: $(status "$d" opts $m)"; return 1; }
   done
   r=$d/raw/opts/tallyd-tally+depth=2+share=20+split
@@ -340,7 +340,8 @@ mode_options() {
     grep -q -- '--variants all' "$q/tallyd.cmd" && grep -q -- '--be-sms 16' "$q/tallyd.cmd" &&
     grep -q -- '--be-sms-hold 0' "$q/tallyd.cmd" && grep -q -- '--be-sms-block-us 200' "$q/tallyd.cmd" &&
     grep -q -- '--be-sms-inflight-us 500' "$q/tallyd.cmd" &&
-    ! grep -q -- '--be-alone\|--variants\|--be-sms' "$r/tallyd.cmd" || return 1
+    ! grep -q -- '--be-alone\|--variants\|--be-sms' "$r/tallyd.cmd" &&
+    grep -q -- '--variants slice+ptb' "$d/raw/opts/tallyd-tally+noflush/tallyd.cmd" || return 1
   # a bad option is refused before anything runs
   ! bp --stub --pairs cuda-ptx --modes tallyd:tally+depth=99 --out "$tmp/bad" 2>"$tmp/bad.err" &&
     grep -q 'unknown option +depth=99' "$tmp/bad.err" && [ ! -d "$tmp/bad" ] &&
@@ -349,9 +350,11 @@ mode_options() {
     ! bp --stub --pairs cuda-ptx --modes tallyd:tally+share=0 --out "$tmp/bad" 2>"$tmp/bad.err" &&
     grep -q 'unknown option +share=0' "$tmp/bad.err" && [ ! -d "$tmp/bad" ] &&
     ! bp --stub --pairs cuda-ptx --modes tallyd:tally+sms=4 --out "$tmp/bad" 2>"$tmp/bad.err" &&
-    grep -q 'unknown option +sms=4 .*+sms=N with N in 8..4096' "$tmp/bad.err" && [ ! -d "$tmp/bad" ]
+    grep -q 'unknown option +sms=4 .*+sms=N with N in 8..4096' "$tmp/bad.err" && [ ! -d "$tmp/bad" ] &&
+    ! bp --stub --pairs cuda-ptx --modes tallyd:tally+noflush+variants=all --out "$tmp/bad" 2>"$tmp/bad.err" &&
+    grep -q 'both set tallyd --variants' "$tmp/bad.err" && [ ! -d "$tmp/bad" ]
 }
-check "mode options: +split gives the BE TALLY_GEMM_SPLIT=1, +nosplit 0, +depth=N tallyd --be-depth N, +share=N tallyd --share-block-us N, +scheduled tallyd --be-alone 0, +variants=V tallyd --variants V, +sms=N tallyd --be-sms N, +nohold tallyd --be-sms-hold 0, +pblock=N tallyd --be-sms-block-us N, side by side with the plain mode" mode_options
+check "mode options: +split gives the BE TALLY_GEMM_SPLIT=1, +nosplit 0, +depth=N tallyd --be-depth N, +share=N tallyd --share-block-us N, +scheduled tallyd --be-alone 0, +variants=V tallyd --variants V, +noflush tallyd --variants slice+ptb, +sms=N tallyd --be-sms N, +nohold tallyd --be-sms-hold 0, +pblock=N tallyd --be-sms-block-us N, side by side with the plain mode" mode_options
 
 rounds() {
   d=$tmp/rounds

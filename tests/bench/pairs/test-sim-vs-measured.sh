@@ -63,7 +63,8 @@ loader.exec_module(bp)
 bench = types.SimpleNamespace(
     out=tmp, tally_sim=os.environ["SIM"], traces=[("p", "tallyd:tally", trace)],
     rows=[("p", "tallyd:tally", "ok", "raw/p/tallyd-tally/lc.csv", "raw/p/tallyd-tally/be.csv")],
-    a=types.SimpleNamespace(modes=["alone", "timeslice", "mps", "tallyd:tally"], seed=1, load=0.5))
+    a=types.SimpleNamespace(modes=["alone", "timeslice", "mps", "tallyd:tally"], seed=1, load=0.5,
+                            arrivals="bursty", mean_gap_ms=None))
 md = open(bp.simulate(bench, [{"name": "p", "sim": ""}], summary)).read()
 print(md)
 assert "20 requests (80 kernels, 0 outside them)" in md, "requests"
