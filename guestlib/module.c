@@ -168,13 +168,13 @@ GUEST_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *mod, const void *fatbin) {
   return cuModuleLoadData(mod, fatbin);
 }
 
-GUEST_EXPORT CUresult cuModuleLoad(CUmodule *mod, const char *path) {
+/* The whole file at path in *buf (NUL-terminated, for PTX; the caller
+ * frees it), as the driver reads a module or library file. */
+static CUresult read_image(const char *path, char **buf) {
   FILE *f;
   long n;
-  char *buf;
   CUresult r;
-  if (!mod || !path)
-    return CUDA_ERROR_INVALID_VALUE;
+  *buf = NULL;
   f = fopen(path, "rb");
   if (!f)
     return CUDA_ERROR_FILE_NOT_FOUND;
@@ -182,14 +182,28 @@ GUEST_EXPORT CUresult cuModuleLoad(CUmodule *mod, const char *path) {
     fclose(f);
     return CUDA_ERROR_FILE_NOT_FOUND;
   }
-  buf = calloc(1, (size_t)n + 1); /* +1: PTX files get their NUL */
-  if (!buf) {
+  *buf = calloc(1, (size_t)n + 1); /* +1: PTX files get their NUL */
+  if (!*buf) {
     fclose(f);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  r = fread(buf, 1, (size_t)n, f) == (size_t)n ? cuModuleLoadData(mod, buf)
-                                               : CUDA_ERROR_FILE_NOT_FOUND;
+  r = fread(*buf, 1, (size_t)n, f) == (size_t)n ? CUDA_SUCCESS : CUDA_ERROR_FILE_NOT_FOUND;
   fclose(f);
+  if (r != CUDA_SUCCESS) {
+    free(*buf);
+    *buf = NULL;
+  }
+  return r;
+}
+
+GUEST_EXPORT CUresult cuModuleLoad(CUmodule *mod, const char *path) {
+  char *buf;
+  CUresult r;
+  if (!mod || !path)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = read_image(path, &buf);
+  if (r == CUDA_SUCCESS)
+    r = cuModuleLoadData(mod, buf);
   free(buf);
   return r;
 }
@@ -315,6 +329,20 @@ GUEST_EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_
   return r;
 }
 
+GUEST_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *lib, const char *path, CUjit_option *jo,
+                                            void **jv, unsigned int njo, CUlibraryOption *lo,
+                                            void **lv, unsigned int nlo) {
+  char *buf;
+  CUresult r;
+  if (!lib || !path)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = read_image(path, &buf);
+  if (r == CUDA_SUCCESS)
+    r = cuLibraryLoadData(lib, buf, jo, jv, njo, lo, lv, nlo);
+  free(buf);
+  return r;
+}
+
 GUEST_EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
   CUresult r = unload((uint64_t)(uintptr_t)lib, MODULE_KIND_LIBRARY, __builtin_return_address(0));
   if (r == CUDA_SUCCESS)
@@ -417,6 +445,19 @@ GUEST_EXPORT CUresult cuKernelGetLibrary(CUlibrary *lib, CUkernel k) {
   if (!f || !is_library(f->module))
     return CUDA_ERROR_INVALID_HANDLE;
   *lib = (CUlibrary)(uintptr_t)f->module;
+  return CUDA_SUCCESS;
+}
+
+/* A function's module: the module it was got from, or the library (whose
+ * handle also serves as a module) for a library's kernel. */
+GUEST_EXPORT CUresult cuFuncGetModule(CUmodule *mod, CUfunction fn) {
+  const guest_func_t *f;
+  if (!mod)
+    return CUDA_ERROR_INVALID_VALUE;
+  f = guest__func_find((uint64_t)(uintptr_t)fn);
+  if (!f)
+    return CUDA_ERROR_INVALID_HANDLE;
+  *mod = (CUmodule)(uintptr_t)f->module;
   return CUDA_SUCCESS;
 }
 

@@ -603,7 +603,17 @@ static void library_kernels_and_module_view(void **state) {
   assert_int_equal(cuModuleLoadData(&m, module_text), CUDA_SUCCESS);
   assert_int_equal(cuModuleGetFunction(&mf, m, "fill_u32"), CUDA_SUCCESS);
   assert_int_equal(cuKernelGetLibrary(&got, (CUkernel)mf), CUDA_ERROR_INVALID_HANDLE);
+  /* A function names the module it was got from; a kernel its library. */
+  CUmodule fm = NULL;
+  assert_int_equal(cuFuncGetModule(&fm, mf), CUDA_SUCCESS);
+  assert_ptr_equal(fm, m);
+  assert_int_equal(cuFuncGetModule(&fm, f), CUDA_SUCCESS);
+  assert_ptr_equal(fm, view);
+  assert_int_equal(cuFuncGetModule(&fm, (CUfunction)k), CUDA_SUCCESS);
+  assert_ptr_equal(fm, (CUmodule)lib);
+  assert_int_equal(cuFuncGetModule(NULL, mf), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  assert_int_equal(cuFuncGetModule(&fm, mf), CUDA_ERROR_INVALID_HANDLE); /* unloaded */
   assert_int_equal(cuKernelGetLibrary(NULL, k), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuMemAlloc(&p, sizeof(out)), CUDA_SUCCESS);
   assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 4, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
@@ -620,6 +630,38 @@ static void library_kernels_and_module_view(void **state) {
                    CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(cuKernelGetLibrary(&got, k), CUDA_ERROR_INVALID_HANDLE); /* unloaded */
   assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+}
+
+/* cuLibraryLoadFromFile and cuModuleLoad read the file in the guest and
+ * load its bytes as the Data calls do; a missing file is FILE_NOT_FOUND. */
+static void libraries_and_modules_load_from_files(void **state) {
+  char path[] = "/tmp/tally-test-lib-XXXXXX";
+  int fd = mkstemp(path);
+  CUlibrary lib;
+  CUmodule m;
+  CUkernel k;
+  CUfunction f;
+  unsigned n = 0;
+  (void)state;
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, module_text, strlen(module_text)), (ssize_t)strlen(module_text));
+  close(fd);
+  assert_int_equal(cuLibraryLoadFromFile(&lib, path, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+  assert_int_equal(cuLibraryGetKernelCount(&n, lib), CUDA_SUCCESS);
+  assert_int_equal(n, 3);
+  assert_int_equal(cuLibraryGetKernel(&k, lib, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(cuLibraryUnload(lib), CUDA_SUCCESS);
+  assert_int_equal(cuModuleLoad(&m, path), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&f, m, "fill_u32"), CUDA_SUCCESS);
+  assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
+  unlink(path);
+  assert_int_equal(cuLibraryLoadFromFile(&lib, path, NULL, NULL, 0, NULL, NULL, 0),
+                   CUDA_ERROR_FILE_NOT_FOUND);
+  assert_int_equal(cuModuleLoad(&m, path), CUDA_ERROR_FILE_NOT_FOUND);
+  assert_int_equal(cuLibraryLoadFromFile(&lib, NULL, NULL, NULL, 0, NULL, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuLibraryLoadFromFile(NULL, path, NULL, NULL, 0, NULL, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
 }
 
 /* Peer access: no device can reach another's memory through tallyd
@@ -1892,6 +1934,7 @@ int main(void) {
       cmocka_unit_test(huge_module_image_loads),
       cmocka_unit_test(module_globals_are_copyable_by_their_tenant),
       cmocka_unit_test(library_kernels_and_module_view),
+      cmocka_unit_test(libraries_and_modules_load_from_files),
       cmocka_unit_test(peer_access_is_refused_as_for_devices_that_cannot),
       cmocka_unit_test(profiler_start_and_stop_check_the_context),
       cmocka_unit_test(function_attributes_local_and_remote),
