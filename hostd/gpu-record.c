@@ -133,6 +133,7 @@ typedef struct rec_module {
   int ng;
 } rec_module_t;
 
+#define SNAP_PRIO_GREATEST (-5) /* the device's greatest stream priority */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 
@@ -397,7 +398,7 @@ static CUresult rec_init(int device, call_snapshot_t *snap) {
   memcpy(snap->uuid, uuid, 16);
   snap->total_mem = RECORD_MEM_TOTAL;
   snap->prio_least = 0;
-  snap->prio_greatest = -5;
+  snap->prio_greatest = SNAP_PRIO_GREATEST;
   /* Hopper-like values for what cudart and the occupancy code read. */
   snap->attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
   snap->attr[CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE] = 134213632;
@@ -911,6 +912,11 @@ static CUresult rec_memset(uint64_t p, uint32_t v, uint32_t elem, size_t n, uint
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   d = find(p, (uint64_t)n * elem);
+  {
+    rec_stream_t *hs = stream_find(s);
+    if (hs && hs->prio == SNAP_PRIO_GREATEST)
+      hostd__record_hi_memsets++;
+  }
   if (d && capturing(s)) {
     CUresult r = cap_add(stream_find(s), &o);
     pthread_mutex_unlock(&lock);
@@ -1640,6 +1646,8 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   st = stream_find(s);
+  if (st && st->prio == SNAP_PRIO_GREATEST)
+    hostd__record_hi_launch_memsets = hostd__record_hi_memsets;
   if (part_refuses_cluster(st, attrs, nattr)) {
     pthread_mutex_unlock(&lock);
     return CUDA_ERROR_INVALID_CLUSTER_SIZE;
@@ -3584,6 +3592,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .tensor_map_addr = rec_tensor_map_addr,
 };
 int hostd__record_memset_prio;
+unsigned long hostd__record_hi_memsets, hostd__record_hi_launch_memsets;
 int hostd__record_last_prio;
 _Atomic long hostd__record_registered;
 _Atomic int hostd__record_unregister_ms;

@@ -281,5 +281,9 @@ int hostd_record_func_cache(uint64_t f);
  * flag is raised; off: held ones finish (gpu-record.c). */
 void hostd_record_ptb_hold(bool on);
 extern int hostd__record_memset_prio; /* priority of the stream of the last memset */
+/* Memsets called on streams of the greatest priority so far, and how many
+ * of them had been called when the latest launch on such a stream was (the
+ * host's order; gpu-record.c). */
+extern unsigned long hostd__record_hi_memsets, hostd__record_hi_launch_memsets;
 
 #endif /* TALLY_HOSTD_INT_H */

@@ -45,6 +45,19 @@
  *      a stream is recorded on only by its worker, before any other work on
  *      it (a capture begins or is joined only through such work); freeing
  *      the stream waits for lc_busy to clear and returns an untaken event.
+ *  (e) a BE launch that a flag stops (PTB, FLUSH with a slot that can be
+ *      raised) is ARMED while in flight: its slot's bit and generation are
+ *      published (arm_bits, armed[]) after its launch was issued and
+ *      withdrawn when its end is seen, before the slot is reused.  An LC
+ *      worker whose stream starts a burst raises every armed flag itself,
+ *      before it launches, as every policy that makes such launches
+ *      preempts them when the LC becomes busy; it hands the timed event
+ *      after its write to the scheduler thread tagged with the generation
+ *      (early_ev, early_gen, under mu).  The scheduler thread still raises
+ *      the flag when the policy says (a write that landed before the
+ *      launch's own clearing of its control block would otherwise be
+ *      lost), and times the turnaround from the worker's event when the
+ *      generation is the flight's.
  */
 #include "hostd/sched.h"
 #include "hostd/gpu.h"
@@ -77,6 +90,10 @@
 #define FL_STRIDE   (16u + 4u * FL_BLOCKS)
 #define FL_QUIET    FL_SLOTS
 #define TURN_BUCKETS 4096 /* turnaround histogram: 1 us buckets, then one overflow */
+/* Flags a worker may raise (invariant (e)): PTB slot i is index i, FLUSH
+ * slot j index CTL_SLOTS + j. */
+#define ARM_N     (CTL_SLOTS + FL_SLOTS)
+#define ARM_WORDS ((ARM_N + 63) / 64)
 
 typedef enum item_kind { IT_SUBMIT, IT_DIRECT, IT_CLOSE } item_kind_t;
 
@@ -91,6 +108,7 @@ typedef struct item {
   uint64_t submit_id; /* given by the scheduler thread */
   uint64_t submit_ns;
   uint64_t lc_first;  /* LC stream's item: lc_made of the launch that queued it */
+  uint64_t raise_ticket; /* LC stream's item: the ticket of the raise before it (0: none) */
   pol_kernel_t k;
   uint64_t f;
   uint64_t graph; /* a graph exec launched as one unit (hostd_sched_launch_t) */
@@ -178,6 +196,8 @@ typedef struct flight {
   bool held, graph;      /* the trace's held= and graph= */
   int fslot;             /* FLUSH: its control block (FL_QUIET: none that can be raised) */
   int fredo;             /* FLUSH redo: the control block whose list it reruns, -1 none */
+  int arm;               /* its index among the armed flags (invariant (e)), -1 none */
+  uint64_t arm_gen;      /* the generation it was armed with */
   struct flight *next;
 } flight_t;
 
@@ -221,6 +241,16 @@ static struct {
   int fl_free[FL_SLOTS], nfl_free;
   uint64_t fl_list_of[FL_SLOTS]; /* the launch whose given-up list a slot keeps, 0: none */
   item_t *fl_item[FL_SLOTS];     /* and its submission */
+  /* Armed flags (invariant (e)): written by this thread, read by workers. */
+  _Atomic uint64_t arm_bits[ARM_WORDS];
+  _Atomic uint64_t armed[ARM_N]; /* the generation, 0: not armed */
+  _Atomic uint32_t narmed;
+  _Atomic uint64_t hi_pub;       /* hi_stream once made, for workers */
+  _Atomic uint64_t raise_ticket; /* the last ticket a worker's raise took */
+  _Atomic uint64_t ticket_heard; /* the policy heard of the LC notes up to this ticket */
+  uint64_t arm_next;             /* the last generation given */
+  uint64_t early_ev[ARM_N], early_gen[ARM_N], early_ticket[ARM_N]; /* mu: a worker's timed
+                                                                       raise */
   uint32_t turn_hist[TURN_BUCKETS + 1];
   uint64_t turn_max_ns;
   u64map_t resident; /* scheduler thread: XXH3(kernel, block, shmem) -> blocks + 1 */
@@ -230,6 +260,12 @@ static struct {
        .namemu = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER,
        .done = PTHREAD_COND_INITIALIZER};
+
+/* Armed flags (invariant (e)): defined with the preemption below. */
+static void arm(flight_t *f);
+static void raise_armed(uint64_t ticket);
+static bool early_unheard(const flight_t *f);
+static void ticket_heard(uint64_t ticket);
 
 /* Counters are read by any thread (hostd__sched_stats). */
 #define STAT_ADD(field, n) __atomic_fetch_add(&S.st.field, (n), __ATOMIC_RELEASE)
@@ -343,6 +379,7 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->sliced = __atomic_load_n(&S.st.sliced, __ATOMIC_ACQUIRE);
   out->ptb = __atomic_load_n(&S.st.ptb, __ATOMIC_ACQUIRE);
   out->preempts = __atomic_load_n(&S.st.preempts, __ATOMIC_ACQUIRE);
+  out->early_raises = __atomic_load_n(&S.st.early_raises, __ATOMIC_ACQUIRE);
   out->ctl_inuse = __atomic_load_n(&S.st.ctl_inuse, __ATOMIC_ACQUIRE);
   out->turnarounds = __atomic_load_n(&S.st.turnarounds, __ATOMIC_ACQUIRE);
   out->turn_p50_ns = __atomic_load_n(&S.st.turn_p50_ns, __ATOMIC_ACQUIRE);
@@ -748,20 +785,32 @@ static CUresult launch_on(const hostd_sched_launch_t *l, uint64_t s) {
 static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
   item_t *it = ss->lc_item;
   uint64_t n;
-  CUresult r = launch_on(l, ss->handle);
-  if (r != CUDA_SUCCESS)
-    return r;
-  STAT_ADD(lc_launches, 1);
-  ss->t->lc_moved = true;
-  n = atomic_fetch_add_explicit(&ss->lc_made, 1, memory_order_release) + 1;
-  if (atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel))
-    return CUDA_SUCCESS;
-  it->lc_first = n;
-  kernel_of(l, &it->k);
-  it->submit_id = 0;
-  it->submit_ns = now_fn();
-  inbox_push(it);
-  return CUDA_SUCCESS;
+  CUresult r;
+  uint64_t ticket = 0;
+  /* Invariant (e): a burst's first launch finds the SMs on their way back. */
+  if (atomic_load_explicit(&S.narmed, memory_order_acquire) &&
+      !atomic_load_explicit(&ss->lc_busy, memory_order_acquire)) {
+    ticket = atomic_fetch_add_explicit(&S.raise_ticket, 1, memory_order_acq_rel) + 1;
+    raise_armed(ticket);
+  }
+  r = launch_on(l, ss->handle);
+  if (r == CUDA_SUCCESS) {
+    STAT_ADD(lc_launches, 1);
+    ss->t->lc_moved = true;
+    n = atomic_fetch_add_explicit(&ss->lc_made, 1, memory_order_release) + 1;
+    if (!atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel)) {
+      it->lc_first = n;
+      it->raise_ticket = ticket;
+      kernel_of(l, &it->k);
+      it->submit_id = 0;
+      it->submit_ns = now_fn();
+      inbox_push(it);
+      return CUDA_SUCCESS;
+    }
+  }
+  if (ticket) /* no note follows this raise: nothing to wait for */
+    ticket_heard(ticket);
+  return r;
 }
 
 /* ALONE MODE: a best-effort tenant that is the only tenant of the daemon
@@ -1219,6 +1268,7 @@ static flight_t *flight_add(item_t *it, const pol_action_t *a, const issued_t *i
   f->slot = is->slot;
   f->fslot = is->fslot;
   f->fredo = is->fredo;
+  arm(f);
   if (is->form != POL_FORM_ORIGINAL && it->vk) {
     f->vk = it->vk;
     hostd__var_hold(f->vk);
@@ -1296,7 +1346,7 @@ static bool lc_done(flight_t *f, CUresult *r) {
 /* LC launches made by the worker (invariant (d)): the flight follows their
  * stream through the events its worker publishes; nothing is recorded here. */
 static void issue_direct(item_t *it, const pol_action_t *a, uint64_t now) {
-  issued_t is = {.form = POL_FORM_ORIGINAL, .slot = -1};
+  issued_t is = {.form = POL_FORM_ORIGINAL, .slot = -1, .fslot = -1, .fredo = -1};
   flight_t *f;
   settle(it);
   if ((f = flight_add(it, a, &is, now, false))) {
@@ -1762,25 +1812,176 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     item_done(it);
 }
 
-/* POL_ACT_PREEMPT: raise the flag of a PTB launch with a write on the
- * high-priority stream, and time it from an event recorded right after. */
-static void preempt(uint64_t launch_id) {
-  flight_t *f = S.flights;
-  while (f && f->launch_id != launch_id)
-    f = f->next;
-  if (!f || (f->slot < 0 && (f->fslot < 0 || f->fslot >= FL_SLOTS)) || f->ev_flag)
-    return; /* not a PTB or FLUSH launch that can stop (it may have just ended) */
-  if (!S.hi_stream &&
-      hostd__gpu.stream_new(&S.hi_stream, CU_STREAM_NON_BLOCKING,
+/* The flag stream, made once (the scheduler thread); false without it. */
+static bool hi_ready(void) {
+  if (S.hi_stream)
+    return true;
+  if (hostd__gpu.stream_new(&S.hi_stream, CU_STREAM_NON_BLOCKING,
                             hostd__snapshot.prio_greatest) != CUDA_SUCCESS) {
     S.hi_stream = 0;
-    return;
+    return false;
   }
-  /* PTB's flag is word 2 of its block; FLUSH's word 0 (rewrite/README.md). */
-  if (hostd__gpu.memset(f->slot >= 0 ? ctl_dev(f->slot) + 8 : fl_devaddr(f->fslot), 1, 4, 1,
-                        S.hi_stream) != CUDA_SUCCESS)
+  atomic_store_explicit(&S.hi_pub, S.hi_stream, memory_order_release);
+  return true;
+}
+
+/* The flag of armed index i: PTB's is word 2 of its block, FLUSH's word 0
+ * (rewrite/README.md). */
+static uint64_t flag_addr(int i) {
+  return i < CTL_SLOTS ? ctl_dev(i) + 8 : fl_devaddr(i - CTL_SLOTS);
+}
+
+/* Invariant (e): f's flag may be raised by an LC worker from now on. */
+static void arm(flight_t *f) {
+  int i = f->form == POL_FORM_PTB && f->slot >= 0 ? f->slot
+          : f->form == POL_FORM_FLUSH && f->fslot >= 0 && f->fslot < FL_SLOTS
+              ? CTL_SLOTS + f->fslot
+              : -1;
+  f->arm = -1;
+  if (i < 0 || !hi_ready())
+    return;
+  f->arm = i;
+  f->arm_gen = ++S.arm_next;
+  atomic_store_explicit(&S.armed[i], f->arm_gen, memory_order_release);
+  atomic_fetch_or_explicit(&S.arm_bits[i / 64], 1ull << (i % 64), memory_order_release);
+  atomic_fetch_add_explicit(&S.narmed, 1, memory_order_release);
+}
+
+/* Whether a worker raised f's flag; *ev the timed event after its write
+ * (0: none, or not recorded yet), now the caller's.  An event left by an
+ * earlier generation is returned to the pool. */
+static bool early_take(const flight_t *f, uint64_t *ev) {
+  uint64_t stale = 0;
+  bool raised;
+  *ev = 0;
+  if (f->arm < 0)
+    return false;
+  pthread_mutex_lock(&S.mu);
+  raised = S.early_gen[f->arm] == f->arm_gen;
+  if (raised)
+    *ev = S.early_ev[f->arm];
+  else
+    stale = S.early_ev[f->arm];
+  S.early_ev[f->arm] = 0;
+  pthread_mutex_unlock(&S.mu);
+  ev_put(stale, true);
+  return raised;
+}
+
+/* Whether f was stopped by a worker's raise (invariant (e)) whose LC note
+ * the policy has not handled yet (the worker is between its raise and its
+ * note, or the note came after this pass took the inbox).  Its completion
+ * then waits for a later pass, so the policy learns that the LC is busy
+ * first and does not refill the SMs the flag freed with best-effort work. */
+static bool early_unheard(const flight_t *f) {
+  bool unheard;
+  if (f->arm < 0 || f->ev_flag)
+    return false;
+  pthread_mutex_lock(&S.mu);
+  unheard = S.early_gen[f->arm] == f->arm_gen &&
+            S.early_ticket[f->arm] > atomic_load_explicit(&S.ticket_heard, memory_order_acquire);
+  pthread_mutex_unlock(&S.mu);
+  return unheard;
+}
+
+/* The LC note that followed raise `ticket` was handled (or none follows):
+ * what that raise stopped may complete (early_unheard). */
+static void ticket_heard(uint64_t ticket) {
+  uint64_t h = atomic_load_explicit(&S.ticket_heard, memory_order_acquire);
+  while (h < ticket && !atomic_compare_exchange_weak_explicit(
+                           &S.ticket_heard, &h, ticket, memory_order_acq_rel,
+                           memory_order_acquire))
+    ;
+}
+
+/* f ended: workers no longer raise its flag, before its slot goes back; a
+ * raise a worker made before the policy preempted it times the turnaround
+ * all the same. */
+static void disarm(flight_t *f) {
+  uint64_t e;
+  if (f->arm < 0)
+    return;
+  atomic_fetch_and_explicit(&S.arm_bits[f->arm / 64], ~(1ull << (f->arm % 64)),
+                            memory_order_release);
+  atomic_store_explicit(&S.armed[f->arm], 0, memory_order_release);
+  atomic_fetch_sub_explicit(&S.narmed, 1, memory_order_release);
+  if (early_take(f, &e) && !f->ev_flag) {
+    f->ev_flag = e ? e : 1; /* 1: raised, not timed */
+    STAT_ADD(preempts, 1);
+  } else {
+    ev_put(e, true);
+  }
+  f->arm = -1;
+}
+
+/* An LC burst begins (invariant (e)): every armed flag raised now on the
+ * flag stream, each followed by a timed event for the scheduler thread;
+ * the slot is claimed for the flight's generation with the raise's ticket
+ * (its LC note carries the same) before the write.  Called by an LC worker
+ * before its launch; a generation is raised by the first worker only. */
+static void raise_armed(uint64_t ticket) {
+  uint64_t hi = atomic_load_explicit(&S.hi_pub, memory_order_acquire);
+  if (!hi)
+    return;
+  for (int w = 0; w < ARM_WORDS; w++) {
+    uint64_t bits = atomic_load_explicit(&S.arm_bits[w], memory_order_acquire);
+    while (bits) {
+      int i = w * 64 + __builtin_ctzll(bits);
+      uint64_t g = atomic_load_explicit(&S.armed[i], memory_order_acquire), e = 0, old;
+      bits &= bits - 1;
+      if (!g)
+        continue;
+      /* Claimed before the write: the launch may end as soon as the GPU
+       * sees it, and its end must wait for this raise's note (early_unheard). */
+      pthread_mutex_lock(&S.mu);
+      if (S.early_gen[i] == g) { /* raised already in this generation */
+        pthread_mutex_unlock(&S.mu);
+        continue;
+      }
+      old = S.early_ev[i];
+      S.early_ev[i] = 0;
+      S.early_gen[i] = g;
+      S.early_ticket[i] = ticket;
+      pthread_mutex_unlock(&S.mu);
+      ev_put(old, true);
+      if (hostd__gpu.memset(flag_addr(i), 1, 4, 1, hi) != CUDA_SUCCESS)
+        continue;
+      STAT_ADD(early_raises, 1);
+      if (ev_get(&e, true) != CUDA_SUCCESS)
+        continue;
+      if (hostd__gpu.event_record(e, hi, 0) != CUDA_SUCCESS) {
+        ev_put(e, true);
+        continue;
+      }
+      old = e;
+      pthread_mutex_lock(&S.mu);
+      if (S.early_gen[i] == g && !S.early_ev[i]) {
+        S.early_ev[i] = e;
+        old = 0;
+      }
+      pthread_mutex_unlock(&S.mu);
+      ev_put(old, true);
+    }
+  }
+}
+
+/* POL_ACT_PREEMPT: raise the flag of a PTB or FLUSH launch with a write on
+ * the high-priority stream, timed from an event recorded right after, or
+ * from a worker's earlier raise of the same flag (invariant (e)). */
+static void preempt(uint64_t launch_id) {
+  flight_t *f = S.flights;
+  uint64_t e;
+  while (f && f->launch_id != launch_id)
+    f = f->next;
+  if (!f || f->arm < 0 || f->ev_flag)
+    return; /* not a PTB or FLUSH launch that can stop (it may have just ended) */
+  if (hostd__gpu.memset(flag_addr(f->arm), 1, 4, 1, S.hi_stream) != CUDA_SUCCESS)
     return;
   STAT_ADD(preempts, 1);
+  if (early_take(f, &e) && e) {
+    f->ev_flag = e;
+    return;
+  }
   if (ev_get(&f->ev_flag, true) != CUDA_SUCCESS ||
       hostd__gpu.event_record(f->ev_flag, S.hi_stream, 0) != CUDA_SUCCESS) {
     ev_put(f->ev_flag, true);
@@ -1956,6 +2157,8 @@ static int flight_poll(flight_t *f, uint64_t now) {
       return 0;
   } else if (f->ev_end && (r = hostd__gpu.event_query(f->ev_end)) == CUDA_ERROR_NOT_READY) {
     return 0;
+  } else if (early_unheard(f)) {
+    return 0;
   }
   if (r != CUDA_SUCCESS)
     set_error(f->t, r, f->lc ? "a latency-critical launch" : unit_of(f->graph, 0),
@@ -1980,6 +2183,7 @@ static int flight_poll(flight_t *f, uint64_t now) {
                        __ATOMIC_RELAXED);
   }
   f->t->last_end_ns = now;
+  disarm(f);
   if (f->form == POL_FORM_FLUSH) {
     ev.blocks_given_up = flush_end(f, r);
     ev.blocks_done = f->count - ev.blocks_given_up;
@@ -2045,9 +2249,15 @@ static void handle_items(item_t *it, uint64_t now) {
     item_t *next = it->next;
     switch (it->kind) {
     case IT_SUBMIT:
-    case IT_DIRECT:
       on_submit(it, now);
       break;
+    case IT_DIRECT: {
+      uint64_t ticket = it->raise_ticket;
+      on_submit(it, now);
+      if (ticket) /* the policy knows the LC is busy: what the raise stopped may end */
+        ticket_heard(ticket);
+      break;
+    }
     case IT_CLOSE:
       /* What the policy released already is issued first: dropping it
        * would leave the policy waiting for its completion for ever. */
@@ -2217,6 +2427,15 @@ fail_pol:
 
 /* The control blocks and the flag stream (after the thread stopped). */
 static void ptb_pool_free(void) {
+  for (int i = 0; i < ARM_N; i++) {
+    ev_put(S.early_ev[i], true);
+    S.early_ev[i] = S.early_gen[i] = S.early_ticket[i] = 0;
+    atomic_store(&S.armed[i], 0);
+  }
+  for (int w = 0; w < ARM_WORDS; w++)
+    atomic_store(&S.arm_bits[w], 0);
+  atomic_store(&S.narmed, 0);
+  atomic_store(&S.hi_pub, 0);
   if (S.hi_stream)
     (void)hostd__gpu.stream_del(S.hi_stream);
   S.hi_stream = 0;
@@ -2273,12 +2492,14 @@ void hostd__sched_shutdown(void) {
              "scheduler: %" PRIu64 " launches (%" PRIu64 " held, %" PRIu64 " of them timed, %" PRIu64
              " dropped), %" PRIu64
              " fences that waited; %" PRIu64 " sliced and %" PRIu64 " PTB launches, %" PRIu64
-             " preemptions, turnaround p50 %.1f us p99 %.1f us max %.1f us (%" PRIu64
+             " preemptions (%" PRIu64 " flags raised by an LC worker), turnaround p50 %.1f us"
+             " p99 %.1f us max %.1f us (%" PRIu64
              " timed); %" PRIu64 " LC launches made directly, %" PRIu64 " LC events recorded, %" PRIu64
              " launches of a best-effort tenant alone; %" PRIu64 " FLUSH launches (%" PRIu64
              " redos), %" PRIu64 " blocks given up",
              S.st.submitted, S.st.held, S.st.timed, S.st.dropped, S.st.fences, S.st.sliced, S.st.ptb,
-             S.st.preempts, (double)S.st.turn_p50_ns / 1e3, (double)S.st.turn_p99_ns / 1e3,
+             S.st.preempts, S.st.early_raises, (double)S.st.turn_p50_ns / 1e3,
+             (double)S.st.turn_p99_ns / 1e3,
              (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, S.st.lc_launches, S.st.lc_events,
              S.st.alone, S.st.flush, S.st.redos, S.st.given_up);
   fence_report();

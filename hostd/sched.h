@@ -187,7 +187,9 @@ typedef struct hostd_sched_stats {
   uint64_t fence_block_ns;  /* the time those workers waited, in all */
   uint64_t sliced;    /* launches of a __tally_slice variant */
   uint64_t ptb;       /* launches of a __tally_ptb variant */
-  uint64_t preempts;  /* preemption flags raised */
+  uint64_t preempts;  /* launches whose preemption flag was raised */
+  uint64_t early_raises; /* flags an LC worker raised at the start of its burst, before the
+                            policy asked (docs/scheduler.md) */
   uint64_t ctl_inuse; /* PTB control blocks in use */
   uint64_t turnarounds; /* preemptions timed: flag write -> the launch's end */
   uint64_t turn_p50_ns, turn_p99_ns, turn_max_ns; /* of those (1 us buckets) */

@@ -287,7 +287,10 @@ static void preempt_mid_launch(vpair_t *x, unsigned forms, const uint32_t g[3],
   assert_int_equal(launch_ok(x->bss, g), CUDA_SUCCESS);
   wait_until(pred);
   hostd__record_memset_prio = 0;
+  unsigned long raised = hostd__record_hi_memsets;
   assert_int_equal(launch_ok(x->lss, one), CUDA_SUCCESS); /* the LC arrives: preempt */
+  /* Its worker raised the flag before it launched, not the scheduler after. */
+  assert_true(hostd__record_hi_launch_memsets > raised);
   hostd__sched_tenant_quiet(x->lc); /* its worker's quiet point: the event its end is seen by */
   wait_until(preempted);
   hostd_record_ptb_hold(false);
