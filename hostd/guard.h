@@ -142,7 +142,8 @@ typedef struct hostd_view_sched {
   uint64_t given_up;         /* blocks of FLUSH launches that gave up (and ran again) */
   uint64_t whole;            /* best-effort launches the partition could not host, run on the
                                 whole GPU */
-  uint64_t preempts;         /* preemption flags raised */
+  uint64_t preempts;         /* launches whose preemption flag was raised */
+  uint64_t early_raises;     /* flags an LC's worker raised before the policy asked */
   uint64_t turnarounds;      /* of those, timed (flag write -> the launch's end) */
   uint64_t turn_p50_ns, turn_p99_ns; /* of the timed ones */
   uint64_t fences_blocked;   /* fences that made a tenant's worker wait for the scheduler */

@@ -56,6 +56,8 @@ static void sched_line(FILE *f, const hostd_view_sched_t *s) {
   fprintf(f, "scheduler: %llu sliced and %llu PTB launches, %llu preemptions",
           (unsigned long long)s->sliced, (unsigned long long)s->ptb,
           (unsigned long long)s->preempts);
+  if (s->early_raises)
+    fprintf(f, " (%llu flags raised by an LC's worker)", (unsigned long long)s->early_raises);
   if (s->turnarounds)
     fprintf(f, ", turnaround p50 %.1f us p99 %.1f us (%llu timed)", (double)s->turn_p50_ns / 1e3,
             (double)s->turn_p99_ns / 1e3, (unsigned long long)s->turnarounds);
@@ -138,8 +140,12 @@ static void sched_series(FILE *f, const hostd_view_sched_t *s) {
          "co-schedule, a cooperative grid too large for it), run on the whole GPU instead.");
   fprintf(f, "tally_sched_whole_gpu_launches_total %llu\n", (unsigned long long)s->whole);
   header(f, "tally_sched_preemptions_total", "counter",
-         "PTB launches whose preemption flag was raised.");
+         "PTB and FLUSH launches whose preemption flag was raised.");
   fprintf(f, "tally_sched_preemptions_total %llu\n", (unsigned long long)s->preempts);
+  header(f, "tally_sched_early_raises_total", "counter",
+         "Preemption flags a latency-critical tenant's worker raised at the start of its burst, "
+         "before its launch and before the policy asked.");
+  fprintf(f, "tally_sched_early_raises_total %llu\n", (unsigned long long)s->early_raises);
   header(f, "tally_sched_fence_waits_total", "counter",
          "Fences that made a tenant's worker wait until the scheduler issued the stream's "
          "held launches (the worker executes nothing else meanwhile).");

@@ -1364,6 +1364,7 @@ static void view_sched(hostd_view_sched_t *vs) {
   vs->given_up = st.given_up;
   vs->whole = st.whole;
   vs->preempts = st.preempts;
+  vs->early_raises = st.early_raises;
   vs->turnarounds = st.turnarounds;
   vs->turn_p50_ns = st.turn_p50_ns;
   vs->turn_p99_ns = st.turn_p99_ns;

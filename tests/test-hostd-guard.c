@@ -506,7 +506,7 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
        .p50_us = -1, .p99_us = -1, .sliced = 41, .ptb = 17, .flush = 3}};
   hostd_view_t v = {.rows = rows, .n = 2,
                     .sched = {.on = 1, .sliced = 41, .ptb = 17, .flush = 3, .given_up = 96,
-                              .whole = 2, .preempts = 5, .turnarounds = 4,
+                              .whole = 2, .preempts = 5, .early_raises = 3, .turnarounds = 4,
                               .turn_p50_ns = 12000, .turn_p99_ns = 37000, .fences_blocked = 9,
                               .fence_block_ns = 2500000}};
   char *s, *m, *line;
@@ -514,8 +514,8 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
   (void)state;
   s = hostd__view_status(&v);
   m = hostd__view_metrics(&v);
-  assert_non_null(strstr(s, "scheduler: 41 sliced and 17 PTB launches, 5 preemptions, "
-                            "turnaround p50 12.0 us p99 37.0 us (4 timed); 3 FLUSH launches, "
+  assert_non_null(strstr(s, "scheduler: 41 sliced and 17 PTB launches, 5 preemptions (3 flags "
+                            "raised by an LC's worker), turnaround p50 12.0 us p99 37.0 us (4 timed); 3 FLUSH launches, "
                             "96 blocks given up; 2 best-effort launches ran on the whole GPU (the "
                             "partition cannot host them)\n"));
   assert_non_null(strstr(s, "SLICED"));
@@ -543,6 +543,7 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
   assert_non_null(strstr(m, "tally_tenant_variant_launches_total{tenant=\"be\",id=\"2\","
                             "form=\"flush\"} 3\n"));
   assert_non_null(strstr(m, "tally_sched_preemptions_total 5\n"));
+  assert_non_null(strstr(m, "tally_sched_early_raises_total 3\n"));
   assert_non_null(strstr(m, "tally_sched_fence_waits_total 9\n"));
   assert_non_null(strstr(m, "tally_sched_fence_wait_seconds_total 0.002500\n"));
   assert_non_null(
@@ -559,6 +560,7 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
   v.sched.turnarounds = 0;
   v.sched.flush = 0; /* and no FLUSH launch: nothing said of them */
   v.sched.whole = 0; /* nor of launches moved off the partition */
+  v.sched.early_raises = 0; /* nor of flags raised by workers */
   s = hostd__view_status(&v);
   m = hostd__view_metrics(&v);
   assert_non_null(strstr(s, "5 preemptions\n"));
