@@ -43,17 +43,22 @@
  *
  * UNPROFILED RULE (ours): a kernel whose profile is not known is launched
  * only when (1) the LC tenant is idle, (2) no other BE launch is in flight,
- * and (3) in its least-risk form: PTB if it has one (stopped by the flag
- * after one logical block), else FLUSH if it has it (the rest of the
- * submission, stopped by the flag within the give-up time, however long its
- * blocks), else a single wave of blocks (no BE block enters after it, so an
- * LC kernel waits at most one block), else, only for an original-only
- * kernel of several waves, the original (counted as a fallback launch).
- * Why: with no measurement nothing bounds a launch's length except its
- * shape; these forms bound the LC tenant's wait to one block of the kernel
- * plus the flag latency (FLUSH: the flag latency alone), the least any
- * launch can, and (2) keeps the risk from adding to another launch's.  The
- * measurement itself comes from the completion timestamps.
+ * and (3) in its least-risk form: FLUSH if it has it and its wave time is
+ * not known (the rest of the submission, stopped by the flag within the
+ * give-up time, however long its blocks), else PTB if it has one (stopped by
+ * the flag after one logical block), else a single wave of blocks (no BE
+ * block enters after it, so an LC kernel waits at most one block), else,
+ * only for an original-only kernel of several waves, the original (counted
+ * as a fallback launch).  Why: with no measurement nothing bounds a
+ * launch's length except its shape; these forms bound the LC tenant's wait
+ * to the flag latency (FLUSH), or one block of the kernel plus the flag
+ * latency, the least any launch can, and (2) keeps the risk from adding to
+ * another launch's.  The measurement itself comes from the completion
+ * timestamps.  PTB is explored after FLUSH only while it could be used: a
+ * kernel that has FLUSH and whose measured wave (about one block) is longer
+ * than the threshold never fits the budget in PTB form (a logical block
+ * plus the flag latency), so it is not explored, which would risk one such
+ * block of the LC's wait per sample.
  *
  * SHARING (ours, off by default): with share_block_ns > 0, BE kernels whose
  * profile says a block takes at most share_block_ns keep running while the
@@ -175,12 +180,16 @@ static void explore_form(const pol_sched_t *s, const pol__sub_t *u, const pol_pr
   c->turn_ns = s->cfg.threshold_ns; /* unknown: charge the whole budget */
   c->dur_ns = s->cfg.threshold_ns;
   bool ptb_known = pr && pr->ptb_samples >= s->cfg.min_samples;
-  if ((u->k.variants & POL_VAR_PTB) && !ptb_known) {
+  bool wave_known = pr && pr->wave_samples >= s->cfg.min_samples && pr->wave_ns > 0;
+  if ((u->k.variants & POL_VAR_FLUSH) && !wave_known) {
+    c->form = POL_FORM_FLUSH;
+    c->count = left;
+  } else if ((u->k.variants & POL_VAR_PTB) && !ptb_known) {
     c->form = POL_FORM_PTB;
     c->count = left;
     c->workers = (uint32_t)(left < r ? left : r);
   } else if (u->k.variants & POL_VAR_FLUSH) {
-    c->form = POL_FORM_FLUSH; /* reached only without a wave time (try_issue) */
+    c->form = POL_FORM_FLUSH;
     c->count = left;
   } else if (u->k.variants & POL_VAR_SLICED) {
     c->form = POL_FORM_SLICED;
@@ -338,8 +347,11 @@ static int try_issue(pol_sched_t *s, pol__tenant_t *t, bool shadow) {
   bool ptb_known = pr && pr->ptb_samples >= s->cfg.min_samples;
   bool need_explore = !wave_known && !(ptb_known && (u->k.variants & POL_VAR_PTB));
   /* Explore PTB too when it is offered and unmeasured, so the plan can
-   * compare it; that launch is preemptible, so it is as safe as any. */
-  if (!need_explore && (u->k.variants & POL_VAR_PTB) && !ptb_known)
+   * compare it; that launch is preemptible, so it is as safe as any, but
+   * not where FLUSH is offered and a wave is longer than the threshold: PTB
+   * would never fit the budget (unprofiled rule). */
+  if (!need_explore && (u->k.variants & POL_VAR_PTB) && !ptb_known &&
+      !((u->k.variants & POL_VAR_FLUSH) && wave_known && pr->wave_ns > s->cfg.threshold_ns))
     need_explore = true;
   /* Slices, originals and FLUSH are compared only once the wave time is known. */
   if (!need_explore && !wave_known && (u->k.variants & (POL_VAR_SLICED | POL_VAR_FLUSH)))

@@ -111,6 +111,54 @@ static void unprofiled_kernel_is_explored_preemptible_and_alone(void **state) {
   pol_sched_free(f.s);
 }
 
+/* Submits kernel id n times with the LC idle, completing each launch
+ * whole after wave_ns per wave (per logical block round for PTB); counts
+ * the launches of each form. */
+static void run_whole(fx_t *f, uint64_t id, uint32_t grid, uint32_t variants, uint64_t wave_ns,
+                      int n, uint64_t *sid, unsigned forms[POL_FORM_FLUSH + 1]) {
+  for (int i = 0; i < n; i++) {
+    submit(f, BE, (*sid)++, kern(id, grid, variants));
+    while (f->n > 0) {
+      pol_action_t a = f->a[0];
+      assert_int_equal(a.type, POL_ACT_LAUNCH);
+      forms[a.form]++;
+      uint64_t rounds = a.form == POL_FORM_PTB
+                            ? (a.block_count + a.ptb_workers - 1) / a.ptb_workers
+                            : (a.block_count + 131) / 132;
+      f->now += rounds * wave_ns + 10000;
+      complete(f, &a, rounds * wave_ns, a.block_count);
+    }
+  }
+}
+
+/* With FLUSH offered, an unprofiled kernel is explored in FLUSH first (the
+ * LC waits for the flag alone, however long the blocks); PTB is explored
+ * next only when a wave fits the threshold, since a longer one could never
+ * fit the budget in PTB form and each sample would risk a whole block of
+ * the LC's wait. */
+static void flush_is_explored_first_and_ptb_only_for_short_blocks(void **state) {
+  (void)state;
+  fx_t f;
+  uint64_t sid = 1;
+  unsigned longb[POL_FORM_FLUSH + 1] = {0}, shortb[POL_FORM_FLUSH + 1] = {0};
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000;
+  submit(&f, BE, sid++, kern(9, 1056, POL_VAR_ALL | POL_VAR_FLUSH));
+  assert_int_equal(f.n, 1);
+  assert_int_equal(f.a[0].form, POL_FORM_FLUSH);
+  f.now += 8000000;
+  complete(&f, &f.a[0], 8000000, 1056);
+  run_whole(&f, 9, 1056, POL_VAR_ALL | POL_VAR_FLUSH, 1000000, 12, &sid, longb); /* 1 ms blocks */
+  run_whole(&f, 10, 1056, POL_VAR_ALL | POL_VAR_FLUSH, 10000, 12, &sid, shortb); /* 10 us */
+  print_message("1 ms blocks: %u FLUSH, %u PTB; 10 us blocks: %u FLUSH, %u PTB, %u sliced\n",
+                longb[POL_FORM_FLUSH], longb[POL_FORM_PTB], shortb[POL_FORM_FLUSH],
+                shortb[POL_FORM_PTB], shortb[POL_FORM_SLICED]);
+  assert_int_equal(longb[POL_FORM_PTB], 0);
+  assert_true(longb[POL_FORM_FLUSH] >= 12);
+  assert_true(shortb[POL_FORM_PTB] >= 1);
+  pol_sched_free(f.s);
+}
+
 static void unprofiled_kernel_without_ptb_goes_as_one_wave(void **state) {
   (void)state;
   fx_t f;
@@ -850,6 +898,7 @@ int main(void) {
       cmocka_unit_test(partitioned_be_in_flight_is_bounded_by_device_time),
       cmocka_unit_test(unprofiled_kernel_is_explored_preemptible_and_alone),
       cmocka_unit_test(unprofiled_kernel_without_ptb_goes_as_one_wave),
+      cmocka_unit_test(flush_is_explored_first_and_ptb_only_for_short_blocks),
       cmocka_unit_test(unprofiled_kernel_is_never_launched_while_lc_active),
       cmocka_unit_test(running_ptb_is_preempted_when_lc_arrives),
       cmocka_unit_test(profiled_kernel_gets_best_form_within_threshold),
