@@ -198,6 +198,7 @@ typedef struct flight {
   int fredo;             /* FLUSH redo: the control block whose list it reruns, -1 none */
   int arm;               /* its index among the armed flags (invariant (e)), -1 none */
   uint64_t arm_gen;      /* the generation it was armed with */
+  uint64_t flag_ns;      /* when a worker raised its flag (now_fn), 0: none did */
   struct flight *next;
 } flight_t;
 
@@ -249,8 +250,8 @@ static struct {
   _Atomic uint64_t raise_ticket; /* the last ticket a worker's raise took */
   _Atomic uint64_t ticket_heard; /* the policy heard of the LC notes up to this ticket */
   uint64_t arm_next;             /* the last generation given */
-  uint64_t early_ev[ARM_N], early_gen[ARM_N], early_ticket[ARM_N]; /* mu: a worker's timed
-                                                                       raise */
+  /* mu: a worker's raise of a slot: its generation, ticket, clock and timed event */
+  uint64_t early_ev[ARM_N], early_gen[ARM_N], early_ticket[ARM_N], early_ns[ARM_N];
   uint32_t turn_hist[TURN_BUCKETS + 1];
   uint64_t turn_max_ns;
   u64map_t resident; /* scheduler thread: XXH3(kernel, block, shmem) -> blocks + 1 */
@@ -1847,10 +1848,10 @@ static void arm(flight_t *f) {
   atomic_fetch_add_explicit(&S.narmed, 1, memory_order_release);
 }
 
-/* Whether a worker raised f's flag; *ev the timed event after its write
- * (0: none, or not recorded yet), now the caller's.  An event left by an
- * earlier generation is returned to the pool. */
-static bool early_take(const flight_t *f, uint64_t *ev) {
+/* Whether a worker raised f's flag (its clock then in f->flag_ns); *ev the
+ * timed event after its write (0: none, or not recorded yet), now the
+ * caller's.  An event left by an earlier generation is returned to the pool. */
+static bool early_take(flight_t *f, uint64_t *ev) {
   uint64_t stale = 0;
   bool raised;
   *ev = 0;
@@ -1858,10 +1859,12 @@ static bool early_take(const flight_t *f, uint64_t *ev) {
     return false;
   pthread_mutex_lock(&S.mu);
   raised = S.early_gen[f->arm] == f->arm_gen;
-  if (raised)
+  if (raised) {
     *ev = S.early_ev[f->arm];
-  else
+    f->flag_ns = S.early_ns[f->arm];
+  } else {
     stale = S.early_ev[f->arm];
+  }
   S.early_ev[f->arm] = 0;
   pthread_mutex_unlock(&S.mu);
   ev_put(stale, true);
@@ -1942,6 +1945,7 @@ static void raise_armed(uint64_t ticket) {
       S.early_ev[i] = 0;
       S.early_gen[i] = g;
       S.early_ticket[i] = ticket;
+      S.early_ns[i] = now_fn();
       pthread_mutex_unlock(&S.mu);
       ev_put(old, true);
       if (hostd__gpu.memset(flag_addr(i), 1, 4, 1, hi) != CUDA_SUCCESS)
@@ -2184,6 +2188,7 @@ static int flight_poll(flight_t *f, uint64_t now) {
   }
   f->t->last_end_ns = now;
   disarm(f);
+  ev.flag_ns = f->flag_ns;
   if (f->form == POL_FORM_FLUSH) {
     ev.blocks_given_up = flush_end(f, r);
     ev.blocks_done = f->count - ev.blocks_given_up;
@@ -2429,7 +2434,7 @@ fail_pol:
 static void ptb_pool_free(void) {
   for (int i = 0; i < ARM_N; i++) {
     ev_put(S.early_ev[i], true);
-    S.early_ev[i] = S.early_gen[i] = S.early_ticket[i] = 0;
+    S.early_ev[i] = S.early_gen[i] = S.early_ticket[i] = S.early_ns[i] = 0;
     atomic_store(&S.armed[i], 0);
   }
   for (int w = 0; w < ARM_WORDS; w++)

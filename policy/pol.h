@@ -187,6 +187,10 @@ typedef struct pol_event {
   uint64_t blocks_given_up; /* COMPLETED, FLUSH launch only: blocks that gave up and must run
                                again; blocks_done + blocks_given_up == the launch's
                                block_count.  0 for every other form */
+  uint64_t flag_ns;         /* COMPLETED, PTB or FLUSH launch: when the caller raised its flag
+                               on its own, before or without a PREEMPT action (on the now_ns
+                               clock; 0: it did not), so a drain is measured from the earlier
+                               of the two */
 } pol_event_t;
 
 typedef enum pol_action_type {

@@ -12,7 +12,8 @@
  *   ptb_block_ns    time a PTB worker spends per logical block:
  *                   (end - start) / ceil(blocks_done / workers);
  *   flush_drain_ns  for FLUSH launches that were preempted: end minus when
- *                   the policy raised the flag, what the LC waited for at
+ *                   the flag was raised (the PREEMPT action, or the caller's
+ *                   own raise if earlier), what the LC waited for at
  *                   most from this launch.  It jumps to a larger sample at
  *                   once and moves 1/8 of the way to a smaller one, so a
  *                   kernel whose blocks commit early (a store near their
@@ -227,8 +228,11 @@ int pol__profile_sample(pol_sched_t *s, const pol__launch_t *l, const pol_event_
   }
   if (l->form == POL_FORM_FLUSH) {
     bool changed = false;
-    if (l->preempt_raised && ev->dev_end_ns >= l->preempt_ns) {
-      uint64_t drain = ev->dev_end_ns - l->preempt_ns;
+    uint64_t from = l->preempt_raised ? l->preempt_ns : 0;
+    if (ev->flag_ns && (!from || ev->flag_ns < from))
+      from = ev->flag_ns;
+    if (from && ev->dev_end_ns >= from) {
+      uint64_t drain = ev->dev_end_ns - from;
       if (drain >= rec.flush_drain_ns)
         rec.flush_drain_ns = drain;
       else

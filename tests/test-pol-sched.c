@@ -159,6 +159,31 @@ static void flush_is_explored_first_and_ptb_only_for_short_blocks(void **state) 
   pol_sched_free(f.s);
 }
 
+/* A FLUSH launch whose flag the caller raised on its own (an LC worker,
+ * before the policy heard of the LC): its drain is measured from that
+ * raise, the earlier of the two, whether or not a PREEMPT followed. */
+static void flush_drain_counts_from_the_callers_own_raise(void **state) {
+  (void)state;
+  fx_t f;
+  pol_profile_key_t key = {.kernel_id = 9, .grid = {1056, 1, 1}, .block = {256, 1, 1}};
+  fx_init(&f, POL_KIND_TALLY, NULL);
+  f.now = 1000000;
+  submit(&f, BE, 1, kern(9, 1056, POL_VAR_ALL | POL_VAR_FLUSH));
+  assert_int_equal(f.n, 1);
+  pol_action_t a = f.a[0];
+  assert_int_equal(a.form, POL_FORM_FLUSH);
+  f.now += 500000; /* raised by the caller at now - 40 us; no PREEMPT action came */
+  pol_event_t ev = {.type = POL_EV_COMPLETED, .launch_id = a.launch_id,
+                    .dev_start_ns = f.now - 500000, .dev_end_ns = f.now,
+                    .blocks_done = 528, .blocks_given_up = 528, .flag_ns = f.now - 40000};
+  feed(&f, ev);
+  const pol_profile_t *p = pol_profiles_find(pol_sched_profiles(f.s), &key);
+  assert_non_null(p);
+  assert_int_equal(p->flush_drain_samples, 1);
+  assert_int_equal(p->flush_drain_ns, 40000);
+  pol_sched_free(f.s);
+}
+
 static void unprofiled_kernel_without_ptb_goes_as_one_wave(void **state) {
   (void)state;
   fx_t f;
@@ -899,6 +924,7 @@ int main(void) {
       cmocka_unit_test(unprofiled_kernel_is_explored_preemptible_and_alone),
       cmocka_unit_test(unprofiled_kernel_without_ptb_goes_as_one_wave),
       cmocka_unit_test(flush_is_explored_first_and_ptb_only_for_short_blocks),
+      cmocka_unit_test(flush_drain_counts_from_the_callers_own_raise),
       cmocka_unit_test(unprofiled_kernel_is_never_launched_while_lc_active),
       cmocka_unit_test(running_ptb_is_preempted_when_lc_arrives),
       cmocka_unit_test(profiled_kernel_gets_best_form_within_threshold),
