@@ -156,13 +156,14 @@ static void unprofiled_kernel_with_flush_and_no_ptb_goes_flush_alone(void **stat
   /* Unprofiled rule (2): another unprofiled kernel waits for it. */
   submit(&f, BE2, 2, kern(10, GRID, OSF));
   assert_int_equal(f.n, 0);
-  /* With PTB offered too, PTB stays the least-risk form. */
+  /* With PTB offered too, FLUSH still goes first: the flag alone bounds it,
+   * where PTB waits for a logical block of unknown length. */
   fx_t g;
   fx_init(&g, POL_KIND_TALLY, NULL);
   g.now = 1000;
   submit(&g, BE, 1, kern(11, GRID, POL_VAR_ALL | POL_VAR_FLUSH));
   assert_int_equal(g.n, 1);
-  assert_int_equal(g.a[0].form, POL_FORM_PTB);
+  assert_int_equal(g.a[0].form, POL_FORM_FLUSH);
   pol_sched_free(g.s);
   /* Unprofiled, never while the LC is active. */
   fx_t h;
