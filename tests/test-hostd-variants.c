@@ -234,6 +234,11 @@ static int preempted(void) {
   hostd__sched_stats(&s);
   return s.preempts >= 1 && s.turnarounds >= 1;
 }
+static int two_completed(void) {
+  hostd_sched_stats_t s;
+  hostd__sched_stats(&s);
+  return s.completed >= 2;
+}
 static int ptb_in_flight(void) {
   hostd_sched_stats_t s;
   hostd__sched_stats(&s);
@@ -293,6 +298,10 @@ static void preempt_mid_launch(vpair_t *x, unsigned forms, const uint32_t g[3],
   assert_true(hostd__record_hi_launch_memsets > raised);
   hostd__sched_tenant_quiet(x->lc); /* its worker's quiet point: the event its end is seen by */
   wait_until(preempted);
+  /* The LC's end seen too, before the test moves the clock past its idle
+   * window: an end stamped after the move would open a window the clock
+   * never leaves. */
+  wait_until(two_completed);
   hostd_record_ptb_hold(false);
 }
 
