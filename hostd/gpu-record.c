@@ -906,24 +906,22 @@ static CUresult rec_dtod(uint64_t dst, uint64_t src, size_t n, uint64_t s, int a
 static CUresult rec_memset(uint64_t p, uint32_t v, uint32_t elem, size_t n, uint64_t s) {
   LIVE(p, s);
   uint8_t *d;
+  rec_stream_t *st;
   rec_op_t o = {.kind = OP_MEMSET, .a = p, .n = n, .v = v, .elem = elem};
   count(HOSTD_RECORD_MEMSET);
   if (elem != 1 && elem != 2 && elem != 4)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   d = find(p, (uint64_t)n * elem);
-  {
-    rec_stream_t *hs = stream_find(s);
-    if (hs && hs->prio == SNAP_PRIO_GREATEST)
-      hostd__record_hi_memsets++;
-  }
+  st = stream_find(s);
+  if (st && st->prio == SNAP_PRIO_GREATEST)
+    hostd__record_hi_memsets++;
   if (d && capturing(s)) {
-    CUresult r = cap_add(stream_find(s), &o);
+    CUresult r = cap_add(st, &o);
     pthread_mutex_unlock(&lock);
     return r;
   }
   if (d && !defer(s, &o)) {
-    rec_stream_t *st = stream_find(s);
     for (size_t i = 0; i < n; i++)
       memcpy(d + i * elem, &v, elem);
     hostd__record_memset_prio = st ? st->prio : 0;

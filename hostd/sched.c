@@ -51,13 +51,15 @@
  *      withdrawn when its end is seen, before the slot is reused.  An LC
  *      worker whose stream starts a burst raises every armed flag itself,
  *      before it launches, as every policy that makes such launches
- *      preempts them when the LC becomes busy; it hands the timed event
- *      after its write to the scheduler thread tagged with the generation
- *      (early_ev, early_gen, under mu).  The scheduler thread still raises
- *      the flag when the policy says (a write that landed before the
- *      launch's own clearing of its control block would otherwise be
- *      lost), and times the turnaround from the worker's event when the
- *      generation is the flight's.
+ *      preempts them when the LC becomes busy; before its write it claims
+ *      the slot for the generation with the ticket its LC note will carry,
+ *      and after it hands over the timed event (early_*, under mu).  The
+ *      scheduler thread still raises the flag when the policy says (a
+ *      write that landed before the launch's own clearing of its control
+ *      block would otherwise be lost), times the turnaround from the
+ *      worker's event when the generation is the flight's, and completes a
+ *      launch the worker stopped only once the note with that ticket was
+ *      handled (ticket_heard), so the policy knows the LC is busy first.
  */
 #include "hostd/sched.h"
 #include "hostd/gpu.h"

@@ -28,13 +28,14 @@ static pol_kernel_t kern(uint64_t id, uint32_t grid, uint32_t variants) {
   return k;
 }
 
-/* Makes kernel id known: submits it 8 times with the LC idle and completes
- * every launch (oldest first) after wave_ns per wave. */
-static void profile_kernel(fx_t *f, uint64_t id, uint32_t grid, uint32_t variants, uint64_t wave_ns,
-                           uint64_t *sid) {
+/* Submits kernel id n times with the LC idle and completes every launch
+ * (oldest first) whole after wave_ns per wave (per logical block round for
+ * PTB); counts the launches of each form in forms (NULL: not counted). */
+static void run_whole(fx_t *f, uint64_t id, uint32_t grid, uint32_t variants, uint64_t wave_ns,
+                      int n, uint64_t *sid, unsigned forms[POL_FORM_FLUSH + 1]) {
   pol_action_t q[512];
   size_t nq = 0;
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < n; i++) {
     submit(f, BE, (*sid)++, kern(id, grid, variants));
     for (;;) {
       for (size_t j = 0; j < f->n; j++)
@@ -45,6 +46,8 @@ static void profile_kernel(fx_t *f, uint64_t id, uint32_t grid, uint32_t variant
       pol_action_t a = q[0];
       memmove(q, q + 1, (--nq) * sizeof(*q));
       assert_int_equal(a.type, POL_ACT_LAUNCH);
+      if (forms)
+        forms[a.form]++;
       uint64_t waves = (a.block_count + 131) / 132;
       uint64_t dur = a.form == POL_FORM_PTB
                          ? ((a.block_count + a.ptb_workers - 1) / a.ptb_workers) * wave_ns
@@ -53,6 +56,12 @@ static void profile_kernel(fx_t *f, uint64_t id, uint32_t grid, uint32_t variant
       complete(f, &a, dur, a.block_count);
     }
   }
+}
+
+/* Makes kernel id known: run_whole 8 times. */
+static void profile_kernel(fx_t *f, uint64_t id, uint32_t grid, uint32_t variants, uint64_t wave_ns,
+                           uint64_t *sid) {
+  run_whole(f, id, grid, variants, wave_ns, 8, sid, NULL);
 }
 
 static void lc_kernel_is_launched_at_once_at_high_priority(void **state) {
@@ -109,26 +118,6 @@ static void unprofiled_kernel_is_explored_preemptible_and_alone(void **state) {
   pol_sched_stats(f.s, &st);
   assert_int_equal(st.explore_launches, 1);
   pol_sched_free(f.s);
-}
-
-/* Submits kernel id n times with the LC idle, completing each launch
- * whole after wave_ns per wave (per logical block round for PTB); counts
- * the launches of each form. */
-static void run_whole(fx_t *f, uint64_t id, uint32_t grid, uint32_t variants, uint64_t wave_ns,
-                      int n, uint64_t *sid, unsigned forms[POL_FORM_FLUSH + 1]) {
-  for (int i = 0; i < n; i++) {
-    submit(f, BE, (*sid)++, kern(id, grid, variants));
-    while (f->n > 0) {
-      pol_action_t a = f->a[0];
-      assert_int_equal(a.type, POL_ACT_LAUNCH);
-      forms[a.form]++;
-      uint64_t rounds = a.form == POL_FORM_PTB
-                            ? (a.block_count + a.ptb_workers - 1) / a.ptb_workers
-                            : (a.block_count + 131) / 132;
-      f->now += rounds * wave_ns + 10000;
-      complete(f, &a, rounds * wave_ns, a.block_count);
-    }
-  }
 }
 
 /* With FLUSH offered, an unprofiled kernel is explored in FLUSH first (the
