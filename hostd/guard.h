@@ -142,6 +142,8 @@ typedef struct hostd_view_sched {
   uint64_t given_up;         /* blocks of FLUSH launches that gave up (and ran again) */
   uint64_t whole;            /* best-effort launches the partition could not host, run on the
                                 whole GPU */
+  uint64_t whole_forms;      /* sliced, PTB or FLUSH launches run on the whole GPU beside the
+                                partition */
   uint64_t preempts;         /* launches whose preemption flag was raised */
   uint64_t early_raises;     /* flags an LC's worker raised before the policy asked */
   uint64_t turnarounds;      /* of those, timed (flag write -> the launch's end) */

@@ -67,6 +67,9 @@ static void sched_line(FILE *f, const hostd_view_sched_t *s) {
   if (s->whole)
     fprintf(f, "; %llu best-effort launches ran on the whole GPU (the partition cannot host "
                "them)", (unsigned long long)s->whole);
+  if (s->whole_forms)
+    fprintf(f, "; %llu sliced, PTB or FLUSH launches ran on the whole GPU beside the partition",
+            (unsigned long long)s->whole_forms);
   fputc('\n', f);
 }
 
@@ -139,6 +142,11 @@ static void sched_series(FILE *f, const hostd_view_sched_t *s) {
          "Best-effort launches the --be-sms partition could not host (a cluster it cannot "
          "co-schedule, a cooperative grid too large for it), run on the whole GPU instead.");
   fprintf(f, "tally_sched_whole_gpu_launches_total %llu\n", (unsigned long long)s->whole);
+  header(f, "tally_sched_whole_gpu_form_launches_total", "counter",
+         "Best-effort launches in a sliced, PTB or FLUSH form run on the whole GPU beside the "
+         "--be-sms partition (the form bounds the latency-critical tenant's wait).");
+  fprintf(f, "tally_sched_whole_gpu_form_launches_total %llu\n",
+          (unsigned long long)s->whole_forms);
   header(f, "tally_sched_preemptions_total", "counter",
          "PTB and FLUSH launches whose preemption flag was raised.");
   fprintf(f, "tally_sched_preemptions_total %llu\n", (unsigned long long)s->preempts);

@@ -396,6 +396,7 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->given_up = __atomic_load_n(&S.st.given_up, __ATOMIC_ACQUIRE);
   out->fl_inuse = __atomic_load_n(&S.st.fl_inuse, __ATOMIC_ACQUIRE);
   out->whole = __atomic_load_n(&S.st.whole, __ATOMIC_ACQUIRE);
+  out->whole_forms = __atomic_load_n(&S.st.whole_forms, __ATOMIC_ACQUIRE);
 }
 
 /* ---- events: a pool shared by workers and the scheduler thread ---- */
@@ -1675,17 +1676,28 @@ static bool part_refuses(CUresult r) {
   return r == CUDA_ERROR_INVALID_CLUSTER_SIZE || r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
 }
 
+/* A launch in a sliced, PTB or FLUSH form runs on the whole GPU too: the
+ * form is what bounds the LC's wait (a slice fits the turnaround budget, a
+ * PTB or FLUSH launch gives its SMs back at the flag), and the policy sizes
+ * slices and PTB workers for the whole GPU's resident blocks; in the
+ * partition it would only keep SMs from the BE while the LC is idle.  Only
+ * the policy's held rules issue these forms (with --be-sms-hold 0, for
+ * kernels of long blocks), so the LC is idle or about to preempt them. */
+static bool whole_form(pol_form_t form) {
+  return form == POL_FORM_SLICED || form == POL_FORM_PTB || form == POL_FORM_FLUSH;
+}
+
 /* Such a launch runs on the whole GPU instead: on a stream of the launch
  * stream's priority outside the partition, after everything issued on the
  * launch stream so far and before anything issued on it later (an event
  * each way; a wait takes the event's state at the call, so both go back at
  * once).  The policy's view does not change: the launch's timing events
- * stay on the launch stream around it.  The tenant's first such launch is
- * logged, and the kernel is remembered: its later submissions tell the
- * policy it runs outside the partition (POL_VAR_WHOLE_GPU), so with
- * --be-sms-hold 0 they wait while the LC is active (policy/tally.c,
- * PARTITION); this first one could not. */
-static CUresult issue_whole(item_t *it, const plan_t *p, void *args) {
+ * stay on the launch stream around it.  When the partition refused it
+ * (refused), the tenant's first such launch is logged, and the kernel is
+ * remembered: its later submissions tell the policy it runs outside the
+ * partition (POL_VAR_WHOLE_GPU), so with --be-sms-hold 0 they wait while
+ * the LC is active (policy/tally.c, PARTITION); this first one could not. */
+static CUresult issue_whole(item_t *it, const plan_t *p, void *args, bool refused) {
   hostd_sched_stream_t *ss = it->ss;
   uint64_t before = 0, after = 0;
   CUresult r = CUDA_SUCCESS;
@@ -1714,6 +1726,10 @@ static CUresult issue_whole(item_t *it, const plan_t *p, void *args) {
   ev_put(after, false);
   if (!made)
     return r;
+  if (!refused) {
+    STAT_ADD(whole_forms, 1);
+    return r;
+  }
   STAT_ADD(whole, 1);
   if (!it->graph && !it->memset.count && it->k.kernel_id)
     (void)u64map_put(&S.whole_ids, it->k.kernel_id, 1); /* no memory: not remembered */
@@ -1752,10 +1768,13 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   } else if (r == CUDA_SUCCESS) {
     (void)ev_for(ss, &is.ev_end, false); /* none: the flight counts as done when polled */
   }
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS && ss->part && whole_form(p.form)) {
+    r = issue_whole(it, &p, argbuf, false);
+  } else if (r == CUDA_SUCCESS) {
     r = issue_unit(it, &p, argbuf, ss->lstream);
-  if (ss->part && part_refuses(r))
-    r = issue_whole(it, &p, argbuf);
+    if (ss->part && part_refuses(r))
+      r = issue_whole(it, &p, argbuf, true);
+  }
   if (r == CUDA_SUCCESS && p.form == POL_FORM_PTB) /* where it stopped, for the policy */
     r = hostd__gpu.dtoh_async(S.ctl_host + (size_t)p.slot * CTL_HOST + 16, ctl_dev(p.slot), 8,
                               ss->lstream);
@@ -2518,6 +2537,11 @@ void hostd__sched_shutdown(void) {
                "in-flight bound (%.1f us of device time)",
                ps.flight_waits, S.cfg.pol.part_flight_ns / 1e3);
   }
+  if (S.st.whole || S.st.whole_forms)
+    hostd__log(HOSTD_LOG_INFO,
+               "scheduler: %" PRIu64 " best-effort launches on the whole GPU beside the "
+               "partition: %" PRIu64 " it could not host, %" PRIu64 " sliced, PTB or FLUSH",
+               S.st.whole + S.st.whole_forms, S.st.whole, S.st.whole_forms);
   if (S.trace)
     fprintf(S.trace, "# preemption turnaround: n=%" PRIu64 " p50_ns=%" PRIu64 " p99_ns=%" PRIu64
             " max_ns=%" PRIu64 "\n", S.st.turnarounds, S.st.turn_p50_ns, S.st.turn_p99_ns,

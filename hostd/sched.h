@@ -202,6 +202,8 @@ typedef struct hostd_sched_stats {
   uint64_t fl_inuse;    /* FLUSH control blocks in use (launches in flight, lists kept) */
   uint64_t whole;       /* BE launches the partition (--be-sms) could not host, run on the
                            whole GPU instead */
+  uint64_t whole_forms; /* BE launches in a sliced, PTB or FLUSH form run on the whole GPU
+                           beside the partition (--be-sms) */
 } hostd_sched_stats_t;
 void hostd__sched_stats(hostd_sched_stats_t *out);
 /* Whether the scheduler runs (between init and shutdown, policy not none); any thread. */

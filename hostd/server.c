@@ -1363,6 +1363,7 @@ static void view_sched(hostd_view_sched_t *vs) {
   vs->flush = st.flush;
   vs->given_up = st.given_up;
   vs->whole = st.whole;
+  vs->whole_forms = st.whole_forms;
   vs->preempts = st.preempts;
   vs->early_raises = st.early_raises;
   vs->turnarounds = st.turnarounds;

@@ -506,7 +506,7 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
        .p50_us = -1, .p99_us = -1, .sliced = 41, .ptb = 17, .flush = 3}};
   hostd_view_t v = {.rows = rows, .n = 2,
                     .sched = {.on = 1, .sliced = 41, .ptb = 17, .flush = 3, .given_up = 96,
-                              .whole = 2, .preempts = 5, .early_raises = 3, .turnarounds = 4,
+                              .whole = 2, .whole_forms = 6, .preempts = 5, .early_raises = 3, .turnarounds = 4,
                               .turn_p50_ns = 12000, .turn_p99_ns = 37000, .fences_blocked = 9,
                               .fence_block_ns = 2500000}};
   char *s, *m, *line;
@@ -517,7 +517,8 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
   assert_non_null(strstr(s, "scheduler: 41 sliced and 17 PTB launches, 5 preemptions (3 flags "
                             "raised by an LC's worker), turnaround p50 12.0 us p99 37.0 us (4 timed); 3 FLUSH launches, "
                             "96 blocks given up; 2 best-effort launches ran on the whole GPU (the "
-                            "partition cannot host them)\n"));
+                            "partition cannot host them); 6 sliced, PTB or FLUSH launches ran "
+                            "on the whole GPU beside the partition\n"));
   assert_non_null(strstr(s, "SLICED"));
   assert_non_null(line = strstr(s, "\n2    be"));
   {
@@ -540,6 +541,7 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
   assert_non_null(strstr(m, "tally_sched_variant_launches_total{form=\"flush\"} 3\n"));
   assert_non_null(strstr(m, "tally_sched_blocks_given_up_total 96\n"));
   assert_non_null(strstr(m, "tally_sched_whole_gpu_launches_total 2\n"));
+  assert_non_null(strstr(m, "tally_sched_whole_gpu_form_launches_total 6\n"));
   assert_non_null(strstr(m, "tally_tenant_variant_launches_total{tenant=\"be\",id=\"2\","
                             "form=\"flush\"} 3\n"));
   assert_non_null(strstr(m, "tally_sched_preemptions_total 5\n"));
@@ -559,7 +561,7 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
   /* No preemption timed yet: no quantiles (never a made-up 0). */
   v.sched.turnarounds = 0;
   v.sched.flush = 0; /* and no FLUSH launch: nothing said of them */
-  v.sched.whole = 0; /* nor of launches moved off the partition */
+  v.sched.whole = v.sched.whole_forms = 0; /* nor of launches moved off the partition */
   v.sched.early_raises = 0; /* nor of flags raised by workers */
   s = hostd__view_status(&v);
   m = hostd__view_metrics(&v);

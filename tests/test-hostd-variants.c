@@ -51,10 +51,12 @@ static int ok_func(void *arg, const hostd_func_info_t *f) {
 
 /* The scheduler with policy tally, the given forms, `resident` blocks per
  * wave (so grids of a few dozen blocks take several slices). */
+static uint32_t start_be_sms; /* --be-sms of the next start (0: no partition) */
 static void start_cache(unsigned forms, uint32_t resident, bool cache) {
   hostd_sched_config_t cfg;
   hostd__sched_config_init(&cfg);
   assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  cfg.be_sms = start_be_sms;
   cfg.pol.default_resident = resident;
   cfg.var.forms = forms;
   if (cache)
@@ -173,6 +175,7 @@ static void sliced_grid_in(const uint32_t grid[3], uint64_t min_slices, uint64_t
   hostd_sched_stream_t *ss;
   hostd_sched_stats_t s0, s1;
   uint64_t s, n_sliced = 0, n_ptb = 0;
+  unsigned long part0;
   CUresult r;
   start(1u << VAR_FORM_SLICE, 4);
   hostd__var_module_ref(cid);
@@ -183,11 +186,16 @@ static void sliced_grid_in(const uint32_t grid[3], uint64_t min_slices, uint64_t
   assert_int_equal(hostd__gpu.stream_new(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
   assert_non_null(ss = hostd__sched_stream_new(be, s, &r));
   hostd__sched_stats(&s0);
+  part0 = hostd__record_part_launches;
   (void)hostd_record_blocks(NULL, 0);
   assert_int_equal(launch_ok(ss, grid), CUDA_SUCCESS);
   assert_int_equal(hostd__sched_fence(ss), CUDA_SUCCESS);
   assert_int_equal(hostd__gpu.stream_sync(s), CUDA_SUCCESS);
   hostd__sched_stats(&s1);
+  /* Beside a partition (start_be_sms), every slice ran outside it. */
+  assert_int_equal(s1.whole_forms - s0.whole_forms, start_be_sms ? s1.sliced - s0.sliced : 0);
+  assert_int_equal(s1.whole, s0.whole);
+  assert_int_equal(hostd__record_part_launches, part0);
   assert_true(s1.sliced - s0.sliced >= min_slices); /* several slices, no original */
   assert_true(s1.sliced - s0.sliced <= max_slices);
   assert_int_equal(n_sliced, s1.sliced - s0.sliced); /* the tenant's own count (tallyctl) */
@@ -204,6 +212,18 @@ static void sliced_grid_in(const uint32_t grid[3], uint64_t min_slices, uint64_t
 
 static void sliced_grid(const uint32_t grid[3]) {
   sliced_grid_in(grid, 2, UINT64_MAX);
+}
+
+/* With a best-effort partition (--be-sms), slices run on the whole GPU
+ * beside it, in the stream's order (sliced_grid_in checks both): the policy
+ * sized them for the whole GPU's resident blocks, and the partition would
+ * only keep SMs from them. */
+static void slices_run_on_the_whole_gpu_beside_a_partition(void **st) {
+  const uint32_t g[3] = {37, 1, 1};
+  (void)st;
+  start_be_sms = 20;
+  sliced_grid(g);
+  start_be_sms = 0;
 }
 
 /* With the driver's occupancy (here 2 blocks on each of 132 SMs), a wave is
@@ -675,6 +695,7 @@ int main(void) {
       cmocka_unit_test(slices_cover_a_1d_grid_once_in_order),
       cmocka_unit_test(slices_follow_the_occupancy),
       cmocka_unit_test(slices_cover_a_3d_grid_once_in_order),
+      cmocka_unit_test(slices_run_on_the_whole_gpu_beside_a_partition),
       cmocka_unit_test(preempted_ptb_resumes_the_remaining_blocks),
       cmocka_unit_test(preempted_flush_reruns_the_blocks_that_gave_up),
       cmocka_unit_test(close_before_redo_frees_the_list),
