@@ -201,6 +201,7 @@ typedef struct flight {
   int arm;               /* its index among the armed flags (invariant (e)), -1 none */
   uint64_t arm_gen;      /* the generation it was armed with */
   uint64_t flag_ns;      /* when a worker raised its flag (now_fn), 0: none did */
+  uint64_t turn_ns;      /* preempted: flag write -> end on the device (0: not timed) */
   struct flight *next;
 } flight_t;
 
@@ -2108,8 +2109,10 @@ static void close_done(hostd_sched_tenant_t *t) {
 static void preempt_end(flight_t *f, CUresult r, uint64_t done) {
   float ms = -1;
   if (f->ev_flag > 1 && r == CUDA_SUCCESS &&
-      hostd__gpu.event_time(&ms, f->ev_flag, f->ev_end) == CUDA_SUCCESS && ms >= 0)
-    turn_add((uint64_t)((double)ms * 1e6));
+      hostd__gpu.event_time(&ms, f->ev_flag, f->ev_end) == CUDA_SUCCESS && ms >= 0) {
+    f->turn_ns = (uint64_t)((double)ms * 1e6) + 1; /* 0 says "not timed" */
+    turn_add(f->turn_ns);
+  }
   if (f->ev_flag && S.trace)
     fprintf(S.trace, "# preempt tenant=%s launch=%" PRIu64 " blocks_done=%" PRIu64 "/%" PRIu64
             " turnaround_ns=%" PRId64 "\n", f->t->name, f->launch_id, done, f->count,
@@ -2216,6 +2219,7 @@ static int flight_poll(flight_t *f, uint64_t now) {
   } else {
     ev.blocks_done = f->slot >= 0 ? ptb_end(f, r) : f->count;
   }
+  ev.drain_ns = f->turn_ns; /* the device's own, not how late this thread saw the end */
   if (S.trace)
     trace_write(f, ev.dev_start_ns, ev.dev_end_ns);
   ev_done(f->part, f->ev_start, true);

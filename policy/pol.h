@@ -191,6 +191,11 @@ typedef struct pol_event {
                                on its own, before or without a PREEMPT action (on the now_ns
                                clock; 0: it did not), so a drain is measured from the earlier
                                of the two */
+  uint64_t drain_ns;        /* COMPLETED, preempted PTB or FLUSH launch: the device's own time
+                               from its flag's write to its end, when the caller measured it
+                               (0: not measured); a FLUSH drain is then this, not end minus
+                               raise on the now_ns clock (which counts how late the caller
+                               saw the end) */
 } pol_event_t;
 
 typedef enum pol_action_type {

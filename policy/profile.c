@@ -11,15 +11,22 @@
  *                   resident);
  *   ptb_block_ns    time a PTB worker spends per logical block:
  *                   (end - start) / ceil(blocks_done / workers);
- *   flush_drain_ns  for FLUSH launches that were preempted: end minus when
- *                   the flag was raised (the PREEMPT action, or the caller's
- *                   own raise if earlier), what the LC waited for at
- *                   most from this launch.  It jumps to a larger sample at
- *                   once and moves 1/8 of the way to a smaller one, so a
- *                   kernel whose blocks commit early (a store near their
- *                   start, then a long run that can no longer give up) is
- *                   charged what it really takes to drain (tally.c), and a
- *                   single unlucky drain is forgotten over a few more.
+ *   flush_drain_ns  for FLUSH launches that were preempted: the device's
+ *                   flag-write-to-end time when the caller measured it
+ *                   (pol_event_t.drain_ns), else end minus when the flag
+ *                   was raised (the PREEMPT action, or the caller's own
+ *                   raise if earlier): what the LC waited for at most from
+ *                   this launch.  It jumps to a larger sample at once and
+ *                   moves 1/8 of the way to a smaller one, so a kernel whose
+ *                   blocks commit early (a store near their start, then a
+ *                   long run that can no longer give up) is charged what it
+ *                   really takes to drain (tally.c).  A single unlucky drain
+ *                   is forgotten over a few more, and, since a large one can
+ *                   stop the kernel's FLUSH launches (and so its samples),
+ *                   each timed launch of it in another form also moves the
+ *                   figure 1/8 of the way down to the give-up time
+ *                   (flush_giveup_ns): FLUSH is tried again, and a drain
+ *                   that really is long is measured again.
  * wave_ns and ptb_block_ns: the first min_samples samples are averaged; later
  * ones enter an EWMA with weight 1/8.  A sample more than drift_pct away from
  * the estimate counts as drifted; drift_samples drifted samples in a row
@@ -231,8 +238,8 @@ int pol__profile_sample(pol_sched_t *s, const pol__launch_t *l, const pol_event_
     uint64_t from = l->preempt_raised ? l->preempt_ns : 0;
     if (ev->flag_ns && (!from || ev->flag_ns < from))
       from = ev->flag_ns;
-    if (from && ev->dev_end_ns >= from) {
-      uint64_t drain = ev->dev_end_ns - from;
+    if (ev->drain_ns || (from && ev->dev_end_ns >= from)) {
+      uint64_t drain = ev->drain_ns ? ev->drain_ns : ev->dev_end_ns - from;
       if (drain >= rec.flush_drain_ns)
         rec.flush_drain_ns = drain;
       else
@@ -254,6 +261,8 @@ int pol__profile_sample(pol_sched_t *s, const pol__launch_t *l, const pol_event_
   } else {
     uint64_t waves = (l->count + r - 1) / r;
     drifted = fold(&s->cfg, &rec.wave_ns, &rec.wave_samples, dur / waves);
+    if (rec.flush_drain_samples > 0 && rec.flush_drain_ns > s->cfg.flush_giveup_ns)
+      rec.flush_drain_ns -= (rec.flush_drain_ns - s->cfg.flush_giveup_ns) / 8; /* above */
   }
   if (drifted) {
     if (++rec.drifted >= s->cfg.drift_samples) {

@@ -357,6 +357,71 @@ static void measured_slow_drain_is_charged(void **state) {
   pol_sched_free(f.s);
 }
 
+/* The drain the caller timed on the device (pol_event_t.drain_ns) is the
+ * sample, not end minus raise on the host clock: here the host saw the end
+ * 400 us after the flag, the device says the SMs were free after 20 us. */
+static void device_timed_drain_is_the_sample(void **state) {
+  (void)state;
+  fx_t f;
+  uint64_t sid = 1;
+  fx_profiled(&f, &sid);
+  submit(&f, BE, sid++, kern(LONG_ID, GRID, OSF));
+  pol_action_t fl = f.a[0];
+  f.now += 600000;
+  submit(&f, LC, 100, kern(7, 64, POL_VAR_ORIGINAL));
+  f.now += 400000;
+  pol_event_t ev = {.type = POL_EV_COMPLETED,
+                    .launch_id = fl.launch_id,
+                    .dev_start_ns = f.now - 1000000,
+                    .dev_end_ns = f.now,
+                    .blocks_done = 132,
+                    .blocks_given_up = GRID - 132,
+                    .drain_ns = 20000};
+  feed(&f, ev);
+  pol_profile_key_t key = {.kernel_id = LONG_ID, .grid = {GRID, 1, 1}, .block = {256, 1, 1}};
+  const pol_profile_t *p = pol_profiles_find(pol_sched_profiles(f.s), &key);
+  assert_non_null(p);
+  assert_int_equal(p->flush_drain_ns, 20000);
+  assert_int_equal(p->flush_drain_samples, 1);
+  pol_sched_free(f.s);
+}
+
+/* A drain measured longer than the kernel's whole run in its original form
+ * makes the original the least-turnaround form, so FLUSH stops, and with it
+ * the samples that could lower the figure.  Each timed launch in another
+ * form moves it 1/8 of the way down to the give-up time, so FLUSH is tried
+ * again: here a one-wave kernel (1 ms) after a drain of 2 ms, on the 7th
+ * launch ((7/8)^6 of the excess is under 1 ms). */
+static void a_long_drain_does_not_stop_flush_for_good(void **state) {
+  (void)state;
+  fx_t f;
+  pol_config_t cfg;
+  pol_config_init(&cfg);
+  cfg.time_every = 1;
+  fx_init(&f, POL_KIND_TALLY, &cfg);
+  f.now = 1000;
+  pol_profile_t rec = {.key = {.kernel_id = LONG_ID, .grid = {132, 1, 1}, .block = {256, 1, 1}},
+                       .wave_ns = BLOCK_NS,
+                       .wave_samples = cfg.min_samples,
+                       .flush_drain_ns = 2 * BLOCK_NS,
+                       .flush_drain_samples = 1};
+  assert_int_equal(pol_profiles_put(pol_sched_profiles(f.s), &rec), 0);
+  int launches = 0;
+  for (uint64_t sid = 1; sid <= 20; sid++) {
+    submit(&f, BE, sid, kern(LONG_ID, 132, OSF));
+    assert_int_equal(f.n, 1);
+    launches++;
+    if (f.a[0].form == POL_FORM_FLUSH)
+      break;
+    assert_int_equal(f.a[0].form, POL_FORM_ORIGINAL);
+    pol_action_t a = f.a[0];
+    f.now += BLOCK_NS;
+    complete(&f, &a, BLOCK_NS, 132);
+  }
+  assert_int_equal(launches, 7);
+  pol_sched_free(f.s);
+}
+
 /* The reference policies launch kernels as they are: a kernel that offers
  * FLUSH never gets it, LC or BE. */
 static void reference_policies_never_choose_flush(void **state) {
@@ -435,6 +500,8 @@ int main(void) {
       cmocka_unit_test(given_up_blocks_are_redone_before_the_next_kernel),
       cmocka_unit_test(malformed_completions_are_refused),
       cmocka_unit_test(measured_slow_drain_is_charged),
+      cmocka_unit_test(device_timed_drain_is_the_sample),
+      cmocka_unit_test(a_long_drain_does_not_stop_flush_for_good),
       cmocka_unit_test(reference_policies_never_choose_flush),
       cmocka_unit_test(paper_policy_uses_flush_and_redo),
   };
