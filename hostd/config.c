@@ -53,6 +53,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->resume_idle_us = -1;
   cfg->be_depth = HOSTD_DEFAULT_BE_DEPTH;
   cfg->be_alone = 1;
+  cfg->flag_memset = 0;
   cfg->be_sms_hold = 1;
   cfg->be_sms_inflight_us = -1;
   cfg->unix_mode = HOSTD_DEFAULT_UNIX_MODE;
@@ -129,6 +130,10 @@ static void usage_scheduling(FILE *f) {
         "                       only tenant launches straight to the GPU, as with\n"
         "                       --policy none (nobody to protect; no profiles, no GPU\n"
         "                       time counted meanwhile); 0: through the policy even then\n"
+        "  --flag-memset 0|1    how a PTB or FLUSH launch's preemption flag is written:\n"
+        "                       0 (default), by the GPU's front end in stream order\n"
+        "                       (cuStreamWriteValue32: no SM needed while the best-effort\n"
+        "                       blocks fill them); 1, as a one-word cuMemsetD32Async\n"
         "  --time-every N       a best-effort launch of a kernel whose profile has its\n"
         "                       samples is timed (two GPU events) 1 in N, at random\n"
         "                       (1..65536; 1 = every launch; default 0 = the policy's, 16)\n"
@@ -261,6 +266,7 @@ static const int_option_t *int_option(const char *name) {
       {"be-depth", offsetof(hostd_config_t, be_depth), POL_MAX_BE_DEPTH},
       {"share-block-us", offsetof(hostd_config_t, share_block_us), 1000000},
       {"be-alone", offsetof(hostd_config_t, be_alone), 1},
+      {"flag-memset", offsetof(hostd_config_t, flag_memset), 1},
       {"time-every", offsetof(hostd_config_t, time_every), 65536},
       {"handshake-ms", offsetof(hostd_config_t, handshake_ms), 600000},
       {"max-halfopen", offsetof(hostd_config_t, halfopen_max), 1000000},

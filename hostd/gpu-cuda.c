@@ -123,6 +123,7 @@
   X(cuStreamWaitEvent)                                                                             \
   X(cuStreamWaitValue32)                                                                           \
   X(cuStreamWriteValue64)                                                                          \
+  X(cuStreamWriteValue32)                                                                          \
   X(cuMemGetAllocationGranularity)                                                                 \
   X(cuMemCreate)                                                                                   \
   X(cuMemRelease)                                                                                  \
@@ -1007,6 +1008,10 @@ static CUresult cuda_stream_write64(uint64_t s, void *host, uint64_t value) {
   CUdeviceptr d = (CUdeviceptr)(uintptr_t)host;
   CUresult r = host_ptr_direct ? CUDA_SUCCESS : D.cuMemHostGetDevicePointer(&d, host, 0);
   return r != CUDA_SUCCESS ? r : D.cuStreamWriteValue64((CUstream)(uintptr_t)s, d, value, 0);
+}
+
+static CUresult cuda_word_write(uint64_t p, uint32_t v, uint64_t s) {
+  return D.cuStreamWriteValue32(S(s), (CUdeviceptr)p, v, 0);
 }
 
 static CUresult cuda_part_event_new(uint64_t *e, unsigned flags) {
@@ -1897,6 +1902,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .host_unregister = cuda_host_unregister,
     .part_stream_new = cuda_part_stream_new,
     .stream_write64 = cuda_stream_write64,
+    .word_write = cuda_word_write,
     .part_event_new = cuda_part_event_new,
     .mem_granularity = cuda_mem_granularity,
     .mem_create = cuda_mem_create,

@@ -932,6 +932,12 @@ static CUresult rec_memset(uint64_t p, uint32_t v, uint32_t elem, size_t n, uint
   return d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* The front end's word write: a one-word memset here (counted apart). */
+static CUresult rec_word_write(uint64_t p, uint32_t v, uint64_t s) {
+  hostd__record_word_writes++;
+  return rec_memset(p, v, 4, 1, s);
+}
+
 static uint64_t handle(void) {
   uint64_t h;
   pthread_mutex_lock(&lock);
@@ -1612,6 +1618,7 @@ static CUresult rec_ctx_limit_set(int limit, uint64_t v) {
 
 uint32_t hostd__record_part_cluster_max;
 _Atomic unsigned long hostd__record_part_launches, hostd__record_launches;
+_Atomic unsigned long hostd__record_word_writes;
 
 /* A launch on a partition stream whose cluster (a launch attribute) has
  * more blocks than hostd__record_part_cluster_max (0: no limit) is refused
@@ -3538,6 +3545,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .host_unregister = rec_host_unregister,
     .part_stream_new = rec_part_stream_new,
     .stream_write64 = rec_stream_write64,
+    .word_write = rec_word_write,
     .part_event_new = rec_part_event_new,
     .mem_granularity = rec_mem_granularity,
     .mem_create = rec_mem_create,

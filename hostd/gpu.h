@@ -172,6 +172,10 @@ typedef struct hostd_gpu_ops {
    * registered with host_register (cuStreamWriteValue64 at its device
    * address): the guest's completion word (exec.c, STREAM_MARK). */
   CUresult (*stream_write64)(uint64_t s, void *host, uint64_t value);
+  /* Stream-ordered write of the 32-bit value v at device address p by the
+   * GPU's front end (cuStreamWriteValue32), which needs no SM: it lands
+   * while best-effort blocks fill every SM (the preemption flags). */
+  CUresult (*word_write)(uint64_t p, uint32_t v, uint64_t s);
   CUresult (*part_event_new)(uint64_t *e, unsigned flags);
   /* ---- virtual memory management (hostd/exec-vmm.c) ----
    * cuMemGetAllocationGranularity, cuMemCreate, cuMemRelease,

@@ -263,6 +263,7 @@ extern uint32_t hostd__record_part_sms; /* SMs of the best-effort partition (0: 
 extern uint32_t hostd__record_part_cluster_max;
 /* Kernel launches made on a partition stream, and on any stream. */
 extern _Atomic unsigned long hostd__record_part_launches, hostd__record_launches;
+extern _Atomic unsigned long hostd__record_word_writes; /* word_write calls */
 extern int hostd__record_blocks_per_sm; /* occupancy answer (0, the default: unknown) */
 /* Host ranges registered (host_register minus host_unregister). */
 extern _Atomic long hostd__record_registered;

@@ -81,6 +81,8 @@ typedef struct hostd_config {
                            keep running while the LC is active (0 = off, the policy's) */
   int be_alone;         /* --be-alone: 1 (default), a BE tenant alone launches straight to the
                            GPU; 0, through the policy even then */
+  int flag_memset;      /* --flag-memset: 1, preemption flags written with cuMemsetD32Async;
+                           0 (default), by the GPU's front end (cuStreamWriteValue32) */
   int time_every;       /* --time-every: 1 in N profiled BE launches timed (0 = policy's) */
   int be_sms;           /* --be-sms: BE kernels run on a partition of this many SMs (0 = all) */
   int be_sms_pct;       /* --be-sms P%: ... of P percent of the device's SMs (0 = be_sms says) */

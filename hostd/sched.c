@@ -1939,6 +1939,24 @@ static void disarm(flight_t *f) {
   f->arm = -1;
 }
 
+/* Writes a preemption flag (1) on stream s: by the GPU's front end
+ * (word_write), which lands while best-effort blocks fill every SM, unless
+ * --flag-memset says a one-word memset (which the driver may run as a
+ * kernel, and so behind a free SM), or the driver refused the front end's
+ * write once (then memsets from there on, logged once). */
+static CUresult flag_raise(uint64_t addr, uint64_t s) {
+  static _Atomic bool refused;
+  CUresult r;
+  if (!S.cfg.flag_memset && !atomic_load_explicit(&refused, memory_order_relaxed)) {
+    if ((r = hostd__gpu.word_write(addr, 1, s)) != CUDA_ERROR_NOT_SUPPORTED)
+      return r;
+    if (!atomic_exchange(&refused, true))
+      hostd__log(HOSTD_LOG_WARN, "scheduler: the driver refused cuStreamWriteValue32 (CUresult "
+                                 "%d); preemption flags are written with a memset", (int)r);
+  }
+  return hostd__gpu.memset(addr, 1, 4, 1, s);
+}
+
 /* An LC burst begins (invariant (e)): every armed flag raised now on the
  * flag stream, each followed by a timed event for the scheduler thread;
  * the slot is claimed for the flight's generation with the raise's ticket
@@ -1970,7 +1988,7 @@ static void raise_armed(uint64_t ticket) {
       S.early_ns[i] = now_fn();
       pthread_mutex_unlock(&S.mu);
       ev_put(old, true);
-      if (hostd__gpu.memset(flag_addr(i), 1, 4, 1, hi) != CUDA_SUCCESS)
+      if (flag_raise(flag_addr(i), hi) != CUDA_SUCCESS)
         continue;
       STAT_ADD(early_raises, 1);
       if (ev_get(&e, true) != CUDA_SUCCESS)
@@ -2001,7 +2019,7 @@ static void preempt(uint64_t launch_id) {
     f = f->next;
   if (!f || f->arm < 0 || f->ev_flag)
     return; /* not a PTB or FLUSH launch that can stop (it may have just ended) */
-  if (hostd__gpu.memset(flag_addr(f->arm), 1, 4, 1, S.hi_stream) != CUDA_SUCCESS)
+  if (flag_raise(flag_addr(f->arm), S.hi_stream) != CUDA_SUCCESS)
     return;
   STAT_ADD(preempts, 1);
   if (early_take(f, &e) && e) {

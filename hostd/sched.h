@@ -56,6 +56,8 @@ typedef struct hostd_sched_config {
   hostd_var_config_t var; /* transformed variants (variants.h): forms offered, cache */
   bool be_alone; /* a best-effort tenant alone on the daemon launches straight to the GPU
                     (sched.c, ALONE MODE); false here, tallyd's --be-alone 1 by default */
+  bool flag_memset; /* preemption flags written with a memset, not the GPU front end's
+                       stream write (gpu.h, word_write) */
 } hostd_sched_config_t;
 
 /* Fills *cfg: off, policy tally with policy/'s defaults. */

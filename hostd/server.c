@@ -1226,6 +1226,7 @@ static int sched_start(const hostd_config_t *cfg) {
   if (cfg->share_block_us > 0)
     sc.pol.share_block_ns = (uint64_t)cfg->share_block_us * 1000u;
   sc.be_alone = cfg->be_alone != 0;
+  sc.flag_memset = cfg->flag_memset != 0;
   if (cfg->time_every > 0)
     sc.pol.time_every = (uint32_t)cfg->time_every;
   sc.be_sms = cfg->be_sms > 0 ? (uint32_t)cfg->be_sms : 0;

@@ -257,6 +257,13 @@ static void time_every_flag_and_file_key_parse_and_are_bounded(void **state) {
                                    0 /* the policy's */, "1", bad, "64");
 }
 
+static void flag_memset_flag_and_file_key_parse_and_are_bounded(void **state) {
+  static const char *const bad[2] = {"2", "-1"};
+  (void)state;
+  int_option_parses_and_is_bounded("flag-memset", offsetof(hostd_config_t, flag_memset),
+                                   0 /* the front end's write */, "1", bad, "1");
+}
+
 static void be_sms_hold_flag_and_file_key_parse_and_are_bounded(void **state) {
   static const char *const bad[2] = {"2", "-1"};
   (void)state;
@@ -427,6 +434,7 @@ int main(void) {
       cmocka_unit_test(gpus_takes_one_ordinal_and_says_what_to_do_with_more),
       cmocka_unit_test(spin_defaults_to_auto),
       cmocka_unit_test(be_depth_flag_and_file_key_parse_and_are_bounded),
+      cmocka_unit_test(flag_memset_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(share_block_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(time_every_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(be_sms_hold_flag_and_file_key_parse_and_are_bounded),

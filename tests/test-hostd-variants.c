@@ -52,11 +52,13 @@ static int ok_func(void *arg, const hostd_func_info_t *f) {
 /* The scheduler with policy tally, the given forms, `resident` blocks per
  * wave (so grids of a few dozen blocks take several slices). */
 static uint32_t start_be_sms; /* --be-sms of the next start (0: no partition) */
+static bool start_flag_memset; /* --flag-memset 1 at the next start */
 static void start_cache(unsigned forms, uint32_t resident, bool cache) {
   hostd_sched_config_t cfg;
   hostd__sched_config_init(&cfg);
   assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
   cfg.be_sms = start_be_sms;
+  cfg.flag_memset = start_flag_memset;
   cfg.pol.default_resident = resident;
   cfg.var.forms = forms;
   if (cache)
@@ -312,10 +314,15 @@ static void preempt_mid_launch(vpair_t *x, unsigned forms, const uint32_t g[3],
   assert_int_equal(launch_ok(x->bss, g), CUDA_SUCCESS);
   wait_until(pred);
   hostd__record_memset_prio = 0;
-  unsigned long raised = hostd__record_hi_memsets;
+  unsigned long raised = hostd__record_hi_memsets, words = hostd__record_word_writes;
   assert_int_equal(launch_ok(x->lss, one), CUDA_SUCCESS); /* the LC arrives: preempt */
   /* Its worker raised the flag before it launched, not the scheduler after. */
   assert_true(hostd__record_hi_launch_memsets > raised);
+  /* By the front end's word write, unless --flag-memset. */
+  if (start_flag_memset)
+    assert_int_equal(hostd__record_word_writes, words);
+  else
+    assert_true(hostd__record_word_writes > words);
   hostd__sched_tenant_quiet(x->lc); /* its worker's quiet point: the event its end is seen by */
   wait_until(preempted);
   /* The LC's end seen too, before the test moves the clock past its idle
@@ -323,6 +330,20 @@ static void preempt_mid_launch(vpair_t *x, unsigned forms, const uint32_t g[3],
    * never leaves. */
   wait_until(two_completed);
   hostd_record_ptb_hold(false);
+}
+
+/* --flag-memset 1: the same preemption, the flags written by memsets. */
+static void flag_memset_raises_flags_with_a_memset(void **st) {
+  const uint32_t g[3] = {16, 2, 2};
+  vpair_t x;
+  (void)st;
+  start_flag_memset = true;
+  preempt_mid_launch(&x, 3, g, ptb_in_flight);
+  start_flag_memset = false;
+  vclock += 10000000;
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
+  vpair_close(&x);
 }
 
 /* The block log is BE 0..k-1, the LC's own block 0, then BE k..63 once. */
@@ -696,6 +717,7 @@ int main(void) {
       cmocka_unit_test(slices_follow_the_occupancy),
       cmocka_unit_test(slices_cover_a_3d_grid_once_in_order),
       cmocka_unit_test(slices_run_on_the_whole_gpu_beside_a_partition),
+      cmocka_unit_test(flag_memset_raises_flags_with_a_memset),
       cmocka_unit_test(preempted_ptb_resumes_the_remaining_blocks),
       cmocka_unit_test(preempted_flush_reruns_the_blocks_that_gave_up),
       cmocka_unit_test(close_before_redo_frees_the_list),
