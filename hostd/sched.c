@@ -182,6 +182,8 @@ typedef struct flight {
   uint64_t launch_id;
   hostd_sched_tenant_t *t;
   uint64_t ev_start, ev_end; /* ev_start 0: not timed (an LC launch) */
+  bool end_timed;            /* ev_end can be timed: with ev_start, and for a PTB or FLUSH
+                                launch (its preemption turnaround, flag write -> end) */
   bool part;                 /* the events belong to the partition: destroyed, not pooled */
   uint64_t submit_ns, issue_ns, gap_ns;
   pol_kernel_t k;
@@ -1232,6 +1234,7 @@ static void fifo_unlink(item_t *it) {
 /* One launch of a submission: what issue_queued hands to flight_add. */
 typedef struct issued {
   uint64_t ev_start, ev_end;
+  bool end_timed; /* flight_t's */
   pol_form_t form;
   int slot;
   int fslot, fredo; /* FLUSH: plan_t's */
@@ -1245,7 +1248,7 @@ static flight_t *flight_add(item_t *it, const pol_action_t *a, const issued_t *i
     pol_event_t ev = {.type = POL_EV_COMPLETED, .now_ns = now, .launch_id = a->launch_id,
                       .dev_start_ns = now, .dev_end_ns = now, .blocks_done = a->block_count};
     ev_done(part, is->ev_start, true);
-    ev_done(part, is->ev_end, is->ev_start != 0);
+    ev_done(part, is->ev_end, is->end_timed);
     feed(&ev);
     return NULL;
   }
@@ -1254,6 +1257,7 @@ static flight_t *flight_add(item_t *it, const pol_action_t *a, const issued_t *i
   f->t = it->t;
   f->ev_start = is->ev_start;
   f->ev_end = is->ev_end;
+  f->end_timed = is->end_timed;
   f->submit_ns = it->submit_ns;
   f->issue_ns = now;
   f->gap_ns = it->submit_ns > it->t->last_submit_ns && it->t->last_submit_ns
@@ -1761,13 +1765,17 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
   if (r == CUDA_SUCCESS)
     r = plan_launch(it, a, (uint8_t *)argbuf, &p);
   /* Timed when the policy asks (a profile sample) or a trace is written;
-   * otherwise one untimed event marks the end. */
+   * otherwise one event marks the end, untimed except for a PTB or FLUSH
+   * launch: its preemption turnaround (flag write -> end) is the device's
+   * own, for the policy's drain and tallyd's figures, on every launch. */
   if (r == CUDA_SUCCESS && (a->timed || S.trace)) {
+    is.end_timed = true;
     if (ev_for(ss, &is.ev_start, true) == CUDA_SUCCESS &&
         ev_for(ss, &is.ev_end, true) == CUDA_SUCCESS)
       (void)hostd__gpu.event_record(is.ev_start, ss->lstream, 0);
   } else if (r == CUDA_SUCCESS) {
-    (void)ev_for(ss, &is.ev_end, false); /* none: the flight counts as done when polled */
+    is.end_timed = p.form == POL_FORM_PTB || p.form == POL_FORM_FLUSH;
+    (void)ev_for(ss, &is.ev_end, is.end_timed); /* none: done when polled */
   }
   if (r == CUDA_SUCCESS && ss->part && whole_form(p.form)) {
     r = issue_whole(it, &p, argbuf, false);
@@ -1797,7 +1805,7 @@ static void issue_queued(item_t *it, const pol_action_t *a, uint64_t now) {
     }
   }
   if (is.ev_end && hostd__gpu.event_record(is.ev_end, ss->lstream, 0) != CUDA_SUCCESS) {
-    ev_done(ss->part, is.ev_end, is.ev_start != 0);
+    ev_done(ss->part, is.ev_end, is.end_timed);
     is.ev_end = 0;
   }
   if (!is.ev_end) {
@@ -2241,7 +2249,7 @@ static int flight_poll(flight_t *f, uint64_t now) {
   if (S.trace)
     trace_write(f, ev.dev_start_ns, ev.dev_end_ns);
   ev_done(f->part, f->ev_start, true);
-  ev_done(f->part, f->ev_end, f->ev_start != 0);
+  ev_done(f->part, f->ev_end, f->end_timed);
   feed(&ev);
   if (f->it && f->form == POL_FORM_FLUSH)
     flush_item_end(f, ev.blocks_given_up);

@@ -53,12 +53,15 @@ static int ok_func(void *arg, const hostd_func_info_t *f) {
  * wave (so grids of a few dozen blocks take several slices). */
 static uint32_t start_be_sms; /* --be-sms of the next start (0: no partition) */
 static bool start_flag_memset; /* --flag-memset 1 at the next start */
+static const char *start_profiles; /* the profiles file of the next start (NULL: none) */
 static void start_cache(unsigned forms, uint32_t resident, bool cache) {
   hostd_sched_config_t cfg;
   hostd__sched_config_init(&cfg);
   assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
   cfg.be_sms = start_be_sms;
   cfg.flag_memset = start_flag_memset;
+  if (start_profiles)
+    snprintf(cfg.profiles, sizeof(cfg.profiles), "%s", start_profiles);
   cfg.pol.default_resident = resident;
   cfg.var.forms = forms;
   if (cache)
@@ -415,6 +418,37 @@ static void preempted_flush_reruns_the_blocks_that_gave_up(void **st) {
   vpair_close(&x);
 }
 
+/* The policy's FLUSH drain is the device's flag-write-to-end time (the
+ * recording device times every event pair at 1 ms), not the host's: here
+ * the virtual clock did not move between the raise and the end. */
+static void flush_drain_is_the_device_turnaround(void **st) {
+  const uint32_t g[3] = {16, 2, 2};
+  char path[96];
+  pol_profiles_t *pp;
+  const char *why = NULL;
+  vpair_t x;
+  (void)st;
+  snprintf(path, sizeof(path), "%s/profiles.bin", state);
+  start_profiles = path;
+  preempt_mid_launch(&x, 1u << VAR_FORM_FLUSH, g, flush_in_flight);
+  start_profiles = NULL;
+  vclock += 10000000;
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  assert_int_equal(hostd__gpu.stream_sync(x.bs), CUDA_SUCCESS);
+  wait_until(no_flush_slots);
+  vpair_close(&x); /* saves the profiles */
+  assert_int_equal(pol_profiles_new(&pp), 0);
+  assert_int_equal(pol_profiles_load(pp, path, &why), 0);
+  pol_profile_key_t key = {.kernel_id = hostd__sched_kernel_id(cid, "ok"),
+                           .grid = {16, 2, 2}, .block = {32, 1, 1}};
+  const pol_profile_t *p = pol_profiles_find(pp, &key);
+  assert_non_null(p);
+  assert_int_equal(p->flush_drain_samples, 1);
+  assert_int_equal(p->flush_drain_ns, 1000001);
+  pol_profiles_free(pp);
+  unlink(path);
+}
+
 /* A tenant closed after its FLUSH launch gave up blocks, before the redo
  * (the LC is still active): the list is returned, the submission dropped,
  * and every control block is free again. */
@@ -718,6 +752,7 @@ int main(void) {
       cmocka_unit_test(slices_cover_a_3d_grid_once_in_order),
       cmocka_unit_test(slices_run_on_the_whole_gpu_beside_a_partition),
       cmocka_unit_test(flag_memset_raises_flags_with_a_memset),
+      cmocka_unit_test(flush_drain_is_the_device_turnaround),
       cmocka_unit_test(preempted_ptb_resumes_the_remaining_blocks),
       cmocka_unit_test(preempted_flush_reruns_the_blocks_that_gave_up),
       cmocka_unit_test(close_before_redo_frees_the_list),
