@@ -2559,9 +2559,16 @@ void hostd__sched_shutdown(void) {
              (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, S.st.lc_launches, S.st.lc_events,
              S.st.alone, S.st.flush, S.st.redos, S.st.given_up);
   fence_report();
+  pol_stats_t ps;
+  pol_sched_stats(S.pol, &ps); /* the scheduler thread has ended */
+  /* How the policy chose: a kernel whose forms all miss the budget runs as
+   * fallbacks (alone, its least-turnaround form), so many fallbacks of a
+   * kernel that offers FLUSH say its drain figure rules FLUSH out. */
+  hostd__log(HOSTD_LOG_INFO,
+             "scheduler: policy: %" PRIu64 " launches, %" PRIu64 " of kernels not yet profiled, %" PRIu64
+             " fallbacks (no form fit the threshold), %" PRIu64 " profiles reset for drift",
+             ps.launches, ps.explore_launches, ps.fallback_launches, ps.reprofiles);
   if (S.cfg.pol.be_partitioned && S.cfg.pol.part_flight_ns) {
-    pol_stats_t ps;
-    pol_sched_stats(S.pol, &ps); /* the scheduler thread has ended */
     hostd__log(HOSTD_LOG_INFO,
                "scheduler: %" PRIu64 " best-effort launches waited for the partition's "
                "in-flight bound (%.1f us of device time)",

@@ -619,6 +619,35 @@ static void log_end(log_cap_t *c, char *buf, size_t cap) {
   unlink(c->path);
 }
 
+/* At shutdown tallyd's log says how the policy chose: here one BE launch
+ * of a kernel not yet profiled, beside an idle LC tenant. */
+static void shutdown_line_says_how_the_policy_chose(void **state) {
+  hostd_sched_config_t cfg;
+  hostd_sched_stats_t st0;
+  log_cap_t cap;
+  char buf[8192];
+  pair_t x;
+  (void)state;
+  hostd__sched_shutdown(); /* a scheduler of its own: the policy's counts start at 0 */
+  hostd__sched_config_init(&cfg);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+  pair_open(&x, 60);
+  hostd__sched_stats(&st0);
+  assert_int_equal(launch_fill(x.bss, x.p, 3, 2), CUDA_SUCCESS);
+  wait_stats(completed_at_least, st0.completed + 1);
+  assert_int_equal(hostd__sched_fence(x.bss), CUDA_SUCCESS);
+  pair_close(&x);
+  log_begin(&cap);
+  hostd__sched_shutdown();
+  log_end(&cap, buf, sizeof(buf));
+  assert_non_null(strstr(buf, "scheduler: policy: 1 launches, 1 of kernels not yet profiled, 0 "
+                              "fallbacks (no form fit the threshold), 0 profiles reset for drift"));
+  hostd__sched_config_init(&cfg);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+}
+
 static void refused_launches_are_answered_and_named_once(void **state) {
   hostd_sched_tenant_t *t = hostd__sched_tenant_new(77, "be", 1, 1);
   uint8_t args[24] = {0};
@@ -1141,6 +1170,7 @@ int main(void) {
       cmocka_unit_test(be_tenant_alone_launches_straight),
       cmocka_unit_test(refused_launches_are_answered_and_named_once),
       cmocka_unit_test(launches_the_partition_refuses_run_whole),
+      cmocka_unit_test(shutdown_line_says_how_the_policy_chose),
       cmocka_unit_test(be_sms_hold_0_runs_be_beside_an_active_lc),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
