@@ -1617,7 +1617,7 @@ static CUresult rec_ctx_limit_set(int limit, uint64_t v) {
 }
 
 uint32_t hostd__record_part_cluster_max;
-_Atomic unsigned long hostd__record_part_launches, hostd__record_launches;
+_Atomic unsigned long hostd__record_part_launches;
 _Atomic unsigned long hostd__record_word_writes;
 
 /* A launch on a partition stream whose cluster (a launch attribute) has
@@ -1658,7 +1658,6 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
     pthread_mutex_unlock(&lock);
     return CUDA_ERROR_INVALID_CLUSTER_SIZE;
   }
-  hostd__record_launches++;
   if (st && st->part)
     hostd__record_part_launches++;
   if ((o.bytes = malloc(argbytes ? argbytes : 1)) == NULL) {

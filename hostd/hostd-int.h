@@ -261,8 +261,8 @@ extern uint32_t hostd__record_part_sms; /* SMs of the best-effort partition (0: 
 /* Tests: a launch on a partition stream with a cluster of more blocks than
  * this is refused, CUDA_ERROR_INVALID_CLUSTER_SIZE (0: none is). */
 extern uint32_t hostd__record_part_cluster_max;
-/* Kernel launches made on a partition stream, and on any stream. */
-extern _Atomic unsigned long hostd__record_part_launches, hostd__record_launches;
+/* Kernel launches made on a partition stream. */
+extern _Atomic unsigned long hostd__record_part_launches;
 extern _Atomic unsigned long hostd__record_word_writes; /* word_write calls */
 extern int hostd__record_blocks_per_sm; /* occupancy answer (0, the default: unknown) */
 /* Host ranges registered (host_register minus host_unregister). */

@@ -23,10 +23,10 @@
  *                   really takes to drain (tally.c).  A single unlucky drain
  *                   is forgotten over a few more, and, since a large one can
  *                   stop the kernel's FLUSH launches (and so its samples),
- *                   each timed launch of it in another form also moves the
- *                   figure 1/8 of the way down to the give-up time
- *                   (flush_giveup_ns): FLUSH is tried again, and a drain
- *                   that really is long is measured again.
+ *                   each timed launch of it in the original or sliced form
+ *                   also moves the figure 1/8 of the way down to the
+ *                   give-up time (flush_giveup_ns): FLUSH is tried again,
+ *                   and a drain that really is long is measured again.
  * wave_ns and ptb_block_ns: the first min_samples samples are averaged; later
  * ones enter an EWMA with weight 1/8.  A sample more than drift_pct away from
  * the estimate counts as drifted; drift_samples drifted samples in a row

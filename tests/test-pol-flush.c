@@ -388,8 +388,8 @@ static void device_timed_drain_is_the_sample(void **state) {
 
 /* A drain measured longer than the kernel's whole run in its original form
  * makes the original the least-turnaround form, so FLUSH stops, and with it
- * the samples that could lower the figure.  Each timed launch in another
- * form moves it 1/8 of the way down to the give-up time, so FLUSH is tried
+ * the samples that could lower the figure.  Each timed launch in the
+ * original or sliced form moves it 1/8 of the way down to the give-up time, so FLUSH is tried
  * again: here a one-wave kernel (1 ms) after a drain of 2 ms, on the 7th
  * launch ((7/8)^6 of the excess is under 1 ms). */
 static void a_long_drain_does_not_stop_flush_for_good(void **state) {
