@@ -57,7 +57,7 @@ dry() {
   # 3 quick pairs x (calibrate, alone LC, alone BE + 4 other quick modes)
   # the product's default policy, each step's estimate, the whole set within 10 minutes
   echo "$out" | grep -q '^21 steps, about ' && echo "$out" | grep -q 'pair-lc --arrivals' &&
-    echo "$out" | grep -q '^\[7/21\] cuda-ptx: tallyd:tally (about [0-9]* s)' &&
+    echo "$out" | grep -q '^\[7/21\] cuda-ptx: tallyd:tally (about [0-9]* s, after 3 s of the BE alone' &&
     ! echo "$out" | grep -q 'tallyd-alone' &&
     ! echo "$out" | grep -q 'tallyd:none' &&
     echo "$out" | awk '/^21 steps, about/ { exit !($4 + 0 > 0 && $4 + 0 < 9.5) }' &&
@@ -84,6 +84,13 @@ full() {
   # --policy is passed only to a tallyd that has it
   if "$TALLYD" --help 2>&1 | grep -q -- --policy; then
     [ "$(status "$d" cuda-ptx tallyd:tally)" = ok ] || return 1
+    # the first tallyd step with a scheduling policy ran the BE alone first through
+    # a scheduled tallyd of its policy, on the same state folder; tallyd:none did not
+    pr=$d/raw/cuda-ptx/tallyd-tally/prime
+    grep -q -- '--policy tally .*--be-alone 0' "$pr/tallyd.cmd" && [ -s "$pr/be.csv" ] &&
+      [ "$(grep -o -- '--state-dir [^ ]*' "$pr/tallyd.cmd")" = \
+        "$(grep -o -- '--state-dir [^ ]*' "$d/raw/cuda-ptx/tallyd-tally/tallyd.cmd")" ] &&
+      [ ! -d "$d/raw/cuda-ptx/tallyd-none/prime" ] || { echo "no prime step"; return 1; }
     # the stubs launch no kernel: tallyd:tally's trace is listed, without kernels
     # (tests/bench/pairs/test-mechanisms.sh checks the tables on a trace that has some)
     grep -q '^## Mechanisms per kernel (tallyd)$' "$d/report.md" &&
