@@ -2134,15 +2134,16 @@ static void close_done(hostd_sched_tenant_t *t) {
  * and traced, its flag event returned. */
 static void preempt_end(flight_t *f, CUresult r, uint64_t done) {
   float ms = -1;
+  int64_t ns = -1; /* flag write -> end on the device; -1: not timed */
   if (f->ev_flag > 1 && r == CUDA_SUCCESS &&
       hostd__gpu.event_time(&ms, f->ev_flag, f->ev_end) == CUDA_SUCCESS && ms >= 0) {
-    f->turn_ns = (uint64_t)((double)ms * 1e6) + 1; /* 0 says "not timed" */
-    turn_add(f->turn_ns);
+    ns = (int64_t)((double)ms * 1e6);
+    turn_add((uint64_t)ns);
+    f->turn_ns = (uint64_t)ns + 1; /* 0 says "not timed" */
   }
   if (f->ev_flag && S.trace)
     fprintf(S.trace, "# preempt tenant=%s launch=%" PRIu64 " blocks_done=%" PRIu64 "/%" PRIu64
-            " turnaround_ns=%" PRId64 "\n", f->t->name, f->launch_id, done, f->count,
-            ms >= 0 ? (int64_t)((double)ms * 1e6) : (int64_t)-1);
+            " turnaround_ns=%" PRId64 "\n", f->t->name, f->launch_id, done, f->count, ns);
   if (f->ev_flag > 1)
     ev_done(false, f->ev_flag, true);
 }
@@ -2565,8 +2566,9 @@ void hostd__sched_shutdown(void) {
    * fallbacks (alone, its least-turnaround form), so many fallbacks of a
    * kernel that offers FLUSH say its drain figure rules FLUSH out. */
   hostd__log(HOSTD_LOG_INFO,
-             "scheduler: policy: %" PRIu64 " launches, %" PRIu64 " of kernels not yet profiled, %" PRIu64
-             " fallbacks (no form fit the threshold), %" PRIu64 " profiles reset for drift",
+             "scheduler: policy: %" PRIu64 " launches, %" PRIu64 " of kernels not yet profiled, "
+             "%" PRIu64 " fallbacks (no form fit the threshold), %" PRIu64
+             " profiles reset for drift",
              ps.launches, ps.explore_launches, ps.fallback_launches, ps.reprofiles);
   if (S.cfg.pol.be_partitioned && S.cfg.pol.part_flight_ns) {
     hostd__log(HOSTD_LOG_INFO,

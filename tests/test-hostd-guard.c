@@ -506,7 +506,8 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
        .p50_us = -1, .p99_us = -1, .sliced = 41, .ptb = 17, .flush = 3}};
   hostd_view_t v = {.rows = rows, .n = 2,
                     .sched = {.on = 1, .sliced = 41, .ptb = 17, .flush = 3, .given_up = 96,
-                              .whole = 2, .whole_forms = 6, .preempts = 5, .early_raises = 3, .turnarounds = 4,
+                              .whole = 2, .whole_forms = 6, .preempts = 5, .early_raises = 3,
+                              .turnarounds = 4,
                               .turn_p50_ns = 12000, .turn_p99_ns = 37000, .fences_blocked = 9,
                               .fence_block_ns = 2500000}};
   char *s, *m, *line;
