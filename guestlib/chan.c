@@ -278,6 +278,11 @@ int guest__post(uint32_t op, const void *q) {
   return rc ? channel_lost(rc) : 0;
 }
 
+void guest__answered(void) {
+  if (conn)
+    wire_conn_answered(conn);
+}
+
 CUresult guest__post_cu(uint32_t op, const void *q) {
   int rc = guest__post(op, q);
   return rc ? guest__cu_error(rc) : CUDA_SUCCESS;

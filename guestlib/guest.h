@@ -139,6 +139,9 @@ int guest__blob_offer(const void *data, size_t len, uint64_t *id);
  * Queues q as a post (CALL_ASYNC).  Returns 0, or a negative status if the
  * channel is lost (or -EINVAL / -EMSGSIZE: q does not encode).  No lock held. */
 int guest__post(uint32_t op, const void *q);
+/* A synchronisation was answered without a reply (syncword.c): the next
+ * post goes out at once, as after a call's reply (wire_conn_answered). */
+void guest__answered(void);
 /* guest__post as the CUresult a posting driver entry point returns. */
 CUresult guest__post_cu(uint32_t op, const void *q);
 /* Sends q as a call (after the pending batch) and reads its reply.  *rc

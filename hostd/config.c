@@ -46,6 +46,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->lc_poll = -1;
   cfg->hostfn_wake_us = 0;
   cfg->lc_poll_cpu = -1;
+  cfg->lc_direct = 1;
   cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
   strcpy(cfg->policy, "tally");
   strcpy(cfg->variants, "all");
@@ -98,6 +99,9 @@ static void usage_serving(FILE *f) {
           "                       CPUs online\n"
           "  --lc-poll-cpu N      pin the latency-critical tenant's worker to CPU N\n"
           "                       (default none)\n"
+          "  --lc-direct yes|no   with --lc-poll, the latency-critical tenant's worker reads\n"
+          "                       its shared-memory ring itself instead of the loop handing\n"
+          "                       it each request (default yes; docs/lc-path.md)\n"
           "  --hops FILE          append the hand-off times of every request to FILE\n"
           "                       (tests/bench/hops-report reads it; docs/lc-path.md)\n"
           "  --restart-grace-ms N after a tenant's GPU fault, tallyd re-executes itself once\n"
@@ -450,6 +454,12 @@ static int parse_lc_poll(hostd_config_t *cfg, const char *v, const char *flag, F
   return 0;
 }
 
+static int parse_lc_direct(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+  if (parse_bool(v, &cfg->lc_direct) != 0)
+    return bad(err, "%s: expected yes or no, got '%s'\n", flag, v);
+  return 0;
+}
+
 static int parse_lc_poll_cpu(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
   char *end = NULL;
   long n = strtol(v, &end, 10);
@@ -508,6 +518,7 @@ static const str_option_t *str_option(const char *name) {
       {"metrics-listen", NULL, STR_FIELD(metrics_addr)},
       {"lc-poll", parse_lc_poll, 0, 0},
       {"lc-poll-cpu", parse_lc_poll_cpu, 0, 0},
+      {"lc-direct", parse_lc_direct, 0, 0},
       {"be-sms", parse_be_sms, 0, 0},
       {"log-level", parse_log_level, 0, 0},
   };

@@ -63,6 +63,8 @@ typedef struct hostd_config {
                            (wire's loop and its worker, docs/lc-path.md): 1 yes,
                            0 no, -1 auto (yes with 4 or more CPUs online) */
   int lc_poll_cpu;      /* pin the latency-critical worker to this CPU (-1 = no pin) */
+  int lc_direct;        /* under lc_poll, the latency-critical worker reads its shared-
+                           memory ring itself (wire_tenant_direct): 1 yes (default), 0 no */
   int hostfn_wake_us;   /* after a tenant's host function is reached, its (sleeping)
                            worker polls this long for the requests that follow;
                            0 = never (the default) */

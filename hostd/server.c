@@ -113,6 +113,8 @@ typedef struct worker {
   uint64_t queued;         /* requests queued, not yet executed */
   hostd_lat_t *lat;        /* latency-critical only: its requests (latency.c) */
   bool poll;               /* latency-critical under --lc-poll: never sleeps on cv */
+  bool want_dr;            /* poll and --lc-direct: read the ring itself once wire has it */
+  wire_direct_t *dr;       /* the tenant's ring, read by this worker (wire_tenant_direct) */
   uint64_t wake_until;     /* atomic: poll the queue until then (monotonic ns) instead of
                               sleeping; set by a reached host function (hostfn_cue) */
   hostd_hops_t *hops;      /* --hops: this tenant's hand-off times (worker), or NULL */
@@ -145,6 +147,7 @@ struct hostd_server {
   unsigned long rx_bytes;  /* payload bytes of every request (tests count them) */
   uint64_t spin_ns;        /* a worker polls its queue this long before sleeping (worker_spin_us) */
   bool lc_poll;            /* --lc-poll resolved: the LC worker polls without end */
+  bool lc_direct;          /* lc_poll and --lc-direct: the LC worker reads its own ring */
   uint64_t hostfn_wake_ns; /* --hostfn-wake-us resolved (0 = no cue) */
   unsigned long hostfn_wakes; /* cues given to sleeping or busy workers (tests count them) */
   /* Restart after a GPU fault (loop thread, except as noted). */
@@ -233,11 +236,15 @@ static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const call_re
  * the time passed or the tenant closed first. */
 static bool poll_head(const worker_t *w, uint64_t ns) {
   uint64_t end = hostd__mono_ns() + ns;
-  while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE))
+  while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && !(w->dr && wire_direct_ready(w->dr)))
     if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) || hostd__mono_ns() >= end)
       return false;
   return true;
 }
+
+/* next_batch's answer when the queue is empty and the tenant's ring, which
+ * this worker reads itself, holds a request (direct_step runs it). */
+static msg_t direct_mark;
 
 static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
   hostd_server_t *s = w->srv;
@@ -249,9 +256,16 @@ static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
      * on a small host still make progress. */
     unsigned spins = 0;
     while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) &&
-           !__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE))
-      if ((++spins & 1023) == 0)
+           !__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE)) {
+      /* The queue first: what the loop read before it handed the ring over. */
+      if (w->dr && wire_direct_ready(w->dr))
+        return &direct_mark;
+      if ((++spins & 1023) == 0) {
+        if (w->want_dr && !w->dr)
+          w->dr = wire_tenant_direct(w->wt); /* wire has it once the WELCOME went */
         sched_yield();
+      }
+    }
   } else if (s->spin_ns) {
     /* Bounded poll (worker_spin_us) saves the condition-variable wakeup
      * when the tenant's next request follows closely (launch + sync). */
@@ -314,7 +328,17 @@ static void ask_close(worker_t *w, const char *why) {
 static void worker_done(worker_t *w) {
   hostd_server_t *s = w->srv;
   bool idle;
-  hostd__log(HOSTD_LOG_INFO, "tenant %u cleaned up", w->id);
+  if (w->dr) {
+    uint64_t read, given;
+    wire_direct_counts(w->dr, &read, &given);
+    hostd__log(HOSTD_LOG_INFO,
+               "tenant %u cleaned up (its worker read %llu frames from its ring itself; %llu "
+               "went to the loop)",
+               w->id, (unsigned long long)read, (unsigned long long)given);
+    wire_direct_release(w->dr);
+  } else {
+    hostd__log(HOSTD_LOG_INFO, "tenant %u cleaned up", w->id);
+  }
   wire_tenant_unref(w->wt);
   pthread_mutex_lock(&s->lock);
   if (w->prev)
@@ -403,6 +427,48 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
   }
 }
 
+/* ---- direct reading: the worker reads its tenant's ring (wire.h) ---- */
+
+typedef struct direct_ctx {
+  worker_t *w;
+  hostd_tenant_t *t;
+  wire_buf_t *reply;
+} direct_ctx_t;
+
+/* What the loop must see stays the loop's (loop_handles): host functions
+ * and graphs with host nodes.  Everything else runs here as it would after
+ * the hand-off. */
+static bool direct_ok(void *ctx, const wire_msg_t *m) {
+  call_hdr_t h;
+  (void)ctx;
+  if (m->len < CALL_HDR_LEN)
+    return false; /* the loop's path says what is wrong with it */
+  call_hdr_read(m->data, &h);
+  return h.op != CALL_OP_GRAPH_ADD && h.op != CALL_OP_HOSTFN_WAIT && h.op != CALL_OP_HOSTFN;
+}
+
+static void direct_run(void *ctx, const wire_msg_t *wm) {
+  direct_ctx_t *d = ctx;
+  worker_t *w = d->w;
+  msg_t m = {.kind = (int)wm->kind,
+             .at_ns = w->hops || w->lat ? wm->rx_ns : 0,
+             .id = wm->id,
+             .data = (uint8_t *)(uintptr_t)wm->data, /* wire's copy, ours until we return */
+             .len = wm->len};
+  __atomic_fetch_add(&w->srv->rx_bytes, wm->len, __ATOMIC_RELAXED);
+  if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&w->broken, __ATOMIC_ACQUIRE) || !d->t)
+    return; /* nothing more is executed for this tenant */
+  worker_exec(w, d->t, &m, d->reply, w->hops ? hostd__mono_ns() : 0);
+}
+
+/* Runs the next frame of the tenant's ring, when wire lets this worker
+ * read it (else the loop does and queues it). */
+static void direct_step(worker_t *w, hostd_tenant_t *t, wire_buf_t *reply) {
+  direct_ctx_t d = {w, t, reply};
+  (void)wire_direct_read(w->dr, direct_ok, direct_run, &d);
+}
+
 /* --lc-poll-cpu: the polling latency-critical worker runs on that CPU. */
 static void worker_pin(worker_t *w) {
   int cpu = w->srv->cfg.lc_poll_cpu, rc;
@@ -439,6 +505,11 @@ static void *worker_main(void *arg) {
       hostd__tenant_quiet(t); /* LC launches get their completion event here */
     if (!batch && !(batch = next_batch(w, t)))
       break; /* closed and drained */
+    if (batch == &direct_mark) {
+      batch = NULL;
+      direct_step(w, ok ? t : NULL, &reply);
+      continue;
+    }
     m = batch;
     batch = m->next;
     __atomic_fetch_sub(&w->queued, 1, __ATOMIC_RELAXED);
@@ -562,6 +633,7 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   if (info->prio == WIRE_PRIO_LATENCY_CRITICAL) {
     w->lat = calloc(1, sizeof(*w->lat)); /* NULL: no latency shown, nothing else */
     w->poll = s->lc_poll;
+    w->want_dr = s->lc_direct;
   }
   w->hops = hostd__hops_new(info->name); /* NULL unless --hops */
   worker_mutex_init(&w->mu);
@@ -1064,9 +1136,10 @@ static void log_spins(const hostd_server_t *s, const hostd_config_t *cfg) {
     snprintf(l, sizeof(l), "never");
   hostd__log(HOSTD_LOG_INFO,
              "polling: the loop after traffic %s; a worker after its tenant's last request %d us; "
-             "a latency-critical tenant's loop and worker %s (%ld CPUs online)",
+             "a latency-critical tenant's loop and worker %s%s (%ld CPUs online)",
              l, (int)(s->spin_ns / 1000u),
              s->lc_poll ? "without end while it is connected" : "the same",
+             s->lc_direct ? ", its worker reading its shared-memory ring itself" : "",
              sysconf(_SC_NPROCESSORS_ONLN));
 }
 
@@ -1135,6 +1208,7 @@ static int wire_opts(hostd_server_t *s, const hostd_config_t *cfg, wire_server_o
   o->halfopen_per_peer = (uint32_t)cfg->halfopen_per_peer;
   o->unix_mode = cfg->unix_mode;
   o->lc_poll = s->lc_poll;
+  o->lc_direct = s->lc_direct;
   if (cfg->unix_group[0]) {
     o->unix_gid_set = true;
     return unix_group(cfg->unix_group, &o->unix_gid);
@@ -1171,6 +1245,7 @@ static int start_loop(hostd_server_t *s, const hostd_config_t *cfg, bool handle_
   s->async_open = true;
   s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
   s->lc_poll = lc_poll(cfg);
+  s->lc_direct = s->lc_poll && cfg->lc_direct != 0;
   /* --hostfn-wake-us: the worker's poll after one of its tenant's host
    * functions was reached, at most that long of a core per host function.
    * Off by default: measured on the H200 (a JAX jit step, alternated runs

@@ -124,6 +124,22 @@ static int h_on_connect(wire_server_t *s, wire_tenant_t *t, const wire_tenant_in
   return 0;
 }
 
+/* A post "S" th seq must follow th's previous one (order_errors counts
+ * those that do not).  One thread at a time per tenant: on_msg's, or the
+ * direct reader's (test-wire-direct.c), which the ring's ownership orders. */
+static void harness_check_seq(harness *h, const wire_msg_t *m) {
+  uint32_t th, seq;
+  if (m->len < 9 || m->data[0] != 'S')
+    return;
+  memcpy(&th, m->data + 1, 4);
+  memcpy(&seq, m->data + 5, 4);
+  if (th < H_THREADS) {
+    if (seq != h->next_seq[th])
+      atomic_fetch_add(&h->order_errors, 1);
+    h->next_seq[th] = seq + 1;
+  }
+}
+
 static void h_on_msg(wire_server_t *s, wire_tenant_t *t, const wire_msg_t *m) {
   harness *h = wire_server_data(s);
   struct timespec ts;
@@ -143,16 +159,7 @@ static void h_on_msg(wire_server_t *s, wire_tenant_t *t, const wire_msg_t *m) {
     atomic_store_explicit(&h->post_bytes,
                           atomic_load_explicit(&h->post_bytes, memory_order_relaxed) + m->len,
                           memory_order_relaxed);
-    if (m->len >= 9 && m->data[0] == 'S') {
-      uint32_t th, seq;
-      memcpy(&th, m->data + 1, 4);
-      memcpy(&seq, m->data + 5, 4);
-      if (th < H_THREADS) {
-        if (seq != h->next_seq[th])
-          atomic_fetch_add(&h->order_errors, 1);
-        h->next_seq[th] = seq + 1;
-      }
-    }
+    harness_check_seq(h, m);
     if (h->pause_posts && m->len > 0 && m->data[0] == 'P') {
       h_work *w = calloc(1, sizeof(*w));
       w->t = t;

@@ -2,7 +2,7 @@
 WIRE_TESTS = tests/test-wire-error tests/test-wire-frame tests/test-wire-conn \
 	tests/test-wire-peer tests/test-wire-oom tests/test-wire-api tests/test-wire-shm \
 	tests/test-wire-rbulk tests/test-wire-parcopy tests/test-wire-call tests/test-wire-u64map \
-	tests/test-wire-le
+	tests/test-wire-le tests/test-wire-direct
 if HAVE_CMOCKA
 check_PROGRAMS += $(WIRE_TESTS)
 TESTS += $(WIRE_TESTS)
@@ -26,6 +26,9 @@ tests_test_wire_peer_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
 tests_test_wire_api_SOURCES = tests/test-wire-api.c tests/test-wire-harness.h
 tests_test_wire_api_CFLAGS = $(TEST_CFLAGS) $(UV_CFLAGS)
 tests_test_wire_api_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
+tests_test_wire_direct_SOURCES = tests/test-wire-direct.c tests/test-wire-harness.h
+tests_test_wire_direct_CFLAGS = $(TEST_CFLAGS) $(UV_CFLAGS)
+tests_test_wire_direct_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
 tests_test_wire_shm_SOURCES = tests/test-wire-shm.c
 tests_test_wire_shm_CFLAGS = $(TEST_CFLAGS)
 tests_test_wire_shm_LDADD = $(WIRE_LIBS) $(TEST_LIBS)

@@ -127,6 +127,10 @@ bool wire__rx_pending(const wire__rx *rx) {
   return rx->batch_n > 0;
 }
 
+bool wire__rx_idle(const wire__rx *rx) {
+  return rx->hdr_have == 0 && !rx->in_payload && !rx->in_multi && rx->batch_n == 0;
+}
+
 static int fail(wire__rx *rx, int status, const char *fmt, unsigned long long a,
                 unsigned long long b) {
   snprintf(rx->why, sizeof(rx->why), fmt, a, b);

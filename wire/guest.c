@@ -1138,6 +1138,11 @@ void wire__conn_set_hold(wire_conn_t *c, uint64_t ns) {
     c->hold_ns = ns;
 }
 
+void wire_conn_answered(wire_conn_t *c) {
+  if (c->fresh_ok)
+    atomic_store_explicit(&c->fresh, true, memory_order_relaxed);
+}
+
 int wire_conn_flush(wire_conn_t *c) {
   int rc;
 

@@ -8,7 +8,7 @@ wire_libtallywire_a_SOURCES = wire/wire.h wire/wire-le.h wire/wire-int.h wire/pr
 	wire/call.h wire/call.def wire/call.c wire/u64map.h wire/u64map.c \
 	wire/error.c wire/buf.c wire/frame.c wire/hello.c wire/txplan.c wire/shm.c wire/rbulk.c \
 	wire/guest.c wire/hops.c wire/guest-io.c wire/guest-tcp.c wire/guest-shm.c \
-	wire/server.c wire/server-tcp.c wire/server-shm.c
+	wire/server.c wire/server-tcp.c wire/server-shm.c wire/direct.c
 wire_libtallywire_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS)
 WIRE_LIBS = wire/libtallywire.a $(UV_LIBS) $(ZSTD_LIBS) $(XXHASH_LIBS) -lpthread
 # What a guest-only program (the guest library) links: no libuv.

@@ -25,6 +25,9 @@
  * Optional spinning (shm_spin_us > 0): a uv_idle handle keeps polling every ring for a while after
  * traffic, with the sleeping flags at 0; with lc_poll it polls without end while a
  * latency-critical tenant is open (spinning()).
+ * With lc_direct such a tenant's ring is handed to its executor whenever it
+ * is empty and comes back at a frame the executor does not take (direct.c,
+ * the rules in shm.h); while it is out the loop only flushes queued replies.
  */
 #include "wire/shm.h"
 
@@ -89,6 +92,8 @@ struct shm_stp {
   bool open;              /* WELCOME sent */
   bool lc;                /* counted in l->lc_open */
   bool held;              /* paused: g2d tail not published */
+  wire_direct_t *dr;      /* lc_direct: the ring's direct reader (shm.h), or NULL */
+  bool dr_out;            /* handed to the reader: we read it only once given back */
   uint8_t hbuf[WIRE__HDR_LEN + WIRE__HELLO_MAX];
   out_msg *out_head, *out_tail;
   size_t out_bytes; /* queued, <= WIRE__OUT_MAX */
@@ -305,6 +310,31 @@ static void publish(shm_stp *c) {
  * work for small posts, one large message otherwise. */
 #define DRAIN_BUDGET ((size_t)1 << 20)
 
+/* Direct reading (shm.h): the ring goes to the tenant's reader when it is
+ * empty, our framing idle and a reader exists; it comes back when the
+ * reader stores LOOP (a frame it does not take). */
+static void hand_over(shm_stp *c) {
+  wire_direct_t *d = c->dr;
+  if (!d || c->dr_out || c->held || !atomic_load_explicit(&d->taken, memory_order_acquire) ||
+      !wire__tenant_rx_idle(c->t))
+    return;
+  d->g2d.rd = c->g2d.rd;
+  d->g2d.data_end = c->g2d.data_end;
+  c->dr_out = true;
+  atomic_store_explicit(&d->owner, WIRE__DR_READER, memory_order_release);
+}
+
+/* True when the reader gave the ring back (we read it again from where it
+ * stopped), false while it still holds it. */
+static bool take_back(shm_stp *c) {
+  if (atomic_load_explicit(&c->dr->owner, memory_order_acquire) == WIRE__DR_READER)
+    return false;
+  c->g2d.rd = c->dr->g2d.rd;
+  c->g2d.data_end = c->dr->g2d.data_end;
+  c->dr_out = false;
+  return true;
+}
+
 static void drain(shm_stp *c) {
   wire_tenant_t *t = c->t;
   shm_listener *l = c->l;
@@ -322,6 +352,8 @@ static void drain(shm_stp *c) {
     return;
   }
   wire__shm_sleep_done(&c->g2d);
+  if (c->dr_out && !take_back(c))
+    return; /* the reader has it */
   for (;;) {
     const uint8_t *p1, *p2;
     size_t n1, n2, used;
@@ -335,6 +367,7 @@ static void drain(shm_stp *c) {
       if (l->spin_ns || l->lc_open) {
         if (got)
           l->active_ns = wire__now_ns();
+        hand_over(c);
         spin_start(l);
         return;
       }
@@ -369,6 +402,9 @@ static void drain(shm_stp *c) {
 #define IDLE_SLICE_NS 20000u
 
 static bool ring_has_data(shm_stp *c) {
+  if (c->dr_out) /* the reader's, unless it gave it back */
+    return c->open &&
+           atomic_load_explicit(&c->dr->owner, memory_order_acquire) != WIRE__DR_READER;
   return c->open && !c->held &&
          __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE) != c->g2d.rd;
 }
@@ -430,7 +466,7 @@ static void on_idle(uv_idle_t *h) {
   /* Spin budget spent: every ring goes to sleep; one that got data in the
    * meantime keeps us spinning. */
   for (c = l->open; c != NULL; c = c->next_open)
-    if (c->open && !c->held && wire__shm_sleep_prepare(&c->g2d))
+    if (c->open && !c->held && !c->dr_out && wire__shm_sleep_prepare(&c->g2d))
       l->active_ns = now;
   if (l->active_ns != now) {
     uv_idle_stop(&l->idle);
@@ -578,7 +614,16 @@ static void on_sock_gone(shm_stp *c, int status, const char *what) {
   char why[512];
 
   /* A guest that said BYE and closed may have left its BYE in the ring:
-   * read the ring first so an orderly close is reported as one. */
+   * read the ring first so an orderly close is reported as one.  A direct
+   * reader gives the ring back at the BYE, which it does not take: wait for
+   * that a little (a reader busy longer loses only the word "orderly"). */
+  if (c->dr_out) {
+    uint64_t until = wire__now_ns() + 2000000u;
+    while (!take_back(c) && wire__now_ns() < until &&
+           __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE) !=
+               __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE))
+      sched_yield();
+  }
   if (c->open && !c->held)
     drain(c);
   if (!c->open)
@@ -704,6 +749,11 @@ static int shm_welcome(wire_tenant_t *t, const void *frame, size_t len) {
     c->lc = true;
     c->l->lc_open++;
     spin_start(c->l);
+    /* Without memory for it the loop keeps reading the ring: no error. */
+    if (o->lc_direct &&
+        (c->dr = wire__direct_new(t, &c->g2d, c->efd_tx,
+                                  (uint8_t)wire_tenant_info(t)->version)) != NULL)
+      wire__tenant_set_direct(t, c->dr); /* t holds its reference */
   }
   return 0;
 fail:
@@ -736,6 +786,11 @@ static void on_closed(uv_handle_t *h) {
     c->out_head = m->next;
     free(m->v.iov_base);
     free(m);
+  }
+  if (c->mem && c->dr) { /* the reader may still look at the ring: unmapped at its last ref */
+    c->dr->map = c->mem;
+    c->dr->map_len = c->size;
+    c->mem = NULL;
   }
   if (c->mem) {
     region *r = malloc(sizeof(*r));
@@ -773,6 +828,8 @@ static void shm_close(wire_tenant_t *t) {
   shm_stp *c = wire__tenant_tp(t);
 
   c->open = false;
+  if (c->dr) /* the reader stops reading; the region stays mapped for it (on_closed) */
+    atomic_store_explicit(&c->dr->owner, WIRE__DR_CLOSED, memory_order_release);
   unlink_open(c);
   if (c->lc) {
     c->lc = false;

@@ -67,6 +67,7 @@ struct wire_tenant {
   uint64_t born_ns;                /* accepted (the handshake deadline counts from here) */
   char key[48];                    /* admission key (wire__tenant_admit); "" = none */
   _Atomic int refs;
+  wire_direct_t *_Atomic direct; /* the ring's direct reader (shm.h), set at WELCOME */
   /* Frees deferred past a close while paused: a worker may still read the
    * paused payload until its last unref (at most 4: rx + transport). */
   void (*defer_fn[4])(void *);
@@ -111,6 +112,8 @@ static void tenant_unref_mem(wire_tenant_t *t) {
     int i;
     for (i = 0; i < t->ndefer; i++)
       t->defer_fn[i](t->defer_arg[i]);
+    if (t->direct)
+      wire__direct_unref(t->direct);
     pthread_mutex_destroy(&t->tx_mu);
     free(t->calls);
     free(t);
@@ -126,6 +129,18 @@ void wire__tenant_defer(wire_tenant_t *t, void (*fn)(void *), void *arg) {
   } else {
     fn(arg);
   }
+}
+
+void wire__tenant_set_direct(wire_tenant_t *t, wire_direct_t *d) {
+  atomic_store_explicit(&t->direct, d, memory_order_release);
+}
+
+bool wire__tenant_rx_idle(const wire_tenant_t *t) {
+  return !t->paused && wire__rx_idle(&t->rx);
+}
+
+wire_direct_t *wire__tenant_get_direct(wire_tenant_t *t) {
+  return atomic_load_explicit(&t->direct, memory_order_acquire);
 }
 
 static void rx_free(void *arg) {
@@ -228,6 +243,15 @@ static int add_call(wire_tenant_t *t, uint64_t id) {
   }
   t->calls[t->ncalls++] = id;
   return 0;
+}
+
+int wire__tenant_add_call(wire_tenant_t *t, uint64_t id) {
+  int rc;
+
+  pthread_mutex_lock(&t->tx_mu);
+  rc = t->tx_closed ? -ECONNRESET : add_call(t, id);
+  pthread_mutex_unlock(&t->tx_mu);
+  return rc;
 }
 
 /* ------------------------------------------------------------ tenant life */
@@ -843,7 +867,10 @@ static void on_timer(uv_timer_t *tm) {
       tenant_close(t, -ETIMEDOUT, why, true);
       continue;
     }
-    /* A paused tenant is not read, so its silence is ours, not its death. */
+    /* A paused tenant is not read, so its silence is ours, not its death;
+     * so is that of a ring its direct reader holds unread (shm.h). */
+    if (t->direct)
+      t->last_rx_ns = wire__direct_rx_ns(t->direct, t->last_rx_ns, now);
     if (!t->paused && now - t->last_rx_ns >= dead) {
       char why[512];
       snprintf(why, sizeof(why), "tenant \"%s\" (%s): no byte for %llu ms (limit %u ms)",

@@ -185,4 +185,38 @@ static inline void wire__cpu_relax(void) {
 int wire__efd_ring(int fd);
 void wire__efd_drain(int fd);
 
+/* Direct reading (wire.h, wire_tenant_direct; direct.c).  Who reads the g2d
+ * ring: the loop (LOOP), the tenant's executor (READER), or nobody, the
+ * transport being closed (CLOSED).  Invariants:
+ *   - only the owner touches the consumer side (rd, data_end, tail); the
+ *     loop's copy is in its shm_stp, the reader's in g2d below, and each is
+ *     copied into the other at the hand-off, under the owner word's
+ *     release/acquire;
+ *   - the loop hands the ring over only when it is empty, its framing state
+ *     idle and the tenant not paused, and only once a reader exists;
+ *   - the reader gives it back without consuming the frame it refused;
+ *   - the region stays mapped until the last reference goes (the transport
+ *     gives its mapping to this struct when it closes). */
+enum { WIRE__DR_LOOP = 0, WIRE__DR_READER = 1, WIRE__DR_CLOSED = 2 };
+
+struct wire_direct {
+  _Atomic int owner;
+  _Atomic int refs;        /* the tenant's + the reader's */
+  _Atomic bool taken;      /* wire_tenant_direct was called: a reader exists */
+  _Atomic uint64_t rx_ns;  /* the reader's last frame consumed */
+  _Atomic uint64_t frames; /* frames the reader consumed */
+  _Atomic uint64_t given;  /* frames it gave back to the loop */
+  wire_tenant_t *t;        /* its call table (the reader holds a ref on t) */
+  uint8_t version;
+  wire__shm_dir g2d;       /* the reader's consumer side (owner == READER) */
+  int efd_tx;              /* a dup of the guest's tx doorbell (waiting for space) */
+  void *map;               /* the region, once the transport closed */
+  size_t map_len;
+  uint8_t *buf;            /* one frame copied out (WIRE__HDR_LEN + WIRE_DIRECT_MAX) */
+};
+
+/* Loop thread, at WELCOME: one reference, the tenant's. */
+wire_direct_t *wire__direct_new(wire_tenant_t *t, const wire__shm_dir *g2d, int efd_tx,
+                                uint8_t version);
+
 #endif /* TALLY_WIRE_SHM_H */

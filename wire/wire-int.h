@@ -132,6 +132,8 @@ int wire__rx_feed(wire__rx *rx, const uint8_t *p, size_t n, size_t *used);
 void wire__rx_trim(wire__rx *rx);
 /* True when a paused BATCH still has records to deliver. */
 bool wire__rx_pending(const wire__rx *rx);
+/* True between frames: nothing of a header, frame, message or batch held. */
+bool wire__rx_idle(const wire__rx *rx);
 
 /* Writes an escaped sample of up to 16 bytes ("\x00AB...") into out. */
 void wire__escape(char *out, size_t out_len, const uint8_t *p, size_t n);
@@ -499,6 +501,18 @@ void wire__tenant_release(wire_tenant_t *t);
 /* Set by the transport: the resolver for shm descriptors. */
 void wire__tenant_set_resolve(wire_tenant_t *t, wire__rx_resolve_fn fn, void *ctx);
 bool wire__tenant_paused(const wire_tenant_t *t);
+/* Direct reading (shm.h): the transport publishes t's reader at WELCOME (t
+ * then holds its reference); whether t's framing is between frames and t
+ * not paused (the ring may be handed over); a CALL id the reader read
+ * (0 or -EPROTO: duplicate or too many, as for the loop). */
+void wire__tenant_set_direct(wire_tenant_t *t, wire_direct_t *d);
+wire_direct_t *wire__tenant_get_direct(wire_tenant_t *t); /* any thread */
+bool wire__tenant_rx_idle(const wire_tenant_t *t);
+int wire__tenant_add_call(wire_tenant_t *t, uint64_t id);
+void wire__direct_unref(wire_direct_t *d);
+/* Loop thread: the tenant's last-heard time given the reader's: now while
+ * the reader owns a ring with unread bytes, else the later of the two. */
+uint64_t wire__direct_rx_ns(wire_direct_t *d, uint64_t loop_rx_ns, uint64_t now);
 
 struct uv_loop_s *wire__server_loop(const wire_server_t *s);
 const wire_server_opts_t *wire__server_opts(const wire_server_t *s);

@@ -245,6 +245,11 @@ int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt);
 /* Sends every queued post now.  Thread-safe. */
 int wire_conn_flush(wire_conn_t *c);
 
+/* The caller had its answer without a reply (a word the daemon had the GPU
+ * write): with post_after_reply, the next post goes out at once, as after a
+ * call's reply.  Thread-safe. */
+void wire_conn_answered(wire_conn_t *c);
+
 /* With TALLY_HOPS=FILE in the environment at open, each call's hand-off
  * times are kept (wire/hops.c has the line format); this appends those not
  * yet written to FILE (wire_conn_close does too).  Call it while no call is
@@ -413,6 +418,9 @@ typedef struct wire_server_opts {
                                  SO_BUSY_POLL (best effort).  false: the spins above */
   uint32_t lc_busy_poll_us;   /* SO_BUSY_POLL of a latency-critical TCP tenant's socket
                                  under lc_poll; 0 = 50 */
+  bool lc_direct;             /* with lc_poll: a latency-critical shared-memory tenant's
+                                 ring may be read by its own executor thread
+                                 (wire_tenant_direct) instead of the loop */
 } wire_server_opts_t;
 
 #define WIRE_HANDSHAKE_MS_DEFAULT  5000
@@ -491,6 +499,46 @@ void wire_tenant_resume(wire_tenant_t *t);
  * -ECONNRESET once t is closed, or the transport's send error.  Loop
  * thread. */
 int wire_tenant_note(wire_tenant_t *t, uint32_t word);
+
+/* ---- direct reading (shared memory, lc_direct) ----
+ *
+ * A latency-critical tenant's executor (the one thread that runs its
+ * messages, polling) may read the tenant's ring itself instead of having the
+ * loop read it and hand each message over.  The ring has one reader at a
+ * time: the loop hands it to the executor when the ring is empty and its
+ * framing idle, and takes it back whenever the executor meets a frame it
+ * does not take (anything but plain calls, posts and batches of them up to
+ * WIRE_DIRECT_MAX bytes, or a message ok() refuses); messages the loop read
+ * meanwhile went to on_msg, and the executor must run those it queued before
+ * it reads the ring again (wire_direct_read returns 0 while the loop owns
+ * it).  Replies go as usual (wire_tenant_reply_mt*).  The tenant is not
+ * declared dead for silence while the executor owns a ring with unread
+ * bytes (it is busy). */
+#define WIRE_DIRECT_MAX ((size_t)64 << 10)
+
+typedef struct wire_direct wire_direct_t;
+
+/* Any thread holding a ref on t: t's direct reader (a reference released with
+ * wire_direct_release), or NULL: not a shared-memory tenant, not
+ * latency-critical under lc_poll and lc_direct, or not past its WELCOME yet
+ * (ask again later).  At most one thread may use it. */
+wire_direct_t *wire_tenant_direct(wire_tenant_t *t);
+
+/* The executor: true when the ring is its to read and holds bytes. */
+bool wire_direct_ready(wire_direct_t *d);
+
+/* The executor: takes the next frame when it owns the ring and the frame
+ * holds only calls and posts that ok(ctx, m) accepts (each m->data a copy,
+ * valid during run; m->rx_ns when it was read), then calls run(ctx, m) for
+ * each in order.  Returns how many ran: 0 when the ring is empty, the loop
+ * owns it, the tenant closed, or the frame went back to the loop. */
+int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m),
+                     void (*run)(void *ctx, const wire_msg_t *m), void *ctx);
+
+/* Frames the executor read itself, and how many it gave back to the loop. */
+void wire_direct_counts(const wire_direct_t *d, uint64_t *read, uint64_t *given_back);
+
+void wire_direct_release(wire_direct_t *d);
 
 /* Closes t with status (e.g. -EPROTO after a malformed payload) and a reason
  * that is passed on to on_close; the guest sees the connection lost. Loop

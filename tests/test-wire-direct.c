@@ -1,0 +1,275 @@
+/* test-wire-direct.c: a latency-critical tenant's ring read by its executor
+ * (wire.h, wire_tenant_direct; wire/direct.c, the rules in wire/shm.h).
+ *
+ * A harness server with lc_poll and lc_direct; the tenant "keep" (the
+ * harness holds a ref on it) connects over shared memory as latency-critical
+ * and a reader thread plays its executor: it reads the ring with
+ * wire_direct_read and checks and answers what it reads as the harness's
+ * on_msg does for what the loop reads (posts' per-thread order, calls
+ * echoed).  What each behaviour shows: every request arrives exactly once
+ * and in order whichever side read it; the reader refuses a message and
+ * the loop gets it, in order; frames the reader does not take (descriptors)
+ * go to the loop and reading comes back to the reader; a reader busy past
+ * dead_after does not make the tenant dead; a tenant that closes while the
+ * reader polls goes cleanly (the sanitizers watch the memory).
+ */
+#include "tests/test-wire-harness.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+typedef struct reader {
+  harness *h;
+  pthread_t th;
+  _Atomic bool stop;
+  _Atomic int posts, calls, ran;
+  _Atomic int refuse_every; /* refuse the posts whose seq is a multiple (0 = none) */
+  _Atomic int busy_ms;      /* sleep this long inside each call ("busy executor") */
+  wire_direct_t *d;
+} reader;
+
+static bool r_ok(void *ctx, const wire_msg_t *m) {
+  reader *r = ctx;
+  int every = atomic_load(&r->refuse_every);
+  uint32_t seq;
+  if (every && m->kind == WIRE_MSG_POST && m->len >= 9 && m->data[0] == 'S') {
+    memcpy(&seq, m->data + 5, 4);
+    return seq % (uint32_t)every != 0;
+  }
+  return true;
+}
+
+static void r_run(void *ctx, const wire_msg_t *m) {
+  reader *r = ctx;
+  atomic_fetch_add(&r->ran, 1);
+  if (m->kind == WIRE_MSG_POST) {
+    harness_check_seq(r->h, m);
+    atomic_fetch_add(&r->posts, 1);
+    return;
+  }
+  atomic_fetch_add(&r->calls, 1);
+  if (atomic_load(&r->busy_ms))
+    usleep((useconds_t)atomic_load(&r->busy_ms) * 1000u);
+  wire_tenant_reply_mt_copy(r->h->kept, m->id, m->data, m->len);
+}
+
+static void *r_main(void *arg) {
+  reader *r = arg;
+  while (!atomic_load(&r->stop)) {
+    if (!r->d) {
+      wire_tenant_t *t = r->h->kept; /* set by on_connect on the loop thread */
+      if (t && (r->d = wire_tenant_direct(t)) == NULL)
+        usleep(100);
+      continue;
+    }
+    if (wire_direct_read(r->d, r_ok, r_run, r) == 0)
+      sched_yield();
+  }
+  return NULL;
+}
+
+typedef struct fixture {
+  harness h;
+  reader r;
+  wire_conn_t *c;
+} fixture;
+
+/* Starts the server, the reader and the tenant "keep" (latency-critical,
+ * shared memory).  heartbeat / dead_after in ms (0: the defaults). */
+static void fx_start(fixture *f, uint32_t heartbeat_ms, uint32_t dead_after_ms) {
+  wire_server_opts_t o = {.lc_poll = true,
+                          .lc_direct = true,
+                          .heartbeat_ms = heartbeat_ms,
+                          .dead_after_ms = dead_after_ms};
+  wire_hello_t hello = {.tenant = "keep", .prio = WIRE_PRIO_LATENCY_CRITICAL};
+  char err[256] = "";
+  memset(f, 0, sizeof(*f));
+  assert_int_equal(harness_start(&f->h, &o), 0);
+  f->r.h = &f->h;
+  assert_int_equal(pthread_create(&f->r.th, NULL, r_main, &f->r), 0);
+  assert_int_equal(wire_conn_open(&f->c, f->h.url_shm, &hello, NULL, err, sizeof(err)), 0);
+  /* The reader exists before the first drain ends: the loop hands over. */
+  for (int i = 0; i < 20000 && !f->r.d; i++)
+    usleep(100);
+  assert_non_null(f->r.d);
+}
+
+static void fx_stop(fixture *f) {
+  if (f->c)
+    wire_conn_close(f->c);
+  for (int i = 0; i < 20000 && atomic_load(&f->h.closes) == 0; i++)
+    usleep(100);
+  atomic_store(&f->r.stop, true);
+  pthread_join(f->r.th, NULL);
+  wire_direct_release(f->r.d);
+  wire_tenant_unref(f->h.kept);
+  f->h.kept = NULL;
+  harness_stop(&f->h);
+}
+
+/* One echo call of n bytes (a pattern); asserts the echo. */
+static void echo(wire_conn_t *c, size_t n, uint8_t salt) {
+  uint8_t q[256], a[256];
+  struct iovec qv = {q, n}, av = {a, sizeof(a)};
+  size_t got = 0;
+  for (size_t i = 0; i < n; i++)
+    q[i] = (uint8_t)('a' + (i + salt) % 26); /* never 'S', 'W', 'C', 'Z', 'N', 'X', 'E' first */
+  q[0] = 'q';
+  assert_int_equal(wire_conn_call(c, &qv, 1, &av, 1, &got), 0);
+  assert_int_equal(got, n);
+  assert_memory_equal(a, q, n);
+}
+
+/* Posts in batches and calls between them, 2000 posts: each arrives once, in
+ * order, and most frames are the reader's. */
+static void requests_arrive_once_and_in_order(void **state) {
+  fixture f;
+  uint64_t read = 0, given = 0;
+  (void)state;
+  fx_start(&f, 0, 0);
+  for (uint32_t i = 0; i < 2000; i++) {
+    assert_int_equal(harness_post_seq(f.c, 0, i), 0);
+    if (i % 50 == 49)
+      echo(f.c, 40 + i % 100, (uint8_t)i);
+  }
+  echo(f.c, 8, 1);
+  assert_int_equal(atomic_load(&f.h.posts) + atomic_load(&f.r.posts), 2000);
+  assert_int_equal(atomic_load(&f.h.calls) + atomic_load(&f.r.calls), 41);
+  assert_int_equal(atomic_load(&f.h.order_errors), 0);
+  wire_direct_counts(f.r.d, &read, &given);
+  assert_true(read > 0);
+  assert_true(atomic_load(&f.r.calls) > 0);
+  fx_stop(&f);
+}
+
+/* A message the reader refuses (ok() false) goes to the loop with the rest
+ * of its frame, unconsumed: the loop's on_msg gets it, in order, and the
+ * reader gets the ring back afterwards. */
+static void a_refused_message_goes_to_the_loop_in_order(void **state) {
+  fixture f;
+  uint64_t read = 0, given = 0;
+  (void)state;
+  fx_start(&f, 0, 0);
+  atomic_store(&f.r.refuse_every, 7);
+  for (uint32_t i = 1; i <= 1400; i++) {
+    assert_int_equal(harness_post_seq(f.c, 3, i - 1), 0);
+    if (i % 20 == 0)
+      echo(f.c, 16, (uint8_t)i);
+  }
+  echo(f.c, 16, 0);
+  assert_int_equal(atomic_load(&f.h.posts) + atomic_load(&f.r.posts), 1400);
+  assert_int_equal(atomic_load(&f.h.order_errors), 0);
+  assert_true(atomic_load(&f.h.posts) >= 200); /* every 7th at least */
+  wire_direct_counts(f.r.d, &read, &given);
+  assert_true(given > 0);
+  assert_true(read > 0);
+  fx_stop(&f);
+}
+
+/* A descriptor (an FD frame) is the loop's: it gets it after every post
+ * sent before it, and the reader reads the posts after it. */
+static void frames_it_does_not_take_go_to_the_loop(void **state) {
+  fixture f;
+  char path[] = "/tmp/tally-direct-fd-XXXXXX", b[32] = "";
+  int fd = mkstemp(path), posts_before;
+  (void)state;
+  assert_true(fd >= 0);
+  unlink(path);
+  fx_start(&f, 0, 0);
+  for (uint32_t i = 0; i < 100; i++)
+    assert_int_equal(harness_post_seq(f.c, 1, i), 0);
+  echo(f.c, 8, 2);
+  posts_before = atomic_load(&f.h.posts) + atomic_load(&f.r.posts);
+  assert_int_equal(posts_before, 100);
+  assert_int_equal(wire_conn_send_fd(f.c, fd, 42), 7);
+  assert_int_equal(atomic_load(&f.h.fds), 1);
+  for (uint32_t i = 100; i < 300; i++)
+    assert_int_equal(harness_post_seq(f.c, 1, i), 0);
+  echo(f.c, 8, 3);
+  assert_int_equal(atomic_load(&f.h.posts) + atomic_load(&f.r.posts), 300);
+  assert_int_equal(atomic_load(&f.h.order_errors), 0);
+  assert_true(pread(fd, b, sizeof(b) - 1, 0) > 0);
+  assert_string_equal(b, "tag 42");
+  close(fd);
+  fx_stop(&f);
+}
+
+/* The reader sits 600 ms in one call while dead_after is 200 ms: the
+ * guest's heartbeats wait unread in the ring, which is not silence. */
+static void a_busy_reader_is_not_a_dead_tenant(void **state) {
+  fixture f;
+  (void)state;
+  fx_start(&f, 40, 200);
+  echo(f.c, 8, 4); /* the reader has the ring */
+  atomic_store(&f.r.busy_ms, 600);
+  echo(f.c, 8, 5);
+  atomic_store(&f.r.busy_ms, 0);
+  usleep(400000); /* idle: heartbeats go to the loop */
+  echo(f.c, 8, 6);
+  assert_int_equal(atomic_load(&f.h.closes), 0);
+  fx_stop(&f);
+  assert_int_not_equal(atomic_load(&f.h.last_close_status), WIRE_EPEERDEAD);
+}
+
+/* The guest goes while the reader polls: the reader stops reading (0) and
+ * releases its reference later; nothing is read from unmapped memory.  The
+ * posts right before the close may go unread (a reader slower than the
+ * loop's short wait for it: the tenant is then closed as lost, not in
+ * order), never out of order. */
+static void a_tenant_that_goes_while_read_leaves_cleanly(void **state) {
+  fixture f;
+  int n;
+  (void)state;
+  fx_start(&f, 0, 0);
+  for (uint32_t i = 0; i < 500; i++)
+    assert_int_equal(harness_post_seq(f.c, 2, i), 0);
+  echo(f.c, 8, 7); /* read, with the posts before it */
+  for (uint32_t i = 500; i < 1000; i++)
+    assert_int_equal(harness_post_seq(f.c, 2, i), 0);
+  wire_conn_close(f.c); /* its posts are flushed first */
+  f.c = NULL;
+  for (int i = 0; i < 20000 && atomic_load(&f.h.closes) == 0; i++)
+    usleep(100);
+  assert_int_equal(atomic_load(&f.h.closes), 1);
+  usleep(20000); /* the reader keeps polling a closed tenant */
+  assert_int_equal(wire_direct_read(f.r.d, r_ok, r_run, &f.r), 0);
+  n = atomic_load(&f.h.posts) + atomic_load(&f.r.posts);
+  assert_true(n >= 500 && n <= 1000);
+  assert_int_equal(atomic_load(&f.h.order_errors), 0);
+  fx_stop(&f);
+}
+
+/* Without lc_direct (or for a best-effort tenant) there is no reader. */
+static void no_reader_unless_asked(void **state) {
+  harness h;
+  wire_server_opts_t o = {.lc_poll = true};
+  wire_hello_t hello = {.tenant = "keep", .prio = WIRE_PRIO_LATENCY_CRITICAL};
+  wire_conn_t *c = NULL;
+  (void)state;
+  assert_int_equal(harness_start(&h, &o), 0);
+  assert_int_equal(wire_conn_open(&c, h.url_shm, &hello, NULL, NULL, 0), 0);
+  assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+  assert_null(wire_tenant_direct(h.kept));
+  wire_conn_close(c);
+  wire_tenant_unref(h.kept);
+  h.kept = NULL;
+  harness_stop(&h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(requests_arrive_once_and_in_order),
+      cmocka_unit_test(a_refused_message_goes_to_the_loop_in_order),
+      cmocka_unit_test(frames_it_does_not_take_go_to_the_loop),
+      cmocka_unit_test(a_busy_reader_is_not_a_dead_tenant),
+      cmocka_unit_test(a_tenant_that_goes_while_read_leaves_cleanly),
+      cmocka_unit_test(no_reader_unless_asked),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,192 @@
+/* direct.c: a latency-critical tenant's ring read by its own executor.
+ *
+ * Over shared memory the loop thread reads every tenant's ring and hands
+ * each message to the tenant's worker; for a polling latency-critical
+ * tenant that hand-off is the one step between the guest's write and the
+ * driver call that no work needs.  Here the worker reads the ring itself
+ * while the loop lets it (the ownership rules are in shm.h): it takes only
+ * whole plain frames of calls, posts and batches, copies each out before
+ * reading a field (the guest can still write the ring), and gives the ring
+ * back to the loop, unconsumed, at anything else.  Loop-side hand-off:
+ * server-shm.c.
+ */
+#include "wire/shm.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+wire_direct_t *wire__direct_new(wire_tenant_t *t, const wire__shm_dir *g2d, int efd_tx,
+                                uint8_t version) {
+  wire_direct_t *d = calloc(1, sizeof(*d));
+
+  if (d == NULL)
+    return NULL;
+  d->buf = malloc(WIRE__HDR_LEN + WIRE_DIRECT_MAX);
+  d->efd_tx = fcntl(efd_tx, F_DUPFD_CLOEXEC, 0);
+  if (d->buf == NULL || d->efd_tx < 0) {
+    if (d->efd_tx >= 0)
+      close(d->efd_tx);
+    free(d->buf);
+    free(d);
+    return NULL;
+  }
+  atomic_init(&d->owner, WIRE__DR_LOOP);
+  atomic_init(&d->refs, 1);
+  d->t = t;
+  d->version = version;
+  d->g2d = *g2d;
+  return d;
+}
+
+void wire__direct_unref(wire_direct_t *d) {
+  if (d == NULL || atomic_fetch_sub(&d->refs, 1) != 1)
+    return;
+  if (d->map)
+    munmap(d->map, d->map_len);
+  close(d->efd_tx);
+  free(d->buf);
+  free(d);
+}
+
+wire_direct_t *wire_tenant_direct(wire_tenant_t *t) {
+  wire_direct_t *d = t ? wire__tenant_get_direct(t) : NULL;
+
+  if (d == NULL)
+    return NULL;
+  atomic_fetch_add(&d->refs, 1);
+  atomic_store_explicit(&d->taken, true, memory_order_release);
+  return d;
+}
+
+void wire_direct_release(wire_direct_t *d) {
+  wire__direct_unref(d);
+}
+
+void wire_direct_counts(const wire_direct_t *d, uint64_t *read, uint64_t *given_back) {
+  *read = d ? atomic_load_explicit(&d->frames, memory_order_relaxed) : 0;
+  *given_back = d ? atomic_load_explicit(&d->given, memory_order_relaxed) : 0;
+}
+
+static uint64_t ring_head(const wire_direct_t *d) {
+  return __atomic_load_n(wire__shm_u64(&d->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE);
+}
+
+uint64_t wire__direct_rx_ns(wire_direct_t *d, uint64_t loop_rx_ns, uint64_t now) {
+  uint64_t rx = atomic_load_explicit(&d->rx_ns, memory_order_relaxed);
+
+  if (atomic_load_explicit(&d->owner, memory_order_acquire) == WIRE__DR_READER &&
+      ring_head(d) != __atomic_load_n(wire__shm_u64(&d->g2d, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE))
+    return now; /* bytes wait for a busy reader: the silence is ours */
+  return rx > loop_rx_ns ? rx : loop_rx_ns;
+}
+
+bool wire_direct_ready(wire_direct_t *d) {
+  return atomic_load_explicit(&d->owner, memory_order_acquire) == WIRE__DR_READER &&
+         ring_head(d) != d->g2d.rd;
+}
+
+/* n ring bytes from position pos, across the wrap. */
+static void ring_read(const wire__shm_dir *g, uint64_t pos, uint8_t *dst, size_t n) {
+  size_t at = (size_t)(pos & (g->r - 1)), first = g->r - at < n ? g->r - at : n;
+
+  memcpy(dst, g->ring + at, first);
+  if (n > first)
+    memcpy(dst + first, g->ring, n - first);
+}
+
+/* The loop reads the frame at rd (and reports whatever is wrong with it). */
+static int give_back(wire_direct_t *d) {
+  atomic_fetch_add_explicit(&d->given, 1, memory_order_relaxed);
+  atomic_store_explicit(&d->owner, WIRE__DR_LOOP, memory_order_release);
+  return 0;
+}
+
+/* The messages of a copied frame: one call or post, or a batch's posts.
+ * Calls fn on each (stopping at the first false); false also for a batch
+ * whose records do not fill it exactly (as frame.c's batch_start checks). */
+static bool each_msg(const wire__hdr *h, const uint8_t *p, uint64_t rx_ns,
+                     bool (*fn)(void *ctx, const wire_msg_t *m), void *ctx) {
+  wire_msg_t m = {.kind = h->kind == WIRE__K_CALL ? WIRE_MSG_CALL : WIRE_MSG_POST,
+                  .id = h->kind == WIRE__K_CALL ? h->id : 0,
+                  .rx_ns = rx_ns};
+  size_t left = h->len;
+  uint32_t i;
+
+  if (h->kind != WIRE__K_BATCH) {
+    m.data = p;
+    m.len = h->len;
+    return fn(ctx, &m);
+  }
+  for (i = 0; i < h->aux; i++) {
+    uint32_t len;
+    if (left < 4 || (len = wire_le_rd32(p)) > left - 4)
+      return false;
+    m.data = p + 4;
+    m.len = len;
+    if (!fn(ctx, &m))
+      return false;
+    p += 4 + (size_t)len;
+    left -= 4 + (size_t)len;
+  }
+  return h->aux > 0 && left == 0;
+}
+
+static bool accept_all(void *ctx, const wire_msg_t *m) {
+  (void)ctx, (void)m;
+  return true;
+}
+
+struct run_ctx {
+  void (*run)(void *ctx, const wire_msg_t *m);
+  void *ctx;
+  int n;
+};
+
+static bool run_one(void *ctx, const wire_msg_t *m) {
+  struct run_ctx *r = ctx;
+  r->run(r->ctx, m);
+  r->n++;
+  return true;
+}
+
+int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m),
+                     void (*run)(void *ctx, const wire_msg_t *m), void *ctx) {
+  uint64_t head, n, now;
+  wire__hdr h;
+  char why[160];
+  struct run_ctx r = {run, ctx, 0};
+  const uint8_t *payload = d->buf + WIRE__HDR_LEN;
+
+  if (atomic_load_explicit(&d->owner, memory_order_acquire) != WIRE__DR_READER)
+    return 0;
+  head = ring_head(d);
+  n = head - d->g2d.rd;
+  if (n == 0)
+    return 0;
+  if (n > d->g2d.r || n < WIRE__HDR_LEN)
+    return give_back(d); /* an impossible head, or a frame not yet whole: the loop's */
+  ring_read(&d->g2d, d->g2d.rd, d->buf, WIRE__HDR_LEN);
+  if (wire__hdr_decode(d->buf, d->version, &h, why, sizeof(why)) != 0 || h.flags != 0 ||
+      (h.kind != WIRE__K_CALL && h.kind != WIRE__K_POST && h.kind != WIRE__K_BATCH) ||
+      h.len > WIRE_DIRECT_MAX || h.len > n - WIRE__HDR_LEN ||
+      (h.kind == WIRE__K_CALL && h.id == 0) || (h.kind != WIRE__K_BATCH && h.aux != 0))
+    return give_back(d);
+  ring_read(&d->g2d, d->g2d.rd + WIRE__HDR_LEN, d->buf + WIRE__HDR_LEN, h.len);
+  /* Every message must be ours and the batch well formed before any runs:
+   * the frame is taken whole or not at all. */
+  if (!each_msg(&h, payload, 0, ok ? ok : accept_all, ctx))
+    return give_back(d);
+  if (h.kind == WIRE__K_CALL && wire__tenant_add_call(d->t, h.id) != 0)
+    return give_back(d);
+  d->g2d.rd += WIRE__HDR_LEN + h.len;
+  if (wire__shm_release(&d->g2d))
+    wire__efd_ring(d->efd_tx); /* the guest waits for ring space */
+  now = wire__now_ns();
+  atomic_store_explicit(&d->rx_ns, now, memory_order_relaxed);
+  atomic_fetch_add_explicit(&d->frames, 1, memory_order_relaxed);
+  (void)each_msg(&h, payload, now, run_one, &r);
+  return r.n;
+}
