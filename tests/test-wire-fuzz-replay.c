@@ -1,5 +1,5 @@
 /* test-wire-fuzz-replay.c: make check replays every committed input of the
- * wire fuzz corpora (tests/fuzz/corpus/wire-frame/, wire-hello/, wire-rbulk/) through the
+ * wire fuzz corpora (tests/fuzz/corpus/wire-frame/, wire-hello/, wire-rbulk/, wire-direct/) through the
  * same entry points libFuzzer drives, so a crash once found stays fixed
  * (SQLite's fuzzcheck).  Built without libFuzzer: the targets are compiled
  * with WIRE_FUZZ_NO_ENTRY and called directly.
@@ -21,6 +21,7 @@
 int wire_fuzz_frame_one(const uint8_t *data, size_t size);
 int wire_fuzz_hello_one(const uint8_t *data, size_t size);
 int wire_fuzz_rbulk_one(const uint8_t *data, size_t size);
+int wire_fuzz_direct_one(const uint8_t *data, size_t size);
 
 static void frame_corpus_replays_cleanly(void **state) {
   (void)state;
@@ -37,11 +38,17 @@ static void rbulk_corpus_replays_cleanly(void **state) {
   assert_true(fuzz_replay_corpus("wire-rbulk", wire_fuzz_rbulk_one) >= 5);
 }
 
+static void direct_corpus_replays_cleanly(void **state) {
+  (void)state;
+  assert_true(fuzz_replay_corpus("wire-direct", wire_fuzz_direct_one) >= 10);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(frame_corpus_replays_cleanly),
       cmocka_unit_test(hello_corpus_replays_cleanly),
       cmocka_unit_test(rbulk_corpus_replays_cleanly),
+      cmocka_unit_test(direct_corpus_replays_cleanly),
   };
   return cmocka_run_group_tests_name("wire-fuzz-replay", tests, NULL, NULL);
 }

@@ -55,16 +55,19 @@ check_PROGRAMS += tests/test-wire-fuzz-replay
 TESTS += tests/test-wire-fuzz-replay
 endif
 tests_test_wire_fuzz_replay_SOURCES = tests/test-wire-fuzz-replay.c tests/fuzz/fuzz-wire-frame.c \
-	tests/fuzz/fuzz-wire-hello.c tests/fuzz/fuzz-wire-rbulk.c
+	tests/fuzz/fuzz-wire-hello.c tests/fuzz/fuzz-wire-rbulk.c tests/fuzz/fuzz-wire-direct.c
 tests_test_wire_fuzz_replay_CFLAGS = $(TEST_CFLAGS) -DWIRE_FUZZ_NO_ENTRY
 tests_test_wire_fuzz_replay_LDADD = $(WIRE_LIBS) $(TEST_LIBS)
-EXTRA_DIST += tests/fuzz/corpus/wire-frame tests/fuzz/corpus/wire-hello tests/fuzz/corpus/wire-rbulk
+EXTRA_DIST += tests/fuzz/corpus/wire-frame tests/fuzz/corpus/wire-hello tests/fuzz/corpus/wire-rbulk \
+	tests/fuzz/corpus/wire-direct
 # libFuzzer targets: wire's decoder sources are compiled into them so the
 # fuzzer sees their coverage.
 WIRE_FUZZ_SRC = wire/frame.c wire/hello.c wire/buf.c wire/error.c wire/txplan.c wire/rbulk.c
 if FUZZING
-FUZZ_TARGETS += tests/fuzz/fuzz-wire-frame tests/fuzz/fuzz-wire-hello tests/fuzz/fuzz-wire-rbulk
-noinst_PROGRAMS += tests/fuzz/fuzz-wire-frame tests/fuzz/fuzz-wire-hello tests/fuzz/fuzz-wire-rbulk
+FUZZ_TARGETS += tests/fuzz/fuzz-wire-frame tests/fuzz/fuzz-wire-hello tests/fuzz/fuzz-wire-rbulk \
+	tests/fuzz/fuzz-wire-direct
+noinst_PROGRAMS += tests/fuzz/fuzz-wire-frame tests/fuzz/fuzz-wire-hello tests/fuzz/fuzz-wire-rbulk \
+	tests/fuzz/fuzz-wire-direct
 endif
 tests_fuzz_fuzz_wire_frame_SOURCES = tests/fuzz/fuzz-wire-frame.c $(WIRE_FUZZ_SRC)
 tests_fuzz_fuzz_wire_frame_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS) \
@@ -81,6 +84,12 @@ tests_fuzz_fuzz_wire_rbulk_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS)
 	-fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_wire_rbulk_LDFLAGS = -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_wire_rbulk_LDADD = $(ZSTD_LIBS)
+tests_fuzz_fuzz_wire_direct_SOURCES = tests/fuzz/fuzz-wire-direct.c wire/direct.c wire/shm.c \
+	$(WIRE_FUZZ_SRC)
+tests_fuzz_fuzz_wire_direct_CFLAGS = $(AM_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS) \
+	-fsanitize=fuzzer,address,undefined
+tests_fuzz_fuzz_wire_direct_LDFLAGS = -fsanitize=fuzzer,address,undefined
+tests_fuzz_fuzz_wire_direct_LDADD = $(ZSTD_LIBS)
 # Benchmark (not run by make check): prints every figure beside its raw
 # baseline and the reproduce command.
 noinst_PROGRAMS += tests/bench/wire-bench

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 wire_direct_t *wire__direct_new(wire_tenant_t *t, const wire__shm_dir *g2d, int efd_tx,
-                                uint8_t version) {
+                                uint8_t version, int (*add_call)(wire_tenant_t *t, uint64_t id)) {
   wire_direct_t *d = calloc(1, sizeof(*d));
 
   if (d == NULL)
@@ -36,6 +36,7 @@ wire_direct_t *wire__direct_new(wire_tenant_t *t, const wire__shm_dir *g2d, int 
   atomic_init(&d->owner, WIRE__DR_LOOP);
   atomic_init(&d->refs, 1);
   d->t = t;
+  d->add_call = add_call;
   d->version = version;
   d->g2d = *g2d;
   return d;
@@ -51,11 +52,7 @@ void wire__direct_unref(wire_direct_t *d) {
   free(d);
 }
 
-wire_direct_t *wire_tenant_direct(wire_tenant_t *t) {
-  wire_direct_t *d = t ? wire__tenant_get_direct(t) : NULL;
-
-  if (d == NULL)
-    return NULL;
+wire_direct_t *wire__direct_take(wire_direct_t *d) {
   atomic_fetch_add(&d->refs, 1);
   atomic_store_explicit(&d->taken, true, memory_order_release);
   return d;
@@ -179,7 +176,7 @@ int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m
    * the frame is taken whole or not at all. */
   if (!each_msg(&h, payload, 0, ok ? ok : accept_all, ctx))
     return give_back(d);
-  if (h.kind == WIRE__K_CALL && wire__tenant_add_call(d->t, h.id) != 0)
+  if (h.kind == WIRE__K_CALL && d->add_call(d->t, h.id) != 0)
     return give_back(d);
   d->g2d.rd += WIRE__HDR_LEN + h.len;
   if (wire__shm_release(&d->g2d))

@@ -752,7 +752,8 @@ static int shm_welcome(wire_tenant_t *t, const void *frame, size_t len) {
     /* Without memory for it the loop keeps reading the ring: no error. */
     if (o->lc_direct &&
         (c->dr = wire__direct_new(t, &c->g2d, c->efd_tx,
-                                  (uint8_t)wire_tenant_info(t)->version)) != NULL)
+                                  (uint8_t)wire_tenant_info(t)->version,
+                                  wire__tenant_add_call)) != NULL)
       wire__tenant_set_direct(t, c->dr); /* t holds its reference */
   }
   return 0;

@@ -139,8 +139,9 @@ bool wire__tenant_rx_idle(const wire_tenant_t *t) {
   return !t->paused && wire__rx_idle(&t->rx);
 }
 
-wire_direct_t *wire__tenant_get_direct(wire_tenant_t *t) {
-  return atomic_load_explicit(&t->direct, memory_order_acquire);
+wire_direct_t *wire_tenant_direct(wire_tenant_t *t) {
+  wire_direct_t *d = t ? atomic_load_explicit(&t->direct, memory_order_acquire) : NULL;
+  return d ? wire__direct_take(d) : NULL;
 }
 
 static void rx_free(void *arg) {

@@ -207,6 +207,7 @@ struct wire_direct {
   _Atomic uint64_t frames; /* frames the reader consumed */
   _Atomic uint64_t given;  /* frames it gave back to the loop */
   wire_tenant_t *t;        /* its call table (the reader holds a ref on t) */
+  int (*add_call)(wire_tenant_t *t, uint64_t id); /* records a CALL read (server.c) */
   uint8_t version;
   wire__shm_dir g2d;       /* the reader's consumer side (owner == READER) */
   int efd_tx;              /* a dup of the guest's tx doorbell (waiting for space) */
@@ -215,8 +216,10 @@ struct wire_direct {
   uint8_t *buf;            /* one frame copied out (WIRE__HDR_LEN + WIRE_DIRECT_MAX) */
 };
 
-/* Loop thread, at WELCOME: one reference, the tenant's. */
+/* Loop thread, at WELCOME: one reference, the tenant's.  add_call records
+ * each CALL the reader takes (wire__tenant_add_call). */
 wire_direct_t *wire__direct_new(wire_tenant_t *t, const wire__shm_dir *g2d, int efd_tx,
-                                uint8_t version);
+                                uint8_t version, int (*add_call)(wire_tenant_t *t, uint64_t id));
+
 
 #endif /* TALLY_WIRE_SHM_H */

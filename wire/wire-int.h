@@ -506,10 +506,11 @@ bool wire__tenant_paused(const wire_tenant_t *t);
  * not paused (the ring may be handed over); a CALL id the reader read
  * (0 or -EPROTO: duplicate or too many, as for the loop). */
 void wire__tenant_set_direct(wire_tenant_t *t, wire_direct_t *d);
-wire_direct_t *wire__tenant_get_direct(wire_tenant_t *t); /* any thread */
 bool wire__tenant_rx_idle(const wire_tenant_t *t);
 int wire__tenant_add_call(wire_tenant_t *t, uint64_t id);
 void wire__direct_unref(wire_direct_t *d);
+/* wire_tenant_direct's reference: the reader exists from now on. */
+wire_direct_t *wire__direct_take(wire_direct_t *d);
 /* Loop thread: the tenant's last-heard time given the reader's: now while
  * the reader owns a ring with unread bytes, else the later of the two. */
 uint64_t wire__direct_rx_ns(wire_direct_t *d, uint64_t loop_rx_ns, uint64_t now);

@@ -1,0 +1,123 @@
+/* fuzz-wire-direct.c: libFuzzer target for the bytes a latency-critical
+ * guest puts in its ring when tallyd's worker reads it itself
+ * (wire/direct.c, the rules in wire/shm.h).
+ *
+ * Input: byte 0 picks the reader's refusals (bit 0: refuse calls, bit 1:
+ * refuse every third message, bit 2: the call table refuses ids), bytes
+ * 1..8 a head offset the guest claims past what it wrote (little endian,
+ * most of the time 0), the rest the ring's bytes from position 0 of a 4 KiB
+ * ring, wrapping, written at a start position given by byte 9.  The reader
+ * reads until it takes nothing more.  Invariants (abort, a finding, never
+ * bad input): what it consumes is whole frames inside what was published;
+ * a refused frame is not consumed; every message it runs lies inside its
+ * copy of the frame, is a call or a post, and is read whole; it never
+ * consumes past the head the guest published (bytes it claims and never
+ * wrote are ring memory like any other), and gives back at a head it
+ * cannot trust.
+ * Seeds: tests/fuzz/corpus/wire-direct/ (replayed by test-wire-fuzz-replay).
+ */
+#include "wire/shm.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define RING 4096u
+
+static uint8_t region[2048 + RING] __attribute__((aligned(64)));
+
+static void must(int ok) {
+  if (!ok)
+    abort();
+}
+
+typedef struct fz {
+  wire_direct_t *d;
+  unsigned mode, seen;
+  size_t ran;
+} fz;
+
+static int add_call(wire_tenant_t *t, uint64_t id) {
+  fz *f = (fz *)(void *)t;
+  return (f->mode & 4) && id % 2 ? -EPROTO : 0;
+}
+
+static bool ok(void *ctx, const wire_msg_t *m) {
+  fz *f = ctx;
+  if ((f->mode & 1) && m->kind == WIRE_MSG_CALL)
+    return false;
+  return !((f->mode & 2) && ++f->seen % 3 == 0);
+}
+
+static void run(void *ctx, const wire_msg_t *m) {
+  fz *f = ctx;
+  const uint8_t *lo = f->d->buf + WIRE__HDR_LEN, *hi = lo + WIRE_DIRECT_MAX;
+  unsigned sum = 0;
+  must(m->kind == WIRE_MSG_CALL || m->kind == WIRE_MSG_POST);
+  must(m->len == 0 || (m->data >= lo && m->data + m->len <= hi));
+  for (size_t i = 0; i < m->len; i++)
+    sum += m->data[i];
+  (void)sum;
+  f->ran++;
+}
+
+int wire_fuzz_direct_one(const uint8_t *data, size_t size);
+
+int wire_fuzz_direct_one(const uint8_t *data, size_t size) {
+  static int efd = -1;
+  fz f = {0};
+  wire__shm_dir g = {0};
+  uint64_t extra = 0, start, head;
+  size_t n;
+
+  if (size < 10)
+    return 0;
+  if (efd < 0 && (efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+    return 0;
+  f.mode = data[0];
+  memcpy(&extra, data + 1, 8);
+  extra = extra % 16 == 0 ? extra : 0; /* mostly an honest head */
+  start = (uint64_t)data[9] * 61u;
+  data += 10;
+  size -= 10;
+  n = size < RING ? size : RING;
+  memset(region, 0, sizeof(region));
+  g.ctl = region;
+  g.ring = region + 2048;
+  g.r = RING;
+  for (size_t i = 0; i < n; i++)
+    g.ring[(start + i) % RING] = data[i];
+  head = start + n + extra;
+  __atomic_store_n(wire__shm_u64(&g, WIRE__SHM_HEAD), head, __ATOMIC_RELEASE);
+  g.rd = start;
+  f.d = wire__direct_new((wire_tenant_t *)(void *)&f, &g, efd, 1, add_call);
+  if (f.d == NULL)
+    return 0;
+  atomic_store(&f.d->owner, WIRE__DR_READER);
+  for (;;) {
+    uint64_t rd = f.d->g2d.rd;
+    size_t before = f.ran;
+    int got = wire_direct_read(f.d, ok, run, &f);
+    if (atomic_load(&f.d->owner) != WIRE__DR_READER) {
+      must(got == 0 && f.d->g2d.rd == rd && f.ran == before); /* given back whole */
+      break;
+    }
+    if (got == 0) {
+      must(f.d->g2d.rd == rd);
+      break;
+    }
+    must(f.d->g2d.rd - rd >= WIRE__HDR_LEN && f.d->g2d.rd <= head);
+    must(f.ran - before == (size_t)got);
+    must(__atomic_load_n(wire__shm_u64(&g, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE) == f.d->g2d.rd);
+  }
+  wire__direct_unref(f.d);
+  return 0;
+}
+
+#ifndef WIRE_FUZZ_NO_ENTRY
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  return wire_fuzz_direct_one(data, size);
+}
+#endif
