@@ -10,7 +10,8 @@
  * and in order whichever side read it; the reader refuses a message and
  * the loop gets it, in order; frames the reader does not take (descriptors)
  * go to the loop and reading comes back to the reader; a reader busy past
- * dead_after does not make the tenant dead; a tenant that closes while the
+ * dead_after does not make the tenant dead, and a frame only the loop reads
+ * does not wait for a busy reader; a tenant that closes while the
  * reader polls goes cleanly (the sanitizers watch the memory).
  */
 #include "tests/test-wire-harness.h"
@@ -30,7 +31,7 @@ typedef struct reader {
   _Atomic bool stop;
   _Atomic int posts, calls, ran;
   _Atomic int refuse_every; /* refuse the posts whose seq is a multiple (0 = none) */
-  _Atomic int busy_ms;      /* sleep this long inside each call ("busy executor") */
+  _Atomic int busy_ms;      /* sleep this long inside each call "B..." ("busy executor") */
   wire_direct_t *d;
 } reader;
 
@@ -54,7 +55,7 @@ static void r_run(void *ctx, const wire_msg_t *m) {
     return;
   }
   atomic_fetch_add(&r->calls, 1);
-  if (atomic_load(&r->busy_ms))
+  if (m->len > 0 && m->data[0] == 'B' && atomic_load(&r->busy_ms))
     usleep((useconds_t)atomic_load(&r->busy_ms) * 1000u);
   wire_tenant_reply_mt_copy(r->h->kept, m->id, m->data, m->len);
 }
@@ -81,10 +82,16 @@ typedef struct fixture {
 } fixture;
 
 /* Starts the server, the reader and the tenant "keep" (latency-critical,
- * shared memory).  heartbeat / dead_after in ms (0: the defaults). */
+ * shared memory).  heartbeat / dead_after in ms (0: the defaults).  The loop
+ * takes the ring back from a reader only after bytes waited STUCK_US: long
+ * enough that a reader the test machine's load keeps off the CPU a while
+ * still reads (the default's behaviour is the same, sooner). */
+#define STUCK_US 100000u
+
 static void fx_start(fixture *f, uint32_t heartbeat_ms, uint32_t dead_after_ms) {
   wire_server_opts_t o = {.lc_poll = true,
                           .lc_direct = true,
+                          .lc_direct_stuck_us = STUCK_US,
                           .heartbeat_ms = heartbeat_ms,
                           .dead_after_ms = dead_after_ms};
   wire_hello_t hello = {.tenant = "keep", .prio = WIRE_PRIO_LATENCY_CRITICAL};
@@ -113,17 +120,22 @@ static void fx_stop(fixture *f) {
   harness_stop(&f->h);
 }
 
-/* One echo call of n bytes (a pattern); asserts the echo. */
-static void echo(wire_conn_t *c, size_t n, uint8_t salt) {
+/* One echo call of n bytes (a pattern) starting with first; asserts the
+ * echo.  'B': a call the reader sits in (busy_ms). */
+static void echo_as(wire_conn_t *c, uint8_t first, size_t n, uint8_t salt) {
   uint8_t q[256], a[256];
   struct iovec qv = {q, n}, av = {a, sizeof(a)};
   size_t got = 0;
   for (size_t i = 0; i < n; i++)
     q[i] = (uint8_t)('a' + (i + salt) % 26); /* never 'S', 'W', 'C', 'Z', 'N', 'X', 'E' first */
-  q[0] = 'q';
+  q[0] = first;
   assert_int_equal(wire_conn_call(c, &qv, 1, &av, 1, &got), 0);
   assert_int_equal(got, n);
   assert_memory_equal(a, q, n);
+}
+
+static void echo(wire_conn_t *c, size_t n, uint8_t salt) {
+  echo_as(c, 'q', n, salt);
 }
 
 /* Posts in batches and calls between them, 2000 posts: each arrives once, in
@@ -166,9 +178,11 @@ static void a_refused_message_goes_to_the_loop_in_order(void **state) {
   assert_int_equal(atomic_load(&f.h.posts) + atomic_load(&f.r.posts), 1400);
   assert_int_equal(atomic_load(&f.h.order_errors), 0);
   assert_true(atomic_load(&f.h.posts) >= 200); /* every 7th at least */
+  /* How many frames each side read depends on who ran when (the loop also
+   * takes the ring back from a reader that lets bytes wait): not asserted. */
   wire_direct_counts(f.r.d, &read, &given);
-  assert_true(given > 0);
-  assert_true(read > 0);
+  print_message("reader: %llu frames read, %llu given back\n", (unsigned long long)read,
+                (unsigned long long)given);
   fx_stop(&f);
 }
 
@@ -208,13 +222,65 @@ static void a_busy_reader_is_not_a_dead_tenant(void **state) {
   fx_start(&f, 40, 200);
   echo(f.c, 8, 4); /* the reader has the ring */
   atomic_store(&f.r.busy_ms, 600);
-  echo(f.c, 8, 5);
+  echo_as(f.c, 'B', 8, 5);
   atomic_store(&f.r.busy_ms, 0);
   usleep(400000); /* idle: heartbeats go to the loop */
   echo(f.c, 8, 6);
   assert_int_equal(atomic_load(&f.h.closes), 0);
   fx_stop(&f);
   assert_int_not_equal(atomic_load(&f.h.last_close_status), WIRE_EPEERDEAD);
+}
+
+typedef struct busy_call {
+  wire_conn_t *c;
+  _Atomic bool done;
+} busy_call;
+
+static void *busy_call_main(void *arg) {
+  busy_call *b = arg;
+  echo_as(b->c, 'B', 8, 9);
+  atomic_store(&b->done, true);
+  return NULL;
+}
+
+/* The reader sits in a request (2 s) while another guest thread sends a
+ * frame only the loop reads (a descriptor, as a host function's wait would
+ * be): the loop takes the ring back and answers it while the request still
+ * runs, so a request waiting for such a frame cannot wait for ever. */
+static void the_loop_frames_do_not_wait_for_a_busy_reader(void **state) {
+  fixture f;
+  busy_call b = {0};
+  pthread_t th;
+  int calls;
+  char path[] = "/tmp/tally-direct-busy-XXXXXX";
+  int fd = mkstemp(path);
+  (void)state;
+  assert_true(fd >= 0);
+  unlink(path);
+  fx_start(&f, 0, 0);
+  b.c = f.c;
+  atomic_store(&f.r.busy_ms, 2000);
+  /* The busy call must be the reader's: on a machine too loaded for the
+   * reader to run within STUCK_US the loop answers it; then again. */
+  for (int tries = 0;; tries++) {
+    assert_true(tries < 100);
+    echo(f.c, 8, 8); /* the ring is the reader's: empty after an answer */
+    calls = atomic_load(&f.r.calls);
+    atomic_store(&b.done, false);
+    assert_int_equal(pthread_create(&th, NULL, busy_call_main, &b), 0);
+    while (atomic_load(&f.r.calls) == calls && !atomic_load(&b.done))
+      usleep(1000);
+    if (atomic_load(&f.r.calls) != calls)
+      break; /* the reader runs it, for 2 s */
+    assert_int_equal(pthread_join(th, NULL), 0);
+  }
+  assert_int_equal(wire_conn_send_fd(f.c, fd, 43), 7);
+  assert_false(atomic_load(&b.done));
+  atomic_store(&f.r.busy_ms, 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_true(atomic_load(&b.done));
+  close(fd);
+  fx_stop(&f);
 }
 
 /* The guest goes while the reader polls: the reader stops reading (0) and
@@ -268,6 +334,7 @@ int main(void) {
       cmocka_unit_test(a_refused_message_goes_to_the_loop_in_order),
       cmocka_unit_test(frames_it_does_not_take_go_to_the_loop),
       cmocka_unit_test(a_busy_reader_is_not_a_dead_tenant),
+      cmocka_unit_test(the_loop_frames_do_not_wait_for_a_busy_reader),
       cmocka_unit_test(a_tenant_that_goes_while_read_leaves_cleanly),
       cmocka_unit_test(no_reader_unless_asked),
   };

@@ -73,8 +73,9 @@ static uint64_t ring_head(const wire_direct_t *d) {
 
 uint64_t wire__direct_rx_ns(wire_direct_t *d, uint64_t loop_rx_ns, uint64_t now) {
   uint64_t rx = atomic_load_explicit(&d->rx_ns, memory_order_relaxed);
+  int o = atomic_load_explicit(&d->owner, memory_order_acquire);
 
-  if (atomic_load_explicit(&d->owner, memory_order_acquire) == WIRE__DR_READER &&
+  if (o != WIRE__DR_LOOP && o != WIRE__DR_CLOSED &&
       ring_head(d) != __atomic_load_n(wire__shm_u64(&d->g2d, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE))
     return now; /* bytes wait for a busy reader: the silence is ours */
   return rx > loop_rx_ns ? rx : loop_rx_ns;
@@ -96,8 +97,10 @@ static void ring_read(const wire__shm_dir *g, uint64_t pos, uint8_t *dst, size_t
 
 /* The loop reads the frame at rd (and reports whatever is wrong with it). */
 static int give_back(wire_direct_t *d) {
-  atomic_fetch_add_explicit(&d->given, 1, memory_order_relaxed);
-  atomic_store_explicit(&d->owner, WIRE__DR_LOOP, memory_order_release);
+  int o = WIRE__DR_READER;
+  if (atomic_compare_exchange_strong_explicit(&d->owner, &o, WIRE__DR_LOOP, memory_order_acq_rel,
+                                              memory_order_acquire))
+    atomic_fetch_add_explicit(&d->given, 1, memory_order_relaxed);
   return 0;
 }
 
@@ -152,6 +155,7 @@ static bool run_one(void *ctx, const wire_msg_t *m) {
 int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m),
                      void (*run)(void *ctx, const wire_msg_t *m), void *ctx) {
   uint64_t head, n, now;
+  int o;
   wire__hdr h;
   char why[160];
   struct run_ctx r = {run, ctx, 0};
@@ -176,14 +180,25 @@ int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m
    * the frame is taken whole or not at all. */
   if (!each_msg(&h, payload, 0, ok ? ok : accept_all, ctx))
     return give_back(d);
-  if (h.kind == WIRE__K_CALL && d->add_call(d->t, h.id) != 0)
+  /* Ours only if the loop did not take the ring back meanwhile. */
+  o = WIRE__DR_READER;
+  if (!atomic_compare_exchange_strong_explicit(&d->owner, &o, WIRE__DR_TAKING,
+                                               memory_order_acq_rel, memory_order_acquire))
+    return 0;
+  if (h.kind == WIRE__K_CALL && d->add_call(d->t, h.id) != 0) {
+    atomic_store_explicit(&d->owner, WIRE__DR_READER, memory_order_release);
     return give_back(d);
+  }
   d->g2d.rd += WIRE__HDR_LEN + h.len;
   if (wire__shm_release(&d->g2d))
     wire__efd_ring(d->efd_tx); /* the guest waits for ring space */
   now = wire__now_ns();
   atomic_store_explicit(&d->rx_ns, now, memory_order_relaxed);
   atomic_fetch_add_explicit(&d->frames, 1, memory_order_relaxed);
+  atomic_store_explicit(&d->owner, WIRE__DR_RUNNING, memory_order_release);
   (void)each_msg(&h, payload, now, run_one, &r);
+  o = WIRE__DR_RUNNING; /* the loop may have taken the ring back while these ran */
+  (void)atomic_compare_exchange_strong_explicit(&d->owner, &o, WIRE__DR_READER,
+                                                memory_order_acq_rel, memory_order_acquire);
   return r.n;
 }

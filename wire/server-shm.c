@@ -94,6 +94,8 @@ struct shm_stp {
   bool held;              /* paused: g2d tail not published */
   wire_direct_t *dr;      /* lc_direct: the ring's direct reader (shm.h), or NULL */
   bool dr_out;            /* handed to the reader: we read it only once given back */
+  uint64_t dr_tail, dr_tail_at; /* dr_out: the reader's tail, and since when it stood still
+                                   with bytes waiting (0: none waiting) */
   uint8_t hbuf[WIRE__HDR_LEN + WIRE__HELLO_MAX];
   out_msg *out_head, *out_tail;
   size_t out_bytes; /* queued, <= WIRE__OUT_MAX */
@@ -324,14 +326,45 @@ static void hand_over(shm_stp *c) {
   atomic_store_explicit(&d->owner, WIRE__DR_READER, memory_order_release);
 }
 
-/* True when the reader gave the ring back (we read it again from where it
- * stopped), false while it still holds it. */
+/* True when the ring is ours again (we read it from where the reader
+ * stopped), false while the reader holds it. */
 static bool take_back(shm_stp *c) {
-  if (atomic_load_explicit(&c->dr->owner, memory_order_acquire) == WIRE__DR_READER)
+  if (atomic_load_explicit(&c->dr->owner, memory_order_acquire) != WIRE__DR_LOOP)
     return false;
   c->g2d.rd = c->dr->g2d.rd;
   c->g2d.data_end = c->dr->g2d.data_end;
   c->dr_out = false;
+  c->dr_tail_at = 0;
+  return true;
+}
+
+/* The reader holds the ring: take it back when bytes have waited unread
+ * for WIRE__DR_STUCK_NS (shm.h; force: at once), the reader being busy.
+ * True when the ring is ours now. */
+static bool reclaim(shm_stp *c, bool force) {
+  wire_direct_t *d = c->dr;
+  uint64_t head = __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE);
+  uint64_t tail = __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE);
+  uint64_t now;
+  int o;
+  if (head == tail && !force) {
+    c->dr_tail_at = 0;
+    return false;
+  }
+  now = wire__now_ns();
+  if (!force && (c->dr_tail_at == 0 || tail != c->dr_tail)) {
+    c->dr_tail = tail;
+    c->dr_tail_at = now;
+    return false;
+  }
+  if (!force && now - c->dr_tail_at < d->stuck_ns)
+    return false;
+  o = atomic_load_explicit(&d->owner, memory_order_acquire);
+  if ((o != WIRE__DR_READER && o != WIRE__DR_RUNNING) ||
+      !atomic_compare_exchange_strong_explicit(&d->owner, &o, WIRE__DR_LOOP, memory_order_acq_rel,
+                                               memory_order_acquire))
+    return o == WIRE__DR_LOOP;
+  atomic_fetch_add_explicit(&d->given, 1, memory_order_relaxed);
   return true;
 }
 
@@ -402,9 +435,11 @@ static void drain(shm_stp *c) {
 #define IDLE_SLICE_NS 20000u
 
 static bool ring_has_data(shm_stp *c) {
-  if (c->dr_out) /* the reader's, unless it gave it back */
-    return c->open &&
-           atomic_load_explicit(&c->dr->owner, memory_order_acquire) != WIRE__DR_READER;
+  if (c->dr_out) { /* the reader's, unless it gave it back or is stuck */
+    int o = atomic_load_explicit(&c->dr->owner, memory_order_acquire);
+    return c->open && (o == WIRE__DR_LOOP ||
+                       ((o == WIRE__DR_READER || o == WIRE__DR_RUNNING) && reclaim(c, false)));
+  }
   return c->open && !c->held &&
          __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE) != c->g2d.rd;
 }
@@ -615,13 +650,11 @@ static void on_sock_gone(shm_stp *c, int status, const char *what) {
 
   /* A guest that said BYE and closed may have left its BYE in the ring:
    * read the ring first so an orderly close is reported as one.  A direct
-   * reader gives the ring back at the BYE, which it does not take: wait for
-   * that a little (a reader busy longer loses only the word "orderly"). */
+   * reader's ring is taken back first (at once, unless the reader is in the
+   * middle of taking a frame, a few stores: waited for, bounded). */
   if (c->dr_out) {
     uint64_t until = wire__now_ns() + 2000000u;
-    while (!take_back(c) && wire__now_ns() < until &&
-           __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE) !=
-               __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE))
+    while (c->open && !reclaim(c, true) && wire__now_ns() < until)
       sched_yield();
   }
   if (c->open && !c->held)
@@ -753,8 +786,11 @@ static int shm_welcome(wire_tenant_t *t, const void *frame, size_t len) {
     if (o->lc_direct &&
         (c->dr = wire__direct_new(t, &c->g2d, c->efd_tx,
                                   (uint8_t)wire_tenant_info(t)->version,
-                                  wire__tenant_add_call)) != NULL)
+                                  wire__tenant_add_call)) != NULL) {
+      c->dr->stuck_ns = o->lc_direct_stuck_us ? (uint64_t)o->lc_direct_stuck_us * 1000u
+                                              : WIRE__DR_STUCK_NS;
       wire__tenant_set_direct(t, c->dr); /* t holds its reference */
+    }
   }
   return 0;
 fail:

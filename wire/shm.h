@@ -186,18 +186,42 @@ int wire__efd_ring(int fd);
 void wire__efd_drain(int fd);
 
 /* Direct reading (wire.h, wire_tenant_direct; direct.c).  Who reads the g2d
- * ring: the loop (LOOP), the tenant's executor (READER), or nobody, the
- * transport being closed (CLOSED).  Invariants:
+ * ring (the owner word): the loop (LOOP); the tenant's executor, polling or
+ * busy elsewhere (READER), consuming a frame (TAKING) or running the
+ * requests of the frame it consumed (RUNNING); nobody, the transport being
+ * closed (CLOSED).  Invariants:
  *   - only the owner touches the consumer side (rd, data_end, tail); the
  *     loop's copy is in its shm_stp, the reader's in g2d below, and each is
  *     copied into the other at the hand-off, under the owner word's
  *     release/acquire;
- *   - the loop hands the ring over only when it is empty, its framing state
- *     idle and the tenant not paused, and only once a reader exists;
- *   - the reader gives it back without consuming the frame it refused;
+ *   - the loop hands the ring over (LOOP -> READER) only when it is empty,
+ *     its framing state idle and the tenant not paused, and only once a
+ *     reader exists;
+ *   - the reader consumes a frame only after READER -> TAKING succeeded,
+ *     and publishes RUNNING only once rd and the tail moved past it; it
+ *     gives the ring back (READER -> LOOP) without consuming the frame it
+ *     refused, and after running returns it to itself (RUNNING -> READER)
+ *     only if the loop did not take it meanwhile;
+ *   - the loop takes the ring back (READER or RUNNING -> LOOP, never from
+ *     TAKING) when bytes have waited unread for WIRE__DR_STUCK_NS, the
+ *     reader being busy with a request (its own or one the loop queued):
+ *     frames only the loop reads (a host function's wait, a blob, a
+ *     descriptor, a heartbeat) never wait for a request that may itself be
+ *     waiting for them;
  *   - the region stays mapped until the last reference goes (the transport
  *     gives its mapping to this struct when it closes). */
-enum { WIRE__DR_LOOP = 0, WIRE__DR_READER = 1, WIRE__DR_CLOSED = 2 };
+enum {
+  WIRE__DR_LOOP = 0,
+  WIRE__DR_READER = 1,
+  WIRE__DR_CLOSED = 2,
+  WIRE__DR_TAKING = 3,
+  WIRE__DR_RUNNING = 4
+};
+/* How long bytes may wait in a ring its reader holds before the loop takes
+ * the ring back (wire_server_opts_t.lc_direct_stuck_us overrides): longer
+ * than a launch burst's run (a few launches of 4 us), short next to what a
+ * blocked request waits for. */
+#define WIRE__DR_STUCK_NS 50000u
 
 struct wire_direct {
   _Atomic int owner;
@@ -205,7 +229,8 @@ struct wire_direct {
   _Atomic bool taken;      /* wire_tenant_direct was called: a reader exists */
   _Atomic uint64_t rx_ns;  /* the reader's last frame consumed */
   _Atomic uint64_t frames; /* frames the reader consumed */
-  _Atomic uint64_t given;  /* frames it gave back to the loop */
+  _Atomic uint64_t given;  /* frames it gave back to the loop, or the loop took back */
+  uint64_t stuck_ns;       /* the loop's reclaim delay (WIRE__DR_STUCK_NS or the option) */
   wire_tenant_t *t;        /* its call table (the reader holds a ref on t) */
   int (*add_call)(wire_tenant_t *t, uint64_t id); /* records a CALL read (server.c) */
   uint8_t version;

@@ -421,6 +421,9 @@ typedef struct wire_server_opts {
   bool lc_direct;             /* with lc_poll: a latency-critical shared-memory tenant's
                                  ring may be read by its own executor thread
                                  (wire_tenant_direct) instead of the loop */
+  uint32_t lc_direct_stuck_us; /* lc_direct: bytes wait this long in a ring its busy
+                                 executor holds before the loop takes the ring back;
+                                 0 = 50 */
 } wire_server_opts_t;
 
 #define WIRE_HANDSHAKE_MS_DEFAULT  5000
