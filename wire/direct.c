@@ -73,7 +73,7 @@ static uint64_t ring_head(const wire_direct_t *d) {
 
 uint64_t wire__direct_rx_ns(wire_direct_t *d, uint64_t loop_rx_ns, uint64_t now) {
   uint64_t rx = atomic_load_explicit(&d->rx_ns, memory_order_relaxed);
-  int o = atomic_load_explicit(&d->owner, memory_order_acquire);
+  unsigned o = wire__dr_state(atomic_load_explicit(&d->owner, memory_order_acquire));
 
   if (o != WIRE__DR_LOOP && o != WIRE__DR_CLOSED &&
       ring_head(d) != __atomic_load_n(wire__shm_u64(&d->g2d, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE))
@@ -82,7 +82,7 @@ uint64_t wire__direct_rx_ns(wire_direct_t *d, uint64_t loop_rx_ns, uint64_t now)
 }
 
 bool wire_direct_ready(wire_direct_t *d) {
-  return atomic_load_explicit(&d->owner, memory_order_acquire) == WIRE__DR_READER &&
+  return wire__dr_state(atomic_load_explicit(&d->owner, memory_order_acquire)) == WIRE__DR_READER &&
          ring_head(d) != d->g2d.rd;
 }
 
@@ -96,10 +96,9 @@ static void ring_read(const wire__shm_dir *g, uint64_t pos, uint8_t *dst, size_t
 }
 
 /* The loop reads the frame at rd (and reports whatever is wrong with it). */
-static int give_back(wire_direct_t *d) {
-  int o = WIRE__DR_READER;
-  if (atomic_compare_exchange_strong_explicit(&d->owner, &o, WIRE__DR_LOOP, memory_order_acq_rel,
-                                              memory_order_acquire))
+static int give_back(wire_direct_t *d, unsigned w) {
+  if (atomic_compare_exchange_strong_explicit(&d->owner, &w, wire__dr_word(w, WIRE__DR_LOOP),
+                                              memory_order_acq_rel, memory_order_acquire))
     atomic_fetch_add_explicit(&d->given, 1, memory_order_relaxed);
   return 0;
 }
@@ -155,39 +154,41 @@ static bool run_one(void *ctx, const wire_msg_t *m) {
 int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m),
                      void (*run)(void *ctx, const wire_msg_t *m), void *ctx) {
   uint64_t head, n, now;
-  int o;
+  unsigned w, o;
   wire__hdr h;
   char why[160];
   struct run_ctx r = {run, ctx, 0};
   const uint8_t *payload = d->buf + WIRE__HDR_LEN;
 
-  if (atomic_load_explicit(&d->owner, memory_order_acquire) != WIRE__DR_READER)
+  w = atomic_load_explicit(&d->owner, memory_order_acquire);
+  if (wire__dr_state(w) != WIRE__DR_READER)
     return 0;
   head = ring_head(d);
   n = head - d->g2d.rd;
   if (n == 0)
     return 0;
   if (n > d->g2d.r || n < WIRE__HDR_LEN)
-    return give_back(d); /* an impossible head, or a frame not yet whole: the loop's */
+    return give_back(d, w); /* an impossible head, or a frame not yet whole: the loop's */
   ring_read(&d->g2d, d->g2d.rd, d->buf, WIRE__HDR_LEN);
   if (wire__hdr_decode(d->buf, d->version, &h, why, sizeof(why)) != 0 || h.flags != 0 ||
       (h.kind != WIRE__K_CALL && h.kind != WIRE__K_POST && h.kind != WIRE__K_BATCH) ||
       h.len > WIRE_DIRECT_MAX || h.len > n - WIRE__HDR_LEN ||
       (h.kind == WIRE__K_CALL && h.id == 0) || (h.kind != WIRE__K_BATCH && h.aux != 0))
-    return give_back(d);
+    return give_back(d, w);
   ring_read(&d->g2d, d->g2d.rd + WIRE__HDR_LEN, d->buf + WIRE__HDR_LEN, h.len);
   /* Every message must be ours and the batch well formed before any runs:
    * the frame is taken whole or not at all. */
   if (!each_msg(&h, payload, 0, ok ? ok : accept_all, ctx))
-    return give_back(d);
-  /* Ours only if the loop did not take the ring back meanwhile. */
-  o = WIRE__DR_READER;
-  if (!atomic_compare_exchange_strong_explicit(&d->owner, &o, WIRE__DR_TAKING,
+    return give_back(d, w);
+  /* Ours only if the loop did not take the ring back meanwhile (nor hand
+   * it over again: the generation in w). */
+  o = w;
+  if (!atomic_compare_exchange_strong_explicit(&d->owner, &o, wire__dr_word(w, WIRE__DR_TAKING),
                                                memory_order_acq_rel, memory_order_acquire))
     return 0;
   if (h.kind == WIRE__K_CALL && d->add_call(d->t, h.id) != 0) {
-    atomic_store_explicit(&d->owner, WIRE__DR_READER, memory_order_release);
-    return give_back(d);
+    atomic_store_explicit(&d->owner, w, memory_order_release);
+    return give_back(d, w);
   }
   d->g2d.rd += WIRE__HDR_LEN + h.len;
   if (wire__shm_release(&d->g2d))
@@ -195,10 +196,10 @@ int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m
   now = wire__now_ns();
   atomic_store_explicit(&d->rx_ns, now, memory_order_relaxed);
   atomic_fetch_add_explicit(&d->frames, 1, memory_order_relaxed);
-  atomic_store_explicit(&d->owner, WIRE__DR_RUNNING, memory_order_release);
+  atomic_store_explicit(&d->owner, wire__dr_word(w, WIRE__DR_RUNNING), memory_order_release);
   (void)each_msg(&h, payload, now, run_one, &r);
-  o = WIRE__DR_RUNNING; /* the loop may have taken the ring back while these ran */
-  (void)atomic_compare_exchange_strong_explicit(&d->owner, &o, WIRE__DR_READER,
-                                                memory_order_acq_rel, memory_order_acquire);
+  o = wire__dr_word(w, WIRE__DR_RUNNING); /* the loop may have taken the ring back meanwhile */
+  (void)atomic_compare_exchange_strong_explicit(&d->owner, &o, w, memory_order_acq_rel,
+                                                memory_order_acquire);
   return r.n;
 }

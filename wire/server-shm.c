@@ -323,13 +323,17 @@ static void hand_over(shm_stp *c) {
   d->g2d.rd = c->g2d.rd;
   d->g2d.data_end = c->g2d.data_end;
   c->dr_out = true;
-  atomic_store_explicit(&d->owner, WIRE__DR_READER, memory_order_release);
+  /* A new generation (shm.h): only the loop writes it, so a load is enough. */
+  atomic_store_explicit(
+      &d->owner,
+      ((atomic_load_explicit(&d->owner, memory_order_relaxed) & ~7u) + 8u) | WIRE__DR_READER,
+      memory_order_release);
 }
 
 /* True when the ring is ours again (we read it from where the reader
  * stopped), false while the reader holds it. */
 static bool take_back(shm_stp *c) {
-  if (atomic_load_explicit(&c->dr->owner, memory_order_acquire) != WIRE__DR_LOOP)
+  if (wire__dr_state(atomic_load_explicit(&c->dr->owner, memory_order_acquire)) != WIRE__DR_LOOP)
     return false;
   c->g2d.rd = c->dr->g2d.rd;
   c->g2d.data_end = c->dr->g2d.data_end;
@@ -346,7 +350,7 @@ static bool reclaim(shm_stp *c, bool force) {
   uint64_t head = __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE);
   uint64_t tail = __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE);
   uint64_t now;
-  int o;
+  unsigned o;
   if (head == tail && !force) {
     c->dr_tail_at = 0;
     return false;
@@ -360,10 +364,10 @@ static bool reclaim(shm_stp *c, bool force) {
   if (!force && now - c->dr_tail_at < d->stuck_ns)
     return false;
   o = atomic_load_explicit(&d->owner, memory_order_acquire);
-  if ((o != WIRE__DR_READER && o != WIRE__DR_RUNNING) ||
-      !atomic_compare_exchange_strong_explicit(&d->owner, &o, WIRE__DR_LOOP, memory_order_acq_rel,
-                                               memory_order_acquire))
-    return o == WIRE__DR_LOOP;
+  if ((wire__dr_state(o) != WIRE__DR_READER && wire__dr_state(o) != WIRE__DR_RUNNING) ||
+      !atomic_compare_exchange_strong_explicit(&d->owner, &o, wire__dr_word(o, WIRE__DR_LOOP),
+                                               memory_order_acq_rel, memory_order_acquire))
+    return wire__dr_state(o) == WIRE__DR_LOOP;
   atomic_fetch_add_explicit(&d->given, 1, memory_order_relaxed);
   return true;
 }
@@ -436,7 +440,7 @@ static void drain(shm_stp *c) {
 
 static bool ring_has_data(shm_stp *c) {
   if (c->dr_out) { /* the reader's, unless it gave it back or is stuck */
-    int o = atomic_load_explicit(&c->dr->owner, memory_order_acquire);
+    unsigned o = wire__dr_state(atomic_load_explicit(&c->dr->owner, memory_order_acquire));
     return c->open && (o == WIRE__DR_LOOP ||
                        ((o == WIRE__DR_READER || o == WIRE__DR_RUNNING) && reclaim(c, false)));
   }

@@ -223,8 +223,20 @@ enum {
  * blocked request waits for. */
 #define WIRE__DR_STUCK_NS 50000u
 
+/* The owner word: the state above in its low 3 bits and, above them, a
+ * generation the loop advances at every hand-over, so a reader's
+ * compare-and-swap made from a word it read before the loop took the ring
+ * back and handed it over again fails (the ABA case: a reader that copied a
+ * frame the loop then consumed must not consume from the new position). */
+static inline unsigned wire__dr_state(unsigned w) {
+  return w & 7u;
+}
+static inline unsigned wire__dr_word(unsigned w, unsigned state) {
+  return (w & ~7u) | state;
+}
+
 struct wire_direct {
-  _Atomic int owner;
+  _Atomic unsigned owner;  /* wire__dr_state / generation */
   _Atomic int refs;        /* the tenant's + the reader's */
   _Atomic bool taken;      /* wire_tenant_direct was called: a reader exists */
   _Atomic uint64_t rx_ns;  /* the reader's last frame consumed */

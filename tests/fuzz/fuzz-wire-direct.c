@@ -99,7 +99,7 @@ int wire_fuzz_direct_one(const uint8_t *data, size_t size) {
     uint64_t rd = f.d->g2d.rd;
     size_t before = f.ran;
     int got = wire_direct_read(f.d, ok, run, &f);
-    if (atomic_load(&f.d->owner) != WIRE__DR_READER) {
+    if (wire__dr_state(atomic_load(&f.d->owner)) != WIRE__DR_READER) {
       must(got == 0 && f.d->g2d.rd == rd && f.ran == before); /* given back whole */
       break;
     }
