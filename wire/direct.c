@@ -83,7 +83,7 @@ uint64_t wire__direct_rx_ns(wire_direct_t *d, uint64_t loop_rx_ns, uint64_t now)
 
 bool wire_direct_ready(wire_direct_t *d) {
   return wire__dr_state(atomic_load_explicit(&d->owner, memory_order_acquire)) == WIRE__DR_READER &&
-         ring_head(d) != d->g2d.rd;
+         ring_head(d) != __atomic_load_n(&d->g2d.rd, __ATOMIC_RELAXED);
 }
 
 /* n ring bytes from position pos, across the wrap. */
@@ -153,7 +153,7 @@ static bool run_one(void *ctx, const wire_msg_t *m) {
 
 int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m),
                      void (*run)(void *ctx, const wire_msg_t *m), void *ctx) {
-  uint64_t head, n, now;
+  uint64_t head, n, now, rd;
   unsigned w, o;
   wire__hdr h;
   char why[160];
@@ -163,19 +163,22 @@ int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m
   w = atomic_load_explicit(&d->owner, memory_order_acquire);
   if (wire__dr_state(w) != WIRE__DR_READER)
     return 0;
+  /* rd is read atomically: a word of an older generation may be read while
+   * the loop hands the ring over again (then the claim below fails). */
+  rd = __atomic_load_n(&d->g2d.rd, __ATOMIC_RELAXED);
   head = ring_head(d);
-  n = head - d->g2d.rd;
+  n = head - rd;
   if (n == 0)
     return 0;
   if (n > d->g2d.r || n < WIRE__HDR_LEN)
     return give_back(d, w); /* an impossible head, or a frame not yet whole: the loop's */
-  ring_read(&d->g2d, d->g2d.rd, d->buf, WIRE__HDR_LEN);
+  ring_read(&d->g2d, rd, d->buf, WIRE__HDR_LEN);
   if (wire__hdr_decode(d->buf, d->version, &h, why, sizeof(why)) != 0 || h.flags != 0 ||
       (h.kind != WIRE__K_CALL && h.kind != WIRE__K_POST && h.kind != WIRE__K_BATCH) ||
       h.len > WIRE_DIRECT_MAX || h.len > n - WIRE__HDR_LEN ||
       (h.kind == WIRE__K_CALL && h.id == 0) || (h.kind != WIRE__K_BATCH && h.aux != 0))
     return give_back(d, w);
-  ring_read(&d->g2d, d->g2d.rd + WIRE__HDR_LEN, d->buf + WIRE__HDR_LEN, h.len);
+  ring_read(&d->g2d, rd + WIRE__HDR_LEN, d->buf + WIRE__HDR_LEN, h.len);
   /* Every message must be ours and the batch well formed before any runs:
    * the frame is taken whole or not at all. */
   if (!each_msg(&h, payload, 0, ok ? ok : accept_all, ctx))
@@ -190,7 +193,7 @@ int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m
     atomic_store_explicit(&d->owner, w, memory_order_release);
     return give_back(d, w);
   }
-  d->g2d.rd += WIRE__HDR_LEN + h.len;
+  d->g2d.rd = rd + WIRE__HDR_LEN + h.len;
   if (wire__shm_release(&d->g2d))
     wire__efd_ring(d->efd_tx); /* the guest waits for ring space */
   now = wire__now_ns();

@@ -320,7 +320,7 @@ static void hand_over(shm_stp *c) {
   if (!d || c->dr_out || c->held || !atomic_load_explicit(&d->taken, memory_order_acquire) ||
       !wire__tenant_rx_idle(c->t))
     return;
-  d->g2d.rd = c->g2d.rd;
+  __atomic_store_n(&d->g2d.rd, c->g2d.rd, __ATOMIC_RELAXED); /* see direct.c */
   d->g2d.data_end = c->g2d.data_end;
   c->dr_out = true;
   /* A new generation (shm.h): only the loop writes it, so a load is enough. */
