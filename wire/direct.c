@@ -8,7 +8,7 @@
  * whole plain frames of calls, posts and batches, copies each out before
  * reading a field (the guest can still write the ring), and gives the ring
  * back to the loop, unconsumed, at anything else.  Loop-side hand-off:
- * server-shm.c.
+ * server-shm.c.  Why (docs/decisions.md, D20).
  */
 #include "wire/shm.h"
 
