@@ -66,6 +66,10 @@
  *               value: "rounds BAD"; a launch on a stream only tallyd
  *               refuses, then a synchronisation: "error E" (its CUresult)
  *               and "after A" (the next synchronisation's)
+ *   hostfn-ctxsync  a host function holding the NULL stream 30 ms, then
+ *               cuCtxSynchronize (a call its worker waits in, for the host
+ *               function's answer): print "ctxsync held H" (H 1 when it
+ *               returned after the host function), 5 rounds
  *   order       cross-thread stream order: 64 rounds on the NULL stream, each
  *               a short-lived thread enqueuing value 2r+1 into one word (a
  *               launch of fill_u32 on even rounds, an async copy from
@@ -214,6 +218,19 @@ static void hold_30ms(void *arg) {
   (void)arg;
   nanosleep(&ts, NULL);
   __atomic_store_n(&held_done, 1, __ATOMIC_RELEASE);
+}
+
+/* hostfn-ctxsync (see the usage above). */
+static int hostfn_ctxsync(void) {
+  int held = 1;
+  for (int r = 0; r < 5; r++) {
+    __atomic_store_n(&held_done, 0, __ATOMIC_RELEASE);
+    if (cuLaunchHostFunc(NULL, hold_30ms, NULL) || cuCtxSynchronize())
+      return 16;
+    held &= __atomic_load_n(&held_done, __ATOMIC_ACQUIRE);
+  }
+  printf("ctxsync held %d\n", held);
+  return 0;
 }
 
 /* sync-word (see the usage above). */
@@ -785,6 +802,8 @@ int main(int argc, char **argv) {
     return hostfn_quota();
   if (strcmp(argv[1], "sync-word") == 0 || strcmp(argv[1], "sync-reply") == 0)
     return sync_word(strcmp(argv[1], "sync-reply") == 0);
+  if (strcmp(argv[1], "hostfn-ctxsync") == 0)
+    return hostfn_ctxsync();
   if (strcmp(argv[1], "order") == 0)
     return order();
   if (strcmp(argv[1], "copy-loop") == 0) {

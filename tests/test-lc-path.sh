@@ -14,7 +14,7 @@
 #      TALLY_LC_SPIN_US is refused with a line naming it
 #   6. no daemon: cuInit fails at once, naming the address
 #   7. --lc-direct yes: the LC worker reads its ring itself (the daemon log counts the
-#      frames), and sync-word / order give the same results as with no
+#      frames), and sync-word / order / hostfn-ctxsync give the same results as with no
 # Prints TAP.  Each tenant is guest-tenant-helper under tally-run.
 B=${TALLY_BUILDDIR:-.}
 N=${TALLY_CHURN_N:-1000}
@@ -190,15 +190,20 @@ direct() { # the same requests with the worker reading the ring itself (--lc-dir
     start_daemon --lc-poll yes --lc-direct $mode || return 1
     sw=$(helper "unix:$tmp/sock" latency-critical sync-word) || { echo "sync-word: exit $?"; return 1; }
     ord=$(helper "unix:$tmp/sock" latency-critical order) || { echo "order: exit $?"; return 1; }
+    # The worker waits in cuCtxSynchronize for a host function whose answer comes through the
+    # ring it reads: the loop must take the ring back (a hang here is the fault).
+    hcs=$(helper "unix:$tmp/sock" latency-critical hostfn-ctxsync) ||
+      { echo "hostfn-ctxsync: exit $?"; return 1; }
     i=0 # the workers' last lines come after their tenants left
-    while [ "$(grep -c 'cleaned up' "$tmp/daemon.log")" -lt 2 ] && [ $i -lt 200 ]; do
+    while [ "$(grep -c 'cleaned up' "$tmp/daemon.log")" -lt 3 ] && [ $i -lt 200 ]; do
       i=$((i + 1)); sleep 0.05; done
     stop_daemon
     frames=$(sed -n 's/.*its worker read \([0-9]*\) frames.*/\1/p' "$tmp/daemon.log" | head -n 1)
-    echo "note: --lc-direct $mode: sync-word '$(echo $sw)', order '$ord', frames read by the" \
-      "worker: ${frames:-none}"
+    echo "note: --lc-direct $mode: sync-word '$(echo $sw)', order '$ord', '$hcs', frames read" \
+      "by the worker: ${frames:-none}"
     [ "$(echo $sw)" = "held 1 value 7 rounds 0 error 400 after 0" ] || return 1
     [ "$ord" = "order 0 of 64" ] || return 1
+    [ "$hcs" = "ctxsync held 1" ] || return 1
     if [ $mode = yes ]; then [ "${frames:-0}" -gt 0 ] || return 1
     else [ -z "$frames" ] || return 1; fi
   done
