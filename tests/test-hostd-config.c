@@ -89,6 +89,8 @@ static void lc_poll_options_parse_and_are_bounded(void **state) {
   char *bad[] = {"tallyd", "--lc-poll", "always", NULL};
   char *cpu_neg[] = {"tallyd", "--lc-poll-cpu", "-1", NULL};
   char *cpu_junk[] = {"tallyd", "--lc-poll-cpu", "2x", NULL};
+  char *direct_no[] = {"tallyd", "--lc-direct", "no", NULL};
+  char *direct_bad[] = {"tallyd", "--lc-direct", "maybe", NULL};
   char path[] = "/tmp/tally-lc-poll-XXXXXX";
   FILE *devnull = fopen("/dev/null", "w"), *f;
   int fd = mkstemp(path);
@@ -98,6 +100,7 @@ static void lc_poll_options_parse_and_are_bounded(void **state) {
   hostd_config_init(&c);
   assert_int_equal(c.lc_poll, -1); /* auto: server.c decides by CPUs online */
   assert_int_equal(c.lc_poll_cpu, -1);
+  assert_int_equal(c.lc_direct, 1); /* the worker reads its ring (docs/decisions.md, D20) */
   assert_string_equal(c.hops, "");
   assert_int_equal(hostd_config_parse_args(&c, 7, yes, devnull), 0);
   assert_int_equal(c.lc_poll, 1);
@@ -111,15 +114,19 @@ static void lc_poll_options_parse_and_are_bounded(void **state) {
   assert_int_equal(hostd_config_parse_args(&c, 3, bad, devnull), -EINVAL);
   assert_int_equal(hostd_config_parse_args(&c, 3, cpu_neg, devnull), -EINVAL);
   assert_int_equal(hostd_config_parse_args(&c, 3, cpu_junk, devnull), -EINVAL);
+  assert_int_equal(hostd_config_parse_args(&c, 3, direct_no, devnull), 0);
+  assert_int_equal(c.lc_direct, 0);
+  assert_int_equal(hostd_config_parse_args(&c, 3, direct_bad, devnull), -EINVAL);
   /* the same keys in a config file */
   f = fdopen(fd, "w");
   assert_non_null(f);
-  fputs("lc-poll = yes\nlc-poll-cpu = 7\n", f);
+  fputs("lc-poll = yes\nlc-poll-cpu = 7\nlc-direct = no\n", f);
   fclose(f);
   hostd_config_init(&c);
   assert_int_equal(hostd_config_load_file(&c, path, devnull), 0);
   assert_int_equal(c.lc_poll, 1);
   assert_int_equal(c.lc_poll_cpu, 7);
+  assert_int_equal(c.lc_direct, 0);
   unlink(path);
   fclose(devnull);
 }
