@@ -429,22 +429,28 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
 
 /* ---- direct reading: the worker reads its tenant's ring (wire.h) ---- */
 
+/* The ops the loop thread must see when it reads them (loop_handles); the
+ * worker's own reading of the ring (direct_ok) leaves them to it. */
+static bool loop_sees(uint32_t op) {
+  return op == CALL_OP_GRAPH_ADD || op == CALL_OP_HOSTFN_WAIT || op == CALL_OP_HOSTFN;
+}
+
 typedef struct direct_ctx {
   worker_t *w;
   hostd_tenant_t *t;
   wire_buf_t *reply;
 } direct_ctx_t;
 
-/* What the loop must see stays the loop's (loop_handles): host functions
- * and graphs with host nodes.  Everything else runs here as it would after
- * the hand-off. */
+/* What the loop must see stays the loop's (loop_sees): host functions and
+ * graphs with host nodes.  Everything else runs here as it would after the
+ * hand-off. */
 static bool direct_ok(void *ctx, const wire_msg_t *m) {
   call_hdr_t h;
   (void)ctx;
   if (m->len < CALL_HDR_LEN)
     return false; /* the loop's path says what is wrong with it */
   call_hdr_read(m->data, &h);
-  return h.op != CALL_OP_GRAPH_ADD && h.op != CALL_OP_HOSTFN_WAIT && h.op != CALL_OP_HOSTFN;
+  return !loop_sees(h.op);
 }
 
 static void direct_run(void *ctx, const wire_msg_t *wm) {
@@ -713,13 +719,13 @@ static hostd_hostfn_t *hostfn_of(worker_t *w) {
  * may be blocked on exactly the host function the guest is about to finish. */
 static bool loop_handles(worker_t *w, wire_tenant_t *wt, const wire_msg_t *m, uint32_t op) {
   hostd_hostfn_t *h;
+  if (!loop_sees(op))
+    return false;
   if (op == CALL_OP_GRAPH_ADD) { /* a host node's function is served as a HOSTFN's */
     if (!hostfn_of(w))
       wire_tenant_close(wt, -ENOMEM, "out of memory for host functions");
     return !w->hf;
   }
-  if (op != CALL_OP_HOSTFN_WAIT && op != CALL_OP_HOSTFN)
-    return false;
   if (!(h = hostfn_of(w))) {
     wire_tenant_close(wt, -ENOMEM, "out of memory for host functions");
     return true;

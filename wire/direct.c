@@ -54,7 +54,6 @@ void wire__direct_unref(wire_direct_t *d) {
 
 wire_direct_t *wire__direct_take(wire_direct_t *d) {
   atomic_fetch_add(&d->refs, 1);
-  atomic_store_explicit(&d->taken, true, memory_order_release);
   return d;
 }
 

@@ -317,7 +317,7 @@ static void publish(shm_stp *c) {
  * reader stores LOOP (a frame it does not take). */
 static void hand_over(shm_stp *c) {
   wire_direct_t *d = c->dr;
-  if (!d || c->dr_out || c->held || !atomic_load_explicit(&d->taken, memory_order_acquire) ||
+  if (!d || c->dr_out || c->held || atomic_load_explicit(&d->refs, memory_order_acquire) < 2 ||
       !wire__tenant_rx_idle(c->t))
     return;
   __atomic_store_n(&d->g2d.rd, c->g2d.rd, __ATOMIC_RELAXED); /* see direct.c */

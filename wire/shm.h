@@ -195,8 +195,8 @@ void wire__efd_drain(int fd);
  *     copied into the other at the hand-off, under the owner word's
  *     release/acquire;
  *   - the loop hands the ring over (LOOP -> READER) only when it is empty,
- *     its framing state idle and the tenant not paused, and only once a
- *     reader exists;
+ *     its framing state idle and the tenant not paused, and only while a
+ *     reader holds a reference;
  *   - the reader consumes a frame only after READER -> TAKING succeeded,
  *     and publishes RUNNING only once rd and the tail moved past it; it
  *     gives the ring back (READER -> LOOP) without consuming the frame it
@@ -237,8 +237,7 @@ static inline unsigned wire__dr_word(unsigned w, unsigned state) {
 
 struct wire_direct {
   _Atomic unsigned owner;  /* wire__dr_state / generation */
-  _Atomic int refs;        /* the tenant's + the reader's */
-  _Atomic bool taken;      /* wire_tenant_direct was called: a reader exists */
+  _Atomic int refs;        /* the tenant's, + 1 while a reader holds it (wire_tenant_direct) */
   _Atomic uint64_t rx_ns;  /* the reader's last frame consumed */
   _Atomic uint64_t frames; /* frames the reader consumed */
   _Atomic uint64_t given;  /* frames it gave back to the loop, or the loop took back */
