@@ -148,6 +148,8 @@ struct hostd_server {
   uint64_t spin_ns;        /* a worker polls its queue this long before sleeping (worker_spin_us) */
   bool lc_poll;            /* --lc-poll resolved: the LC worker polls without end */
   bool lc_direct;          /* lc_poll and --lc-direct: the LC worker reads its own ring */
+  uint64_t test_gap_ns;    /* TALLYD_TEST_DIRECT_GAP_US (tests only): the worker waits this
+                              long between choosing its ring and reading it */
   uint64_t hostfn_wake_ns; /* --hostfn-wake-us resolved (0 = no cue) */
   unsigned long hostfn_wakes; /* cues given to sleeping or busy workers (tests count them) */
   /* Restart after a GPU fault (loop thread, except as noted). */
@@ -444,11 +446,17 @@ typedef struct direct_ctx {
 /* What the loop must see stays the loop's (loop_sees): host functions and
  * graphs with host nodes.  Everything else runs here as it would after the
  * hand-off. */
+/* Also none while the worker's queue holds requests: the loop read those
+ * before it last handed the ring over, so they come first.  wire asks
+ * after its look at the ring's owner and before its claim, so a hand-over
+ * that follows a queueing (the loop queues, then hands over) is seen with
+ * the queued request; the frame goes back to the loop, which queues it
+ * behind them. */
 static bool direct_ok(void *ctx, const wire_msg_t *m) {
+  const direct_ctx_t *d = ctx;
   call_hdr_t h;
-  (void)ctx;
-  if (m->len < CALL_HDR_LEN)
-    return false; /* the loop's path says what is wrong with it */
+  if (m->len < CALL_HDR_LEN || __atomic_load_n(&d->w->head, __ATOMIC_ACQUIRE))
+    return false; /* the loop's path says what is wrong with it, or queues it */
   call_hdr_read(m->data, &h);
   return !loop_sees(h.op);
 }
@@ -472,6 +480,9 @@ static void direct_run(void *ctx, const wire_msg_t *wm) {
  * read it (else the loop does and queues it). */
 static void direct_step(worker_t *w, hostd_tenant_t *t, wire_buf_t *reply) {
   direct_ctx_t d = {w, t, reply};
+  if (w->srv->test_gap_ns) /* TALLYD_TEST_DIRECT_GAP_US: widen the window for tests */
+    for (uint64_t end = hostd__mono_ns() + w->srv->test_gap_ns; hostd__mono_ns() < end;)
+      ;
   (void)wire_direct_read(w->dr, direct_ok, direct_run, &d);
 }
 
@@ -1252,6 +1263,10 @@ static int start_loop(hostd_server_t *s, const hostd_config_t *cfg, bool handle_
   s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
   s->lc_poll = lc_poll(cfg);
   s->lc_direct = s->lc_poll && cfg->lc_direct != 0;
+  {
+    const char *gap = getenv("TALLYD_TEST_DIRECT_GAP_US");
+    s->test_gap_ns = gap ? strtoull(gap, NULL, 10) % 1000000u * 1000u : 0; /* under 1 s */
+  }
   /* --hostfn-wake-us: the worker's poll after one of its tenant's host
    * functions was reached, at most that long of a core per host function.
    * Off by default: measured on the H200 (a JAX jit step, alternated runs

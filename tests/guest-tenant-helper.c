@@ -77,6 +77,10 @@
  *               enqueuing 2r+2 the same way and reading the word back:
  *               prints "order BAD of 64" (BAD: rounds that read 2r+1, the
  *               earlier value, as if the two were run in reverse)
+ *   spaced      posts sent apart: 512 rounds of cuMemsetD32Async of 2r+1
+ *               into one word, a sleep of 30-135 us (long enough for the
+ *               post to go out alone), the same with 2r+2, then a read back:
+ *               prints "spaced BAD of 512" (BAD: rounds that read 2r+1)
  *   graph-pinned  a graph copying N words from pinned host memory to the
  *               device and back into other pinned memory, replayed; the
  *               first copy given another pinned source and replayed; the
@@ -298,6 +302,30 @@ static void *order_thread(void *arg) {
   if (o->r == CUDA_SUCCESS)
     o->r = order_enqueue(o);
   return NULL;
+}
+
+/* spaced (see the usage above). */
+static int spaced(void) {
+  CUcontext c;
+  CUdeviceptr p;
+  int bad = 0, rounds = 512;
+  if (cuDevicePrimaryCtxRetain(&c, 0) || cuCtxSetCurrent(c) || cuMemAlloc(&p, 4096))
+    return 14;
+  for (int r = 0; r < rounds; r++) {
+    unsigned got = 0;
+    for (unsigned v = 2u * (unsigned)r + 1; v <= 2u * (unsigned)r + 2; v++) {
+      struct timespec pause = {0, (30 + (r % 8) * 15) * 1000L};
+      if (cuMemsetD32Async(p, v, 1, NULL))
+        return 14;
+      nanosleep(&pause, NULL); /* asleep: the daemon's threads keep the CPUs */
+    }
+    if (cuMemcpyDtoH(&got, p, sizeof(got)))
+      return 14;
+    if (got != 2u * (unsigned)r + 2)
+      bad++;
+  }
+  printf("spaced %d of %d\n", bad, rounds);
+  return 0;
 }
 
 static int order(void) {
@@ -806,6 +834,8 @@ int main(int argc, char **argv) {
     return hostfn_ctxsync();
   if (strcmp(argv[1], "order") == 0)
     return order();
+  if (strcmp(argv[1], "spaced") == 0)
+    return spaced();
   if (strcmp(argv[1], "copy-loop") == 0) {
     static char buf[16 << 20];
     if (cuMemAlloc(&p, sizeof(buf)) != CUDA_SUCCESS)

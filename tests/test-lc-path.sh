@@ -15,10 +15,14 @@
 #   6. no daemon: cuInit fails at once, naming the address
 #   7. --lc-direct yes: the LC worker reads its ring itself (the daemon log counts the
 #      frames), and sync-word / order / hostfn-ctxsync give the same results as with no
+#      direct reading
+#   8. a reading worker slowed between choosing its ring and reading it
+#      (TALLYD_TEST_DIRECT_GAP_US): the loop takes the ring back, queues what it reads and
+#      hands it over again meanwhile, and requests still run in ring order
 # Prints TAP.  Each tenant is guest-tenant-helper under tally-run.
 B=${TALLY_BUILDDIR:-.}
 N=${TALLY_CHURN_N:-1000}
-echo "1..7"
+echo "1..8"
 tmp=$(mktemp -d /tmp/tally-lc-XXXXXX)
 daemon=
 mute=
@@ -209,3 +213,15 @@ direct() { # the same requests with the worker reading the ring itself (--lc-dir
   done
 }
 check "--lc-direct: the LC worker reads its ring itself, with the same results" direct
+
+slow_reader() { # the queue the loop filled first, then the ring: spaced 0 of 512
+  TALLYD_TEST_DIRECT_GAP_US=150 start_daemon --lc-poll yes --lc-direct yes || return 1
+  ord=$(helper "unix:$tmp/sock" latency-critical spaced) || { echo "spaced: exit $?"; stop_daemon; return 1; }
+  i=0
+  while ! grep -q 'cleaned up' "$tmp/daemon.log" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+  stop_daemon
+  echo "note: worker 150 us late to its ring: '$ord'," \
+    "$(sed -n 's/.*(its worker read \(.*\))$/\1/p' "$tmp/daemon.log")"
+  [ "$ord" = "spaced 0 of 512" ]
+}
+check "a worker late to its ring still runs requests in ring order" slow_reader

@@ -533,8 +533,11 @@ bool wire_direct_ready(wire_direct_t *d);
 /* The executor: takes the next frame when it owns the ring and the frame
  * holds only calls and posts that ok(ctx, m) accepts (each m->data a copy,
  * valid during run; m->rx_ns when it was read), then calls run(ctx, m) for
- * each in order.  Returns how many ran: 0 when the ring is empty, the loop
- * owns it, the tenant closed, or the frame went back to the loop. */
+ * each in order.  ok is asked after the look at the ring's owner that the
+ * claim depends on: whatever on_msg got before the loop last handed the ring
+ * over is visible to ok (it may refuse while those are unrun).  Returns how
+ * many ran: 0 when the ring is empty, the loop owns it, the tenant closed,
+ * or the frame went back to the loop. */
 int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m),
                      void (*run)(void *ctx, const wire_msg_t *m), void *ctx);
 
