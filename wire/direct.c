@@ -85,15 +85,6 @@ bool wire_direct_ready(wire_direct_t *d) {
          ring_head(d) != __atomic_load_n(&d->g2d.rd, __ATOMIC_RELAXED);
 }
 
-/* n ring bytes from position pos, across the wrap. */
-static void ring_read(const wire__shm_dir *g, uint64_t pos, uint8_t *dst, size_t n) {
-  size_t at = (size_t)(pos & (g->r - 1)), first = g->r - at < n ? g->r - at : n;
-
-  memcpy(dst, g->ring + at, first);
-  if (n > first)
-    memcpy(dst + first, g->ring, n - first);
-}
-
 /* The loop reads the frame at rd (and reports whatever is wrong with it). */
 static int give_back(wire_direct_t *d, unsigned w) {
   if (atomic_compare_exchange_strong_explicit(&d->owner, &w, wire__dr_word(w, WIRE__DR_LOOP),
@@ -120,14 +111,11 @@ static bool each_msg(const wire__hdr *h, const uint8_t *p, uint64_t rx_ns,
   }
   for (i = 0; i < h->aux; i++) {
     uint32_t len;
-    if (left < 4 || (len = wire_le_rd32(p)) > left - 4)
+    if (wire__batch_rec(&p, &left, &m.data, &len) != 0)
       return false;
-    m.data = p + 4;
     m.len = len;
     if (!fn(ctx, &m))
       return false;
-    p += 4 + (size_t)len;
-    left -= 4 + (size_t)len;
   }
   return h->aux > 0 && left == 0;
 }
@@ -171,13 +159,13 @@ int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m
     return 0;
   if (n > d->g2d.r || n < WIRE__HDR_LEN)
     return give_back(d, w); /* an impossible head, or a frame not yet whole: the loop's */
-  ring_read(&d->g2d, rd, d->buf, WIRE__HDR_LEN);
+  wire__shm_copy_out(&d->g2d, rd, d->buf, WIRE__HDR_LEN);
   if (wire__hdr_decode(d->buf, d->version, &h, why, sizeof(why)) != 0 || h.flags != 0 ||
       (h.kind != WIRE__K_CALL && h.kind != WIRE__K_POST && h.kind != WIRE__K_BATCH) ||
       h.len > WIRE_DIRECT_MAX || h.len > n - WIRE__HDR_LEN ||
       (h.kind == WIRE__K_CALL && h.id == 0) || (h.kind != WIRE__K_BATCH && h.aux != 0))
     return give_back(d, w);
-  ring_read(&d->g2d, rd + WIRE__HDR_LEN, d->buf + WIRE__HDR_LEN, h.len);
+  wire__shm_copy_out(&d->g2d, rd + WIRE__HDR_LEN, d->buf + WIRE__HDR_LEN, h.len);
   /* Every message must be ours and the batch well formed before any runs:
    * the frame is taken whole or not at all. */
   if (!each_msg(&h, payload, 0, ok ? ok : accept_all, ctx))

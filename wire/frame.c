@@ -153,24 +153,21 @@ void wire__rx_trim(wire__rx *rx) {
 static int batch_run(wire__rx *rx) {
   while (rx->batch_n > 0) {
     wire__msg m = {.kind = WIRE__K_POST};
-    uint32_t len;
+    uint32_t len = 0;
     int rc;
 
     /* batch_start validated every length, but over shm the payload is
-     * memory the guest can still write: read each length once and check it
-     * again against what is left, or a length changed after validation
-     * would walk past the frame (and the mapping). */
-    if (rx->batch_left < 4)
+     * memory the guest can still write: each length is read once and
+     * checked again against what is left, or a length changed after
+     * validation would walk past the frame (and the mapping). */
+    rc = wire__batch_rec(&rx->batch_p, &rx->batch_left, &m.data, &len);
+    if (rc == -1)
       return fail(rx, -EPROTO, "batch changed while read (%llu records, %llu bytes left)",
                   rx->batch_n, rx->batch_left);
-    len = wire_le_rd32(rx->batch_p);
-    if (len > rx->batch_left - 4)
+    if (rc == -2)
       return fail(rx, -EPROTO, "batch record length %llu changed while read (%llu bytes left)", len,
                   rx->batch_left - 4);
-    m.data = rx->batch_p + 4;
     m.len = len;
-    rx->batch_p += 4 + (size_t)len;
-    rx->batch_left -= 4 + (size_t)len;
     rx->batch_n--;
     rc = rx->deliver(rx->ctx, &m);
     if (rc)
@@ -187,16 +184,15 @@ static int batch_start(wire__rx *rx, const uint8_t *p, size_t n, uint32_t count)
   if (count == 0)
     return fail(rx, -EPROTO, "empty batch (%llu records in %llu bytes)", 0, n);
   for (i = 0; i < count; i++) {
-    uint32_t len;
-    if (left < 4)
+    const uint8_t *data;
+    uint32_t len = 0;
+    int rc = wire__batch_rec(&q, &left, &data, &len);
+    if (rc == -1)
       return fail(rx, -EPROTO, "batch record %llu header past the frame end (%llu bytes left)", i,
                   left);
-    len = wire_le_rd32(q);
-    if (len > left - 4)
+    if (rc == -2)
       return fail(rx, -EPROTO, "batch record length %llu past the frame end (%llu bytes left)", len,
                   left - 4);
-    q += 4 + (size_t)len;
-    left -= 4 + (size_t)len;
   }
   if (left != 0)
     return fail(rx, -EPROTO, "%llu trailing bytes after %llu batch records", left, count);

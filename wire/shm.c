@@ -77,6 +77,14 @@ static void ring_write(wire__shm_dir *d, uint64_t pos, const void *src, size_t n
     memcpy(d->ring, (const uint8_t *)src + first, n - first);
 }
 
+void wire__shm_copy_out(const wire__shm_dir *d, uint64_t pos, void *dst, size_t n) {
+  size_t at = (size_t)(pos & (d->r - 1)), first = d->r - at < n ? d->r - at : n;
+
+  memcpy(dst, d->ring + at, first);
+  if (n > first)
+    memcpy((uint8_t *)dst + first, d->ring, n - first);
+}
+
 static void ring_write_iov(wire__shm_dir *d, uint64_t pos, const struct iovec *iov, int cnt) {
   int i;
 

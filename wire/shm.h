@@ -151,6 +151,9 @@ int wire__shm_trim(wire__shm_dir *d, uint64_t now_ns);
  * rd.  Returns 0 or -EPROTO (head moved impossibly). */
 int wire__shm_readable(wire__shm_dir *d, const uint8_t **p1, size_t *n1, const uint8_t **p2,
                        size_t *n2);
+/* Consumer: copies n ring bytes from position pos into dst, across the wrap
+ * (ring_write's other direction); n <= d->r. */
+void wire__shm_copy_out(const wire__shm_dir *d, uint64_t pos, void *dst, size_t n);
 /* Consumer: maps a descriptor; records data_end.  NULL if out of bounds. */
 const uint8_t *wire__shm_resolve(wire__shm_dir *d, uint64_t pos, uint32_t len);
 /* Consumer: publishes tail = rd and data_tail = data_end.  Returns true if

@@ -135,6 +135,24 @@ bool wire__rx_pending(const wire__rx *rx);
 /* True between frames: nothing of a header, frame, message or batch held. */
 bool wire__rx_idle(const wire__rx *rx);
 
+/* The next record of a BATCH payload (u32 len | bytes) at *p, *left bytes
+ * of payload remaining: sets *data and *len and steps *p and *left past it.
+ * The length is read once (the bytes may be guest memory that still
+ * changes).  0, -1 when fewer than 4 bytes are left for its length, -2 when
+ * its bytes run past the end (then *len is the length read). */
+static inline int wire__batch_rec(const uint8_t **p, size_t *left, const uint8_t **data,
+                                  uint32_t *len) {
+  if (*left < 4)
+    return -1;
+  *len = wire_le_rd32(*p);
+  if (*len > *left - 4)
+    return -2;
+  *data = *p + 4;
+  *p += 4 + (size_t)*len;
+  *left -= 4 + (size_t)*len;
+  return 0;
+}
+
 /* Writes an escaped sample of up to 16 bytes ("\x00AB...") into out. */
 void wire__escape(char *out, size_t out_len, const uint8_t *p, size_t n);
 
