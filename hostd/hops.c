@@ -14,7 +14,14 @@
  * (post), times in ns of CLOCK_MONOTONIC (T_REPLY 0 for a post).  OP
  * 4294967295 (PINNED_MAP, kind p) is no request: a shared pinned allocation
  * the worker registered (T_READ: handed to it by the loop), which the
- * tenant's next request waits behind.  The guest
+ * tenant's next request waits behind.  Host functions get a line each,
+ * recorded by hostfn.c when the guest reports one done:
+ *
+ *   F NAME ID SEQ T_ENQUEUED T_REACHED T_HANDED T_DONE
+ *
+ * ID the HOSTFN_WAIT call that handed it to the guest (the guest's G line
+ * of that call says when its host-function thread woke), SEQ the guest's
+ * number of the function; times as above (hostd_fn_hop_t).  The guest
  * writes its side (G lines, wire/guest.c, TALLY_HOPS) with the same clock,
  * and tests/bench/hops-report joins the two by NAME and ID.  Off (NULL
  * everywhere) unless --hops is given.
@@ -33,9 +40,14 @@
 
 /* Requests kept per tenant: the last 64K (a ring of 56-byte records, 3.5 MiB). */
 #define HOPS_RING 65536u
+/* Host functions kept per tenant: the last 4K (48-byte records). */
+#define HOPS_FN_RING 4096u
 
 struct hostd_hops {
   char name[WIRE_TENANT_MAX + 1];
+  pthread_mutex_t fmu; /* guards fn and nfn: host functions end on the loop thread */
+  uint64_t nfn;        /* host functions recorded (fn holds the last HOPS_FN_RING) */
+  hostd_fn_hop_t fn[HOPS_FN_RING];
   uint64_t n; /* records written (the ring holds the last HOPS_RING) */
   hostd_hop_t rec[];
 };
@@ -61,6 +73,7 @@ hostd_hops_t *hostd__hops_new(const char *name) {
   if (i == 0)
     h->name[i++] = '_';
   h->name[i] = 0;
+  pthread_mutex_init(&h->fmu, NULL);
   return h;
 }
 
@@ -69,10 +82,24 @@ void hostd__hops_add(hostd_hops_t *h, const hostd_hop_t *r) {
     h->rec[h->n++ % HOPS_RING] = *r;
 }
 
+void hostd__hops_add_fn(hostd_hops_t *h, const hostd_fn_hop_t *r) {
+  if (!h)
+    return;
+  pthread_mutex_lock(&h->fmu);
+  h->fn[h->nfn++ % HOPS_FN_RING] = *r;
+  pthread_mutex_unlock(&h->fmu);
+}
+
+/* Writes len bytes of buf to fd (a short write is logged, not retried). */
+static void put(int fd, const char *buf, size_t len) {
+  if (len && write(fd, buf, len) != (ssize_t)len)
+    hostd__log(HOSTD_LOG_WARN, "--hops %s: short write", hops_path);
+}
+
 /* Appends the ring to the file (one write per 64 lines) and frees it. */
 void hostd__hops_free(hostd_hops_t *h) {
   uint64_t first, i;
-  char buf[64 * 160];
+  char buf[64 * 256];
   size_t len = 0;
   int fd;
   if (!h)
@@ -90,14 +117,27 @@ void hostd__hops_free(hostd_hops_t *h) {
                             (unsigned long long)r->t[0], (unsigned long long)r->t[1],
                             (unsigned long long)r->t[2], (unsigned long long)r->t[3],
                             (unsigned long long)r->t[4]);
-    if (len > sizeof(buf) - 160 || i + 1 == h->n) {
-      if (write(fd, buf, len) != (ssize_t)len)
-        hostd__log(HOSTD_LOG_WARN, "--hops %s: short write", hops_path);
+    if (len > sizeof(buf) - 256 || i + 1 == h->n) { /* a line is < 256 bytes */
+      put(fd, buf, len);
       len = 0;
     }
   }
+  pthread_mutex_lock(&h->fmu);
+  for (i = h->nfn > HOPS_FN_RING ? h->nfn - HOPS_FN_RING : 0; fd >= 0 && i < h->nfn; i++) {
+    const hostd_fn_hop_t *r = &h->fn[i % HOPS_FN_RING];
+    len += (size_t)snprintf(buf + len, sizeof(buf) - len, "F %s %llu %llu %llu %llu %llu %llu\n",
+                            h->name, (unsigned long long)r->id, (unsigned long long)r->seq,
+                            (unsigned long long)r->t[0], (unsigned long long)r->t[1],
+                            (unsigned long long)r->t[2], (unsigned long long)r->t[3]);
+    if (len > sizeof(buf) - 256 || i + 1 == h->nfn) {
+      put(fd, buf, len);
+      len = 0;
+    }
+  }
+  pthread_mutex_unlock(&h->fmu);
   if (fd >= 0)
     close(fd);
   pthread_mutex_unlock(&hops_mu);
+  pthread_mutex_destroy(&h->fmu);
   free(h);
 }

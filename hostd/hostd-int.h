@@ -129,6 +129,16 @@ typedef struct hostd_hops hostd_hops_t;
 void hostd__hops_setup(const char *path); /* "" = off */
 hostd_hops_t *hostd__hops_new(const char *name); /* NULL when off or out of memory */
 void hostd__hops_add(hostd_hops_t *h, const hostd_hop_t *r); /* h may be NULL */
+/* A host function's way back (hostfn.c): id, the HOSTFN_WAIT call that
+ * handed it to the guest; seq, the guest's number; t[]: enqueued by the
+ * worker, reached (the driver's callback), handed to the guest (its answer
+ * given to wire), reported done (the guest's next HOSTFN_WAIT read, the gate
+ * opened).  Any thread; its own lock. */
+typedef struct hostd_fn_hop {
+  uint64_t id, seq;
+  uint64_t t[4];
+} hostd_fn_hop_t;
+void hostd__hops_add_fn(hostd_hops_t *h, const hostd_fn_hop_t *r); /* h may be NULL */
 void hostd__hops_free(hostd_hops_t *h); /* appends to the file; NULL ok */
 
 
@@ -145,6 +155,9 @@ void hostd__hostfn_unref(hostd_hostfn_t *h); /* NULL ok */
  * reached; hostd__hostfn_set_cue sets or (fn NULL) clears it.  NULL h ok. */
 typedef void (*hostd_hostfn_cue_fn)(void *arg);
 void hostd__hostfn_set_cue(hostd_hostfn_t *h, hostd_hostfn_cue_fn fn, void *arg);
+/* --hops: where each host function's way back is recorded (hostd__hops_add_fn);
+ * NULL stops it (before the worker frees hops).  NULL h ok. */
+void hostd__hostfn_set_hops(hostd_hostfn_t *h, hostd_hops_t *hops);
 /* Loop thread, on_msg: a HOSTFN post arrived (counted until its gate opens). */
 void hostd__hostfn_note_post(hostd_hostfn_t *h);
 /* True while host functions are posted and not finished (NULL: false). */

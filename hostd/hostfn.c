@@ -43,6 +43,10 @@
  * it any more hostd__hostfn_drop queues it for a HOSTFN_WAIT answer with
  * HOSTD_HOSTFN_DROP (nothing ran; the guest forgets the function).
  *
+ * Hand-off times (--hops, hostd__hostfn_set_hops): each function's enqueue,
+ * reach, hand-over and done are stamped in its slot and recorded when the
+ * guest reports it done (hops.c's F lines), under mu.
+ *
  * Tenant death: hostd__hostfn_close (loop thread, on_close) opens every gate
  * of a reached function at once, and one reached later is opened as soon as
  * it is reached, so no stream stays blocked and the worker's cleanup
@@ -81,6 +85,9 @@ typedef struct hostfn_slot {
   uint32_t value;     /* the gate value that opens it; grows by 1 per use of the slot */
   int state;
   bool charged;       /* holds one unit of hf->quota (HOSTD_QUOTA_HOSTFNS) */
+  /* --hops (hf->hops set): when it was enqueued, reached and handed to the
+   * guest, and the HOSTFN_WAIT call that handed it (hostd_fn_hop_t). */
+  uint64_t t_enq, t_reached, t_handed, handed_id;
 } hostfn_slot_t;
 
 struct hostd_hostfn {
@@ -98,6 +105,7 @@ struct hostd_hostfn {
   hostd_hostfn_cue_fn cue; /* under mu: called when a function is reached, or NULL */
   void *cue_arg;
   hostd_quota_t *quota; /* the worker's (charged slots give back here), under mu; NULL once gone */
+  hostd_hops_t *hops;   /* --hops: the worker's, under mu; NULL when off or once it went */
   uint64_t *drops;      /* graph host functions the guest may forget (hostd__hostfn_drop) */
   size_t ndrops, capdrops;
   uint64_t *later;      /* ... once their slots of a launch still in flight are free */
@@ -212,6 +220,7 @@ static void reached(void *arg) {
   pthread_mutex_lock(&h->mu);
   gate = h->gate; /* read under mu: a recovery may drop it */
   cued = h->cue && !h->closed;
+  s->t_reached = h->hops ? hostd__mono_ns() : 0;
   if (h->closed) {
     value = slot_finish(h, i);
     open = true;
@@ -221,6 +230,8 @@ static void reached(void *arg) {
     seq = s->seq;
     s->state = SLOT_HANDED;
     h->handed = i;
+    s->handed_id = id;
+    s->t_handed = s->t_reached;
     reply = true;
   } else {
     s->state = SLOT_REACHED;
@@ -242,6 +253,14 @@ static void reached(void *arg) {
     pthread_mutex_unlock(&h->mu);
   }
   hostd__hostfn_unref(h); /* the reference taken by hostd__hostfn_enqueue */
+}
+
+void hostd__hostfn_set_hops(hostd_hostfn_t *h, hostd_hops_t *hops) {
+  if (!h)
+    return;
+  pthread_mutex_lock(&h->mu);
+  h->hops = hops;
+  pthread_mutex_unlock(&h->mu);
 }
 
 void hostd__hostfn_set_cue(hostd_hostfn_t *h, hostd_hostfn_cue_fn fn, void *arg) {
@@ -296,6 +315,7 @@ static int slot_take(hostd_hostfn_t *h, uint64_t seq, hostd_quota_t *q) {
     h->slot[i].value++;
     h->slot[i].state = SLOT_ENQUEUED;
     h->slot[i].charged = q != NULL;
+    h->slot[i].t_enq = h->hops ? hostd__mono_ns() : 0;
     if (q)
       h->quota = q;
     h->refs++;
@@ -398,6 +418,13 @@ void hostd__hostfn_wait(hostd_hostfn_t *h, uint64_t id, const uint8_t *args, siz
   gate = h->gate;
   if (done == 1 && h->handed >= 0) {
     open = h->handed;
+    if (h->hops) {
+      const hostfn_slot_t *s = &h->slot[open];
+      hostd_fn_hop_t r = {.id = s->handed_id,
+                          .seq = s->seq & ~HOSTD_HOSTFN_KEEP,
+                          .t = {s->t_enq, s->t_reached, s->t_handed, hostd__mono_ns()}};
+      hostd__hops_add_fn(h->hops, &r);
+    }
     value = slot_finish(h, open);
     h->handed = -1;
   }
@@ -414,6 +441,8 @@ void hostd__hostfn_wait(hostd_hostfn_t *h, uint64_t id, const uint8_t *args, siz
     h->fifo_len--;
     h->slot[i].state = SLOT_HANDED;
     h->handed = i;
+    h->slot[i].handed_id = id;
+    h->slot[i].t_handed = h->hops ? hostd__mono_ns() : 0;
     seq = h->slot[i].seq;
     answer_now = true;
   } else if (h->ndrops > 0) { /* nothing to run: a function the guest may forget */

@@ -562,6 +562,7 @@ static void *worker_main(void *arg) {
   hostd__modcache_unpin();
   hostd__quota_self = NULL;
   hostd__hostfn_set_cue(w->hf, NULL, NULL); /* a late driver callback must not touch w */
+  hostd__hostfn_set_hops(w->hf, NULL);        /* ... nor the hops freed below */
   hostd__hostfn_unref(w->hf); /* on_close has run: nothing reaches it from the loop now */
   hostd__hops_free(w->hops);
   wire_buf_close(&reply);
@@ -718,6 +719,7 @@ static hostd_hostfn_t *hostfn_of(worker_t *w) {
     hostd_hostfn_t *h = hostd__hostfn_new(w->wt);
     if (h && !w->poll && w->srv->hostfn_wake_ns) /* a polling worker is awake anyway */
       hostd__hostfn_set_cue(h, hostfn_cue, w);
+    hostd__hostfn_set_hops(h, w->hops);
     pthread_mutex_lock(&w->mu);
     w->hf = h;
     pthread_mutex_unlock(&w->mu);

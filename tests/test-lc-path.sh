@@ -8,7 +8,8 @@
 #      TALLY_CONNECT_WAIT_MS, naming the address and the full backlog
 #   3. a socket that accepts and never answers: cuInit fails within
 #      TALLY_CONNECT_WAIT_MS, naming the address and the unanswered HELLO
-#   4. hand-off times: tallyd --hops and TALLY_HOPS, joined by hops-report
+#   4. hand-off times: tallyd --hops and TALLY_HOPS, joined by hops-report, host functions'
+#      way back included
 #   5. --lc-poll yes: tallyd polls while an idle latency-critical tenant is
 #      connected (CPU time over a second), --lc-poll no: it sleeps; a bad
 #      TALLY_LC_SPIN_US is refused with a line naming it
@@ -133,6 +134,21 @@ hops() {
   posts=$(awk '$1 == "D" && $5 == "p" && $4 != 4294967295' "$tmp/hops" | wc -l)
   "$B/tests/bench/hops-report" "$tmp/hops" | grep -q "($posts posts, daemon side)" ||
     { echo "the registration counted as a post (posts: $posts)"; return 1; }
+  # Host functions' way back: one F line per function run, joined with the HOSTFN_WAIT call
+  # that handed it to the guest (the helper runs 5).
+  rm -f "$tmp/hops"
+  start_daemon --hops "$tmp/hops" || return 1
+  TALLY_HOPS=$tmp/hops helper "unix:$tmp/sock" latency-critical hostfn-ctxsync |
+    grep -q "^ctxsync held 1$" || { echo "host-function tenant failed"; return 1; }
+  stop_daemon
+  "$B/tests/bench/hops-report" "$tmp/hops" >"$tmp/report"
+  sed -n '/host functions/,$p' "$tmp/report"
+  [ "$(grep -c '^F guest-tenant-helper ' "$tmp/hops")" -eq 5 ] || { echo "not 5 F lines"; return 1; }
+  grep -qF "(5 host functions, 5 joined with the guest's wait)" "$tmp/report" || return 1
+  for hop in "reached (the driver's callback)" "host-function thread woke" "reported done" \
+    "the stream held"; do
+    grep -F "$hop" "$tmp/report" | grep -qv '| - |' || { echo "no figures for: $hop"; return 1; }
+  done
   return 0
 }
 check "hand-off times are recorded on both sides and joined" hops

@@ -18,7 +18,10 @@
  *   p50/p99/max and the sum of its times, most frequent first: which
  *   requests a framework makes, how many of them are round trips, and
  *   where a tenant's time in tallyd went, one slow call included (daemon
- *   records only, so any host).
+ *   records only, so any host).  Host functions (F lines) get their own
+ *   rows: enqueued -> reached (the stream's work before it) -> handed to the
+ *   guest -> the guest's host-function thread woke (its HOSTFN_WAIT call's
+ *   G line) -> reported done, the function run; left out under --op.
  *   Both sides must share
  *   CLOCK_MONOTONIC, i.e. run on one host (shm, or TCP over loopback).
  *   Exit 0 when at least one call was joined, 1 otherwise, 2 for bad usage.
@@ -93,7 +96,9 @@ static void row(const char *label, uint64_t *v, size_t n) {
          (double)v[(size_t)((double)(n - 1) * 0.99 + 0.5)] / 1e3);
 }
 
-static int load(const char *path, vec_t *g, vec_t *d) {
+/* F lines go to fn as kind 'f': id the HOSTFN_WAIT call, t[0..3] enqueued,
+ * reached, handed, done (hostd/hops.c), t[4] the function's seq. */
+static int load(const char *path, vec_t *g, vec_t *d, vec_t *fn) {
   FILE *f = fopen(path, "r");
   char line[512];
   if (!f) {
@@ -117,6 +122,13 @@ static int load(const char *path, vec_t *g, vec_t *d) {
       for (int i = 0; i < 5; i++)
         r.t[i] = t[i];
       if (push(d, &r))
+        break;
+    } else if (sscanf(line, "F %64s %llu %llu %llu %llu %llu %llu", r.name, &id, &t[4], &t[0],
+                      &t[1], &t[2], &t[3]) == 7) {
+      r.id = id, r.kind = 'f';
+      for (int i = 0; i < 5; i++)
+        r.t[i] = t[i];
+      if (push(fn, &r))
         break;
     }
   }
@@ -203,6 +215,32 @@ static void ops_table(vec_t *d, uint64_t *h) {
   free(rows);
 }
 
+/* Host functions' way back: f's records, joined with the guest's HOSTFN_WAIT
+ * calls in g (sorted by key); h[0..4] scratch of f->n, k[0..4] zeroed here. */
+static void fn_table(const vec_t *f, const vec_t *g, uint64_t **h, size_t *k) {
+  size_t joined = 0;
+  for (int i = 0; i < 5; i++)
+    k[i] = 0;
+  for (size_t j = 0; j < f->n; j++) {
+    const rec_t *r = &f->v[j], *c = bsearch(r, g->v, g->n, sizeof(rec_t), by_key);
+    add(h[0], &k[0], r->t[0], r->t[1]);
+    add(h[1], &k[1], r->t[1], r->t[2]);
+    add(h[4], &k[4], r->t[1], r->t[3]);
+    if (!c)
+      continue;
+    joined++;
+    add_cross(h[2], &k[2], r->t[2], c->t[2]);
+    add_cross(h[3], &k[3], c->t[2], r->t[3]);
+  }
+  printf("\n| hop (%zu host functions, %zu joined with the guest's wait) | p50 us | p99 us |\n"
+         "|---|---|---|\n", f->n, joined);
+  row("enqueued by the worker -> reached (the stream's work before it)", h[0], k[0]);
+  row("reached (the driver's callback) -> handed to the guest", h[1], k[1]);
+  row("-> the guest's host-function thread woke", h[2], k[2]);
+  row("-> reported done (the function ran, the next poll read)", h[3], k[3]);
+  row("reached -> done (the stream held for it)", h[4], k[4]);
+}
+
 /* An op by call.def number or name; -1 when it names none. */
 static long op_arg(const char *a) {
   char *end;
@@ -218,7 +256,7 @@ static long op_arg(const char *a) {
 #define USAGE "usage: hops-report [--last N] [--skip-last N] [--op OP] [--ops] FILE...\n"
 
 int main(int argc, char **argv) {
-  vec_t g = {0}, d = {0};
+  vec_t g = {0}, d = {0}, f = {0};
   long last = -1, skip = -1, op = -1;
   int i, nfiles = 0, ops = 0;
   for (i = 1; i < argc; i++) {
@@ -236,14 +274,14 @@ int main(int argc, char **argv) {
     else if (argv[i][0] == '-') {
       fprintf(stderr, USAGE);
       return 2;
-    } else if (load(argv[i], &g, &d) == 0)
+    } else if (load(argv[i], &g, &d, &f) == 0)
       nfiles++;
   }
   if (nfiles == 0) {
     fprintf(stderr, USAGE);
     return 2;
   }
-  size_t m = g.n + d.n + 1, k[9] = {0}, joined = 0, posts = 0;
+  size_t m = g.n + d.n + f.n + 1, k[9] = {0}, joined = 0, posts = 0;
   uint64_t *h[9];
   for (i = 0; i < 9; i++)
     if (!(h[i] = malloc(m * sizeof(uint64_t))))
@@ -298,11 +336,14 @@ int main(int argc, char **argv) {
   row("read by the loop -> taken by the worker", h[0], k[0]);
   row("-> handler entered", h[1], k[1]);
   row("handler (driver call)", h[2], k[2]);
+  if (op < 0 && f.n > 0)
+    fn_table(&f, &g, h, k);
   if (ops)
     ops_table(&d, h[0]);
   for (i = 0; i < 9; i++)
     free(h[i]);
   free(g.v);
   free(d.v);
+  free(f.v);
   return joined ? 0 : 1;
 }
