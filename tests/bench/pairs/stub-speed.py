@@ -7,7 +7,9 @@ where it runs (TALLY_HOST: none 1.0 ms, unix: 1.1 ms, tcp: 1.2 ms; every
 tenth twice as long; with TALLY_GEMM_SPLIT=0 all of them 1.1 times shorter),
 so the harness's ratios are known: 1.100 and 1.200, and 1.100 for a run
 against its +nosplit twin.  It prints where it ran, the split setting, the
-class tally-run gave it (TALLY_PRIORITY) and its hops file.
+class tally-run gave it (TALLY_PRIORITY) and its hops file.  With
+STUB_SPEED_FAIL=PREFIX in the environment a run whose TALLY_HOST starts with
+PREFIX prints 30 numbered lines and exits 3 (a failing run's output).
 """
 import os
 import sys
@@ -17,6 +19,11 @@ host = os.environ.get("TALLY_HOST", "")
 base = 1.2e6 if host.startswith("tcp:") else 1.1e6 if host.startswith("unix:") else 1.0e6
 if os.environ.get("TALLY_GEMM_SPLIT") == "0":
     base /= 1.1
+fail = os.environ.get("STUB_SPEED_FAIL")
+if fail and host.startswith(fail):
+    for i in range(1, 31):
+        print(f"stub-speed: failing on purpose, line {i}")
+    sys.exit(3)
 t = time.monotonic_ns()
 with open(sys.argv[1], "w") as f:
     f.write("req,arrival_ns,start_ns,end_ns\n")
