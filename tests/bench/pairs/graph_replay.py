@@ -11,6 +11,11 @@ between the events and the wall time of record, replay, record and sync
                     the replay is queued behind it and the events time the
                     graph's execution alone, not the host's gap before it
   --high-priority   capture and replay on streams of the highest priority
+  --pin-mb N        first map N MiB of pinned host memory into the context
+                    (page-locked, device-mapped, kept to the end), as a daemon
+                    holding its tenants' rings and pinned memory does
+  --hold-mb N       first allocate N MiB of device memory in 2 MiB pieces,
+                    kept to the end (more of the address space in use)
   --dot FILE        write the graph's cudaGraphDebugDotPrint (verbose)
 
 Compare (no GPU): --compare A.dot B.dot says whether two dumps describe the
@@ -74,6 +79,10 @@ def replay(a):
     import torch
     import torch_common as tc
     dev = torch.device("cuda")
+    held = []  # --pin-mb / --hold-mb: kept alive until the replays are done
+    if a.pin_mb:
+        held.append(torch.empty(a.pin_mb << 20, dtype=torch.uint8, pin_memory=True))
+    held += [torch.empty(2 << 20, dtype=torch.uint8, device=dev) for _ in range(a.hold_mb // 2)]
     m, x, fwd = tc.build(torch, a.model, a.batch, tc.dtype_of(torch, a.dtype), dev, train=False)
     m.eval()
     new_stream = (lambda: torch.cuda.Stream(priority=-100)) if a.high_priority else torch.cuda.Stream
@@ -111,7 +120,8 @@ def replay(a):
                 gpu.append(e0.elapsed_time(e1))
                 wall.append((t1 - t0) / 1e6)
     print(f"graph_replay: {a.model} b{a.batch} {a.dtype}, stream priority {run_s.priority}, "
-          f"sleep {a.sleep_cycles} cycles, {len(gpu)} replays: GPU p50 {quantile(gpu, .5):.4f} "
+          f"sleep {a.sleep_cycles} cycles, pinned {a.pin_mb} MiB, held {a.hold_mb} "
+          f"MiB, {len(gpu)} replays: GPU p50 {quantile(gpu, .5):.4f} "
           f"p99 {quantile(gpu, .99):.4f} ms; wall p50 {quantile(wall, .5):.4f} "
           f"p99 {quantile(wall, .99):.4f} ms")
     return 0
@@ -128,11 +138,14 @@ def main():
     ap.add_argument("--sleep-cycles", type=int, default=0)
     ap.add_argument("--high-priority", action="store_true")
     ap.add_argument("--dot")
+    ap.add_argument("--pin-mb", type=int, default=0)
+    ap.add_argument("--hold-mb", type=int, default=0)
     a = ap.parse_args()
     if a.compare:
         return compare(*a.compare)
-    if a.batch < 1 or a.replays < 1 or a.warmup < 0 or a.sleep_cycles < 0:
-        ap.error("--batch and --replays must be at least 1, --warmup and --sleep-cycles at least 0")
+    if a.batch < 1 or a.replays < 1 or min(a.warmup, a.sleep_cycles, a.pin_mb, a.hold_mb) < 0:
+        ap.error("--batch and --replays must be at least 1, --warmup, --sleep-cycles, --pin-mb "
+                 "and --hold-mb at least 0")
     return replay(a)
 
 

@@ -2,11 +2,12 @@
 # test-graph-replay.sh: graph_replay.py --compare on the CPU: two dumps of
 # one graph from two processes (other addresses, other node priorities) are
 # the same; a different grid, a missing node and an unreadable file are
-# told apart by the exit status.  The replay itself needs a GPU.  Prints TAP.
+# told apart by the exit status; negative sizes are refused before any GPU
+# work.  The replay itself needs a GPU.  Prints TAP.
 S=${TALLY_SRCDIR:-$(dirname "$0")/../../..}
-echo "1..4"
+echo "1..5"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2 3 4; do echo "ok $i # SKIP python3 not found"; done
+  for i in 1 2 3 4 5; do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-graph-replay-XXXXXX)
@@ -71,3 +72,11 @@ missing() {
   [ "$rc" = 2 ] && grep -q "none.dot" "$tmp/err"
 }
 check "an unreadable dump exits 2 and names the file" missing
+
+bad_sizes() { # refused by the argument check, before torch is imported
+  for opt in "--pin-mb -1" "--hold-mb -2" "--sleep-cycles -1"; do
+    gr $opt 2> "$tmp/err" && return 1
+    grep -q "at least 0" "$tmp/err" || { cat "$tmp/err"; return 1; }
+  done
+}
+check "negative --pin-mb, --hold-mb, --sleep-cycles are refused" bad_sizes
