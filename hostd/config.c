@@ -92,6 +92,10 @@ static void usage_serving(FILE *f) {
           "                       frameworks learn a step ended), its worker is woken\n"
           "                       and polls N us for the requests that follow (default\n"
           "                       0 = never: on the H200 a JAX step did not get faster)\n"
+          "  --hostfn-word yes|no yes: the GPU also writes a word when a stream reaches a\n"
+          "                       host function, which the tenant's worker polls between\n"
+          "                       requests, so the guest hears of it before the driver's\n"
+          "                       callback thread runs; no (default): the callback tells\n"
           "  --lc-poll MODE       yes: while the latency-critical tenant is connected, the\n"
           "                       loop polls its ring or socket and its worker its queue\n"
           "                       without ever sleeping (two cores busy); no: they spin\n"
@@ -460,6 +464,12 @@ static int parse_lc_direct(hostd_config_t *cfg, const char *v, const char *flag,
   return 0;
 }
 
+static int parse_hostfn_word(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
+  if (parse_bool(v, &cfg->hostfn_word) != 0)
+    return bad(err, "%s: expected yes or no, got '%s'\n", flag, v);
+  return 0;
+}
+
 static int parse_lc_poll_cpu(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
   char *end = NULL;
   long n = strtol(v, &end, 10);
@@ -519,6 +529,7 @@ static const str_option_t *str_option(const char *name) {
       {"lc-poll", parse_lc_poll, 0, 0},
       {"lc-poll-cpu", parse_lc_poll_cpu, 0, 0},
       {"lc-direct", parse_lc_direct, 0, 0},
+      {"hostfn-word", parse_hostfn_word, 0, 0},
       {"be-sms", parse_be_sms, 0, 0},
       {"log-level", parse_log_level, 0, 0},
   };

@@ -782,7 +782,9 @@ static CUresult cuda_ctx_limit_set(int limit, uint64_t v) {
 }
 
 /* ---- host-function gates ----
- * A gate is nslots u32 words of pinned, device-mapped host memory.  A host
+ * A gate is nslots u32 words of pinned, device-mapped host memory, and as
+ * many reach words after them (host_fn's word: cuStreamWriteValue32 of the
+ * slot's value before the trampoline, which a poller reads).  A host
  * function becomes cuLaunchHostFunc(trampoline) + cuStreamWaitValue32(word
  * >= value, GEQ: a slot's values only grow, hostd/hostfn.c): the stream is
  * held by the GPU's front end, no driver thread blocks, and opening the gate
@@ -836,7 +838,7 @@ static CUresult cuda_gate_new(void **out, uint32_t nslots) {
   CUresult r;
   if (!g)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  r = D.cuMemHostAlloc(&p, (size_t)nslots * 4,
+  r = D.cuMemHostAlloc(&p, (size_t)nslots * 8,
                        CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
   if (r == CUDA_SUCCESS)
     r = D.cuMemHostGetDevicePointer(&g->dptr, p, 0);
@@ -846,7 +848,7 @@ static CUresult cuda_gate_new(void **out, uint32_t nslots) {
     free(g);
     return r;
   }
-  memset(p, 0, (size_t)nslots * 4);
+  memset(p, 0, (size_t)nslots * 8);
   g->words = p;
   g->n = nslots;
   pthread_mutex_init(&g->mu, NULL);
@@ -879,7 +881,7 @@ static void CUDA_CB trampoline(void *arg) {
   cuda_gate_t *g = t->g;
   uint32_t slot = t->slot, value = t->value;
   int block = __atomic_load_n(&gate_mode, __ATOMIC_RELAXED) == 2;
-  t->reached(t->arg);
+  t->reached(t->arg, value);
   free(t);
   if (!block)
     return;
@@ -890,7 +892,7 @@ static void CUDA_CB trampoline(void *arg) {
 }
 
 static CUresult cuda_host_fn(uint64_t s, void *gp, uint32_t slot, uint32_t value,
-                             hostd_reached_cb reached, void *arg) {
+                             hostd_reached_cb reached, void *arg, int *word) {
   cuda_gate_t *g = gp;
   tramp_t *t = malloc(sizeof(*t));
   CUresult r;
@@ -900,6 +902,11 @@ static CUresult cuda_host_fn(uint64_t s, void *gp, uint32_t slot, uint32_t value
     free(t);
     return CUDA_ERROR_INVALID_VALUE;
   }
+  /* The reach word: where stream memory operations work (gate mode 1); a
+   * refusal leaves the driver's callback alone to tell. */
+  if (*word)
+    *word = gate_mode == 1 && D.cuStreamWriteValue32(S(s), g->dptr + 4u * (g->n + slot), value,
+                                                      0) == CUDA_SUCCESS;
   *t = (tramp_t){reached, arg, g, slot, value};
   r = D.cuLaunchHostFunc(S(s), trampoline, t);
   if (r != CUDA_SUCCESS) {
@@ -911,6 +918,12 @@ static CUresult cuda_host_fn(uint64_t s, void *gp, uint32_t slot, uint32_t value
   /* On failure the trampoline still runs (and t is its own): the function
    * is then not gated, and the error surfaces as the op's deferred error. */
   return r;
+}
+
+static bool cuda_gate_reached(void *gp, uint32_t slot, uint32_t value) {
+  const cuda_gate_t *g = gp;
+  return g && slot < g->n &&
+         (int32_t)(__atomic_load_n(&g->words[g->n + slot], __ATOMIC_ACQUIRE) - value) >= 0;
 }
 
 static void cuda_gate_open(void *gp, uint32_t slot, uint32_t value) {
@@ -1896,6 +1909,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .gate_new = cuda_gate_new,
     .gate_del = cuda_gate_del,
     .host_fn = cuda_host_fn,
+    .gate_reached = cuda_gate_reached,
     .gate_open = cuda_gate_open,
     .dtoh_async = cuda_dtoh_async,
     .host_register = cuda_host_register,

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RECORD_BASE      0x100000000000ull /* 16 TiB: far from any heap or stack */
@@ -140,7 +141,7 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 /* ---- streams, gates and queued work ---- */
 typedef struct rec_gate {
   uint32_t n;
-  uint32_t *words;
+  uint32_t *words; /* n gate words, then n reach words (host_fn's word) */
 } rec_gate_t;
 
 enum {
@@ -173,6 +174,7 @@ typedef struct rec_op {
   void *arg;
   rec_gate_t *g;
   uint32_t slot, value;
+  bool word;                         /* OP_HOSTFN: write the reach word first */
   uint32_t grid[3], block[3], shmem; /* OP_LAUNCH */
   uint64_t pitch, height; /* OP_MEMSET of a graph node: rows (height 0: one) */
   struct rec_op *next;
@@ -713,6 +715,52 @@ static void exec_op(rec_stream_t *st, rec_op_t *o) {
   }
 }
 
+/* A host function's callback made late (TALLYD_RECORD_HOSTFN_LATE_US). */
+typedef struct late_cb {
+  hostd_reached_cb cb;
+  void *arg;
+  uint32_t value;
+  unsigned us;
+} late_cb_t;
+
+static void *late_cb_run(void *p) {
+  late_cb_t *l = p;
+  struct timespec ts = {l->us / 1000000u, (long)(l->us % 1000000u) * 1000};
+  nanosleep(&ts, NULL);
+  l->cb(l->arg, l->value);
+  free(l);
+  return NULL;
+}
+
+/* The stream reached host function o (no lock held): its reach word first
+ * when asked, then its callback, which TALLYD_RECORD_HOSTFN_LATE_US=N makes
+ * N us late, from a thread of its own, as a slow driver callback thread
+ * would (tests of the reach word). */
+static void reach(const rec_op_t *o) {
+  static int late_us = -1;
+  pthread_t th;
+  pthread_attr_t at;
+  late_cb_t *l;
+  if (o->word)
+    __atomic_store_n(&o->g->words[o->g->n + o->slot], o->value, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&late_us, __ATOMIC_RELAXED) < 0) {
+    const char *e = getenv("TALLYD_RECORD_HOSTFN_LATE_US");
+    __atomic_store_n(&late_us, e ? atoi(e) : 0, __ATOMIC_RELAXED);
+  }
+  if (late_us > 0 && (l = malloc(sizeof(*l)))) {
+    *l = (late_cb_t){o->cb, o->arg, o->value, (unsigned)late_us};
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, late_cb_run, l) == 0) {
+      pthread_attr_destroy(&at);
+      return;
+    }
+    pthread_attr_destroy(&at);
+    free(l);
+  }
+  o->cb(o->arg, o->value);
+}
+
 /* Runs the queued work of every stream whose gate is open, until none can
  * move.  Drops the lock around reached callbacks, so the scan restarts
  * after each one (they may open gates or the list may change). */
@@ -747,7 +795,7 @@ static void drain(void) {
           st->slot = o->slot;
           st->value = o->value;
           pthread_mutex_unlock(&lock);
-          o->cb(o->arg);
+          reach(o);
           pthread_mutex_lock(&lock);
           free(o);
           again = true;
@@ -1741,7 +1789,7 @@ static CUresult rec_link(const hostd_link_input_t *in, size_t n, void **image, s
 static CUresult rec_gate_new(void **out, uint32_t nslots) {
   rec_gate_t *g = calloc(1, sizeof(*g));
   if (g)
-    g->words = calloc(nslots, sizeof(uint32_t));
+    g->words = calloc((size_t)nslots * 2, sizeof(uint32_t));
   if (!g || !g->words) {
     free(g);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1760,10 +1808,11 @@ static void rec_gate_del(void *gp, int gpu) {
 }
 
 static CUresult rec_host_fn(uint64_t s, void *gp, uint32_t slot, uint32_t value,
-                            hostd_reached_cb reached, void *arg) {
+                            hostd_reached_cb reached, void *arg, int *word) {
   LIVE(s);
   rec_gate_t *g = gp;
-  rec_op_t o = {.kind = OP_HOSTFN, .cb = reached, .arg = arg, .g = g, .slot = slot, .value = value};
+  rec_op_t o = {.kind = OP_HOSTFN, .cb = reached, .arg = arg, .g = g, .slot = slot, .value = value,
+                .word = *word != 0};
   rec_stream_t *st;
   if (!g || slot >= g->n)
     return CUDA_ERROR_INVALID_VALUE;
@@ -1784,8 +1833,14 @@ static CUresult rec_host_fn(uint64_t s, void *gp, uint32_t slot, uint32_t value,
   st->slot = slot;
   st->value = value;
   pthread_mutex_unlock(&lock);
-  reached(arg);
+  reach(&o);
   return CUDA_SUCCESS;
+}
+
+static bool rec_gate_reached(void *gp, uint32_t slot, uint32_t value) {
+  const rec_gate_t *g = gp;
+  return g && slot < g->n &&
+         (int32_t)(__atomic_load_n(&g->words[g->n + slot], __ATOMIC_ACQUIRE) - value) >= 0;
 }
 
 static void rec_gate_open(void *gp, uint32_t slot, uint32_t value) {
@@ -3538,6 +3593,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .gate_new = rec_gate_new,
     .gate_del = rec_gate_del,
     .host_fn = rec_host_fn,
+    .gate_reached = rec_gate_reached,
     .gate_open = rec_gate_open,
     .dtoh_async = rec_dtoh_async,
     .host_register = rec_host_register,

@@ -53,10 +53,11 @@ typedef struct hostd_link_input {
   const char *name;
 } hostd_link_input_t;
 
-/* Called when a stream reaches a host function (hostd/hostfn.c): on a driver
- * thread or wherever the backend runs stream work; it must call no CUDA
- * function (cuda.h, cuLaunchHostFunc). */
-typedef void (*hostd_reached_cb)(void *arg);
+/* Called when a stream reaches a host function (hostd/hostfn.c), with the
+ * gate value it was enqueued with: on a driver thread or wherever the
+ * backend runs stream work; it must call no CUDA function (cuda.h,
+ * cuLaunchHostFunc). */
+typedef void (*hostd_reached_cb)(void *arg, uint32_t value);
 
 /* One graph node as hostd/exec-graph.c asks for it (wire/call.def,
  * GRAPH_ADD): kind CALL_GNODE_*; only the kind's fields are read. */
@@ -141,16 +142,22 @@ typedef struct hostd_gpu_ops {
   CUresult (*ctx_limit_get)(int limit, uint64_t *v);
   CUresult (*ctx_limit_set)(int limit, uint64_t v);
   /* ---- stream-ordered host functions (hostd/hostfn.c) ----
-   * A gate is nslots u32 words that a stream can wait on and the host sets.
+   * A gate is nslots u32 words that a stream can wait on and the host sets,
+   * and nslots reach words the stream writes (host_fn's word).
    * gate_new: worker thread; gate_del: gpu 0 when the memory died with the
    * context (only host-side state is freed). */
   CUresult (*gate_new)(void **g, uint32_t nslots);
   void (*gate_del)(void *g, int gpu);
-  /* Enqueues on s: reached(arg) when s gets there, then a wait that keeps s
-   * blocked until slot holds value or a later one, (int32_t)(word - value) >= 0
-   * (gate_open). */
+  /* Enqueues on s: reached(arg, value) when s gets there, then a wait that
+   * keeps s blocked until slot holds value or a later one, (int32_t)(word -
+   * value) >= 0 (gate_open).  *word 1 asks for the stream to write value
+   * into the slot's reach word first (gate_reached tells), so a poller can
+   * learn of it before reached runs; *word says whether it was enqueued. */
   CUresult (*host_fn)(uint64_t s, void *g, uint32_t slot, uint32_t value, hostd_reached_cb reached,
-                      void *arg);
+                      void *arg, int *word);
+  /* Whether the stream wrote value (or a later one) into slot's reach word.
+   * Any thread, no CUDA call. */
+  bool (*gate_reached)(void *g, uint32_t slot, uint32_t value);
   /* Sets slot to value: the stream waiting for it goes on.  Any thread,
    * calls no CUDA function (the loop thread opens gates). */
   void (*gate_open)(void *g, uint32_t slot, uint32_t value);

@@ -155,6 +155,14 @@ void hostd__hostfn_unref(hostd_hostfn_t *h); /* NULL ok */
  * reached; hostd__hostfn_set_cue sets or (fn NULL) clears it.  NULL h ok. */
 typedef void (*hostd_hostfn_cue_fn)(void *arg);
 void hostd__hostfn_set_cue(hostd_hostfn_t *h, hostd_hostfn_cue_fn fn, void *arg);
+/* --hostfn-word: each later host function also has the GPU write its reach
+ * word, which hostd__hostfn_poll reads (hostfn.c).  Before the first one. */
+void hostd__hostfn_set_word(hostd_hostfn_t *h, bool on);
+/* The worker, polling: reaches the watched functions whose words the GPU
+ * wrote (as the driver's callback would); how many.  NULL h ok. */
+int hostd__hostfn_poll(hostd_hostfn_t *h);
+/* Functions reached by their word and by the driver's callback so far. */
+void hostd__hostfn_counts(hostd_hostfn_t *h, unsigned long *by_word, unsigned long *by_cb);
 /* --hops: where each host function's way back is recorded (hostd__hops_add_fn);
  * NULL stops it (before the worker frees hops).  NULL h ok. */
 void hostd__hostfn_set_hops(hostd_hostfn_t *h, hostd_hops_t *hops);
@@ -180,7 +188,7 @@ void *hostd__hostfn_gate(hostd_hostfn_t *h, int *r);
 /* Worker: the slot a graph's host function takes for one launch of its
  * exec: the gate word (slot) its wait node waits for to reach value, and the
  * callback (cb, arg) its host node calls. */
-typedef void (*hostd_reached_fn)(void *arg);
+typedef void (*hostd_reached_fn)(void *arg, uint32_t value); /* gpu.h's hostd_reached_cb */
 typedef struct hostd_hostfn_armed {
   void *gate;
   uint32_t slot, value;

@@ -43,6 +43,16 @@
  * it any more hostd__hostfn_drop queues it for a HOSTFN_WAIT answer with
  * HOSTD_HOSTFN_DROP (nothing ran; the guest forgets the function).
  *
+ * Reach words (--hostfn-word, hostd__hostfn_set_word): the stream also
+ * writes the slot's value into a reach word just before the driver's
+ * callback (gpu.h, host_fn's word), and the tenant's worker, polling
+ * between requests, reads the words of the slots it watches
+ * (hostd__hostfn_poll): whichever of the poll and the callback comes first
+ * reaches the function, the other finds it reached (or, the slot reused,
+ * another value) and does nothing but, for the callback, drop its
+ * reference.  So a function is handed to the guest as soon as the GPU
+ * wrote the word, not when the driver's callback thread runs.
+ *
  * Hand-off times (--hops, hostd__hostfn_set_hops): each function's enqueue,
  * reach, hand-over and done are stamped in its slot and recorded when the
  * guest reports it done (hops.c's F lines), under mu.
@@ -67,6 +77,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +117,11 @@ struct hostd_hostfn {
   void *cue_arg;
   hostd_quota_t *quota; /* the worker's (charged slots give back here), under mu; NULL once gone */
   hostd_hops_t *hops;   /* --hops: the worker's, under mu; NULL when off or once it went */
+  bool word;            /* --hostfn-word: ask for reach words (set before any function) */
+  /* Slots whose reach word is armed and not yet reached: set by the worker
+   * (enqueue), cleared under mu when reached; read by the worker's poll. */
+  _Atomic uint64_t watch[HOSTFN_SLOTS / 64];
+  unsigned long by_word, by_cb; /* under mu: how the functions were reached */
   uint64_t *drops;      /* graph host functions the guest may forget (hostd__hostfn_drop) */
   size_t ndrops, capdrops;
   uint64_t *later;      /* ... once their slots of a launch still in flight are free */
@@ -207,9 +223,15 @@ static uint32_t slot_finish(hostd_hostfn_t *h, int i) {
   return h->slot[i].value;
 }
 
-/* The stream reached slot s's host function (driver thread; no CUDA call). */
-static void reached(void *arg) {
-  hostfn_slot_t *s = arg;
+static void watch_clear(hostd_hostfn_t *h, int i) {
+  atomic_fetch_and_explicit(&h->watch[i / 64], ~(1ull << (i % 64)), memory_order_release);
+}
+
+/* The stream reached slot s's host function of gate value v: by the
+ * driver's callback (by_cb) or by its reach word (the worker's poll).  No
+ * CUDA call.  Nothing when s holds no enqueued function of value v any
+ * more: the other way reached it first, and the slot may since be reused. */
+static void reach(hostfn_slot_t *s, uint32_t v, bool by_cb) {
   hostd_hostfn_t *h = s->hf;
   int i = (int)(s - h->slot);
   uint64_t id = 0, seq = 0;
@@ -218,6 +240,15 @@ static void reached(void *arg) {
   void *gate;
 
   pthread_mutex_lock(&h->mu);
+  if (s->state != SLOT_ENQUEUED || s->value != v) {
+    pthread_mutex_unlock(&h->mu);
+    return;
+  }
+  watch_clear(h, i);
+  if (by_cb)
+    h->by_cb++;
+  else
+    h->by_word++;
   gate = h->gate; /* read under mu: a recovery may drop it */
   cued = h->cue && !h->closed;
   s->t_reached = h->hops ? hostd__mono_ns() : 0;
@@ -252,7 +283,52 @@ static void reached(void *arg) {
       h->cue(h->cue_arg);
     pthread_mutex_unlock(&h->mu);
   }
-  hostd__hostfn_unref(h); /* the reference taken by hostd__hostfn_enqueue */
+}
+
+/* The driver's callback (gpu.h: driver thread; no CUDA call). */
+static void reached(void *arg, uint32_t value) {
+  hostfn_slot_t *s = arg;
+  hostd_hostfn_t *h = s->hf;
+  reach(s, value, true);
+  hostd__hostfn_unref(h); /* the reference taken by slot_take */
+}
+
+int hostd__hostfn_poll(hostd_hostfn_t *h) {
+  int n = 0;
+  void *gate;
+  if (!h)
+    return 0;
+  for (int k = 0; k < HOSTFN_SLOTS / 64; k++) {
+    uint64_t bits = atomic_load_explicit(&h->watch[k], memory_order_acquire);
+    if (!bits)
+      continue;
+    /* The gate is the worker's (made and dropped on it), like this poll. */
+    gate = h->gate;
+    for (; bits; bits &= bits - 1) {
+      int i = k * 64 + __builtin_ctzll(bits);
+      uint32_t v = __atomic_load_n(&h->slot[i].value, __ATOMIC_RELAXED); /* stable while watched */
+      if (gate && hostd__gpu.gate_reached(gate, (uint32_t)i, v)) {
+        reach(&h->slot[i], v, false);
+        n++;
+      }
+    }
+  }
+  return n;
+}
+
+void hostd__hostfn_set_word(hostd_hostfn_t *h, bool on) {
+  if (h)
+    h->word = on;
+}
+
+void hostd__hostfn_counts(hostd_hostfn_t *h, unsigned long *by_word, unsigned long *by_cb) {
+  *by_word = *by_cb = 0;
+  if (!h)
+    return;
+  pthread_mutex_lock(&h->mu);
+  *by_word = h->by_word;
+  *by_cb = h->by_cb;
+  pthread_mutex_unlock(&h->mu);
 }
 
 void hostd__hostfn_set_hops(hostd_hostfn_t *h, hostd_hops_t *hops) {
@@ -300,7 +376,7 @@ void *hostd__hostfn_gate(hostd_hostfn_t *h, int *r) {
 
 /* Takes a free slot for seq (charged to q when not NULL) and a reference
  * for its reached callback; the slot's index, or -1 when all are taken. */
-static int slot_take(hostd_hostfn_t *h, uint64_t seq, hostd_quota_t *q) {
+static int slot_take(hostd_hostfn_t *h, uint64_t seq, hostd_quota_t *q, bool watch) {
   int i = -1;
   pthread_mutex_lock(&h->mu);
   for (int k = 0; k < HOSTFN_SLOTS && i < 0; k++)
@@ -316,6 +392,10 @@ static int slot_take(hostd_hostfn_t *h, uint64_t seq, hostd_quota_t *q) {
     h->slot[i].state = SLOT_ENQUEUED;
     h->slot[i].charged = q != NULL;
     h->slot[i].t_enq = h->hops ? hostd__mono_ns() : 0;
+    /* Watched before the stream can reach it: the poll reads the value
+     * only while the bit is set, and the word holds at most value - 1. */
+    if (watch)
+      atomic_fetch_or_explicit(&h->watch[i / 64], 1ull << (i % 64), memory_order_release);
     if (q)
       h->quota = q;
     h->refs++;
@@ -328,6 +408,7 @@ static int slot_take(hostd_hostfn_t *h, uint64_t seq, hostd_quota_t *q) {
  * charged (the caller gives it back). */
 static void slot_untake(hostd_hostfn_t *h, int i) {
   pthread_mutex_lock(&h->mu);
+  watch_clear(h, i);
   h->slot[i].state = SLOT_FREE;
   h->slot[i].charged = false;
   h->refs--; /* never the last: the worker holds one */
@@ -339,14 +420,18 @@ int hostd__hostfn_enqueue(hostd_hostfn_t *h, uint64_t stream, uint64_t seq, host
 
   if (!hostd__hostfn_gate(h, &r))
     goto fail;
-  if ((i = slot_take(h, seq, q)) < 0) {
+  if ((i = slot_take(h, seq, q, h->word)) < 0) {
     r = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     goto fail;
   }
+  int word = h->word;
   r = (int)hostd__gpu.host_fn(stream, h->gate, (uint32_t)i, h->slot[i].value, reached,
-                             &h->slot[i]);
-  if (r == CUDA_SUCCESS)
+                             &h->slot[i], &word);
+  if (r == CUDA_SUCCESS) {
+    if (!word) /* not armed: the callback alone tells (slot_take watched it) */
+      watch_clear(h, i);
     return r;
+  }
   slot_untake(h, i);
 fail:
   __atomic_fetch_sub(&h->inflight, 1, __ATOMIC_RELAXED);
@@ -357,7 +442,7 @@ int hostd__hostfn_arm(hostd_hostfn_t *h, uint64_t seq, hostd_quota_t *q, hostd_h
   int i, r;
   if (!hostd__hostfn_gate(h, &r))
     return r;
-  if ((i = slot_take(h, seq | HOSTD_HOSTFN_KEEP, q)) < 0)
+  if ((i = slot_take(h, seq | HOSTD_HOSTFN_KEEP, q, false)) < 0)
     return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   __atomic_fetch_add(&h->inflight, 1, __ATOMIC_RELAXED); /* until its gate opens */
   *a = (hostd_hostfn_armed_t){.gate = h->gate, .slot = (uint32_t)i, .value = h->slot[i].value,

@@ -148,6 +148,7 @@ struct hostd_server {
   uint64_t spin_ns;        /* a worker polls its queue this long before sleeping (worker_spin_us) */
   bool lc_poll;            /* --lc-poll resolved: the LC worker polls without end */
   bool lc_direct;          /* lc_poll and --lc-direct: the LC worker reads its own ring */
+  bool hostfn_word;        /* --hostfn-word: workers poll their host functions' reach words */
   uint64_t test_gap_ns;    /* TALLYD_TEST_DIRECT_GAP_US (tests only): the worker waits this
                               long between choosing its ring and reading it */
   uint64_t hostfn_wake_ns; /* --hostfn-wake-us resolved (0 = no cue) */
@@ -234,13 +235,23 @@ static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const call_re
 /* Waits for the worker's next requests and takes them all (one lock round
  * per batch, not per request: a launch burst arrives hundreds at a time;
  * hostd-bench).  NULL once the tenant is closed and its queue drained. */
+/* --hostfn-word: while it polls, the worker also reaches its tenant's host
+ * functions whose words the GPU wrote (hostfn.c). */
+static void poll_hostfns(const worker_t *w) {
+  hostd_hostfn_t *hf;
+  if (w->srv->hostfn_word && (hf = __atomic_load_n(&w->hf, __ATOMIC_ACQUIRE)))
+    (void)hostd__hostfn_poll(hf);
+}
+
 /* Polls w's queue for up to ns: true when a request is there, false when
  * the time passed or the tenant closed first. */
 static bool poll_head(const worker_t *w, uint64_t ns) {
   uint64_t end = hostd__mono_ns() + ns;
-  while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && !(w->dr && wire_direct_ready(w->dr)))
+  while (!__atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && !(w->dr && wire_direct_ready(w->dr))) {
     if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) || hostd__mono_ns() >= end)
       return false;
+    poll_hostfns(w);
+  }
   return true;
 }
 
@@ -262,6 +273,7 @@ static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
       /* The queue first: what the loop read before it handed the ring over. */
       if (w->dr && wire_direct_ready(w->dr))
         return &direct_mark;
+      poll_hostfns(w);
       if ((++spins & 1023) == 0) {
         if (w->want_dr && !w->dr)
           w->dr = wire_tenant_direct(w->wt); /* wire has it once the WELCOME went */
@@ -561,6 +573,12 @@ static void *worker_main(void *arg) {
   hostd__tenant_free(t);
   hostd__modcache_unpin();
   hostd__quota_self = NULL;
+  if (w->srv->hostfn_word && w->hf) {
+    unsigned long by_word, by_cb;
+    hostd__hostfn_counts(w->hf, &by_word, &by_cb);
+    hostd__log(HOSTD_LOG_INFO, "tenant %u: host functions reached %lu by their word, %lu by the "
+               "driver's callback", w->id, by_word, by_cb);
+  }
   hostd__hostfn_set_cue(w->hf, NULL, NULL); /* a late driver callback must not touch w */
   hostd__hostfn_set_hops(w->hf, NULL);        /* ... nor the hops freed below */
   hostd__hostfn_unref(w->hf); /* on_close has run: nothing reaches it from the loop now */
@@ -720,8 +738,9 @@ static hostd_hostfn_t *hostfn_of(worker_t *w) {
     if (h && !w->poll && w->srv->hostfn_wake_ns) /* a polling worker is awake anyway */
       hostd__hostfn_set_cue(h, hostfn_cue, w);
     hostd__hostfn_set_hops(h, w->hops);
+    hostd__hostfn_set_word(h, w->srv->hostfn_word);
     pthread_mutex_lock(&w->mu);
-    w->hf = h;
+    __atomic_store_n(&w->hf, h, __ATOMIC_RELEASE); /* the worker's poll reads it unlocked */
     pthread_mutex_unlock(&w->mu);
   }
   return w->hf;
@@ -1265,6 +1284,7 @@ static int start_loop(hostd_server_t *s, const hostd_config_t *cfg, bool handle_
   s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
   s->lc_poll = lc_poll(cfg);
   s->lc_direct = s->lc_poll && cfg->lc_direct != 0;
+  s->hostfn_word = cfg->hostfn_word != 0;
   {
     const char *gap = getenv("TALLYD_TEST_DIRECT_GAP_US");
     s->test_gap_ns = gap ? strtoull(gap, NULL, 10) % 1000000u * 1000u : 0; /* under 1 s */

@@ -70,6 +70,9 @@
  *               cuCtxSynchronize (a call its worker waits in, for the host
  *               function's answer): print "ctxsync held H" (H 1 when it
  *               returned after the host function), 5 rounds
+ *   hostfn-wait  20 rounds of cuLaunchHostFunc on the NULL stream, the
+ *               application then waiting for its function with no driver
+ *               call (as XLA learns a step ended): "hostfn-wait R of 20 ran"
  *   order       cross-thread stream order: 64 rounds on the NULL stream, each
  *               a short-lived thread enqueuing value 2r+1 into one word (a
  *               launch of fill_u32 on even rounds, an async copy from
@@ -234,6 +237,26 @@ static int hostfn_ctxsync(void) {
     held &= __atomic_load_n(&held_done, __ATOMIC_ACQUIRE);
   }
   printf("ctxsync held %d\n", held);
+  return 0;
+}
+
+/* hostfn-wait (see the usage above). */
+static int ran_round;
+
+static void note_round(void *data) {
+  __atomic_store_n(&ran_round, (int)(intptr_t)data, __ATOMIC_RELEASE);
+}
+
+static int hostfn_wait(void) {
+  int ran = 0;
+  for (int r = 1; r <= 20; r++) {
+    if (cuLaunchHostFunc(NULL, note_round, (void *)(intptr_t)r))
+      return 16;
+    for (int i = 0; i < 2000000 && __atomic_load_n(&ran_round, __ATOMIC_ACQUIRE) != r; i++)
+      usleep(5);
+    ran += __atomic_load_n(&ran_round, __ATOMIC_ACQUIRE) == r;
+  }
+  printf("hostfn-wait %d of 20 ran\n", ran);
   return 0;
 }
 
@@ -832,6 +855,8 @@ int main(int argc, char **argv) {
     return sync_word(strcmp(argv[1], "sync-reply") == 0);
   if (strcmp(argv[1], "hostfn-ctxsync") == 0)
     return hostfn_ctxsync();
+  if (strcmp(argv[1], "hostfn-wait") == 0)
+    return hostfn_wait();
   if (strcmp(argv[1], "order") == 0)
     return order();
   if (strcmp(argv[1], "spaced") == 0)

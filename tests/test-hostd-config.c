@@ -81,6 +81,35 @@ static void hostfn_wake_defaults_to_off_and_is_bounded(void **state) {
   fclose(devnull);
 }
 
+static void hostfn_word_defaults_to_off_and_parses(void **state) {
+  hostd_config_t c;
+  char *yes[] = {"tallyd", "--hostfn-word", "yes", NULL};
+  char *no[] = {"tallyd", "--hostfn-word", "no", NULL};
+  char *bad[] = {"tallyd", "--hostfn-word", "sometimes", NULL};
+  char path[] = "/tmp/tally-hostfn-word-XXXXXX";
+  FILE *devnull = fopen("/dev/null", "w"), *f;
+  int fd = mkstemp(path);
+  (void)state;
+  assert_non_null(devnull);
+  assert_true(fd >= 0);
+  hostd_config_init(&c);
+  assert_int_equal(c.hostfn_word, 0); /* the driver's callback, unless asked */
+  assert_int_equal(hostd_config_parse_args(&c, 3, yes, devnull), 0);
+  assert_int_equal(c.hostfn_word, 1);
+  assert_int_equal(hostd_config_parse_args(&c, 3, no, devnull), 0);
+  assert_int_equal(c.hostfn_word, 0);
+  assert_int_equal(hostd_config_parse_args(&c, 3, bad, devnull), -EINVAL);
+  f = fdopen(fd, "w");
+  assert_non_null(f);
+  fputs("hostfn-word = yes\n", f);
+  fclose(f);
+  hostd_config_init(&c);
+  assert_int_equal(hostd_config_load_file(&c, path, devnull), 0);
+  assert_int_equal(c.hostfn_word, 1);
+  unlink(path);
+  fclose(devnull);
+}
+
 static void lc_poll_options_parse_and_are_bounded(void **state) {
   hostd_config_t c;
   char *yes[] = {"tallyd", "--lc-poll", "yes", "--lc-poll-cpu", "3", "--hops", "/tmp/h", NULL};
@@ -435,6 +464,7 @@ int main(void) {
       cmocka_unit_test(config_refuses_overlong_path),
       cmocka_unit_test(worker_spin_defaults_to_auto_and_is_bounded),
       cmocka_unit_test(hostfn_wake_defaults_to_off_and_is_bounded),
+      cmocka_unit_test(hostfn_word_defaults_to_off_and_parses),
       cmocka_unit_test(lc_poll_options_parse_and_are_bounded),
       cmocka_unit_test(config_file_sets_options_and_flags_win),
       cmocka_unit_test(config_file_errors_name_the_line),

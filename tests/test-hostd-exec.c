@@ -178,8 +178,8 @@ static void freeing_a_tenant_frees_its_memory(void **state) {
   wire_buf_close(&reply);
 }
 
-static void reached_nothing(void *arg) {
-  (void)arg;
+static void reached_nothing(void *arg, uint32_t value) {
+  (void)arg, (void)value;
 }
 
 /* A new stream of t, held behind a closed gate (*g): the work queued on it
@@ -190,7 +190,9 @@ static uint64_t gated_stream(hostd_tenant_t *t, wire_buf_t *reply, void **g) {
   assert_int_equal(call(t, CALL_OP_STREAM_NEW, 0, &q, reply), CUDA_SUCCESS);
   assert_int_equal(hc_reply(reply, CALL_OP_STREAM_NEW, &r), 0);
   assert_int_equal(hostd__gpu.gate_new(g, 1), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.host_fn(r.stream, *g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
+  int word = 0;
+  assert_int_equal(hostd__gpu.host_fn(r.stream, *g, 0, 1, reached_nothing, NULL, &word),
+                   CUDA_SUCCESS);
   return r.stream;
 }
 

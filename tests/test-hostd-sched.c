@@ -873,8 +873,8 @@ static void trace_says_held_and_names_kernels(void **state) {
   assert_int_equal(hostd__sched_init(&cfg), 0);
 }
 
-static void reached_nothing(void *arg) {
-  (void)arg;
+static void reached_nothing(void *arg, uint32_t value) {
+  (void)arg, (void)value;
 }
 
 /* Every event record on the LC stream so far was made by its worker (the
@@ -889,7 +889,9 @@ static void lc_stream_recorded_by_worker_only(const pair_t *x) {
 static void *gate_lc_stream(pair_t *x) {
   void *g = NULL;
   assert_int_equal(hostd__gpu.gate_new(&g, 1), CUDA_SUCCESS);
-  assert_int_equal(hostd__gpu.host_fn(x->ls, g, 0, 1, reached_nothing, NULL), CUDA_SUCCESS);
+  int word = 0;
+  assert_int_equal(hostd__gpu.host_fn(x->ls, g, 0, 1, reached_nothing, NULL, &word),
+                   CUDA_SUCCESS);
   return g;
 }
 

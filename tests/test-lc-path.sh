@@ -20,10 +20,13 @@
 #   8. a reading worker slowed between choosing its ring and reading it
 #      (TALLYD_TEST_DIRECT_GAP_US): the loop takes the ring back, queues what it reads and
 #      hands it over again meanwhile, and requests still run in ring order
+#   9. --hostfn-word yes: with the driver's callbacks made 20 ms late
+#      (TALLYD_RECORD_HOSTFN_LATE_US), a polling worker reaches every host function by
+#      its reach word; no: by the callback; the functions run either way
 # Prints TAP.  Each tenant is guest-tenant-helper under tally-run.
 B=${TALLY_BUILDDIR:-.}
 N=${TALLY_CHURN_N:-1000}
-echo "1..8"
+echo "1..9"
 tmp=$(mktemp -d /tmp/tally-lc-XXXXXX)
 daemon=
 mute=
@@ -241,3 +244,24 @@ slow_reader() { # the queue the loop filled first, then the ring: spaced 0 of 51
   [ "$ord" = "spaced 0 of 512" ]
 }
 check "a worker late to its ring still runs requests in ring order" slow_reader
+
+hostfn_word() { # a tenant waiting for its host functions with no call: word or callback
+  for mode in yes no; do
+    TALLYD_RECORD_HOSTFN_LATE_US=20000 start_daemon --lc-poll yes --hostfn-word $mode || return 1
+    hw=$(helper "unix:$tmp/sock" latency-critical hostfn-wait) || { echo "exit $?"; stop_daemon; return 1; }
+    hcs=$(helper "unix:$tmp/sock" latency-critical hostfn-ctxsync) || { stop_daemon; return 1; }
+    i=0
+    while [ "$(grep -c 'cleaned up' "$tmp/daemon.log")" -lt 2 ] && [ $i -lt 200 ]; do
+      i=$((i + 1)); sleep 0.05; done
+    stop_daemon
+    reached=$(grep 'host functions reached' "$tmp/daemon.log" | head -n 1 | sed 's/.*reached //')
+    echo "note: --hostfn-word $mode: '$hw', '$hcs', reached ${reached:-(no line)}"
+    [ "$hw" = "hostfn-wait 20 of 20 ran" ] && [ "$hcs" = "ctxsync held 1" ] || return 1
+    if [ $mode = yes ]; then
+      [ "$reached" = "20 by their word, 0 by the driver's callback" ] || return 1
+    else
+      [ -z "$reached" ] || return 1
+    fi
+  done
+}
+check "--hostfn-word: a polling worker hears of a host function from the GPU's word" hostfn_word
