@@ -81,35 +81,6 @@ static void hostfn_wake_defaults_to_off_and_is_bounded(void **state) {
   fclose(devnull);
 }
 
-static void hostfn_word_defaults_to_off_and_parses(void **state) {
-  hostd_config_t c;
-  char *yes[] = {"tallyd", "--hostfn-word", "yes", NULL};
-  char *no[] = {"tallyd", "--hostfn-word", "no", NULL};
-  char *bad[] = {"tallyd", "--hostfn-word", "sometimes", NULL};
-  char path[] = "/tmp/tally-hostfn-word-XXXXXX";
-  FILE *devnull = fopen("/dev/null", "w"), *f;
-  int fd = mkstemp(path);
-  (void)state;
-  assert_non_null(devnull);
-  assert_true(fd >= 0);
-  hostd_config_init(&c);
-  assert_int_equal(c.hostfn_word, 0); /* the driver's callback, unless asked */
-  assert_int_equal(hostd_config_parse_args(&c, 3, yes, devnull), 0);
-  assert_int_equal(c.hostfn_word, 1);
-  assert_int_equal(hostd_config_parse_args(&c, 3, no, devnull), 0);
-  assert_int_equal(c.hostfn_word, 0);
-  assert_int_equal(hostd_config_parse_args(&c, 3, bad, devnull), -EINVAL);
-  f = fdopen(fd, "w");
-  assert_non_null(f);
-  fputs("hostfn-word = yes\n", f);
-  fclose(f);
-  hostd_config_init(&c);
-  assert_int_equal(hostd_config_load_file(&c, path, devnull), 0);
-  assert_int_equal(c.hostfn_word, 1);
-  unlink(path);
-  fclose(devnull);
-}
-
 static void lc_poll_options_parse_and_are_bounded(void **state) {
   hostd_config_t c;
   char *yes[] = {"tallyd", "--lc-poll", "yes", "--lc-poll-cpu", "3", "--hops", "/tmp/h", NULL};
@@ -200,6 +171,30 @@ static const char *conf_file(const char *text) {
   assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
   return path;
+}
+
+static void hostfn_word_defaults_to_off_and_parses(void **state) {
+  hostd_config_t c;
+  char *yes[] = {"tallyd", "--hostfn-word", "yes", NULL};
+  char *no[] = {"tallyd", "--hostfn-word", "no", NULL};
+  char *bad[] = {"tallyd", "--hostfn-word", "sometimes", NULL};
+  const char *path;
+  FILE *devnull = fopen("/dev/null", "w");
+  (void)state;
+  assert_non_null(devnull);
+  hostd_config_init(&c);
+  assert_int_equal(c.hostfn_word, 0); /* the driver's callback, unless asked */
+  assert_int_equal(hostd_config_parse_args(&c, 3, yes, devnull), 0);
+  assert_int_equal(c.hostfn_word, 1);
+  assert_int_equal(hostd_config_parse_args(&c, 3, no, devnull), 0);
+  assert_int_equal(c.hostfn_word, 0);
+  assert_int_equal(hostd_config_parse_args(&c, 3, bad, devnull), -EINVAL);
+  path = conf_file("hostfn-word = yes\n"); /* the same key in a config file */
+  hostd_config_init(&c);
+  assert_int_equal(hostd_config_load_file(&c, path, devnull), 0);
+  assert_int_equal(c.hostfn_word, 1);
+  unlink(path);
+  fclose(devnull);
 }
 
 /* Runs the parser on argv with err captured; returns its status and the
