@@ -118,8 +118,9 @@ struct hostd_hostfn {
   hostd_quota_t *quota; /* the worker's (charged slots give back here), under mu; NULL once gone */
   hostd_hops_t *hops;   /* --hops: the worker's, under mu; NULL when off or once it went */
   bool word;            /* --hostfn-word: ask for reach words (set before any function) */
-  /* Slots whose reach word is armed and not yet reached: set by the worker
-   * (enqueue), cleared under mu when reached; read by the worker's poll. */
+  /* Slots whose reach word is armed and not yet reached (atomic bits): set
+   * by the worker (slot_take), cleared when reached, or by the worker when
+   * the word was not armed; read by the worker's poll. */
   _Atomic uint64_t watch[HOSTFN_SLOTS / 64];
   unsigned long by_word, by_cb; /* under mu: how the functions were reached */
   uint64_t *drops;      /* graph host functions the guest may forget (hostd__hostfn_drop) */
@@ -294,25 +295,29 @@ static void reached(void *arg, uint32_t value) {
 }
 
 int hostd__hostfn_poll(hostd_hostfn_t *h) {
-  int n = 0;
-  void *gate;
+  int due[8], n = 0;
+  uint32_t v[8];
+  bool any = false;
   if (!h)
     return 0;
-  for (int k = 0; k < HOSTFN_SLOTS / 64; k++) {
-    uint64_t bits = atomic_load_explicit(&h->watch[k], memory_order_acquire);
-    if (!bits)
-      continue;
-    /* The gate is the worker's (made and dropped on it), like this poll. */
-    gate = h->gate;
-    for (; bits; bits &= bits - 1) {
+  for (int k = 0; k < HOSTFN_SLOTS / 64 && !any; k++)
+    any = atomic_load_explicit(&h->watch[k], memory_order_acquire) != 0;
+  if (!any)
+    return 0;
+  /* Under mu: a recovery on another worker may drop the gate (drop_gate). */
+  pthread_mutex_lock(&h->mu);
+  for (int k = 0; h->gate && k < HOSTFN_SLOTS / 64 && n < 8; k++)
+    for (uint64_t bits = atomic_load_explicit(&h->watch[k], memory_order_relaxed); bits && n < 8;
+         bits &= bits - 1) {
       int i = k * 64 + __builtin_ctzll(bits);
-      uint32_t v = __atomic_load_n(&h->slot[i].value, __ATOMIC_RELAXED); /* stable while watched */
-      if (gate && hostd__gpu.gate_reached(gate, (uint32_t)i, v)) {
-        reach(&h->slot[i], v, false);
-        n++;
+      if (hostd__gpu.gate_reached(h->gate, (uint32_t)i, h->slot[i].value)) {
+        due[n] = i;
+        v[n++] = h->slot[i].value;
       }
     }
-  }
+  pthread_mutex_unlock(&h->mu);
+  for (int j = 0; j < n; j++)
+    reach(&h->slot[due[j]], v[j], false);
   return n;
 }
 
