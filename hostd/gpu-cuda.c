@@ -875,6 +875,12 @@ static void cuda_gate_del(void *gp, int gpu) {
   free(g);
 }
 
+/* Whether the word at w holds value or a later one (a slot's values only
+ * grow, wrapping: hostfn.c). */
+static bool word_passed(const volatile uint32_t *w, uint32_t value) {
+  return (int32_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - value) >= 0;
+}
+
 /* The driver's host function: tells hostfn.c, then (fallback) waits. */
 static void CUDA_CB trampoline(void *arg) {
   tramp_t *t = arg;
@@ -886,7 +892,7 @@ static void CUDA_CB trampoline(void *arg) {
   if (!block)
     return;
   pthread_mutex_lock(&g->mu);
-  while ((int32_t)(__atomic_load_n(&g->words[slot], __ATOMIC_ACQUIRE) - value) < 0)
+  while (!word_passed(&g->words[slot], value))
     pthread_cond_wait(&g->cv, &g->mu);
   pthread_mutex_unlock(&g->mu);
 }
@@ -922,8 +928,7 @@ static CUresult cuda_host_fn(uint64_t s, void *gp, uint32_t slot, uint32_t value
 
 static bool cuda_gate_reached(void *gp, uint32_t slot, uint32_t value) {
   const cuda_gate_t *g = gp;
-  return g && slot < g->n &&
-         (int32_t)(__atomic_load_n(&g->words[g->n + slot], __ATOMIC_ACQUIRE) - value) >= 0;
+  return g && slot < g->n && word_passed(&g->words[g->n + slot], value);
 }
 
 static void cuda_gate_open(void *gp, uint32_t slot, uint32_t value) {

@@ -621,8 +621,10 @@ static bool busy(const rec_stream_t *st) {
   return st && (st->gated || st->evwait || st->head || st->ptb);
 }
 
-static bool gate_reached(const rec_gate_t *g, uint32_t slot, uint32_t value) {
-  return (int32_t)(g->words[slot] - value) >= 0;
+/* Whether word i of g (a gate word, or at n + slot a reach word) holds
+ * value or a later one. */
+static bool gate_reached(const rec_gate_t *g, uint32_t i, uint32_t value) {
+  return (int32_t)(__atomic_load_n(&g->words[i], __ATOMIC_ACQUIRE) - value) >= 0;
 }
 
 /* Whether record `target` of event e has run (a deleted event: yes). */
@@ -1839,8 +1841,7 @@ static CUresult rec_host_fn(uint64_t s, void *gp, uint32_t slot, uint32_t value,
 
 static bool rec_gate_reached(void *gp, uint32_t slot, uint32_t value) {
   const rec_gate_t *g = gp;
-  return g && slot < g->n &&
-         (int32_t)(__atomic_load_n(&g->words[g->n + slot], __ATOMIC_ACQUIRE) - value) >= 0;
+  return g && slot < g->n && gate_reached(g, g->n + slot, value);
 }
 
 static void rec_gate_open(void *gp, uint32_t slot, uint32_t value) {

@@ -232,9 +232,6 @@ static void note_latency(worker_t *w, const msg_t *m, uint32_t op, const call_re
     hostd__lat_answered(w->lat, op, h->result, hostd__mono_ns());
 }
 
-/* Waits for the worker's next requests and takes them all (one lock round
- * per batch, not per request: a launch burst arrives hundreds at a time;
- * hostd-bench).  NULL once the tenant is closed and its queue drained. */
 /* --hostfn-word: while it polls, the worker also reaches its tenant's host
  * functions whose words the GPU wrote (hostfn.c). */
 static void poll_hostfns(const worker_t *w) {
@@ -255,6 +252,9 @@ static bool poll_head(const worker_t *w, uint64_t ns) {
   return true;
 }
 
+/* Waits for the worker's next requests and takes them all (one lock round
+ * per batch, not per request: a launch burst arrives hundreds at a time;
+ * hostd-bench).  NULL once the tenant is closed and its queue drained. */
 /* next_batch's answer when the queue is empty and the tenant's ring, which
  * this worker reads itself, holds a request (direct_step runs it). */
 static msg_t direct_mark;
@@ -457,9 +457,8 @@ typedef struct direct_ctx {
 
 /* What the loop must see stays the loop's (loop_sees): host functions and
  * graphs with host nodes.  Everything else runs here as it would after the
- * hand-off. */
-/* Also none while the worker's queue holds requests: the loop read those
- * before it last handed the ring over, so they come first.  wire asks
+ * hand-off, but none while the worker's queue holds requests: the loop read
+ * those before it last handed the ring over, so they come first.  wire asks
  * after its look at the ring's owner and before its claim, so a hand-over
  * that follows a queueing (the loop queues, then hands over) is seen with
  * the queued request; the frame goes back to the loop, which queues it
