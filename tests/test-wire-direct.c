@@ -241,6 +241,22 @@ static void a_busy_reader_is_not_a_dead_tenant(void **state) {
   assert_int_not_equal(atomic_load(&f.h.last_close_status), WIRE_EPEERDEAD);
 }
 
+/* The reader stamps each frame it reads with its own clock, and the loop's
+ * timer may have read its clock just before: a stamp later than the timer's
+ * "now" is recent, not 2^64 ns of silence.  Calls back to back for a second
+ * with the timer firing every 2 ms; the tenant stays. */
+static void a_stamp_after_the_timers_clock_is_not_silence(void **state) {
+  fixture f;
+  uint64_t t0 = harness_now_ns();
+  (void)state;
+  fx_start(&f, 3, 1000);
+  for (int i = 0; harness_now_ns() - t0 < 1000000000u; i++)
+    echo(f.c, 8, (uint8_t)i);
+  assert_int_equal(atomic_load(&f.h.closes), 0);
+  fx_stop(&f);
+  assert_int_not_equal(atomic_load(&f.h.last_close_status), WIRE_EPEERDEAD);
+}
+
 typedef struct busy_call {
   wire_conn_t *c;
   _Atomic bool done;
@@ -373,6 +389,7 @@ int main(void) {
       cmocka_unit_test(a_refused_message_goes_to_the_loop_in_order),
       cmocka_unit_test(frames_it_does_not_take_go_to_the_loop),
       cmocka_unit_test(a_busy_reader_is_not_a_dead_tenant),
+      cmocka_unit_test(a_stamp_after_the_timers_clock_is_not_silence),
       cmocka_unit_test(the_loop_frames_do_not_wait_for_a_busy_reader),
       cmocka_unit_test(take_backs_racing_reads_lose_and_repeat_nothing),
       cmocka_unit_test(a_tenant_that_goes_while_read_leaves_cleanly),

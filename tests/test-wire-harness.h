@@ -140,12 +140,16 @@ static void harness_check_seq(harness *h, const wire_msg_t *m) {
   }
 }
 
+/* CLOCK_MONOTONIC in ns, the wire's clock. */
+static inline uint64_t harness_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void h_on_msg(wire_server_t *s, wire_tenant_t *t, const wire_msg_t *m) {
   harness *h = wire_server_data(s);
-  struct timespec ts;
-  uint64_t now;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint64_t now = harness_now_ns();
   if (m->rx_ns == 0 || m->rx_ns > now || now - m->rx_ns > 5000000000u)
     atomic_fetch_add(&h->rx_bad, 1);
   if (atomic_load(&h->paused_now))

@@ -77,7 +77,9 @@ uint64_t wire__direct_rx_ns(wire_direct_t *d, uint64_t loop_rx_ns, uint64_t now)
   if (o != WIRE__DR_LOOP && o != WIRE__DR_CLOSED &&
       ring_head(d) != __atomic_load_n(wire__shm_u64(&d->g2d, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE))
     return now; /* bytes wait for a busy reader: the silence is ours */
-  return rx > loop_rx_ns ? rx : loop_rx_ns;
+  if (rx < loop_rx_ns)
+    rx = loop_rx_ns;
+  return rx < now ? rx : now; /* stamped after the caller read its clock */
 }
 
 bool wire_direct_ready(wire_direct_t *d) {

@@ -389,7 +389,7 @@ static bool batch_stale(wire_conn_t *c, uint64_t now) {
     unsigned i = (unsigned)__builtin_ctz(p);
     p &= p - 1;
     pthread_mutex_lock(&c->slots[i].mu);
-    stale = c->slots[i].n > 0 && now - c->slots[i].since_ns >= stale_ns(c);
+    stale = c->slots[i].n > 0 && wire__since(now, c->slots[i].since_ns) >= stale_ns(c);
     pthread_mutex_unlock(&c->slots[i].mu);
   }
   return stale;
@@ -512,7 +512,7 @@ static int read_some(wire_conn_t *c, int timeout_ms) {
 
   rc = c->tp->ops->peek(c->tp, &p, &n, timeout_ms);
   if (rc == -ETIMEDOUT || rc == -EINTR || rc == -EAGAIN) {
-    uint64_t idle_ms = (wire__now_ns() - atomic_load(&c->last_rx_ns)) / 1000000u;
+    uint64_t idle_ms = wire__since(wire__now_ns(), atomic_load(&c->last_rx_ns)) / 1000000u;
     if (idle_ms >= c->dead_after_ms) {
       char why[128];
       snprintf(why, sizeof(why), "no byte from the daemon for %llu ms (limit %u ms)",
@@ -737,7 +737,7 @@ static void *bg_main(void *arg) {
       have_batch = atomic_load(&c->pending) != 0;
       if (have_batch && batch_stale(c, now))
         flush_locked(c);
-      else if (!have_batch && now - atomic_load(&c->last_tx_ns) >= hb_ns)
+      else if (!have_batch && wire__since(now, atomic_load(&c->last_tx_ns)) >= hb_ns)
         send_locked(c, WIRE__K_HEARTBEAT, 0, NULL, 0, 0);
       if (c->tp->ops->idle)
         c->tp->ops->idle(c->tp, now);
@@ -753,7 +753,7 @@ static void *bg_main(void *arg) {
       read_some(c, 0);
       /* Nobody waits and nothing came for two heartbeats: give back the
        * large-reply buffer (the rx role makes this safe). */
-      if (now - atomic_load(&c->last_rx_ns) >= 2 * hb_ns)
+      if (wire__since(now, atomic_load(&c->last_rx_ns)) >= 2 * hb_ns)
         wire__rx_trim(&c->rx);
       pthread_mutex_lock(&c->rx_mu);
       c->reading = false;
@@ -762,7 +762,7 @@ static void *bg_main(void *arg) {
     pthread_mutex_unlock(&c->rx_mu);
 
     /* Sleep a flush interval while posts flow, else a heartbeat quarter. */
-    idle = !have_batch && wire__now_ns() - atomic_load(&c->last_tx_ns) > hb_ns / 4;
+    idle = !have_batch && wire__since(wire__now_ns(), atomic_load(&c->last_tx_ns)) > hb_ns / 4;
     wait_ns = idle ? hb_ns / 4 : stale_ns(c);
     pthread_mutex_lock(&c->bg_mu);
     if (c->stopping)
@@ -1113,7 +1113,8 @@ int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt) {
   if (!full && c->hold_ns)
     full =
         (c->fresh_ok && atomic_exchange_explicit(&c->fresh, false, memory_order_relaxed)) ||
-        wire__now_ns() - atomic_load_explicit(&c->last_tx_ns, memory_order_relaxed) >= c->hold_ns;
+        wire__since(wire__now_ns(), atomic_load_explicit(&c->last_tx_ns, memory_order_relaxed)) >=
+            c->hold_ns;
   if (full) {
     /* Every slot, not this one alone: older posts of other threads first. */
     pthread_mutex_lock(&c->tx_mu);

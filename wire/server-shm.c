@@ -107,7 +107,7 @@ static void spin_start(shm_listener *l);
 /* Whether the loop keeps polling: within spin_ns of the last traffic, or
  * always while a latency-critical tenant is open under lc_poll. */
 static bool spinning(const shm_listener *l, uint64_t now) {
-  return l->lc_open > 0 || (l->spin_ns && now - l->active_ns < l->spin_ns);
+  return l->lc_open > 0 || (l->spin_ns && wire__since(now, l->active_ns) < l->spin_ns);
 }
 
 /* ----------------------------------------------------------------- sending */

@@ -399,7 +399,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
 static void on_spin(uv_idle_t *h) {
   tcp_listener *l = h->data;
 
-  if (l->lc_open == 0 && wire__now_ns() - l->active_ns >= l->spin_ns)
+  if (l->lc_open == 0 && wire__since(wire__now_ns(), l->active_ns) >= l->spin_ns)
     uv_idle_stop(h);
   else if (l->lc_open == 0 || (++l->spins & 31) == 0)
     sched_yield(); /* a guest woken on this CPU runs at once; with a

@@ -861,7 +861,7 @@ static void on_timer(uv_timer_t *tm) {
 
   for (t = s->tenants; t != NULL; t = next) {
     next = t->next;
-    if (t->state == T_HELLO && now - t->born_ns >= hs) {
+    if (t->state == T_HELLO && wire__since(now, t->born_ns) >= hs) {
       char why[128];
       snprintf(why, sizeof(why), "no complete HELLO within %u ms of connecting",
                s->opts.handshake_ms);
@@ -872,20 +872,21 @@ static void on_timer(uv_timer_t *tm) {
      * so is that of a ring its direct reader holds unread (shm.h). */
     if (t->direct)
       t->last_rx_ns = wire__direct_rx_ns(t->direct, t->last_rx_ns, now);
-    if (!t->paused && now - t->last_rx_ns >= dead) {
+    if (!t->paused && wire__since(now, t->last_rx_ns) >= dead) {
       char why[512];
       snprintf(why, sizeof(why), "tenant \"%s\" (%s): no byte for %llu ms (limit %u ms)",
-               t->info.name, t->info.peer, (unsigned long long)((now - t->last_rx_ns) / 1000000u),
+               t->info.name, t->info.peer,
+               (unsigned long long)(wire__since(now, t->last_rx_ns) / 1000000u),
                s->opts.dead_after_ms);
       tenant_close(t, WIRE_EPEERDEAD, why, true);
       continue;
     }
-    if (t->state == T_OPEN && now - t->last_tx_ns >= hb)
+    if (t->state == T_OPEN && wire__since(now, t->last_tx_ns) >= hb)
       send_frame_raw(t, WIRE__K_HEARTBEAT, 0, NULL, 0);
     if (t->state == T_OPEN && t->ops->idle)
       t->ops->idle(t, now);
     /* Idle for two heartbeats: give back the large-message buffer. */
-    if (!t->paused && now - t->last_rx_ns >= 2 * hb)
+    if (!t->paused && wire__since(now, t->last_rx_ns) >= 2 * hb)
       wire__rx_trim(&t->rx);
   }
 }

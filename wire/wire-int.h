@@ -205,6 +205,11 @@ int wire__iov_slice(struct iovec *out, int max, const struct iovec *iov, int cnt
                     size_t n);
 
 uint64_t wire__now_ns(void);
+/* ns from then to now, 0 when then is later: a stamp another thread took
+ * after this one read its clock is recent, not 2^64 ns old. */
+static inline uint64_t wire__since(uint64_t now, uint64_t then) {
+  return now > then ? now - then : 0;
+}
 /* Messages and batches a connection has handed to its transport (tests). */
 uint64_t wire__conn_sends(wire_conn_t *c);
 /* Tests: post_now's quiet spell becomes ns (from WIRE__POST_HOLD_US), so a
