@@ -45,6 +45,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->worker_spin_us = -1;
   cfg->lc_poll = -1;
   cfg->hostfn_wake_us = 0;
+  cfg->hostfn_word = 1;
   cfg->lc_poll_cpu = -1;
   cfg->lc_direct = 1;
   cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
@@ -92,10 +93,10 @@ static void usage_serving(FILE *f) {
           "                       frameworks learn a step ended), its worker is woken\n"
           "                       and polls N us for the requests that follow (default\n"
           "                       0 = never: on the H200 a JAX step did not get faster)\n"
-          "  --hostfn-word yes|no yes: the GPU also writes a word when a stream reaches a\n"
-          "                       host function, which the tenant's worker polls between\n"
-          "                       requests, so the guest hears of it before the driver's\n"
-          "                       callback thread runs; no (default): the callback tells\n"
+          "  --hostfn-word yes|no yes (default): the GPU also writes a word when a stream\n"
+          "                       reaches a host function, which the tenant's worker\n"
+          "                       polls between requests, so the guest hears of it before\n"
+          "                       the driver's callback thread runs; no: the callback tells\n"
           "  --lc-poll MODE       yes: while the latency-critical tenant is connected, the\n"
           "                       loop polls its ring or socket and its worker its queue\n"
           "                       without ever sleeping (two cores busy); no: they spin\n"

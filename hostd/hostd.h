@@ -68,8 +68,8 @@ typedef struct hostd_config {
   int hostfn_wake_us;   /* after a tenant's host function is reached, its (sleeping)
                            worker polls this long for the requests that follow;
                            0 = never (the default) */
-  int hostfn_word;      /* 1: the GPU writes a reach word per host function, polled by
-                           the tenant's worker (hostfn.c); 0 (default): the callback */
+  int hostfn_word;      /* 1 (default): the GPU writes a reach word per host function,
+                           polled by the tenant's worker (hostfn.c); 0: the callback */
   char hops[4096];      /* --hops FILE: hand-off times of every request ("" = off) */
   int restart_grace_ms; /* after a GPU fault, how long live tenants may stay before
                            they are closed and tallyd re-executes itself */

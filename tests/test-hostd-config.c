@@ -173,7 +173,7 @@ static const char *conf_file(const char *text) {
   return path;
 }
 
-static void hostfn_word_defaults_to_off_and_parses(void **state) {
+static void hostfn_word_defaults_to_on_and_parses(void **state) {
   hostd_config_t c;
   char *yes[] = {"tallyd", "--hostfn-word", "yes", NULL};
   char *no[] = {"tallyd", "--hostfn-word", "no", NULL};
@@ -183,16 +183,16 @@ static void hostfn_word_defaults_to_off_and_parses(void **state) {
   (void)state;
   assert_non_null(devnull);
   hostd_config_init(&c);
-  assert_int_equal(c.hostfn_word, 0); /* the driver's callback, unless asked */
+  assert_int_equal(c.hostfn_word, 1); /* the GPU's word as well as the callback */
   assert_int_equal(hostd_config_parse_args(&c, 3, yes, devnull), 0);
   assert_int_equal(c.hostfn_word, 1);
   assert_int_equal(hostd_config_parse_args(&c, 3, no, devnull), 0);
   assert_int_equal(c.hostfn_word, 0);
   assert_int_equal(hostd_config_parse_args(&c, 3, bad, devnull), -EINVAL);
-  path = conf_file("hostfn-word = yes\n"); /* the same key in a config file */
+  path = conf_file("hostfn-word = no\n"); /* the same key in a config file */
   hostd_config_init(&c);
   assert_int_equal(hostd_config_load_file(&c, path, devnull), 0);
-  assert_int_equal(c.hostfn_word, 1);
+  assert_int_equal(c.hostfn_word, 0);
   unlink(path);
   fclose(devnull);
 }
@@ -459,7 +459,7 @@ int main(void) {
       cmocka_unit_test(config_refuses_overlong_path),
       cmocka_unit_test(worker_spin_defaults_to_auto_and_is_bounded),
       cmocka_unit_test(hostfn_wake_defaults_to_off_and_is_bounded),
-      cmocka_unit_test(hostfn_word_defaults_to_off_and_parses),
+      cmocka_unit_test(hostfn_word_defaults_to_on_and_parses),
       cmocka_unit_test(lc_poll_options_parse_and_are_bounded),
       cmocka_unit_test(config_file_sets_options_and_flags_win),
       cmocka_unit_test(config_file_errors_name_the_line),
