@@ -9,7 +9,8 @@ so the harness's ratios are known: 1.100 and 1.200, and 1.100 for a run
 against its +nosplit twin.  It prints where it ran, the split setting, the
 class tally-run gave it (TALLY_PRIORITY) and its hops file.  With
 STUB_SPEED_FAIL=PREFIX in the environment a run whose TALLY_HOST starts with
-PREFIX prints 30 numbered lines and exits 3 (a failing run's output).
+PREFIX prints a line as Tally's guest would (tally[PID]: ...) and 30
+numbered lines, and exits 3 (a failing run's output).
 """
 import os
 import sys
@@ -21,6 +22,7 @@ if os.environ.get("TALLY_GEMM_SPLIT") == "0":
     base /= 1.1
 fail = os.environ.get("STUB_SPEED_FAIL")
 if fail and host.startswith(fail):
+    print(f"tally[{os.getpid()}]: stub-speed: the channel's reason")
     for i in range(1, 31):
         print(f"stub-speed: failing on purpose, line {i}")
     sys.exit(3)

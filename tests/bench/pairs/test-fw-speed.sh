@@ -80,19 +80,21 @@ hops_run() {
 }
 check "--hops: tallyd and each run through it record their hand-offs, hops.md per run" hops_run
 
-failed_run() { # a failing run is named, its output's last 20 lines in the log, the rest go on
+failed_run() { # a failing run is named by Tally's line, its output's tail in the log, the rest go on
   d=$tmp/fail
   STUB_SPEED_FAIL=tcp fs --stub --workloads bert-graph --rounds 1 --seconds 1 --out "$d" \
     2>"$tmp/fail.err" && return 1
   cat "$tmp/fail.err"
-  grep -q 'round 1 bert-graph tcp: failed: exit 3: stub-speed: failing on purpose, line 30' \
+  grep -q 'round 1 bert-graph tcp: failed: exit 3: tally\[[0-9]*\]: stub-speed: the channel' \
     "$tmp/fail.err" &&
+    grep -q '^  | tally\[[0-9]*\]: stub-speed: the channel' "$tmp/fail.err" &&
     grep -q '^  | stub-speed: failing on purpose, line 11$' "$tmp/fail.err" &&
+    grep -q '^  | stub-speed: failing on purpose, line 30$' "$tmp/fail.err" &&
     ! grep -q 'line 10$' "$tmp/fail.err" &&
     grep -q '^| bert-graph | shm | 1 of 1 |' "$d/speed.md" &&
     grep -q '^| bert-graph | tcp | 0 of 1 (failed: exit 3' "$d/speed.md"
 }
-check "a failing run: named with its exit, its output's tail in the log, the others kept" failed_run
+check "a failing run: named with its exit and Tally's line, its output's tail in the log, the others kept" failed_run
 
 bad_args() {
   ! fs --stub --workloads nope --out "$tmp/b1" 2>"$tmp/b1.err" &&
