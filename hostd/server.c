@@ -252,13 +252,13 @@ static bool poll_head(const worker_t *w, uint64_t ns) {
   return true;
 }
 
-/* Waits for the worker's next requests and takes them all (one lock round
- * per batch, not per request: a launch burst arrives hundreds at a time;
- * hostd-bench).  NULL once the tenant is closed and its queue drained. */
 /* next_batch's answer when the queue is empty and the tenant's ring, which
  * this worker reads itself, holds a request (direct_step runs it). */
 static msg_t direct_mark;
 
+/* Waits for the worker's next requests and takes them all (one lock round
+ * per batch, not per request: a launch burst arrives hundreds at a time;
+ * hostd-bench).  NULL once the tenant is closed and its queue drained. */
 static msg_t *next_batch(worker_t *w, hostd_tenant_t *t) {
   hostd_server_t *s = w->srv;
   msg_t *batch;
