@@ -21,7 +21,10 @@
  *            hostd__tenant_exec (the worker's whole path: tables, stream
  *            ordering, the backend call) against N calls of the recording
  *            backend's launch alone; the difference is what tenant.c adds
- * usage: hostd-bench [N [M]]   (defaults 200000, 20000).  Extra tallyd flags
+ * usage: hostd-bench [N [M]]   (defaults 200000, 20000).  HOSTD_BENCH_TCP=1
+ * runs the tenant over TCP loopback instead of shared memory (the daemon
+ * also listens on 127.0.0.1, on a port derived from this process's id).
+ * Extra tallyd flags
  * come from TALLYD_ARGS (e.g. "--worker-spin-us 0" or "--spin-us 50"), the
  * build tree from TALLY_BUILDDIR (default "."), so one command reproduces a
  * line: cd BUILDDIR && TALLYD_ARGS=... tests/bench/hostd-bench.
@@ -38,6 +41,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,9 +71,13 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* True once something accepts connections on path. */
+/* HOSTD_BENCH_TCP=1: the TCP port the daemon also listens on (0: shm only). */
+static int tcp_port;
+
+/* True once something accepts connections on path (and on tcp_port). */
 static int can_connect(const char *path) {
   struct sockaddr_un a;
+  struct sockaddr_in in;
   int fd = socket(AF_UNIX, SOCK_STREAM, 0), ok;
   memset(&a, 0, sizeof(a));
   a.sun_family = AF_UNIX;
@@ -76,11 +85,21 @@ static int can_connect(const char *path) {
   ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
   if (fd >= 0)
     close(fd);
+  if (!ok || !tcp_port)
+    return ok;
+  memset(&in, 0, sizeof(in));
+  in.sin_family = AF_INET;
+  in.sin_port = htons((uint16_t)tcp_port);
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  fd = socket(AF_INET, SOCK_STREAM, 0);
+  ok = fd >= 0 && connect(fd, (struct sockaddr *)&in, sizeof(in)) == 0;
+  if (fd >= 0)
+    close(fd);
   return ok;
 }
 
 static pid_t start_daemon(const char *build, const char *dir, const char *sock) {
-  char exe[4096], state[200], extra[1024] = "";
+  char exe[4096], state[200], extra[1024] = "", tcp[64];
   char *argv[32];
   int argc = 0;
   const char *env = getenv("TALLYD_ARGS");
@@ -95,6 +114,11 @@ static pid_t start_daemon(const char *build, const char *dir, const char *sock) 
   argv[argc++] = state;
   argv[argc++] = "--log-level";
   argv[argc++] = "warn";
+  if (tcp_port) {
+    snprintf(tcp, sizeof(tcp), "127.0.0.1:%d", tcp_port);
+    argv[argc++] = "--listen-tcp";
+    argv[argc++] = tcp;
+  }
   if (env) {
     snprintf(extra, sizeof(extra), "%s", env);
     for (char *t = strtok(extra, " "); t && argc < 30; t = strtok(NULL, " "))
@@ -276,17 +300,22 @@ int main(int argc, char **argv) {
     return fprintf(stderr, "usage: hostd-bench [N [M]]\n"), 2;
   if (!mkdtemp(dir))
     return perror("mkdtemp"), 1;
+  if (getenv("HOSTD_BENCH_TCP") && strcmp(getenv("HOSTD_BENCH_TCP"), "1") == 0)
+    tcp_port = 20000 + getpid() % 20000;
   snprintf(sock, sizeof(sock), "%s/sock", dir);
   pid = start_daemon(build, dir, sock);
   if (pid <= 0 || !can_connect(sock)) {
     fprintf(stderr, "hostd-bench: %s/hostd/tallyd-record did not start\n", build);
     return 1;
   }
-  snprintf(host, sizeof(host), "unix:%s", sock);
+  if (tcp_port)
+    snprintf(host, sizeof(host), "tcp://127.0.0.1:%d", tcp_port);
+  else
+    snprintf(host, sizeof(host), "unix:%s", sock);
   setenv("TALLY_HOST", host, 1);
   setenv("TALLY_NAME", "hostd-bench", 1);
-  printf("hostd-bench: tallyd-record over shm, %ld CPUs online, TALLYD_ARGS='%s'\n",
-         sysconf(_SC_NPROCESSORS_ONLN), getenv("TALLYD_ARGS") ? getenv("TALLYD_ARGS") : "");
+  printf("hostd-bench: tallyd-record over %s, %ld CPUs online, TALLYD_ARGS='%s'\n",
+         tcp_port ? "TCP loopback" : "shm", sysconf(_SC_NPROCESSORS_ONLN), getenv("TALLYD_ARGS") ? getenv("TALLYD_ARGS") : "");
   rc = bench(n, m);
   kill(pid, SIGTERM);
   if (rc == 0)
