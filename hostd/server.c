@@ -97,9 +97,6 @@ typedef struct worker {
   uint32_t id;
   char name[WIRE_TENANT_MAX + 1]; /* the tenant's name, for the restart's log lines */
   struct worker *prev, *next;     /* the server's list of workers, under srv->lock */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  msg_t *head, *tail; /* queue, under mu */
   bool closed;        /* on_close ran, under mu */
   bool broken;        /* a malformed request: ignore the rest, under mu */
   hostd_hostfn_t *hf; /* host functions; made by the loop thread at first use
@@ -108,9 +105,6 @@ typedef struct worker {
   hostd_quota_t quota;
   wire_tenant_info_t info; /* a copy: the view reads it without the loop */
   int64_t since;           /* connected at (epoch seconds) */
-  uint64_t kernels;        /* launches executed */
-  uint64_t calls;          /* synchronous requests answered, counted before the reply */
-  uint64_t queued;         /* requests queued, not yet executed */
   hostd_lat_t *lat;        /* latency-critical only: its requests (latency.c) */
   bool poll;               /* latency-critical under --lc-poll: never sleeps on cv */
   bool want_dr;            /* poll and --lc-direct: read the ring itself once wire has it */
@@ -118,11 +112,24 @@ typedef struct worker {
   uint64_t wake_until;     /* atomic: poll the queue until then (monotonic ns) instead of
                               sleeping; set by a reached host function (hostfn_cue) */
   hostd_hops_t *hops;      /* --hops: this tenant's hand-off times (worker), or NULL */
+  /* What the loop thread writes per request, on cache lines of its own, and
+   * below it what the worker writes per request on others: a launch burst
+   * queued by one and executed by the other moves no line back and forth
+   * but the queue's.  Each counter has one writer (no atomic add). */
+  _Alignas(64) pthread_mutex_t mu;
+  pthread_cond_t cv;
+  msg_t *head, *tail; /* queue, under mu */
+  uint64_t enqueued;  /* requests queued (loop thread) */
+  _Atomic uint32_t pool_tail;
+  _Alignas(64) uint64_t executed; /* requests taken from the queue (worker); the difference
+                                     is the queue's length */
+  uint64_t kernels;               /* launches executed */
+  uint64_t calls;                 /* synchronous requests answered, counted before the reply */
+  _Atomic uint32_t pool_head;
   /* Free small messages (MSG_SMALL): the worker puts them at pool_head, the
    * loop thread takes them at pool_tail; each index is written by one side
    * only.  Emptied by worker_done. */
-  msg_t *pool[MSG_POOL];
-  _Atomic uint32_t pool_head, pool_tail;
+  _Alignas(64) msg_t *pool[MSG_POOL];
 } worker_t;
 
 struct hostd_server {
@@ -186,6 +193,12 @@ static void worker_mutex_init(pthread_mutex_t *mu) {
   }
   if (!adaptive)
     pthread_mutex_init(mu, NULL); /* cannot fail on glibc; a plain mutex works too */
+}
+
+/* One more in a counter that only the calling thread writes (others read
+ * it): a plain increment, published whole, instead of a locked add. */
+static inline void count(uint64_t *c) {
+  __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 }
 
 /* The loop thread's side of the pool: a free small message, or NULL. */
@@ -404,7 +417,7 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
     } else
       why = "request header does not match its wire message";
     if (rc == 0 && op == CALL_OP_LAUNCH)
-      __atomic_fetch_add(&w->kernels, 1, __ATOMIC_RELAXED);
+      count(&w->kernels);
   } else {
     why = "request shorter than its header";
   }
@@ -416,7 +429,7 @@ static void worker_exec(worker_t *w, hostd_tenant_t *t, msg_t *m, wire_buf_t *re
     }
     /* Counted before the reply, on the worker's own line: whoever reads the
      * count after the answer came sees it. */
-    __atomic_fetch_add(&w->calls, 1, __ATOMIC_RELAXED);
+    count(&w->calls);
     if (reply->cap <= REPLY_KEEP) { /* sent from our buffer, kept for the next */
       e = wire_tenant_reply_mt_copy(w->wt, m->id, reply->data, reply->len);
       wire_buf_reset(reply);
@@ -540,7 +553,7 @@ static void *worker_main(void *arg) {
     }
     m = batch;
     batch = m->next;
-    __atomic_fetch_sub(&w->queued, 1, __ATOMIC_RELAXED);
+    count(&w->executed);
     if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&w->broken, __ATOMIC_ACQUIRE) || !ok) {
       msg_free(w, m); /* nothing more is executed for this tenant */
@@ -637,10 +650,13 @@ static void publish_be_note(hostd_server_t *s) {
 static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_info_t *info,
                       char *why, size_t why_len) {
   hostd_server_t *s = wire_server_data(ws);
-  worker_t *w = calloc(1, sizeof(*w));
+  /* Aligned, so that the per-thread groups of worker_t are on lines apart. */
+  worker_t *w = aligned_alloc(_Alignof(worker_t), sizeof(*w));
   pthread_t th;
   pthread_attr_t attr;
 
+  if (w)
+    memset(w, 0, sizeof(*w));
   if (w && !s->stopping && (s->restart != RESTART_NONE || hostd__fault_pending(NULL))) {
     /* The process is poisoned; the guest retries (TALLY_CONNECT_WAIT_MS)
      * and is accepted by the restarted daemon on the same socket. */
@@ -808,7 +824,7 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
     wire_tenant_close(wt, -ENOMEM, "out of memory queueing a request");
     return;
   }
-  __atomic_fetch_add(&w->queued, 1, __ATOMIC_RELAXED);
+  count(&w->enqueued);
   /* When the loop read it: the stamp of the read or drain that brought it
    * (a batch's posts and the call behind them share one), so the time this
    * loop spends on the messages before it counts toward the worker's hop. */
@@ -904,7 +920,7 @@ static int on_fd(wire_server_t *ws, wire_tenant_t *wt, uint64_t tag, int fd) {
     return -ENOMEM;
   }
   *f = (fd_map_t){tag, p, (size_t)st.st_size};
-  __atomic_fetch_add(&w->queued, 1, __ATOMIC_RELAXED);
+  count(&w->enqueued);
   q->kind = MSG_FD_MAP;
   q->data = (uint8_t *)f;
   q->len = sizeof(*f);
@@ -1456,7 +1472,8 @@ static void row_fill(hostd_row_t *r, worker_t *w) {
   r->mem = hostd__quota_used(&w->quota, HOSTD_QUOTA_MEM);
   r->upload = hostd__quota_used(&w->quota, HOSTD_QUOTA_UPLOAD);
   r->kernels = __atomic_load_n(&w->kernels, __ATOMIC_RELAXED);
-  r->queue = __atomic_load_n(&w->queued, __ATOMIC_RELAXED);
+  r->queue = __atomic_load_n(&w->executed, __ATOMIC_RELAXED); /* first: never above enqueued */
+  r->queue = __atomic_load_n(&w->enqueued, __ATOMIC_RELAXED) - r->queue;
   /* -1 under --policy none: only the scheduler sees kernels complete */
   r->gpu_ns = __atomic_load_n(&w->quota.scheduled, __ATOMIC_ACQUIRE)
                   ? (int64_t)__atomic_load_n(&w->quota.gpu_ns, __ATOMIC_RELAXED)
