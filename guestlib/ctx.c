@@ -411,6 +411,24 @@ GUEST_EXPORT CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
   return CUDA_SUCCESS;
 }
 
+/* Under TALLY_LOG=debug, a setting of the context that this process keeps
+ * to itself (the context in tallyd is every tenant's, and the setting is
+ * not applied there) is logged the first time each function sets each
+ * limit or configuration, so that a difference from a native run can be
+ * traced to it.  what: the limit, or 0; value: what was asked. */
+enum { KEPT_LIMIT, KEPT_CACHE, KEPT_SHMEM };
+static void kept_log(int fn, int what, size_t value) {
+  static const char *const name[] = {"cuCtxSetLimit", "cuCtxSetCacheConfig",
+                                     "cuCtxSetSharedMemConfig"};
+  static uint64_t seen; /* atomic: bit 16 * fn + what */
+  int bit = 16 * fn + (what & 15);
+  if (!guest__debug() || (__atomic_fetch_or(&seen, 1ull << bit, __ATOMIC_RELAXED) >> bit & 1))
+    return;
+  guest__log("%s(%d, %zu) kept in this process: the context in tallyd is every tenant's, where "
+             "it is not applied",
+             name[fn], what, value);
+}
+
 /* Whether limit is the shared context's, set and read in tallyd (top comment). */
 static bool limit_in_tallyd(CUlimit limit) {
   return limit == CU_LIMIT_STACK_SIZE || limit == CU_LIMIT_PRINTF_FIFO_SIZE ||
@@ -492,6 +510,8 @@ GUEST_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
     if (r != CUDA_SUCCESS)
       return r;
     __atomic_store_n(&ctx_limits[limit], a.value, __ATOMIC_RELAXED);
+  } else {
+    kept_log(KEPT_LIMIT, (int)limit, value);
   }
   __atomic_store_n(&limits[limit], value, __ATOMIC_RELAXED);
   return CUDA_SUCCESS;
@@ -507,6 +527,7 @@ GUEST_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *cfg) {
 }
 
 GUEST_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache cfg) {
+  kept_log(KEPT_CACHE, 0, (size_t)cfg);
   cache_config = cfg;
   return CUDA_SUCCESS;
 }
@@ -519,6 +540,6 @@ GUEST_EXPORT CUresult cuCtxGetSharedMemConfig(CUsharedconfig *cfg) {
 }
 
 GUEST_EXPORT CUresult cuCtxSetSharedMemConfig(CUsharedconfig cfg) {
-  (void)cfg;
+  kept_log(KEPT_SHMEM, 0, (size_t)cfg);
   return CUDA_SUCCESS;
 }

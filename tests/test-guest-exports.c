@@ -387,6 +387,33 @@ static void failure_trace_names_the_call_under_debug(void **state) {
   assert_null(strstr(buf, "trace:"));
 }
 
+/* A context setting the guest keeps to itself (the context in tallyd is
+ * every tenant's) is logged under TALLY_LOG=debug, once per function, and
+ * not at all otherwise. */
+static void context_setting_kept_here_is_logged_under_debug(void **state) {
+  CUresult (*set)(CUfunc_cache) = (CUresult(*)(CUfunc_cache))dlsym(lib, "cuCtxSetCacheConfig");
+  char buf[1024];
+  capture_t c;
+  (void)state;
+  assert_non_null(set);
+  unsetenv("TALLY_LOG");
+  c = capture_begin();
+  assert_int_equal(set(CU_FUNC_CACHE_PREFER_L1), CUDA_SUCCESS);
+  capture_end(c, buf, sizeof(buf));
+  assert_null(strstr(buf, "kept in this process"));
+  setenv("TALLY_LOG", "debug", 1);
+  c = capture_begin();
+  assert_int_equal(set(CU_FUNC_CACHE_PREFER_SHARED), CUDA_SUCCESS);
+  capture_end(c, buf, sizeof(buf));
+  assert_non_null(strstr(buf, "cuCtxSetCacheConfig(0, 1) kept in this process"));
+  c = capture_begin();
+  assert_int_equal(set(CU_FUNC_CACHE_PREFER_SHARED), CUDA_SUCCESS);
+  capture_end(c, buf, sizeof(buf));
+  unsetenv("TALLY_LOG");
+  assert_null(strstr(buf, "kept in this process"));
+  assert_int_equal(set(CU_FUNC_CACHE_PREFER_NONE), CUDA_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_declared_symbol_is_exported),
@@ -407,6 +434,7 @@ int main(void) {
       cmocka_unit_test(error_names_and_strings_cover_every_result),
       cmocka_unit_test(calls_before_init_report_not_initialized),
       cmocka_unit_test(failure_trace_names_the_call_under_debug),
+      cmocka_unit_test(context_setting_kept_here_is_logged_under_debug),
   };
   return cmocka_run_group_tests_name("guest-exports", tests, gdl_load, gdl_unload);
 }
