@@ -37,7 +37,9 @@ static void slot_log(int table, int slot) {
    * (measured on the H200): logged only with TALLY_LOG=debug.  Table 8 slot
    * 3: cuBLASLt at PyTorch's first bf16 GEMM under autocast (the framework
    * suite's torch amp-bf16, same loss and weights natively and through Tally
-   * over shm and TCP). */
+   * over shm and TCP).  Same results, not the same speed: a native process
+   * refused it runs a BERT-base CUDA graph 2.4-2.8% longer on the GPU
+   * (cuBLASLt's TMA GEMMs take another path; tests/bench/RESULTS.md). */
   static const struct {
     int table, slot;
   } benign[] = {{8, 3}};
