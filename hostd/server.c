@@ -63,11 +63,17 @@
  * that capacity, which the worker hands back through its pool (a ring of
  * MSG_POOL, the worker the only producer and the loop thread the only
  * consumer) for the loop to take for the next one.  An empty pool means
- * malloc, a full one free.  A reply of up to REPLY_KEEP bytes is sent from
- * the worker's own buffer (wire_tenant_reply_mt_copy); a larger one is
- * handed to wire, so a worker never keeps a large buffer. */
+ * malloc, a full one free.  MSG_POOL covers a burst the loop queues ahead of
+ * the worker: a 1000-kernel chain arrives in about 0.4 ms and runs for 2.5,
+ * so it queues some 850 launches; with a smaller pool the rest were each
+ * malloc'd by the loop and freed by the worker, under the loop's arena lock.
+ * The pool keeps at most MSG_POOL x (MSG_SMALL + a header), 590 KiB, for a
+ * tenant that queued that deep, until it goes.  A reply of up to
+ * REPLY_KEEP bytes is sent from the worker's own buffer
+ * (wire_tenant_reply_mt_copy); a larger one is handed to wire, so a worker
+ * never keeps a large buffer. */
 #define MSG_SMALL  512
-#define MSG_POOL   64
+#define MSG_POOL   1024
 #define REPLY_KEEP (64u << 10)
 
 typedef struct fd_map {
