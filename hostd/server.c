@@ -67,7 +67,7 @@
  * the worker: a 1000-kernel chain arrives in about 0.4 ms and runs for 2.5,
  * so it queues some 850 launches; with a smaller pool the rest were each
  * malloc'd by the loop and freed by the worker, under the loop's arena lock.
- * The pool keeps at most MSG_POOL x (MSG_SMALL + a header), 590 KiB, for a
+ * The pool keeps at most MSG_POOL x (MSG_SMALL + a header), about 580 KiB, for a
  * tenant that queued that deep, until it goes.  A reply of up to
  * REPLY_KEEP bytes is sent from the worker's own buffer
  * (wire_tenant_reply_mt_copy); a larger one is handed to wire, so a worker
@@ -1467,6 +1467,7 @@ fail_token:
 /* ---- the operator's view (guard.h) ---- */
 
 static void row_fill(hostd_row_t *r, worker_t *w) {
+  uint64_t executed;
   memset(r, 0, sizeof(*r));
   r->id = w->id;
   snprintf(r->name, sizeof(r->name), "%s", w->name);
@@ -1478,8 +1479,8 @@ static void row_fill(hostd_row_t *r, worker_t *w) {
   r->mem = hostd__quota_used(&w->quota, HOSTD_QUOTA_MEM);
   r->upload = hostd__quota_used(&w->quota, HOSTD_QUOTA_UPLOAD);
   r->kernels = __atomic_load_n(&w->kernels, __ATOMIC_RELAXED);
-  r->queue = __atomic_load_n(&w->executed, __ATOMIC_RELAXED); /* first: never above enqueued */
-  r->queue = __atomic_load_n(&w->enqueued, __ATOMIC_RELAXED) - r->queue;
+  executed = __atomic_load_n(&w->executed, __ATOMIC_RELAXED); /* first: never above enqueued */
+  r->queue = __atomic_load_n(&w->enqueued, __ATOMIC_RELAXED) - executed;
   /* -1 under --policy none: only the scheduler sees kernels complete */
   r->gpu_ns = __atomic_load_n(&w->quota.scheduled, __ATOMIC_ACQUIRE)
                   ? (int64_t)__atomic_load_n(&w->quota.gpu_ns, __ATOMIC_RELAXED)

@@ -24,10 +24,9 @@
  * usage: hostd-bench [N [M]]   (defaults 200000, 20000).  HOSTD_BENCH_TCP=1
  * runs the tenant over TCP loopback instead of shared memory (the daemon
  * also listens on 127.0.0.1, on a port derived from this process's id).
- * Extra tallyd flags
- * come from TALLYD_ARGS (e.g. "--worker-spin-us 0" or "--spin-us 50"), the
- * build tree from TALLY_BUILDDIR (default "."), so one command reproduces a
- * line: cd BUILDDIR && TALLYD_ARGS=... tests/bench/hostd-bench.
+ * Extra tallyd flags come from TALLYD_ARGS (e.g. "--worker-spin-us 0" or
+ * "--spin-us 50"), the build tree from TALLY_BUILDDIR (default "."), so one
+ * command reproduces a line: cd BUILDDIR && TALLYD_ARGS=... tests/bench/hostd-bench.
  * Numbers depend on the host's idle cores: the guest, the loop thread and
  * the worker are three runnable threads.
  */
@@ -74,28 +73,31 @@ static int cmp_double(const void *a, const void *b) {
 /* HOSTD_BENCH_TCP=1: the TCP port the daemon also listens on (0: shm only). */
 static int tcp_port;
 
+/* True when a stream socket of family connects to addr. */
+static int connects(int family, const void *addr, socklen_t len) {
+  int fd = socket(family, SOCK_STREAM, 0), ok;
+  ok = fd >= 0 && connect(fd, (const struct sockaddr *)addr, len) == 0;
+  if (fd >= 0)
+    close(fd);
+  return ok;
+}
+
 /* True once something accepts connections on path (and on tcp_port). */
 static int can_connect(const char *path) {
   struct sockaddr_un a;
   struct sockaddr_in in;
-  int fd = socket(AF_UNIX, SOCK_STREAM, 0), ok;
   memset(&a, 0, sizeof(a));
   a.sun_family = AF_UNIX;
   snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-  ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-  if (fd >= 0)
-    close(fd);
-  if (!ok || !tcp_port)
-    return ok;
+  if (!connects(AF_UNIX, &a, sizeof(a)))
+    return 0;
+  if (!tcp_port)
+    return 1;
   memset(&in, 0, sizeof(in));
   in.sin_family = AF_INET;
   in.sin_port = htons((uint16_t)tcp_port);
   in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  fd = socket(AF_INET, SOCK_STREAM, 0);
-  ok = fd >= 0 && connect(fd, (struct sockaddr *)&in, sizeof(in)) == 0;
-  if (fd >= 0)
-    close(fd);
-  return ok;
+  return connects(AF_INET, &in, sizeof(in));
 }
 
 static pid_t start_daemon(const char *build, const char *dir, const char *sock) {
@@ -315,7 +317,8 @@ int main(int argc, char **argv) {
   setenv("TALLY_HOST", host, 1);
   setenv("TALLY_NAME", "hostd-bench", 1);
   printf("hostd-bench: tallyd-record over %s, %ld CPUs online, TALLYD_ARGS='%s'\n",
-         tcp_port ? "TCP loopback" : "shm", sysconf(_SC_NPROCESSORS_ONLN), getenv("TALLYD_ARGS") ? getenv("TALLYD_ARGS") : "");
+         tcp_port ? "TCP loopback" : "shm", sysconf(_SC_NPROCESSORS_ONLN),
+         getenv("TALLYD_ARGS") ? getenv("TALLYD_ARGS") : "");
   rc = bench(n, m);
   kill(pid, SIGTERM);
   if (rc == 0)
