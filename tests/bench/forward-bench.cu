@@ -53,7 +53,7 @@
 #define COPY_BYTES     (64u << 20)
 #define COPY_REPS      20
 #define CHAIN_LEN      1000
-#define CHAIN_REPS     20
+#define CHAIN_REPS     100 /* ~0.3 s of chains: a burst of host noise moves the median little */
 #define WARMUP         200
 #define REQ_N          1500 /* open-loop requests (3 s at 2 ms gaps) */
 #define REQ_KERNELS    8
