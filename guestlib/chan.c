@@ -283,6 +283,14 @@ void guest__answered(void) {
     wire_conn_answered(conn);
 }
 
+bool guest__hops_on(void) {
+  return wire_conn_hops_on(conn);
+}
+
+void guest__hops_answered(uint64_t t_call, uint64_t t_sent, uint64_t t_woke) {
+  wire_conn_hops_answered(conn, t_call, t_sent, t_woke);
+}
+
 CUresult guest__post_cu(uint32_t op, const void *q) {
   int rc = guest__post(op, q);
   return rc ? guest__cu_error(rc) : CUDA_SUCCESS;

@@ -142,6 +142,10 @@ int guest__post(uint32_t op, const void *q);
 /* A synchronisation was answered without a reply (syncword.c): the next
  * post goes out at once, as after a call's reply (wire_conn_answered). */
 void guest__answered(void);
+/* TALLY_HOPS: whether hand-off times are kept, and those of a post answered
+ * without a reply (syncword.c; wire_conn_hops_answered). */
+bool guest__hops_on(void);
+void guest__hops_answered(uint64_t t_call, uint64_t t_sent, uint64_t t_woke);
 /* guest__post as the CUresult a posting driver entry point returns. */
 CUresult guest__post_cu(uint32_t op, const void *q);
 /* Sends q as a call (after the pending batch) and reads its reply.  *rc

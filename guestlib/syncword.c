@@ -56,11 +56,14 @@ static uint64_t mono_ns(void) {
 }
 
 bool guest__sync_word(uint64_t stream) {
-  uint64_t n, end, v;
+  uint64_t n, end, v, t_call = 0, t_sent = 0;
   unsigned spins = 0;
+  bool hops;
   pthread_once(&once, setup);
   if (!words)
     return false;
+  if ((hops = guest__hops_on()))
+    t_call = mono_ns();
   n = atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed) + 1;
   if (n & ERR_BIT)
     return false;
@@ -69,11 +72,14 @@ bool guest__sync_word(uint64_t stream) {
       .stream = stream, .tag = (uint64_t)(uintptr_t)words, .off = (n % SLOTS) * 8, .value = n};
   if (guest__post(CALL_OP_STREAM_MARK, &q) != 0)
     return false;
-  end = mono_ns() + spin_ns;
+  t_sent = mono_ns(); /* the mark is in the ring (posted at once) */
+  end = t_sent + spin_ns;
   for (;;) {
     v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
     if (v == n) {
       guest__answered(); /* the next launch goes at once, as after a reply */
+      if (hops)
+        guest__hops_answered(t_call, t_sent, mono_ns());
       return true;
     }
     if (v == (n | ERR_BIT))

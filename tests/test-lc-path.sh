@@ -9,7 +9,7 @@
 #   3. a socket that accepts and never answers: cuInit fails within
 #      TALLY_CONNECT_WAIT_MS, naming the address and the unanswered HELLO
 #   4. hand-off times: tallyd --hops and TALLY_HOPS, joined by hops-report, host functions'
-#      way back included
+#      way back and the synchronisations a word answered included
 #   5. --lc-poll yes: tallyd polls while an idle latency-critical tenant is
 #      connected (CPU time over a second), --lc-poll no: it sleeps; a bad
 #      TALLY_LC_SPIN_US is refused with a line naming it
@@ -153,6 +153,26 @@ hops() {
     "the stream held"; do
     grep -F "$hop" "$tmp/report" | grep -qv '| - |' || { echo "no figures for: $hop"; return 1; }
   done
+  # Synchronisations the GPU answered by a word make no call: the guest keeps them as id 0
+  # and hops-report joins each with tallyd's STREAM_MARK post (the helper's 21 words).
+  rm -f "$tmp/hops"
+  start_daemon --hops "$tmp/hops" || return 1
+  TALLY_HOPS=$tmp/hops helper "unix:$tmp/sock" latency-critical sync-word >"$tmp/sw" ||
+    { echo "sync-word tenant failed"; return 1; }
+  stop_daemon
+  grep -q "^rounds 0$" "$tmp/sw" || { cat "$tmp/sw"; return 1; }
+  words=$(awk '$1 == "G" && $3 == 0' "$tmp/hops" | wc -l)
+  [ "$words" -ge 21 ] || { echo "$words word synchronisations kept, not 21 or more"; return 1; }
+  "$B/tests/bench/hops-report" --op stream_sync "$tmp/hops" >"$tmp/report" || return 1
+  sed -n '/by a word/,$p' "$tmp/report"
+  grep -qF "($words synchronisations the GPU answered by a word, $words joined)" "$tmp/report" ||
+    { echo "not every word synchronisation joined"; return 1; }
+  for hop in "STREAM_MARK in the ring" "read by tallyd" "the GPU's write queued" \
+    "guest saw the word" "word seen)"; do
+    grep -F "$hop" "$tmp/report" | grep -qv '| - |' || { echo "no figures for: $hop"; return 1; }
+  done
+  "$B/tests/bench/hops-report" --last 5 --op stream_mark "$tmp/hops" |
+    grep -qF "answered by a word, 5 joined)" || { echo "--last 5 did not keep 5"; return 1; }
   return 0
 }
 check "hand-off times are recorded on both sides and joined" hops

@@ -1023,6 +1023,15 @@ void wire_conn_hops_write(wire_conn_t *c) {
     wire__hops_write(c->hops);
 }
 
+bool wire_conn_hops_on(const wire_conn_t *c) {
+  return c && c->hops;
+}
+
+void wire_conn_hops_answered(wire_conn_t *c, uint64_t t_call, uint64_t t_sent, uint64_t t_woke) {
+  if (c && c->hops)
+    wire__hops_add(c->hops, 0, t_call, t_sent, t_woke);
+}
+
 int wire_conn_call(wire_conn_t *c, const struct iovec *req, int req_cnt, const struct iovec *rep,
                    int rep_cnt, size_t *rep_len) {
   waiter w = {.rep = rep, .rep_cnt = rep_cnt};

@@ -9,7 +9,11 @@
  *   G NAME ID T_CALL T_SENT T_WOKE
  *
  * NAME is the tenant's name with bytes outside [A-Za-z0-9._-] as '_', ID
- * the call's id on the wire, times ns of CLOCK_MONOTONIC.  The daemon
+ * the call's id on the wire, times ns of CLOCK_MONOTONIC.  ID 0 (no call
+ * has it) is a post answered without a reply, its times given by the caller
+ * (wire_conn_hops_answered: a synchronisation the GPU answered by writing a
+ * word, T_SENT when its post was in the ring, T_WOKE when the caller saw
+ * the word); the daemon's D line of that post has ID 0 too.  The daemon
  * writes its side of the same calls (D lines, tallyd --hops), and
  * tests/bench/hops-report joins them by NAME and ID.
  */

@@ -256,6 +256,14 @@ void wire_conn_answered(wire_conn_t *c);
  * in flight (at exit, say).  Nothing happens without the variable. */
 void wire_conn_hops_write(wire_conn_t *c);
 
+/* Hand-off times of a post answered without a reply (a word the daemon had
+ * the GPU write, which the caller waited on): kept as a call with id 0, its
+ * times ns of CLOCK_MONOTONIC (the call began, the post was in the ring or
+ * socket, the caller had its answer).  wire_conn_hops_on says whether times
+ * are kept, so the caller reads the clock only then.  Thread-safe. */
+bool wire_conn_hops_on(const wire_conn_t *c);
+void wire_conn_hops_answered(wire_conn_t *c, uint64_t t_call, uint64_t t_sent, uint64_t t_woke);
+
 /* Makes sure the daemon holds the blob data[0..len) (a module image, say),
  * sending the bytes only if it lacks them (have/send exchange, PROTOCOL.md
  * "Content ids").  *id gets wire_content_id(data, len); callers then refer to

@@ -22,9 +22,16 @@
  *   rows: enqueued -> reached (the stream's work before it) -> handed to the
  *   guest -> the guest's host-function thread woke (its HOSTFN_WAIT call's
  *   G line) -> reported done, the function run; left out under --op.
+ *   Synchronisations the GPU answered by writing a word (a latency-critical
+ *   tenant over shared memory: no call, G lines of id 0) get their own rows,
+ *   joined with tallyd's STREAM_MARK post by time: guest sync -> its mark in
+ *   the ring -> read by tallyd -> taken by the worker -> handler (the GPU's
+ *   write queued) -> the guest saw the word; kept under --op STREAM_SYNC or
+ *   STREAM_MARK, --last/--skip-last counting them apart from the calls.
  *   Both sides must share
  *   CLOCK_MONOTONIC, i.e. run on one host (shm, or TCP over loopback).
- *   Exit 0 when at least one call was joined, 1 otherwise, 2 for bad usage.
+ *   Exit 0 when at least one call or synchronisation was joined, 1 otherwise,
+ *   2 for bad usage.
  */
 #include "wire/call.h" /* call_op_name */
 
@@ -97,8 +104,9 @@ static void row(const char *label, uint64_t *v, size_t n) {
 }
 
 /* F lines go to fn as kind 'f': id the HOSTFN_WAIT call, t[0..3] enqueued,
- * reached, handed, done (hostd/hops.c), t[4] the function's seq. */
-static int load(const char *path, vec_t *g, vec_t *d, vec_t *fn) {
+ * reached, handed, done (hostd/hops.c), t[4] the function's seq; G lines of
+ * id 0 (synchronisations the GPU answered, wire/hops.c) go to ans. */
+static int load(const char *path, vec_t *g, vec_t *d, vec_t *fn, vec_t *ans) {
   FILE *f = fopen(path, "r");
   char line[512];
   if (!f) {
@@ -114,7 +122,7 @@ static int load(const char *path, vec_t *g, vec_t *d, vec_t *fn) {
       r.id = id, r.kind = 'g';
       for (int i = 0; i < 3; i++)
         r.t[i] = t[i];
-      if (push(g, &r))
+      if (push(id ? g : ans, &r)) /* id 0: a post answered without a reply */
         break;
     } else if (sscanf(line, "D %64s %llu %u %c %llu %llu %llu %llu %llu", r.name, &id, &r.op,
                       &kind, &t[0], &t[1], &t[2], &t[3], &t[4]) == 9) {
@@ -241,6 +249,65 @@ static void fn_table(const vec_t *f, const vec_t *g, uint64_t **h, size_t *k) {
   row("reached -> done (the stream held for it)", h[4], k[4]);
 }
 
+static int by_time(const void *x, const void *y) {
+  const rec_t *a = x, *b = y;
+  int c = strcmp(a->name, b->name);
+  if (c)
+    return c;
+  return a->t[0] < b->t[0] ? -1 : a->t[0] > b->t[0];
+}
+
+/* Synchronisations the GPU answered through a word: each of ans's records
+ * (the guest's sync, its STREAM_MARK post in the ring, the word seen) joined
+ * with the first STREAM_MARK post tallyd read from that tenant after the
+ * sync began and before its word was seen.  last/skip as for calls; h[0..6]
+ * scratch of ans->n, k[0..6] zeroed here.  Returns how many were joined. */
+static size_t word_table(vec_t *ans, const vec_t *d, long last, long skip, uint64_t **h,
+                         size_t *k) {
+  vec_t mk = {0};
+  size_t joined = 0, m = 0;
+  for (int i = 0; i < 7; i++)
+    k[i] = 0;
+  for (size_t j = 0; j < d->n; j++)
+    if (d->v[j].kind == 'p' && d->v[j].op == CALL_OP_STREAM_MARK && push(&mk, &d->v[j]))
+      break;
+  qsort(mk.v, mk.n, sizeof(rec_t), by_time);
+  qsort(ans->v, ans->n, sizeof(rec_t), by_time);
+  for (size_t j = 0, end = 0; j < ans->n; j++) {
+    const rec_t *a = &ans->v[j], *s;
+    if (j >= end)
+      for (end = j + 1; end < ans->n && !strcmp(ans->v[end].name, a->name); end++)
+        ;
+    while (m < mk.n && (strcmp(mk.v[m].name, a->name) < 0 ||
+                        (!strcmp(mk.v[m].name, a->name) && mk.v[m].t[0] < a->t[0])))
+      m++;
+    if ((last >= 0 && end - j > (size_t)last) || (skip >= 0 && end - j <= (size_t)skip))
+      continue;
+    if (m == mk.n || strcmp(mk.v[m].name, a->name) || mk.v[m].t[0] > a->t[2])
+      continue;
+    s = &mk.v[m++];
+    joined++;
+    add(h[0], &k[0], a->t[0], a->t[1]);
+    add_cross(h[1], &k[1], a->t[1], s->t[0]);
+    add(h[2], &k[2], s->t[0], s->t[1]);
+    add(h[3], &k[3], s->t[1], s->t[2]);
+    add(h[4], &k[4], s->t[2], s->t[3]);
+    add_cross(h[5], &k[5], s->t[3], a->t[2]);
+    add(h[6], &k[6], a->t[0], a->t[2]);
+  }
+  printf("\n| hop (%zu synchronisations the GPU answered by a word, %zu joined) | p50 us | p99 us |\n"
+         "|---|---|---|\n", ans->n, joined);
+  row("guest sync -> STREAM_MARK in the ring", h[0], k[0]);
+  row("-> read by tallyd", h[1], k[1]);
+  row("-> taken by the tenant's worker", h[2], k[2]);
+  row("-> handler entered", h[3], k[3]);
+  row("handler (stream fenced, the GPU's write queued)", h[4], k[4]);
+  row("-> guest saw the word (the stream's work, then the write)", h[5], k[5]);
+  row("total (guest sync -> word seen)", h[6], k[6]);
+  free(mk.v);
+  return joined;
+}
+
 /* An op by call.def number or name; -1 when it names none. */
 static long op_arg(const char *a) {
   char *end;
@@ -256,7 +323,7 @@ static long op_arg(const char *a) {
 #define USAGE "usage: hops-report [--last N] [--skip-last N] [--op OP] [--ops] FILE...\n"
 
 int main(int argc, char **argv) {
-  vec_t g = {0}, d = {0}, f = {0};
+  vec_t g = {0}, d = {0}, f = {0}, ans = {0};
   long last = -1, skip = -1, op = -1;
   int i, nfiles = 0, ops = 0;
   for (i = 1; i < argc; i++) {
@@ -274,14 +341,14 @@ int main(int argc, char **argv) {
     else if (argv[i][0] == '-') {
       fprintf(stderr, USAGE);
       return 2;
-    } else if (load(argv[i], &g, &d, &f) == 0)
+    } else if (load(argv[i], &g, &d, &f, &ans) == 0)
       nfiles++;
   }
   if (nfiles == 0) {
     fprintf(stderr, USAGE);
     return 2;
   }
-  size_t m = g.n + d.n + f.n + 1, k[9] = {0}, joined = 0, posts = 0;
+  size_t m = g.n + d.n + f.n + ans.n + 1, k[9] = {0}, joined = 0, posts = 0, words = 0;
   uint64_t *h[9];
   for (i = 0; i < 9; i++)
     if (!(h[i] = malloc(m * sizeof(uint64_t))))
@@ -336,6 +403,8 @@ int main(int argc, char **argv) {
   row("read by the loop -> taken by the worker", h[0], k[0]);
   row("-> handler entered", h[1], k[1]);
   row("handler (driver call)", h[2], k[2]);
+  if (ans.n > 0 && (op < 0 || op == CALL_OP_STREAM_SYNC || op == CALL_OP_STREAM_MARK))
+    words = word_table(&ans, &d, last, skip, h, k);
   if (op < 0 && f.n > 0)
     fn_table(&f, &g, h, k);
   if (ops)
@@ -345,5 +414,6 @@ int main(int argc, char **argv) {
   free(g.v);
   free(d.v);
   free(f.v);
-  return joined ? 0 : 1;
+  free(ans.v);
+  return joined || words ? 0 : 1;
 }
