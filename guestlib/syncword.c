@@ -77,9 +77,10 @@ bool guest__sync_word(uint64_t stream) {
   for (;;) {
     v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
     if (v == n) {
+      uint64_t t_woke = hops ? mono_ns() : 0;
       guest__answered(); /* the next launch goes at once, as after a reply */
       if (hops)
-        guest__hops_answered(t_call, t_sent, mono_ns());
+        guest__hops_answered(t_call, t_sent, t_woke);
       return true;
     }
     if (v == (n | ERR_BIT))
