@@ -144,6 +144,18 @@ static int load(const char *path, vec_t *g, vec_t *d, vec_t *fn, vec_t *ans) {
   return 0;
 }
 
+/* --last N / --skip-last N: whether record j of v (grouped by tenant) is
+ * among its tenant's last N (kept, or left out); *end, one past the
+ * tenant's last record, is found when j reaches it (start it at 0). */
+static int kept(const vec_t *v, size_t j, size_t *end, long last, long skip) {
+  if (j >= *end) /* the first record of a tenant: find its last */
+    for (*end = j + 1; *end < v->n && !strcmp(v->v[*end].name, v->v[j].name); (*end)++)
+      ;
+  if (last >= 0 && *end - j > (size_t)last) /* keep the tenant's last N only */
+    return 0;
+  return skip < 0 || *end - j > (size_t)skip; /* leave the tenant's last N out */
+}
+
 /* Differences b - a that are not torn (a, b set and in order). */
 static void add(uint64_t *v, size_t *n, uint64_t a, uint64_t b) {
   if (a && b && b >= a)
@@ -275,13 +287,10 @@ static size_t word_table(vec_t *ans, const vec_t *d, long last, long skip, uint6
   qsort(ans->v, ans->n, sizeof(rec_t), by_time);
   for (size_t j = 0, end = 0; j < ans->n; j++) {
     const rec_t *a = &ans->v[j], *s;
-    if (j >= end)
-      for (end = j + 1; end < ans->n && !strcmp(ans->v[end].name, a->name); end++)
-        ;
     while (m < mk.n && (strcmp(mk.v[m].name, a->name) < 0 ||
                         (!strcmp(mk.v[m].name, a->name) && mk.v[m].t[0] < a->t[0])))
       m++;
-    if ((last >= 0 && end - j > (size_t)last) || (skip >= 0 && end - j <= (size_t)skip))
+    if (!kept(ans, j, &end, last, skip))
       continue;
     if (m == mk.n || strcmp(mk.v[m].name, a->name) || mk.v[m].t[0] > a->t[2])
       continue;
@@ -357,12 +366,7 @@ int main(int argc, char **argv) {
   qsort(g.v, g.n, sizeof(rec_t), by_key); /* per tenant, in call order (ids grow) */
   for (size_t j = 0, end = 0; j < g.n; j++) {
     const rec_t *c = &g.v[j], *s;
-    if (j >= end) /* the first call of a tenant: find its last */
-      for (end = j + 1; end < g.n && !strcmp(g.v[end].name, c->name); end++)
-        ;
-    if (last >= 0 && end - j > (size_t)last) /* keep the tenant's last N calls only */
-      continue;
-    if (skip >= 0 && end - j <= (size_t)skip) /* leave the tenant's last N calls out */
+    if (!kept(&g, j, &end, last, skip))
       continue;
     s = bsearch(c, d.v, d.n, sizeof(rec_t), by_key);
     if (!s || s->kind != 'c' || (op >= 0 && s->op != (unsigned)op))
