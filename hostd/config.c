@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ void hostd_config_init(hostd_config_t *cfg) {
   cfg->lc_poll = -1;
   cfg->hostfn_wake_us = 0;
   cfg->hostfn_word = 1;
-  cfg->lc_poll_cpu = -1;
+  cfg->lc_poll_cpu = HOSTD_CPU_AUTO;
   cfg->lc_direct = 1;
   cfg->restart_grace_ms = HOSTD_DEFAULT_RESTART_GRACE_MS;
   strcpy(cfg->policy, "tally");
@@ -102,8 +103,11 @@ static void usage_serving(FILE *f) {
           "                       without ever sleeping (two cores busy); no: they spin\n"
           "                       as above, then sleep; auto (default): yes with 4 or more\n"
           "                       CPUs online\n"
-          "  --lc-poll-cpu N      pin the latency-critical tenant's worker to CPU N\n"
-          "                       (default none)\n"
+          "  --lc-poll-cpu C      where a polling latency-critical worker runs: auto\n"
+          "                       (default): a CPU of its own, counting down from the\n"
+          "                       highest allowed (tallyd of GPU k starts k lower; none\n"
+          "                       with fewer than 4 CPUs); N: CPU N; none: where the\n"
+          "                       kernel puts it\n"
           "  --lc-direct yes|no   with --lc-poll, the latency-critical tenant's worker reads\n"
           "                       its shared-memory ring itself instead of the loop handing\n"
           "                       it each request (default yes; docs/lc-path.md)\n"
@@ -476,8 +480,11 @@ static int parse_lc_poll_cpu(hostd_config_t *cfg, const char *v, const char *fla
   long n = strtol(v, &end, 10);
   if (strcmp(v, "none") == 0)
     cfg->lc_poll_cpu = -1;
-  else if (!end || end == v || *end || n < 0 || n > 4095)
-    return bad(err, "%s: expected a CPU number 0..4095 or none, got '%s'\n", flag, v);
+  else if (strcmp(v, "auto") == 0)
+    cfg->lc_poll_cpu = HOSTD_CPU_AUTO;
+  else if (!end || end == v || *end || n < 0 || n >= CPU_SETSIZE)
+    return bad(err, "%s: expected a CPU number 0..%d, auto or none, got '%s'\n", flag,
+               CPU_SETSIZE - 1, v);
   else
     cfg->lc_poll_cpu = (int)n;
   return 0;

@@ -12,6 +12,7 @@
 #define TALLY_HOSTD_INT_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -80,6 +81,12 @@ int hostd__restart_inherit(int *unix_fd, int *tcp_fd);
  * two listening sockets (<= 0: none) open and naming them in
  * TALLY_LISTEN_FDS.  Returns only on failure, with a negative errno. */
 int hostd__restart_exec(char *const argv[], int unix_fd, int tcp_fd);
+
+/* ---- CPUs for polling workers (pin.c) ---- */
+/* The CPU for the next polling latency-critical worker under --lc-poll-cpu auto: the
+ * highest allowed CPU not in taken, starting skip (the GPU ordinal) allowed CPUs below the
+ * highest; -1 = do not pin (fewer than 4 allowed, or a quarter of them already taken). */
+int hostd__pin_pick(const cpu_set_t *allowed, const cpu_set_t *taken, int skip);
 
 /* ---- tenants (tenant.c) ---- */
 typedef struct hostd_tenant hostd_tenant_t;

@@ -18,6 +18,8 @@
 #define HOSTD_DEFAULT_RESTART_GRACE_MS 2000
 /* --be-depth's default: the H200 pair runs measured 8 against 1 (tests/bench/RESULTS.md). */
 #define HOSTD_DEFAULT_BE_DEPTH 8
+/* --lc-poll-cpu auto: each polling latency-critical worker on a CPU of its own (pin.c). */
+#define HOSTD_CPU_AUTO (-2)
 /* Production guards' defaults (docs in hostd/README.md): enough tenants
  * for any one GPU, caches small next to a GPU's host, streams and events
  * far past what a framework makes. */
@@ -62,7 +64,8 @@ typedef struct hostd_config {
   int lc_poll;          /* the latency-critical tenant's path polls without sleeping
                            (wire's loop and its worker, docs/lc-path.md): 1 yes,
                            0 no, -1 auto (yes with 4 or more CPUs online) */
-  int lc_poll_cpu;      /* pin the latency-critical worker to this CPU (-1 = no pin) */
+  int lc_poll_cpu;      /* pin the latency-critical worker to this CPU (-1 = no pin,
+                           HOSTD_CPU_AUTO (default) = one of its own, pin.c) */
   int lc_direct;        /* under lc_poll, the latency-critical worker reads its shared-
                            memory ring itself (wire_tenant_direct): 1 yes (default), 0 no */
   int hostfn_wake_us;   /* after a tenant's host function is reached, its (sleeping)

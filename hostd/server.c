@@ -114,6 +114,7 @@ typedef struct worker {
   hostd_lat_t *lat;        /* latency-critical only: its requests (latency.c) */
   bool poll;               /* latency-critical under --lc-poll: never sleeps on cv */
   bool want_dr;            /* poll and --lc-direct: read the ring itself once wire has it */
+  int cpu;                 /* the CPU it is pinned to (--lc-poll-cpu), -1 = none */
   wire_direct_t *dr;       /* the tenant's ring, read by this worker (wire_tenant_direct) */
   uint64_t wake_until;     /* atomic: poll the queue until then (monotonic ns) instead of
                               sleeping; set by a reached host function (hostfn_cue) */
@@ -162,6 +163,9 @@ struct hostd_server {
   bool lc_poll;            /* --lc-poll resolved: the LC worker polls without end */
   bool lc_direct;          /* lc_poll and --lc-direct: the LC worker reads its own ring */
   bool hostfn_word;        /* --hostfn-word: workers poll their host functions' reach words */
+  int dev;                 /* the GPU ordinal served */
+  cpu_set_t cpus;          /* tallyd's affinity at start: what --lc-poll-cpu auto picks from */
+  cpu_set_t pinned;        /* CPUs given to polling workers (under lock) */
   uint64_t test_gap_ns;    /* TALLYD_TEST_DIRECT_GAP_US (tests only): the worker waits this
                               long between choosing its ring and reading it */
   uint64_t hostfn_wake_ns; /* --hostfn-wake-us resolved (0 = no cue) */
@@ -357,6 +361,13 @@ static void ask_close(worker_t *w, const char *why) {
   uv_async_send(&s->close_async);
 }
 
+/* A CPU that --lc-poll-cpu auto gave a worker is free again. */
+static void worker_unpin(worker_t *w, int cpu) {
+  pthread_mutex_lock(&w->srv->lock);
+  CPU_CLR(cpu, &w->srv->pinned);
+  pthread_mutex_unlock(&w->srv->lock);
+}
+
 /* The tenant is gone and everything it owned freed: leave the server. */
 static void worker_done(worker_t *w) {
   hostd_server_t *s = w->srv;
@@ -374,6 +385,8 @@ static void worker_done(worker_t *w) {
   }
   wire_tenant_unref(w->wt);
   pthread_mutex_lock(&s->lock);
+  if (w->cpu >= 0)
+    CPU_CLR(w->cpu, &s->pinned);
   if (w->prev)
     w->prev->next = w->next;
   else
@@ -516,17 +529,38 @@ static void direct_step(worker_t *w, hostd_tenant_t *t, wire_buf_t *reply) {
   (void)wire_direct_read(w->dr, direct_ok, direct_run, &d);
 }
 
-/* --lc-poll-cpu: the polling latency-critical worker runs on that CPU. */
+/* --lc-poll-cpu: the polling latency-critical worker runs on that CPU, or
+ * (auto) on one pin.c picks, given back by worker_done. */
 static void worker_pin(worker_t *w) {
-  int cpu = w->srv->cfg.lc_poll_cpu, rc;
+  hostd_server_t *s = w->srv;
+  int cpu = s->cfg.lc_poll_cpu, rc;
   cpu_set_t set;
-  if (!w->poll || cpu < 0)
+  w->cpu = -1;
+  if (!w->poll || cpu == -1)
     return;
+  if (cpu == HOSTD_CPU_AUTO) {
+    pthread_mutex_lock(&s->lock);
+    if ((cpu = hostd__pin_pick(&s->cpus, &s->pinned, s->dev)) >= 0)
+      CPU_SET(cpu, &s->pinned);
+    pthread_mutex_unlock(&s->lock);
+    if (cpu < 0) {
+      hostd__log(HOSTD_LOG_INFO, "tenant %u: its polling worker is not pinned (--lc-poll-cpu "
+                 "auto: fewer than 4 CPUs allowed, or a quarter of them pinned already)", w->id);
+      return;
+    }
+  }
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  if ((rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) != 0)
+  if ((rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) != 0) {
     hostd__log(HOSTD_LOG_WARN, "tenant %u: cannot pin its worker to CPU %d (--lc-poll-cpu): %s",
                w->id, cpu, strerror(rc));
+    if (s->cfg.lc_poll_cpu == HOSTD_CPU_AUTO)
+      worker_unpin(w, cpu);
+    return;
+  }
+  if (s->cfg.lc_poll_cpu == HOSTD_CPU_AUTO)
+    w->cpu = cpu;
+  hostd__log(HOSTD_LOG_INFO, "tenant %u: its polling worker runs on CPU %d", w->id, cpu);
 }
 
 static void *worker_main(void *arg) {
@@ -683,6 +717,7 @@ static int on_connect(wire_server_t *ws, wire_tenant_t *wt, const wire_tenant_in
   }
   w->srv = s;
   w->wt = wt;
+  w->cpu = -1;
   snprintf(w->name, sizeof(w->name), "%s", info->name);
   w->info = *info;
   w->since = (int64_t)time(NULL);
@@ -1421,6 +1456,10 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   s->started = (int64_t)time(NULL);
   if (cfg->gpus[0])
     dev = atoi(cfg->gpus); /* config.c accepts one ordinal: one GPU per tallyd */
+  s->dev = dev;
+  CPU_ZERO(&s->pinned);
+  if (sched_getaffinity(0, sizeof(s->cpus), &s->cpus) != 0)
+    CPU_ZERO(&s->cpus); /* unknown: auto pins nothing */
   if ((rc = check_setup(s, cfg)) != 0)
     goto fail_token;
   r = hostd__gpu.init(dev, &hostd__snapshot);

@@ -1,5 +1,6 @@
 /* test-hostd-config.c: tallyd's flags and config file parse, and bad ones
  * are refused with a reason that names the flag or FILE:LINE. */
+#include "hostd/hostd-int.h"
 #include "hostd/hostd.h"
 
 #include <errno.h>
@@ -12,6 +13,46 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+static cpu_set_t cpus(int lo, int hi) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c = lo; c <= hi; c++)
+    CPU_SET(c, &set);
+  return set;
+}
+
+/* --lc-poll-cpu auto: distinct CPUs from the top of the mask, GPU k starting k lower,
+ * never more than a quarter of the allowed CPUs, nothing with fewer than 4. */
+static void pin_pick_counts_down_and_stops_at_a_quarter(void **state) {
+  cpu_set_t all = cpus(0, 15), none = cpus(1, 0), taken = cpus(1, 0), odd = cpus(1, 0);
+  (void)state;
+  assert_int_equal(hostd__pin_pick(&all, &none, 0), 15);
+  assert_int_equal(hostd__pin_pick(&all, &none, 1), 14); /* tallyd of GPU 1 */
+  assert_int_equal(hostd__pin_pick(&all, &none, 17), 14); /* more GPUs than CPUs: wraps */
+  for (int want = 15; want >= 12; want--) { /* a quarter of 16: four workers */
+    int c = hostd__pin_pick(&all, &taken, 0);
+    assert_int_equal(c, want);
+    CPU_SET(c, &taken);
+  }
+  assert_int_equal(hostd__pin_pick(&all, &taken, 0), -1);
+  CPU_CLR(14, &taken); /* a worker left: its CPU is given again */
+  assert_int_equal(hostd__pin_pick(&all, &taken, 0), 14);
+  taken = cpus(1, 0);
+  CPU_SET(10, &taken); /* below the start taken: the next free one below */
+  assert_int_equal(hostd__pin_pick(&all, &taken, 5), 9);
+  /* only CPUs in the mask, counted in the mask's order */
+  for (int c = 1; c < 16; c += 2)
+    CPU_SET(c, &odd);
+  assert_int_equal(hostd__pin_pick(&odd, &none, 0), 15);
+  assert_int_equal(hostd__pin_pick(&odd, &none, 2), 11);
+  all = cpus(0, 2); /* three CPUs: never */
+  assert_int_equal(hostd__pin_pick(&all, &none, 0), -1);
+  all = cpus(0, 3); /* four: one */
+  assert_int_equal(hostd__pin_pick(&all, &none, 3), 0);
+  CPU_SET(0, &taken);
+  assert_int_equal(hostd__pin_pick(&all, &taken, 0), -1);
+}
 
 static void config_parses_every_flag(void **state) {
   (void)state;
@@ -89,6 +130,8 @@ static void lc_poll_options_parse_and_are_bounded(void **state) {
   char *bad[] = {"tallyd", "--lc-poll", "always", NULL};
   char *cpu_neg[] = {"tallyd", "--lc-poll-cpu", "-1", NULL};
   char *cpu_junk[] = {"tallyd", "--lc-poll-cpu", "2x", NULL};
+  char *cpu_auto[] = {"tallyd", "--lc-poll-cpu", "auto", NULL};
+  char *cpu_big[] = {"tallyd", "--lc-poll-cpu", "1024", NULL};
   char *direct_no[] = {"tallyd", "--lc-direct", "no", NULL};
   char *direct_bad[] = {"tallyd", "--lc-direct", "maybe", NULL};
   char path[] = "/tmp/tally-lc-poll-XXXXXX";
@@ -99,7 +142,7 @@ static void lc_poll_options_parse_and_are_bounded(void **state) {
   assert_true(fd >= 0);
   hostd_config_init(&c);
   assert_int_equal(c.lc_poll, -1); /* auto: server.c decides by CPUs online */
-  assert_int_equal(c.lc_poll_cpu, -1);
+  assert_int_equal(c.lc_poll_cpu, HOSTD_CPU_AUTO); /* a CPU of its own (pin.c) */
   assert_int_equal(c.lc_direct, 1); /* the worker reads its ring (docs/decisions.md, D20) */
   assert_string_equal(c.hops, "");
   assert_int_equal(hostd_config_parse_args(&c, 7, yes, devnull), 0);
@@ -114,6 +157,9 @@ static void lc_poll_options_parse_and_are_bounded(void **state) {
   assert_int_equal(hostd_config_parse_args(&c, 3, bad, devnull), -EINVAL);
   assert_int_equal(hostd_config_parse_args(&c, 3, cpu_neg, devnull), -EINVAL);
   assert_int_equal(hostd_config_parse_args(&c, 3, cpu_junk, devnull), -EINVAL);
+  assert_int_equal(hostd_config_parse_args(&c, 3, cpu_big, devnull), -EINVAL);
+  assert_int_equal(hostd_config_parse_args(&c, 3, cpu_auto, devnull), 0);
+  assert_int_equal(c.lc_poll_cpu, HOSTD_CPU_AUTO);
   assert_int_equal(hostd_config_parse_args(&c, 3, direct_no, devnull), 0);
   assert_int_equal(c.lc_direct, 0);
   assert_int_equal(hostd_config_parse_args(&c, 3, direct_bad, devnull), -EINVAL);
@@ -474,6 +520,7 @@ int main(void) {
       cmocka_unit_test(be_sms_inflight_us_flag_and_file_key_parse_and_are_bounded),
       cmocka_unit_test(be_sms_takes_a_count_or_a_share),
       cmocka_unit_test(context_limit_bounds_parse_as_sizes),
+      cmocka_unit_test(pin_pick_counts_down_and_stops_at_a_quarter),
   };
   return cmocka_run_group_tests_name("hostd-config", tests, NULL, NULL);
 }

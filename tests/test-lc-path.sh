@@ -24,10 +24,13 @@
 #      (TALLYD_RECORD_HOSTFN_LATE_US), a polling worker reaches every host function by
 #      its reach word, and so it does with no flag (the default); no: by the callback; the
 #      functions run either way
+#  10. --lc-poll-cpu: the polling worker runs on the CPU given (its threads' affinity, read
+#      while the tenant is connected, and the daemon's line), and is given back; auto pins it
+#      to the highest allowed CPU with 4 or more, and not at all below
 # Prints TAP.  Each tenant is guest-tenant-helper under tally-run.
 B=${TALLY_BUILDDIR:-.}
 N=${TALLY_CHURN_N:-1000}
-echo "1..9"
+echo "1..10"
 tmp=$(mktemp -d /tmp/tally-lc-XXXXXX)
 daemon=
 mute=
@@ -289,3 +292,43 @@ hostfn_word() { # a tenant waiting for its host functions with no call: word or 
   done
 }
 check "--hostfn-word: a polling worker hears of a host function from the GPU's word" hostfn_word
+
+# worker_cpus: the CPU lists of the daemon's threads that are pinned to one CPU, sorted.
+worker_cpus() {
+  grep -h '^Cpus_allowed_list' /proc/"$daemon"/task/*/status 2>/dev/null | awk '{ print $2 }' |
+    grep -v '[-,]' | sort -u | tr '\n' ' '
+}
+pinned_on() { # pinned_on FLAG...: the CPU list of the LC tenant's worker while it is connected
+  start_daemon --lc-poll yes "$@" || return 1
+  rm -f "$tmp/lc.in"; mkfifo "$tmp/lc.in"
+  helper "unix:$tmp/sock" latency-critical alloc-wait <"$tmp/lc.in" >"$tmp/lc.out" 2>&1 &
+  tenant=$!
+  exec 8>"$tmp/lc.in"
+  i=0
+  while ! grep -qs '^ptr' "$tmp/lc.out" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+  cpus=$(worker_cpus)
+  exec 8>&-
+  wait "$tenant"
+  stop_daemon
+  echo "$cpus"
+}
+lc_poll_cpu() {
+  on=$(pinned_on --lc-poll-cpu 0) || return 1
+  grep -q "tenant 1: its polling worker runs on CPU 0" "$tmp/daemon.log" || {
+    echo "no line for CPU 0"; return 1; }
+  off=$(pinned_on --lc-poll-cpu none) || return 1
+  grep -q "polling worker" "$tmp/daemon.log" && { echo "none still pinned"; return 1; }
+  auto=$(pinned_on) || return 1
+  top=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' | sed 's/.*-//' | sort -n |
+    tail -n 1)
+  ncpu=$(nproc)
+  echo "note: pinned threads with --lc-poll-cpu 0: '$on', none: '$off', auto ($ncpu CPUs): '$auto'"
+  [ "$on" = "0 " ] && [ -z "$off" ] || return 1
+  if [ "$ncpu" -ge 4 ]; then
+    [ "$auto" = "$top " ] && grep -q "its polling worker runs on CPU $top" "$tmp/daemon.log"
+  else
+    [ -z "$auto" ] && grep -q "its polling worker is not pinned" "$tmp/daemon.log"
+  fi
+}
+check "--lc-poll-cpu: the polling worker runs on its own CPU, auto's choice by CPUs allowed" \
+  lc_poll_cpu
