@@ -38,8 +38,11 @@
 
 #include "wire/wire.h"
 
-/* Requests kept per tenant: the last 64K (a ring of 56-byte records, 3.5 MiB). */
-#define HOPS_RING 65536u
+/* Requests kept per tenant: the last 256K (a ring of 56-byte records, 14 MiB of address
+ * space, touched as it fills): one forward-bench run makes over 100K requests (its 1000-kernel
+ * chain alone 101K launches), and the launch + sync rows before the chain must still be there
+ * when the tenant leaves. */
+#define HOPS_RING 262144u
 /* Host functions kept per tenant: the last 4K (48-byte records). */
 #define HOPS_FN_RING 4096u
 
