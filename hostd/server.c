@@ -529,37 +529,37 @@ static void direct_step(worker_t *w, hostd_tenant_t *t, wire_buf_t *reply) {
   (void)wire_direct_read(w->dr, direct_ok, direct_run, &d);
 }
 
-/* --lc-poll-cpu: the polling latency-critical worker runs on that CPU, or
- * (auto) on one pin.c picks, given back by worker_done. */
+/* --lc-poll-cpu: a polling latency-critical worker runs on CPU N, or (auto)
+ * on one pin.c picks; N goes to one worker at a time, the others get what
+ * auto would give them, so no CPU polls for two tenants. worker_done gives
+ * the CPU back. */
 static void worker_pin(worker_t *w) {
   hostd_server_t *s = w->srv;
-  int cpu = s->cfg.lc_poll_cpu, rc;
+  int want = s->cfg.lc_poll_cpu, cpu, rc;
   cpu_set_t set;
   w->cpu = -1;
-  if (!w->poll || cpu == -1)
+  if (!w->poll || want == -1)
     return;
-  if (cpu == HOSTD_CPU_AUTO) {
-    pthread_mutex_lock(&s->lock);
-    if ((cpu = hostd__pin_pick(&s->cpus, &s->pinned, s->dev)) >= 0)
-      CPU_SET(cpu, &s->pinned);
-    pthread_mutex_unlock(&s->lock);
-    if (cpu < 0) {
-      hostd__log(HOSTD_LOG_INFO, "tenant %u: its polling worker is not pinned (--lc-poll-cpu "
-                 "auto: fewer than 4 CPUs allowed, or a quarter of them pinned already)", w->id);
-      return;
-    }
+  pthread_mutex_lock(&s->lock);
+  cpu = want >= 0 && !CPU_ISSET(want, &s->pinned) ? want
+                                                   : hostd__pin_pick(&s->cpus, &s->pinned, s->dev);
+  if (cpu >= 0)
+    CPU_SET(cpu, &s->pinned);
+  pthread_mutex_unlock(&s->lock);
+  if (cpu < 0) {
+    hostd__log(HOSTD_LOG_INFO, "tenant %u: its polling worker is not pinned (--lc-poll-cpu: "
+               "fewer than 4 CPUs allowed, or a quarter of them pinned already)", w->id);
+    return;
   }
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if ((rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) != 0) {
     hostd__log(HOSTD_LOG_WARN, "tenant %u: cannot pin its worker to CPU %d (--lc-poll-cpu): %s",
                w->id, cpu, strerror(rc));
-    if (s->cfg.lc_poll_cpu == HOSTD_CPU_AUTO)
-      worker_unpin(w, cpu);
+    worker_unpin(w, cpu);
     return;
   }
-  if (s->cfg.lc_poll_cpu == HOSTD_CPU_AUTO)
-    w->cpu = cpu;
+  w->cpu = cpu;
   hostd__log(HOSTD_LOG_INFO, "tenant %u: its polling worker runs on CPU %d", w->id, cpu);
 }
 

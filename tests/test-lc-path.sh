@@ -25,8 +25,9 @@
 #      its reach word, and so it does with no flag (the default); no: by the callback; the
 #      functions run either way
 #  10. --lc-poll-cpu: the polling worker runs on the CPU given (its threads' affinity, read
-#      while the tenant is connected, and the daemon's line), and is given back; auto pins it
-#      to the highest allowed CPU with 4 or more, and not at all below
+#      while the tenant is connected, and the daemon's line), a second LC tenant's worker
+#      not on the same one; auto pins it to the highest allowed CPU with 4 or more, and not
+#      at all below
 # Prints TAP.  Each tenant is guest-tenant-helper under tally-run.
 B=${TALLY_BUILDDIR:-.}
 N=${TALLY_CHURN_N:-1000}
@@ -298,36 +299,53 @@ worker_cpus() {
   grep -h '^Cpus_allowed_list' /proc/"$daemon"/task/*/status 2>/dev/null | awk '{ print $2 }' |
     grep -v '[-,]' | sort -u | tr '\n' ' '
 }
-pinned_on() { # pinned_on FLAG...: the CPU list of the LC tenant's worker while it is connected
+pinned_on() { # pinned_on K FLAG...: the CPU lists of the pinned threads while K LC tenants are
+              # connected
+  k=$1; shift
   start_daemon --lc-poll yes "$@" || return 1
-  rm -f "$tmp/lc.in"; mkfifo "$tmp/lc.in"
-  helper "unix:$tmp/sock" latency-critical alloc-wait <"$tmp/lc.in" >"$tmp/lc.out" 2>&1 &
-  tenant=$!
-  exec 8>"$tmp/lc.in"
-  i=0
-  while ! grep -qs '^ptr' "$tmp/lc.out" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+  pids=
+  for j in $(seq 1 "$k"); do
+    rm -f "$tmp/lc$j.in"; mkfifo "$tmp/lc$j.in"
+    helper "unix:$tmp/sock" latency-critical alloc-wait <"$tmp/lc$j.in" >"$tmp/lc$j.out" 2>&1 &
+    pids="$pids $!"
+    eval "exec $((7 + j))>\"\$tmp/lc$j.in\""
+  done
+  for j in $(seq 1 "$k"); do
+    i=0
+    while ! grep -qs '^ptr' "$tmp/lc$j.out" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+  done
   cpus=$(worker_cpus)
-  exec 8>&-
-  wait "$tenant"
+  for j in $(seq 1 "$k"); do eval "exec $((7 + j))>&-"; done
+  for p in $pids; do wait "$p"; done
   stop_daemon
   echo "$cpus"
 }
 lc_poll_cpu() {
-  on=$(pinned_on --lc-poll-cpu 0) || return 1
-  grep -q "tenant 1: its polling worker runs on CPU 0" "$tmp/daemon.log" || {
-    echo "no line for CPU 0"; return 1; }
-  off=$(pinned_on --lc-poll-cpu none) || return 1
-  grep -q "polling worker" "$tmp/daemon.log" && { echo "none still pinned"; return 1; }
-  auto=$(pinned_on) || return 1
   top=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' | sed 's/.*-//' | sort -n |
     tail -n 1)
   ncpu=$(nproc)
-  echo "note: pinned threads with --lc-poll-cpu 0: '$on', none: '$off', auto ($ncpu CPUs): '$auto'"
+  on=$(pinned_on 1 --lc-poll-cpu 0) || return 1
+  grep -q "tenant 1: its polling worker runs on CPU 0" "$tmp/daemon.log" || {
+    echo "no line for CPU 0"; return 1; }
+  # two tenants, one CPU asked for: the second worker gets what auto gives, never CPU 0 too
+  two=$(pinned_on 2 --lc-poll-cpu 0) || return 1
+  [ "$(grep -c "its polling worker runs on CPU 0" "$tmp/daemon.log")" = 1 ] || {
+    echo "CPU 0 given twice"; return 1; }
+  off=$(pinned_on 1 --lc-poll-cpu none) || return 1
+  grep -q "polling worker" "$tmp/daemon.log" && { echo "none still pinned"; return 1; }
+  auto=$(pinned_on 1) || return 1
+  echo "note: pinned threads with --lc-poll-cpu 0: '$on', two tenants: '$two', none: '$off'," \
+    "auto ($ncpu CPUs): '$auto'"
   [ "$on" = "0 " ] && [ -z "$off" ] || return 1
   if [ "$ncpu" -ge 4 ]; then
-    [ "$auto" = "$top " ] && grep -q "its polling worker runs on CPU $top" "$tmp/daemon.log"
+    # a quarter of the CPUs polls at most: with fewer than 8, CPU 0 was the one
+    want="0 "
+    [ "$ncpu" -ge 8 ] && want=$(printf '%s\n' 0 "$top" | sort -u | tr '\n' ' ')
+    [ "$auto" = "$top " ] && grep -q "its polling worker runs on CPU $top" "$tmp/daemon.log" &&
+      [ "$two" = "$want" ]
   else
-    [ -z "$auto" ] && grep -q "its polling worker is not pinned" "$tmp/daemon.log"
+    [ -z "$auto" ] && grep -q "its polling worker is not pinned" "$tmp/daemon.log" &&
+      [ "$two" = "0 " ]
   fi
 }
 check "--lc-poll-cpu: the polling worker runs on its own CPU, auto's choice by CPUs allowed" \
