@@ -694,7 +694,30 @@ static bool tcp_is_loopback(const char *addr) {
   return false;
 }
 
+/* Prints the CPUs of set as ranges ("0-3,8,10-15"). */
+static void print_cpus(FILE *f, const cpu_set_t *set) {
+  const char *sep = "";
+  for (int c = 0; c < CPU_SETSIZE; c++) {
+    int e = c;
+    if (!CPU_ISSET(c, set))
+      continue;
+    while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
+      e++;
+    fprintf(f, e > c ? "%s%d-%d" : "%s%d", sep, c, e);
+    sep = ",";
+    c = e;
+  }
+}
+
 int hostd_config_check(const hostd_config_t *cfg, FILE *err) {
+  cpu_set_t cpus;
+  if (cfg->lc_poll_cpu >= 0 && sched_getaffinity(0, sizeof(cpus), &cpus) == 0 &&
+      !CPU_ISSET(cfg->lc_poll_cpu, &cpus)) {
+    fprintf(err, "tallyd: --lc-poll-cpu %d: tallyd may run on CPUs ", cfg->lc_poll_cpu);
+    print_cpus(err, &cpus);
+    fprintf(err, " only (its affinity); give one of them, auto or none\n");
+    return -EINVAL;
+  }
   if (cfg->tcp_addr[0] && !cfg->token_file[0] && !cfg->insecure_no_token &&
       !tcp_is_loopback(cfg->tcp_addr)) {
     fprintf(err,

@@ -154,6 +154,38 @@ static void bad_guard_values_are_refused(void **state) {
   fclose(e);
 }
 
+/* --lc-poll-cpu N must be a CPU tallyd may run on: the check names the ones it may. */
+static void lc_poll_cpu_outside_the_affinity_is_refused(void **state) {
+  hostd_config_t c;
+  cpu_set_t cpus;
+  char *msg = NULL, want[64];
+  size_t len = 0;
+  FILE *e, *dn = devnull();
+  int first = -1;
+  (void)state;
+  assert_int_equal(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+  for (int i = 0; i < CPU_SETSIZE && first < 0; i++)
+    if (CPU_ISSET(i, &cpus))
+      first = i;
+  hostd_config_init(&c);
+  c.lc_poll_cpu = first;
+  assert_int_equal(hostd_config_check(&c, dn), 0);
+  c.lc_poll_cpu = HOSTD_CPU_AUTO;
+  assert_int_equal(hostd_config_check(&c, dn), 0);
+  fclose(dn);
+  if (CPU_ISSET(CPU_SETSIZE - 1, &cpus))
+    return; /* every CPU allowed: nothing to refuse */
+  c.lc_poll_cpu = CPU_SETSIZE - 1;
+  assert_non_null(e = open_memstream(&msg, &len));
+  assert_int_equal(hostd_config_check(&c, e), -EINVAL);
+  fclose(e);
+  snprintf(want, sizeof(want), "--lc-poll-cpu %d: tallyd may run on CPUs %d", CPU_SETSIZE - 1,
+           first);
+  assert_non_null(strstr(msg, want));
+  assert_non_null(strstr(msg, "give one of them, auto or none"));
+  free(msg);
+}
+
 /* Finding 2: a non-loopback TCP address needs a token or the explicit flag. */
 static void non_loopback_tcp_without_token_is_refused(void **state) {
   hostd_config_t c;
@@ -581,6 +613,7 @@ int main(void) {
       cmocka_unit_test(guard_flags_parse_from_command_line_and_file),
       cmocka_unit_test(bad_guard_values_are_refused),
       cmocka_unit_test(non_loopback_tcp_without_token_is_refused),
+      cmocka_unit_test(lc_poll_cpu_outside_the_affinity_is_refused),
       cmocka_unit_test(token_of_256_bytes_is_kept_whole),
       cmocka_unit_test(blank_token_refused_and_open_token_file_warns),
       cmocka_unit_test(state_folder_is_made_0700),

@@ -27,7 +27,7 @@
 #  10. --lc-poll-cpu: the polling worker runs on the CPU given (its threads' affinity, read
 #      while the tenant is connected, and the daemon's line), a second LC tenant's worker
 #      not on the same one; auto pins it to the highest allowed CPU with 4 or more, and not
-#      at all below
+#      at all below; a CPU tallyd may not run on is refused at start
 # Prints TAP.  Each tenant is guest-tenant-helper under tally-run.
 B=${TALLY_BUILDDIR:-.}
 N=${TALLY_CHURN_N:-1000}
@@ -321,31 +321,39 @@ pinned_on() { # pinned_on K FLAG...: the CPU lists of the pinned threads while K
   echo "$cpus"
 }
 lc_poll_cpu() {
-  top=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' | sed 's/.*-//' | sort -n |
-    tail -n 1)
+  allowed=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //')
+  lo=$(echo "$allowed" | cut -d, -f1 | cut -d- -f1)
+  top=$(echo "$allowed" | tr ',' '\n' | sed 's/.*-//' | sort -n | tail -n 1)
   ncpu=$(nproc)
-  on=$(pinned_on 1 --lc-poll-cpu 0) || return 1
-  grep -q "tenant 1: its polling worker runs on CPU 0" "$tmp/daemon.log" || {
-    echo "no line for CPU 0"; return 1; }
-  # two tenants, one CPU asked for: the second worker gets what auto gives, never CPU 0 too
-  two=$(pinned_on 2 --lc-poll-cpu 0) || return 1
-  [ "$(grep -c "its polling worker runs on CPU 0" "$tmp/daemon.log")" = 1 ] || {
-    echo "CPU 0 given twice"; return 1; }
+  on=$(pinned_on 1 --lc-poll-cpu "$lo") || return 1
+  grep -q "tenant 1: its polling worker runs on CPU $lo\$" "$tmp/daemon.log" || {
+    echo "no line for CPU $lo"; return 1; }
+  # two tenants, one CPU asked for: the second worker gets what auto gives, never CPU lo too
+  two=$(pinned_on 2 --lc-poll-cpu "$lo") || return 1
+  [ "$(grep -c "its polling worker runs on CPU $lo\$" "$tmp/daemon.log")" = 1 ] || {
+    echo "CPU $lo given twice"; return 1; }
   off=$(pinned_on 1 --lc-poll-cpu none) || return 1
   grep -q "polling worker" "$tmp/daemon.log" && { echo "none still pinned"; return 1; }
   auto=$(pinned_on 1) || return 1
-  echo "note: pinned threads with --lc-poll-cpu 0: '$on', two tenants: '$two', none: '$off'," \
-    "auto ($ncpu CPUs): '$auto'"
-  [ "$on" = "0 " ] && [ -z "$off" ] || return 1
+  # a CPU tallyd may not run on is refused at start, naming the ones it may
+  bad=$("$B/hostd/tallyd-record" --listen-unix "$tmp/bad.sock" --lc-poll-cpu 1023 2>&1)
+  rc=$?
+  echo "note: pinned threads with --lc-poll-cpu $lo: '$on', two tenants: '$two', none:" \
+    "'$off', auto ($ncpu CPUs): '$auto'; --lc-poll-cpu 1023: exit $rc"
+  [ "$on" = "$lo " ] && [ -z "$off" ] || return 1
+  if ! echo "$allowed" | grep -q 1023; then
+    [ $rc = 2 ] && echo "$bad" | grep -q "lc-poll-cpu 1023: tallyd may run on CPUs .*$top only" ||
+      return 1
+  fi
   if [ "$ncpu" -ge 4 ]; then
-    # a quarter of the CPUs polls at most: with fewer than 8, CPU 0 was the one
-    want="0 "
-    [ "$ncpu" -ge 8 ] && want=$(printf '%s\n' 0 "$top" | sort -u | tr '\n' ' ')
+    # a quarter of the CPUs polls at most: with fewer than 8, CPU lo was the one
+    want="$lo "
+    [ "$ncpu" -ge 8 ] && want=$(printf '%s\n' "$lo" "$top" | sort -u | tr '\n' ' ')
     [ "$auto" = "$top " ] && grep -q "its polling worker runs on CPU $top" "$tmp/daemon.log" &&
       [ "$two" = "$want" ]
   else
     [ -z "$auto" ] && grep -q "its polling worker is not pinned" "$tmp/daemon.log" &&
-      [ "$two" = "0 " ]
+      [ "$two" = "$lo " ]
   fi
 }
 check "--lc-poll-cpu: the polling worker runs on its own CPU, auto's choice by CPUs allowed" \
