@@ -133,6 +133,7 @@ typedef struct hostd_row {
   uint32_t weight;   /* the scheduler's weight of the tenant; 0: not scheduled */
   int64_t p50_us, p99_us; /* latency-critical request latency over the last minute, -1: none */
   uint64_t sliced, ptb, flush; /* launches of its kernels' sliced / PTB / FLUSH variants */
+  int cpu;           /* the CPU its polling worker is pinned to (--lc-poll-cpu), -1: none */
 } hostd_row_t;
 
 /* The scheduler's daemon-wide counters (sched.h), for the view. */

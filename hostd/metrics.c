@@ -32,7 +32,7 @@ static void opt_num(char *out, size_t cap, int64_t v, const char *unit) {
 }
 
 static void row_line(FILE *f, const hostd_row_t *r) {
-  char name[300], peer[200], since[32], gpu[32], p50[32], p99[32], weight[16];
+  char name[300], peer[200], since[32], gpu[32], p50[32], p99[32], weight[16], cpu[16];
   struct tm tm;
   time_t t = (time_t)r->since;
   gmtime_r(&t, &tm);
@@ -41,12 +41,14 @@ static void row_line(FILE *f, const hostd_row_t *r) {
   opt_num(weight, sizeof(weight), r->weight ? (int64_t)r->weight : -1, "");
   opt_num(p50, sizeof(p50), r->prio == 0 ? r->p50_us : -1, "us");
   opt_num(p99, sizeof(p99), r->prio == 0 ? r->p99_us : -1, "us");
-  fprintf(f, "%-4u %-20s %-24s %-16s %-6s %-9s %-20s %12llu %9llu %8s %5llu %8s %8s %8llu %8llu\n",
+  opt_num(cpu, sizeof(cpu), r->cpu, "");
+  fprintf(f, "%-4u %-20s %-24s %-16s %-6s %-9s %-20s %12llu %9llu %8s %5llu %8s %8s %8llu %8llu "
+          "%4s\n",
           r->id, hostd__escape(name, sizeof(name), r->name),
           hostd__escape(peer, sizeof(peer), r->peer), class_name(r->prio), weight, r->transport,
           since, (unsigned long long)r->mem, (unsigned long long)r->kernels, gpu,
           (unsigned long long)r->queue, p50, p99, (unsigned long long)r->sliced,
-          (unsigned long long)r->ptb);
+          (unsigned long long)r->ptb, cpu);
 }
 
 /* "scheduler: ..." under the first line, when the scheduler runs. */
@@ -84,9 +86,9 @@ char *hostd__view_status(const hostd_view_t *v) {
           (unsigned long long)v->mc.mem_bytes, (unsigned long long)v->mc.disk_bytes,
           v->refusals);
   sched_line(f, &v->sched);
-  fprintf(f, "%-4s %-20s %-24s %-16s %-6s %-9s %-20s %12s %9s %8s %5s %8s %8s %8s %8s\n", "ID",
-          "NAME", "PID/PEER", "CLASS", "WEIGHT", "TRANSPORT", "SINCE", "DEVMEM", "KERNELS",
-          "GPUTIME", "QUEUE", "LC_P50", "LC_P99", "SLICED", "PTB");
+  fprintf(f, "%-4s %-20s %-24s %-16s %-6s %-9s %-20s %12s %9s %8s %5s %8s %8s %8s %8s %4s\n",
+          "ID", "NAME", "PID/PEER", "CLASS", "WEIGHT", "TRANSPORT", "SINCE", "DEVMEM", "KERNELS",
+          "GPUTIME", "QUEUE", "LC_P50", "LC_P99", "SLICED", "PTB", "CPU");
   for (size_t i = 0; i < v->n; i++)
     row_line(f, &v->rows[i]);
   if (fclose(f) != 0) {

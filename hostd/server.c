@@ -114,7 +114,7 @@ typedef struct worker {
   hostd_lat_t *lat;        /* latency-critical only: its requests (latency.c) */
   bool poll;               /* latency-critical under --lc-poll: never sleeps on cv */
   bool want_dr;            /* poll and --lc-direct: read the ring itself once wire has it */
-  int cpu;                 /* the CPU it is pinned to (--lc-poll-cpu), -1 = none */
+  int cpu;                 /* the CPU it is pinned to (--lc-poll-cpu), -1 = none; atomic */
   wire_direct_t *dr;       /* the tenant's ring, read by this worker (wire_tenant_direct) */
   uint64_t wake_until;     /* atomic: poll the queue until then (monotonic ns) instead of
                               sleeping; set by a reached host function (hostfn_cue) */
@@ -559,7 +559,7 @@ static void worker_pin(worker_t *w) {
     worker_unpin(w, cpu);
     return;
   }
-  w->cpu = cpu;
+  __atomic_store_n(&w->cpu, cpu, __ATOMIC_RELAXED); /* the operator's view reads it */
   hostd__log(HOSTD_LOG_INFO, "tenant %u: its polling worker runs on CPU %d", w->id, cpu);
 }
 
@@ -1529,6 +1529,7 @@ static void row_fill(hostd_row_t *r, worker_t *w) {
   r->ptb = __atomic_load_n(&w->quota.ptb, __ATOMIC_RELAXED);
   r->flush = __atomic_load_n(&w->quota.flush, __ATOMIC_RELAXED);
   hostd__lat_quantiles(w->lat, hostd__mono_ns(), &r->p50_us, &r->p99_us);
+  r->cpu = __atomic_load_n(&w->cpu, __ATOMIC_RELAXED);
 }
 
 /* The scheduler's daemon-wide counters (zero under --policy none). */

@@ -497,9 +497,9 @@ static void view_texts_list_tenants_escaped(void **state) {
   hostd_row_t rows[2] = {
       {.id = 1, .name = "serve", .peer = "pid 10 uid 0", .transport = "shm", .prio = 0,
        .mem = 4096, .kernels = 7, .queue = 2, .gpu_ns = 2500000000, .weight = 1, .p50_us = 800,
-       .p99_us = 2100},
+       .p99_us = 2100, .cpu = 15},
       {.id = 2, .name = "ev\"il\n", .peer = "10.0.0.2:5", .transport = "tcp", .prio = 1,
-       .gpu_ns = -1, .p50_us = -1, .p99_us = -1}};
+       .gpu_ns = -1, .p50_us = -1, .p99_us = -1, .cpu = -1}};
   hostd_view_t v = {.rows = rows, .n = 2, .calls = 5};
   char *s = hostd__view_status(&v), *m = hostd__view_metrics(&v);
   (void)state;
@@ -513,6 +513,9 @@ static void view_texts_list_tenants_escaped(void **state) {
   assert_non_null(strstr(m, "tally_tenant_kernels_total{tenant=\"serve\""));
   assert_non_null(strstr(s, "2500ms"));  /* GPU time */
   assert_non_null(strstr(s, "2100us"));  /* LC p99 */
+  assert_non_null(strstr(s, " CPU\n"));
+  assert_non_null(strstr(s, "       0   15\n")); /* its polling worker's CPU, after PTB */
+  assert_non_null(strstr(s, "       0    -\n")); /* none pinned */
   assert_non_null(strstr(m, "tally_tenant_gpu_seconds_total{tenant=\"serve\",id=\"1\","
                             "class=\"latency-critical\"} 2.500000\n"));
   assert_non_null(strstr(m, "tally_tenant_weight{tenant=\"serve\",id=\"1\","
@@ -533,9 +536,9 @@ static void view_texts_list_tenants_escaped(void **state) {
 static void view_texts_show_variant_launches_and_turnaround(void **state) {
   hostd_row_t rows[2] = {
       {.id = 1, .name = "lc", .transport = "shm", .prio = 0, .gpu_ns = 0, .weight = 1,
-       .p50_us = -1, .p99_us = -1},
+       .p50_us = -1, .p99_us = -1, .cpu = 3},
       {.id = 2, .name = "be", .transport = "shm", .prio = 1, .gpu_ns = 0, .weight = 1,
-       .p50_us = -1, .p99_us = -1, .sliced = 41, .ptb = 17, .flush = 3}};
+       .p50_us = -1, .p99_us = -1, .sliced = 41, .ptb = 17, .flush = 3, .cpu = -1}};
   hostd_view_t v = {.rows = rows, .n = 2,
                     .sched = {.on = 1, .sliced = 41, .ptb = 17, .flush = 3, .given_up = 96,
                               .whole = 2, .whole_forms = 6, .preempts = 5, .early_raises = 3,
@@ -555,17 +558,18 @@ static void view_texts_show_variant_launches_and_turnaround(void **state) {
   assert_non_null(strstr(s, "SLICED"));
   assert_non_null(line = strstr(s, "\n2    be"));
   {
-    /* the last two columns of the tenant's row */
-    char row[512], *tok, *prev = NULL, *last = NULL;
+    /* the two columns before the last (CPU) of the tenant's row */
+    char row[512], *tok, *prev2 = NULL, *prev = NULL, *last = NULL;
     size_t n = strcspn(line + 1, "\n");
     assert_true(n < sizeof(row));
     memcpy(row, line + 1, n);
     row[n] = 0;
     for (tok = strtok(row, " "); tok; tok = strtok(NULL, " "))
-      prev = last, last = tok;
-    assert_non_null(prev);
-    sl = strtoull(prev, NULL, 10);
-    pt = strtoull(last, NULL, 10);
+      prev2 = prev, prev = last, last = tok;
+    assert_non_null(prev2);
+    assert_string_equal(last, "-");
+    sl = strtoull(prev2, NULL, 10);
+    pt = strtoull(prev, NULL, 10);
   }
   assert_int_equal(sl, 41);
   assert_int_equal(pt, 17);
