@@ -83,10 +83,16 @@ int hostd__restart_inherit(int *unix_fd, int *tcp_fd);
 int hostd__restart_exec(char *const argv[], int unix_fd, int tcp_fd);
 
 /* ---- CPUs for polling workers (pin.c) ---- */
+/* core_of[c] (CPU_SETSIZE entries) for each CPU c: the lowest CPU of its core (SMT
+ * siblings, from sysfs; c itself where unknown). */
+void hostd__pin_cores(const cpu_set_t *allowed, int16_t *core_of);
 /* The CPU for the next polling latency-critical worker under --lc-poll-cpu auto: the
  * highest allowed CPU not in taken, starting skip (the GPU ordinal) allowed CPUs below the
- * highest; -1 = do not pin (fewer than 4 allowed, or a quarter of them already taken). */
-int hostd__pin_pick(const cpu_set_t *allowed, const cpu_set_t *taken, int skip);
+ * highest, on a core with no CPU taken while there is one (core_of as hostd__pin_cores made
+ * it, or NULL: one CPU per core); -1 = do not pin (fewer than 4 allowed, or a quarter of
+ * them already taken). */
+int hostd__pin_pick(const cpu_set_t *allowed, const cpu_set_t *taken, const int16_t *core_of,
+                    int skip);
 
 /* ---- tenants (tenant.c) ---- */
 typedef struct hostd_tenant hostd_tenant_t;

@@ -166,6 +166,7 @@ struct hostd_server {
   int dev;                 /* the GPU ordinal served */
   cpu_set_t cpus;          /* tallyd's affinity at start: what --lc-poll-cpu auto picks from */
   cpu_set_t pinned;        /* CPUs given to polling workers (under lock) */
+  int16_t core_of[CPU_SETSIZE]; /* each CPU's core (hostd__pin_cores), read at start */
   uint64_t test_gap_ns;    /* TALLYD_TEST_DIRECT_GAP_US (tests only): the worker waits this
                               long between choosing its ring and reading it */
   uint64_t hostfn_wake_ns; /* --hostfn-wake-us resolved (0 = no cue) */
@@ -541,8 +542,10 @@ static void worker_pin(worker_t *w) {
   if (!w->poll || want == -1)
     return;
   pthread_mutex_lock(&s->lock);
-  cpu = want >= 0 && !CPU_ISSET(want, &s->pinned) ? want
-                                                   : hostd__pin_pick(&s->cpus, &s->pinned, s->dev);
+  if (want >= 0 && !CPU_ISSET(want, &s->pinned))
+    cpu = want;
+  else
+    cpu = hostd__pin_pick(&s->cpus, &s->pinned, s->core_of, s->dev);
   if (cpu >= 0)
     CPU_SET(cpu, &s->pinned);
   pthread_mutex_unlock(&s->lock);
@@ -1460,6 +1463,7 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   CPU_ZERO(&s->pinned);
   if (sched_getaffinity(0, sizeof(s->cpus), &s->cpus) != 0)
     CPU_ZERO(&s->cpus); /* unknown: auto pins nothing */
+  hostd__pin_cores(&s->cpus, s->core_of);
   if ((rc = check_setup(s, cfg)) != 0)
     goto fail_token;
   r = hostd__gpu.init(dev, &hostd__snapshot);

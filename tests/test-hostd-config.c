@@ -27,31 +27,80 @@ static cpu_set_t cpus(int lo, int hi) {
 static void pin_pick_counts_down_and_stops_at_a_quarter(void **state) {
   cpu_set_t all = cpus(0, 15), none = cpus(1, 0), taken = cpus(1, 0), odd = cpus(1, 0);
   (void)state;
-  assert_int_equal(hostd__pin_pick(&all, &none, 0), 15);
-  assert_int_equal(hostd__pin_pick(&all, &none, 1), 14); /* tallyd of GPU 1 */
-  assert_int_equal(hostd__pin_pick(&all, &none, 17), 14); /* more GPUs than CPUs: wraps */
+  assert_int_equal(hostd__pin_pick(&all, &none, NULL, 0), 15);
+  assert_int_equal(hostd__pin_pick(&all, &none, NULL, 1), 14); /* tallyd of GPU 1 */
+  assert_int_equal(hostd__pin_pick(&all, &none, NULL, 17), 14); /* more GPUs than CPUs: wraps */
   for (int want = 15; want >= 12; want--) { /* a quarter of 16: four workers */
-    int c = hostd__pin_pick(&all, &taken, 0);
+    int c = hostd__pin_pick(&all, &taken, NULL, 0);
     assert_int_equal(c, want);
     CPU_SET(c, &taken);
   }
-  assert_int_equal(hostd__pin_pick(&all, &taken, 0), -1);
+  assert_int_equal(hostd__pin_pick(&all, &taken, NULL, 0), -1);
   CPU_CLR(14, &taken); /* a worker left: its CPU is given again */
-  assert_int_equal(hostd__pin_pick(&all, &taken, 0), 14);
+  assert_int_equal(hostd__pin_pick(&all, &taken, NULL, 0), 14);
   taken = cpus(1, 0);
   CPU_SET(10, &taken); /* below the start taken: the next free one below */
-  assert_int_equal(hostd__pin_pick(&all, &taken, 5), 9);
+  assert_int_equal(hostd__pin_pick(&all, &taken, NULL, 5), 9);
   /* only CPUs in the mask, counted in the mask's order */
   for (int c = 1; c < 16; c += 2)
     CPU_SET(c, &odd);
-  assert_int_equal(hostd__pin_pick(&odd, &none, 0), 15);
-  assert_int_equal(hostd__pin_pick(&odd, &none, 2), 11);
+  assert_int_equal(hostd__pin_pick(&odd, &none, NULL, 0), 15);
+  assert_int_equal(hostd__pin_pick(&odd, &none, NULL, 2), 11);
   all = cpus(0, 2); /* three CPUs: never */
-  assert_int_equal(hostd__pin_pick(&all, &none, 0), -1);
+  assert_int_equal(hostd__pin_pick(&all, &none, NULL, 0), -1);
   all = cpus(0, 3); /* four: one */
-  assert_int_equal(hostd__pin_pick(&all, &none, 3), 0);
+  assert_int_equal(hostd__pin_pick(&all, &none, NULL, 3), 0);
   CPU_SET(0, &taken);
-  assert_int_equal(hostd__pin_pick(&all, &taken, 0), -1);
+  assert_int_equal(hostd__pin_pick(&all, &taken, NULL, 0), -1);
+}
+
+/* Two hardware threads per core (0-1, 2-3, ...): a second worker goes to another core while
+ * one is free (above the start too), and to a sibling only when every core has a worker. */
+static void pin_pick_prefers_a_core_of_its_own(void **state) {
+  cpu_set_t all = cpus(0, 31), taken = cpus(1, 0);
+  int16_t core_of[CPU_SETSIZE];
+  (void)state;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    core_of[c] = (int16_t)(c & ~1);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 0), 31);
+  CPU_SET(31, &taken);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 0), 29); /* not 30, 31's sibling */
+  CPU_SET(29, &taken);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 0), 27);
+  all = cpus(0, 7);
+  taken = cpus(1, 0);
+  CPU_SET(6, &taken);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 0), 5); /* not 7, 6's sibling */
+  CPU_SET(5, &taken);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 0), -1); /* a quarter of 8 is 2 */
+  /* GPU 12's tallyd starts at CPU 3: cores 2 and 0 taken there, a free core above it wins
+   * over a sibling at the start */
+  all = cpus(0, 15);
+  taken = cpus(1, 0);
+  CPU_SET(3, &taken);
+  CPU_SET(1, &taken);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 12), 15);
+  all = cpus(0, 15); /* cores 0, 4, 8, 12 taken on their odd CPUs: the quarter is given */
+  taken = cpus(1, 0);
+  for (int c = 0; c < 16; c += 4)
+    CPU_SET(c + 1, &taken);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 0), -1);
+  CPU_CLR(13, &taken);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 0), 15); /* core 14 has none now */
+  /* eight threads a core, both cores with a worker: a sibling, from the start down */
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    core_of[c] = (int16_t)(c & ~7);
+  taken = cpus(1, 0);
+  CPU_SET(15, &taken);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 0), 7); /* the other core first */
+  CPU_SET(7, &taken);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 0), 14);
+  assert_int_equal(hostd__pin_pick(&all, &taken, core_of, 2), 13);
+  /* the sysfs reading names every allowed CPU's core, itself where it cannot tell */
+  hostd__pin_cores(&all, core_of);
+  for (int c = 0; c < 16; c++)
+    assert_true(core_of[c] >= 0 && core_of[c] <= c);
+  assert_int_equal(core_of[100], 100); /* not allowed: itself */
 }
 
 static void config_parses_every_flag(void **state) {
@@ -521,6 +570,7 @@ int main(void) {
       cmocka_unit_test(be_sms_takes_a_count_or_a_share),
       cmocka_unit_test(context_limit_bounds_parse_as_sizes),
       cmocka_unit_test(pin_pick_counts_down_and_stops_at_a_quarter),
+      cmocka_unit_test(pin_pick_prefers_a_core_of_its_own),
   };
   return cmocka_run_group_tests_name("hostd-config", tests, NULL, NULL);
 }
