@@ -362,7 +362,7 @@ static void ask_close(worker_t *w, const char *why) {
   uv_async_send(&s->close_async);
 }
 
-/* A CPU that --lc-poll-cpu auto gave a worker is free again. */
+/* The CPU worker_pin took for w is free again. */
 static void worker_unpin(worker_t *w, int cpu) {
   pthread_mutex_lock(&w->srv->lock);
   CPU_CLR(cpu, &w->srv->pinned);
@@ -538,7 +538,6 @@ static void worker_pin(worker_t *w) {
   hostd_server_t *s = w->srv;
   int want = s->cfg.lc_poll_cpu, cpu, rc;
   cpu_set_t set;
-  w->cpu = -1;
   if (!w->poll || want == -1)
     return;
   pthread_mutex_lock(&s->lock);
