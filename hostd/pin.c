@@ -8,7 +8,7 @@
  * processes land. One tallyd serves one GPU, so tallyd for GPU k starts k CPUs lower, and two
  * daemons on one host do not pick the same CPU for their first latency-critical tenant. Where
  * a core runs two hardware threads (SMT), a second worker goes to another core while one is
- * free: two pollers on one core would each run at about half speed.
+ * free: two pollers on one core would share its execution units.
  *
  * Invariants: a CPU is never given to two workers of one tallyd; at most a quarter of the
  * allowed CPUs are given out; with fewer than 4 allowed CPUs nothing is pinned (there the
