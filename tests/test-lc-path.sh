@@ -26,7 +26,7 @@
 #      functions run either way
 #  10. --lc-poll-cpu: the polling worker runs on the CPU given (its threads' affinity, read
 #      while the tenant is connected, and the daemon's line), a second LC tenant's worker
-#      not on the same one; auto pins it to the highest allowed CPU with 4 or more, and not
+#      not on the same one, the next one after it left on it again; auto pins it to the highest allowed CPU with 4 or more, and not
 #      at all below; a CPU tallyd may not run on is refused at start
 # Prints TAP.  Each tenant is guest-tenant-helper under tally-run.
 B=${TALLY_BUILDDIR:-.}
@@ -332,6 +332,17 @@ lc_poll_cpu() {
   two=$(pinned_on 2 --lc-poll-cpu "$lo") || return 1
   [ "$(grep -c "its polling worker runs on CPU $lo\$" "$tmp/daemon.log")" = 1 ] || {
     echo "CPU $lo given twice"; return 1; }
+  # a tenant that left gives its CPU back: the next one, after its cleanup, gets it again
+  start_daemon --lc-poll yes --lc-poll-cpu "$lo" || return 1
+  for j in 1 2; do
+    helper "unix:$tmp/sock" latency-critical init >/dev/null 2>&1 || { stop_daemon; return 1; }
+    i=0
+    while [ "$(grep -c 'cleaned up' "$tmp/daemon.log")" -lt $j ] && [ $i -lt 200 ]; do
+      i=$((i + 1)); sleep 0.05; done
+  done
+  stop_daemon
+  again=$(grep -c "its polling worker runs on CPU $lo\$" "$tmp/daemon.log")
+  [ "$again" = 2 ] || { echo "CPU $lo given $again times to two tenants in a row"; return 1; }
   off=$(pinned_on 1 --lc-poll-cpu none) || return 1
   grep -q "polling worker" "$tmp/daemon.log" && { echo "none still pinned"; return 1; }
   auto=$(pinned_on 1) || return 1
