@@ -1342,6 +1342,11 @@ static int start_loop(hostd_server_t *s, const hostd_config_t *cfg, bool handle_
   s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
   s->lc_poll = lc_poll(cfg);
   s->lc_direct = s->lc_poll && cfg->lc_direct != 0;
+  /* What worker_pin picks from, read only where a worker will poll and may be pinned
+   * (s is calloc'd: with nothing read, cpus is empty and pin.c pins nothing). */
+  if (s->lc_poll && cfg->lc_poll_cpu != -1 &&
+      sched_getaffinity(0, sizeof(s->cpus), &s->cpus) == 0)
+    hostd__pin_cores(&s->cpus, s->core_of);
   s->hostfn_word = cfg->hostfn_word != 0;
   {
     const char *gap = getenv("TALLYD_TEST_DIRECT_GAP_US");
@@ -1459,10 +1464,6 @@ int hostd_server_new(hostd_server_t **out, const hostd_config_t *cfg, bool handl
   if (cfg->gpus[0])
     dev = atoi(cfg->gpus); /* config.c accepts one ordinal: one GPU per tallyd */
   s->dev = dev;
-  CPU_ZERO(&s->pinned);
-  if (sched_getaffinity(0, sizeof(s->cpus), &s->cpus) != 0)
-    CPU_ZERO(&s->cpus); /* unknown: auto pins nothing */
-  hostd__pin_cores(&s->cpus, s->core_of);
   if ((rc = check_setup(s, cfg)) != 0)
     goto fail_token;
   r = hostd__gpu.init(dev, &hostd__snapshot);
