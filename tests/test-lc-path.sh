@@ -26,8 +26,9 @@
 #      functions run either way
 #  10. --lc-poll-cpu: the polling worker runs on the CPU given (its threads' affinity, read
 #      while the tenant is connected, and the daemon's line), a second LC tenant's worker
-#      not on the same one, the next one after it left on it again; auto pins it to the highest allowed CPU with 4 or more, and not
-#      at all below; a CPU tallyd may not run on is refused at start
+#      not on the same one, the next one after it left on it again; auto pins it to the
+#      highest allowed CPU with 4 or more, and not at all below; a CPU tallyd may not run on
+#      is refused at start
 # Prints TAP.  Each tenant is guest-tenant-helper under tally-run.
 B=${TALLY_BUILDDIR:-.}
 N=${TALLY_CHURN_N:-1000}
@@ -51,6 +52,29 @@ S=${TALLY_SRCDIR:-$(dirname "$0")/..}
 . "$S/tests/record-daemon.sh"
 cpu_ticks() { # user + system ticks of pid $1
   sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+cleaned_up() { # cleaned_up N: waits (10 s at most) until tallyd logged N tenants cleaned up
+  i=0
+  while [ "$(grep -c 'cleaned up' "$tmp/daemon.log")" -lt "$1" ] && [ $i -lt 200 ]; do
+    i=$((i + 1)); sleep 0.05; done
+}
+# lc_hold J [VAR=VALUE...]: latency-critical tenant J (alloc-wait, with those variables) is
+# connected and has allocated when it returns, and stays until lc_release J; its output is in
+# $tmp/lcJ.out and $tmp/lcJ.err, its standard input the fifo $tmp/lcJ.in on descriptor 7 + J.
+lc_hold() {
+  lc_j=$1; shift
+  rm -f "$tmp/lc$lc_j.in"; mkfifo "$tmp/lc$lc_j.in"
+  (for a in "$@"; do export "$a"; done
+   helper "unix:$tmp/sock" latency-critical alloc-wait) <"$tmp/lc$lc_j.in" >"$tmp/lc$lc_j.out" \
+    2>"$tmp/lc$lc_j.err" &
+  eval "lc_pid$lc_j=\$!"
+  eval "exec $((7 + lc_j))>\"\$tmp/lc$lc_j.in\""
+  i=0
+  while ! grep -qs '^ptr' "$tmp/lc$lc_j.out" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+}
+lc_release() { # lc_release J: tenant J reads the end of its input and exits
+  eval "exec $(($1 + 7))>&-"
+  eval "wait \$lc_pid$1"
 }
 
 churn() {
@@ -197,23 +221,16 @@ runnable_share() {
 idle_cpu() { # idle_cpu MODE: prints tallyd's CPU % and runnable share (runnable_share) over
              # 1 s with an idle LC tenant
   start_daemon --lc-poll "$1" || return 1
-  rm -f "$tmp/lc.in"; mkfifo "$tmp/lc.in"
-  TALLY_LC_SPIN_US=abc helper "unix:$tmp/sock" latency-critical alloc-wait <"$tmp/lc.in" \
-    >"$tmp/lc.out" 2>"$tmp/lc.err" &
-  tenant=$!
-  exec 8>"$tmp/lc.in"
-  i=0
-  while ! grep -qs '^ptr' "$tmp/lc.out" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+  lc_hold 1 TALLY_LC_SPIN_US=abc
   sleep 0.2
   a=$(cpu_ticks "$daemon"); run=$(runnable_share "$daemon"); b=$(cpu_ticks "$daemon")
-  exec 8>&-
-  wait "$tenant"
+  lc_release 1
   stop_daemon
   echo "$(((b - a) * 100 / $(getconf CLK_TCK))) $run"
 }
 lc_poll() {
   yes=$(idle_cpu yes) || return 1
-  grep -q "TALLY_LC_SPIN_US=abc: expected" "$tmp/lc.err" || { echo "bad TALLY_LC_SPIN_US not logged"; return 1; }
+  grep -q "TALLY_LC_SPIN_US=abc: expected" "$tmp/lc1.err" || { echo "bad TALLY_LC_SPIN_US not logged"; return 1; }
   no=$(idle_cpu no) || return 1
   set -- $yes $no
   echo "note: tallyd with an idle latency-critical tenant: --lc-poll yes ${1}% CPU, runnable" \
@@ -242,9 +259,7 @@ direct() { # the same requests with the worker reading the ring itself (--lc-dir
     # ring it reads: the loop must take the ring back (a hang here is the fault).
     hcs=$(helper "unix:$tmp/sock" latency-critical hostfn-ctxsync) ||
       { echo "hostfn-ctxsync: exit $?"; return 1; }
-    i=0 # the workers' last lines come after their tenants left
-    while [ "$(grep -c 'cleaned up' "$tmp/daemon.log")" -lt 3 ] && [ $i -lt 200 ]; do
-      i=$((i + 1)); sleep 0.05; done
+    cleaned_up 3 # the workers' last lines come after their tenants left
     stop_daemon
     frames=$(sed -n 's/.*its worker read \([0-9]*\) frames.*/\1/p' "$tmp/daemon.log" | head -n 1)
     echo "note: --lc-direct $mode: sync-word '$(echo $sw)', order '$ord', '$hcs', frames read" \
@@ -261,8 +276,7 @@ check "--lc-direct: the LC worker reads its ring itself, with the same results" 
 slow_reader() { # the queue the loop filled first, then the ring: spaced 0 of 512
   TALLYD_TEST_DIRECT_GAP_US=150 start_daemon --lc-poll yes --lc-direct yes || return 1
   ord=$(helper "unix:$tmp/sock" latency-critical spaced) || { echo "spaced: exit $?"; stop_daemon; return 1; }
-  i=0
-  while ! grep -q 'cleaned up' "$tmp/daemon.log" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
+  cleaned_up 1
   stop_daemon
   echo "note: worker 150 us late to its ring: '$ord'," \
     "$(sed -n 's/.*(its worker read \(.*\))$/\1/p' "$tmp/daemon.log")"
@@ -278,9 +292,7 @@ hostfn_word() { # a tenant waiting for its host functions with no call: word or 
     TALLYD_RECORD_HOSTFN_LATE_US=20000 start_daemon --lc-poll yes $flag || return 1
     hw=$(helper "unix:$tmp/sock" latency-critical hostfn-wait) || { echo "exit $?"; stop_daemon; return 1; }
     hcs=$(helper "unix:$tmp/sock" latency-critical hostfn-ctxsync) || { stop_daemon; return 1; }
-    i=0
-    while [ "$(grep -c 'cleaned up' "$tmp/daemon.log")" -lt 2 ] && [ $i -lt 200 ]; do
-      i=$((i + 1)); sleep 0.05; done
+    cleaned_up 2
     stop_daemon
     reached=$(grep 'host functions reached' "$tmp/daemon.log" | head -n 1 | sed 's/.*reached //')
     echo "note: --hostfn-word $mode: '$hw', '$hcs', reached ${reached:-(no line)}"
@@ -303,20 +315,9 @@ pinned_on() { # pinned_on K FLAG...: the CPU lists of the pinned threads while K
               # connected
   k=$1; shift
   start_daemon --lc-poll yes "$@" || return 1
-  pids=
-  for j in $(seq 1 "$k"); do
-    rm -f "$tmp/lc$j.in"; mkfifo "$tmp/lc$j.in"
-    helper "unix:$tmp/sock" latency-critical alloc-wait <"$tmp/lc$j.in" >"$tmp/lc$j.out" 2>&1 &
-    pids="$pids $!"
-    eval "exec $((7 + j))>\"\$tmp/lc$j.in\""
-  done
-  for j in $(seq 1 "$k"); do
-    i=0
-    while ! grep -qs '^ptr' "$tmp/lc$j.out" && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
-  done
+  for t in $(seq 1 "$k"); do lc_hold "$t"; done
   cpus=$(worker_cpus)
-  for j in $(seq 1 "$k"); do eval "exec $((7 + j))>&-"; done
-  for p in $pids; do wait "$p"; done
+  for t in $(seq 1 "$k"); do lc_release "$t"; done
   stop_daemon
   echo "$cpus"
 }
@@ -336,9 +337,7 @@ lc_poll_cpu() {
   start_daemon --lc-poll yes --lc-poll-cpu "$lo" || return 1
   for j in 1 2; do
     helper "unix:$tmp/sock" latency-critical init >/dev/null 2>&1 || { stop_daemon; return 1; }
-    i=0
-    while [ "$(grep -c 'cleaned up' "$tmp/daemon.log")" -lt $j ] && [ $i -lt 200 ]; do
-      i=$((i + 1)); sleep 0.05; done
+    cleaned_up $j
   done
   stop_daemon
   again=$(grep -c "its polling worker runs on CPU $lo\$" "$tmp/daemon.log")
