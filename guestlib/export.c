@@ -596,7 +596,9 @@ static const void *table_integrity[3] = {SIZE(3), (const void *)integrity_check,
  * first bf16 GEMM (cuBLASLt), and the process died right after it was
  * refused.  No slot is emulated: each logs its number and returns
  * NOT_SUPPORTED, so the first slot a library really needs is named in the
- * log. */
+ * log.  cuBLASLt calls slots 3 and 12: a handshake that hands it the GPU's
+ * layout of TPCs in its GPCs, by which it orders a GEMM's clusters; refused,
+ * it keeps launch order (same results, a slower GEMM; README.md). */
 static const void *table_blaslt[17] = {SIZE(17), FILL16(8)};
 static const void *table_ident[93] = {SIZE(93),
                                       S(7, 1),
