@@ -425,6 +425,18 @@ static CUresult exec_ctx_limit(exec_t *x, const call_ctx_limit_req_t *q) {
   return CUDA_SUCCESS;
 }
 
+/* BLASLT_LAYOUT (call.def): the device's, the same for every tenant; the
+ * backend read it from its driver at init. */
+static CUresult exec_blaslt_layout(exec_t *x, const call_blaslt_layout_req_t *q) {
+  call_blaslt_layout_rep_t a;
+  CUresult r;
+  (void)q;
+  if ((r = hostd__gpu.blaslt_layout(a.a, a.b)) != CUDA_SUCCESS)
+    return r;
+  (void)call_blaslt_layout_rep_put(&a, x->out);
+  return CUDA_SUCCESS;
+}
+
 /* An op between an event and a stream: the event must be the tenant's, the
  * stream is looked up and entered. */
 static CUresult event_and_stream(exec_t *x, uint64_t event, uint64_t stream, tstream_t **ts) {

@@ -280,6 +280,54 @@ static int32_t ident_slot39(CUcontext c) {
   return (int32_t)(uint32_t)value;
 }
 
+/* cuBLASLt's handshake with the driver (private table 1734dc26): slot 3
+ * (the table's word 4), given two result pointers and the table itself,
+ * hands back two heap objects whose first bytes describe the GPU's TPCs in
+ * its GPCs (a group number per unit, each unit's index in its group).
+ * cuBLASLt orders a GEMM's clusters by them and without them keeps launch
+ * order: the same results, a BERT-base CUDA graph 2% slower on an H100
+ * (tests/bench/RESULTS.md).  Slot 12, which cuBLASLt calls next on the
+ * objects, is not needed for the order: a native process given copies of
+ * the objects and slot 12 answered without the driver launched the same
+ * kernel arguments.  So the daemon asks once, here, and the guest serves
+ * slot 3 with copies (guestlib/export.c).  The objects stay the driver's:
+ * no slot that frees them is known. */
+static bool layout_ok;
+static uint8_t layout_a[CALL_BLASLT_LAYOUT_BYTES], layout_b[CALL_BLASLT_LAYOUT_BYTES];
+
+static void blaslt_layout_read(void) {
+  static const CUuuid id = {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0,
+                             0xf1, 0xe7, 0xdd, 0x8b, 0xca}};
+  const void *const *t = NULL;
+  void *a = NULL, *b = NULL;
+  CUresult r;
+  layout_ok = false;
+  if (D.cuGetExportTable((const void **)&t, &id) != CUDA_SUCCESS || t == NULL ||
+      (uintptr_t)t[0] < 5 * sizeof(void *) || t[4] == NULL) {
+    hostd__log(HOSTD_LOG_DEBUG, "private table 1734dc26 slot 3: not in this driver");
+    return;
+  }
+  CUresult (*slot3)(void **, void **, const void *, void *, void *) =
+      (CUresult(*)(void **, void **, const void *, void *, void *))t[4];
+  if ((r = slot3(&a, &b, t, NULL, NULL)) != CUDA_SUCCESS || a == NULL || b == NULL) {
+    hostd__log(HOSTD_LOG_DEBUG, "private table 1734dc26 slot 3: answered %d", (int)r);
+    return;
+  }
+  memcpy(layout_a, a, sizeof(layout_a));
+  memcpy(layout_b, b, sizeof(layout_b));
+  layout_ok = true;
+  hostd__log(HOSTD_LOG_DEBUG, "private table 1734dc26 slot 3: two objects, served to cuBLASLt");
+}
+
+static CUresult cuda_blaslt_layout(uint8_t a[CALL_BLASLT_LAYOUT_BYTES],
+                                   uint8_t b[CALL_BLASLT_LAYOUT_BYTES]) {
+  if (!layout_ok)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  memcpy(a, layout_a, CALL_BLASLT_LAYOUT_BYTES);
+  memcpy(b, layout_b, CALL_BLASLT_LAYOUT_BYTES);
+  return CUDA_SUCCESS;
+}
+
 static void params_init(void); /* arguments as an array, below */
 static void params_close(void);
 
@@ -339,6 +387,7 @@ static CUresult cuda_init(int ordinal, call_snapshot_t *snap) {
   snap->prio_greatest = greatest;
   snap->ident_s39 = ident_slot39(ctx);
   hostd__log(HOSTD_LOG_DEBUG, "private table 21318c60 slot 39: %d", (int)snap->ident_s39);
+  blaslt_layout_read();
   free_async_warm();
   return CUDA_SUCCESS;
 }
@@ -1911,6 +1960,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .occupancy = cuda_occupancy,
     .ctx_limit_get = cuda_ctx_limit_get,
     .ctx_limit_set = cuda_ctx_limit_set,
+    .blaslt_layout = cuda_blaslt_layout,
     .gate_new = cuda_gate_new,
     .gate_del = cuda_gate_del,
     .host_fn = cuda_host_fn,

@@ -1956,6 +1956,21 @@ int hostd_record_func_cache(uint64_t f) {
   return c;
 }
 
+/* cuBLASLt's layout objects: 8 groups of 8 units, each unit's index in its
+ * group in a and its group in b (the driver's shape, not any GPU's); none
+ * while hostd__record_no_layout (a driver without the slot). */
+bool hostd__record_no_layout;
+static CUresult rec_blaslt_layout(uint8_t a[CALL_BLASLT_LAYOUT_BYTES],
+                                  uint8_t b[CALL_BLASLT_LAYOUT_BYTES]) {
+  if (__atomic_load_n(&hostd__record_no_layout, __ATOMIC_RELAXED))
+    return CUDA_ERROR_NOT_SUPPORTED;
+  for (unsigned i = 0; i < CALL_BLASLT_LAYOUT_BYTES; i++) {
+    a[i] = (uint8_t)(i % 8);
+    b[i] = (uint8_t)(i / 8);
+  }
+  return CUDA_SUCCESS;
+}
+
 /* Deterministic answers: 1 active cluster, a potential cluster size of 8
  * (the portable maximum), hostd__record_blocks_per_sm blocks per SM (0 by
  * default: the device models no occupancy); the config's cluster
@@ -3591,6 +3606,7 @@ const hostd_gpu_ops_t hostd__gpu = {
     .occupancy = rec_occupancy,
     .ctx_limit_get = rec_ctx_limit_get,
     .ctx_limit_set = rec_ctx_limit_set,
+    .blaslt_layout = rec_blaslt_layout,
     .gate_new = rec_gate_new,
     .gate_del = rec_gate_del,
     .host_fn = rec_host_fn,

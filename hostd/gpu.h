@@ -141,6 +141,12 @@ typedef struct hostd_gpu_ops {
    * uses malloc or printf was launched is CUDA_ERROR_INVALID_VALUE. */
   CUresult (*ctx_limit_get)(int limit, uint64_t *v);
   CUresult (*ctx_limit_set)(int limit, uint64_t v);
+  /* ---- cuBLASLt's layout objects (exec.c, BLASLT_LAYOUT) ----
+   * The first CALL_BLASLT_LAYOUT_BYTES of the two objects the driver's slot 3
+   * of private table 1734dc26 hands a process (read once at init);
+   * CUDA_ERROR_NOT_SUPPORTED when the driver gave none. */
+  CUresult (*blaslt_layout)(uint8_t a[CALL_BLASLT_LAYOUT_BYTES],
+                            uint8_t b[CALL_BLASLT_LAYOUT_BYTES]);
   /* ---- stream-ordered host functions (hostd/hostfn.c) ----
    * A gate is nslots u32 words that a stream can wait on and the host sets,
    * and nslots reach words the stream writes (host_fn's word).

@@ -299,6 +299,9 @@ extern uint32_t hostd__record_part_cluster_max;
 extern _Atomic unsigned long hostd__record_part_launches;
 extern _Atomic unsigned long hostd__record_word_writes; /* word_write calls */
 extern int hostd__record_blocks_per_sm; /* occupancy answer (0, the default: unknown) */
+/* Tests: the recording device has no cuBLASLt layout objects (BLASLT_LAYOUT
+ * answers CUDA_ERROR_NOT_SUPPORTED, as a driver without the slot). */
+extern bool hostd__record_no_layout;
 /* Host ranges registered (host_register minus host_unregister). */
 extern _Atomic long hostd__record_registered;
 /* Tests: host_unregister takes this long (ms), as the driver's waits for the

@@ -57,6 +57,8 @@
  *               synchronise and print "sync N ran M"; then 8 more counting
  *               ones and "again N ran M" (tallyd's --tenant-hostfns 8: the
  *               first sync says out of memory and 7 ran, the second 0 and 15)
+ *   blaslt-layout  cuBLASLt's handshake (private table 1734dc26): slot 3 as
+ *               cuBLASLt calls it, print "slot3 N" (its CUresult)
  *   sync-word   (latency-critical; sync-reply: the same with
  *               TALLY_LC_SYNC_WORD=0, the word off) on a
  *               stream held 30 ms by a host function, launch fill_u32 then
@@ -617,6 +619,20 @@ int main(int argc, char **argv) {
   }
   if (r != CUDA_SUCCESS)
     return 3;
+  if (strcmp(argv[1], "blaslt-layout") == 0) {
+    static const CUuuid id = {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0,
+                               0xf1, 0xe7, 0xdd, 0x8b, 0xca}};
+    const void *const *t = NULL;
+    void *a = NULL, *b = NULL;
+    if (cuGetExportTable((const void **)&t, &id) != CUDA_SUCCESS || !t)
+      return 4;
+    CUresult (*slot3)(void **, void **, const void *, void *, void *) =
+        (CUresult(*)(void **, void **, const void *, void *, void *))t[4];
+    printf("slot3 %d\n", (int)slot3(&a, &b, t, NULL, NULL));
+    free(a);
+    free(b);
+    return 0;
+  }
   if (strcmp(argv[1], "alloc-wait") == 0 || strcmp(argv[1], "alloc-wait-sync") == 0) {
     char c;
     if (cuMemAlloc(&p, 4096) != CUDA_SUCCESS)

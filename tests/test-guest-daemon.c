@@ -1144,6 +1144,66 @@ static void tally_table_gives_budget_and_class(void **state) {
   assert_int_equal(hostd_server_calls(srv), before);
 }
 
+/* cuBLASLt's handshake (private table 1734dc26): slot 3 hands back fresh
+ * copies of the layout objects tallyd read from its device (the recording
+ * device's: 8 groups of 8 units), the driver's size, zero past what tallyd
+ * sent; tallyd is asked once per process; slot 12 succeeds and changes
+ * nothing.  A tenant whose tallyd has no layout (a driver without the slot)
+ * gets slot 3 refused, as before the layout was served. */
+static void blaslt_table_serves_the_layout_objects(void **state) {
+  static const CUuuid id = {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0,
+                             0xf1, 0xe7, 0xdd, 0x8b, 0xca}};
+  typedef CUresult (*slot3_fn)(void **, void **, const void *, void *, void *);
+  typedef CUresult (*slot12_fn)(void *, void *, uint64_t, uint64_t, void *, void *);
+  const void *const *t = NULL;
+  uint8_t *a = NULL, *b = NULL, *a2 = NULL, *b2 = NULL, before[72];
+  int to_child;
+  pid_t pid;
+  char line[64] = "";
+  FILE *f;
+  (void)state;
+  assert_int_equal(cuGetExportTable((const void **)&t, &id), CUDA_SUCCESS);
+  assert_int_equal((uintptr_t)t[0], 17 * sizeof(void *));
+  slot3_fn slot3 = (slot3_fn)t[4];
+  slot12_fn slot12 = (slot12_fn)t[13];
+  assert_int_equal(slot3((void **)&a, (void **)&b, t, NULL, NULL), CUDA_SUCCESS);
+  assert_non_null(a);
+  assert_non_null(b);
+  for (unsigned i = 0; i < CALL_BLASLT_LAYOUT_BYTES; i++) {
+    assert_int_equal(a[i], i % 8);
+    assert_int_equal(b[i], i / 8);
+  }
+  for (unsigned i = CALL_BLASLT_LAYOUT_BYTES; i < 72; i++)
+    assert_int_equal(a[i] | b[i], 0);
+  unsigned long calls = hostd_server_calls(srv);
+  assert_int_equal(slot3((void **)&a2, (void **)&b2, (void *)1, (void *)3, a), CUDA_SUCCESS);
+  assert_int_equal(hostd_server_calls(srv), calls); /* kept from the first ask */
+  assert_true(a2 != a && b2 != b);
+  assert_memory_equal(a2, a, 72);
+  assert_memory_equal(b2, b, 72);
+  memcpy(before, a, sizeof(before));
+  assert_int_equal(slot12(a, b, 0x40, 7, before, NULL), CUDA_SUCCESS);
+  assert_memory_equal(a, before, sizeof(before));
+  free(a), free(b), free(a2), free(b2);
+
+  hostd__record_no_layout = true;
+  f = helper("blaslt-layout", &pid, &to_child, NULL);
+  assert_non_null(f);
+  assert_non_null(fgets(line, sizeof(line), f));
+  assert_string_equal(line, "slot3 801\n"); /* CUDA_ERROR_NOT_SUPPORTED */
+  close(to_child);
+  fclose(f);
+  assert_int_equal(wait_exit(pid), 0);
+  hostd__record_no_layout = false;
+  f = helper("blaslt-layout", &pid, &to_child, NULL);
+  assert_non_null(f);
+  assert_non_null(fgets(line, sizeof(line), f));
+  assert_string_equal(line, "slot3 0\n");
+  close(to_child);
+  fclose(f);
+  assert_int_equal(wait_exit(pid), 0);
+}
+
 /* Slot 3 follows what tallyd publishes: this best-effort tenant hears
  * that no latency-critical tenant is connected, that one is while a
  * latency-critical helper is, and that none is once it left; each answer
@@ -1943,6 +2003,7 @@ int main(void) {
       cmocka_unit_test(cluster_occupancy_crosses_the_wire_once),
       cmocka_unit_test(context_table_object_and_value_come_from_the_daemon),
       cmocka_unit_test(tally_table_gives_budget_and_class),
+      cmocka_unit_test(blaslt_table_serves_the_layout_objects),
       cmocka_unit_test(tools_module_table_hands_out_the_module_functions),
       cmocka_unit_test(link_of_several_inputs_is_done_by_tallyd),
       cmocka_unit_test(tally_table_says_whether_a_latency_critical_tenant_is_connected),

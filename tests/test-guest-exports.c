@@ -229,16 +229,23 @@ static void blaslt_slot_logged(int slot, char *buf, size_t cap) {
   const uintptr_t *t = table("1734dc26800d47458726c0f1e7dd8bca");
   capture_t c;
   assert_non_null(t);
+  void *a = NULL, *b = NULL;
   c = capture_begin();
-  CUresult r = ((CUresult(*)(void))t[slot + 1])();
+  /* As cuBLASLt calls slot 3 (two result pointers, the table); a stub
+   * ignores the arguments. */
+  CUresult r = ((CUresult(*)(void **, void **, const void *, void *, void *))t[slot + 1])(
+      &a, &b, t, NULL, NULL);
   capture_end(c, buf, cap);
   assert_int_equal(r, CUDA_ERROR_NOT_SUPPORTED);
+  assert_null(a);
+  assert_null(b);
 }
 
-/* A slot frameworks survive without (table 8 slot 3) answers NOT_SUPPORTED
- * like the others but is logged only with TALLY_LOG=debug; another slot is
- * logged at the default level.  (Before the test below calls every slot:
- * each slot logs once per process.) */
+/* A slot frameworks survive without (table 8 slot 3, refused when no tallyd
+ * serves its layout, as here: no cuInit) answers NOT_SUPPORTED like the
+ * others but is logged only with TALLY_LOG=debug; another slot is logged at
+ * the default level.  (Before the test below calls every slot: each slot
+ * logs once per process.) */
 static void benign_slot_is_refused_without_a_log_line(void **state) {
   char buf[1024];
   (void)state;
@@ -253,14 +260,22 @@ static void benign_slot_is_refused_without_a_log_line(void **state) {
   assert_non_null(strstr(buf, "slot 3 is not emulated"));
 }
 
-/* cuBLASLt's table 1734dc26: every slot answers NOT_SUPPORTED, none is NULL. */
-static void blaslt_table_slots_answer_not_supported(void **state) {
+/* cuBLASLt's table 1734dc26: slot 12 succeeds (it follows a served slot 3),
+ * slot 3 without a tallyd and every other slot answer NOT_SUPPORTED, none is
+ * NULL (test-guest-daemon serves slot 3). */
+static void blaslt_table_serves_slots_3_and_12_only(void **state) {
   const uintptr_t *t = table("1734dc26800d47458726c0f1e7dd8bca");
   (void)state;
   assert_non_null(t);
+  assert_int_equal(t[0], 17 * sizeof(void *));
   for (size_t i = 1; i < t[0] / sizeof(void *); i++) {
+    void *a = NULL, *b = NULL;
     assert_true(t[i] != 0);
-    assert_int_equal(((CUresult(*)(void))t[i])(), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(((CUresult(*)(void **, void **, const void *, void *, void *))t[i])(
+                         &a, &b, t, NULL, NULL),
+                     i == 13 ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED);
+    assert_null(a);
+    assert_null(b);
   }
 }
 
@@ -428,7 +443,7 @@ int main(void) {
       cmocka_unit_test(unknown_export_table_is_refused),
       cmocka_unit_test(optional_export_tables_are_refused_without_a_log_line),
       cmocka_unit_test(benign_slot_is_refused_without_a_log_line),
-      cmocka_unit_test(blaslt_table_slots_answer_not_supported),
+      cmocka_unit_test(blaslt_table_serves_slots_3_and_12_only),
       cmocka_unit_test(context_table_has_no_null_slot),
       cmocka_unit_test(integrity_digest_of_fixed_versions_matches),
       cmocka_unit_test(error_names_and_strings_cover_every_result),

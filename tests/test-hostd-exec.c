@@ -496,6 +496,40 @@ static void ordinary_errors_raise_no_fault(void **state) {
   wire_buf_close(&reply);
 }
 
+/* BLASLT_LAYOUT: every tenant gets the device's layout objects, the same
+ * bytes (the recording device's: 8 groups of 8 units); a device without
+ * them answers CUDA_ERROR_NOT_SUPPORTED and the tenant stays; a posted one
+ * is a protocol error (it must be answered). */
+static void blaslt_layout_is_the_devices(void **state) {
+  wire_buf_t reply = {0}, r2 = {0};
+  hostd_tenant_t *t = tenant_after_hello(&reply), *u = tenant_after_hello(&r2);
+  call_blaslt_layout_req_t q = {0};
+  call_blaslt_layout_rep_t a, b;
+  const char *why = NULL;
+  (void)state;
+  assert_int_equal(call(t, CALL_OP_BLASLT_LAYOUT, 0, &q, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_BLASLT_LAYOUT, &a), 0);
+  assert_int_equal(call(u, CALL_OP_BLASLT_LAYOUT, 0, &q, &r2), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&r2, CALL_OP_BLASLT_LAYOUT, &b), 0);
+  for (unsigned i = 0; i < CALL_BLASLT_LAYOUT_BYTES; i++) {
+    assert_int_equal(a.a[i], i % 8);
+    assert_int_equal(a.b[i], i / 8);
+  }
+  assert_memory_equal(a.a, b.a, sizeof(a.a));
+  assert_memory_equal(a.b, b.b, sizeof(a.b));
+  hostd__record_no_layout = true;
+  assert_int_equal(call(t, CALL_OP_BLASLT_LAYOUT, 0, &q, &reply), CUDA_ERROR_NOT_SUPPORTED);
+  hostd__record_no_layout = false;
+  assert_int_equal(call(t, CALL_OP_BLASLT_LAYOUT, 0, &q, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_exec(u, CALL_OP_BLASLT_LAYOUT, CALL_ASYNC, &q, &r2, &why), -EPROTO);
+  assert_non_null(why);
+  assert_non_null(strstr(why, "BLASLT_LAYOUT"));
+  hostd__tenant_free(t);
+  hostd__tenant_free(u);
+  wire_buf_close(&reply);
+  wire_buf_close(&r2);
+}
+
 /* CTX_LIMIT (exec.c, "the context's limits"): a limit of tenant t; *value
  * gets the context's value when it succeeded.  Never a protocol error. */
 static uint32_t ctx_limit(hostd_tenant_t *t, uint32_t limit, uint32_t set, uint64_t v,
@@ -632,6 +666,7 @@ int main(void) {
       cmocka_unit_test(recording_device_refuses_what_predates_a_restart),
       cmocka_unit_test(every_worker_thread_makes_the_context_current_first),
       cmocka_unit_test(context_limits_grow_only_within_their_bounds),
+      cmocka_unit_test(blaslt_layout_is_the_devices),
       cmocka_unit_test(random_requests_never_crash_or_leak),
       cmocka_unit_test(every_op_encoded_by_the_table_passes_the_fuzz_body),
   };

@@ -42,7 +42,7 @@
 #define CALL_MAX_LEN          (16u << 20)
 #define CALL_CHUNK            (8u << 20)
 #define CALL_BLOB_MAX         (1u << 30) /* 1 GiB: cuBLASLt's largest fatbins are far below */
-#define CALL_PROTO_VERSION    12 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs;
+#define CALL_PROTO_VERSION    13 /* 2: 16 function attributes; 3: VMM and pool ops; 4: graphs;
                                     5: arrays, textures, surfaces; 6: tensor maps; 7: LINK;
                                     8: GRAPH_DOT, FUNC_ATTRS, library kernels described
                                     without attributes; 9: CTX_LIMIT; 10: GRAPH_EXEC_NODE,
@@ -50,7 +50,8 @@
                                     11: CALL_FD_ELSEWHERE, GRAPH_NODE,
                                     GRAPH_ENABLE, memory nodes,
                                     GRAPH_ATTR, CAPTURE_DEPS;
-                                    12: GRAPH_UNDEP, GRAPH_NODE_DEL */
+                                    12: GRAPH_UNDEP, GRAPH_NODE_DEL;
+                                    13: BLASLT_LAYOUT */
 /* A descriptor of shared host memory the guest passes (wire_conn_send_fd,
  * tag = its address in the guest) is answered 0 when tallyd mapped it at that
  * same address, so the address is a device address there as well, and
@@ -101,6 +102,8 @@
 #define CALL_TMAP_KINDS       3
 #define CALL_TMAP_RANK_MAX    5
 #define CALL_TMAP_BYTES       128 /* sizeof(CUtensorMap) */
+/* BLASLT_LAYOUT (wire/call.def): bytes of each of the two objects */
+#define CALL_BLASLT_LAYOUT_BYTES 64
 /* ARRAY_COPY sides (wire/call.def) */
 #define CALL_SIDE_HOST   0
 #define CALL_SIDE_DEVICE 1
