@@ -223,7 +223,7 @@ static CUresult exec_stream_mark(exec_t *x, const call_stream_mark_req_t *q) {
   const pinned_t *pin;
   tstream_t *ts;
   uint64_t *word;
-  bool now;
+  bool now, direct;
   CUresult r;
   if (q->value >> 63 || q->off % 8 || !(pin = pinned_range(x, q->tag, q->off, 8)))
     return CUDA_ERROR_INVALID_VALUE;
@@ -232,11 +232,18 @@ static CUresult exec_stream_mark(exec_t *x, const call_stream_mark_req_t *q) {
     return r;
   now = hostd__tenant_kept_error(x->t) != CUDA_SUCCESS || !pin->registered ||
         hostd__stream_capturing(x->t, ts);
+  /* A latency-critical stream's launches are on it already: the word's write
+   * goes first and the quiet point's event record (its fence) after it, off
+   * the synchronisation's path; the record then covers the write too. */
+  direct = hostd__sched_direct(ts->ss);
   if (!now) {
-    if ((r = hostd__sched_fence(ts->ss)) != CUDA_SUCCESS ||
+    if ((!direct && (r = hostd__sched_fence(ts->ss)) != CUDA_SUCCESS) ||
         (ts == x->t->legacy && (r = hostd__stream_enter(x->t, ts)) != CUDA_SUCCESS))
       return r;
-    if ((r = hostd__gpu.stream_write64(ts->handle, word, q->value)) != CUDA_SUCCESS) {
+    r = hostd__gpu.stream_write64(ts->handle, word, q->value);
+    if (direct)
+      (void)hostd__sched_fence(ts->ss); /* a quiet point: nothing to fail */
+    if (r != CUDA_SUCCESS) {
       /* Not the application's error: its synchronisation goes the usual way. */
       static int logged;
       if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))

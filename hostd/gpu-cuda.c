@@ -290,10 +290,11 @@ static int32_t ident_slot39(CUcontext c) {
  * objects, is not needed for the order: a native process given copies of
  * the objects and slot 12 answered without the driver launched the same
  * kernel arguments.  So the daemon asks once, here, and the guest serves
- * slot 3 with copies (guestlib/export.c).  The objects stay the driver's:
- * no slot that frees them is known. */
+ * slot 3 with copies (guestlib/export.c).  The objects stay the driver's
+ * and are held here (layout_objs): no slot that frees them is known. */
 static bool layout_ok;
 static uint8_t layout_a[CALL_BLASLT_LAYOUT_BYTES], layout_b[CALL_BLASLT_LAYOUT_BYTES];
+static void *volatile layout_objs[2]; /* the driver's objects, held for the process's life */
 
 static void blaslt_layout_read(void) {
   static const CUuuid id = {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0,
@@ -313,6 +314,8 @@ static void blaslt_layout_read(void) {
     hostd__log(HOSTD_LOG_DEBUG, "private table 1734dc26 slot 3: answered %d", (int)r);
     return;
   }
+  layout_objs[0] = a;
+  layout_objs[1] = b;
   memcpy(layout_a, a, sizeof(layout_a));
   memcpy(layout_b, b, sizeof(layout_b));
   layout_ok = true;

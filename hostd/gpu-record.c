@@ -199,6 +199,7 @@ typedef struct rec_stream {
   size_t cap_ndeps;
   pthread_t maker;                 /* the thread that created it */
   unsigned long records, by_maker; /* event records on it: all, and by that thread */
+  bool last_launch; /* the latest call on it was a launch */
 } rec_stream_t;
 
 /* Records of an event are numbered; a record queued behind a gate runs
@@ -916,15 +917,21 @@ static CUresult rec_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t s) {
 
 /* The GPU's write of a completion word: in stream order, into registered
  * host memory (aligned), as cuStreamWriteValue64; not into a capture. */
+_Atomic unsigned long hostd__record_write64_behind_launch;
 static CUresult rec_stream_write64(uint64_t s, void *host, uint64_t value) {
   LIVE(s);
   uint8_t *p;
+  rec_stream_t *st;
   rec_op_t o = {.kind = OP_WRITE64, .b = value, .dst = host};
   pthread_mutex_lock(&lock);
   p = find((uint64_t)(uintptr_t)host, 8);
   if (!p || (uintptr_t)host % 8 != 0 || capturing(s)) {
     pthread_mutex_unlock(&lock);
     return p ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+  }
+  if ((st = stream_find(s)) != NULL && st->last_launch) {
+    st->last_launch = false;
+    hostd__record_write64_behind_launch++;
   }
   if (!defer(s, &o))
     __atomic_store_n((uint64_t *)host, value, __ATOMIC_RELEASE);
@@ -1117,6 +1124,7 @@ static CUresult rec_event_record(uint64_t e, uint64_t s, unsigned flags) {
   ev = event_find(e);
   rec_stream_t *cst = stream_find(s);
   if (cst) {
+    cst->last_launch = false;
     cst->records++;
     cst->by_maker += pthread_equal(cst->maker, pthread_self()) != 0;
   }
@@ -1702,6 +1710,8 @@ static CUresult rec_launch(uint64_t f, const uint32_t grid[3], const uint32_t bl
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
   st = stream_find(s);
+  if (st)
+    st->last_launch = true;
   if (st && st->prio == SNAP_PRIO_GREATEST)
     hostd__record_hi_launch_memsets = hostd__record_hi_memsets;
   if (part_refuses_cluster(st, attrs, nattr)) {

@@ -33,7 +33,9 @@
  *      The scheduler thread never calls the driver on an LC stream: the
  *      worker records an event behind the stream's newest launch at quiet
  *      points (the end of a batch, and a fence, i.e. before any other work
- *      on the stream) when lc_made moved since its last record (lc_rec),
+ *      on the stream, except a completion word's write, which the record
+ *      follows: hostd/exec.c, STREAM_MARK) when lc_made moved since its
+ *      last record (lc_rec),
  *      and publishes it with that count (lc_pub*, under mu), replacing an
  *      untaken one, so the slot holds the worker's newest record.  The
  *      flight takes the newest publication (after a synchronisation of the
@@ -900,6 +902,10 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *ss, const hostd_sched_launch_
 
 static bool seq_ge(uint32_t a, uint32_t b) {
   return (int32_t)(a - b) >= 0;
+}
+
+bool hostd__sched_direct(const hostd_sched_stream_t *ss) {
+  return ss && ss->lc_item;
 }
 
 CUresult hostd__sched_fence(hostd_sched_stream_t *ss) {

@@ -159,6 +159,10 @@ CUresult hostd__sched_launch(hostd_sched_stream_t *s, const hostd_sched_launch_t
  * them.  Free when there are none.  On a latency-critical stream it is a
  * quiet point of that stream (hostd__sched_tenant_quiet).  A CUresult. */
 CUresult hostd__sched_fence(hostd_sched_stream_t *s);
+/* Whether s is a latency-critical stream whose launches the worker makes at
+ * once: work after them needs no fence to follow them, and its fence is
+ * only the quiet point's record.  NULL: false. */
+bool hostd__sched_direct(const hostd_sched_stream_t *s);
 /* Before a call that waits on the host for stream s's work (stream or
  * context synchronisation): hostd__sched_fence, except that a latency-
  * critical stream records nothing, since the wait itself shows its launches

@@ -1310,16 +1310,21 @@ static void sync_helper(const char *action, unsigned long *marks, unsigned long 
 /* By default a latency-critical tenant's stream synchronisations over
  * shared memory are STREAM_MARK posts answered by the device's write of a
  * shared word, and return only once the stream's work ran (behind a host
- * function holding the stream 30 ms); a kept error makes the real call,
- * which returns it, once.  TALLY_LC_SYNC_WORD=0: every one is the real
+ * function holding the stream 30 ms), the write queued right behind the
+ * launch; a kept error makes the real call, which returns it, once.  TALLY_LC_SYNC_WORD=0: every one is the real
  * call, with the same results. */
 static void sync_word_answers_stream_synchronisations(void **state) {
-  unsigned long marks, syncs;
+  unsigned long marks, syncs, behind = hostd__record_write64_behind_launch;
   (void)state;
   sync_helper("sync-word", &marks, &syncs);
   /* 1 + 20 + 2 answered by the word or the marked fallback, one real call */
   assert_true(marks >= 23);
   assert_int_equal(syncs, 1);
+  /* The word's write right behind the launch, the quiet point's event
+   * record after it (hostd/exec.c, STREAM_MARK): in every round whose
+   * launch and synchronisation the worker took without a quiet point
+   * between them, as the helper posts them back to back. */
+  assert_true(hostd__record_write64_behind_launch > behind);
   sync_helper("sync-reply", &marks, &syncs);
   assert_int_equal(marks, 0);
   assert_int_equal(syncs, 23);
