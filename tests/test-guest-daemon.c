@@ -1150,6 +1150,18 @@ static void tally_table_gives_budget_and_class(void **state) {
  * sent; tallyd is asked once per process; slot 12 succeeds and changes
  * nothing.  A tenant whose tallyd has no layout (a driver without the slot)
  * gets slot 3 refused, as before the layout was served. */
+/* A new tenant process calls slot 3 as cuBLASLt does and prints its result. */
+static void blaslt_helper_says(const char *want) {
+  char line[64] = "";
+  pid_t pid;
+  FILE *f = helper("blaslt-layout", &pid, NULL, NULL);
+  assert_non_null(f);
+  assert_non_null(fgets(line, sizeof(line), f));
+  assert_string_equal(line, want);
+  fclose(f);
+  assert_int_equal(wait_exit(pid), 0);
+}
+
 static void blaslt_table_serves_the_layout_objects(void **state) {
   static const CUuuid id = {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0,
                              0xf1, 0xe7, 0xdd, 0x8b, 0xca}};
@@ -1157,10 +1169,6 @@ static void blaslt_table_serves_the_layout_objects(void **state) {
   typedef CUresult (*slot12_fn)(void *, void *, uint64_t, uint64_t, void *, void *);
   const void *const *t = NULL;
   uint8_t *a = NULL, *b = NULL, *a2 = NULL, *b2 = NULL, before[72];
-  int to_child;
-  pid_t pid;
-  char line[64] = "";
-  FILE *f;
   (void)state;
   assert_int_equal(cuGetExportTable((const void **)&t, &id), CUDA_SUCCESS);
   assert_int_equal((uintptr_t)t[0], 17 * sizeof(void *));
@@ -1187,21 +1195,9 @@ static void blaslt_table_serves_the_layout_objects(void **state) {
   free(a), free(b), free(a2), free(b2);
 
   hostd__record_no_layout = true;
-  f = helper("blaslt-layout", &pid, &to_child, NULL);
-  assert_non_null(f);
-  assert_non_null(fgets(line, sizeof(line), f));
-  assert_string_equal(line, "slot3 801\n"); /* CUDA_ERROR_NOT_SUPPORTED */
-  close(to_child);
-  fclose(f);
-  assert_int_equal(wait_exit(pid), 0);
+  blaslt_helper_says("slot3 801\n"); /* CUDA_ERROR_NOT_SUPPORTED */
   hostd__record_no_layout = false;
-  f = helper("blaslt-layout", &pid, &to_child, NULL);
-  assert_non_null(f);
-  assert_non_null(fgets(line, sizeof(line), f));
-  assert_string_equal(line, "slot3 0\n");
-  close(to_child);
-  fclose(f);
-  assert_int_equal(wait_exit(pid), 0);
+  blaslt_helper_says("slot3 0\n");
 }
 
 /* Slot 3 follows what tallyd publishes: this best-effort tenant hears
