@@ -9,9 +9,9 @@
 # GPU coverage.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..6"
+echo "1..7"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2 3 4 5 6; do echo "ok $i # SKIP python3 not found"; done
+  for i in 1 2 3 4 5 6 7; do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-fw-speed-XXXXXX)
@@ -95,6 +95,16 @@ failed_run() { # a failing run is named by Tally's line, its output's tail in th
     grep -q '^| bert-graph | tcp | 0 of 1 (failed: exit 3' "$d/speed.md"
 }
 check "a failing run: named with its exit and Tally's line, its output's tail in the log, the others kept" failed_run
+
+no_daemon() { # tallyd refusing its flags: its own words in the message, its output kept
+  d=$tmp/nod
+  TALLYD_ARGS=--no-such-flag fs --stub --workloads bert-graph --rounds 1 --seconds 1 \
+    --out "$d" 2>"$tmp/nod.err" && return 1
+  cat "$tmp/nod.err"
+  grep -q 'tallyd exited at start (status 2): .*no-such-flag' "$tmp/nod.err" &&
+    grep -q "tallyd's output in $d/tallyd.err" "$tmp/nod.err" && grep -q 'no-such-flag' "$d/tallyd.err"
+}
+check "tallyd that does not start: why, in the message, and its output kept with the results" no_daemon
 
 bad_args() {
   ! fs --stub --workloads nope --out "$tmp/b1" 2>"$tmp/b1.err" &&
