@@ -10,9 +10,10 @@
 # CU_LAUNCH_PARAM_BUFFER_POINTER, streams, events, libraries) without a GPU;
 # it is CPU coverage of hostd, never GPU coverage.  Then the same with the
 # front tallyd passing launch arguments as an array of pointers
-# (TALLYD_LAUNCH_PARAMS=array).  Prints TAP.
+# (TALLYD_LAUNCH_PARAMS=array) and not reading cuBLASLt's layout objects
+# (TALLYD_BLASLT_LAYOUT=0).  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
-echo "1..5"
+echo "1..7"
 tmp=$(mktemp -d /tmp/tally-chain-XXXXXX)
 rec=
 front=
@@ -45,6 +46,11 @@ direct() { TALLY_HOST="unix:$tmp/rec.sock" timeout 120 "$B/tests/guest-chain" | 
 chain() { TALLY_HOST="unix:$fsock" timeout 120 "$B/tests/guest-chain" | grep -qx ok; }
 check "guest-chain against the recording daemon" direct
 check "guest-chain through tallyd's CUDA backend on our driver" chain
+# cuBLASLt's slot 3 as a tenant of the front tallyd: the objects its backend read from its
+# driver (here our guest, served by the recording daemon); "slot3 801" when it read none.
+layout() { TALLY_HOST="unix:$fsock" timeout 60 "$B/tests/guest-tenant-helper" blaslt-layout |
+  grep -qx "slot3 $1"; }
+check "cuBLASLt's layout objects through tallyd's CUDA backend" layout 0
 stop() { # SIGTERM, then up to 60 s for the exit; its status must be 0
   kill -TERM "$front" || return 1
   i=0
@@ -56,7 +62,7 @@ stop() { # SIGTERM, then up to 60 s for the exit; its status must be 0
 }
 check "front tallyd exits 0 on SIGTERM after cleaning up" stop
 LD_LIBRARY_PATH="$B/guestlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TALLY_HOST="unix:$tmp/rec.sock" TALLY_NAME=front-array \
-  TALLYD_LAUNCH_PARAMS=array "$B/hostd/tallyd" --listen-unix "$tmp/front2.sock" --log-level debug \
+  TALLYD_LAUNCH_PARAMS=array TALLYD_BLASLT_LAYOUT=0 "$B/hostd/tallyd" --listen-unix "$tmp/front2.sock" --log-level debug \
   2>"$tmp/front2.log" &
 front=$!
 flog=$tmp/front2.log fsock=$tmp/front2.sock # its own: the first one's "serving" must not count
@@ -66,4 +72,8 @@ array() {
     grep -q "launch arguments of function .*: an array of pointers" "$flog"
 }
 check "guest-chain through tallyd's CUDA backend passing arguments as an array" array
+no_layout() {
+  grep -q "layout objects not read (TALLYD_BLASLT_LAYOUT=0)" "$flog" && layout 801
+}
+check "TALLYD_BLASLT_LAYOUT=0: the backend reads none, cuBLASLt's slot 3 is refused" no_layout
 check "that tallyd exits 0 on SIGTERM" stop
