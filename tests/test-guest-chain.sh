@@ -62,8 +62,8 @@ stop() { # SIGTERM, then up to 60 s for the exit; its status must be 0
 }
 check "front tallyd exits 0 on SIGTERM after cleaning up" stop
 LD_LIBRARY_PATH="$B/guestlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TALLY_HOST="unix:$tmp/rec.sock" TALLY_NAME=front-array \
-  TALLYD_LAUNCH_PARAMS=array TALLYD_BLASLT_LAYOUT=0 "$B/hostd/tallyd" --listen-unix "$tmp/front2.sock" --log-level debug \
-  2>"$tmp/front2.log" &
+  TALLYD_LAUNCH_PARAMS=array TALLYD_BLASLT_LAYOUT=0 \
+  "$B/hostd/tallyd" --listen-unix "$tmp/front2.sock" --log-level debug 2>"$tmp/front2.log" &
 front=$!
 flog=$tmp/front2.log fsock=$tmp/front2.sock # its own: the first one's "serving" must not count
 wait_serving "$flog"

@@ -1307,8 +1307,8 @@ static void sync_helper(const char *action, unsigned long *marks, unsigned long 
  * shared memory are STREAM_MARK posts answered by the device's write of a
  * shared word, and return only once the stream's work ran (behind a host
  * function holding the stream 30 ms), the write queued right behind the
- * launch; a kept error makes the real call, which returns it, once.  TALLY_LC_SYNC_WORD=0: every one is the real
- * call, with the same results. */
+ * launch; a kept error makes the real call, which returns it, once.
+ * TALLY_LC_SYNC_WORD=0: every one is the real call, with the same results. */
 static void sync_word_answers_stream_synchronisations(void **state) {
   unsigned long marks, syncs, behind = hostd__record_write64_behind_launch;
   (void)state;

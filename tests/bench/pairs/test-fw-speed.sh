@@ -102,9 +102,11 @@ no_daemon() { # tallyd refusing its flags: its own words in the message, its out
     --out "$d" 2>"$tmp/nod.err" && return 1
   cat "$tmp/nod.err"
   grep -q 'tallyd exited at start (status 2): .*no-such-flag' "$tmp/nod.err" &&
-    grep -q "tallyd's output in $d/tallyd.err" "$tmp/nod.err" && grep -q 'no-such-flag' "$d/tallyd.err"
+    grep -q "tallyd's output in $d/tallyd.err" "$tmp/nod.err" &&
+    grep -q 'no-such-flag' "$d/tallyd.err"
 }
-check "tallyd that does not start: why, in the message, and its output kept with the results" no_daemon
+check "tallyd that does not start: why, in the message, its output kept with the results" \
+  no_daemon
 
 bad_args() {
   ! fs --stub --workloads nope --out "$tmp/b1" 2>"$tmp/b1.err" &&
