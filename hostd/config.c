@@ -225,7 +225,14 @@ static void usage_guard(FILE *f) {
           "                       none = off); mode and group as --unix-mode/--unix-group\n"
           "  --metrics-listen H:P serve Prometheus text at http://H:P/metrics\n"
           "  -h, --help           this text\n"
-          "  --version            tallyd's version\n",
+          "  --version            tallyd's version\n"
+          "\nEnvironment (the CUDA backend; hostd/README.md):\n"
+          "  TALLYD_BLASLT_LAYOUT=0  never ask the driver for cuBLASLt's layout objects\n"
+          "                       (its GEMMs then keep launch order: docs/decisions.md, D22)\n"
+          "  TALLYD_HOSTFN_GATE=block  host functions block in the driver's callback\n"
+          "                       instead of gating their stream on a word\n"
+          "  TALLYD_LAUNCH_PARAMS=array  launch arguments as an array of pointers (a\n"
+          "                       diagnostic)\n",
           WIRE_HANDSHAKE_MS_DEFAULT, WIRE_HALFOPEN_MAX_DEFAULT, WIRE_HALFOPEN_PEER_DEFAULT,
           HOSTD_DEFAULT_MAX_TENANTS, HOSTD_DEFAULT_TENANT_STREAMS, HOSTD_DEFAULT_TENANT_EVENTS,
           HOSTD_DEFAULT_TENANT_HOSTFNS, HOSTD_CONTROL_SUFFIX);

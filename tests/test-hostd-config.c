@@ -544,6 +544,7 @@ static void context_limit_bounds_parse_as_sizes(void **state) {
   assert_int_equal(fclose(h), 0);
   assert_non_null(strstr(help, "--max-stack-bytes SIZE"));
   assert_non_null(strstr(help, "--max-heap-bytes SIZE"));
+  assert_non_null(strstr(help, "TALLYD_BLASLT_LAYOUT=0"));
   free(help);
 }
 
