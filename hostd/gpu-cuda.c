@@ -297,8 +297,7 @@ static uint8_t layout_a[CALL_BLASLT_LAYOUT_BYTES], layout_b[CALL_BLASLT_LAYOUT_B
 static void *volatile layout_objs[2]; /* the driver's objects, held for the process's life */
 
 static void blaslt_layout_read(void) {
-  static const CUuuid id = {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0,
-                             0xf1, 0xe7, 0xdd, 0x8b, 0xca}};
+  static const CUuuid id = {CALL_UUID_BLASLT};
   const void *const *t = NULL;
   void *a = NULL, *b = NULL;
   CUresult r;

@@ -135,6 +135,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "wire/call.h" /* CALL_UUID_BLASLT */
+
 /* Set once "ready" was printed: a host function may run as soon as it is
  * enqueued (tallyd gets it at once, as the driver would run it), so
  * die_now waits for the line to be out first. */
@@ -620,8 +622,7 @@ int main(int argc, char **argv) {
   if (r != CUDA_SUCCESS)
     return 3;
   if (strcmp(argv[1], "blaslt-layout") == 0) {
-    static const CUuuid id = {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0,
-                               0xf1, 0xe7, 0xdd, 0x8b, 0xca}};
+    static const CUuuid id = {CALL_UUID_BLASLT};
     const void *const *t = NULL;
     void *a = NULL, *b = NULL;
     if (cuGetExportTable((const void **)&t, &id) != CUDA_SUCCESS || !t)

@@ -1163,8 +1163,7 @@ static void blaslt_helper_says(const char *want) {
 }
 
 static void blaslt_table_serves_the_layout_objects(void **state) {
-  static const CUuuid id = {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0,
-                             0xf1, 0xe7, 0xdd, 0x8b, 0xca}};
+  static const CUuuid id = {CALL_UUID_BLASLT};
   typedef CUresult (*slot3_fn)(void **, void **, const void *, void *, void *);
   typedef CUresult (*slot12_fn)(void *, void *, uint64_t, uint64_t, void *, void *);
   const void *const *t = NULL;

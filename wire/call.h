@@ -115,6 +115,12 @@
 #define CALL_UUID_CTX_IDENT                                                                        \
   { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 }
 
+/* UUID of cuBLASLt's private driver table, 1734dc26-800d-4745-8726-c0f1e7dd8bca:
+ * the guest serves its slots 3 and 12 (guestlib/export.c), tallyd asks its own
+ * driver's slot 3 for BLASLT_LAYOUT (hostd/gpu-cuda.c). */
+#define CALL_UUID_BLASLT                                                                           \
+  { 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca }
+
 /* Modes and answering side of an op (call.def). */
 #define CALL_M_CALL      1u
 #define CALL_M_POST      2u
