@@ -18,6 +18,7 @@
 #include "guestlib/guest.h"
 #include "guestlib/tally-ext.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -748,16 +749,21 @@ static const struct {
     {TALLY_EXT_UUID, table_tally},
 };
 
-/* Tables a caller asks for and does without: 69a28e9f (asked once by PyTorch
- * 2.11 and by JAX 0.11 at start-up; natively PyTorch registers functions of
- * its own through it) and da9151d3 (asked by CuPy 14 and by PyTorch 2.11;
- * natively cuFFT hands its slot 1 LLVM bitcode to compile, and the driver
- * answered that call with an error too).
- * Refusing them leaves those frameworks' results identical to native. */
+/* Tables asked for by driver components that share the tenant's process and
+ * do without them (found with a logging pass-through driver that named each
+ * caller): 69a28e9f, asked by NVML (libnvidia-ml.so.1, in nvmlInitWithFlags,
+ * loaded by PyTorch 2.11 and JAX 0.11), whose slots are the real driver's
+ * own helpers for the NVML of its release; and da9151d3, asked by NVRTC
+ * (libnvrtc.so.13, for CuPy's kernels), the driver's cache of NVRTC's
+ * compilations: a lookup (not found on a cold cache), then a store of the
+ * PTX NVRTC made.  Refused, NVML works on without the helpers and NVRTC
+ * compiles without the cache: the frameworks' results are identical to
+ * native (tests/bench/RESULTS.md). */
 static const char *const optional[] = {"69a28e9f24498b47b030c5da330ea4e9",
                                        "da9151d33ae6cc41a5c04f26d533e328"};
 
 GUEST_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
+  const void *caller = __builtin_return_address(0);
   if (!table || !id)
     return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
@@ -773,17 +779,19 @@ GUEST_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
      * (cuBLAS, cuDNN) fails to initialise through Tally.  Except for the
      * tables in `optional`, refused on the H200 with the callers' output
      * identical to native: their line would only alarm, so it needs
-     * TALLY_LOG=debug. */
+     * TALLY_LOG=debug.  The line names the library that asked: a table is
+     * the driver's contract with one of its own libraries or a CUDA one. */
     char hex[33];
     bool quiet = false;
+    Dl_info di;
     for (int i = 0; i < 16; i++)
       snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id->bytes[i]);
     for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++)
       quiet = quiet || strcmp(optional[i], hex) == 0;
     if (!quiet || guest__debug())
-      guest__log("cuGetExportTable: private driver table %s is not emulated "
+      guest__log("cuGetExportTable: private driver table %s (asked by %s) is not emulated "
                  "(CUDA_ERROR_INVALID_VALUE)",
-                 hex);
+                 hex, dladdr(caller, &di) && di.dli_fname && *di.dli_fname ? di.dli_fname : "?");
   }
   *table = NULL;
   return CUDA_ERROR_INVALID_VALUE;
