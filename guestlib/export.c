@@ -758,7 +758,7 @@ static const struct {
  * compilations: a lookup (not found on a cold cache), then a store of the
  * PTX NVRTC made.  Refused, NVML works on without the helpers and NVRTC
  * compiles without the cache: the frameworks' results are identical to
- * native (tests/bench/RESULTS.md). */
+ * native (docs/decisions.md, D23). */
 static const char *const optional[] = {"69a28e9f24498b47b030c5da330ea4e9",
                                        "da9151d33ae6cc41a5c04f26d533e328"};
 
