@@ -762,6 +762,29 @@ static const struct {
 static const char *const optional[] = {"69a28e9f24498b47b030c5da330ea4e9",
                                        "da9151d33ae6cc41a5c04f26d533e328"};
 
+/* Whether the refusal of table id to the library at base was logged before;
+ * records it if not.  Once per (table, library): cuBLAS asks for its tables
+ * once per handle, and a line per ask would only repeat itself.  Past 64
+ * pairs every refusal is logged again. */
+static bool refusal_logged(const CUuuid *id, const void *base) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static struct {
+    unsigned char uuid[16];
+    const void *base;
+  } seen[64];
+  static size_t nseen; /* under mu */
+  bool found = false;
+  pthread_mutex_lock(&mu);
+  for (size_t i = 0; i < nseen && !found; i++)
+    found = seen[i].base == base && memcmp(seen[i].uuid, id->bytes, 16) == 0;
+  if (!found && nseen < sizeof(seen) / sizeof(seen[0])) {
+    memcpy(seen[nseen].uuid, id->bytes, 16);
+    seen[nseen++].base = base;
+  }
+  pthread_mutex_unlock(&mu);
+  return found;
+}
+
 GUEST_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
   const void *caller = __builtin_return_address(0);
   if (!table || !id)
@@ -782,16 +805,17 @@ GUEST_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
      * TALLY_LOG=debug.  The line names the library that asked: a table is
      * the driver's contract with one of its own libraries or a CUDA one. */
     char hex[33];
-    bool quiet = false;
+    bool quiet = false, named;
     Dl_info di;
     for (int i = 0; i < 16; i++)
       snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id->bytes[i]);
     for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++)
       quiet = quiet || strcmp(optional[i], hex) == 0;
-    if (!quiet || guest__debug())
+    named = dladdr(caller, &di) && di.dli_fname && *di.dli_fname;
+    if ((!quiet || guest__debug()) && !refusal_logged(id, named ? di.dli_fbase : NULL))
       guest__log("cuGetExportTable: private driver table %s (asked by %s) is not emulated "
                  "(CUDA_ERROR_INVALID_VALUE)",
-                 hex, dladdr(caller, &di) && di.dli_fname && *di.dli_fname ? di.dli_fname : "?");
+                 hex, named ? di.dli_fname : "?");
   }
   *table = NULL;
   return CUDA_ERROR_INVALID_VALUE;
