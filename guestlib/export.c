@@ -805,17 +805,19 @@ GUEST_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
      * TALLY_LOG=debug.  The line names the library that asked: a table is
      * the driver's contract with one of its own libraries or a CUDA one. */
     char hex[33];
-    bool quiet = false, named;
+    bool quiet = false;
     Dl_info di;
     for (int i = 0; i < 16; i++)
       snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id->bytes[i]);
     for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++)
       quiet = quiet || strcmp(optional[i], hex) == 0;
-    named = dladdr(caller, &di) && di.dli_fname && *di.dli_fname;
-    if ((!quiet || guest__debug()) && !refusal_logged(id, named ? di.dli_fbase : NULL))
-      guest__log("cuGetExportTable: private driver table %s (asked by %s) is not emulated "
-                 "(CUDA_ERROR_INVALID_VALUE)",
-                 hex, named ? di.dli_fname : "?");
+    if (!quiet || guest__debug()) {
+      bool named = dladdr(caller, &di) && di.dli_fname && *di.dli_fname;
+      if (!refusal_logged(id, named ? di.dli_fbase : NULL))
+        guest__log("cuGetExportTable: private driver table %s (asked by %s) is not emulated "
+                   "(CUDA_ERROR_INVALID_VALUE)",
+                   hex, named ? di.dli_fname : "?");
+    }
   }
   *table = NULL;
   return CUDA_ERROR_INVALID_VALUE;

@@ -199,7 +199,7 @@ typedef struct rec_stream {
   size_t cap_ndeps;
   pthread_t maker;                 /* the thread that created it */
   unsigned long records, by_maker; /* event records on it: all, and by that thread */
-  bool last_launch; /* the latest call on it was a launch */
+  bool last_launch; /* a launch on it since its last event record or word write */
 } rec_stream_t;
 
 /* Records of an event are numbered; a record queued behind a gate runs

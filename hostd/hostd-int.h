@@ -302,8 +302,9 @@ extern int hostd__record_blocks_per_sm; /* occupancy answer (0, the default: unk
 /* Tests: the recording device has no cuBLASLt layout objects (BLASLT_LAYOUT
  * answers CUDA_ERROR_NOT_SUPPORTED, as a driver without the slot). */
 extern bool hostd__record_no_layout;
-/* Word writes (stream_write64) made on a stream whose latest call was a
- * launch: nothing, an event record in particular, came between. */
+/* Word writes (stream_write64) made on a stream with a launch since its
+ * last event record or word write: no event record came between the launch
+ * and the write. */
 extern _Atomic unsigned long hostd__record_write64_behind_launch;
 /* Host ranges registered (host_register minus host_unregister). */
 extern _Atomic long hostd__record_registered;
