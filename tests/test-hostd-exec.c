@@ -12,7 +12,9 @@
  * and after what the re-exec does (a fresh device, the fault forgotten)
  * tenants work without naming any handle or address from before (the
  * recording device refuses and counts such a use, HOSTD_RECORD_STALE, as
- * the real driver answers CUDA_ERROR_CONTEXT_IS_DESTROYED).
+ * the real driver answers CUDA_ERROR_CONTEXT_IS_DESTROYED), and that a
+ * latency-critical tenant's completion word is written right behind its
+ * launch, with no event record between (the scheduler running for it).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -645,6 +647,69 @@ static void context_limits_grow_only_within_their_bounds(void **state) {
   wire_buf_close(&r2);
 }
 
+/* A latency-critical tenant's completion word (STREAM_MARK) right behind
+ * its launch: the word's write is queued first and the quiet point's event
+ * record after it (hostd/exec.c), so no record comes between the launch and
+ * the write; the word is written once the work ran.  Here the requests are
+ * executed back to back, as a worker that took both in one batch does. */
+static void lc_stream_mark_writes_right_behind_the_launch(void **state) {
+  static const char img[] = "TALLYREC\nkernel fill_u32 8,4,8\n";
+  hostd_sched_config_t cfg;
+  wire_buf_t reply = {0};
+  call_hello_req_t hq = {.version = CALL_PROTO_VERSION, .priority = 0};
+  call_module_load_req_t lq = {.id = wire_content_id(img, sizeof(img) - 1), .has_image = 1,
+                               .image = {(const uint8_t *)img, sizeof(img) - 1}};
+  call_module_load_rep_t lr;
+  call_stream_new_req_t sq = {.flags = CU_STREAM_NON_BLOCKING};
+  call_stream_new_rep_t sr;
+  call_mem_alloc_req_t aq = {.size = 64};
+  call_mem_alloc_rep_t ar;
+  call_func_t fr;
+  size_t used, n = (size_t)sysconf(_SC_PAGESIZE);
+  uint8_t args[24] = {0};
+  uint32_t v = 7;
+  uint64_t cnt = 4;
+  (void)state;
+  hostd__sched_config_init(&cfg);
+  assert_int_equal(hostd__gpu.thread_enter(), CUDA_SUCCESS);
+  assert_int_equal(hostd__sched_parse_policy(&cfg, "tally"), 0);
+  assert_int_equal(hostd__sched_init(&cfg), 0);
+  hostd_tenant_t *t = hostd__tenant_new(12, false);
+  assert_non_null(t);
+  assert_int_equal(call(t, CALL_OP_HELLO, 0, &hq, &reply), CUDA_SUCCESS);
+  uint64_t *word = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(word != MAP_FAILED);
+  uint64_t tag = (uint64_t)(uintptr_t)word;
+  assert_int_equal(hostd__tenant_pinned_add(t, tag, word, n), 0);
+  assert_int_equal(call(t, CALL_OP_MODULE_LOAD, 0, &lq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MODULE_LOAD, &lr), 0);
+  assert_int_equal(call_func_decode(lr.funcs.p, lr.funcs.len, &fr, &used, NULL), 0);
+  assert_int_equal(call(t, CALL_OP_STREAM_NEW, 0, &sq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_STREAM_NEW, &sr), 0);
+  assert_int_equal(call(t, CALL_OP_MEM_ALLOC, 0, &aq, &reply), CUDA_SUCCESS);
+  assert_int_equal(hc_reply(&reply, CALL_OP_MEM_ALLOC, &ar), 0);
+  memcpy(args, &ar.ptr, 8);
+  memcpy(args + 8, &v, 4);
+  memcpy(args + 16, &cnt, 8);
+  call_launch_req_t q = {.func = fr.handle, .grid = {1, 1, 1}, .block = {32, 1, 1},
+                         .stream = sr.stream, .argbytes = 24, .args = {args, 24}};
+  call_stream_mark_req_t mq = {.stream = sr.stream, .tag = tag, .off = 8, .value = 5};
+  for (int round = 0; round < 3; round++) {
+    unsigned long behind = hostd__record_write64_behind_launch;
+    mq.value = 5 + (uint64_t)round;
+    assert_int_equal(hc_exec(t, CALL_OP_LAUNCH, CALL_ASYNC, &q, &reply, NULL), 0);
+    assert_int_equal(hc_exec(t, CALL_OP_STREAM_MARK, CALL_ASYNC, &mq, &reply, NULL), 0);
+    assert_int_equal(hostd__record_write64_behind_launch, behind + 1);
+    for (int i = 0; i < 5000 && __atomic_load_n(&word[1], __ATOMIC_ACQUIRE) != mq.value; i++)
+      usleep(1000);
+    assert_int_equal(__atomic_load_n(&word[1], __ATOMIC_ACQUIRE), mq.value);
+  }
+  hostd__tenant_free(t);
+  hostd__sched_shutdown();
+  munmap(word, n);
+  wire_buf_close(&reply);
+}
+
 static int setup(void **state) {
   (void)state;
   return hc_daemon_setup();
@@ -667,6 +732,7 @@ int main(void) {
       cmocka_unit_test(every_worker_thread_makes_the_context_current_first),
       cmocka_unit_test(context_limits_grow_only_within_their_bounds),
       cmocka_unit_test(blaslt_layout_is_the_devices),
+      cmocka_unit_test(lc_stream_mark_writes_right_behind_the_launch),
       cmocka_unit_test(random_requests_never_crash_or_leak),
       cmocka_unit_test(every_op_encoded_by_the_table_passes_the_fuzz_body),
   };
