@@ -34,7 +34,8 @@ CUresult guest__primary_ctx(CUcontext *pctx, CUdevice dev);
 static void slot_log(int table, int slot) {
   /* The tables by index, as the first 8 hex digits of their UUIDs (below). */
   static const char *const names[] = {"f8cff951", "6bd5fb6c", "a094798c", "42d85a81", "c693336e",
-                                      "263e8860", "d4082055", "21318c60", "1734dc26", "6e163fbe"};
+                                      "263e8860", "d4082055", "21318c60", "1734dc26", "6e163fbe",
+                                      "da9151d3"};
   /* Slots whose refusal the caller survives with output identical to native
    * (measured on the H200): logged only with TALLY_LOG=debug.  Table 8 slot
    * 3: cuBLASLt at PyTorch's first bf16 GEMM under autocast (the framework
@@ -93,6 +94,7 @@ STUBS16(6)
 STUBS16(7)
 STUBS16(8)
 STUBS16(9)
+STUBS16(10)
 /* Table 7 (21318c60, 93 slots as the driver sizes it): cuBLAS(Lt) reaches past
  * slot 15, so every slot logs its number instead of jumping through NULL;
  * slots 39 and 51 are emulated (below). */
@@ -508,6 +510,59 @@ static uint64_t tools_module_functions(uint64_t obj, uint64_t module, uint64_t c
   return n;
 }
 
+/* ---- table 10: da9151d3-3ae6-cc41-a5c0-4f26d533e328 (7 slots as the driver
+ * sizes it), asked by NVRTC (libnvrtc.so.13) around each compilation: the
+ * driver's cache of NVRTC's output.  Measured natively (H100, CuPy's cuFFT
+ * on a cold cache), one round per compilation:
+ *   slot 1 (&entry, 2, LLVM bitcode, its size, the options, a build stamp,
+ *          ...)  opens an entry for that key: 0 and *entry written;
+ *   slot 3 (entry, NULL, &out, &out_size, ...)  looks it up:
+ *          CUDA_ERROR_NOT_FOUND on a miss;
+ *   slot 4 (entry, NULL, PTX, its size, ...)  stores what NVRTC then made: 0;
+ *   slot 2 (entry, ...)  closes the entry: 0.
+ * Emulated as a cache that keeps nothing: every lookup misses, so NVRTC
+ * compiles each time, as on a cold cache, and a store is accepted and
+ * dropped.  A hit's answer was never observed, so none is invented.
+ * Slots 5 and 6 were never called: stubs. ---- */
+#define NVRTC_ENTRY_MAGIC 0x74616c6c796e7663ull /* "tallynvc" */
+
+struct nvrtc_entry {
+  uint64_t magic; /* NVRTC_ENTRY_MAGIC while open */
+  unsigned char zero[56];
+};
+
+static CUresult nvrtc_cache_open(void **entry) {
+  struct nvrtc_entry *e;
+  if (!entry)
+    return CUDA_ERROR_INVALID_VALUE;
+  e = calloc(1, sizeof(*e));
+  if (!e)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  e->magic = NVRTC_ENTRY_MAGIC;
+  *entry = e;
+  return CUDA_SUCCESS;
+}
+
+static bool nvrtc_entry_ok(const struct nvrtc_entry *e) {
+  return e && e->magic == NVRTC_ENTRY_MAGIC;
+}
+
+static CUresult nvrtc_cache_close(struct nvrtc_entry *e) {
+  if (!nvrtc_entry_ok(e))
+    return CUDA_ERROR_INVALID_HANDLE;
+  e->magic = 0;
+  free(e);
+  return CUDA_SUCCESS;
+}
+
+static CUresult nvrtc_cache_lookup(struct nvrtc_entry *e) {
+  return nvrtc_entry_ok(e) ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult nvrtc_cache_store(struct nvrtc_entry *e) {
+  return nvrtc_entry_ok(e) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 /* ---- Tally's own table (guestlib/tally-ext.h): what tallyd advertised. ---- */
 
 static unsigned ext_be_budget_us(void) {
@@ -709,6 +764,14 @@ static const void *table_tools_module[99] = {SIZE(99),
                                              S(9, 15),
                                              T9_SLOTS_16_98(T9_ENTRY)};
 
+static const void *table_nvrtc_cache[7] = {SIZE(7),
+                                           (const void *)nvrtc_cache_open,
+                                           (const void *)nvrtc_cache_close,
+                                           (const void *)nvrtc_cache_lookup,
+                                           (const void *)nvrtc_cache_store,
+                                           S(10, 5),
+                                           S(10, 6)};
+
 static const void *table_tally[TALLY_EXT_SLOTS] = {
     SIZE(TALLY_EXT_SLOTS),
     [TALLY_EXT_SLOT_BUDGET] = (const void *)ext_be_budget_us,
@@ -746,21 +809,23 @@ static const struct {
     {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99,
       0x1e},
      table_tools_module},
+    {{0xda, 0x91, 0x51, 0xd3, 0x3a, 0xe6, 0xcc, 0x41, 0xa5, 0xc0, 0x4f, 0x26, 0xd5, 0x33, 0xe3,
+      0x28},
+     table_nvrtc_cache},
     {TALLY_EXT_UUID, table_tally},
 };
 
-/* Tables asked for by driver components that share the tenant's process and
- * do without them (found with a logging pass-through driver that named each
- * caller): 69a28e9f, asked by NVML (libnvidia-ml.so.1, in nvmlInitWithFlags,
- * loaded by PyTorch 2.11 and JAX 0.11), whose slots are the real driver's
- * own helpers for the NVML of its release; and da9151d3, asked by NVRTC
- * (libnvrtc.so.13, for CuPy's kernels), the driver's cache of NVRTC's
- * compilations: a lookup (not found on a cold cache), then a store of the
- * PTX NVRTC made.  Refused, NVML works on without the helpers and NVRTC
- * compiles without the cache: the frameworks' results are identical to
- * native (docs/decisions.md, D23). */
-static const char *const optional[] = {"69a28e9f24498b47b030c5da330ea4e9",
-                                       "da9151d33ae6cc41a5c04f26d533e328"};
+/* Tables refused quietly: asked for by a driver component that shares the
+ * tenant's process and does without them (found with a logging pass-through
+ * driver that named each caller).  69a28e9f is asked by NVML
+ * (libnvidia-ml.so.1, in nvmlInitWithFlags, loaded by PyTorch 2.11 and JAX
+ * 0.11): slot 19 makes an object of the driver's and slot 21 answers a
+ * pointer to a structure of function pointers inside the real libcuda.so.1,
+ * the driver's internals lent to the NVML of its own release, which there is
+ * nothing here to stand in for.  Refused, NVML works on without them and
+ * the frameworks' results are identical to native (docs/decisions.md,
+ * D23). */
+static const char *const optional[] = {"69a28e9f24498b47b030c5da330ea4e9"};
 
 /* Whether the refusal of table id to the library at base was logged before;
  * records it if not.  Once per (table, library): cuBLAS asks for its tables
