@@ -520,9 +520,12 @@ static uint64_t tools_module_functions(uint64_t obj, uint64_t module, uint64_t c
  *          CUDA_ERROR_NOT_FOUND on a miss;
  *   slot 4 (entry, NULL, PTX, its size, ...)  stores what NVRTC then made: 0;
  *   slot 2 (entry, ...)  closes the entry: 0.
- * Emulated as a cache that keeps nothing: every lookup misses, so NVRTC
- * compiles each time, as on a cold cache, and a store is accepted and
- * dropped.  A hit's answer was never observed, so none is invented.
+ * Natively a second process's lookups missed as well (its ComputeCache
+ * filled by the first), and with CUDA_CACHE_DISABLE=1 slot 1 answers 3 and
+ * NVRTC asks nothing more.  Emulated as a cache that keeps nothing: every
+ * lookup misses, so NVRTC compiles each time, as it did natively, and a
+ * store is accepted and dropped.  A hit's answer was never observed, so
+ * none is invented.
  * Slots 5 and 6 were never called: stubs. ---- */
 #define NVRTC_ENTRY_MAGIC 0x74616c6c796e7663ull /* "tallynvc" */
 
