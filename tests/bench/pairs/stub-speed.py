@@ -10,7 +10,9 @@ against its +nosplit twin.  It prints where it ran, the split setting, the
 class tally-run gave it (TALLY_PRIORITY) and its hops file.  With
 STUB_SPEED_FAIL=PREFIX in the environment a run whose TALLY_HOST starts with
 PREFIX prints a line as Tally's guest would (tally[PID]: ...) and 30
-numbered lines, and exits 3 (a failing run's output).
+numbered lines, and exits 3 (a failing run's output).  With
+STUB_SPEED_HANG=PREFIX such a run prints its pid and sleeps until killed (a
+run that a time limit stops).
 """
 import os
 import sys
@@ -26,6 +28,11 @@ if fail and host.startswith(fail):
     for i in range(1, 31):
         print(f"stub-speed: failing on purpose, line {i}")
     sys.exit(3)
+hang = os.environ.get("STUB_SPEED_HANG")
+if hang and host.startswith(hang):
+    print(f"stub-speed: hanging, pid {os.getpid()}", flush=True)
+    while True:
+        time.sleep(1)
 t = time.monotonic_ns()
 with open(sys.argv[1], "w") as f:
     f.write("req,arrival_ns,start_ns,end_ns\n")

@@ -9,9 +9,9 @@
 # GPU coverage.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..7"
+echo "1..8"
 if ! command -v python3 >/dev/null 2>&1; then
-  for i in 1 2 3 4 5 6 7; do echo "ok $i # SKIP python3 not found"; done
+  for i in 1 2 3 4 5 6 7 8; do echo "ok $i # SKIP python3 not found"; done
   exit 0
 fi
 tmp=$(mktemp -d /tmp/tally-fw-speed-XXXXXX)
@@ -95,6 +95,22 @@ failed_run() { # a failing run is named by Tally's line, its output's tail in th
     grep -q '^| bert-graph | tcp | 0 of 1 (failed: exit 3' "$d/speed.md"
 }
 check "a failing run: named with its exit and Tally's line, its output's tail in the log, the others kept" failed_run
+
+stopped_run() { # a time limit's SIGTERM mid-run: that run killed, the table of the others written
+  d=$tmp/stop
+  STUB_SPEED_HANG=tcp timeout --preserve-status -s TERM 5 python3 "$S/scripts/fw-speed" --builddir "$B" --stub \
+    --workloads bert-graph --rounds 2 --seconds 1 --out "$d" 2>"$tmp/stop.err"
+  rc=$?
+  cat "$tmp/stop.err"
+  pid=$(sed -n 's/^stub-speed: hanging, pid \([0-9]*\)$/\1/p' "$d/raw/round-1/bert-graph/tcp/out.txt")
+  [ "$rc" = 143 ] && [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null &&
+    grep -q 'stopped by SIGTERM in round 1; the table has the runs that finished' "$tmp/stop.err" &&
+    grep -q '^| bert-graph | native | 1 of 2 | 1.000 |' "$d/speed.md" &&
+    grep -q '^| bert-graph | shm | 1 of 2 | 1.100 |' "$d/speed.md" &&
+    grep -q '^| bert-graph | tcp | 0 of 2 | - |' "$d/speed.md" && grep -q 'serving' "$d/tallyd.err"
+}
+check "stopped by SIGTERM mid-run: the run in progress killed, the others' table written" \
+  stopped_run
 
 no_daemon() { # tallyd refusing its flags: its own words in the message, its output kept
   d=$tmp/nod
