@@ -44,7 +44,8 @@ EXTRA_DIST += tests/gpu/README.md tests/gpu/e2e-common.h tests/gpu/e2e-run.sh te
 	tests/gpu/driver-trace/trace.sh \
 	tests/bench/forward-bench.cu tests/bench/forward-bench.sh tests/bench/launch-ways.cu \
 	tests/bench/driver-waits.c \
-	tests/bench/forward-bench-table.awk tests/bench/test-forward-bench-table.sh
+	tests/bench/forward-bench-table.awk tests/bench/test-forward-bench-table.sh \
+	tests/bench/test-forward-bench.sh
 
 GPU_COMMON_DEPS = $(srcdir)/tests/gpu/e2e-common.h
 
@@ -121,8 +122,9 @@ tests/gpu/test-e2e-runner: $(srcdir)/tests/gpu/test-e2e-runner.sh tests/gpu/e2e-
 if HAVE_CMOCKA
 TESTS += tests/gpu/test-e2e-runner
 endif
-# forward-bench's table from made-up figures (no GPU).
-TESTS += tests/bench/test-forward-bench-table.sh
+# forward-bench's table from made-up figures, and its script's plumbing (a stand-in program,
+# the recording device, a fake nvidia-smi) (no GPU).
+TESTS += tests/bench/test-forward-bench-table.sh tests/bench/test-forward-bench.sh
 
 # N framework tenants in a row through one tallyd (make tenant-churn).
 tests/gpu/tenant-churn: $(srcdir)/tests/gpu/tenant-churn.sh $(srcdir)/tests/gpu/tallyd-lib.sh Makefile

@@ -1,8 +1,9 @@
 # forward-bench-table.awk: forward-bench's table from its runs' figures.
 #
-# Input, one figure a line: CONFIG KEY VALUE ROUND (CONFIG native, shm, tcp or reply: shared
-# memory with the completion word off; KEY as forward-bench-bin prints it; only the rounds that
-# completed).  -v transports="shm tcp reply" names the Tally columns.  Prints the Markdown table (per config the median over rounds,
+# Input, one figure a line: CONFIG KEY VALUE ROUND (CONFIG native, shm, tcp, reply: shared
+# memory with the completion word off, or queued: shared memory through a tallyd whose loop
+# queues the requests for the worker; KEY as forward-bench-bin prints it; only the rounds that
+# completed).  -v transports="shm tcp reply queued" names the Tally columns, in that order.  Prints the Markdown table (per config the median over rounds,
 # the ratio to native, the target for tally-shm and whether it is met), the open-loop
 # request targets, each round's tally/native ratio for the rows with a target when there
 # are several rounds, and whether every run's results were correct.  Tested on made-up
@@ -46,26 +47,34 @@ END {
     split(targets[i], tt, " ")
     ttext[i] = targets[i] == "" ? "" : (tt[1] == "le" ? "<= " : ">= ") tt[2] "x"
   }
-  hs = index(transports, "shm") > 0; ht = index(transports, "tcp") > 0; hw = index(transports, "reply") > 0
-  printf "| metric | native |%s%s%s%s%s%s target (shm) | shm meets |\n", hs ? " tally-shm |" : "", ht ? " tally-tcp |" : "", hw ? " shm, reply |" : "", hs ? " shm/native |" : "", ht ? " tcp/native |" : "", hw ? " reply/native |" : ""
-  printf "|---|---|%s%s%s%s%s%s---|---|\n", hs ? "---|" : "", ht ? "---|" : "", hw ? "---|" : "", hs ? "---|" : "", ht ? "---|" : "", hw ? "---|" : ""
+  nt = split(transports, ts, " ")
+  head["shm"] = "tally-shm"; head["tcp"] = "tally-tcp"; head["reply"] = "shm, reply"
+  head["queued"] = "shm, queued"
+  hs = index(" " transports " ", " shm ") > 0; ht = index(" " transports " ", " tcp ") > 0
+  printf "| metric | native |"
+  for (j = 1; j <= nt; j++) printf " %s |", head[ts[j]]
+  for (j = 1; j <= nt; j++) printf " %s/native |", ts[j]
+  printf " target (shm) | shm meets |\n|---|---|"
+  for (j = 1; j <= 2 * nt; j++) printf "---|"
+  printf "---|---|\n"
   for (i = 1; i <= nk; i++) {
     k = keys[i]
     printf "| %s | %s |", labels[i], cell("native", k)
-    if (hs) printf " %s |", cell("shm", k)
-    if (ht) printf " %s |", cell("tcp", k)
-    if (hw) printf " %s |", cell("reply", k)
-    if (hs) printf " %s |", ratio("shm", k)
-    if (ht) printf " %s |", ratio("tcp", k)
-    if (hw) printf " %s |", ratio("reply", k)
+    for (j = 1; j <= nt; j++) printf " %s |", cell(ts[j], k)
+    for (j = 1; j <= nt; j++) printf " %s |", ratio(ts[j], k)
     printf " %s | %s |\n", ttext[i] == "" ? "-" : ttext[i], hs ? verdict(k, targets[i]) : "-"
   }
   # Absolute targets of the latency-critical path (open-loop requests).
   n50 = median(v["native req_us_p50"]); rtt = median(v["native tcp_rtt_us_p50"])
   if (hs && n50 != "" && median(v["shm req_us_p50"]) != "")
     printf "\nopen-loop p50 over shm: %s us vs native %s + 10 us: %s\n", median(v["shm req_us_p50"]), n50, (median(v["shm req_us_p50"]) <= n50 + 10) ? "meets" : "NO"
-  if (hw && n50 != "" && median(v["reply req_us_p50"]) != "")
-    printf "open-loop p50 over shm with tallyd's reply (no completion word): %s us vs native %s + 10 us: %s\n", median(v["reply req_us_p50"]), n50, (median(v["reply req_us_p50"]) <= n50 + 10) ? "meets" : "NO"
+  over["reply"] = "shm with tallyd's reply (no completion word)"
+  over["queued"] = "shm with the loop queueing for the worker (--lc-direct no)"
+  for (j = 1; j <= nt; j++) {
+    c = ts[j]
+    if (!(c in over) || n50 == "" || median(v[c " req_us_p50"]) == "") continue
+    printf "open-loop p50 over %s: %s us vs native %s + 10 us: %s\n", over[c], median(v[c " req_us_p50"]), n50, (median(v[c " req_us_p50"]) <= n50 + 10) ? "meets" : "NO"
+  }
   if (ht && n50 != "" && rtt != "" && median(v["tcp req_us_p50"]) != "")
     printf "open-loop p50 over TCP: %s us vs native %s + one TCP round trip %s us: %s\n", median(v["tcp req_us_p50"]), n50, rtt, (median(v["tcp req_us_p50"]) <= n50 + rtt) ? "meets" : "NO"
   # Each round ran native, then every transport, one after the other: a round's ratio is
@@ -75,8 +84,7 @@ END {
     for (i = 1; i <= nk; i++) {
       if (targets[i] == "") continue
       k = keys[i]
-      split(transports, ts, " ")
-      for (j = 1; j in ts; j++) {
+      for (j = 1; j <= nt; j++) {
         line = ""
         for (r = 1; r <= nr; r++) {
           a = per[ts[j] " " k " " r]; b = per["native " k " " r]

@@ -18,12 +18,16 @@
 # run; the idle rows are the CPU the guest and tallyd burn per second while the tenant idles.
 # TALLYD_ARGS adds daemon flags (e.g. '--lc-poll no' to see the fallback).
 #
-# usage: forward-bench [-r ROUNDS] [-t shm|tcp|both] [--reply-sync] [--null-stream] [--scale F]
-#                      [--hops]
+# usage: forward-bench [-r ROUNDS] [-t shm|tcp|both] [--reply-sync] [--queued] [--null-stream]
+#                      [--scale F] [--hops]
 #   -r  rounds (default 3)   -t  Tally transports (default both)
 #   --reply-sync  also a column "reply": shared memory with TALLY_LC_SYNC_WORD=0 (the stream
 #            synchronisation answered by tallyd's reply instead of a word the GPU writes,
 #            docs/lc-path.md)
+#   --queued also a column "queued": shared memory through a second tallyd started with
+#            --lc-direct no added (tallyd's loop thread reads the ring and queues each request
+#            for the latency-critical worker, instead of the worker reading it itself), in
+#            the same rounds; the two daemons never serve a run at the same time
 #   --null-stream, --scale F  passed to forward-bench-bin (see forward-bench.cu)
 #   --hops   record hand-off times (tallyd --hops, TALLY_HOPS) and print where the open-loop
 #            requests' and the launch + sync row's time goes, per transport
@@ -42,6 +46,7 @@ rounds=3
 transports="shm tcp"
 hops=0
 reply=0
+queued=0
 scale=1
 binargs=()
 orig_args="$*"
@@ -51,6 +56,7 @@ while [ $# -gt 0 ]; do
     -t) case $2 in both) transports="shm tcp" ;; shm | tcp) transports=$2 ;;
           *) echo "forward-bench: -t takes shm, tcp or both" >&2; exit 2 ;; esac; shift ;;
     --reply-sync) reply=1 ;;
+    --queued) queued=1 ;;
     --null-stream) binargs+=(--null-stream) ;;
     --scale) binargs+=(--scale "$2"); scale=$2; shift ;;
     --hops) hops=1 ;;
@@ -60,24 +66,55 @@ while [ $# -gt 0 ]; do
 done
 
 [ $reply = 1 ] && transports="$transports reply"
+[ $queued = 1 ] && transports="$transports queued"
 B=$TL_BUILDDIR
-BIN=$B/tests/bench/forward-bench-bin
+# FORWARD_BENCH_BIN: another program in its place (tests/bench/test-forward-bench.sh's stand-in)
+BIN=${FORWARD_BENCH_BIN:-$B/tests/bench/forward-bench-bin}
 if ! tl_have_gpu; then
   echo "skip: no GPU (nvidia-smi lists none)"
   exit 77
 fi
 [ -x "$BIN" ] || { echo "forward-bench: $BIN not built (make tests/bench/forward-bench)"; exit 1; }
 
-LOGS=$B/tests/bench/forward-bench-logs
+LOGS=${FORWARD_BENCH_LOGS:-$B/tests/bench/forward-bench-logs}
 tl_workdir forward-bench "$LOGS"
 
+main_args=${TALLYD_ARGS:-}
+queued_args="$main_args --lc-direct no"
 if [ $hops = 1 ]; then
-  TALLYD_ARGS="${TALLYD_ARGS:-} --hops $LOGS/hops.daemon"
+  main_args="$main_args --hops $LOGS/hops.daemon"
+  queued_args="$queued_args --hops $LOGS/hops.daemon-queued"
 fi
-tally_ok=1
+TALLYD_ARGS=$main_args
+# use_daemon main|queued: the tl_* functions act on one tallyd's variables; this swaps the
+# other's in (--queued's daemon: its own socket and state, --lc-direct no added to its flags).
+cur=main tally_ok=1
+Q_PID= Q_SOCK= Q_PORT= Q_LOG= Q_OK=0
+use_daemon() {
+  [ "$1" = "$cur" ] && return 0
+  local p=$TL_PID s=$TL_SOCK o=$TL_PORT l=$TL_LOG k=$tally_ok
+  TL_PID=$Q_PID TL_SOCK=$Q_SOCK TL_PORT=$Q_PORT TL_LOG=$Q_LOG tally_ok=$Q_OK
+  Q_PID=$p Q_SOCK=$s Q_PORT=$o Q_LOG=$l Q_OK=$k
+  cur=$1
+  if [ "$cur" = queued ]; then
+    TL_TAG=-queued TALLYD_ARGS=$queued_args
+  else
+    TL_TAG= TALLYD_ARGS=$main_args
+  fi
+}
+trap 'use_daemon queued; tl_stop >/dev/null 2>&1; use_daemon main; tl_cleanup' EXIT
 if ! tl_start; then
   echo "forward-bench: tallyd unavailable: $TL_ERR (Tally columns will read 'failed')"
   tally_ok=0
+fi
+if [ $queued = 1 ]; then
+  use_daemon queued
+  tally_ok=1
+  if ! tl_start; then
+    echo "forward-bench: the queued column's tallyd unavailable: $TL_ERR (it will read 'failed')"
+    tally_ok=0
+  fi
+  use_daemon main
 fi
 
 guest_real=$(readlink -f "$TL_GUESTDIR/libcuda.so.1" 2>/dev/null)
@@ -85,6 +122,7 @@ status=0
 for r in $(seq 1 "$rounds"); do
   for cfg in native $transports; do
     out=$LOGS/$cfg.$r.out
+    if [ "$cfg" = queued ]; then use_daemon queued; else use_daemon main; fi
     if [ "$cfg" != native ]; then
       if [ $tally_ok = 0 ] || ! { tl_alive || tl_start; }; then
         echo "rc 1" >"$out"
@@ -99,6 +137,7 @@ for r in $(seq 1 "$rounds"); do
     [ $hops = 1 ] && [ "$cfg" != native ] && hopsfile=$LOGS/hops.$cfg.$r
     via=$cfg syncword=
     [ "$cfg" = reply ] && via=shm syncword=0
+    [ "$cfg" = queued ] && via=shm
     FB_TALLYD_PID=$([ "$cfg" != native ] && echo "$TL_PID") TALLY_HOPS=$hopsfile \
       TALLY_LC_SYNC_WORD=$syncword \
       tl_run "$via" 300 latency-critical "fb-$cfg-$r" -- "$BIN" "${binargs[@]}" \
@@ -146,12 +185,14 @@ if [ $hops = 1 ] && [ -x "$B/tests/bench/hops-report" ]; then
   for cfg in $transports; do
     echo
     echo "where an open-loop request's time goes over $cfg (hops-report --last $last):"
-    "$B/tests/bench/hops-report" --last "$last" "$LOGS"/hops.$cfg.* "$LOGS/hops.daemon"
+    daemon_hops=$LOGS/hops.daemon
+    [ "$cfg" = queued ] && daemon_hops=$LOGS/hops.daemon-queued
+    "$B/tests/bench/hops-report" --last "$last" "$LOGS"/hops.$cfg.* "$daemon_hops"
     # Before it, the launch + sync row's 5000 stream synchronisations outnumber every other.
     echo
     echo "where a launch + sync's time goes over $cfg (hops-report --op stream_sync --skip-last $last):"
     "$B/tests/bench/hops-report" --op stream_sync --skip-last "$last" "$LOGS"/hops.$cfg.* \
-      "$LOGS/hops.daemon"
+      "$daemon_hops"
   done
 fi
 echo

@@ -6,7 +6,7 @@
 # result named.  Prints TAP.
 S=${TALLY_SRCDIR:-..}
 A=$S/tests/bench/forward-bench-table.awk
-echo "1..3"
+echo "1..4"
 tmp=$(mktemp -d /tmp/tally-fbtable-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 # fig CONFIG ROUND CHAIN_MS LAUNCH_SYNC_US REQ_P50 REQ_P99 [CHAIN_OK]
@@ -71,5 +71,27 @@ if awk -v transports="shm reply" -f "$A" "$tmp/reply.in" >"$out" 2>&1 &&
   echo "ok 3 - the reply column, its ratio and its open-loop line"
 else
   echo "not ok 3 - the reply column, its ratio and its open-loop line"
+  sed 's/^/# /' "$out"
+fi
+# The queued column (a second tallyd, --lc-direct no) beside tcp and reply: every column in
+# transports' order, its per-round ratios and its open-loop line after reply's.
+{
+  fig native 1 4.0 10 230 250; fig shm 1 4.4 12 235 260; fig tcp 1 4.2 25 255 300
+  fig reply 1 4.3 9.5 232 255; fig queued 1 3.8 13 236 270
+  fig native 2 5.0 10 232 260; fig shm 2 5.5 12 235 260; fig tcp 2 5.0 26 260 310
+  fig reply 2 5.2 9.5 232 255; fig queued 2 4.5 14 239 280
+} >"$tmp/queued.in"
+out=$tmp/queued.out
+if awk -v transports="shm tcp reply queued" -f "$A" "$tmp/queued.in" >"$out" 2>&1 &&
+  grep -q '^| metric | native | tally-shm | tally-tcp | shm, reply | shm, queued | shm/native | tcp/native | reply/native | queued/native | target (shm) | shm meets |$' "$out" &&
+  grep -q '^|---|---|---|---|---|---|---|---|---|---|---|---|$' "$out" &&
+  grep -q '^| 1000-kernel chain (ms) | 4.5 | 4.95 | 4.6 | 4.75 | 4.15 | 1.10x | 1.02x | 1.06x | 0.92x | <= 1.05x | NO |$' "$out" &&
+  grep -q '^  1000-kernel chain (ms), queued: 0.95x 0.90x$' "$out" &&
+  sed -n '/^open-loop p50 over shm with tallyd.s reply/{n;p;}' "$out" |
+    grep -q '^open-loop p50 over shm with the loop queueing for the worker (--lc-direct no): 237.5 us vs native 231 + 10 us: meets$' &&
+  grep -q '^results correct (chain and copies): yes, every configuration$' "$out"; then
+  echo "ok 4 - the queued column among the others, its ratios per round and its open-loop line"
+else
+  echo "not ok 4 - the queued column among the others, its ratios per round and its open-loop line"
   sed 's/^/# /' "$out"
 fi

@@ -11,6 +11,8 @@
 #
 # TALLYD_ARGS (word-split) adds flags to tallyd's command line, e.g.
 #   TALLYD_ARGS='--worker-spin-us 0 --spin-us 0' tests/bench/forward-bench
+# TL_TAG, when set at tl_start, names that tallyd's socket and state directory apart
+# (tallyd$TL_TAG.sock, state$TL_TAG), so a caller can run a second one beside the first.
 # Transports, as the callers name them:
 #   native  the command as is (the real driver)
 #   shm     through tally-run --host unix:SOCKET (the guest upgrades to shared memory)
@@ -89,13 +91,13 @@ tl_start() {
     return 1
   fi
   TL_STARTS=$((TL_STARTS + 1))
-  TL_SOCK=$TL_WORK/tallyd.sock
+  TL_SOCK=$TL_WORK/tallyd${TL_TAG:-}.sock
   TL_PORT=$(tl_free_port)
   TL_LOG=$TL_WORK/tallyd.$TL_STARTS.log
   rm -f "$TL_SOCK"
-  mkdir -p "$TL_WORK/state"
+  mkdir -p "$TL_WORK/state${TL_TAG:-}"
   "$TL_TALLYD" --listen-unix "$TL_SOCK" --listen-tcp "127.0.0.1:$TL_PORT" \
-    --state-dir "$TL_WORK/state" --log-level "${TALLY_LOG_LEVEL:-info}" ${TALLYD_ARGS:-} \
+    --state-dir "$TL_WORK/state${TL_TAG:-}" --log-level "${TALLY_LOG_LEVEL:-info}" ${TALLYD_ARGS:-} \
     </dev/null >"$TL_LOG" 2>&1 &
   TL_PID=$!
   local deadline=$((SECONDS + ${TL_START_TIMEOUT:-20}))
