@@ -529,6 +529,9 @@ static uint64_t tools_module_functions(uint64_t obj, uint64_t module, uint64_t c
  * Slots 5 and 6 were never called: stubs. ---- */
 #define NVRTC_ENTRY_MAGIC 0x74616c6c796e7663ull /* "tallynvc" */
 
+/* An open entry.  The driver's entries are objects of its own that NVRTC
+ * only passes back (never seen read); the zeroed room after the magic keeps
+ * a caller that did read a few words from reading past the allocation. */
 struct nvrtc_entry {
   uint64_t magic; /* NVRTC_ENTRY_MAGIC while open */
   unsigned char zero[56];
