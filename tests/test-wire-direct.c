@@ -8,7 +8,8 @@
  * on_msg does for what the loop reads (posts' per-thread order, calls
  * echoed).  What each behaviour shows: every request arrives exactly once
  * and in order whichever side read it; the reader refuses a message and
- * the loop gets it, in order; frames the reader does not take (descriptors)
+ * the loop gets it, in order; a burst's long batch is the loop's; frames the
+ * reader does not take (descriptors)
  * go to the loop and reading comes back to the reader; a reader busy past
  * dead_after does not make the tenant dead, and a frame only the loop reads
  * does not wait for a busy reader; a tenant that closes while the
@@ -193,6 +194,33 @@ static void a_refused_message_goes_to_the_loop_in_order(void **state) {
   wire_direct_counts(f.r.d, &read, &given);
   print_message("reader: %llu frames read, %llu given back\n", (unsigned long long)read,
                 (unsigned long long)given);
+  fx_stop(&f);
+}
+
+/* A burst's BATCH frame (500 posts, 6.5 KB) is longer than the reader takes
+ * (WIRE__DR_BURST_BYTES): it gives the frame back and the loop reads every
+ * post of it, in order; a request's few posts stay the reader's. */
+static void a_burst_goes_to_the_loop(void **state) {
+  fixture f;
+  int loop_before, reader_before;
+  (void)state;
+  fx_start(&f, 0, 0);
+  echo(f.c, 8, 4);
+  loop_before = atomic_load(&f.h.posts);
+  reader_before = atomic_load(&f.r.posts);
+  for (uint32_t i = 0; i < 500; i++) /* one batch: the call below sends it */
+    assert_int_equal(harness_post_seq(f.c, 2, i), 0);
+  echo(f.c, 8, 5);
+  assert_int_equal(atomic_load(&f.h.posts) - loop_before, 500);
+  assert_int_equal(atomic_load(&f.r.posts), reader_before);
+  for (uint32_t i = 500; i < 1500; i++) {
+    assert_int_equal(harness_post_seq(f.c, 2, i), 0);
+    if (i % 10 == 9)
+      echo(f.c, 8, (uint8_t)i);
+  }
+  assert_int_equal(atomic_load(&f.h.posts) + atomic_load(&f.r.posts), 1500);
+  assert_int_equal(atomic_load(&f.h.order_errors), 0);
+  assert_true(atomic_load(&f.r.posts) > reader_before);
   fx_stop(&f);
 }
 
@@ -387,6 +415,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(requests_arrive_once_and_in_order),
       cmocka_unit_test(a_refused_message_goes_to_the_loop_in_order),
+      cmocka_unit_test(a_burst_goes_to_the_loop),
       cmocka_unit_test(frames_it_does_not_take_go_to_the_loop),
       cmocka_unit_test(a_busy_reader_is_not_a_dead_tenant),
       cmocka_unit_test(a_stamp_after_the_timers_clock_is_not_silence),

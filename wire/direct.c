@@ -165,6 +165,7 @@ int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m
   if (wire__hdr_decode(d->buf, d->version, &h, why, sizeof(why)) != 0 || h.flags != 0 ||
       (h.kind != WIRE__K_CALL && h.kind != WIRE__K_POST && h.kind != WIRE__K_BATCH) ||
       h.len > WIRE_DIRECT_MAX || h.len > n - WIRE__HDR_LEN ||
+      (h.kind == WIRE__K_BATCH && h.len > WIRE__DR_BURST_BYTES) ||
       (h.kind == WIRE__K_CALL && h.id == 0) || (h.kind != WIRE__K_BATCH && h.aux != 0))
     return give_back(d, w);
   wire__shm_copy_out(&d->g2d, rd + WIRE__HDR_LEN, d->buf + WIRE__HDR_LEN, h.len);

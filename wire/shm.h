@@ -205,6 +205,9 @@ void wire__efd_drain(int fd);
  *     gives the ring back (READER -> LOOP) without consuming the frame it
  *     refused, and after running returns it to itself (RUNNING -> READER)
  *     only if the loop did not take it meanwhile;
+ *   - the reader gives back, unread, a BATCH frame longer than
+ *     WIRE__DR_BURST_BYTES: a burst is read by the loop while the reader
+ *     runs what came before it;
  *   - the loop takes the ring back (READER or RUNNING -> LOOP, never from
  *     TAKING) when bytes have waited unread for WIRE__DR_STUCK_NS, the
  *     reader being busy with a request (its own or one the loop queued):
@@ -225,6 +228,13 @@ enum {
  * than a launch burst's run (a few launches of 4 us), short next to what a
  * blocked request waits for. */
 #define WIRE__DR_STUCK_NS 50000u
+/* The longest BATCH frame the reader takes itself.  A frame is copied out
+ * whole before any of it runs, so a reader that took a burst's frame (tens of
+ * launches, kilobytes written by the guest's core) would copy it on the
+ * request path; the loop reads it instead, message by message, while the
+ * reader issues the launches before it, as two stages of one pipeline.  A
+ * request's few posts and its call (under 1 KiB) stay the reader's. */
+#define WIRE__DR_BURST_BYTES 4096u
 
 /* The owner word: the state above in its low 3 bits and, above them, a
  * generation the loop advances at every hand-over, so a reader's

@@ -518,8 +518,10 @@ int wire_tenant_note(wire_tenant_t *t, uint32_t word);
  * loop read it and hand each message over.  The ring has one reader at a
  * time: the loop hands it to the executor when the ring is empty and its
  * framing idle, and takes it back whenever the executor meets a frame it
- * does not take (anything but plain calls, posts and batches of them up to
- * WIRE_DIRECT_MAX bytes, or a message ok() refuses); messages the loop read
+ * does not take (anything but plain calls and posts up to WIRE_DIRECT_MAX
+ * bytes and batches of posts up to 4 KiB, or a message ok() refuses: a longer
+ * batch, a burst, is read by the loop while the executor runs what came
+ * before it); messages the loop read
  * meanwhile went to on_msg, and the executor must run those it queued before
  * it reads the ring again (wire_direct_read returns 0 while the loop owns
  * it).  Replies go as usual (wire_tenant_reply_mt*).  The tenant is not
