@@ -137,6 +137,9 @@ EXTRA_tests_test_hostd_chaos_DEPENDENCIES = hostd/tallyd-record hostd/tallyctl \
 noinst_PROGRAMS += tests/bench/hops-report
 tests_bench_hops_report_SOURCES = tests/bench/hops-report.c
 tests_bench_hops_report_LDADD = $(WIRE_GUEST_LIBS)
+# hops-report --gaps from made-up records (no GPU).
+TESTS += tests/bench/test-hops-report.sh
+EXTRA_DIST += tests/bench/test-hops-report.sh
 
 # The flood measurement (tests/bench/RESULTS.md): cd BUILDDIR && tests/bench/hostd-flood [SECONDS].
 noinst_PROGRAMS += tests/bench/hostd-flood

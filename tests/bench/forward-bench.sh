@@ -30,8 +30,8 @@
 #            the same rounds; the two daemons never serve a run at the same time
 #   --null-stream, --scale F  passed to forward-bench-bin (see forward-bench.cu)
 #   --hops   record hand-off times (tallyd --hops, TALLY_HOPS) and print where the open-loop
-#            requests' and the launch + sync row's time goes, per transport
-#            (tests/bench/hops-report)
+#            requests' and the launch + sync row's time goes, per transport, and what the
+#            worker spends between a burst's launches outside the driver (tests/bench/hops-report)
 set -u
 
 # tallyd-lib.sh is in the source tree: TALLY_SRCDIR, where `make` said, or, when the tree was
@@ -193,6 +193,13 @@ if [ $hops = 1 ] && [ -x "$B/tests/bench/hops-report" ]; then
     echo "where a launch + sync's time goes over $cfg (hops-report --op stream_sync --skip-last $last):"
     "$B/tests/bench/hops-report" --op stream_sync --skip-last "$last" "$LOGS"/hops.$cfg.* \
       "$daemon_hops"
+    # The bursts (the launch row's, the chain's, a request's 8 launches): daemon records only,
+    # this transport's tenants only (the daemon's file has every run's).
+    echo
+    echo "the worker between back-to-back launches over $cfg (hops-report --gaps --op launch):"
+    grep "^D fb-$cfg-" "$daemon_hops" >"$LOGS/hops.daemon.$cfg"
+    "$B/tests/bench/hops-report" --gaps --op launch "$LOGS/hops.daemon.$cfg" |
+      sed -n '/^| worker between/,$p'
   done
 fi
 echo

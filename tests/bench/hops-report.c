@@ -2,7 +2,7 @@
  * the guest (TALLY_HOPS=FILE, wire/hops.c) and tallyd (--hops FILE,
  * hostd/hops.c) append to their files.
  *
- * usage: hops-report [--last N] [--skip-last N] [--op OP] [--ops] FILE...
+ * usage: hops-report [--last N] [--skip-last N] [--op OP] [--ops] [--gaps] FILE...
  *   Reads G (guest) and D (daemon) lines from every FILE (both sides may
  *   share one), joins each guest call with the daemon's record of it by
  *   tenant name and call id, and prints p50/p99 in microseconds of every
@@ -28,6 +28,13 @@
  *   the ring -> read by tallyd -> taken by the worker -> handler (the GPU's
  *   write queued) -> the guest saw the word; kept under --op STREAM_SYNC or
  *   STREAM_MARK, --last/--skip-last counting them apart from the calls.
+ *   --gaps adds what a tenant's worker spends between two posts of one op
+ *   (any op, or --op's) that follow each other closely, a burst's launches:
+ *   from one handler's return to the next handler's entry (reading the
+ *   next request, its tables, the scheduler's bookkeeping), against the
+ *   handler itself (the driver call); pairs more than GAP_MAX_NS apart are
+ *   idle time, not counted.  A burst issued by tallyd takes N x (gap +
+ *   handler) against N x the application's own launch call natively.
  *   Both sides must share
  *   CLOCK_MONOTONIC, i.e. run on one host (shm, or TCP over loopback).
  *   Exit 0 when at least one call or synchronisation was joined, 1 otherwise,
@@ -317,6 +324,42 @@ static size_t word_table(vec_t *ans, const vec_t *d, long last, long skip, uint6
   return joined;
 }
 
+/* --gaps: two posts further apart than this are not one burst. */
+#define GAP_MAX_NS 20000u
+
+static int by_entry(const void *x, const void *y) {
+  const rec_t *a = x, *b = y;
+  int c = strcmp(a->name, b->name);
+  if (c)
+    return c;
+  return a->t[2] < b->t[2] ? -1 : a->t[2] > b->t[2];
+}
+
+/* --gaps: d sorted here by tenant and handler entry; h[0..1] scratch of
+ * d->n. */
+static void gaps_table(vec_t *d, long op, uint64_t **h) {
+  size_t pairs = 0;
+  uint64_t sum = 0;
+  qsort(d->v, d->n, sizeof(rec_t), by_entry);
+  for (size_t j = 1; j < d->n; j++) {
+    const rec_t *a = &d->v[j - 1], *b = &d->v[j];
+    if (strcmp(a->name, b->name) != 0 || a->kind != 'p' || b->kind != 'p' || a->op != b->op ||
+        (op >= 0 && b->op != (unsigned)op) || (op < 0 && b->op == OP_PINNED_MAP) ||
+        !a->t[3] || !b->t[2] || !b->t[3] || b->t[2] < a->t[3] || b->t[3] < b->t[2] ||
+        b->t[2] - a->t[3] > GAP_MAX_NS)
+      continue;
+    h[0][pairs] = b->t[2] - a->t[3];
+    h[1][pairs] = b->t[3] - b->t[2];
+    sum += h[0][pairs];
+    pairs++;
+  }
+  printf("\n| worker between back-to-back posts (%zu pairs, mean gap %.0f ns) | p50 us | p99 us "
+         "|\n|---|---|---|\n",
+         pairs, pairs ? (double)sum / (double)pairs : 0.0);
+  row("handler returned -> next handler entered", h[0], pairs);
+  row("next handler (driver call)", h[1], pairs);
+}
+
 /* An op by call.def number or name; -1 when it names none. */
 static long op_arg(const char *a) {
   char *end;
@@ -329,12 +372,12 @@ static long op_arg(const char *a) {
   return strcasecmp(a, "PINNED_MAP") == 0 ? (long)OP_PINNED_MAP : -1;
 }
 
-#define USAGE "usage: hops-report [--last N] [--skip-last N] [--op OP] [--ops] FILE...\n"
+#define USAGE "usage: hops-report [--last N] [--skip-last N] [--op OP] [--ops] [--gaps] FILE...\n"
 
 int main(int argc, char **argv) {
   vec_t g = {0}, d = {0}, f = {0}, ans = {0};
   long last = -1, skip = -1, op = -1;
-  int i, nfiles = 0, ops = 0;
+  int i, nfiles = 0, ops = 0, gaps = 0;
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--last") == 0 && i + 1 < argc)
       last = atol(argv[++i]);
@@ -347,6 +390,8 @@ int main(int argc, char **argv) {
       }
     } else if (strcmp(argv[i], "--ops") == 0)
       ops = 1;
+    else if (strcmp(argv[i], "--gaps") == 0)
+      gaps = 1;
     else if (argv[i][0] == '-') {
       fprintf(stderr, USAGE);
       return 2;
@@ -413,6 +458,8 @@ int main(int argc, char **argv) {
     fn_table(&f, &g, h, k);
   if (ops)
     ops_table(&d, h[0]);
+  if (gaps)
+    gaps_table(&d, op, h);
   for (i = 0; i < 9; i++)
     free(h[i]);
   free(g.v);

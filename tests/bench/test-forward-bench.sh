@@ -8,10 +8,12 @@
 # it was told of (FB_TALLYD_PID), and prints figures that say which column ran it.  Checks
 # the --queued column: a second tallyd with --lc-direct no, its own socket, every queued run
 # sent there and none of the others, the table's columns in order, and both daemons stopped
-# at the end.  No GPU: this tests the benchmark's script, not Tally's speed.
+# at the end; with --hops, the table of the worker's gaps between launches for each
+# transport, from that transport's tenants only.  No GPU: this tests the benchmark's script,
+# not Tally's speed.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
-echo "1..3"
+echo "1..4"
 if ! command -v python3 >/dev/null 2>&1; then
   for i in 1 2 3; do echo "ok $i # SKIP python3 not found (the stand-in needs it)"; done
   exit 0
@@ -57,7 +59,7 @@ chmod +x "$tmp/bin/nvidia-smi" "$tmp/fake-bin"
 L=$tmp/logs
 PATH=$tmp/bin:$PATH TALLYD=$B/hostd/tallyd-record FORWARD_BENCH_BIN=$tmp/fake-bin \
   FORWARD_BENCH_LOGS=$L TALLY_BUILDDIR=$B TALLY_SRCDIR=$S \
-  timeout 120 bash "$S/tests/bench/forward-bench.sh" -r 2 --queued >"$tmp/fb.out" 2>&1
+  timeout 120 bash "$S/tests/bench/forward-bench.sh" -r 2 --queued --hops >"$tmp/fb.out" 2>&1
 rc=$?
 
 table() {
@@ -94,3 +96,15 @@ logs() {
     for p in $(pid_of shm 1) $(pid_of queued 1); do ! kill -0 "$p" 2>/dev/null || return 1; done
 }
 check "each daemon's log has its own tenants; both daemons stopped at the end" logs
+
+# --hops: each transport's gaps come from the daemon records of its own tenants (the stand-in
+# makes one call, its HELLO, and no launch: no pair).
+gaps() {
+  for c in shm tcp queued; do
+    grep -q "^the worker between back-to-back launches over $c (hops-report --gaps --op launch):\$" \
+      "$tmp/fb.out" && grep -q "^D fb-$c-1 " "$L/hops.daemon.$c" &&
+      [ "$(grep -vc "^D fb-$c-" "$L/hops.daemon.$c")" = 0 ] || return 1
+  done
+  [ "$(grep -c '^| worker between back-to-back posts (0 pairs, mean gap 0 ns) |' "$tmp/fb.out")" = 3 ]
+}
+check "--hops: the worker's gaps per transport, from its own tenants' records" gaps
