@@ -86,6 +86,12 @@ static int push(vec_t *a, const rec_t *r) {
   return 0;
 }
 
+/* Sorts v's records; an empty v has no array to hand qsort. */
+static void sort_recs(vec_t *v, int (*cmp)(const void *, const void *)) {
+  if (v->n > 1)
+    qsort(v->v, v->n, sizeof(rec_t), cmp);
+}
+
 static int by_key(const void *x, const void *y) {
   const rec_t *a = x, *b = y;
   int c = strcmp(a->name, b->name);
@@ -212,7 +218,7 @@ static void ops_table(vec_t *d, uint64_t *h) {
   size_t nr = 0;
   if (!rows)
     return;
-  qsort(d->v, d->n, sizeof(rec_t), by_op);
+  sort_recs(d, by_op);
   for (size_t j = 0; j < d->n;) {
     size_t e = j, k = 0;
     uint64_t sum = 0;
@@ -249,7 +255,7 @@ static void fn_table(const vec_t *f, const vec_t *g, uint64_t **h, size_t *k) {
   for (int i = 0; i < 5; i++)
     k[i] = 0;
   for (size_t j = 0; j < f->n; j++) {
-    const rec_t *r = &f->v[j], *c = bsearch(r, g->v, g->n, sizeof(rec_t), by_key);
+    const rec_t *r = &f->v[j], *c = g->n ? bsearch(r, g->v, g->n, sizeof(rec_t), by_key) : NULL;
     add(h[0], &k[0], r->t[0], r->t[1]);
     add(h[1], &k[1], r->t[1], r->t[2]);
     add(h[4], &k[4], r->t[1], r->t[3]);
@@ -290,8 +296,8 @@ static size_t word_table(vec_t *ans, const vec_t *d, long last, long skip, uint6
   for (size_t j = 0; j < d->n; j++)
     if (d->v[j].kind == 'p' && d->v[j].op == CALL_OP_STREAM_MARK && push(&mk, &d->v[j]))
       break;
-  qsort(mk.v, mk.n, sizeof(rec_t), by_time);
-  qsort(ans->v, ans->n, sizeof(rec_t), by_time);
+  sort_recs(&mk, by_time);
+  sort_recs(ans, by_time);
   for (size_t j = 0, end = 0; j < ans->n; j++) {
     const rec_t *a = &ans->v[j], *s;
     while (m < mk.n && (strcmp(mk.v[m].name, a->name) < 0 ||
@@ -340,7 +346,7 @@ static int by_entry(const void *x, const void *y) {
 static void gaps_table(vec_t *d, long op, uint64_t **h) {
   size_t pairs = 0;
   uint64_t sum = 0;
-  qsort(d->v, d->n, sizeof(rec_t), by_entry);
+  sort_recs(d, by_entry);
   for (size_t j = 1; j < d->n; j++) {
     const rec_t *a = &d->v[j - 1], *b = &d->v[j];
     if (strcmp(a->name, b->name) != 0 || a->kind != 'p' || b->kind != 'p' || a->op != b->op ||
@@ -407,13 +413,13 @@ int main(int argc, char **argv) {
   for (i = 0; i < 9; i++)
     if (!(h[i] = malloc(m * sizeof(uint64_t))))
       return 1;
-  qsort(d.v, d.n, sizeof(rec_t), by_key);
-  qsort(g.v, g.n, sizeof(rec_t), by_key); /* per tenant, in call order (ids grow) */
+  sort_recs(&d, by_key);
+  sort_recs(&g, by_key); /* per tenant, in call order (ids grow) */
   for (size_t j = 0, end = 0; j < g.n; j++) {
     const rec_t *c = &g.v[j], *s;
     if (!kept(&g, j, &end, last, skip))
       continue;
-    s = bsearch(c, d.v, d.n, sizeof(rec_t), by_key);
+    s = d.n ? bsearch(c, d.v, d.n, sizeof(rec_t), by_key) : NULL;
     if (!s || s->kind != 'c' || (op >= 0 && s->op != (unsigned)op))
       continue;
     joined++;

@@ -2,11 +2,12 @@
 # test-hops-report.sh: hops-report's --gaps (tests/bench/hops-report.c) from made-up daemon
 # records: the worker's time between back-to-back posts of one op, per tenant, a pair more
 # than 20 us apart (idle time), a call between two posts, another op and a pinned-memory
-# record left out; --op keeps one op.  The hops of real runs are checked by
+# record left out; --op keeps one op; a file of one side's records only (no guest calls, or
+# no daemon records) is read without a fault (the sanitizers' build runs this too).  The hops of real runs are checked by
 # tests/test-lc-path.sh.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 R=$B/tests/bench/hops-report
-echo "1..3"
+echo "1..5"
 tmp=$(mktemp -d /tmp/tally-hops-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 # d TENANT ID OP KIND ENTERED RETURNED: a daemon record (read, taken, entered, returned, replied)
@@ -40,3 +41,13 @@ check "--gaps: gap p50 0.10 us, p99 0.20; handler p50 2.50, p99 3.00" \
 "$R" --gaps --op stream_sync "$tmp/hops" >"$tmp/out"
 check "--gaps --op stream_sync: no pair of that op" \
   grep -q "$head (0 pairs, mean gap 0 ns) |" "$tmp/out"
+grep '^D' "$tmp/hops" >"$tmp/daemon-only"
+"$R" --gaps --ops "$tmp/daemon-only" >"$tmp/out" 2>&1; rc=$?
+check "daemon records only: exit 1 (no call joined), the gaps table still printed, no fault" \
+  sh -c "[ $rc -eq 1 ] && grep -q '$head (4 pairs, mean gap 115 ns) |' '$tmp/out' &&
+         ! grep -q 'runtime error' '$tmp/out'"
+grep '^G' "$tmp/hops" >"$tmp/guest-only"
+"$R" --gaps "$tmp/guest-only" >"$tmp/out" 2>&1; rc=$?
+check "guest records only: exit 1, 0 calls joined, no fault" \
+  sh -c "[ $rc -eq 1 ] && grep -q '^hops: 0 calls joined (1 guest, 0 daemon records)' '$tmp/out' &&
+         ! grep -q 'runtime error' '$tmp/out'"
