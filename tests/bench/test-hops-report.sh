@@ -3,8 +3,8 @@
 # records: the worker's time between back-to-back posts of one op, per tenant, a pair more
 # than 20 us apart (idle time), a call between two posts, another op and a pinned-memory
 # record left out; --op keeps one op; a file of one side's records only (no guest calls, or
-# no daemon records) is read without a fault (the sanitizers' build runs this too).  The hops of real runs are checked by
-# tests/test-lc-path.sh.  Prints TAP.
+# no daemon records) is read without a fault (the sanitizers' build runs this too).  The
+# hops of real runs are checked by tests/test-lc-path.sh.  Prints TAP.
 B=${TALLY_BUILDDIR:-.}
 R=$B/tests/bench/hops-report
 echo "1..5"
