@@ -322,7 +322,7 @@ static void optional_export_tables_are_refused_without_a_log_line(void **state) 
 
 /* NVRTC's compilation cache (da9151d3): served with the driver's size, an
  * entry per compilation, every lookup a miss, a store accepted, the entry
- * closed once; a foreign or closed entry is refused, never freed. */
+ * closed once; a foreign entry is refused, never freed. */
 typedef CUresult (*nvrtc_open_t)(void **, int, const void *, size_t, const char *, const char *,
                                  const char *, int);
 typedef CUresult (*nvrtc_entry_t)(void *, void *, void *, void *);

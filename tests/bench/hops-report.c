@@ -92,12 +92,17 @@ static void sort_recs(vec_t *v, int (*cmp)(const void *, const void *)) {
     qsort(v->v, v->n, sizeof(rec_t), cmp);
 }
 
-static int by_key(const void *x, const void *y) {
-  const rec_t *a = x, *b = y;
+/* The record orders: by tenant, then by one number of each record. */
+static int by_name_then(const rec_t *a, const rec_t *b, uint64_t x, uint64_t y) {
   int c = strcmp(a->name, b->name);
   if (c)
     return c;
-  return a->id < b->id ? -1 : a->id > b->id;
+  return x < y ? -1 : x > y;
+}
+
+static int by_key(const void *x, const void *y) {
+  const rec_t *a = x, *b = y;
+  return by_name_then(a, b, a->id, b->id);
 }
 
 static int cmp_u64(const void *x, const void *y) {
@@ -276,10 +281,7 @@ static void fn_table(const vec_t *f, const vec_t *g, uint64_t **h, size_t *k) {
 
 static int by_time(const void *x, const void *y) {
   const rec_t *a = x, *b = y;
-  int c = strcmp(a->name, b->name);
-  if (c)
-    return c;
-  return a->t[0] < b->t[0] ? -1 : a->t[0] > b->t[0];
+  return by_name_then(a, b, a->t[0], b->t[0]);
 }
 
 /* Synchronisations the GPU answered through a word: each of ans's records
@@ -335,10 +337,7 @@ static size_t word_table(vec_t *ans, const vec_t *d, long last, long skip, uint6
 
 static int by_entry(const void *x, const void *y) {
   const rec_t *a = x, *b = y;
-  int c = strcmp(a->name, b->name);
-  if (c)
-    return c;
-  return a->t[2] < b->t[2] ? -1 : a->t[2] > b->t[2];
+  return by_name_then(a, b, a->t[2], b->t[2]);
 }
 
 /* --gaps: d sorted here by tenant and handler entry; h[0..1] scratch of
