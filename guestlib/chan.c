@@ -76,11 +76,13 @@ static long connect_wait_ms(void) {
  * spins in a synchronisation natively, and a post made after a quiet spell
  * goes out at once (TALLY_LC_POST_NOW=1) so a polling daemon launches the
  * kernel while the next is made; the burst behind it follows within 20 us,
- * one send for all (wire/guest.c).  TALLY_LC_POST_NOW=2 (the default with 4
- * or more CPUs; 0 below) also sends the first post after a call's reply at
- * once over shared memory, so a launch + sync overlaps the launch with the
- * making of the sync.  Over
- * TCP its socket asks for SO_BUSY_POLL. */
+ * one send for all (wire/guest.c).  TALLY_LC_POST_NOW=2 also sends the first
+ * post after a call's reply at once over shared memory, so a launch + sync
+ * overlaps the launch with the making of the sync; 3 (the default with 4 or
+ * more CPUs; 0 below) also sends a post at once whenever the daemon has taken
+ * everything sent before, so a burst's launches never wait in the batch while
+ * the daemon has nothing left to launch.  Over TCP its socket asks for
+ * SO_BUSY_POLL. */
 #define LC_SPIN_DEFAULT_US 2000
 #define LC_SPIN_MAX_US     1000000
 #define LC_MIN_CPUS        4
@@ -102,9 +104,10 @@ int32_t guest__lc_spin_us(void) {
 
 static void lc_opts(wire_conn_opts_t *o) {
   o->spin_us = guest__lc_spin_us();
-  long now = guest__env_long("TALLY_LC_POST_NOW", big_host() ? 2 : 0, 2);
+  long now = guest__env_long("TALLY_LC_POST_NOW", big_host() ? 3 : 0, 3);
   o->post_now = now >= 1;
   o->post_after_reply = now >= 2;
+  o->post_when_drained = now >= 3;
   o->busy_poll_us = 50;
 }
 

@@ -749,6 +749,44 @@ static void post_after_reply_sends_the_first_post_at_once(void **state) {
   wire_conn_close(c);
 }
 
+/* post_when_drained: over shared memory a post goes out at once when the
+ * daemon has taken everything sent before and polls its ring (it would
+ * otherwise idle until the hold ends, 10 s here); without the option, or
+ * with a daemon that sleeps between messages, it waits for the call. */
+static void post_when_drained_feeds_a_polling_daemon(void **unused) {
+  (void)unused;
+  for (int spin = 0; spin < 2; spin++)
+    for (int opt = 0; opt < 2; opt++) {
+      void *st = NULL;
+      assert_int_equal(setup(&st, false, spin ? 10000 : -1), 0);
+      tstate *s = st;
+      wire_conn_opts_t o = {.no_thread = true, .post_now = true, .post_when_drained = opt};
+      wire_conn_t *c = open_conn_opts(s, "drained", &o);
+      int at_once = spin && opt, before;
+      uint64_t n0;
+
+      wire__conn_set_hold(c, 10000000000u);
+      assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+      usleep(1000); /* the daemon has published what it took (and slept, if it sleeps) */
+      s->h.next_seq[0] = 0;
+      before = atomic_load(&s->h.posts);
+      n0 = wire__conn_sends(c);
+      for (uint32_t i = 0; i < 3; i++) {
+        assert_int_equal(harness_post_seq(c, 0, i), 0);
+        assert_int_equal(wire__conn_sends(c) - n0, at_once ? i + 1 : 0);
+        if (at_once) {
+          wait_posts(s, before + (int)i + 1);
+          usleep(1000);
+        }
+      }
+      assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
+      assert_int_equal(atomic_load(&s->h.posts) - before, 3);
+      assert_int_equal(atomic_load(&s->h.order_errors), 0);
+      wire_conn_close(c);
+      teardown(&st);
+    }
+}
+
 /* A call sends the posts batched before it first, in order; over TCP in
  * the same write as the call (one send, not two: each is a system call),
  * over shared memory as a message of their own in the ring. */
@@ -836,6 +874,7 @@ int main(void) {
       BOTH(post_after_reply_sends_the_first_post_at_once),
       BOTH(post_now_held_posts_reach_the_daemon_without_a_call),
       BOTH(forget_in_a_forked_child_leaves_the_parent_connected),
+      cmocka_unit_test(post_when_drained_feeds_a_polling_daemon),
       cmocka_unit_test(bad_urls_and_hellos_are_einval),
       cmocka_unit_test(write_all_survives_partial_writes),
       cmocka_unit_test(reply_mt_after_server_close_is_econnreset),

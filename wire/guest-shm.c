@@ -228,6 +228,13 @@ static void shm_idle(wire__gtp *t, uint64_t now_ns) {
   (void)wire__shm_trim(&((shm_gtp *)t)->g2d, now_ns);
 }
 
+static bool shm_drained(wire__gtp *t) {
+  shm_gtp *g = (shm_gtp *)t;
+  return __atomic_load_n(wire__shm_u64(&g->g2d, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE) ==
+             __atomic_load_n(wire__shm_u64(&g->g2d, WIRE__SHM_HEAD), __ATOMIC_RELAXED) &&
+         __atomic_load_n(wire__shm_u32(&g->g2d, WIRE__SHM_SLEEPING), __ATOMIC_RELAXED) == 0;
+}
+
 static const struct wire__gtp_ops shm_ops = {
     .name = "shm",
     .send_msg = shm_send_msg,
@@ -237,6 +244,7 @@ static const struct wire__gtp_ops shm_ops = {
     .close = shm_close,
     .send_fd = shm_send_fd,
     .idle = shm_idle,
+    .drained = shm_drained,
     .forget = shm_forget,
 };
 

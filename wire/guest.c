@@ -14,7 +14,9 @@
  * once a batch has waited WIRE__FLUSH_US; with post_now, also when nothing
  * was sent for WIRE__POST_HOLD_US (so a post after a quiet spell goes at
  * once) and from the background thread after WIRE__POST_HOLD_US; with
- * post_after_reply on a ring, also for the first post after a call's reply.
+ * post_after_reply on a ring, also for the first post after a call's reply;
+ * with post_when_drained on a ring, also whenever the daemon has taken all
+ * that was sent (it is busy launching it, and finds the next piece waiting).
  * Order invariant: a post that returned before another post or call began
  * (in any thread: a join, a lock, a condition variable in between) reaches
  * the daemon before it, as CUDA orders work on a stream by the order of the
@@ -116,6 +118,7 @@ struct wire_conn {
   uint64_t hold_ns; /* post_now: WIRE__POST_HOLD_US; 0: posts wait for batch_bytes */
   bool fresh_ok;    /* post_after_reply on a ring transport */
   _Atomic bool fresh; /* fresh_ok: a call's reply came and no post followed yet */
+  bool drain_ok;      /* post_when_drained on a transport that can tell (shm) */
   size_t max_msg;
   bool fd_ok;      /* the daemon granted WIRE__CAP_FD (FD frames) */
   bool note_ok;    /* the daemon granted WIRE__CAP_NOTE (NOTE frames) */
@@ -879,6 +882,7 @@ int wire_conn_open(wire_conn_t **out, const char *url, const wire_hello_t *hello
   /* A ring send is a memory write; a socket's is a system call of several
    * us, which a launch + sync would then pay twice. */
   c->fresh_ok = o.post_now && o.post_after_reply && c->tp->ops->send_msg != NULL;
+  c->drain_ok = o.post_now && o.post_when_drained && c->tp->ops->drained != NULL;
   /* A batch is one frame: keep it within a TCP/RDMA chunk. */
   if (c->batch_bytes > WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8)
     c->batch_bytes = WIRE__TCP_CHUNK - WIRE__POST_INLINE_MAX - 8;
@@ -1123,7 +1127,8 @@ int wire_conn_post(wire_conn_t *c, const struct iovec *req, int req_cnt) {
     full =
         (c->fresh_ok && atomic_exchange_explicit(&c->fresh, false, memory_order_relaxed)) ||
         wire__since(wire__now_ns(), atomic_load_explicit(&c->last_tx_ns, memory_order_relaxed)) >=
-            c->hold_ns;
+            c->hold_ns ||
+        (c->drain_ok && c->tp->ops->drained(c->tp));
   if (full) {
     /* Every slot, not this one alone: older posts of other threads first. */
     pthread_mutex_lock(&c->tx_mu);

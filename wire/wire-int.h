@@ -284,6 +284,10 @@ struct wire__gtp_ops {
   /* optional (shm): housekeeping when idle (returns unused data-region
    * pages); tx lock held.  Called by the background thread. */
   void (*idle)(wire__gtp *t, uint64_t now_ns);
+  /* optional (shm): true when the consumer has taken every byte sent and
+   * polls (has not said it sleeps); any thread, no lock (a hint: it reads
+   * two shared words, which may change right after). */
+  bool (*drained)(wire__gtp *t);
   /* optional: in the child of a fork, closes this process's copies of the
    * transport's descriptors and unmaps what it shares with the daemon, with
    * no I/O, no lock and no allocation (wire_conn_forget).  NULL = nothing. */

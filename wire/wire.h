@@ -176,6 +176,11 @@ typedef struct wire_conn_opts {
                                   into the ring, not a system call): the first post after
                                   a call's reply goes out at once too (launch + sync: the
                                   daemon launches while the guest makes the sync) */
+  bool post_when_drained;      /* with post_now, on shared memory: a post goes out at once
+                                  when the daemon has taken every byte sent before and
+                                  polls the ring (it is launching the last batch), so a
+                                  burst reaches it in pieces it never waits for instead of
+                                  one batch per 20 us */
   uint32_t busy_poll_us;       /* TCP: SO_BUSY_POLL on the socket (best effort: raising it
                                   above net.core.busy_read needs CAP_NET_ADMIN); 0 = off */
   uint32_t timed_ms;           /* > 0: the connection's first call (the caller's own hello)

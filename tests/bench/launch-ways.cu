@@ -21,9 +21,16 @@
  *                             as tallyd's polling threads do), N = 1, 2, 4, ... up to ARG
  *   handoff thread            the launches made by a second thread that polls a counter
  *                             the first one raises (the loop thread -> worker hand-off)
+ *   + after: ...              what the launching thread does between two launches, as a
+ *                             daemon's bookkeeping would: N locked atomic additions on a
+ *                             line of its own, the same on a line another thread keeps
+ *                             reading, one full fence, a read-lock and unlock of a
+ *                             pthread rwlock, or about as much plain work (no locked
+ *                             instruction) as the locked rows take
  * Prints per variant: chain_ms (1000 launches then a stream sync, median) and enqueue_us
  * (the launch calls alone per launch, median; for the hand-off, until the second thread
- * made them all).
+ * made them all); for the "after" rows also alone_us, the in-between work's own time per
+ * launch with no launch (once, after the chains).
  *
  * usage: launch-ways [MAX_SPINNERS]   (default 4; needs a GPU)
  */
@@ -127,6 +134,58 @@ static void *spinner(void *arg) {
   return NULL;
 }
 
+/* ---------------------------------------------------------------- between launches */
+
+enum { AFTER_NONE, AFTER_LOCKED, AFTER_SHARED, AFTER_FENCE, AFTER_RWLOCK, AFTER_PLAIN, AFTER_N };
+static const char *after_name[] = {"", "4 locked adds", "4 locked adds, line read elsewhere",
+                                   "1 full fence", "rwlock read-lock + unlock",
+                                   "plain work, 200 loop steps"};
+/* Each counter on a line of its own; `shared` is the one a reader thread polls. */
+static struct {
+  alignas(64) unsigned long own;
+  alignas(64) unsigned long shared;
+} ctr;
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+static int reader_stop;
+
+static void *reader(void *arg) {
+  unsigned long sum = 0, turns = 0;
+  (void)arg;
+  while (!__atomic_load_n(&reader_stop, __ATOMIC_RELAXED)) {
+    sum += __atomic_load_n(&ctr.shared, __ATOMIC_RELAXED);
+    if ((++turns & 1023) == 0)
+      sched_yield();
+  }
+  return (void *)(uintptr_t)(sum & 1);
+}
+
+static void after_launch(int after) {
+  volatile unsigned long x = 1;
+  switch (after) {
+  case AFTER_LOCKED:
+    for (int i = 0; i < 4; i++)
+      __atomic_fetch_add(&ctr.own, 1, __ATOMIC_SEQ_CST);
+    break;
+  case AFTER_SHARED:
+    for (int i = 0; i < 4; i++)
+      __atomic_fetch_add(&ctr.shared, 1, __ATOMIC_SEQ_CST);
+    break;
+  case AFTER_FENCE:
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    break;
+  case AFTER_RWLOCK:
+    if (pthread_rwlock_rdlock(&rw) == 0)
+      pthread_rwlock_unlock(&rw);
+    break;
+  case AFTER_PLAIN:
+    for (int i = 0; i < 200; i++)
+      x = x * 6364136223846793005ul + 1442695040888963407ul;
+    break;
+  default:
+    break;
+  }
+}
+
 /* ---------------------------------------------------------------- hand-off */
 
 /* The first thread raises `posted` once per launch; the launcher makes that many
@@ -161,7 +220,7 @@ static void *launcher(void *arg) {
 
 /* ---------------------------------------------------------------- one variant */
 
-static void run(const char *name, CUstream st, int via, int handoff) {
+static void run_after(const char *name, CUstream st, int via, int handoff, int after) {
   double chain[REPS], enq[REPS];
   pthread_t th;
   long base = 0;
@@ -182,8 +241,10 @@ static void run(const char *name, CUstream st, int via, int handoff) {
     CK(cudaStreamSynchronize((cudaStream_t)st));
     t0 = now_ns();
     if (!handoff) {
-      for (int i = 0; i < CHAIN_LEN; i++)
+      for (int i = 0; i < CHAIN_LEN; i++) {
         launch_one(st, via);
+        after_launch(after);
+      }
     } else {
       for (int i = 0; i < CHAIN_LEN; i++)
         __atomic_fetch_add(&posted, 1, __ATOMIC_RELEASE);
@@ -203,9 +264,20 @@ static void run(const char *name, CUstream st, int via, int handoff) {
     pthread_join(th, NULL);
   }
   CK(cudaGetLastError());
-  printf("%-40s chain_ms %.3f  enqueue_us %.3f\n", name, median(chain, REPS) / 1e6,
+  printf("%-56s chain_ms %.3f  enqueue_us %.3f", name, median(chain, REPS) / 1e6,
          median(enq, REPS) / 1e3);
+  if (after != AFTER_NONE) { /* the in-between work alone, per launch */
+    double t0 = now_ns();
+    for (int i = 0; i < CHAIN_LEN; i++)
+      after_launch(after);
+    printf("  alone_us %.3f", (now_ns() - t0) / CHAIN_LEN / 1e3);
+  }
+  printf("\n");
   fflush(stdout);
+}
+
+static void run(const char *name, CUstream st, int via, int handoff) {
+  run_after(name, st, via, handoff, AFTER_NONE);
 }
 
 int main(int argc, char **argv) {
@@ -254,6 +326,20 @@ int main(int argc, char **argv) {
       __atomic_store_n(&spin_stop, 1, __ATOMIC_SEQ_CST);
       for (int i = 0; i < started; i++)
         pthread_join(t[i], NULL);
+    }
+    for (int a = AFTER_NONE + 1; a < AFTER_N; a++) {
+      pthread_t rd;
+      bool rd_on = false;
+      if (a == AFTER_SHARED) {
+        __atomic_store_n(&reader_stop, 0, __ATOMIC_SEQ_CST);
+        rd_on = pthread_create(&rd, NULL, reader, NULL) == 0;
+      }
+      snprintf(name, sizeof(name), "extra high-prio + after: %s", after_name[a]);
+      run_after(name, (CUstream)s_hi, VIA_EXTRA, 0, a);
+      if (rd_on) {
+        __atomic_store_n(&reader_stop, 1, __ATOMIC_SEQ_CST);
+        pthread_join(rd, NULL);
+      }
     }
     run("handoff thread, extra high-prio", (CUstream)s_hi, VIA_EXTRA, 1);
     run("handoff thread, params high-prio", (CUstream)s_hi, VIA_PARAMS, 1);
