@@ -35,7 +35,11 @@ extern hostd_log_level_t hostd__log_level;
 void hostd__log(hostd_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* ---- per-op counters, for tests and the stats line at exit ---- */
+/* ---- per-op counters, for tests ----
+ * Counted only while hostd__op_count_on is set (tests set it before their
+ * daemon starts): a locked addition right after a driver launch cost the
+ * chain about 30 ns a launch on the H200 (tests/bench/launch-ways). */
+extern bool hostd__op_count_on;
 extern unsigned long hostd__op_count[CALL_OP_COUNT];
 /* The request this thread is executing (hostd__exec), CALL_OP_COUNT when
  * none: what a scheduler fence that blocks is counted under. */

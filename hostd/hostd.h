@@ -199,7 +199,7 @@ unsigned long hostd_server_calls(hostd_server_t *s);
 unsigned long hostd_server_hostfn_wakes(const hostd_server_t *s);
 /* Payload bytes of every request received (copies through shared pinned
  * memory add none of their data). */
-unsigned long hostd_server_rx_bytes(const hostd_server_t *s);
+unsigned long hostd_server_rx_bytes(hostd_server_t *s);
 /* tallyctl's texts (status table, Prometheus exposition), malloc'd; either
  * pointer may be NULL.  0 or -ENOMEM.  Any thread. */
 int hostd_server_view(hostd_server_t *s, char **status, char **metrics);

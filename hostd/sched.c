@@ -151,6 +151,7 @@ struct hostd_sched_stream {
   atomic_bool lc_busy;      /* lc_item is queued, or its flight is alive */
   item_t *lc_item;          /* the one IT_DIRECT item, allocated with the stream */
   uint64_t lc_rec;          /* worker: lc_made at its last record */
+  struct hostd_sched_stream *lc_next; /* S.lc_streams (mu) */
   atomic_bool lc_pub;       /* mu (read unlocked as a hint): an event published, not taken */
   uint64_t lc_pub_ev;       /* mu: that event (0: the record failed), */
   uint64_t lc_pub_n;        /* mu: and the launches it follows */
@@ -220,6 +221,7 @@ static struct {
   item_t *inbox, *inbox_tail;
   bool sleeping, stop;
   uint64_t be_queued; /* mu: IT_SUBMIT items queued, not yet issued or dropped */
+  hostd_sched_stream_t *lc_streams; /* mu: the LC streams alive (lc_launches_now) */
   _Atomic uint32_t nopen; /* tenants added and not yet closing (alone mode: one) */
   _Atomic uint32_t part_sms; /* SMs of the best-effort partition, once made */
   bool lc_news;     /* an LC event was published since this thread last looked (mu) */
@@ -374,6 +376,19 @@ bool hostd__sched_running(void) {
   return __atomic_load_n(&S.on, __ATOMIC_ACQUIRE);
 }
 
+/* LC launches made so far: the live LC streams count their own (lc_made,
+ * the worker's, with no shared counter on the launch path), a freed one's
+ * are in S.st. */
+static uint64_t lc_launches_now(void) {
+  uint64_t n;
+  pthread_mutex_lock(&S.mu);
+  n = __atomic_load_n(&S.st.lc_launches, __ATOMIC_ACQUIRE);
+  for (const hostd_sched_stream_t *ss = S.lc_streams; ss; ss = ss->lc_next)
+    n += atomic_load_explicit(&ss->lc_made, memory_order_relaxed);
+  pthread_mutex_unlock(&S.mu);
+  return n;
+}
+
 void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->submitted = __atomic_load_n(&S.st.submitted, __ATOMIC_ACQUIRE);
   out->held = __atomic_load_n(&S.st.held, __ATOMIC_ACQUIRE);
@@ -393,7 +408,7 @@ void hostd__sched_stats(hostd_sched_stats_t *out) {
   out->turn_p50_ns = __atomic_load_n(&S.st.turn_p50_ns, __ATOMIC_ACQUIRE);
   out->turn_p99_ns = __atomic_load_n(&S.st.turn_p99_ns, __ATOMIC_ACQUIRE);
   out->turn_max_ns = __atomic_load_n(&S.st.turn_max_ns, __ATOMIC_ACQUIRE);
-  out->lc_launches = __atomic_load_n(&S.st.lc_launches, __ATOMIC_ACQUIRE);
+  out->lc_launches = lc_launches_now();
   out->lc_events = __atomic_load_n(&S.st.lc_events, __ATOMIC_ACQUIRE);
   out->alone = __atomic_load_n(&S.st.alone, __ATOMIC_ACQUIRE);
   out->flush = __atomic_load_n(&S.st.flush, __ATOMIC_ACQUIRE);
@@ -656,6 +671,10 @@ hostd_sched_stream_t *hostd__sched_stream_new(hostd_sched_tenant_t *t, uint64_t 
   pthread_mutex_lock(&S.mu);
   ss->next = t->streams;
   t->streams = ss;
+  if (ss->lc_item) {
+    ss->lc_next = S.lc_streams;
+    S.lc_streams = ss;
+  }
   pthread_mutex_unlock(&S.mu);
   return ss;
 }
@@ -669,6 +688,12 @@ void hostd__sched_stream_free(hostd_sched_stream_t *ss) {
   for (hostd_sched_stream_t **p = &t->streams; *p; p = &(*p)->next)
     if (*p == ss) {
       *p = ss->next;
+      break;
+    }
+  for (hostd_sched_stream_t **p = &S.lc_streams; ss->lc_item && *p; p = &(*p)->lc_next)
+    if (*p == ss) { /* its launches stay counted (lc_launches_now) */
+      *p = ss->lc_next;
+      STAT_ADD(lc_launches, atomic_load_explicit(&ss->lc_made, memory_order_relaxed));
       break;
     }
   pthread_mutex_unlock(&S.mu);
@@ -790,7 +815,11 @@ static CUresult launch_on(const hostd_sched_launch_t *l, uint64_t s) {
 /* The LC fast path: launch now, then tell the scheduler only when it does
  * not follow this stream already (invariant (d)): the first launch of a
  * burst queues the stream's item and wakes the scheduler, the others cost
- * two atomic operations.  No event: the worker records at quiet points. */
+ * one locked addition (lc_made) and a load of lc_busy.  No event: the
+ * worker records at quiet points.  Nothing else here writes a line another
+ * thread reads: a locked instruction right after a driver launch cost the
+ * chain several times its own price on the H200 (tests/bench/launch-ways),
+ * so the counters are the stream's own (lc_launches_now). */
 static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch_t *l) {
   item_t *it = ss->lc_item;
   uint64_t n;
@@ -804,10 +833,14 @@ static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch
   }
   r = launch_on(l, ss->handle);
   if (r == CUDA_SUCCESS) {
-    STAT_ADD(lc_launches, 1);
-    ss->t->lc_moved = true;
-    n = atomic_fetch_add_explicit(&ss->lc_made, 1, memory_order_release) + 1;
-    if (!atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel)) {
+    if (!ss->t->lc_moved)
+      ss->t->lc_moved = true;
+    /* The addition and the load below against lc_again's store of lc_busy
+     * and load of lc_made (both sequentially consistent): either this load
+     * sees lc_busy cleared, or lc_again sees this launch and goes on. */
+    n = atomic_fetch_add_explicit(&ss->lc_made, 1, memory_order_seq_cst) + 1;
+    if (!atomic_load_explicit(&ss->lc_busy, memory_order_seq_cst) &&
+        !atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel)) {
       it->lc_first = n;
       it->raise_ticket = ticket;
       kernel_of(l, &it->k);
@@ -2563,7 +2596,7 @@ void hostd__sched_shutdown(void) {
              S.st.submitted, S.st.held, S.st.timed, S.st.dropped, S.st.fences, S.st.sliced, S.st.ptb,
              S.st.preempts, S.st.early_raises, (double)S.st.turn_p50_ns / 1e3,
              (double)S.st.turn_p99_ns / 1e3,
-             (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, S.st.lc_launches, S.st.lc_events,
+             (double)S.st.turn_max_ns / 1e3, S.st.turnarounds, lc_launches_now(), S.st.lc_events,
              S.st.alone, S.st.flush, S.st.redos, S.st.given_up);
   fence_report();
   pol_stats_t ps;

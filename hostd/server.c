@@ -136,6 +136,7 @@ typedef struct worker {
                                      is the queue's length */
   uint64_t kernels;               /* launches executed */
   uint64_t calls;                 /* synchronous requests answered, counted before the reply */
+  uint64_t rx_bytes;              /* payload bytes of the requests it read itself (direct) */
   _Atomic uint32_t pool_head;
   /* Free small messages (MSG_SMALL): the worker puts them at pool_head, the
    * loop thread takes them at pool_tail; each index is written by one side
@@ -162,7 +163,12 @@ struct hostd_server {
   unsigned long blob_puts; /* images received (tests count them) */
   unsigned long calls;     /* synchronous requests answered by departed tenants, under
                               lock (the live ones count their own: worker_t.calls) */
-  unsigned long rx_bytes;  /* payload bytes of every request (tests count them) */
+  /* Payload bytes of every request (tests count them): those the loop read
+   * (loop thread only), those of departed workers' own reading (under lock);
+   * a live worker counts its own (worker_t.rx_bytes).  No shared counter:
+   * a locked addition on the launch path costs a launch (launch-ways). */
+  unsigned long rx_bytes;
+  unsigned long rx_bytes_gone;
   uint64_t spin_ns;        /* a worker polls its queue this long before sleeping (worker_spin_us) */
   bool lc_poll;            /* --lc-poll resolved: the LC worker polls without end */
   bool lc_direct;          /* lc_poll and --lc-direct: the LC worker reads its own ring */
@@ -400,6 +406,7 @@ static void worker_done(worker_t *w) {
     w->next->prev = w->prev;
   s->live--;
   s->calls += __atomic_load_n(&w->calls, __ATOMIC_RELAXED);
+  s->rx_bytes_gone += __atomic_load_n(&w->rx_bytes, __ATOMIC_RELAXED);
   idle = s->live == 0;
   pthread_cond_broadcast(&s->changed);
   if (s->live == 0 && s->async_open)
@@ -517,7 +524,7 @@ static void direct_run(void *ctx, const wire_msg_t *wm) {
              .id = wm->id,
              .data = (uint8_t *)(uintptr_t)wm->data, /* wire's copy, ours until we return */
              .len = wm->len};
-  __atomic_fetch_add(&w->srv->rx_bytes, wm->len, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->rx_bytes, w->rx_bytes + wm->len, __ATOMIC_RELAXED);
   if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) ||
       __atomic_load_n(&w->broken, __ATOMIC_ACQUIRE) || !d->t)
     return; /* nothing more is executed for this tenant */
@@ -835,7 +842,8 @@ static bool loop_handles(worker_t *w, wire_tenant_t *wt, const wire_msg_t *m, ui
     wire_tenant_close(wt, -EPROTO, "HOSTFN_WAIT sent as a post");
     return true;
   }
-  __atomic_fetch_add(&hostd__op_count[CALL_OP_HOSTFN_WAIT], 1, __ATOMIC_RELAXED);
+  if (hostd__op_count_on)
+    __atomic_fetch_add(&hostd__op_count[CALL_OP_HOSTFN_WAIT], 1, __ATOMIC_RELAXED);
   hostd__hostfn_wait(h, m->id, m->data + CALL_HDR_LEN, m->len - CALL_HDR_LEN);
   return true;
 }
@@ -850,7 +858,7 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
     wire_tenant_close(wt, -ENOMEM, "request for a tenant without a worker");
     return;
   }
-  __atomic_fetch_add(&w->srv->rx_bytes, m->len, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->srv->rx_bytes, w->srv->rx_bytes + m->len, __ATOMIC_RELAXED);
   if (m->len >= CALL_HDR_LEN) {
     call_hdr_t h;
     call_hdr_read(m->data, &h); /* read once; the worker re-reads its own copy */
@@ -1629,8 +1637,14 @@ unsigned long hostd_server_hostfn_wakes(const hostd_server_t *s) {
   return __atomic_load_n(&s->hostfn_wakes, __ATOMIC_RELAXED);
 }
 
-unsigned long hostd_server_rx_bytes(const hostd_server_t *s) {
-  return __atomic_load_n(&s->rx_bytes, __ATOMIC_RELAXED);
+unsigned long hostd_server_rx_bytes(hostd_server_t *s) {
+  unsigned long n;
+  pthread_mutex_lock(&s->lock);
+  n = __atomic_load_n(&s->rx_bytes, __ATOMIC_RELAXED) + s->rx_bytes_gone;
+  for (worker_t *w = s->workers; w; w = w->next)
+    n += __atomic_load_n(&w->rx_bytes, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&s->lock);
+  return n;
 }
 
 int hostd_server_run(hostd_server_t *s) {

@@ -55,6 +55,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+bool hostd__op_count_on;
 unsigned long hostd__op_count[CALL_OP_COUNT];
 
 /* Writer-preferring: a recovery must not wait behind a stream of new requests. */
@@ -766,7 +767,7 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
     (void)wire_buf_reserve(reply, CALL_REPLY_HDR_LEN); /* filled below */
     reply->len = reply->err ? 0 : CALL_REPLY_HDR_LEN;
   }
-  if (op < CALL_OP_COUNT)
+  if (hostd__op_count_on && op < CALL_OP_COUNT)
     __atomic_fetch_add(&hostd__op_count[op], 1, __ATOMIC_RELAXED);
   pthread_rwlock_rdlock(&ctx_lock);
   lost = t->lost; /* read under the lock: recover() writes it */

@@ -49,6 +49,7 @@ static void *gd_run_server(void *arg) {
 static int gd_start(const char *name, int restart_grace_ms) {
   hostd_config_t cfg;
   char host[320];
+  hostd__op_count_on = true; /* ops() below reads the counts */
   snprintf(dir, sizeof(dir), "/tmp/tally-test-XXXXXX");
   if (!mkdtemp(dir))
     return -1;

@@ -188,7 +188,9 @@ int wire_direct_read(wire_direct_t *d, bool (*ok)(void *ctx, const wire_msg_t *m
     wire__efd_ring(d->efd_tx); /* the guest waits for ring space */
   now = wire__now_ns();
   atomic_store_explicit(&d->rx_ns, now, memory_order_relaxed);
-  atomic_fetch_add_explicit(&d->frames, 1, memory_order_relaxed);
+  /* The reader's own count (one writer): no locked addition on its path. */
+  atomic_store_explicit(&d->frames, atomic_load_explicit(&d->frames, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
   atomic_store_explicit(&d->owner, wire__dr_word(w, WIRE__DR_RUNNING), memory_order_release);
   (void)each_msg(&h, payload, now, run_one, &r);
   o = wire__dr_word(w, WIRE__DR_RUNNING); /* the loop may have taken the ring back meanwhile */
