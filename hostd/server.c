@@ -167,8 +167,8 @@ struct hostd_server {
    * (loop thread only), those of departed workers' own reading (under lock);
    * a live worker counts its own (worker_t.rx_bytes).  No shared counter:
    * a locked addition on the launch path costs a launch (launch-ways). */
-  unsigned long rx_bytes;
-  unsigned long rx_bytes_gone;
+  uint64_t rx_bytes;
+  uint64_t rx_bytes_gone;
   uint64_t spin_ns;        /* a worker polls its queue this long before sleeping (worker_spin_us) */
   bool lc_poll;            /* --lc-poll resolved: the LC worker polls without end */
   bool lc_direct;          /* lc_poll and --lc-direct: the LC worker reads its own ring */
@@ -216,10 +216,14 @@ static void worker_mutex_init(pthread_mutex_t *mu) {
     pthread_mutex_init(mu, NULL); /* cannot fail on glibc; a plain mutex works too */
 }
 
-/* One more in a counter that only the calling thread writes (others read
- * it): a plain increment, published whole, instead of a locked add. */
+/* n more in a counter that only the calling thread writes (others read
+ * it): a plain addition, published whole, instead of a locked add. */
+static inline void count_add(uint64_t *c, uint64_t n) {
+  __atomic_store_n(c, *c + n, __ATOMIC_RELAXED);
+}
+
 static inline void count(uint64_t *c) {
-  __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+  count_add(c, 1);
 }
 
 /* The loop thread's side of the pool: a free small message, or NULL. */
@@ -524,7 +528,7 @@ static void direct_run(void *ctx, const wire_msg_t *wm) {
              .id = wm->id,
              .data = (uint8_t *)(uintptr_t)wm->data, /* wire's copy, ours until we return */
              .len = wm->len};
-  __atomic_store_n(&w->rx_bytes, w->rx_bytes + wm->len, __ATOMIC_RELAXED);
+  count_add(&w->rx_bytes, wm->len);
   if (__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE) ||
       __atomic_load_n(&w->broken, __ATOMIC_ACQUIRE) || !d->t)
     return; /* nothing more is executed for this tenant */
@@ -858,7 +862,7 @@ static void on_msg(wire_server_t *ws, wire_tenant_t *wt, const wire_msg_t *m) {
     wire_tenant_close(wt, -ENOMEM, "request for a tenant without a worker");
     return;
   }
-  __atomic_store_n(&w->srv->rx_bytes, w->srv->rx_bytes + m->len, __ATOMIC_RELAXED);
+  count_add(&w->srv->rx_bytes, m->len);
   if (m->len >= CALL_HDR_LEN) {
     call_hdr_t h;
     call_hdr_read(m->data, &h); /* read once; the worker re-reads its own copy */
