@@ -21,6 +21,10 @@
  *                             as tallyd's polling threads do), N = 1, 2, 4, ... up to ARG
  *   handoff thread            the launches made by a second thread that polls a counter
  *                             the first one raises (the loop thread -> worker hand-off)
+ *   handoff, poster asleep    the same, but the first thread sleeps on a semaphore until
+ *                             the second has made them all instead of spinning: if this
+ *                             row is as fast as the direct one, a hand-off costs through
+ *                             the second busy core, not through the thread that launches
  *   + after: ...              what the launching thread does between two launches, as a
  *                             daemon's bookkeeping would: N locked atomic additions on a
  *                             line of its own, the same on a line another thread keeps
@@ -33,11 +37,13 @@
  * launch with no launch (once, after the chains).
  *
  * usage: launch-ways [MAX_SPINNERS]   (default 4; needs a GPU)
+ * LAUNCH_WAYS_ONLY=a,b runs only the variants whose names contain a or b.
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,8 +196,9 @@ static void after_launch(int after) {
 
 /* The first thread raises `posted` once per launch; the launcher makes that many
  * launches and publishes how many it made in `made`. */
-static long posted, made;
+static long posted, made, wanted;
 static int launcher_stop;
+static sem_t all_made; /* posted by the launcher once `made` reaches `wanted` */
 static CUstream launcher_stream;
 static int launcher_via;
 
@@ -213,6 +220,10 @@ static void *launcher(void *arg) {
     for (; seen < p; seen++)
       launch_one(launcher_stream, launcher_via);
     __atomic_store_n(&made, seen, __ATOMIC_RELEASE);
+    if (seen == __atomic_load_n(&wanted, __ATOMIC_ACQUIRE) && sem_post(&all_made) != 0) {
+      fprintf(stderr, "launch-ways: sem_post failed\n");
+      exit(1);
+    }
   }
   CD(cuDevicePrimaryCtxRelease(0));
   return NULL;
@@ -220,11 +231,28 @@ static void *launcher(void *arg) {
 
 /* ---------------------------------------------------------------- one variant */
 
+enum { HANDOFF_NONE, HANDOFF_SPIN, HANDOFF_SLEEP };
+
+/* LAUNCH_WAYS_ONLY: a comma-separated list of parts of variant names, or all. */
+static bool wanted_variant(const char *name) {
+  const char *only = getenv("LAUNCH_WAYS_ONLY");
+  char buf[256], *save = NULL;
+  if (!only || !*only)
+    return true;
+  snprintf(buf, sizeof(buf), "%s", only);
+  for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save))
+    if (strstr(name, w))
+      return true;
+  return false;
+}
+
 static void run_after(const char *name, CUstream st, int via, int handoff, int after) {
   double chain[REPS], enq[REPS];
   pthread_t th;
   long base = 0;
 
+  if (!wanted_variant(name))
+    return;
   if (handoff) {
     launcher_stream = st, launcher_via = via;
     __atomic_store_n(&posted, 0, __ATOMIC_SEQ_CST);
@@ -246,11 +274,17 @@ static void run_after(const char *name, CUstream st, int via, int handoff, int a
         after_launch(after);
       }
     } else {
+      __atomic_store_n(&wanted, base + CHAIN_LEN, __ATOMIC_RELEASE);
       for (int i = 0; i < CHAIN_LEN; i++)
         __atomic_fetch_add(&posted, 1, __ATOMIC_RELEASE);
       base += CHAIN_LEN;
-      while (__atomic_load_n(&made, __ATOMIC_ACQUIRE) < base)
-        cpu_relax();
+      if (handoff == HANDOFF_SLEEP) {
+        while (sem_wait(&all_made) != 0) /* EINTR */
+          ;
+      } else {
+        while (__atomic_load_n(&made, __ATOMIC_ACQUIRE) < base)
+          cpu_relax();
+      }
     }
     t1 = now_ns();
     CK(cudaStreamSynchronize((cudaStream_t)st));
@@ -292,6 +326,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: launch-ways [MAX_SPINNERS (0..64, default 4)]\n");
     return 2;
   }
+  if (sem_init(&all_made, 0, 0) != 0) {
+    fprintf(stderr, "launch-ways: sem_init failed\n");
+    return 1;
+  }
   CK(cudaSetDevice(0));
   CK(cudaFree(0));
   CK(cudaMalloc(&dbuf, 32 * sizeof(uint32_t)));
@@ -305,13 +343,13 @@ int main(int argc, char **argv) {
     printf("-- pass %d\n", pass);
     for (int v = VIA_CUDART; v <= VIA_EX_EXTRA; v++) {
       snprintf(name, sizeof(name), "%s default-prio", via_name[v]);
-      run(name, (CUstream)s_def, v, 0);
+      run(name, (CUstream)s_def, v, HANDOFF_NONE);
     }
     for (int v = VIA_CUDART; v <= VIA_EX_EXTRA; v++) {
       snprintf(name, sizeof(name), "%s high-prio", via_name[v]);
-      run(name, (CUstream)s_hi, v, 0);
+      run(name, (CUstream)s_hi, v, HANDOFF_NONE);
     }
-    run("cuLaunchKernel extra low-prio", (CUstream)s_lo, VIA_EXTRA, 0);
+    run("cuLaunchKernel extra low-prio", (CUstream)s_lo, VIA_EXTRA, HANDOFF_NONE);
     for (int n = 1; n <= max_spin; n *= 2) {
       pthread_t t[64];
       int started = 0;
@@ -320,9 +358,9 @@ int main(int argc, char **argv) {
         if (pthread_create(&t[started], NULL, spinner, NULL) != 0)
           break;
       snprintf(name, sizeof(name), "extra high-prio + %d spinners", started);
-      run(name, (CUstream)s_hi, VIA_EXTRA, 0);
+      run(name, (CUstream)s_hi, VIA_EXTRA, HANDOFF_NONE);
       snprintf(name, sizeof(name), "<<<>>> default + %d spinners", started);
-      run(name, (CUstream)s_def, VIA_CUDART, 0);
+      run(name, (CUstream)s_def, VIA_CUDART, HANDOFF_NONE);
       __atomic_store_n(&spin_stop, 1, __ATOMIC_SEQ_CST);
       for (int i = 0; i < started; i++)
         pthread_join(t[i], NULL);
@@ -335,15 +373,17 @@ int main(int argc, char **argv) {
         rd_on = pthread_create(&rd, NULL, reader, NULL) == 0;
       }
       snprintf(name, sizeof(name), "extra high-prio + after: %s", after_name[a]);
-      run_after(name, (CUstream)s_hi, VIA_EXTRA, 0, a);
+      run_after(name, (CUstream)s_hi, VIA_EXTRA, HANDOFF_NONE, a);
       if (rd_on) {
         __atomic_store_n(&reader_stop, 1, __ATOMIC_SEQ_CST);
         pthread_join(rd, NULL);
       }
     }
-    run("handoff thread, extra high-prio", (CUstream)s_hi, VIA_EXTRA, 1);
-    run("handoff thread, params high-prio", (CUstream)s_hi, VIA_PARAMS, 1);
-    run("handoff thread, <<<>>> default", (CUstream)s_def, VIA_CUDART, 1);
+    run("handoff thread, extra high-prio", (CUstream)s_hi, VIA_EXTRA, HANDOFF_SPIN);
+    run("handoff thread, params high-prio", (CUstream)s_hi, VIA_PARAMS, HANDOFF_SPIN);
+    run("handoff thread, <<<>>> default", (CUstream)s_def, VIA_CUDART, HANDOFF_SPIN);
+    run("handoff thread, poster asleep, extra high-prio", (CUstream)s_hi, VIA_EXTRA,
+        HANDOFF_SLEEP);
   }
   CK(cudaFree(dbuf));
   return 0;
