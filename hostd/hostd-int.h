@@ -86,6 +86,22 @@ int hostd__restart_inherit(int *unix_fd, int *tcp_fd);
  * TALLY_LISTEN_FDS.  Returns only on failure, with a negative errno. */
 int hostd__restart_exec(char *const argv[], int unix_fd, int tcp_fd);
 
+/* ---- asymmetric barriers (barrier.c) ---- */
+
+/* A Dekker pair (store one word, then load the other; the other side the
+ * reverse) whose one side runs at launch rate and the other rarely.  With
+ * hostd__barrier_asym(), the frequent side puts hostd__barrier_light()
+ * between its store and its load and the rare side hostd__barrier_heavy();
+ * without, both need a full barrier (or a locked instruction) there.
+ * hostd__barrier_init runs once before the threads that use it start; it
+ * returns hostd__barrier_asym(). */
+bool hostd__barrier_init(void);
+bool hostd__barrier_asym(void);
+static inline void hostd__barrier_light(void) {
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+void hostd__barrier_heavy(void);
+
 /* ---- CPUs for polling workers (pin.c) ---- */
 /* core_of[c] (CPU_SETSIZE entries) for each CPU c: the lowest CPU of its core (SMT
  * siblings, from sysfs; c itself where unknown). */

@@ -213,6 +213,7 @@ typedef struct flight {
 static struct {
   hostd_sched_config_t cfg;
   bool on;
+  bool asym; /* hostd__barrier_asym(), read at init: launch_direct and lc_again pair by it */
   pol_sched_t *pol;
   pthread_t th;
   pthread_mutex_t mu;
@@ -815,7 +816,8 @@ static CUresult launch_on(const hostd_sched_launch_t *l, uint64_t s) {
 /* The LC fast path: launch now, then tell the scheduler only when it does
  * not follow this stream already (invariant (d)): the first launch of a
  * burst queues the stream's item and wakes the scheduler, the others cost
- * one locked addition (lc_made) and a load of lc_busy.  No event: the
+ * a store of lc_made and a load of lc_busy (a locked addition and a load
+ * without the asymmetric barrier, barrier.c).  No event: the
  * worker records at quiet points.  Nothing else here writes a line another
  * thread reads: a locked instruction right after a driver launch cost the
  * chain several times its own price on the H200 (tests/bench/launch-ways),
@@ -835,12 +837,23 @@ static CUresult launch_direct(hostd_sched_stream_t *ss, const hostd_sched_launch
   if (r == CUDA_SUCCESS) {
     if (!ss->t->lc_moved)
       ss->t->lc_moved = true;
-    /* The addition and the load below against lc_again's store of lc_busy
-     * and load of lc_made (both sequentially consistent): either this load
-     * sees lc_busy cleared, or lc_again sees this launch and goes on. */
-    n = atomic_fetch_add_explicit(&ss->lc_made, 1, memory_order_seq_cst) + 1;
-    if (!atomic_load_explicit(&ss->lc_busy, memory_order_seq_cst) &&
-        !atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel)) {
+    /* The count and the load below against lc_again's store of lc_busy and
+     * load of lc_made: either this load sees lc_busy cleared, or lc_again
+     * sees this launch and goes on.  With an asymmetric barrier (barrier.c)
+     * the worker, lc_made's one writer, stores the count plainly and
+     * lc_again's heavy barrier orders the pair; else both are sequentially
+     * consistent (a locked addition here). */
+    bool busy;
+    if (S.asym) {
+      n = atomic_load_explicit(&ss->lc_made, memory_order_relaxed) + 1;
+      atomic_store_explicit(&ss->lc_made, n, memory_order_relaxed);
+      hostd__barrier_light();
+      busy = atomic_load_explicit(&ss->lc_busy, memory_order_relaxed);
+    } else {
+      n = atomic_fetch_add_explicit(&ss->lc_made, 1, memory_order_seq_cst) + 1;
+      busy = atomic_load_explicit(&ss->lc_busy, memory_order_seq_cst);
+    }
+    if (!busy && !atomic_exchange_explicit(&ss->lc_busy, true, memory_order_acq_rel)) {
       it->lc_first = n;
       it->raise_ticket = ticket;
       kernel_of(l, &it->k);
@@ -1364,6 +1377,8 @@ static bool lc_again(flight_t *f, CUresult r) {
   more = on && atomic_load_explicit(&ss->lc_made, memory_order_acquire) != f->lc_seen;
   if (!more) {
     atomic_store_explicit(&ss->lc_busy, false, memory_order_seq_cst);
+    if (S.asym)
+      hostd__barrier_heavy(); /* the worker's half has none (launch_direct) */
     /* A launch between the load and the store found lc_busy set and queued
      * nothing: take it back unless its worker queued the item meanwhile. */
     more = on && atomic_load_explicit(&ss->lc_made, memory_order_seq_cst) != f->lc_seen &&
@@ -2448,6 +2463,7 @@ int hostd__sched_init(const hostd_sched_config_t *cfg) {
   int rc;
   const char *why = NULL;
   S.cfg = *cfg;
+  S.asym = hostd__barrier_init();
   __atomic_store_n(&S.on, false, __ATOMIC_RELEASE);
   if (!cfg->on)
     return 0;

@@ -2,11 +2,16 @@
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched \
 	tests/test-hostd-guard tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph \
-	tests/test-hostd-array tests/test-hostd-tmap tests/test-hostd-release
+	tests/test-hostd-array tests/test-hostd-tmap tests/test-hostd-release tests/test-hostd-barrier
 TESTS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched tests/test-hostd-guard \
 	tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph tests/test-hostd-array \
-	tests/test-hostd-tmap tests/test-hostd-release
+	tests/test-hostd-tmap tests/test-hostd-release tests/test-hostd-barrier
 endif
+# The asymmetric barrier (barrier.c): the store-buffering pattern, many rounds.
+tests_test_hostd_barrier_SOURCES = tests/test-hostd-barrier.c
+tests_test_hostd_barrier_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_barrier_CFLAGS = $(TEST_CFLAGS)
+tests_test_hostd_barrier_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 # Releases made off the workers (release.c).
 tests_test_hostd_release_SOURCES = tests/test-hostd-release.c
 tests_test_hostd_release_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
