@@ -137,10 +137,14 @@ typedef struct worker {
   uint64_t kernels;               /* launches executed */
   uint64_t calls;                 /* synchronous requests answered, counted before the reply */
   uint64_t rx_bytes;              /* payload bytes of the requests it read itself (direct) */
-  _Atomic uint32_t pool_head;
-  /* Free small messages (MSG_SMALL): the worker puts them at pool_head, the
-   * loop thread takes them at pool_tail; each index is written by one side
-   * only.  Emptied by worker_done. */
+  uint32_t pool_put;       /* the worker's own head: pool_head trails it by < POOL_PUBLISH */
+  uint32_t pool_tail_seen; /* pool_tail when the worker last looked */
+  /* On a line of its own: the loop reads it at every message it queues, and
+   * the worker's counters above are written at every request. */
+  _Alignas(64) _Atomic uint32_t pool_head;
+  /* Free small messages (MSG_SMALL): the worker puts them at pool_put and
+   * publishes pool_head, the loop thread takes them at pool_tail; each index
+   * is written by one side only.  Emptied by worker_done. */
   _Alignas(64) msg_t *pool[MSG_POOL];
 } worker_t;
 
@@ -237,13 +241,30 @@ static msg_t *pool_take(worker_t *w) {
   return m;
 }
 
+/* The worker publishes the messages it gave back in groups of this many, and
+ * whenever it runs out of requests (pool_publish): the loop reads pool_head
+ * at every pool_take, so each store to it is a write to a line another core
+ * just read, at every launch of a burst the loop queued. */
+#define POOL_PUBLISH 16
+
+/* The worker's side: the loop sees what it gave back. */
+static void pool_publish(worker_t *w) {
+  if (atomic_load_explicit(&w->pool_head, memory_order_relaxed) != w->pool_put)
+    atomic_store_explicit(&w->pool_head, w->pool_put, memory_order_release);
+}
+
 /* The worker's side: false when the pool is full (the caller frees m). */
 static bool pool_give(worker_t *w, msg_t *m) {
-  uint32_t h = atomic_load_explicit(&w->pool_head, memory_order_relaxed);
-  if (h - atomic_load_explicit(&w->pool_tail, memory_order_acquire) >= MSG_POOL)
-    return false;
+  uint32_t h = w->pool_put;
+  if (h - w->pool_tail_seen >= MSG_POOL) { /* full when last seen: look again */
+    w->pool_tail_seen = atomic_load_explicit(&w->pool_tail, memory_order_acquire);
+    if (h - w->pool_tail_seen >= MSG_POOL)
+      return false;
+  }
   w->pool[h % MSG_POOL] = m;
-  atomic_store_explicit(&w->pool_head, h + 1, memory_order_release);
+  w->pool_put = h + 1;
+  if (w->pool_put - atomic_load_explicit(&w->pool_head, memory_order_relaxed) >= POOL_PUBLISH)
+    atomic_store_explicit(&w->pool_head, w->pool_put, memory_order_release);
   return true;
 }
 
@@ -418,6 +439,7 @@ static void worker_done(worker_t *w) {
   pthread_mutex_unlock(&s->lock);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
+  pool_publish(w);
   for (msg_t *m; (m = pool_take(w)) != NULL;) /* no on_msg can run for it now */
     free(m);
   free(w->lat);
@@ -599,6 +621,8 @@ static void *worker_main(void *arg) {
   for (;;) {
     msg_t *m;
 
+    if (!batch)
+      pool_publish(w); /* out of requests: the loop gets every message back */
     if (!batch && ok && !more_soon(w))
       hostd__tenant_quiet(t); /* LC launches get their completion event here */
     if (!batch && !(batch = next_batch(w, t)))
