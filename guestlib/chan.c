@@ -71,10 +71,12 @@ static long connect_wait_ms(void) {
 }
 
 /* The latency-critical tenant's side of the LC path (docs/lc-path.md): its
- * synchronising calls spin TALLY_LC_SPIN_US (default 2000 us with 4 or more
+ * synchronising calls spin TALLY_LC_SPIN_US (default 50000 us with 4 or more
  * CPUs online, else the transport's rule) before they block, as the driver
- * spins in a synchronisation natively, and a post made after a quiet spell
- * goes out at once (TALLY_LC_POST_NOW=1) so a polling daemon launches the
+ * spins in a synchronisation natively (without end): a wait that outlasts
+ * the spin pays the thread's wake-up when its answer comes, and a 1000-kernel
+ * chain's synchronisation (3 ms) outlasted the former 2 ms; and a post made
+ * after a quiet spell goes out at once (TALLY_LC_POST_NOW=1) so a polling daemon launches the
  * kernel while the next is made; the burst behind it follows within 20 us,
  * one send for all (wire/guest.c).  TALLY_LC_POST_NOW=2 also sends the first
  * post after a call's reply at once over shared memory, so a launch + sync
@@ -83,7 +85,7 @@ static long connect_wait_ms(void) {
  * everything sent before, so a burst's launches never wait in the batch while
  * the daemon has nothing left to launch.  Over TCP its socket asks for
  * SO_BUSY_POLL. */
-#define LC_SPIN_DEFAULT_US 2000
+#define LC_SPIN_DEFAULT_US 50000
 #define LC_SPIN_MAX_US     1000000
 #define LC_MIN_CPUS        4
 static bool big_host(void) {

@@ -100,7 +100,7 @@ void guest__chan_close(void);
 /* True on a shared-memory connection (pinned memory can then be shared). */
 bool guest__chan_shm(void);
 /* A latency-critical tenant's reply spin in wire's terms (us; 0: the
- * transport's rule, < 0: never): TALLY_LC_SPIN_US, else 2000 on a host of 4
+ * transport's rule, < 0: never): TALLY_LC_SPIN_US, else 50000 on a host of 4
  * or more CPUs. */
 int32_t guest__lc_spin_us(void);
 /* size bytes (a whole number of pages) of a memfd mapped here and shared
