@@ -102,6 +102,16 @@ static inline void hostd__barrier_light(void) {
 }
 void hostd__barrier_heavy(void);
 
+/* ---- the shared context's reader-writer lock (ctxlock.c) ---- */
+
+/* Every request holds it for reading (nesting allowed), a recovery after a
+ * context fault for writing (never while the same thread reads).  A reader
+ * costs no locked instruction where hostd__barrier_asym(). */
+void hostd__ctxlock_rd(void);
+void hostd__ctxlock_rd_done(void);
+void hostd__ctxlock_wr(void);
+void hostd__ctxlock_wr_done(void);
+
 /* ---- CPUs for polling workers (pin.c) ---- */
 /* core_of[c] (CPU_SETSIZE entries) for each CPU c: the lowest CPU of its core (SMT
  * siblings, from sysfs; c itself where unknown). */

@@ -9,7 +9,7 @@ hostd_libtallyhostd_a_SOURCES = hostd/hostd.h hostd/hostd-int.h hostd/tenant-int
 	hostd/hostfn.c hostd/sched.c hostd/sched.h hostd/variants.c hostd/variants.h \
 	hostd/restart.c hostd/guard.h hostd/quota.c hostd/metrics.c hostd/ctl.c hostd/latency.c \
 	hostd/exec-vmm.c hostd/exec-pool.c hostd/exec-graph.c hostd/exec-array.c hostd/exec-tmap.c hostd/exec-link.c \
-	hostd/release.c hostd/pin.c hostd/barrier.c
+	hostd/release.c hostd/pin.c hostd/barrier.c hostd/ctxlock.c
 hostd_libtallyhostd_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 hostd_libtallyhostd_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(XXHASH_CFLAGS)
 hostd_libtallyhostd_cuda_a_SOURCES = hostd/gpu-cuda.c

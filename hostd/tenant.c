@@ -42,10 +42,11 @@
  * as under MPS.
  *
  * Lock story: a tenant's tables are touched only by its worker thread, except
- * by recover(), which holds ctx_lock for writing while every request holds it
- * for reading (so no request runs while tenants are marked lost).  `lost` and
- * the live list (reg_lock, taken after ctx_lock) are written under the write
- * lock; the fault record (restart.c) is raised under it too.
+ * by recover(), which holds the context lock (ctxlock.c) for writing while
+ * every request holds it for reading (so no request runs while tenants are
+ * marked lost).  `lost` and the live list (reg_lock, taken after the context
+ * lock) are written under the write lock; the fault record (restart.c) is
+ * raised under it too.
  */
 #include "hostd/tenant-int.h"
 
@@ -58,8 +59,6 @@
 bool hostd__op_count_on;
 unsigned long hostd__op_count[CALL_OP_COUNT];
 
-/* Writer-preferring: a recovery must not wait behind a stream of new requests. */
-static pthread_rwlock_t ctx_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static hostd_tenant_t *live; /* every tenant not yet freed */
 /* Whether this thread made the context current; every worker thread does
@@ -95,7 +94,7 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
   u64map_init(&t->captures);
   u64map_init(&t->arrays);
   u64map_init(&t->texs);
-  pthread_rwlock_rdlock(&ctx_lock);
+  hostd__ctxlock_rd();
   /* After a fault this process serves nobody until it restarts. */
   t->lost = (CUresult)hostd__fault_pending(NULL);
   pthread_mutex_lock(&reg_lock);
@@ -104,7 +103,7 @@ hostd_tenant_t *hostd__tenant_new(uint32_t id, bool tcp) {
     live->prev = t;
   live = t;
   pthread_mutex_unlock(&reg_lock);
-  pthread_rwlock_unlock(&ctx_lock);
+  hostd__ctxlock_rd_done();
   return t;
 }
 
@@ -186,7 +185,7 @@ int hostd__tenant_pinned_add(hostd_tenant_t *t, uint64_t tag, void *addr, size_t
   }
   p->addr = addr;
   p->size = size;
-  pthread_rwlock_rdlock(&ctx_lock);
+  hostd__ctxlock_rd();
   r = t->lost;
   if (r == CUDA_SUCCESS && !entered) { /* as in hostd__tenant_exec */
     r = hostd__gpu.thread_enter();
@@ -194,7 +193,7 @@ int hostd__tenant_pinned_add(hostd_tenant_t *t, uint64_t tag, void *addr, size_t
   }
   if (r == CUDA_SUCCESS)
     r = hostd__gpu.host_register(addr, size);
-  pthread_rwlock_unlock(&ctx_lock);
+  hostd__ctxlock_rd_done();
   p->registered = r == CUDA_SUCCESS;
   hostd__log(HOSTD_LOG_DEBUG, "tenant %u: shared pinned memory %#llx, %zu bytes, mapped %s", t->id,
              (unsigned long long)tag, size,
@@ -587,7 +586,7 @@ void hostd__tenant_free(hostd_tenant_t *t) {
   if (!t)
     return;
   hostd__tenant_replied(t); /* its streams are about to go */
-  pthread_rwlock_rdlock(&ctx_lock); /* not during a recovery */
+  hostd__ctxlock_rd(); /* not during a recovery */
   pthread_mutex_lock(&reg_lock);
   if (t->prev)
     t->prev->next = t->next;
@@ -597,7 +596,7 @@ void hostd__tenant_free(hostd_tenant_t *t) {
     t->next->prev = t->prev;
   pthread_mutex_unlock(&reg_lock);
   tenant_release(t, t->lost == CUDA_SUCCESS);
-  pthread_rwlock_unlock(&ctx_lock);
+  hostd__ctxlock_rd_done();
   u64map_t *maps[] = {&t->streams, &t->events, &t->modules, &t->funcs, &t->ptds,
                       &t->views,   &t->pinned, &t->unpinned, &t->modids, &t->kids,
                       &t->vmh,     &t->vas,    &t->pools,  &t->graphs, &t->gnodes,
@@ -621,10 +620,10 @@ void hostd__tenant_replied(hostd_tenant_t *t) {
   t->synced = NULL;
   /* As when it ran inside the request: not while a recovery resets the
    * context (the notice may hand an event back to the pool). */
-  pthread_rwlock_rdlock(&ctx_lock);
+  hostd__ctxlock_rd();
   if (t->lost == CUDA_SUCCESS)
     hostd__sched_synced(ss);
-  pthread_rwlock_unlock(&ctx_lock);
+  hostd__ctxlock_rd_done();
 }
 
 /* The worker ran out of requests: the scheduler's quiet point (sched.h),
@@ -634,10 +633,10 @@ void hostd__tenant_quiet(hostd_tenant_t *t) {
   hostd__tenant_replied(t);
   if (!t || !hostd__sched_tenant_quiet_due(t->sched))
     return;
-  pthread_rwlock_rdlock(&ctx_lock);
+  hostd__ctxlock_rd();
   if (t->lost == CUDA_SUCCESS)
     hostd__sched_tenant_quiet(t->sched);
-  pthread_rwlock_unlock(&ctx_lock);
+  hostd__ctxlock_rd_done();
 }
 
 /* ---- recovery from context-corrupting errors ---- */
@@ -667,15 +666,15 @@ const char *hostd__ctx_fatal(int r) {
   }
 }
 
-/* Called by tenant t's worker, outside ctx_lock, after one of its calls
+/* Called by tenant t's worker, outside the context lock, after one of its calls
  * returned the context-corrupting error err.  Does nothing when a fault was
  * raised already (every tenant is lost since). */
 static void recover(hostd_tenant_t *t, CUresult err) {
   unsigned n = 0;
 
-  pthread_rwlock_wrlock(&ctx_lock);
+  hostd__ctxlock_wr();
   if (!hostd__fault_raise(t->id, (int)err)) {
-    pthread_rwlock_unlock(&ctx_lock);
+    hostd__ctxlock_wr_done();
     return;
   }
   /* The variant modules died with the context: forget them before the
@@ -695,7 +694,7 @@ static void recover(hostd_tenant_t *t, CUresult err) {
              "every further call; the driver keeps this process poisoned, so tallyd restarts "
              "once they have gone (hostd/README.md)",
              t->id, hostd__ctx_fatal(err), (int)err, n);
-  pthread_rwlock_unlock(&ctx_lock);
+  hostd__ctxlock_wr_done();
 }
 
 /* The name of r when it says the daemon's context itself is unusable
@@ -769,7 +768,7 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
   }
   if (hostd__op_count_on && op < CALL_OP_COUNT)
     __atomic_fetch_add(&hostd__op_count[op], 1, __ATOMIC_RELAXED);
-  pthread_rwlock_rdlock(&ctx_lock);
+  hostd__ctxlock_rd();
   lost = t->lost; /* read under the lock: recover() writes it */
   r = CUDA_SUCCESS;
   if (!entered) {
@@ -781,7 +780,7 @@ int hostd__tenant_exec(hostd_tenant_t *t, uint32_t op, uint32_t flags, const uin
     r = lost; /* everything it had is gone: every call fails, as natively */
   else if (r == CUDA_SUCCESS)
     r = hostd__exec(t, op, flags, args, len, reply, &bad);
-  pthread_rwlock_unlock(&ctx_lock);
+  hostd__ctxlock_rd_done();
   if (!bad && ctx_error(r) && !t->ctx_err_logged) {
     /* A context-level error is never a tenant's mistake: say so once. */
     t->ctx_err_logged = true;

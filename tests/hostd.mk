@@ -2,11 +2,17 @@
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched \
 	tests/test-hostd-guard tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph \
-	tests/test-hostd-array tests/test-hostd-tmap tests/test-hostd-release tests/test-hostd-barrier
+	tests/test-hostd-array tests/test-hostd-tmap tests/test-hostd-release tests/test-hostd-barrier \
+	tests/test-hostd-ctxlock
 TESTS += tests/test-hostd-config tests/test-hostd-exec tests/test-hostd-sched tests/test-hostd-guard \
 	tests/test-hostd-vmm tests/test-hostd-variants tests/test-hostd-graph tests/test-hostd-array \
-	tests/test-hostd-tmap tests/test-hostd-release tests/test-hostd-barrier
+	tests/test-hostd-tmap tests/test-hostd-release tests/test-hostd-barrier tests/test-hostd-ctxlock
 endif
+# The context's reader-writer lock (ctxlock.c): exclusion both ways, nesting, slots.
+tests_test_hostd_ctxlock_SOURCES = tests/test-hostd-ctxlock.c
+tests_test_hostd_ctxlock_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_hostd_ctxlock_CFLAGS = $(TEST_CFLAGS)
+tests_test_hostd_ctxlock_LDADD = hostd/libtallyhostd.a $(HOSTD_RECORD_LIBS) $(HOSTD_LIBS) $(TEST_LIBS)
 # The asymmetric barrier (barrier.c): the store-buffering pattern, many rounds.
 tests_test_hostd_barrier_SOURCES = tests/test-hostd-barrier.c
 tests_test_hostd_barrier_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
