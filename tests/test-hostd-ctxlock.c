@@ -10,6 +10,7 @@
  * that exits gives its slot back to the next one.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -103,13 +104,20 @@ static void readers_never_see_a_half_done_write(void **state) {
   atomic_store(&stop_readers, 0);
   for (int i = 0; i < READERS; i++)
     assert_int_equal(pthread_create(&th[i], NULL, reader_loop, NULL), 0);
+  while (atomic_load(&reads) < READERS) /* the readers are at it before the first write */
+    sched_yield();
   for (int i = 0; i < WRITES; i++) {
+    long before = atomic_load(&reads);
     hostd__ctxlock_wr();
     *(volatile int *)&pair_a = i + 1;
     for (volatile int spin = 0; spin < 2000; spin++) /* a reader would catch the gap */
       ;
     *(volatile int *)&pair_b = i + 1;
     hostd__ctxlock_wr_done();
+    /* Writers are preferred: on a loaded host back-to-back writes would
+     * starve the readers, so each write waits for a read after the last. */
+    while (atomic_load(&reads) == before)
+      sched_yield();
   }
   atomic_store(&stop_readers, 1);
   for (int i = 0; i < READERS; i++)
