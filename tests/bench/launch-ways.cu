@@ -198,7 +198,8 @@ static void after_launch(int after) {
  * launches and publishes how many it made in `made`. */
 static long posted, made, wanted;
 static int launcher_stop;
-static sem_t all_made; /* posted by the launcher once `made` reaches `wanted` */
+static int launcher_wakes; /* the poster sleeps: post all_made once `made` reaches `wanted` */
+static sem_t all_made;
 static CUstream launcher_stream;
 static int launcher_via;
 
@@ -220,7 +221,8 @@ static void *launcher(void *arg) {
     for (; seen < p; seen++)
       launch_one(launcher_stream, launcher_via);
     __atomic_store_n(&made, seen, __ATOMIC_RELEASE);
-    if (seen == __atomic_load_n(&wanted, __ATOMIC_ACQUIRE) && sem_post(&all_made) != 0) {
+    if (launcher_wakes && seen == __atomic_load_n(&wanted, __ATOMIC_ACQUIRE) &&
+        sem_post(&all_made) != 0) {
       fprintf(stderr, "launch-ways: sem_post failed\n");
       exit(1);
     }
@@ -255,6 +257,7 @@ static void run_after(const char *name, CUstream st, int via, int handoff, int a
     return;
   if (handoff) {
     launcher_stream = st, launcher_via = via;
+    launcher_wakes = handoff == HANDOFF_SLEEP; /* a spinning poster leaves no posts behind */
     __atomic_store_n(&posted, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&made, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&launcher_stop, 0, __ATOMIC_SEQ_CST);
