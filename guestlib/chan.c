@@ -76,9 +76,9 @@ static long connect_wait_ms(void) {
  * spins in a synchronisation natively (without end): a wait that outlasts
  * the spin pays the thread's wake-up when its answer comes, and a 1000-kernel
  * chain's synchronisation (3 ms) outlasted the former 2 ms; and a post made
- * after a quiet spell goes out at once (TALLY_LC_POST_NOW=1) so a polling daemon launches the
- * kernel while the next is made; the burst behind it follows within 20 us,
- * one send for all (wire/guest.c).  TALLY_LC_POST_NOW=2 also sends the first
+ * after a quiet spell goes out at once (TALLY_LC_POST_NOW=1) so a polling
+ * daemon launches the kernel while the next is made; the burst behind it
+ * follows within 20 us, one send for all (wire/guest.c).  TALLY_LC_POST_NOW=2 also sends the first
  * post after a call's reply at once over shared memory, so a launch + sync
  * overlaps the launch with the making of the sync; 3 (the default with 4 or
  * more CPUs; 0 below) also sends a post at once whenever the daemon has taken

@@ -41,8 +41,9 @@ bool hostd__barrier_asym(void) {
 }
 
 void hostd__barrier_heavy(void) {
-  /* Registered at init: the command cannot fail but for an unregistered
-   * process.  A full barrier of our own first (the syscall implies one). */
+  /* Registered at init, so the command does not fail.  Without asym the
+   * callers do not call it (both their sides are sequentially consistent);
+   * the fence keeps it at least a full barrier of this thread. */
   if (!asym || membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }

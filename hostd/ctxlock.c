@@ -1,4 +1,4 @@
-/* ctxlock.c: the shared context's reader-writer lock (tenant.c's ctx_lock).
+/* ctxlock.c: the shared context's reader-writer lock (tenant.c takes it).
  *
  * Every request of every tenant holds it for reading; only recover(), after
  * a fault corrupted the context, holds it for writing.  A pthread rwlock
