@@ -109,9 +109,10 @@ static void usage_serving(FILE *f) {
           "                       with fewer than 4 CPUs); N: CPU N (a second such\n"
           "                       worker goes where auto puts it); none: where the\n"
           "                       kernel puts it\n"
-          "  --lc-direct yes|no   with --lc-poll, the latency-critical tenant's worker reads\n"
-          "                       its shared-memory ring itself instead of the loop handing\n"
-          "                       it each request (default yes; docs/lc-path.md)\n"
+          "  --lc-direct yes|no|shm  with --lc-poll, the latency-critical tenant's worker\n"
+          "                       reads its shared-memory ring or TCP socket itself instead\n"
+          "                       of the loop handing it each request (default yes; shm:\n"
+          "                       the ring only; docs/lc-path.md)\n"
           "  --hops FILE          append the hand-off times of every request to FILE\n"
           "                       (tests/bench/hops-report reads it; docs/lc-path.md)\n"
           "  --restart-grace-ms N after a tenant's GPU fault, tallyd re-executes itself once\n"
@@ -472,8 +473,10 @@ static int parse_lc_poll(hostd_config_t *cfg, const char *v, const char *flag, F
 }
 
 static int parse_lc_direct(hostd_config_t *cfg, const char *v, const char *flag, FILE *err) {
-  if (parse_bool(v, &cfg->lc_direct) != 0)
-    return bad(err, "%s: expected yes or no, got '%s'\n", flag, v);
+  if (strcmp(v, "shm") == 0)
+    cfg->lc_direct = HOSTD_LC_DIRECT_SHM;
+  else if (parse_bool(v, &cfg->lc_direct) != 0)
+    return bad(err, "%s: expected yes, no or shm, got '%s'\n", flag, v);
   return 0;
 }
 

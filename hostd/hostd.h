@@ -50,6 +50,9 @@ typedef enum hostd_log_level {
   HOSTD_LOG_DEBUG,
 } hostd_log_level_t;
 
+/* hostd_config_t.lc_direct: the shared-memory ring only, not a TCP socket. */
+#define HOSTD_LC_DIRECT_SHM 2
+
 typedef struct hostd_config {
   char unix_path[108];   /* UNIX socket to listen on ("" = none) */
   char tcp_addr[256];    /* host:port to listen on ("" = none) */
@@ -67,7 +70,8 @@ typedef struct hostd_config {
   int lc_poll_cpu;      /* pin the latency-critical worker to this CPU (-1 = no pin,
                            HOSTD_CPU_AUTO (default) = one of its own, pin.c) */
   int lc_direct;        /* under lc_poll, the latency-critical worker reads its shared-
-                           memory ring itself (wire_tenant_direct): 1 yes (default), 0 no */
+                           memory ring or TCP socket itself (wire_tenant_direct): 1 yes
+                           (default), HOSTD_LC_DIRECT_SHM the ring only, 0 no */
   int hostfn_wake_us;   /* after a tenant's host function is reached, its (sleeping)
                            worker polls this long for the requests that follow;
                            0 = never (the default) */

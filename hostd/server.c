@@ -176,6 +176,7 @@ struct hostd_server {
   uint64_t spin_ns;        /* a worker polls its queue this long before sleeping (worker_spin_us) */
   bool lc_poll;            /* --lc-poll resolved: the LC worker polls without end */
   bool lc_direct;          /* lc_poll and --lc-direct: the LC worker reads its own ring */
+  bool lc_direct_tcp;      /* and its own TCP socket (--lc-direct yes, not shm) */
   bool hostfn_word;        /* --hostfn-word: workers poll their host functions' reach words */
   int dev;                 /* the GPU ordinal served */
   cpu_set_t cpus;          /* tallyd's affinity at start: what --lc-poll-cpu auto picks from */
@@ -1278,7 +1279,9 @@ static void log_spins(const hostd_server_t *s, const hostd_config_t *cfg) {
              "a latency-critical tenant's loop and worker %s%s (%ld CPUs online)",
              l, (int)(s->spin_ns / 1000u),
              s->lc_poll ? "without end while it is connected" : "the same",
-             s->lc_direct ? ", its worker reading its shared-memory ring itself" : "",
+             !s->lc_direct       ? ""
+             : s->lc_direct_tcp ? ", its worker reading its shared-memory ring or TCP socket itself"
+                                : ", its worker reading its shared-memory ring itself",
              sysconf(_SC_NPROCESSORS_ONLN));
 }
 
@@ -1348,6 +1351,7 @@ static int wire_opts(hostd_server_t *s, const hostd_config_t *cfg, wire_server_o
   o->unix_mode = cfg->unix_mode;
   o->lc_poll = s->lc_poll;
   o->lc_direct = s->lc_direct;
+  o->lc_direct_tcp = s->lc_direct_tcp;
   if (cfg->unix_group[0]) {
     o->unix_gid_set = true;
     return unix_group(cfg->unix_group, &o->unix_gid);
@@ -1385,6 +1389,7 @@ static int start_loop(hostd_server_t *s, const hostd_config_t *cfg, bool handle_
   s->spin_ns = (uint64_t)worker_spin_us(cfg) * 1000u;
   s->lc_poll = lc_poll(cfg);
   s->lc_direct = s->lc_poll && cfg->lc_direct != 0;
+  s->lc_direct_tcp = s->lc_direct && cfg->lc_direct != HOSTD_LC_DIRECT_SHM;
   /* What worker_pin picks from, read only where a worker will poll and may be pinned
    * (s is calloc'd: with nothing read, cpus is empty and pin.c pins nothing). */
   if (s->lc_poll && cfg->lc_poll_cpu != -1 &&

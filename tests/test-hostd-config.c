@@ -183,6 +183,7 @@ static void lc_poll_options_parse_and_are_bounded(void **state) {
   char *cpu_big[] = {"tallyd", "--lc-poll-cpu", "1024", NULL};
   char *direct_no[] = {"tallyd", "--lc-direct", "no", NULL};
   char *direct_bad[] = {"tallyd", "--lc-direct", "maybe", NULL};
+  char *direct_shm[] = {"tallyd", "--lc-direct", "shm", NULL};
   char path[] = "/tmp/tally-lc-poll-XXXXXX";
   FILE *devnull = fopen("/dev/null", "w"), *f;
   int fd = mkstemp(path);
@@ -212,6 +213,8 @@ static void lc_poll_options_parse_and_are_bounded(void **state) {
   assert_int_equal(hostd_config_parse_args(&c, 3, direct_no, devnull), 0);
   assert_int_equal(c.lc_direct, 0);
   assert_int_equal(hostd_config_parse_args(&c, 3, direct_bad, devnull), -EINVAL);
+  assert_int_equal(hostd_config_parse_args(&c, 3, direct_shm, devnull), 0);
+  assert_int_equal(c.lc_direct, HOSTD_LC_DIRECT_SHM);
   /* the same keys in a config file */
   f = fdopen(fd, "w");
   assert_non_null(f);

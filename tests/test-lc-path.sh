@@ -14,9 +14,9 @@
 #      connected (CPU time over a second), --lc-poll no: it sleeps; a bad
 #      TALLY_LC_SPIN_US is refused with a line naming it
 #   6. no daemon: cuInit fails at once, naming the address
-#   7. --lc-direct yes: the LC worker reads its ring itself (the daemon log counts the
-#      frames), and sync-word / order / hostfn-ctxsync give the same results as with no
-#      direct reading
+#   7. --lc-direct yes: the LC worker reads its ring, and over TCP its socket, itself (the
+#      daemon log counts the frames), and sync-word / order / hostfn-ctxsync give the same
+#      results as with no direct reading (no; shm over TCP)
 #   8. a reading worker slowed between choosing its ring and reading it
 #      (TALLYD_TEST_DIRECT_GAP_US): the loop takes the ring back, queues what it reads and
 #      hands it over again meanwhile, and requests still run in ring order
@@ -250,20 +250,24 @@ unreachable() {
 }
 check "no daemon: cuInit fails at once naming the address" unreachable
 
-direct() { # the same requests with the worker reading the ring itself (--lc-direct yes) and not
-  for mode in yes no; do
-    start_daemon --lc-poll yes --lc-direct $mode || return 1
-    sw=$(helper "unix:$tmp/sock" latency-critical sync-word) || { echo "sync-word: exit $?"; return 1; }
-    ord=$(helper "unix:$tmp/sock" latency-critical order) || { echo "order: exit $?"; return 1; }
+direct() { # the same requests with the worker reading the ring or socket itself and not
+  for run in yes:unix no:unix yes:tcp shm:tcp; do
+    mode=${run%:*} via=${run#*:}
+    start_daemon --lc-poll yes --lc-direct $mode --listen-tcp 127.0.0.1:0 || return 1
+    at="unix:$tmp/sock"
+    port=$(sed -n 's/.*serving.*(port \([0-9]*\)).*/\1/p' "$tmp/daemon.log" | head -n 1)
+    [ $via = tcp ] && at="tcp://127.0.0.1:$port"
+    sw=$(helper "$at" latency-critical sync-word) || { echo "sync-word: exit $?"; return 1; }
+    ord=$(helper "$at" latency-critical order) || { echo "order: exit $?"; return 1; }
     # The worker waits in cuCtxSynchronize for a host function whose answer comes through the
-    # ring it reads: the loop must take the ring back (a hang here is the fault).
-    hcs=$(helper "unix:$tmp/sock" latency-critical hostfn-ctxsync) ||
+    # ring or socket it reads: the loop must take it back (a hang here is the fault).
+    hcs=$(helper "$at" latency-critical hostfn-ctxsync) ||
       { echo "hostfn-ctxsync: exit $?"; return 1; }
     cleaned_up 3 # the workers' last lines come after their tenants left
     stop_daemon
     frames=$(sed -n 's/.*its worker read \([0-9]*\) frames.*/\1/p' "$tmp/daemon.log" | head -n 1)
-    echo "note: --lc-direct $mode: sync-word '$(echo $sw)', order '$ord', '$hcs', frames read" \
-      "by the worker: ${frames:-none}"
+    echo "note: --lc-direct $mode over $via: sync-word '$(echo $sw)', order '$ord', '$hcs'," \
+      "frames read by the worker: ${frames:-none}"
     [ "$(echo $sw)" = "held 1 value 7 rounds 0 error 400 after 0" ] || return 1
     [ "$ord" = "order 0 of 64" ] || return 1
     [ "$hcs" = "ctxsync held 1" ] || return 1
@@ -271,7 +275,7 @@ direct() { # the same requests with the worker reading the ring itself (--lc-dir
     else [ -z "$frames" ] || return 1; fi
   done
 }
-check "--lc-direct: the LC worker reads its ring itself, with the same results" direct
+check "--lc-direct: the LC worker reads its ring or socket itself, with the same results" direct
 
 slow_reader() { # the queue the loop filled first, then the ring: spaced 0 of 512
   TALLYD_TEST_DIRECT_GAP_US=150 start_daemon --lc-poll yes --lc-direct yes || return 1

@@ -1,16 +1,18 @@
-/* test-wire-direct.c: a latency-critical tenant's ring read by its executor
- * (wire.h, wire_tenant_direct; wire/direct.c, the rules in wire/shm.h).
+/* test-wire-direct.c: a latency-critical tenant's ring or socket read by its
+ * executor (wire.h, wire_tenant_direct; wire/direct.c, the rules in
+ * wire/shm.h).
  *
- * A harness server with lc_poll and lc_direct; the tenant "keep" (the
- * harness holds a ref on it) connects over shared memory as latency-critical
- * and a reader thread plays its executor: it reads the ring with
+ * A harness server with lc_poll, lc_direct and lc_direct_tcp; the tenant
+ * "keep" (the harness holds a ref on it) connects as latency-critical, over
+ * shared memory and again over TCP (each behaviour runs on both: the "tcp"
+ * state), and a reader thread plays its executor: it reads the ring with
  * wire_direct_read and checks and answers what it reads as the harness's
  * on_msg does for what the loop reads (posts' per-thread order, calls
  * echoed).  What each behaviour shows: every request arrives exactly once
  * and in order whichever side read it; the reader refuses a message and
  * the loop gets it, in order; a burst's long batch is the loop's; frames the
- * reader does not take (descriptors)
- * go to the loop and reading comes back to the reader; a reader busy past
+ * reader does not take (descriptors; over TCP a call longer than
+ * WIRE_DIRECT_MAX) go to the loop and reading comes back to the reader; a reader busy past
  * dead_after does not make the tenant dead, and a frame only the loop reads
  * does not wait for a busy reader; a tenant that closes while the
  * reader polls goes cleanly (the sanitizers watch the memory).
@@ -87,17 +89,26 @@ typedef struct fixture {
   wire_conn_t *c;
 } fixture;
 
+/* The transport a test runs on: its cmocka state, NULL for shared memory. */
+static const char tcp[] = "tcp";
+
+static bool on_tcp(void **state) {
+  return state != NULL && *state == tcp;
+}
+
 /* Starts the server, the reader and the tenant "keep" (latency-critical,
- * shared memory).  heartbeat / dead_after in ms (0: the defaults).  The loop
- * takes the ring back from a reader only after bytes waited STUCK_US: long
- * enough that a reader the test machine's load keeps off the CPU a while
- * still reads (the default's behaviour is the same, sooner). */
+ * shared memory, or TCP when the state says so).  heartbeat / dead_after in
+ * ms (0: the defaults).  The loop takes the ring back from a reader only
+ * after bytes waited STUCK_US: long enough that a reader the test machine's
+ * load keeps off the CPU a while still reads (the default's behaviour is the
+ * same, sooner). */
 #define STUCK_US 100000u
 
-static void fx_start_stuck(fixture *f, uint32_t heartbeat_ms, uint32_t dead_after_ms,
-                           uint32_t stuck_us) {
+static void fx_start_stuck(fixture *f, void **state, uint32_t heartbeat_ms,
+                           uint32_t dead_after_ms, uint32_t stuck_us) {
   wire_server_opts_t o = {.lc_poll = true,
                           .lc_direct = true,
+                          .lc_direct_tcp = true,
                           .lc_direct_stuck_us = stuck_us,
                           .heartbeat_ms = heartbeat_ms,
                           .dead_after_ms = dead_after_ms};
@@ -107,15 +118,17 @@ static void fx_start_stuck(fixture *f, uint32_t heartbeat_ms, uint32_t dead_afte
   assert_int_equal(harness_start(&f->h, &o), 0);
   f->r.h = &f->h;
   assert_int_equal(pthread_create(&f->r.th, NULL, r_main, &f->r), 0);
-  assert_int_equal(wire_conn_open(&f->c, f->h.url_shm, &hello, NULL, err, sizeof(err)), 0);
+  assert_int_equal(wire_conn_open(&f->c, on_tcp(state) ? f->h.url_tcp : f->h.url_shm, &hello,
+                                  NULL, err, sizeof(err)),
+                   0);
   /* The reader exists before the first drain ends: the loop hands over. */
   for (int i = 0; i < 20000 && !f->r.d; i++)
     usleep(100);
   assert_non_null(f->r.d);
 }
 
-static void fx_start(fixture *f, uint32_t heartbeat_ms, uint32_t dead_after_ms) {
-  fx_start_stuck(f, heartbeat_ms, dead_after_ms, STUCK_US);
+static void fx_start(fixture *f, void **state, uint32_t heartbeat_ms, uint32_t dead_after_ms) {
+  fx_start_stuck(f, state, heartbeat_ms, dead_after_ms, STUCK_US);
 }
 
 static void fx_stop(fixture *f) {
@@ -154,8 +167,7 @@ static void echo(wire_conn_t *c, size_t n, uint8_t salt) {
 static void requests_arrive_once_and_in_order(void **state) {
   fixture f;
   uint64_t read = 0, given = 0;
-  (void)state;
-  fx_start(&f, 0, 0);
+  fx_start(&f, state, 0, 0);
   for (uint32_t i = 0; i < 2000; i++) {
     assert_int_equal(harness_post_seq(f.c, 0, i), 0);
     if (i % 50 == 49)
@@ -166,6 +178,8 @@ static void requests_arrive_once_and_in_order(void **state) {
   assert_int_equal(atomic_load(&f.h.calls) + atomic_load(&f.r.calls), 41);
   assert_int_equal(atomic_load(&f.h.order_errors), 0);
   wire_direct_counts(f.r.d, &read, &given);
+  print_message("reader: %llu frames read, %llu given back; %d of 41 calls\n",
+                (unsigned long long)read, (unsigned long long)given, atomic_load(&f.r.calls));
   assert_true(read > 0);
   assert_true(atomic_load(&f.r.calls) > 0);
   fx_stop(&f);
@@ -177,8 +191,7 @@ static void requests_arrive_once_and_in_order(void **state) {
 static void a_refused_message_goes_to_the_loop_in_order(void **state) {
   fixture f;
   uint64_t read = 0, given = 0;
-  (void)state;
-  fx_start(&f, 0, 0);
+  fx_start(&f, state, 0, 0);
   atomic_store(&f.r.refuse_every, 7);
   for (uint32_t i = 1; i <= 1400; i++) {
     assert_int_equal(harness_post_seq(f.c, 3, i - 1), 0);
@@ -203,8 +216,7 @@ static void a_refused_message_goes_to_the_loop_in_order(void **state) {
 static void a_burst_goes_to_the_loop(void **state) {
   fixture f;
   int loop_before, reader_before;
-  (void)state;
-  fx_start(&f, 0, 0);
+  fx_start(&f, state, 0, 0);
   echo(f.c, 8, 4);
   loop_before = atomic_load(&f.h.posts);
   reader_before = atomic_load(&f.r.posts);
@@ -224,30 +236,54 @@ static void a_burst_goes_to_the_loop(void **state) {
   fx_stop(&f);
 }
 
-/* A descriptor (an FD frame) is the loop's: it gets it after every post
- * sent before it, and the reader reads the posts after it. */
+/* A frame only the loop reads: over shared memory a descriptor (an FD frame,
+ * tagged tag: the harness writes "tag N" into the file), over TCP a call
+ * longer than WIRE_DIRECT_MAX (answered by the loop with one byte).  Returns
+ * once the loop has it; fd: the file for the descriptor. */
+static void loop_frame(fixture *f, void **state, int fd, int tag) {
+  if (on_tcp(state)) {
+    size_t n = WIRE_DIRECT_MAX + 4096;
+    uint8_t *q = calloc(1, n), a[8];
+    struct iovec qv = {q, n}, av = {a, sizeof(a)};
+    size_t got = 0;
+    int calls = atomic_load(&f->h.calls);
+    assert_non_null(q);
+    q[0] = 'E';
+    assert_int_equal(wire_conn_call(f->c, &qv, 1, &av, 1, &got), 0);
+    assert_int_equal(got, 1);
+    assert_int_equal(atomic_load(&f->h.calls), calls + 1);
+    free(q);
+    return;
+  }
+  assert_int_equal(wire_conn_send_fd(f->c, fd, (uint64_t)tag), 7);
+}
+
+/* A descriptor (an FD frame), or over TCP a long call, is the loop's: it
+ * gets it after every post sent before it, and the reader reads the posts
+ * after it. */
 static void frames_it_does_not_take_go_to_the_loop(void **state) {
   fixture f;
   char path[] = "/tmp/tally-direct-fd-XXXXXX", b[32] = "";
   int fd = mkstemp(path), posts_before;
-  (void)state;
   assert_true(fd >= 0);
   unlink(path);
-  fx_start(&f, 0, 0);
+  fx_start(&f, state, 0, 0);
   for (uint32_t i = 0; i < 100; i++)
     assert_int_equal(harness_post_seq(f.c, 1, i), 0);
   echo(f.c, 8, 2);
   posts_before = atomic_load(&f.h.posts) + atomic_load(&f.r.posts);
   assert_int_equal(posts_before, 100);
-  assert_int_equal(wire_conn_send_fd(f.c, fd, 42), 7);
-  assert_int_equal(atomic_load(&f.h.fds), 1);
+  loop_frame(&f, state, fd, 42);
+  assert_int_equal(atomic_load(&f.h.fds), on_tcp(state) ? 0 : 1);
   for (uint32_t i = 100; i < 300; i++)
     assert_int_equal(harness_post_seq(f.c, 1, i), 0);
   echo(f.c, 8, 3);
   assert_int_equal(atomic_load(&f.h.posts) + atomic_load(&f.r.posts), 300);
   assert_int_equal(atomic_load(&f.h.order_errors), 0);
-  assert_true(pread(fd, b, sizeof(b) - 1, 0) > 0);
-  assert_string_equal(b, "tag 42");
+  if (!on_tcp(state)) {
+    assert_true(pread(fd, b, sizeof(b) - 1, 0) > 0);
+    assert_string_equal(b, "tag 42");
+  }
   close(fd);
   fx_stop(&f);
 }
@@ -256,8 +292,7 @@ static void frames_it_does_not_take_go_to_the_loop(void **state) {
  * guest's heartbeats wait unread in the ring, which is not silence. */
 static void a_busy_reader_is_not_a_dead_tenant(void **state) {
   fixture f;
-  (void)state;
-  fx_start(&f, 40, 200);
+  fx_start(&f, state, 40, 200);
   echo(f.c, 8, 4); /* the reader has the ring */
   atomic_store(&f.r.busy_ms, 600);
   echo_as(f.c, 'B', 8, 5);
@@ -276,8 +311,7 @@ static void a_busy_reader_is_not_a_dead_tenant(void **state) {
 static void a_stamp_after_the_timers_clock_is_not_silence(void **state) {
   fixture f;
   uint64_t t0 = harness_now_ns();
-  (void)state;
-  fx_start(&f, 3, 1000);
+  fx_start(&f, state, 3, 1000);
   for (int i = 0; harness_now_ns() - t0 < 1000000000u; i++)
     echo(f.c, 8, (uint8_t)i);
   assert_int_equal(atomic_load(&f.h.closes), 0);
@@ -298,7 +332,7 @@ static void *busy_call_main(void *arg) {
 }
 
 /* The reader sits in a request (2 s) while another guest thread sends a
- * frame only the loop reads (a descriptor, as a host function's wait would
+ * frame only the loop reads (loop_frame, as a host function's wait would
  * be): the loop takes the ring back and answers it while the request still
  * runs, so a request waiting for such a frame cannot wait for ever. */
 static void the_loop_frames_do_not_wait_for_a_busy_reader(void **state) {
@@ -308,10 +342,9 @@ static void the_loop_frames_do_not_wait_for_a_busy_reader(void **state) {
   int calls;
   char path[] = "/tmp/tally-direct-busy-XXXXXX";
   int fd = mkstemp(path);
-  (void)state;
   assert_true(fd >= 0);
   unlink(path);
-  fx_start(&f, 0, 0);
+  fx_start(&f, state, 0, 0);
   b.c = f.c;
   atomic_store(&f.r.busy_ms, 2000);
   /* The busy call must be the reader's: on a machine too loaded for the
@@ -328,7 +361,7 @@ static void the_loop_frames_do_not_wait_for_a_busy_reader(void **state) {
       break; /* the reader runs it, for 2 s */
     assert_int_equal(pthread_join(th, NULL), 0);
   }
-  assert_int_equal(wire_conn_send_fd(f.c, fd, 43), 7);
+  loop_frame(&f, state, fd, 43);
   assert_false(atomic_load(&b.done));
   atomic_store(&f.r.busy_ms, 0);
   assert_int_equal(pthread_join(th, NULL), 0);
@@ -345,8 +378,7 @@ static void the_loop_frames_do_not_wait_for_a_busy_reader(void **state) {
 static void take_backs_racing_reads_lose_and_repeat_nothing(void **state) {
   fixture f;
   uint64_t read = 0, given = 0;
-  (void)state;
-  fx_start_stuck(&f, 0, 0, 10);
+  fx_start_stuck(&f, state, 0, 0, 10);
   atomic_store(&f.r.jitter, 200);
   for (uint32_t i = 0; i < 6000; i++) {
     assert_int_equal(harness_post_seq(f.c, 4, i), 0);
@@ -374,8 +406,7 @@ static void take_backs_racing_reads_lose_and_repeat_nothing(void **state) {
 static void a_tenant_that_goes_while_read_leaves_cleanly(void **state) {
   fixture f;
   int n;
-  (void)state;
-  fx_start(&f, 0, 0);
+  fx_start(&f, state, 0, 0);
   for (uint32_t i = 0; i < 500; i++)
     assert_int_equal(harness_post_seq(f.c, 2, i), 0);
   echo(f.c, 8, 7); /* read, with the posts before it */
@@ -394,15 +425,16 @@ static void a_tenant_that_goes_while_read_leaves_cleanly(void **state) {
   fx_stop(&f);
 }
 
-/* Without lc_direct (or for a best-effort tenant) there is no reader. */
+/* Without lc_direct (or for a best-effort tenant) there is no reader; over
+ * TCP, none without lc_direct_tcp either. */
 static void no_reader_unless_asked(void **state) {
   harness h;
-  wire_server_opts_t o = {.lc_poll = true};
+  wire_server_opts_t o = {.lc_poll = true, .lc_direct = on_tcp(state)};
   wire_hello_t hello = {.tenant = "keep", .prio = WIRE_PRIO_LATENCY_CRITICAL};
   wire_conn_t *c = NULL;
-  (void)state;
   assert_int_equal(harness_start(&h, &o), 0);
-  assert_int_equal(wire_conn_open(&c, h.url_shm, &hello, NULL, NULL, 0), 0);
+  assert_int_equal(wire_conn_open(&c, on_tcp(state) ? h.url_tcp : h.url_shm, &hello, NULL, NULL, 0),
+                   0);
   assert_int_equal(wire_conn_call(c, NULL, 0, NULL, 0, NULL), 0);
   assert_null(wire_tenant_direct(h.kept));
   wire_conn_close(c);
@@ -410,6 +442,9 @@ static void no_reader_unless_asked(void **state) {
   h.kept = NULL;
   harness_stop(&h);
 }
+
+/* A behaviour again over TCP, named so in the report. */
+#define OVER_TCP(f) {"tcp_" #f, f, NULL, NULL, (void *)tcp}
 
 int main(void) {
   const struct CMUnitTest tests[] = {
@@ -423,6 +458,16 @@ int main(void) {
       cmocka_unit_test(take_backs_racing_reads_lose_and_repeat_nothing),
       cmocka_unit_test(a_tenant_that_goes_while_read_leaves_cleanly),
       cmocka_unit_test(no_reader_unless_asked),
+      OVER_TCP(requests_arrive_once_and_in_order),
+      OVER_TCP(a_refused_message_goes_to_the_loop_in_order),
+      OVER_TCP(a_burst_goes_to_the_loop),
+      OVER_TCP(frames_it_does_not_take_go_to_the_loop),
+      OVER_TCP(a_busy_reader_is_not_a_dead_tenant),
+      OVER_TCP(a_stamp_after_the_timers_clock_is_not_silence),
+      OVER_TCP(the_loop_frames_do_not_wait_for_a_busy_reader),
+      OVER_TCP(take_backs_racing_reads_lose_and_repeat_nothing),
+      OVER_TCP(a_tenant_that_goes_while_read_leaves_cleanly),
+      OVER_TCP(no_reader_unless_asked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -323,11 +323,7 @@ static void hand_over(shm_stp *c) {
   __atomic_store_n(&d->g2d.rd, c->g2d.rd, __ATOMIC_RELAXED); /* see direct.c */
   d->g2d.data_end = c->g2d.data_end;
   c->dr_out = true;
-  /* A new generation (shm.h): only the loop writes it, so a load is enough. */
-  atomic_store_explicit(
-      &d->owner,
-      ((atomic_load_explicit(&d->owner, memory_order_relaxed) & ~7u) + 8u) | WIRE__DR_READER,
-      memory_order_release);
+  wire__direct_hand_over(d);
 }
 
 /* True when the ring is ours again (we read it from where the reader
@@ -350,7 +346,6 @@ static bool reclaim(shm_stp *c, bool force) {
   uint64_t head = __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_HEAD), __ATOMIC_ACQUIRE);
   uint64_t tail = __atomic_load_n(wire__shm_u64(&c->g2d, WIRE__SHM_TAIL), __ATOMIC_ACQUIRE);
   uint64_t now;
-  unsigned o;
   if (head == tail && !force) {
     c->dr_tail_at = 0;
     return false;
@@ -363,13 +358,7 @@ static bool reclaim(shm_stp *c, bool force) {
   }
   if (!force && now - c->dr_tail_at < d->stuck_ns)
     return false;
-  o = atomic_load_explicit(&d->owner, memory_order_acquire);
-  if ((wire__dr_state(o) != WIRE__DR_READER && wire__dr_state(o) != WIRE__DR_RUNNING) ||
-      !atomic_compare_exchange_strong_explicit(&d->owner, &o, wire__dr_word(o, WIRE__DR_LOOP),
-                                               memory_order_acq_rel, memory_order_acquire))
-    return wire__dr_state(o) == WIRE__DR_LOOP;
-  atomic_fetch_add_explicit(&d->given, 1, memory_order_relaxed);
-  return true;
+  return wire__direct_reclaim(d);
 }
 
 static void drain(shm_stp *c) {

@@ -22,9 +22,10 @@
  * its reply the same way (guest-tcp.c).
  */
 #include "wire/wire-int.h"
-#include "wire/shm.h" /* wire__spin_us */
+#include "wire/shm.h" /* wire__spin_us, the direct reader */
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -55,6 +56,11 @@ typedef struct tcp_listener {
   uv_async_t *wake;
   pthread_mutex_t tail_mu;
   struct tcp_stp *tails;
+  /* Latency-critical tenants whose worker may read the socket itself
+   * (lc_direct_tcp; dr_next), and when the loop last looked at the sockets
+   * their readers hold. */
+  struct tcp_stp *drs;
+  uint64_t dr_polled_ns;
 } tcp_listener;
 
 typedef struct write_req_t write_req_t;
@@ -90,6 +96,14 @@ typedef struct tcp_stp {
   write_req_t *tail;
   struct tcp_stp *tail_next;
   bool tail_listed;
+  /* lc_direct_tcp: the socket's direct reader (shm.h's rules), whether it
+   * holds the socket (dr_out: libuv does not read it then), the frames it
+   * had read when the loop first saw bytes waiting for it, and since when
+   * (0: none waiting); dr_next: l->drs. */
+  wire_direct_t *dr;
+  bool dr_out;
+  uint64_t dr_frames, dr_wait_at;
+  struct tcp_stp *dr_next;
 } tcp_stp;
 
 #define SPARE_MAX     (((size_t)512 << 20) + ((size_t)1 << 20))
@@ -370,6 +384,16 @@ static void lc_start(tcp_stp *c, wire_tenant_t *t) {
   c->lc = true;
   c->l->lc_open++;
   spin_touch(c->l);
+  /* Without memory or a descriptor for it the loop keeps reading: no error. */
+  if (o->lc_direct && o->lc_direct_tcp &&
+      (c->dr = wire__direct_new_tcp(t, c->fd, (uint8_t)wire_tenant_info(t)->version,
+                                    wire__tenant_add_call)) != NULL) {
+    if (o->lc_direct_stuck_us)
+      c->dr->stuck_ns = (uint64_t)o->lc_direct_stuck_us * 1000u;
+    wire__tenant_set_direct(t, c->dr); /* t holds its reference */
+    c->dr_next = c->l->drs;
+    c->l->drs = c;
+  }
 }
 
 static int tcp_welcome(wire_tenant_t *t, const void *frame, size_t len) {
@@ -396,9 +420,89 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   *buf = uv_buf_init((char *)c->buf, TCP_RBUF);
 }
 
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+/* How often the loop looks at the sockets their readers hold (one poll(2)
+ * each): for bytes that wait for a busy reader, and for the connection's
+ * end, which the reader sees only when it looks. */
+#define DR_POLL_NS 20000u
+
+/* Direct reading, loop side (the rules in shm.h): the socket goes to its
+ * reader when libuv reads it, nothing is held or half-framed and a reader
+ * exists; it comes back when the reader stores LOOP (bytes it does not
+ * take, the connection's end), or when bytes waited stuck_ns for a busy
+ * reader, or at once when the guest hung up. */
+static void dr_hand_over(tcp_stp *c) {
+  if (!c->reading || c->hold_off != c->hold_end ||
+      atomic_load_explicit(&c->dr->refs, memory_order_acquire) < 2 ||
+      !wire__tenant_rx_idle(c->t) || uv_read_stop((uv_stream_t *)&c->h) != 0)
+    return;
+  c->reading = false;
+  c->dr_out = true;
+  c->dr_wait_at = 0;
+  wire__direct_hand_over(c->dr);
+}
+
+static void dr_take_back(tcp_stp *c) {
+  c->dr_out = false;
+  if (uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read) == 0)
+    c->reading = true;
+  else
+    wire__tenant_lost(c->t, -EIO, "cannot read the socket its worker gave back");
+}
+
+/* The reader holds c's socket: takes it back when the guest hung up, or
+ * when bytes have waited unread (the reader's count standing still) for
+ * stuck_ns. */
+static void dr_watch(tcp_stp *c, uint64_t now) {
+  struct pollfd p = {.fd = c->fd, .events = POLLIN | POLLRDHUP};
+  uint64_t frames = atomic_load_explicit(&c->dr->frames, memory_order_relaxed);
+  bool force;
+
+  if (poll(&p, 1, 0) <= 0) {
+    c->dr_wait_at = 0;
+    return;
+  }
+  force = (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+  if (!force && (c->dr_wait_at == 0 || frames != c->dr_frames)) {
+    c->dr_frames = frames;
+    c->dr_wait_at = now;
+    return;
+  }
+  if ((force || now - c->dr_wait_at >= c->dr->stuck_ns) && wire__direct_reclaim(c->dr))
+    dr_take_back(c);
+}
+
+static void dr_pass(tcp_listener *l) {
+  uint64_t now = 0;
+  bool look = false;
+
+  for (tcp_stp *c = l->drs; c != NULL; c = c->dr_next) {
+    if (!c->dr_out) {
+      dr_hand_over(c);
+      continue;
+    }
+    if (wire__dr_state(atomic_load_explicit(&c->dr->owner, memory_order_acquire)) ==
+        WIRE__DR_LOOP) {
+      dr_take_back(c); /* given back: libuv reads the bytes left in the socket */
+      continue;
+    }
+    if (now == 0) {
+      now = wire__now_ns();
+      look = now - l->dr_polled_ns >= DR_POLL_NS;
+      if (look)
+        l->dr_polled_ns = now;
+    }
+    if (look)
+      dr_watch(c, now);
+  }
+}
+
 static void on_spin(uv_idle_t *h) {
   tcp_listener *l = h->data;
 
+  if (l->drs)
+    dr_pass(l);
   if (l->lc_open == 0 && wire__since(wire__now_ns(), l->active_ns) >= l->spin_ns)
     uv_idle_stop(h);
   else if (l->lc_open == 0 || (++l->spins & 31) == 0)
@@ -454,7 +558,7 @@ static void tcp_resume(wire_tenant_t *t) {
   if (rc == 1)
     return; /* paused again: keep the rest */
   c->hold_off = c->hold_end = 0;
-  if (!c->reading && uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read) == 0)
+  if (!c->reading && !c->dr_out && uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read) == 0)
     c->reading = true;
 }
 
@@ -497,6 +601,17 @@ static void tcp_close(wire_tenant_t *t) {
   if (c->lc) {
     c->lc = false;
     c->l->lc_open--;
+  }
+  if (c->dr) {
+    /* The reader stops reading; its dup of the socket would keep the
+     * connection open, so the guest is told of the end now. */
+    tcp_stp **pp = &c->l->drs;
+    while (*pp != c)
+      pp = &(*pp)->dr_next;
+    *pp = c->dr_next;
+    atomic_store_explicit(&c->dr->owner, WIRE__DR_CLOSED, memory_order_release);
+    (void)shutdown(c->fd, SHUT_RDWR);
+    c->dr = NULL; /* t's reference, released with t */
   }
   uv_close((uv_handle_t *)&c->h, on_tenant_closed);
 }

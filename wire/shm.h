@@ -189,7 +189,8 @@ int wire__efd_ring(int fd);
 void wire__efd_drain(int fd);
 
 /* Direct reading (wire.h, wire_tenant_direct; direct.c).  Who reads the g2d
- * ring (the owner word): the loop (LOOP); the tenant's executor, polling or
+ * ring, or a TCP tenant's socket (the owner word; "the ring" below is
+ * either): the loop (LOOP); the tenant's executor, polling or
  * busy elsewhere (READER), consuming a frame (TAKING) or running the
  * requests of the frame it consumed (RUNNING); nobody, the transport being
  * closed (CLOSED).  Invariants:
@@ -259,7 +260,9 @@ struct wire_direct {
   int (*add_call)(wire_tenant_t *t, uint64_t id); /* records a CALL read (server.c) */
   uint8_t version;
   wire__shm_dir g2d;       /* the reader's consumer side (owner == READER) */
-  int efd_tx;              /* a dup of the guest's tx doorbell (waiting for space) */
+  int efd_tx;              /* shm: a dup of the guest's tx doorbell (waiting for space); -1 */
+  int fd;                  /* TCP: a dup of the socket (its number is never reused while
+                              the reader may use it); -1 over shared memory */
   void *map;               /* the region, once the transport closed */
   size_t map_len;
   uint8_t *buf;            /* one frame copied out (WIRE__HDR_LEN + WIRE_DIRECT_MAX) */
@@ -269,6 +272,17 @@ struct wire_direct {
  * each CALL the reader takes (wire__tenant_add_call). */
 wire_direct_t *wire__direct_new(wire_tenant_t *t, const wire__shm_dir *g2d, int efd_tx,
                                 uint8_t version, int (*add_call)(wire_tenant_t *t, uint64_t id));
+/* The same for a TCP tenant's socket fd (server-tcp.c): the reader peeks at
+ * the socket's bytes and consumes a frame only once it claimed it. */
+wire_direct_t *wire__direct_new_tcp(wire_tenant_t *t, int fd, uint8_t version,
+                                    int (*add_call)(wire_tenant_t *t, uint64_t id));
+/* Loop thread: hands the ring over (LOOP -> READER, a new generation); the
+ * caller copied its consumer side into the reader's first. */
+void wire__direct_hand_over(wire_direct_t *d);
+/* Loop thread: takes the ring back from a reader that holds it (READER or
+ * RUNNING -> LOOP, counted as given back).  True when the loop owns it now
+ * (also when the reader had given it back), false while TAKING. */
+bool wire__direct_reclaim(wire_direct_t *d);
 
 
 #endif /* TALLY_WIRE_SHM_H */

@@ -434,9 +434,12 @@ typedef struct wire_server_opts {
   bool lc_direct;             /* with lc_poll: a latency-critical shared-memory tenant's
                                  ring may be read by its own executor thread
                                  (wire_tenant_direct) instead of the loop */
-  uint32_t lc_direct_stuck_us; /* lc_direct: bytes wait this long in a ring its busy
-                                 executor holds before the loop takes the ring back;
+  uint32_t lc_direct_stuck_us; /* lc_direct: bytes wait this long in a ring (or socket)
+                                 its busy executor holds before the loop takes it back;
                                  0 = 50 */
+  bool lc_direct_tcp;         /* with lc_direct: a latency-critical TCP tenant's socket
+                                 too (its executor peeks at the socket and consumes
+                                 the frames it takes) */
 } wire_server_opts_t;
 
 #define WIRE_HANDSHAKE_MS_DEFAULT  5000
@@ -516,33 +519,37 @@ void wire_tenant_resume(wire_tenant_t *t);
  * thread. */
 int wire_tenant_note(wire_tenant_t *t, uint32_t word);
 
-/* ---- direct reading (shared memory, lc_direct) ----
+/* ---- direct reading (shared memory, and TCP with lc_direct_tcp) ----
  *
  * A latency-critical tenant's executor (the one thread that runs its
- * messages, polling) may read the tenant's ring itself instead of having the
- * loop read it and hand each message over.  The ring has one reader at a
- * time: the loop hands it to the executor when the ring is empty and its
- * framing idle, and takes it back whenever the executor meets a frame it
- * does not take (anything but plain calls and posts up to WIRE_DIRECT_MAX
- * bytes and batches of posts up to 4 KiB, or a message ok() refuses: a longer
- * batch, a burst, is read by the loop while the executor runs what came
- * before it); messages the loop read
- * meanwhile went to on_msg, and the executor must run those it queued before
- * it reads the ring again (wire_direct_read returns 0 while the loop owns
- * it).  Replies go as usual (wire_tenant_reply_mt*).  The tenant is not
- * declared dead for silence while the executor owns a ring with unread
- * bytes (it is busy). */
+ * messages, polling) may read the tenant's ring, or its TCP socket, itself
+ * instead of having the loop read it and hand each message over.  The ring
+ * (or socket) has one reader at a time: the loop hands it to the executor
+ * when it is empty (a socket: when libuv reads it) and its framing idle, and
+ * takes it back whenever the executor meets a frame it does not take
+ * (anything but plain calls and posts up to WIRE_DIRECT_MAX bytes and
+ * batches of posts up to 4 KiB, or a message ok() refuses: a longer batch, a
+ * burst, is read by the loop while the executor runs what came before it)
+ * or a socket's end; messages the loop read meanwhile went to on_msg, and
+ * the executor must run those it queued before it reads again
+ * (wire_direct_read returns 0 while the loop owns it).  A socket's bytes are
+ * peeked at and consumed only once the frame is claimed, so a frame given
+ * back is still in the socket for the loop.  Replies go as usual
+ * (wire_tenant_reply_mt*).  The tenant is not declared dead for silence
+ * while the executor owns a ring or socket with unread bytes (it is busy). */
 #define WIRE_DIRECT_MAX ((size_t)64 << 10)
 
 typedef struct wire_direct wire_direct_t;
 
 /* Any thread holding a ref on t: t's direct reader (a reference released with
- * wire_direct_release), or NULL: not a shared-memory tenant, not
- * latency-critical under lc_poll and lc_direct, or not past its WELCOME yet
- * (ask again later).  At most one thread may use it. */
+ * wire_direct_release), or NULL: not a shared-memory tenant (nor a TCP one
+ * under lc_direct_tcp), not latency-critical under lc_poll and lc_direct, or
+ * not past its WELCOME yet (ask again later).  At most one thread may use it. */
 wire_direct_t *wire_tenant_direct(wire_tenant_t *t);
 
-/* The executor: true when the ring is its to read and holds bytes. */
+/* The executor: true when the ring is its to read and holds bytes (a socket:
+ * one recv(2) that peeks; at the socket's end it is given back to the loop,
+ * which reports the end, and this is false). */
 bool wire_direct_ready(wire_direct_t *d);
 
 /* The executor: takes the next frame when it owns the ring and the frame
