@@ -157,21 +157,25 @@ static ssize_t sock_peek(wire_direct_t *d, size_t n) {
   return got == 0 ? -1 : got;
 }
 
+/* The first peek at a socket's next frame: most frames are a request's few
+ * hundred bytes, which it sees whole. */
+#define PEEK_FIRST (WIRE__HDR_LEN + 1024)
+
 bool wire_direct_ready(wire_direct_t *d) {
   unsigned w = atomic_load_explicit(&d->owner, memory_order_acquire);
-  uint8_t b;
   ssize_t got;
 
   if (wire__dr_state(w) != WIRE__DR_READER)
     return false;
   if (d->fd < 0)
     return ring_head(d) != __atomic_load_n(&d->g2d.rd, __ATOMIC_RELAXED);
-  got = recv(d->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (got > 0)
-    return true;
-  if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+  /* The peek the read would make first, kept for it (peek_w). */
+  got = sock_peek(d, PEEK_FIRST);
+  d->peek_n = got > 0 ? (size_t)got : 0;
+  d->peek_w = w;
+  if (got < 0)
     (void)give_back(d, w); /* the end of the connection: the loop sees it */
-  return false;
+  return got > 0;
 }
 
 /* The messages of a copied frame: one call or post, or a batch's posts.
@@ -255,9 +259,10 @@ static int next_frame(wire_direct_t *d, unsigned w, wire__hdr *h, uint64_t *rd) 
   ssize_t got;
 
   if (d->fd >= 0) {
-    /* Most frames are a request's few hundred bytes: one peek sees them
-     * whole, a longer one is peeked again at its length. */
-    got = sock_peek(d, WIRE__HDR_LEN + 1024);
+    /* A longer frame than the first peek saw is peeked again at its length.
+     * What ready peeked under this very word is still the socket's front. */
+    got = d->peek_n && d->peek_w == w ? (ssize_t)d->peek_n : sock_peek(d, PEEK_FIRST);
+    d->peek_n = 0;
     if (got == 0)
       return 0;
     if (got >= (ssize_t)WIRE__HDR_LEN && frame_ours(d, h, WIRE__HDR_LEN + WIRE_DIRECT_MAX) &&

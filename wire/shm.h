@@ -266,6 +266,11 @@ struct wire_direct {
   void *map;               /* the region, once the transport closed */
   size_t map_len;
   uint8_t *buf;            /* one frame copied out (WIRE__HDR_LEN + WIRE_DIRECT_MAX) */
+  /* TCP: bytes wire_direct_ready peeked into buf (0: none), under owner word
+   * peek_w: while the word is unchanged nobody consumed from the socket, so
+   * the next read starts from them instead of peeking again. */
+  size_t peek_n;
+  unsigned peek_w;
 };
 
 /* Loop thread, at WELCOME: one reference, the tenant's.  add_call records

@@ -1,9 +1,13 @@
 /* fuzz-wire-direct.c: libFuzzer target for the bytes a latency-critical
- * guest puts in its ring when tallyd's worker reads it itself
- * (wire/direct.c, the rules in wire/shm.h).
+ * guest puts in its ring, or its TCP socket, when tallyd's worker reads it
+ * itself (wire/direct.c, the rules in wire/shm.h).
  *
  * Input: byte 0 picks the reader's refusals (bit 0: refuse calls, bit 1:
- * refuse every third message, bit 2: the call table refuses ids), bytes
+ * refuse every third message, bit 2: the call table refuses ids) and, bit 3,
+ * TCP: the bytes after byte 9 are written into a loopback TCP connection
+ * whose other end the reader reads (what it consumes is whole frames at the
+ * front of what was written, a frame it gives back is still in the socket,
+ * and it never consumes past what was written); otherwise bytes
  * 1..8 a head offset the guest claims past what it wrote (little endian,
  * most of the time 0), the rest the ring's bytes from position 0 of a 4 KiB
  * ring, wrapping, written at a start position given by byte 9.  The reader
@@ -18,9 +22,14 @@
  */
 #include "wire/shm.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define RING 4096u
@@ -62,6 +71,82 @@ static void run(void *ctx, const wire_msg_t *m) {
   f->ran++;
 }
 
+/* A loopback TCP connection: ends[0] the guest's, ends[1] the reader's.  0
+ * or -1 (no network: the input is skipped). */
+static int tcp_pair(int ends[2]) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof(a);
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+  ends[0] = ends[1] = -1;
+  if (l < 0)
+    return -1;
+  if (bind(l, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(l, 1) == 0 &&
+      getsockname(l, (struct sockaddr *)&a, &al) == 0 &&
+      (ends[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 &&
+      connect(ends[0], (struct sockaddr *)&a, sizeof(a)) == 0)
+    ends[1] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+  close(l);
+  if (ends[1] < 0) {
+    if (ends[0] >= 0)
+      close(ends[0]);
+    return -1;
+  }
+  (void)setsockopt(ends[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return 0;
+}
+
+static size_t unread(int fd) {
+  int v = 0;
+  must(ioctl(fd, FIONREAD, &v) == 0);
+  return (size_t)v;
+}
+
+static int tcp_one(fz *f, const uint8_t *data, size_t n) {
+  static int ends[2] = {-1, -1};
+  uint8_t sink[4096];
+  size_t left;
+
+  if (ends[0] < 0 && tcp_pair(ends) != 0)
+    return 0;
+  if (write(ends[0], data, n) != (ssize_t)n) {
+    close(ends[0]); /* a reader that shut the stream down: a new connection next time */
+    close(ends[1]);
+    ends[0] = ends[1] = -1;
+    return 0;
+  }
+  for (int i = 0; i < 100000 && unread(ends[1]) < n; i++)
+    ; /* loopback delivers within the write; a bounded wait all the same */
+  must(unread(ends[1]) == n);
+  f->d = wire__direct_new_tcp((wire_tenant_t *)(void *)f, ends[1], 1, add_call);
+  if (f->d == NULL)
+    return 0;
+  atomic_store(&f->d->owner, WIRE__DR_READER);
+  for (left = n;;) {
+    size_t before = f->ran;
+    int got = wire_direct_read(f->d, ok, run, f);
+    size_t now = unread(ends[1]);
+    if (wire__dr_state(atomic_load(&f->d->owner)) != WIRE__DR_READER) {
+      must(got == 0 && now == left && f->ran == before); /* given back whole */
+      break;
+    }
+    if (got == 0) {
+      must(now == left && left == 0);
+      break;
+    }
+    must(left - now >= WIRE__HDR_LEN && now < left);
+    must(f->ran - before == (size_t)got);
+    left = now;
+  }
+  wire__direct_unref(f->d);
+  while (left > 0) { /* the next input starts on an empty socket */
+    ssize_t r = read(ends[1], sink, left < sizeof(sink) ? left : sizeof(sink));
+    must(r > 0);
+    left -= (size_t)r;
+  }
+  return 0;
+}
+
 int wire_fuzz_direct_one(const uint8_t *data, size_t size);
 
 int wire_fuzz_direct_one(const uint8_t *data, size_t size) {
@@ -82,6 +167,8 @@ int wire_fuzz_direct_one(const uint8_t *data, size_t size) {
   data += 10;
   size -= 10;
   n = size < RING ? size : RING;
+  if (f.mode & 8)
+    return tcp_one(&f, data, n);
   memset(region, 0, sizeof(region));
   g.ctl = region;
   g.ring = region + 2048;
