@@ -97,11 +97,13 @@ typedef struct tcp_stp {
   struct tcp_stp *tail_next;
   bool tail_listed;
   /* lc_direct_tcp: the socket's direct reader (shm.h's rules), whether it
-   * holds the socket (dr_out: libuv does not read it then), the frames it
-   * had read when the loop first saw bytes waiting for it, and since when
-   * (0: none waiting); dr_next: l->drs. */
+   * holds the socket (dr_out: libuv does not read it then), whether the loop
+   * took it back and libuv has not read it since (dr_unread: what the reader
+   * gave back is still in the socket, so it is not handed over again), the
+   * frames it had read when the loop first saw bytes waiting for it, and
+   * since when (0: none waiting); dr_next: l->drs. */
   wire_direct_t *dr;
-  bool dr_out;
+  bool dr_out, dr_unread;
   uint64_t dr_frames, dr_wait_at;
   struct tcp_stp *dr_next;
 } tcp_stp;
@@ -433,7 +435,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
  * take, the connection's end), or when bytes waited stuck_ns for a busy
  * reader, or at once when the guest hung up. */
 static void dr_hand_over(tcp_stp *c) {
-  if (!c->reading || c->hold_off != c->hold_end ||
+  if (!c->reading || c->dr_unread || c->hold_off != c->hold_end ||
       atomic_load_explicit(&c->dr->refs, memory_order_acquire) < 2 ||
       !wire__tenant_rx_idle(c->t) || uv_read_stop((uv_stream_t *)&c->h) != 0)
     return;
@@ -445,6 +447,7 @@ static void dr_hand_over(tcp_stp *c) {
 
 static void dr_take_back(tcp_stp *c) {
   c->dr_out = false;
+  c->dr_unread = true;
   if (uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read) == 0)
     c->reading = true;
   else
@@ -526,6 +529,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   size_t used;
   int rc;
 
+  c->dr_unread = false; /* read, or found empty (0) */
   if (nread == 0)
     return;
   spin_touch(c->l);
