@@ -145,10 +145,10 @@ static int give_back(wire_direct_t *d, unsigned w) {
   return 0;
 }
 
-/* TCP: the socket's next n bytes copied into d->buf, left in the socket;
- * 0 when the socket is empty (or its bytes do not fit: n is a frame's
- * length, at most the buffer), -1 at its end or an error (the loop's to
- * report), else how many (fewer than n: a frame not yet whole). */
+/* TCP: up to the socket's next n bytes (n at most the buffer) copied into
+ * d->buf and left in the socket: how many (fewer than n: all there is), 0
+ * when the socket is empty, -1 at its end or an error (the loop's to
+ * report). */
 static ssize_t sock_peek(wire_direct_t *d, size_t n) {
   ssize_t got = recv(d->fd, d->buf, n, MSG_PEEK | MSG_DONTWAIT);
 
