@@ -1,9 +1,11 @@
 # forward-bench-table.awk: forward-bench's table from its runs' figures.
 #
 # Input, one figure a line: CONFIG KEY VALUE ROUND (CONFIG native, shm, tcp, reply: shared
-# memory with the completion word off, or queued: shared memory through a tallyd whose loop
-# queues the requests for the worker; KEY as forward-bench-bin prints it; only the rounds that
-# completed).  -v transports="shm tcp reply queued" names the Tally columns, in that order.  Prints the Markdown table (per config the median over rounds,
+# memory with the completion word off, queued: shared memory through a tallyd whose loop
+# queues the requests for the worker, or queued-tcp: TCP through that tallyd; KEY as
+# forward-bench-bin prints it; only the rounds that completed).  -v transports="shm tcp reply
+# queued queued-tcp" names the Tally columns, in that order.  Prints the Markdown table (per
+# config the median over rounds,
 # the ratio to native, the target for tally-shm and whether it is met), the open-loop
 # request targets, each round's tally/native ratio for the rows with a target when there
 # are several rounds, and whether every run's results were correct.  Tested on made-up
@@ -49,7 +51,7 @@ END {
   }
   nt = split(transports, ts, " ")
   head["shm"] = "tally-shm"; head["tcp"] = "tally-tcp"; head["reply"] = "shm, reply"
-  head["queued"] = "shm, queued"
+  head["queued"] = "shm, queued"; head["queued-tcp"] = "tcp, queued"
   hs = index(" " transports " ", " shm ") > 0; ht = index(" " transports " ", " tcp ") > 0
   printf "| metric | native |"
   for (j = 1; j <= nt; j++) printf " %s |", head[ts[j]]
@@ -77,6 +79,9 @@ END {
   }
   if (ht && n50 != "" && rtt != "" && median(v["tcp req_us_p50"]) != "")
     printf "open-loop p50 over TCP: %s us vs native %s + one TCP round trip %s us: %s\n", median(v["tcp req_us_p50"]), n50, rtt, (median(v["tcp req_us_p50"]) <= n50 + rtt) ? "meets" : "NO"
+  q = median(v["queued-tcp req_us_p50"])
+  if (index(" " transports " ", " queued-tcp ") > 0 && n50 != "" && rtt != "" && q != "")
+    printf "open-loop p50 over TCP with the loop queueing for the worker (--lc-direct no): %s us vs native %s + one TCP round trip %s us: %s\n", q, n50, rtt, (q <= n50 + rtt) ? "meets" : "NO"
   # Each round ran native, then every transport, one after the other: a round's ratio is
   # measured side by side, and their spread is the host's own variation.
   if (nr > 1) {

@@ -27,7 +27,9 @@
 #   --queued also a column "queued": shared memory through a second tallyd started with
 #            --lc-direct no added (tallyd's loop thread reads the ring and queues each request
 #            for the latency-critical worker, instead of the worker reading it itself), in
-#            the same rounds; the two daemons never serve a run at the same time
+#            the same rounds, and with TCP among the transports "queued-tcp", TCP through
+#            that tallyd (its loop reads the socket); the two daemons never serve a run at the
+#            same time
 #   --null-stream, --scale F  passed to forward-bench-bin (see forward-bench.cu)
 #   --hops   record hand-off times (tallyd --hops, TALLY_HOPS) and print where the open-loop
 #            requests' and the launch + sync row's time goes, per transport, and what the
@@ -66,7 +68,10 @@ while [ $# -gt 0 ]; do
 done
 
 [ $reply = 1 ] && transports="$transports reply"
-[ $queued = 1 ] && transports="$transports queued"
+if [ $queued = 1 ]; then
+  transports="$transports queued"
+  case " $transports " in *" tcp "*) transports="$transports queued-tcp" ;; esac
+fi
 B=$TL_BUILDDIR
 # FORWARD_BENCH_BIN: another program in its place (tests/bench/test-forward-bench.sh's stand-in)
 BIN=${FORWARD_BENCH_BIN:-$B/tests/bench/forward-bench-bin}
@@ -122,7 +127,7 @@ status=0
 for r in $(seq 1 "$rounds"); do
   for cfg in native $transports; do
     out=$LOGS/$cfg.$r.out
-    if [ "$cfg" = queued ]; then use_daemon queued; else use_daemon main; fi
+    case $cfg in queued*) use_daemon queued ;; *) use_daemon main ;; esac
     if [ "$cfg" != native ]; then
       if [ $tally_ok = 0 ] || ! { tl_alive || tl_start; }; then
         echo "rc 1" >"$out"
@@ -138,6 +143,7 @@ for r in $(seq 1 "$rounds"); do
     via=$cfg syncword=
     [ "$cfg" = reply ] && via=shm syncword=0
     [ "$cfg" = queued ] && via=shm
+    [ "$cfg" = queued-tcp ] && via=tcp
     FB_TALLYD_PID=$([ "$cfg" != native ] && echo "$TL_PID") TALLY_HOPS=$hopsfile \
       TALLY_LC_SYNC_WORD=$syncword \
       tl_run "$via" 300 latency-critical "fb-$cfg-$r" -- "$BIN" "${binargs[@]}" \
@@ -186,7 +192,7 @@ if [ $hops = 1 ] && [ -x "$B/tests/bench/hops-report" ]; then
     echo
     echo "where an open-loop request's time goes over $cfg (hops-report --last $last):"
     daemon_hops=$LOGS/hops.daemon
-    [ "$cfg" = queued ] && daemon_hops=$LOGS/hops.daemon-queued
+    case $cfg in queued*) daemon_hops=$LOGS/hops.daemon-queued ;; esac
     "$B/tests/bench/hops-report" --last "$last" "$LOGS"/hops.$cfg.* "$daemon_hops"
     # Before it, the launch + sync row's 5000 stream synchronisations outnumber every other.
     echo
@@ -197,7 +203,7 @@ if [ $hops = 1 ] && [ -x "$B/tests/bench/hops-report" ]; then
     # this transport's tenants only (the daemon's file has every run's).
     echo
     echo "the worker between back-to-back launches over $cfg (hops-report --gaps --op launch):"
-    grep "^D fb-$cfg-" "$daemon_hops" >"$LOGS/hops.daemon.$cfg"
+    grep "^D fb-$cfg-[0-9]* " "$daemon_hops" >"$LOGS/hops.daemon.$cfg"
     "$B/tests/bench/hops-report" --gaps --op launch "$LOGS/hops.daemon.$cfg" |
       sed -n '/^| worker between/,$p'
   done

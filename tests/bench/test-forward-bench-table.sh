@@ -6,7 +6,7 @@
 # result named.  Prints TAP.
 S=${TALLY_SRCDIR:-..}
 A=$S/tests/bench/forward-bench-table.awk
-echo "1..4"
+echo "1..5"
 tmp=$(mktemp -d /tmp/tally-fbtable-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 # fig CONFIG ROUND CHAIN_MS LAUNCH_SYNC_US REQ_P50 REQ_P99 [CHAIN_OK]
@@ -93,5 +93,22 @@ if awk -v transports="shm tcp reply queued" -f "$A" "$tmp/queued.in" >"$out" 2>&
   echo "ok 4 - the queued column among the others, its ratios per round and its open-loop line"
 else
   echo "not ok 4 - the queued column among the others, its ratios per round and its open-loop line"
+  sed 's/^/# /' "$out"
+fi
+# The queued daemon's TCP column (queued-tcp: its loop reads the socket) after queued: its
+# cells and ratio, and its open-loop line against the round trip after the TCP one.
+{
+  fig native 1 4.0 10 230 250; fig tcp 1 4.2 25 248 300; fig queued-tcp 1 4.6 27 252 310
+} >"$tmp/qtcp.in"
+out=$tmp/qtcp.out
+if awk -v transports="tcp queued-tcp" -f "$A" "$tmp/qtcp.in" >"$out" 2>&1 &&
+  grep -q '^| metric | native | tally-tcp | tcp, queued | tcp/native | queued-tcp/native | target (shm) | shm meets |$' "$out" &&
+  grep -q '^| 1000-kernel chain (ms) | 4.0 | 4.2 | 4.6 | 1.05x | 1.15x | <= 1.05x | - |$' "$out" &&
+  sed -n '/^open-loop p50 over TCP: /{n;p;}' "$out" |
+    grep -q '^open-loop p50 over TCP with the loop queueing for the worker (--lc-direct no): 252 us vs native 230 + one TCP round trip 20 us: NO$' &&
+  grep -q '^open-loop p50 over TCP: 248 us vs native 230 + one TCP round trip 20 us: meets$' "$out"; then
+  echo "ok 5 - the queued daemon's TCP column and its open-loop line"
+else
+  echo "not ok 5 - the queued daemon's TCP column and its open-loop line"
   sed 's/^/# /' "$out"
 fi
