@@ -7,10 +7,10 @@
 # to, under its run's name), names the library it loaded and the command line of the tallyd
 # it was told of (FB_TALLYD_PID), and prints figures that say which column ran it.  Checks
 # the --queued columns: a second tallyd with --lc-direct no, its own socket, every queued run
-# (shared memory, and TCP: queued-tcp) sent there and none of the others, the table's columns in order, and both daemons stopped
-# at the end; with --hops, the table of the worker's gaps between launches for each
-# transport, from that transport's tenants only.  No GPU: this tests the benchmark's script,
-# not Tally's speed.
+# (shared memory, and TCP: queued-tcp) sent there and none of the others, the table's columns in
+# order, and both daemons stopped at the end; with --hops, the table of the worker's gaps between
+# launches for each transport, from that transport's tenants only.  No GPU: this tests the
+# benchmark's script, not Tally's speed.
 B=${TALLY_BUILDDIR:-.}
 S=${TALLY_SRCDIR:-..}
 echo "1..4"
@@ -71,12 +71,15 @@ table() {
     grep -q '^  1000-kernel chain (ms), queued-tcp: 1.15x 1.15x$' "$tmp/fb.out" &&
     grep -q '^results correct (chain and copies): yes, every configuration$' "$tmp/fb.out"
 }
-check "--queued, 2 rounds: a shm and a TCP column through the second tallyd, their ratios per round, exit 0" table
+check "--queued, 2 rounds: shm and TCP columns through the second tallyd, per-round ratios, exit 0" \
+  table
 
 # pid_of CFG ROUND: the tallyd the run was told of
 pid_of() { sed -n 's/^tallyd: \([0-9]*\) .*/\1/p' "$L/$1.$2.err"; }
 daemons() {
-  for c in shm tcp queued queued-tcp; do for r in 1 2; do echo "$c.$r: $(grep -h '^cuInit\|^tallyd' "$L/$c.$r.err")"; done; done
+  for c in shm tcp queued queued-tcp; do
+    for r in 1 2; do echo "$c.$r: $(grep -h '^cuInit\|^tallyd' "$L/$c.$r.err")"; done
+  done
   for r in 1 2; do
     grep -q '^cuInit: 0 unix:.*/tallyd-queued\.sock$' "$L/queued.$r.err" &&
       grep -q '^cuInit: 0 tcp://127\.0\.0\.1:' "$L/queued-tcp.$r.err" &&
@@ -108,6 +111,7 @@ gaps() {
       "$tmp/fb.out" && grep -q "^D fb-$c-1 " "$L/hops.daemon.$c" &&
       [ "$(grep -vc "^D fb-$c-" "$L/hops.daemon.$c")" = 0 ] || return 1
   done
-  [ "$(grep -c '^| worker between back-to-back posts (0 pairs, mean gap 0 ns) |' "$tmp/fb.out")" = 4 ]
+  [ "$(grep -c '^| worker between back-to-back posts (0 pairs, mean gap 0 ns) |' \
+    "$tmp/fb.out")" = 4 ]
 }
 check "--hops: the worker's gaps per transport, from its own tenants' records" gaps
