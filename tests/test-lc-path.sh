@@ -16,7 +16,8 @@
 #   6. no daemon: cuInit fails at once, naming the address
 #   7. --lc-direct yes: the LC worker reads its ring, and over TCP its socket, itself (the
 #      daemon log counts the frames), and sync-word / order / hostfn-ctxsync give the same
-#      results as with no direct reading (no; shm over TCP)
+#      results as with no direct reading (no; shm over TCP); the daemon has as many
+#      descriptors open after the tenants left as before they came
 #   8. a reading worker slowed between choosing its ring and reading it
 #      (TALLYD_TEST_DIRECT_GAP_US): the loop takes the ring back, queues what it reads and
 #      hands it over again meanwhile, and requests still run in ring order
@@ -257,6 +258,7 @@ direct() { # the same requests with the worker reading the ring or socket itself
     at="unix:$tmp/sock"
     port=$(sed -n 's/.*serving.*(port \([0-9]*\)).*/\1/p' "$tmp/daemon.log" | head -n 1)
     [ $via = tcp ] && at="tcp://127.0.0.1:$port"
+    fds=$(ls "/proc/$daemon/fd" | wc -l)
     sw=$(helper "$at" latency-critical sync-word) || { echo "sync-word: exit $?"; return 1; }
     ord=$(helper "$at" latency-critical order) || { echo "order: exit $?"; return 1; }
     # The worker waits in cuCtxSynchronize for a host function whose answer comes through the
@@ -264,10 +266,16 @@ direct() { # the same requests with the worker reading the ring or socket itself
     hcs=$(helper "$at" latency-critical hostfn-ctxsync) ||
       { echo "hostfn-ctxsync: exit $?"; return 1; }
     cleaned_up 3 # the workers' last lines come after their tenants left
+    # Every descriptor goes with its tenant (the worker's copy of a socket it read included).
+    i=0
+    while [ "$(ls "/proc/$daemon/fd" | wc -l)" != "$fds" ] && [ $i -lt 100 ]; do
+      i=$((i + 1)); sleep 0.02; done
+    fds_after=$(ls "/proc/$daemon/fd" | wc -l)
     stop_daemon
     frames=$(sed -n 's/.*its worker read \([0-9]*\) frames.*/\1/p' "$tmp/daemon.log" | head -n 1)
     echo "note: --lc-direct $mode over $via: sync-word '$(echo $sw)', order '$ord', '$hcs'," \
-      "frames read by the worker: ${frames:-none}"
+      "frames read by the worker: ${frames:-none}, descriptors $fds before, $fds_after after"
+    [ "$fds_after" = "$fds" ] || return 1
     [ "$(echo $sw)" = "held 1 value 7 rounds 0 error 400 after 0" ] || return 1
     [ "$ord" = "order 0 of 64" ] || return 1
     [ "$hcs" = "ctxsync held 1" ] || return 1
