@@ -216,7 +216,13 @@ void wire__efd_drain(int fd);
  *     descriptor, a heartbeat) never wait for a request that may itself be
  *     waiting for them;
  *   - the region stays mapped until the last reference goes (the transport
- *     gives its mapping to this struct when it closes). */
+ *     gives its mapping to this struct when it closes), and a TCP reader's
+ *     dup of the socket stays open as long (the transport shuts the
+ *     connection down when it closes);
+ *   - CLOSED is stored whatever the state: a reader that was TAKING then
+ *     stores RUNNING over it and may read on until its executor sees the
+ *     tenant closed (which runs nothing more); it only ever reads the mapped
+ *     region or its own socket, whose end it finds. */
 enum {
   WIRE__DR_LOOP = 0,
   WIRE__DR_READER = 1,
