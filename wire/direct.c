@@ -265,12 +265,14 @@ static int next_frame(wire_direct_t *d, unsigned w, wire__hdr *h, uint64_t *rd) 
     d->peek_n = 0;
     if (got == 0)
       return 0;
-    if (got >= (ssize_t)WIRE__HDR_LEN && frame_ours(d, h, WIRE__HDR_LEN + WIRE_DIRECT_MAX) &&
-        h->len > (size_t)got - WIRE__HDR_LEN)
-      got = sock_peek(d, WIRE__HDR_LEN + h->len);
-    /* A frame not yet whole, or the end: the loop's framing waits for it. */
-    if (got < (ssize_t)WIRE__HDR_LEN || !frame_ours(d, h, (uint64_t)got))
+    /* The header is judged once (its length at most the buffer); the bytes
+     * it names are then all there, or the loop's framing waits for them. */
+    if (got < (ssize_t)WIRE__HDR_LEN || !frame_ours(d, h, WIRE__HDR_LEN + WIRE_DIRECT_MAX))
       return give_back(d, w) - 1;
+    if (h->len > (size_t)got - WIRE__HDR_LEN)
+      got = sock_peek(d, WIRE__HDR_LEN + h->len);
+    if (got < (ssize_t)(WIRE__HDR_LEN + h->len))
+      return give_back(d, w) - 1; /* not yet whole, or the end */
     return 1;
   }
   /* rd is read atomically: a word of an older generation may be read while
