@@ -380,8 +380,9 @@ static void the_loop_frames_do_not_wait_for_a_busy_reader(void **state) {
 /* The loop takes the ring back whenever bytes wait 10 us and the reader
  * pauses between copying a frame and claiming it: take-backs and
  * hand-overs race with the reader's reads all the time, and still every
- * request arrives once, in order, and the tenant stays open (a reader that consumed at a position the loop had
- * moved on from would make the ring's indices impossible). */
+ * request arrives once, in order, and the tenant stays open (a reader that
+ * consumed at a position the loop had moved on from would make the ring's
+ * indices impossible). */
 static void take_backs_racing_reads_lose_and_repeat_nothing(void **state) {
   fixture f;
   uint64_t read = 0, given = 0;

@@ -28,7 +28,7 @@ stub_run() {
   cat "$d/speed.md" "$tmp/run.err"
   tail='p99 2.400 ms, max 2.400 ms, 10 of 100 over 1.5x p50$'
   grep -q "round 2 bert-graph tcp: p50 1.200 ms, $tail" "$tmp/run.err" &&
-  grep -q '^| gpt2-train | native | 2 of 2 | 1.000 | 2.000 | - | - |$' "$d/speed.md" &&
+    grep -q '^| gpt2-train | native | 2 of 2 | 1.000 | 2.000 | - | - |$' "$d/speed.md" &&
     grep -q '^| gpt2-train | shm | 2 of 2 | 1.100 | 2.200 | 1.100 (1.100-1.100) | 1.100 (1.100-1.100) |$' "$d/speed.md" &&
     grep -q '^| bert-graph | tcp | 2 of 2 | 1.200 | 2.400 | 1.200 (1.200-1.200) | 1.200 (1.200-1.200) |$' "$d/speed.md" &&
     [ "$(grep -c ',2,' "$d/speed.csv")" -eq 6 ] &&
